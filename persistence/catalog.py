@@ -1,0 +1,305 @@
+"""The catalog: one SQLite file (SQLAlchemy) holding what is indexed, the keyword index and the embedding cache.
+
+Why one file: replacing a document's chunks must be atomic. The document row, its chunk rows and their
+keyword-index rows change in one SQLite transaction, so a crash or a bad file never leaves a half-written
+document behind. Chroma (not transactional) is written before this commit and cleaned after it, and searches
+only trust dense hits that the catalog knows (see retrieval.search), so the two stores never disagree in
+what a user sees.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy import (
+    Column,
+    Engine,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+)
+from sqlalchemy.engine import Connection
+
+from persistence.keyword_index import KeywordIndex
+from retrieval.types import Chunk
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+SQLITE_MAX_VARIABLES = 900
+
+metadata_obj = MetaData()
+
+documents_table = Table(
+    "documents",
+    metadata_obj,
+    Column("id", Integer, primary_key=True),
+    Column("tenant", String, nullable=False),
+    Column("collection", String, nullable=False),
+    Column("source", String, nullable=False),
+    Column("file_hash", String, nullable=False),
+    Column("doc_type", String, nullable=False, default=""),
+    Column("title", String, nullable=False, default=""),
+    Column("n_chunks", Integer, nullable=False, default=0),
+    Column("updated_at", Float, nullable=False),
+    UniqueConstraint("tenant", "collection", "source", name="uq_document_source"),
+)
+
+chunks_table = Table(
+    "chunks",
+    metadata_obj,
+    Column("id", Integer, primary_key=True),
+    Column("chunk_id", String, nullable=False, unique=True),
+    Column("document_id", Integer, ForeignKey("documents.id", ondelete="CASCADE"), nullable=False),
+    Column("tenant", String, nullable=False),
+    Column("collection", String, nullable=False),
+    Column("content_hash", String, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("metadata", Text, nullable=False),
+    Index("ix_chunks_scope", "tenant", "collection"),
+    Index("ix_chunks_document", "document_id"),
+)
+
+embedding_cache_table = Table(
+    "embedding_cache",
+    metadata_obj,
+    Column("model_key", String, primary_key=True),
+    Column("content_hash", String, primary_key=True),
+    Column("vector", LargeBinary, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    """What the catalog knows about one indexed source."""
+
+    id: int
+    tenant: str
+    collection: str
+    source: str
+    file_hash: str
+    n_chunks: int
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """A chunk as the catalog stores it."""
+
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def _batches(items: Sequence[Any], size: int = SQLITE_MAX_VARIABLES) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class Catalog:
+    """Documents, chunks, keyword index and embedding cache in one SQLite database."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.engine: Engine = create_engine(f"sqlite:///{path}", future=True)
+        event.listen(self.engine, "connect", _configure_sqlite)
+        self.keyword_index = KeywordIndex()
+        with self.engine.begin() as connection:
+            metadata_obj.create_all(connection)
+            self.keyword_index.create(connection)
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    # --- documents -----------------------------------------------------------------------------
+    def document(self, tenant: str, collection: str, source: str) -> DocumentRecord | None:
+        """The indexed state of one source, or None."""
+        query = select(documents_table).where(
+            documents_table.c.tenant == tenant,
+            documents_table.c.collection == collection,
+            documents_table.c.source == source,
+        )
+        with self.engine.connect() as connection:
+            row = connection.execute(query).mappings().first()
+        return _document(row) if row else None
+
+    def documents(self, tenant: str | None = None, collection: str | None = None) -> list[DocumentRecord]:
+        """Indexed sources, optionally within one tenant and collection."""
+        query = select(documents_table)
+        if tenant is not None:
+            query = query.where(documents_table.c.tenant == tenant)
+        if collection is not None:
+            query = query.where(documents_table.c.collection == collection)
+        with self.engine.connect() as connection:
+            return [_document(row) for row in connection.execute(query).mappings()]
+
+    def chunk_ids_of(self, connection: Connection, document_id: int) -> list[str]:
+        """Chunk ids of a document, inside an open transaction."""
+        query = select(chunks_table.c.chunk_id).where(chunks_table.c.document_id == document_id)
+        return list(connection.execute(query).scalars())
+
+    def replace_document(
+        self,
+        *,
+        tenant: str,
+        collection: str,
+        source: str,
+        file_hash: str,
+        doc_type: str,
+        title: str,
+        chunks: Sequence[Chunk],
+    ) -> list[str]:
+        """Atomically make `chunks` the content of `source`; return the chunk ids it had before."""
+        with self.engine.begin() as connection:
+            existing = connection.execute(
+                select(documents_table.c.id).where(
+                    documents_table.c.tenant == tenant,
+                    documents_table.c.collection == collection,
+                    documents_table.c.source == source,
+                )
+            ).scalar()
+            old_ids: list[str] = []
+            if existing is not None:
+                old_ids = self.chunk_ids_of(connection, existing)
+                self._delete_document(connection, existing)
+            document_id = connection.execute(
+                insert(documents_table).values(
+                    tenant=tenant,
+                    collection=collection,
+                    source=source,
+                    file_hash=file_hash,
+                    doc_type=doc_type,
+                    title=title,
+                    n_chunks=len(chunks),
+                    updated_at=time.time(),
+                )
+            ).inserted_primary_key[0]
+            rows = [
+                {
+                    "chunk_id": chunk.chunk_id,
+                    "document_id": document_id,
+                    "tenant": tenant,
+                    "collection": collection,
+                    "content_hash": str(chunk.metadata.get("content_hash", "")),
+                    "text": chunk.text,
+                    "metadata": json.dumps(chunk.metadata, ensure_ascii=False),
+                }
+                for chunk in chunks
+            ]
+            if rows:
+                connection.execute(insert(chunks_table), rows)
+                query = select(chunks_table.c.chunk_id, chunks_table.c.id).where(
+                    chunks_table.c.document_id == document_id
+                )
+                ids = {chunk_id: rowid for chunk_id, rowid in connection.execute(query)}
+                self.keyword_index.add(connection, [(ids[chunk.chunk_id], chunk) for chunk in chunks])
+        return old_ids
+
+    def delete_document(self, record: DocumentRecord) -> list[str]:
+        """Remove a source and its chunks; return the removed chunk ids."""
+        with self.engine.begin() as connection:
+            old_ids = self.chunk_ids_of(connection, record.id)
+            self._delete_document(connection, record.id)
+        return old_ids
+
+    def _delete_document(self, connection: Connection, document_id: int) -> None:
+        rowids = list(
+            connection.execute(
+                select(chunks_table.c.id).where(chunks_table.c.document_id == document_id)
+            ).scalars()
+        )
+        self.keyword_index.remove(connection, rowids)
+        connection.execute(delete(chunks_table).where(chunks_table.c.document_id == document_id))
+        connection.execute(delete(documents_table).where(documents_table.c.id == document_id))
+
+    # --- chunks --------------------------------------------------------------------------------
+    def chunks_by_id(self, chunk_ids: Sequence[str], tenant: str) -> dict[str, StoredChunk]:
+        """Stored chunks among `chunk_ids` that belong to `tenant` (others are silently absent)."""
+        found: dict[str, StoredChunk] = {}
+        with self.engine.connect() as connection:
+            for batch in _batches(list(chunk_ids)):
+                query = select(chunks_table.c.chunk_id, chunks_table.c.text, chunks_table.c.metadata).where(
+                    chunks_table.c.chunk_id.in_(batch), chunks_table.c.tenant == tenant
+                )
+                for chunk_id, text, metadata in connection.execute(query):
+                    found[chunk_id] = StoredChunk(chunk_id, text, json.loads(metadata))
+        return found
+
+    def count_chunks(self, tenant: str | None = None, collection: str | None = None) -> int:
+        """Number of indexed chunks in a scope."""
+        query = select(func.count()).select_from(chunks_table)
+        if tenant is not None:
+            query = query.where(chunks_table.c.tenant == tenant)
+        if collection is not None:
+            query = query.where(chunks_table.c.collection == collection)
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar() or 0)
+
+    def collections(self, tenant: str) -> list[str]:
+        """Collections that hold documents of `tenant`."""
+        query = select(documents_table.c.collection).where(documents_table.c.tenant == tenant).distinct()
+        with self.engine.connect() as connection:
+            return sorted(connection.execute(query).scalars())
+
+    # --- embedding cache -----------------------------------------------------------------------
+    def get_vectors(self, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
+        """Cached vectors of `model_key` for the hashes present in the cache."""
+        found: dict[str, list[float]] = {}
+        with self.engine.connect() as connection:
+            for batch in _batches(list(dict.fromkeys(hashes))):
+                query = select(embedding_cache_table.c.content_hash, embedding_cache_table.c.vector).where(
+                    embedding_cache_table.c.model_key == model_key,
+                    embedding_cache_table.c.content_hash.in_(batch),
+                )
+                for key, blob in connection.execute(query):
+                    found[key] = np.frombuffer(blob, dtype=np.float32).tolist()
+        return found
+
+    def put_vectors(self, model_key: str, vectors: dict[str, list[float]]) -> None:
+        """Store vectors of `model_key` by content hash (existing entries are kept)."""
+        if not vectors:
+            return
+        rows = [
+            {"model_key": model_key, "content_hash": key, "vector": np.asarray(vector, np.float32).tobytes()}
+            for key, vector in vectors.items()
+        ]
+        with self.engine.begin() as connection:
+            connection.execute(insert(embedding_cache_table).prefix_with("OR IGNORE"), rows)
+
+
+def _document(row: Any) -> DocumentRecord:
+    return DocumentRecord(
+        id=row["id"],
+        tenant=row["tenant"],
+        collection=row["collection"],
+        source=row["source"],
+        file_hash=row["file_hash"],
+        n_chunks=row["n_chunks"],
+    )

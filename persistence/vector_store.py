@@ -1,0 +1,154 @@
+"""Dense vectors in Chroma through langchain-chroma: embedded and persistent by default, a Chroma server
+when `RAG_CHROMA_HOST` is set (to scale out). One Chroma collection per category (our "collection")."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import chromadb
+from chromadb.config import Settings as ChromaSettings
+from langchain_chroma import Chroma
+from langchain_core.embeddings import Embeddings
+
+from config.settings import Settings
+from retrieval.types import Chunk
+
+CHROMA_COLLECTION_PREFIX = "rag_"
+COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+#: Cosine space: with normalised vectors, similarity = 1 - distance.
+COLLECTION_METADATA = {"hnsw:space": "cosine"}
+UPSERT_BATCH = 1000
+
+
+class StoreUnavailableError(RuntimeError):
+    """The vector store cannot be reached or opened; nothing was changed."""
+
+
+class InvalidCollectionError(ValueError):
+    """A collection name that cannot be used."""
+
+
+def validate_collection_name(name: str) -> str:
+    """Return `name` if usable as a collection (letters, digits, . _ -, up to 201 chars), else raise."""
+    if not COLLECTION_NAME_PATTERN.match(name) or name.endswith((".", "-", "_")):
+        raise InvalidCollectionError(
+            f"invalid collection name {name!r}: use letters, digits, '.', '_' or '-', starting and ending "
+            "with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class DenseHit:
+    """A nearest-neighbour match with its cosine similarity."""
+
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+    similarity: float
+
+
+_clients: dict[str, Any] = {}
+_clients_lock = threading.Lock()
+
+
+def chroma_client(settings: Settings) -> Any:
+    """The process's Chroma client for these settings (persistent folder or HTTP server)."""
+    chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
+    if settings.chroma_host:
+        key = f"http://{settings.chroma_host}:{settings.chroma_port}"
+    else:
+        key = str(settings.chroma_dir.resolve())
+    with _clients_lock:
+        if key not in _clients:
+            try:
+                if settings.chroma_host:
+                    _clients[key] = chromadb.HttpClient(
+                        host=settings.chroma_host, port=settings.chroma_port, settings=chroma_settings
+                    )
+                else:
+                    settings.chroma_dir.mkdir(parents=True, exist_ok=True)
+                    _clients[key] = chromadb.PersistentClient(path=key, settings=chroma_settings)
+            except Exception as error:  # noqa: BLE001 - every client failure means the store is down
+                raise StoreUnavailableError(f"cannot open the Chroma store at {key}: {error}") from error
+        return _clients[key]
+
+
+class VectorStore:
+    """Chroma collections of one data directory or server, keyed by our collection names."""
+
+    def __init__(self, settings: Settings, embeddings: Embeddings) -> None:
+        self.settings = settings
+        self.embeddings = embeddings
+        self._stores: dict[str, Chroma] = {}
+
+    def _store(self, collection: str, create: bool = True) -> Chroma | None:
+        if collection not in self._stores:
+            name = CHROMA_COLLECTION_PREFIX + validate_collection_name(collection)
+            client = chroma_client(self.settings)
+            try:
+                if not create and name not in {c.name for c in client.list_collections()}:
+                    return None
+                self._stores[collection] = Chroma(
+                    collection_name=name,
+                    embedding_function=self.embeddings,
+                    client=client,
+                    collection_metadata=COLLECTION_METADATA,
+                )
+            except Exception as error:  # noqa: BLE001
+                raise StoreUnavailableError(f"cannot open Chroma collection {name}: {error}") from error
+        return self._stores[collection]
+
+    def upsert(self, collection: str, chunks: Sequence[Chunk], vectors: Sequence[Sequence[float]]) -> None:
+        """Write chunks with precomputed vectors (idempotent: same ids overwrite)."""
+        store = self._store(collection)
+        assert store is not None
+        try:
+            for start in range(0, len(chunks), UPSERT_BATCH):
+                batch = chunks[start : start + UPSERT_BATCH]
+                store._collection.upsert(  # noqa: SLF001 - langchain-chroma re-embeds in add_texts
+                    ids=[chunk.chunk_id for chunk in batch],
+                    embeddings=[list(vector) for vector in vectors[start : start + UPSERT_BATCH]],
+                    documents=[chunk.text for chunk in batch],
+                    metadatas=[dict(chunk.metadata) for chunk in batch],
+                )
+        except Exception as error:  # noqa: BLE001
+            raise StoreUnavailableError(f"cannot write to Chroma collection {collection!r}: {error}") from error
+
+    def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
+        """Remove chunks by id (missing ids are ignored)."""
+        if not chunk_ids:
+            return
+        store = self._store(collection, create=False)
+        if store is None:
+            return
+        try:
+            for start in range(0, len(chunk_ids), UPSERT_BATCH):
+                store.delete(ids=list(chunk_ids[start : start + UPSERT_BATCH]))
+        except Exception as error:  # noqa: BLE001
+            raise StoreUnavailableError(f"cannot delete from Chroma collection {collection!r}: {error}") from error
+
+    def search(
+        self, collection: str, vector: Sequence[float], k: int, where: dict[str, Any] | None
+    ) -> list[DenseHit]:
+        """The `k` nearest chunks in `collection` that satisfy `where`."""
+        store = self._store(collection, create=False)
+        if store is None:
+            return []
+        try:
+            results = store.similarity_search_by_vector_with_relevance_scores(list(vector), k=k, filter=where)
+        except Exception as error:  # noqa: BLE001
+            raise StoreUnavailableError(f"cannot query Chroma collection {collection!r}: {error}") from error
+        return [
+            DenseHit(str(document.id), document.page_content, dict(document.metadata), 1.0 - float(distance))
+            for document, distance in results
+        ]
+
+    def count(self, collection: str) -> int:
+        """Number of vectors in a collection (0 when it does not exist)."""
+        store = self._store(collection, create=False)
+        return 0 if store is None else store._collection.count()  # noqa: SLF001

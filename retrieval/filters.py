@@ -1,0 +1,197 @@
+"""Metadata filters: one validated language, compiled identically for Chroma and for the keyword index.
+
+The language is Chroma's (a Mongo-like dict): `{"field": value}` for equality, `{"field": {"$op": value}}`
+with `$eq $ne $gt $gte $lt $lte $in $nin`, and `{"$and": [...]}` / `{"$or": [...]}`. A filter is validated
+once into a tree (`Condition` / `Logical`), then rendered as a Chroma `where` dict or as a SQL expression
+over the keyword index's JSON metadata. Validating first means a bad filter fails with a message naming the
+problem, never a stack trace from Chroma or SQLite, and both search paths see exactly the same conditions.
+
+`tenant` is not a filter field: every search is scoped to one tenant by our own code (see retrieval.search).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from retrieval.types import CHUNK_METADATA_DEFAULTS, MetadataValue
+
+COMPARISON_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
+LIST_OPERATORS = ("$in", "$nin")
+RANGE_OPERATORS = ("$gt", "$gte", "$lt", "$lte")
+LOGICAL_OPERATORS = ("$and", "$or")
+#: Metadata keys a filter may use: the chunk schema plus numeric helpers; tenant is reserved for scoping.
+RESERVED_FIELDS = frozenset({"tenant"})
+FILTERABLE_FIELDS = frozenset(CHUNK_METADATA_DEFAULTS) - RESERVED_FIELDS
+MAX_FILTER_DEPTH = 8
+MAX_LIST_VALUES = 1000
+
+_SQL_OPERATORS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+class FilterError(ValueError):
+    """A metadata filter that cannot be applied; the message says what is wrong and where."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    """`field <operator> value` on one metadata key."""
+
+    field: str
+    operator: str
+    value: MetadataValue | tuple[MetadataValue, ...]
+
+
+@dataclass(frozen=True)
+class Logical:
+    """`$and` / `$or` over two or more sub-filters."""
+
+    operator: str
+    children: tuple[Condition | Logical, ...]
+
+
+FilterNode = Condition | Logical
+
+
+def parse_filter(raw: str | dict[str, Any] | None) -> FilterNode | None:
+    """Validate a filter given as a dict or JSON text; None or {} means no filter."""
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        if not raw.strip():
+            return None
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as error:
+            raise FilterError(f"filter is not valid JSON: {error.msg} at position {error.pos}") from None
+    if not isinstance(raw, dict):
+        raise FilterError(f"filter must be a JSON object, got {type(raw).__name__}")
+    if not raw:
+        return None
+    return _parse_object(raw, path="filter", depth=0)
+
+
+def _parse_object(raw: dict[str, Any], path: str, depth: int) -> FilterNode:
+    if depth > MAX_FILTER_DEPTH:
+        raise FilterError(f"{path}: filter nested deeper than {MAX_FILTER_DEPTH} levels")
+    if not raw:
+        raise FilterError(f"{path}: empty object")
+    nodes = [_parse_entry(key, value, f"{path}.{key}", depth) for key, value in raw.items()]
+    return nodes[0] if len(nodes) == 1 else Logical("$and", tuple(nodes))
+
+
+def _parse_entry(key: str, value: Any, path: str, depth: int) -> FilterNode:
+    if key in LOGICAL_OPERATORS:
+        if not isinstance(value, list) or not value:
+            raise FilterError(f"{path}: {key} needs a non-empty list of filters")
+        children = []
+        for index, item in enumerate(value):
+            if not isinstance(item, dict):
+                raise FilterError(f"{path}[{index}]: expected an object, got {type(item).__name__}")
+            children.append(_parse_object(item, f"{path}[{index}]", depth + 1))
+        return children[0] if len(children) == 1 else Logical(key, tuple(children))
+    if key.startswith("$"):
+        raise FilterError(f"{path}: unknown operator {key!r} (logical operators: $and, $or)")
+    if key in RESERVED_FIELDS:
+        raise FilterError(f"{path}: '{key}' cannot be filtered on; pass the tenant with --tenant / tenant=")
+    if key not in FILTERABLE_FIELDS:
+        raise FilterError(f"{path}: unknown field {key!r}; known fields: {', '.join(sorted(FILTERABLE_FIELDS))}")
+    if isinstance(value, dict):
+        if len(value) != 1:
+            raise FilterError(f"{path}: use one operator per field object, or combine with $and")
+        ((operator, operand),) = value.items()
+        return _condition(key, operator, operand, f"{path}.{operator}")
+    return _condition(key, "$eq", value, path)
+
+
+def _check_scalar(value: Any, path: str) -> MetadataValue:
+    if isinstance(value, bool | int | float | str):
+        return value
+    raise FilterError(f"{path}: value must be a string, number or boolean, got {type(value).__name__}")
+
+
+def _condition(field: str, operator: str, operand: Any, path: str) -> Condition:
+    if operator in LIST_OPERATORS:
+        if not isinstance(operand, list) or not operand:
+            raise FilterError(f"{path}: {operator} needs a non-empty list")
+        if len(operand) > MAX_LIST_VALUES:
+            raise FilterError(f"{path}: {operator} accepts at most {MAX_LIST_VALUES} values")
+        values = tuple(_check_scalar(item, path) for item in operand)
+        return Condition(field, operator, values)
+    if operator not in COMPARISON_OPERATORS:
+        known = ", ".join(COMPARISON_OPERATORS + LIST_OPERATORS)
+        raise FilterError(f"{path}: unknown operator {operator!r}; known: {known}")
+    value = _check_scalar(operand, path)
+    if operator in RANGE_OPERATORS and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise FilterError(f"{path}: {operator} compares numbers only, got {value!r}")
+    return Condition(field, operator, value)
+
+
+def to_chroma_where(node: FilterNode | None) -> dict[str, Any] | None:
+    """Render a validated filter as a Chroma `where` dict."""
+    if node is None:
+        return None
+    if isinstance(node, Logical):
+        return {node.operator: [to_chroma_where(child) for child in node.children]}
+    value = list(node.value) if isinstance(node.value, tuple) else node.value
+    return {node.field: {node.operator: value}}
+
+
+def and_where(*parts: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Combine Chroma `where` dicts with $and (Chroma wants two or more members in $and)."""
+    present = [part for part in parts if part]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else {"$and": present}
+
+
+def to_sql(node: FilterNode | None, column: str = "metadata") -> tuple[str, list[MetadataValue]]:
+    """Render a validated filter as a SQL boolean expression over a JSON column, with its parameters."""
+    if node is None:
+        return "1", []
+    if isinstance(node, Logical):
+        parts, params = [], []
+        for child in node.children:
+            sql, child_params = to_sql(child, column)
+            parts.append(f"({sql})")
+            params.extend(child_params)
+        joiner = " AND " if node.operator == "$and" else " OR "
+        return joiner.join(parts), params
+    target = f"json_extract({column}, '$.{node.field}')"
+    if node.operator in LIST_OPERATORS:
+        assert isinstance(node.value, tuple)
+        marks = ", ".join("?" for _ in node.value)
+        negation = "NOT " if node.operator == "$nin" else ""
+        return f"{target} {negation}IN ({marks})", list(node.value)
+    # Chroma's $ne keeps records whose value differs; a missing key never occurs (all keys are stored).
+    return f"{target} {_SQL_OPERATORS[node.operator]} ?", [node.value]
+
+
+def matches(node: FilterNode | None, metadata: dict[str, Any]) -> bool:
+    """Evaluate a validated filter on one metadata dict (the reference semantics of both renderings)."""
+    if node is None:
+        return True
+    if isinstance(node, Logical):
+        results = (matches(child, metadata) for child in node.children)
+        return all(results) if node.operator == "$and" else any(results)
+    if node.field not in metadata:
+        return False
+    actual = metadata[node.field]
+    if node.operator == "$in":
+        return actual in node.value  # type: ignore[operator]
+    if node.operator == "$nin":
+        return actual not in node.value  # type: ignore[operator]
+    if node.operator == "$eq":
+        return actual == node.value
+    if node.operator == "$ne":
+        return actual != node.value
+    if isinstance(actual, bool) or not isinstance(actual, int | float):
+        return False
+    bound = float(node.value)  # type: ignore[arg-type]
+    return {
+        "$gt": actual > bound,
+        "$gte": actual >= bound,
+        "$lt": actual < bound,
+        "$lte": actual <= bound,
+    }[node.operator]

@@ -1,0 +1,286 @@
+"""Ingestion: files -> documents -> chunks -> vectors -> stores, incrementally and without losing anything.
+
+Order of writes, per file, and why:
+1. hash the file (bytes + index signature); unchanged -> skipped, nothing is read or embedded;
+2. load and chunk; a bad file fails here with its reason and touches no store;
+3. embed (through the content-hash cache, so unchanged chunks of a changed file cost nothing);
+4. upsert the new chunks into Chroma (idempotent ids);
+5. in one SQLite transaction, replace the document's catalog rows and keyword-index rows;
+6. delete from Chroma the old chunks the new version no longer has.
+A crash between 4 and 5 leaves the old version searchable and the file still "changed", so the next run
+redoes it; a crash between 5 and 6 leaves stray vectors that search ignores (it trusts only catalog rows).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from persistence.vector_store import validate_collection_name
+from retrieval.chunking import chunk_text
+from retrieval.embeddings import content_hash
+from retrieval.knowledge_base import KnowledgeBase
+from retrieval.loaders import LoaderError, discover_files, load_file
+from retrieval.types import CHUNK_METADATA_DEFAULTS, Chunk, LoadedDocument, MetadataValue, Section
+
+logger = logging.getLogger(__name__)
+
+#: Chunks embedded per call: bounds memory and gives the progress bar something to show.
+EMBED_BATCH_CHUNKS = 256
+
+FileStatus = Literal["indexed", "skipped", "failed", "pruned"]
+
+
+@dataclass
+class FileResult:
+    """What happened to one source."""
+
+    source: str
+    status: FileStatus
+    chunks: int = 0
+    reason: str | None = None
+
+
+@dataclass
+class IngestSummary:
+    """Totals of one ingestion run."""
+
+    results: list[FileResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, status: FileStatus) -> int:
+        """Number of sources with this status."""
+        return sum(1 for result in self.results if result.status == status)
+
+    @property
+    def chunks(self) -> int:
+        """Chunks written in this run."""
+        return sum(result.chunks for result in self.results if result.status == "indexed")
+
+    @property
+    def chunks_per_second(self) -> float:
+        """Ingest throughput of this run."""
+        return self.chunks / self.seconds if self.seconds > 0 else 0.0
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready summary."""
+        return {
+            "files": len([r for r in self.results if r.status != "pruned"]),
+            "indexed": self.count("indexed"),
+            "skipped": self.count("skipped"),
+            "failed": self.count("failed"),
+            "pruned": self.count("pruned"),
+            "chunks": self.chunks,
+            "seconds": round(self.seconds, 3),
+            "chunks_per_s": round(self.chunks_per_second, 2),
+            "failures": [{"source": r.source, "reason": r.reason} for r in self.results if r.status == "failed"],
+        }
+
+
+#: Progress callback: (event, amount) with event "file" (one source done) or "chunks" (n chunks embedded).
+ProgressCallback = Callable[[str, int], None]
+
+
+def _noop(_event: str, _amount: int) -> None:
+    return None
+
+
+def chunk_id_for(tenant: str, collection: str, source: str, doc_id: str, index: int, text_hash: str) -> str:
+    """Deterministic chunk id: the same chunk of the same source always gets the same id."""
+    key = "\x1f".join((tenant, collection, source, doc_id, str(index), text_hash))
+    return hashlib.sha1(key.encode("utf-8")).hexdigest()
+
+
+def embedding_input(title: str, text: str) -> str:
+    """What is embedded for a chunk: its text, headed by the document title when the text lacks it
+    (a later chunk of a long document otherwise loses the document's subject)."""
+    if title and not text.startswith(title):
+        return f"{title}\n{text}"
+    return text
+
+
+def build_chunks(
+    documents: Sequence[LoadedDocument],
+    kb: KnowledgeBase,
+    *,
+    tenant: str,
+    collection: str,
+    doc_hash: str,
+) -> list[Chunk]:
+    """Chunk documents and attach the full metadata schema to every chunk."""
+    now = time.time()
+    created_at = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
+    chunks: list[Chunk] = []
+    for document in documents:
+        doc_id = document.doc_id or document.source
+        sections = (
+            [Section(document.text)] if document.unchunked else [s for s in document.sections if s.text.strip()]
+        )
+        index = 0
+        for section in sections:
+            texts = [section.text.strip()] if document.unchunked else chunk_text(section.text, kb.chunking)
+            for text in texts:
+                text_hash = content_hash(text)
+                metadata: dict[str, MetadataValue] = dict(CHUNK_METADATA_DEFAULTS)
+                metadata.update({k: v for k, v in document.metadata.items() if k in CHUNK_METADATA_DEFAULTS})
+                metadata.update(
+                    collection=collection,
+                    source=document.source,
+                    doc_id=doc_id,
+                    title=document.title,
+                    page=section.page if section.page is not None else -1,
+                    section=section.section or "",
+                    chapter=section.chapter or str(document.metadata.get("chapter", "")),
+                    tenant=tenant,
+                    doc_type=str(document.metadata.get("doc_type") or document.doc_type),
+                    created_at=str(document.metadata.get("created_at") or created_at),
+                    created_ts=now,
+                    chunk_index=index,
+                    content_hash=text_hash,
+                    doc_hash=doc_hash,
+                )
+                chunk_id = chunk_id_for(tenant, collection, document.source, doc_id, index, text_hash)
+                chunks.append(Chunk(chunk_id, text, metadata))
+                index += 1
+    return chunks
+
+
+def file_hash(path: Path, signature: str) -> str:
+    """Hash of a file's bytes and the index signature (chunking and model)."""
+    digest = hashlib.sha256(signature.encode("utf-8"))
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def index_documents(
+    kb: KnowledgeBase,
+    documents: Sequence[LoadedDocument],
+    *,
+    source: str,
+    source_hash: str,
+    tenant: str,
+    collection: str,
+    progress: ProgressCallback = _noop,
+) -> int:
+    """Chunk, embed and atomically store the documents of one source; return the number of chunks."""
+    chunks = build_chunks(documents, kb, tenant=tenant, collection=collection, doc_hash=source_hash)
+    if not chunks:
+        raise LoaderError("empty document: no text to index")
+    vectors: list[list[float]] = []
+    for start in range(0, len(chunks), EMBED_BATCH_CHUNKS):
+        batch = chunks[start : start + EMBED_BATCH_CHUNKS]
+        inputs = [embedding_input(str(chunk.metadata["title"]), chunk.text) for chunk in batch]
+        vectors.extend(kb.embeddings.embed_documents(inputs))
+        progress("chunks", len(batch))
+    kb.vectors.upsert(collection, chunks, vectors)
+    first = documents[0]
+    old_ids = kb.catalog.replace_document(
+        tenant=tenant,
+        collection=collection,
+        source=source,
+        file_hash=source_hash,
+        doc_type=first.doc_type,
+        title=first.title if len(documents) == 1 else Path(source).name,
+        chunks=chunks,
+    )
+    stale = sorted(set(old_ids) - {chunk.chunk_id for chunk in chunks})
+    kb.vectors.delete(collection, stale)
+    return len(chunks)
+
+
+def index_event(
+    kb: KnowledgeBase,
+    text: str,
+    *,
+    tenant: str,
+    collection: str,
+    title: str = "",
+    metadata: dict[str, MetadataValue] | None = None,
+) -> str:
+    """Index one event (a message, a note) as a single unchunked chunk; return its source key."""
+    if not text.strip():
+        raise LoaderError("empty event: no text")
+    source = f"event:{content_hash(text)[:16]}"
+    document = LoadedDocument(
+        source=source,
+        title=title,
+        doc_type="event",
+        sections=[Section(text)],
+        doc_id=source,
+        unchunked=True,
+        metadata=dict(metadata or {}),
+    )
+    index_documents(kb, [document], source=source, source_hash=content_hash(text), tenant=tenant, collection=collection)
+    return source
+
+
+def _under(source: str, roots: Iterable[Path]) -> bool:
+    path = Path(source)
+    return any(path == root or root in path.parents for root in roots)
+
+
+def ingest_paths(
+    kb: KnowledgeBase,
+    paths: Sequence[Path],
+    *,
+    collection: str | None = None,
+    tenant: str | None = None,
+    prune: bool = False,
+    progress: ProgressCallback = _noop,
+    on_files: Callable[[list[Path]], None] | None = None,
+) -> IngestSummary:
+    """Ingest files and folders into one collection of one tenant (see the module docstring for the order)."""
+    started = time.perf_counter()
+    collection = validate_collection_name(collection or kb.settings.default_collection)
+    tenant = tenant or kb.settings.default_tenant
+    files = [path.resolve() for path in discover_files(paths)]
+    if on_files:
+        on_files(files)
+    signature = kb.index_signature()
+    summary = IngestSummary()
+    for path in files:
+        summary.results.append(_ingest_file(kb, path, signature, tenant=tenant, collection=collection, progress=progress))
+        progress("file", 1)
+    if prune:
+        present = {str(path) for path in files}
+        roots = [Path(p).resolve() for p in paths]
+        for record in kb.catalog.documents(tenant, collection):
+            if record.source not in present and _under(record.source, roots):
+                removed = kb.catalog.delete_document(record)
+                kb.vectors.delete(collection, removed)
+                summary.results.append(FileResult(record.source, "pruned", len(removed)))
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _ingest_file(
+    kb: KnowledgeBase, path: Path, signature: str, *, tenant: str, collection: str, progress: ProgressCallback
+) -> FileResult:
+    source = str(path)
+    try:
+        size = path.stat().st_size
+        if size > kb.settings.max_file_bytes:
+            raise LoaderError(f"file too large: {size} bytes > {kb.settings.max_file_bytes} (RAG_MAX_FILE_BYTES)")
+        source_hash = file_hash(path, signature)
+        known = kb.catalog.document(tenant, collection, source)
+        if known is not None and known.file_hash == source_hash:
+            return FileResult(source, "skipped", known.n_chunks)
+        documents = load_file(path, kb.settings.max_file_bytes)
+        count = index_documents(
+            kb, documents, source=source, source_hash=source_hash, tenant=tenant, collection=collection,
+            progress=progress,
+        )
+        return FileResult(source, "indexed", count)
+    except LoaderError as error:
+        logger.info("skipping %s: %s", source, error)
+        return FileResult(source, "failed", reason=str(error))
+    except OSError as error:
+        return FileResult(source, "failed", reason=f"cannot read file: {error.strerror or error}")

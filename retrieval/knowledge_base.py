@@ -1,0 +1,67 @@
+"""The knowledge base: the stores of one data directory opened together (catalog, Chroma, embeddings).
+
+Ingestion (retrieval.ingest) writes through it and search (retrieval.search) reads through it; both receive
+it rather than opening stores themselves, so a process opens each store once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from langchain_core.embeddings import Embeddings
+
+from config.settings import Settings, get_settings
+from persistence.catalog import Catalog
+from persistence.vector_store import VectorStore
+from retrieval.chunking import ChunkingConfig
+from retrieval.embeddings import CachedEmbeddings, base_embeddings
+
+
+@dataclass
+class KnowledgeBase:
+    """Stores of one configuration. `embeddings` may be injected (tests use a fake model)."""
+
+    settings: Settings
+    base_model: Embeddings | None = None
+    model_key: str | None = None
+
+    @classmethod
+    def open(cls, settings: Settings | None = None) -> KnowledgeBase:
+        """Open the knowledge base of `settings` (the process settings by default)."""
+        return cls(settings or get_settings())
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """Documents, chunks, keyword index and embedding cache (SQLite)."""
+        return Catalog(self.settings.catalog_path)
+
+    @cached_property
+    def embeddings(self) -> CachedEmbeddings:
+        """The configured embedding model behind the content-hash cache."""
+        if self.base_model is None:
+            self.base_model, self.model_key = base_embeddings(self.settings)
+        return CachedEmbeddings(self.base_model, self.model_key or "custom", self.catalog)
+
+    @cached_property
+    def vectors(self) -> VectorStore:
+        """Chroma collections."""
+        return VectorStore(self.settings, self.embeddings)
+
+    @property
+    def chunking(self) -> ChunkingConfig:
+        """Chunk sizes from settings."""
+        return ChunkingConfig(
+            self.settings.chunk_size, self.settings.chunk_overlap, self.settings.min_chunk_fraction
+        )
+
+    def index_signature(self) -> str:
+        """What, besides a file's bytes, determines its chunks and vectors (a change forces re-indexing)."""
+        chunking = self.chunking
+        _ = self.embeddings
+        return f"{chunking.size}/{chunking.overlap}/{chunking.min_fraction}/{self.model_key}"
+
+    def close(self) -> None:
+        """Release the catalog's connections."""
+        if "catalog" in self.__dict__:
+            self.catalog.close()

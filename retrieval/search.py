@@ -1,0 +1,166 @@
+"""Search: dense (Chroma), keyword (BM25 over FTS5) and hybrid (weighted RRF, dedupe, optional MMR).
+
+Tenant isolation is enforced here, not left to Chroma: every search names exactly one tenant; the tenant is
+added to the Chroma `where` and to the SQL of the keyword index, filters may not mention it, and every hit
+is checked again against the catalog rows of that tenant before it is returned.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from config.settings import SearchMode
+from persistence.vector_store import validate_collection_name
+from retrieval.filters import FilterNode, and_where, parse_filter, to_chroma_where, to_sql
+from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
+from retrieval.ingest import embedding_input
+from retrieval.knowledge_base import KnowledgeBase
+from retrieval.types import SearchHit
+
+SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
+MAX_K = 1000
+
+
+class QueryError(ValueError):
+    """A query that cannot be run (empty, too long, bad k or mode); the message says which."""
+
+
+@dataclass
+class SearchResult:
+    """Hits plus where the time went (milliseconds)."""
+
+    hits: list[SearchHit]
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def validate_query(query: str, max_chars: int) -> str:
+    """The stripped query, or QueryError when it is empty or longer than `max_chars`."""
+    if not isinstance(query, str) or not query.strip():
+        raise QueryError("empty query: give some text to search for")
+    if len(query) > max_chars:
+        raise QueryError(f"query too long: {len(query)} characters > {max_chars} (RAG_MAX_QUERY_CHARS)")
+    return query.strip()
+
+
+class Searcher:
+    """Searches one knowledge base."""
+
+    def __init__(self, kb: KnowledgeBase) -> None:
+        self.kb = kb
+        self.settings = kb.settings
+
+    def embed_query(self, query: str) -> list[float]:
+        """The query's vector (separate so benchmarks can time it apart from the search)."""
+        return self.kb.embeddings.embed_query(query)
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        filters: str | dict[str, Any] | FilterNode | None = None,
+        tenant: str | None = None,
+        collections: Sequence[str] | None = None,
+        mmr: bool | None = None,
+        query_vector: Sequence[float] | None = None,
+    ) -> SearchResult:
+        """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError on bad input."""
+        settings = self.settings
+        query = validate_query(query, settings.max_query_chars)
+        k = settings.top_k if k is None else k
+        if not 1 <= k <= MAX_K:
+            raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
+        mode = mode or settings.search_mode
+        if mode not in SEARCH_MODES:
+            raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
+        node = filters if isinstance(filters, FilterNode.__args__) else parse_filter(filters)  # type: ignore[attr-defined]
+        tenant = tenant or settings.default_tenant
+        scope = self._collections(tenant, collections)
+        use_mmr = settings.mmr_enabled if mmr is None else mmr
+        timings: dict[str, float] = {}
+        if not scope:
+            return SearchResult([], timings)
+        candidates = max(settings.candidate_k, k)
+
+        dense: list[SearchHit] = []
+        if mode in ("dense", "hybrid"):
+            if query_vector is None:
+                started = time.perf_counter()
+                query_vector = self.embed_query(query)
+                timings["embed_ms"] = (time.perf_counter() - started) * 1000
+            started = time.perf_counter()
+            dense = self._dense(query_vector, tenant, scope, node, candidates)
+            timings["dense_ms"] = (time.perf_counter() - started) * 1000
+        keyword: list[SearchHit] = []
+        if mode in ("bm25", "hybrid"):
+            started = time.perf_counter()
+            keyword = self._keyword(query, tenant, scope, node, candidates)
+            timings["bm25_ms"] = (time.perf_counter() - started) * 1000
+
+        started = time.perf_counter()
+        if mode == "dense":
+            ranked = dense
+        elif mode == "bm25":
+            ranked = keyword
+        else:
+            ranked = reciprocal_rank_fusion(
+                [dense, keyword], [settings.dense_weight, settings.bm25_weight], k=settings.rrf_k
+            )
+        ranked = [hit for hit in ranked if hit.metadata.get("tenant") == tenant]
+        if use_mmr and query_vector is not None and len(ranked) > 1:
+            ranked = self._mmr(query_vector, ranked, k)
+        timings["fuse_ms"] = (time.perf_counter() - started) * 1000
+        return SearchResult(ranked[:k], timings)
+
+    def _collections(self, tenant: str, requested: Sequence[str] | None) -> list[str]:
+        available = self.kb.catalog.collections(tenant)
+        if not requested:
+            return available
+        return [name for name in map(validate_collection_name, requested) if name in available]
+
+    def _dense(
+        self, vector: Sequence[float], tenant: str, scope: list[str], node: FilterNode | None, limit: int
+    ) -> list[SearchHit]:
+        where = and_where({"tenant": {"$eq": tenant}}, to_chroma_where(node))
+        found = []
+        for collection in scope:
+            found.extend(self.kb.vectors.search(collection, vector, limit, where))
+        threshold = self.settings.similarity_threshold
+        found = [hit for hit in found if hit.similarity >= threshold]
+        known = self.kb.catalog.chunks_by_id([hit.chunk_id for hit in found], tenant)
+        hits = [
+            SearchHit(hit.chunk_id, known[hit.chunk_id].text, known[hit.chunk_id].metadata, hit.similarity, hit.similarity)
+            for hit in found
+            if hit.chunk_id in known
+        ]
+        return dedupe_best(hits)[:limit]
+
+    def _keyword(
+        self, query: str, tenant: str, scope: list[str], node: FilterNode | None, limit: int
+    ) -> list[SearchHit]:
+        filter_sql, params = to_sql(node, column="c.metadata")
+        with self.kb.catalog.engine.connect() as connection:
+            found = self.kb.catalog.keyword_index.search(
+                connection,
+                query,
+                tenant=tenant,
+                collections=scope,
+                filter_sql=filter_sql,
+                filter_params=params,
+                limit=limit,
+                title_weight=self.settings.bm25_title_weight,
+            )
+        return [SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.score, bm25_score=hit.score) for hit in found]
+
+    def _mmr(self, query_vector: Sequence[float], ranked: list[SearchHit], k: int) -> list[SearchHit]:
+        pool = ranked[: max(k * 4, k)]
+        inputs = [embedding_input(str(hit.metadata.get("title", "")), hit.text) for hit in pool]
+        vectors = self.kb.embeddings.embed_documents(inputs)
+        top = pool[0].score or 1.0
+        relevance = [hit.score / top for hit in pool]
+        order = maximal_marginal_relevance(query_vector, vectors, k, self.settings.mmr_lambda, relevance)
+        return [pool[index] for index in order]

@@ -1,0 +1,91 @@
+"""Plain data types shared by loading, chunking, indexing and search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: Metadata values allowed on a chunk (Chroma accepts only scalars).
+MetadataValue = str | int | float | bool
+
+#: Every chunk carries every one of these keys, so filters behave the same in Chroma and in BM25
+#: (Chroma's `where` silently drops records that lack a key). Missing values use these defaults.
+CHUNK_METADATA_DEFAULTS: dict[str, MetadataValue] = {
+    "collection": "",
+    "source": "",
+    "doc_id": "",
+    "title": "",
+    "page": -1,
+    "section": "",
+    "chapter": "",
+    "tenant": "",
+    "conversation_id": "",
+    "doc_type": "",
+    "created_at": "",
+    "created_ts": 0.0,
+    "character_id": "",
+    "background_id": "",
+    "chunk_index": 0,
+    "content_hash": "",
+    "doc_hash": "",
+    "level": "detail",
+}
+
+
+@dataclass
+class Section:
+    """A piece of a loaded file that keeps its own page or heading (a PDF page, a markdown section)."""
+
+    text: str
+    page: int | None = None
+    section: str | None = None
+    chapter: str | None = None
+
+
+@dataclass
+class LoadedDocument:
+    """One document read from a file: a whole file, or one record of a JSON/JSONL file."""
+
+    source: str
+    """Path of the file it came from (records of one file share it)."""
+    title: str
+    doc_type: str
+    """md | txt | html | pdf | docx | record."""
+    sections: list[Section]
+    doc_id: str = ""
+    """Stable id inside the source: the record id for JSON records, else the file path."""
+    unchunked: bool = False
+    """An "event": indexed as a single chunk, never split."""
+    metadata: dict[str, MetadataValue] = field(default_factory=dict)
+    """Extra metadata from the record (chapter, conversation_id, doc_type, level, created_at...)."""
+
+    @property
+    def text(self) -> str:
+        """All section texts joined by blank lines."""
+        return "\n\n".join(section.text for section in self.sections if section.text)
+
+
+@dataclass
+class Chunk:
+    """A unit of retrieval: text plus the full metadata schema."""
+
+    chunk_id: str
+    text: str
+    metadata: dict[str, MetadataValue]
+
+
+@dataclass
+class SearchHit:
+    """One search result. `score` is the fused score the ranking used; the per-retriever scores explain it."""
+
+    chunk_id: str
+    text: str
+    metadata: dict[str, Any]
+    score: float
+    dense_score: float | None = None
+    bm25_score: float | None = None
+
+    @property
+    def doc_id(self) -> str:
+        """The document this chunk belongs to."""
+        return str(self.metadata.get("doc_id") or self.metadata.get("source") or self.chunk_id)
