@@ -35,7 +35,9 @@ class Settings(BaseSettings):
 
     # --- storage -------------------------------------------------------------------------------
     data_dir: Path = Field(Path(".rag"), description="Where indexes, caches and checkpoints live.")
-    chroma_host: str | None = Field(None, description="Chroma server host; unset = embedded persistent Chroma.")
+    chroma_host: str | None = Field(
+        None, description="Chroma server host; unset = embedded persistent Chroma."
+    )
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with chroma_host).")
     default_collection: str = Field("default", min_length=1, description="Collection (category) by default.")
     default_tenant: str = Field("default", min_length=1, description="Tenant every search is scoped to.")
@@ -49,10 +51,15 @@ class Settings(BaseSettings):
     embedding_threads: int = Field(0, ge=0, le=256, description="CPU threads for local embeddings (0 = all).")
 
     # --- chunking ------------------------------------------------------------------------------
-    chunk_size: int = Field(200, ge=16, description="Chunk size in tiktoken tokens (<= the embedding window).")
+    chunk_size: int = Field(
+        200, ge=16, description="Chunk size in tiktoken tokens (<= the embedding window)."
+    )
     chunk_overlap: int = Field(32, ge=0, description="Token overlap between consecutive chunks.")
     min_chunk_fraction: float = Field(
-        0.25, ge=0.0, lt=1.0, description="Chunks shorter than this share of chunk_size merge into a neighbour."
+        0.25,
+        ge=0.0,
+        lt=1.0,
+        description="Chunks shorter than this share of chunk_size merge into a neighbour.",
     )
     max_file_bytes: int = Field(50_000_000, ge=1, description="Files larger than this are refused.")
 
@@ -72,11 +79,17 @@ class Settings(BaseSettings):
     max_query_chars: int = Field(4000, ge=1, description="Longer queries are refused with a clear error.")
 
     # --- language models (generation and grading) ------------------------------------------------
-    llm_provider: LLMProvider = Field("local", description="local (embedded SmolLM2) | openai | init_chat_model.")
-    llm_model: str = Field("smollm2-135m", description="Model name (openai) or provider:model (init_chat_model).")
+    llm_provider: LLMProvider = Field(
+        "local", description="local (embedded SmolLM2) | openai | init_chat_model."
+    )
+    llm_model: str = Field(
+        "smollm2-135m", description="Model name (openai) or provider:model (init_chat_model)."
+    )
     llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint for generation.")
     llm_api_key: str | None = Field(None, description="API key for the generation endpoint.")
-    grader_provider: LLMProvider | None = Field(None, description="Provider for graders; unset = llm_provider.")
+    grader_provider: LLMProvider | None = Field(
+        None, description="Provider for graders; unset = llm_provider."
+    )
     grader_model: str | None = Field(None, description="Model for graders; unset = llm_model.")
     grader_base_url: str | None = Field(None, description="Endpoint for graders; unset = llm_base_url.")
     grader_api_key: str | None = Field(None, description="API key for graders; unset = llm_api_key.")
@@ -96,10 +109,13 @@ class Settings(BaseSettings):
             )
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError(
-                f"RAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than RAG_CHUNK_SIZE={self.chunk_size}"
+                f"RAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than "
+                f"RAG_CHUNK_SIZE={self.chunk_size}"
             )
         if self.embedding_provider == "openai" and not self.embedding_base_url and not self.embedding_api_key:
-            raise ValueError("RAG_EMBEDDING_PROVIDER=openai needs RAG_EMBEDDING_BASE_URL or RAG_EMBEDDING_API_KEY")
+            raise ValueError(
+                "RAG_EMBEDDING_PROVIDER=openai needs RAG_EMBEDDING_BASE_URL or RAG_EMBEDDING_API_KEY"
+            )
         if self.llm_provider == "openai" and not self.llm_base_url and not self.llm_api_key:
             raise ValueError("RAG_LLM_PROVIDER=openai needs RAG_LLM_BASE_URL or RAG_LLM_API_KEY")
         return self

@@ -1,4 +1,4 @@
-"""The catalog: one SQLite file (SQLAlchemy) holding what is indexed, the keyword index and the embedding cache.
+"""The catalog: one SQLite file (SQLAlchemy) with what is indexed, the keyword index and the embedding cache.
 
 Why one file: replacing a document's chunks must be atomic. The document row, its chunk rows and their
 keyword-index rows change in one SQLite transaction, so a crash or a bad file never leaves a half-written

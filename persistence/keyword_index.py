@@ -57,7 +57,11 @@ class KeywordIndex:
         connection.exec_driver_sql(
             f"INSERT INTO {FTS_TABLE}(rowid, title, body) VALUES (?, ?, ?)",
             [
-                (rowid, " ".join(analyze(str(chunk.metadata.get("title", "")))), " ".join(analyze(chunk.text)))
+                (
+                    rowid,
+                    " ".join(analyze(str(chunk.metadata.get("title", "")))),
+                    " ".join(analyze(chunk.text)),
+                )
                 for rowid, chunk in rows
             ],
         )
@@ -65,7 +69,9 @@ class KeywordIndex:
     def remove(self, connection: Connection, rowids: Sequence[int]) -> None:
         """Drop the FTS rows of these catalog row ids (inside the caller's transaction)."""
         if rowids:
-            connection.exec_driver_sql(f"DELETE FROM {FTS_TABLE} WHERE rowid = ?", [(rowid,) for rowid in rowids])
+            connection.exec_driver_sql(
+                f"DELETE FROM {FTS_TABLE} WHERE rowid = ?", [(rowid,) for rowid in rowids]
+            )
 
     def search(
         self,

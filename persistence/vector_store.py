@@ -117,7 +117,9 @@ class VectorStore:
                     metadatas=[dict(chunk.metadata) for chunk in batch],
                 )
         except Exception as error:  # noqa: BLE001
-            raise StoreUnavailableError(f"cannot write to Chroma collection {collection!r}: {error}") from error
+            raise StoreUnavailableError(
+                f"cannot write to Chroma collection {collection!r}: {error}"
+            ) from error
 
     def delete(self, collection: str, chunk_ids: Sequence[str]) -> None:
         """Remove chunks by id (missing ids are ignored)."""
@@ -130,7 +132,9 @@ class VectorStore:
             for start in range(0, len(chunk_ids), UPSERT_BATCH):
                 store.delete(ids=list(chunk_ids[start : start + UPSERT_BATCH]))
         except Exception as error:  # noqa: BLE001
-            raise StoreUnavailableError(f"cannot delete from Chroma collection {collection!r}: {error}") from error
+            raise StoreUnavailableError(
+                f"cannot delete from Chroma collection {collection!r}: {error}"
+            ) from error
 
     def search(
         self, collection: str, vector: Sequence[float], k: int, where: dict[str, Any] | None

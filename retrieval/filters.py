@@ -96,7 +96,9 @@ def _parse_entry(key: str, value: Any, path: str, depth: int) -> FilterNode:
     if key in RESERVED_FIELDS:
         raise FilterError(f"{path}: '{key}' cannot be filtered on; pass the tenant with --tenant / tenant=")
     if key not in FILTERABLE_FIELDS:
-        raise FilterError(f"{path}: unknown field {key!r}; known fields: {', '.join(sorted(FILTERABLE_FIELDS))}")
+        raise FilterError(
+            f"{path}: unknown field {key!r}; known fields: {', '.join(sorted(FILTERABLE_FIELDS))}"
+        )
     if isinstance(value, dict):
         if len(value) != 1:
             raise FilterError(f"{path}: use one operator per field object, or combine with $and")

@@ -79,7 +79,9 @@ class IngestSummary:
             "chunks": self.chunks,
             "seconds": round(self.seconds, 3),
             "chunks_per_s": round(self.chunks_per_second, 2),
-            "failures": [{"source": r.source, "reason": r.reason} for r in self.results if r.status == "failed"],
+            "failures": [
+                {"source": r.source, "reason": r.reason} for r in self.results if r.status == "failed"
+            ],
         }
 
 
@@ -120,7 +122,9 @@ def build_chunks(
     for document in documents:
         doc_id = document.doc_id or document.source
         sections = (
-            [Section(document.text)] if document.unchunked else [s for s in document.sections if s.text.strip()]
+            [Section(document.text)]
+            if document.unchunked
+            else [s for s in document.sections if s.text.strip()]
         )
         index = 0
         for section in sections:
@@ -218,7 +222,9 @@ def index_event(
         unchunked=True,
         metadata=dict(metadata or {}),
     )
-    index_documents(kb, [document], source=source, source_hash=content_hash(text), tenant=tenant, collection=collection)
+    index_documents(
+        kb, [document], source=source, source_hash=content_hash(text), tenant=tenant, collection=collection
+    )
     return source
 
 
@@ -247,7 +253,9 @@ def ingest_paths(
     signature = kb.index_signature()
     summary = IngestSummary()
     for path in files:
-        summary.results.append(_ingest_file(kb, path, signature, tenant=tenant, collection=collection, progress=progress))
+        summary.results.append(
+            _ingest_file(kb, path, signature, tenant=tenant, collection=collection, progress=progress)
+        )
         progress("file", 1)
     if prune:
         present = {str(path) for path in files}
@@ -268,14 +276,21 @@ def _ingest_file(
     try:
         size = path.stat().st_size
         if size > kb.settings.max_file_bytes:
-            raise LoaderError(f"file too large: {size} bytes > {kb.settings.max_file_bytes} (RAG_MAX_FILE_BYTES)")
+            raise LoaderError(
+                f"file too large: {size} bytes > {kb.settings.max_file_bytes} (RAG_MAX_FILE_BYTES)"
+            )
         source_hash = file_hash(path, signature)
         known = kb.catalog.document(tenant, collection, source)
         if known is not None and known.file_hash == source_hash:
             return FileResult(source, "skipped", known.n_chunks)
         documents = load_file(path, kb.settings.max_file_bytes)
         count = index_documents(
-            kb, documents, source=source, source_hash=source_hash, tenant=tenant, collection=collection,
+            kb,
+            documents,
+            source=source,
+            source_hash=source_hash,
+            tenant=tenant,
+            collection=collection,
             progress=progress,
         )
         return FileResult(source, "indexed", count)

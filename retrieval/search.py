@@ -133,7 +133,13 @@ class Searcher:
         found = [hit for hit in found if hit.similarity >= threshold]
         known = self.kb.catalog.chunks_by_id([hit.chunk_id for hit in found], tenant)
         hits = [
-            SearchHit(hit.chunk_id, known[hit.chunk_id].text, known[hit.chunk_id].metadata, hit.similarity, hit.similarity)
+            SearchHit(
+                hit.chunk_id,
+                known[hit.chunk_id].text,
+                known[hit.chunk_id].metadata,
+                hit.similarity,
+                hit.similarity,
+            )
             for hit in found
             if hit.chunk_id in known
         ]
@@ -154,7 +160,9 @@ class Searcher:
                 limit=limit,
                 title_weight=self.settings.bm25_title_weight,
             )
-        return [SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.score, bm25_score=hit.score) for hit in found]
+        return [
+            SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.score, bm25_score=hit.score) for hit in found
+        ]
 
     def _mmr(self, query_vector: Sequence[float], ranked: list[SearchHit], k: int) -> list[SearchHit]:
         pool = ranked[: max(k * 4, k)]

@@ -1,0 +1,92 @@
+"""`rag eval latency`: where a question's time goes in the agentic graph, and what the graph itself costs.
+
+Each question runs on its own thread with the SQLite checkpointer (as `rag ask` does). Per question we take
+the wall time and the graph's own accounting: model time (`timings_ms["model"]`), retrieval time
+(`timings_ms["retrieval"]`, query embedding included) and per-node times. Overhead = wall - model - retrieval:
+everything the engine adds around the two unavoidable costs (LangGraph scheduling, checkpoint writes, grading,
+prompt building, citation handling).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from config.settings import Settings
+from evals.metrics import percentile
+from evals.retrieval import machine_description
+from retrieval.ingest import ingest_paths
+from retrieval.knowledge_base import KnowledgeBase
+from service.runner import Session, new_thread_id
+from state.context import Context
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_CORPUS = REPO_ROOT / "samples" / "corpus"
+SAMPLE_QUESTIONS = REPO_ROOT / "samples" / "questions.jsonl"
+LATENCY_COLLECTION = "latency"
+#: Keys of timings_ms that are not nodes.
+COST_KEYS = ("model", "retrieval")
+
+
+def sample_questions(path: Path = SAMPLE_QUESTIONS) -> list[str]:
+    """The questions about the sample corpus."""
+    return [
+        json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+
+
+def run_latency_eval(
+    settings: Settings,
+    *,
+    questions: int = 50,
+    corpus: Path = SAMPLE_CORPUS,
+    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+) -> dict[str, Any]:
+    """Ingest the sample corpus into a dedicated data dir, then time `questions` graph runs."""
+    eval_settings = settings.model_copy(update={"data_dir": settings.data_dir / "eval" / "latency"})
+    kb = KnowledgeBase.open(eval_settings)
+    ingest_paths(kb, [corpus], collection=LATENCY_COLLECTION)
+    kb.close()
+    session = Session(eval_settings)
+    context = Context(collection=LATENCY_COLLECTION)
+    pool = sample_questions()
+    session.ask(pool[0], thread_id=new_thread_id(), context=context)  # warm-up: model and index loading
+    advance = progress("questions", questions) if progress else (lambda _n: None)
+    walls, models, retrievals, overheads, calls = [], [], [], [], []
+    per_node: dict[str, list[float]] = {}
+    for index in range(questions):
+        started = time.perf_counter()
+        result = session.ask(pool[index % len(pool)], thread_id=new_thread_id(), context=context)
+        wall = (time.perf_counter() - started) * 1000
+        timings = result.get("timings_ms") or {}
+        model_ms, retrieval_ms = timings.get("model", 0.0), timings.get("retrieval", 0.0)
+        walls.append(wall)
+        models.append(model_ms)
+        retrievals.append(retrieval_ms)
+        overheads.append(max(0.0, wall - model_ms - retrieval_ms))
+        calls.append(result.get("llm_calls", 0))
+        for node, value in timings.items():
+            if node not in COST_KEYS:
+                per_node.setdefault(node, []).append(value)
+        advance(1)
+    wall_total = sum(walls)
+    return {
+        "questions": questions,
+        "machine": machine_description(),
+        "model": settings.llm_model
+        if settings.llm_provider != "local"
+        else "SmolLM2-135M-Instruct Q4_1 (embedded)",
+        "wall_s": round(wall_total / 1000, 2),
+        "model_s": round(sum(models) / 1000, 2),
+        "retrieval_s": round(sum(retrievals) / 1000, 2),
+        "overhead_fraction": round(sum(overheads) / wall_total, 4) if wall_total else 0.0,
+        "overhead_ms_per_question": round(sum(overheads) / questions, 2),
+        "overhead_ms_p50": round(percentile(overheads, 50), 2),
+        "wall_ms_p50": round(percentile(walls, 50), 1),
+        "wall_ms_p95": round(percentile(walls, 95), 1),
+        "llm_calls_per_question": round(sum(calls) / questions, 2),
+        "per_node_ms": {node: round(sum(values) / questions, 2) for node, values in sorted(per_node.items())},
+    }

@@ -1,0 +1,191 @@
+"""`rag eval retrieval`: retrieval quality and speed per search mode on a BEIR folder or CMRC 2018.
+
+The corpus goes through the product's own ingestion (loaders, chunking, embeddings, both indexes), so the
+numbers describe what users get. The index lives under `<data_dir>/eval/<dataset>-<signature>/` and is reused
+while the dataset and the index settings are unchanged; the first-ingest numbers are stored beside it so a
+rerun still reports them. A document split into several chunks scores as its best chunk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from config.settings import SearchMode, Settings
+from evals.datasets import cmrc_as_retrieval, load_beir, write_records_jsonl
+from evals.metrics import dedupe_to_documents, mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from retrieval.ingest import IngestSummary, ingest_paths
+from retrieval.knowledge_base import KnowledgeBase
+from retrieval.search import Searcher
+
+EVAL_COLLECTION = "eval"
+#: Chunks fetched per query: enough distinct documents for Recall@100 after best-chunk deduplication.
+EVAL_SEARCH_K = 150
+BEIR_CUTOFFS = {"ndcg": 10, "recall": (10, 100), "mrr": 10}
+CMRC_RECALL_CUTOFFS = (1, 5, 10)
+INGEST_STATS_FILE = "first_ingest.json"
+
+ProgressFactory = Callable[[str, int], Callable[[int], None]]
+
+
+def _no_progress(_label: str, _total: int) -> Callable[[int], None]:
+    return lambda _n: None
+
+
+def machine_description() -> str:
+    """CPU model, core count and OS, for benchmark tables."""
+    model = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    system = f"{platform.system()} {platform.release()}"
+    return f"{model}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
+
+
+@dataclass
+class RetrievalDataset:
+    """A corpus file in the ingestion format, queries and graded relevance by document id."""
+
+    name: str
+    corpus_file: Path
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    kind: str
+    """beir | cmrc"""
+
+
+def _fingerprint(path: Path) -> str:
+    stat = path.stat()
+    return hashlib.sha1(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:10]
+
+
+def load_retrieval_dataset(path: Path, work_dir: Path) -> RetrievalDataset:
+    """A BEIR folder, or a CMRC 2018 / SQuAD-format file whose contexts become the corpus."""
+    if path.is_dir():
+        beir = load_beir(path)
+        return RetrievalDataset(path.name, beir.corpus_path, beir.queries, beir.qrels, "beir")
+    if not path.exists():
+        raise FileNotFoundError(f"dataset not found: {path}")
+    passages, queries, qrels = cmrc_as_retrieval(path)
+    corpus = work_dir / f"{path.name.split('.')[0]}-{_fingerprint(path)}-corpus.jsonl"
+    if not corpus.exists():
+        work_dir.mkdir(parents=True, exist_ok=True)
+        write_records_jsonl(passages, corpus)
+    return RetrievalDataset(path.name.split(".")[0], corpus, queries, qrels, "cmrc")
+
+
+def _index_settings(settings: Settings, dataset: RetrievalDataset) -> Settings:
+    key = hashlib.sha1(
+        f"{_fingerprint(dataset.corpus_file)}|{settings.chunk_size}|{settings.chunk_overlap}|"
+        f"{settings.min_chunk_fraction}|{settings.embedding_provider}|{settings.embedding_model}".encode()
+    ).hexdigest()[:12]
+    data_dir = settings.data_dir / "eval" / f"{dataset.name}-{key}"
+    return settings.model_copy(update={"data_dir": data_dir})
+
+
+def _ingest(kb: KnowledgeBase, dataset: RetrievalDataset, progress: ProgressFactory) -> dict[str, float]:
+    """Ingest (or confirm) the corpus; return first-ingest and re-ingest numbers."""
+    stats_path = kb.settings.data_dir / INGEST_STATS_FILE
+    kb.embeddings.embed_documents(["warm-up"])  # model loading is not ingest time
+    advance = progress("ingest (chunks embedded)", 0)
+    first: IngestSummary = ingest_paths(
+        kb,
+        [dataset.corpus_file],
+        collection=EVAL_COLLECTION,
+        progress=lambda event, n: advance(n) if event == "chunks" else None,
+    )
+    if first.chunks:
+        stats = {"seconds": first.seconds, "chunks": first.chunks, "chunks_per_s": first.chunks_per_second}
+        stats_path.write_text(json.dumps(stats))
+    elif stats_path.exists():
+        stats = json.loads(stats_path.read_text())
+    else:
+        stats = {"seconds": float("nan"), "chunks": kb.catalog.count_chunks(), "chunks_per_s": float("nan")}
+    again = ingest_paths(kb, [dataset.corpus_file], collection=EVAL_COLLECTION)
+    if again.count("failed") or first.count("failed"):
+        raise RuntimeError(
+            f"corpus failed to ingest: {(first.as_dict()['failures'] or again.as_dict()['failures'])}"
+        )
+    reingest = max(again.seconds, 1e-6)
+    return {
+        "ingest_seconds": round(stats["seconds"], 2),
+        "chunks": stats["chunks"],
+        "ingest_chunks_per_s": round(stats["chunks_per_s"], 2),
+        "reingest_seconds": round(reingest, 4),
+        "reingest_speedup": round(stats["seconds"] / reingest, 1),
+    }
+
+
+def run_retrieval_eval(
+    dataset_path: Path,
+    settings: Settings,
+    *,
+    modes: Sequence[SearchMode] = ("bm25", "dense", "hybrid"),
+    limit: int | None = None,
+    progress: ProgressFactory = _no_progress,
+) -> dict[str, Any]:
+    """Ingest the dataset (reused when unchanged), run every query in every mode, return the report dict."""
+    dataset = load_retrieval_dataset(dataset_path, settings.data_dir / "eval")
+    kb = KnowledgeBase.open(_index_settings(settings, dataset))
+    try:
+        ingest = _ingest(kb, dataset, progress)
+        searcher = Searcher(kb)
+        query_ids = [qid for qid in dataset.queries if qid in dataset.qrels]
+        if limit:
+            query_ids = query_ids[:limit]
+        recall_cutoffs = BEIR_CUTOFFS["recall"] if dataset.kind == "beir" else CMRC_RECALL_CUTOFFS
+        per_mode: dict[str, dict[str, list[float]]] = {mode: {} for mode in modes}
+        embed_ms: list[float] = []
+        advance = progress("queries", len(query_ids))
+        for qid in query_ids:
+            text = dataset.queries[qid]
+            started = time.perf_counter()
+            vector = searcher.embed_query(text) if any(mode != "bm25" for mode in modes) else None
+            embed_ms.append((time.perf_counter() - started) * 1000)
+            relevance = dataset.qrels[qid]
+            for mode in modes:
+                started = time.perf_counter()
+                result = searcher.search(
+                    text, k=EVAL_SEARCH_K, mode=mode, collections=[EVAL_COLLECTION], query_vector=vector
+                )
+                elapsed = (time.perf_counter() - started) * 1000
+                ranked = dedupe_to_documents(hit.doc_id for hit in result.hits)
+                scores = per_mode[mode]
+                scores.setdefault("latency_ms", []).append(elapsed)
+                scores.setdefault("ndcg@10", []).append(ndcg_at_k(ranked, relevance, 10))
+                scores.setdefault("mrr@10", []).append(mrr_at_k(ranked, relevance, 10))
+                for cutoff in recall_cutoffs:
+                    scores.setdefault(f"recall@{cutoff}", []).append(recall_at_k(ranked, relevance, cutoff))
+            advance(1)
+        report_modes = {}
+        for mode, scores in per_mode.items():
+            latencies = scores.pop("latency_ms", [])
+            summary = {name: round(sum(values) / len(values), 4) for name, values in scores.items() if values}
+            summary["p50_ms"] = round(percentile(latencies, 50), 2) if latencies else 0.0
+            summary["p95_ms"] = round(percentile(latencies, 95), 2) if latencies else 0.0
+            report_modes[mode] = summary
+        return {
+            "dataset": dataset.name,
+            "kind": dataset.kind,
+            "queries": len(query_ids),
+            "machine": machine_description(),
+            "embedding": settings.embedding_provider,
+            "chunk_size": settings.chunk_size,
+            "chunk_overlap": settings.chunk_overlap,
+            "modes": report_modes,
+            "embed_query_ms": round(percentile(embed_ms, 50), 2) if embed_ms else 0.0,
+            **ingest,
+        }
+    finally:
+        kb.close()

@@ -1,0 +1,36 @@
+"""The naive RAG baseline: retrieve -> budgeted prompt -> generate -> cite, on the same parts as the
+agentic graph (same search, same prompt budgeting, same citation handling), so comparisons isolate the agentic parts."""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from nodes.cite import cite
+from nodes.generate import generate
+
+from nodes.baseline_retrieve import baseline_retrieve
+from nodes.start_turn import start_turn
+from state.context import Context
+from state.graph_state import InputState, OutputState, State
+
+GRAPH_NAME = "baseline"
+
+
+def build_baseline_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+    """Assemble and compile the baseline graph."""
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+    builder.add_node("start_turn", start_turn)
+    builder.add_node("retrieve", baseline_retrieve)
+    builder.add_node("generate", generate)
+    builder.add_node("cite", cite)
+    builder.add_edge(START, "start_turn")
+    builder.add_edge("start_turn", "retrieve")
+    builder.add_edge("retrieve", "generate")
+    builder.add_edge("generate", "cite")
+    builder.add_edge("cite", END)
+    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+
+
+#: The graph langgraph.json names: compiled without a checkpointer.
+graph = build_baseline_graph()

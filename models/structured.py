@@ -1,0 +1,402 @@
+"""Structured output that survives weak models and flaky endpoints.
+
+Graders and routers need a typed answer from every model the engine may be configured with: the
+embedded 135M model, an OpenAI-compatible server that may or may not support `response_format`, or any
+`init_chat_model` provider. The strategy, shared by the sync and async entry points:
+
+1. If the model supports it, ask for grammar/JSON-schema constrained output (`with_structured_output(...,
+   method="json_schema")`). A reply that does not validate is still parsed leniently before giving up.
+2. Otherwise, or when that fails, ask the plain model for a JSON object with the fields listed in the
+   prompt and parse it leniently (`models.lenient`), filling missing fields from a caller-given default.
+3. One retry, with the reason of the failure appended to the prompt; then the default, `ok=False`.
+
+Garbage from the model never raises. Transport errors (timeouts, refused connections, 5xx after the
+client's own retries) end the attempt at once and also return the default, with `error` set: a
+pipeline step with a sensible default is better than a failed request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import logging
+import types
+import typing
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableConfig
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from models.lenient import LenientParseError, parse_reply
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+#: Model calls that may produce an answer: the first try and one retry.
+MAX_ATTEMPTS = 2
+#: How much of a failure reason is echoed back to the model in the retry prompt.
+MAX_ERROR_IN_PROMPT = 200
+#: How much of the raw reply is kept in logs.
+MAX_RAW_IN_LOG = 300
+#: HTTP statuses that mean "the service is unwell", not "the request was wrong".
+TRANSPORT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+FORMAT_INSTRUCTION = (
+    "Answer with a JSON object only, no other text, with these keys:\n{fields}\nStart your reply with {{"
+)
+RETRY_INSTRUCTION = "Your previous reply could not be used ({error}). Reply with only the JSON object."
+
+
+@dataclass
+class StructuredResult(Generic[M]):
+    """The outcome of a structured call: always a schema instance, and how it was obtained."""
+
+    value: M
+    ok: bool
+    attempts: int
+    raw: str = ""
+    error: str | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+    #: Fields taken from the default because the reply lacked them (empty when the reply was complete).
+    filled: tuple[str, ...] = ()
+
+
+def usage_of(message: Any) -> dict[str, int]:
+    """Token usage of an AIMessage: `usage_metadata` when the provider fills it, else OpenAI's
+    `response_metadata["token_usage"]`; zeros when neither is there."""
+    metadata = getattr(message, "usage_metadata", None)
+    if metadata:
+        return {
+            "prompt_tokens": int(metadata.get("input_tokens") or 0),
+            "completion_tokens": int(metadata.get("output_tokens") or 0),
+        }
+    response = getattr(message, "response_metadata", None) or {}
+    token_usage = response.get("token_usage") or response.get("usage") or {}
+    if isinstance(token_usage, Mapping):
+        return {
+            "prompt_tokens": int(token_usage.get("prompt_tokens") or token_usage.get("input_tokens") or 0),
+            "completion_tokens": int(
+                token_usage.get("completion_tokens") or token_usage.get("output_tokens") or 0
+            ),
+        }
+    return {"prompt_tokens": 0, "completion_tokens": 0}
+
+
+def invoke_structured(
+    model: BaseChatModel,
+    schema: type[M],
+    messages: LanguageModelInput,
+    default: M,
+    *,
+    supports_json_schema: bool,
+    max_tokens: int | None = None,
+    config: RunnableConfig | None = None,
+) -> StructuredResult[M]:
+    """Ask `model` for a `schema` instance; see the module docstring for the strategy. Never raises for
+    model output or transport failures: `ok=False` and `value=default` then."""
+    plan = _plan(schema, _as_messages(messages), default, supports_json_schema)
+    call = next(plan)
+    while True:
+        runnable, outcome = _prepare(model, schema, call, max_tokens)
+        if runnable is not None:
+            try:
+                outcome = _read(call, runnable.invoke(call.messages, config=config))
+            except Exception as error:  # any failure of the provider is a failed attempt
+                outcome = _failure(error)
+        try:
+            call = plan.send(outcome)
+        except StopIteration as stop:
+            return typing.cast(StructuredResult[M], stop.value)
+
+
+async def ainvoke_structured(
+    model: BaseChatModel,
+    schema: type[M],
+    messages: LanguageModelInput,
+    default: M,
+    *,
+    supports_json_schema: bool,
+    max_tokens: int | None = None,
+    config: RunnableConfig | None = None,
+) -> StructuredResult[M]:
+    """Async `invoke_structured`: same strategy, same guarantees; cancellation still propagates."""
+    plan = _plan(schema, _as_messages(messages), default, supports_json_schema)
+    call = next(plan)
+    while True:
+        runnable, outcome = _prepare(model, schema, call, max_tokens)
+        if runnable is not None:
+            try:
+                outcome = _read(call, await runnable.ainvoke(call.messages, config=config))
+            except Exception as error:  # any failure of the provider is a failed attempt
+                outcome = _failure(error)
+        try:
+            call = plan.send(outcome)
+        except StopIteration as stop:
+            return typing.cast(StructuredResult[M], stop.value)
+
+
+# --- the strategy, shared by both drivers -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One model call the strategy asks for: constrained (json_schema) or plain with instructions."""
+
+    constrained: bool
+    messages: list[BaseMessage]
+
+
+@dataclass
+class _Outcome:
+    """What came back from a call; `replied` is False when no model output was produced at all, and
+    `called` is False when the model could not even be set up for the call."""
+
+    text: str = ""
+    parsed: Any = None
+    error: str | None = None
+    transport: bool = False
+    replied: bool = False
+    called: bool = True
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+def _plan(
+    schema: type[M], messages: list[BaseMessage], default: M, supports_json_schema: bool
+) -> Generator[_Call, _Outcome, StructuredResult[M]]:
+    """The strategy as a generator: yields the calls to make, receives their outcomes, returns the result."""
+    usage = {"prompt_tokens": 0, "completion_tokens": 0}
+    attempts = 0
+    raw = ""
+    error: str | None = None
+    budget = MAX_ATTEMPTS
+
+    def fail(reason: str | None) -> StructuredResult[M]:
+        logger.warning(
+            "structured output for %s failed after %d attempt(s): %s; using the default",
+            schema.__name__,
+            attempts,
+            reason,
+        )
+        return StructuredResult(default, ok=False, attempts=attempts, raw=raw, error=reason, usage=usage)
+
+    def success(value: M, filled: tuple[str, ...] = ()) -> StructuredResult[M]:
+        return StructuredResult(value, ok=True, attempts=attempts, raw=raw, usage=usage, filled=filled)
+
+    if supports_json_schema:
+        outcome = yield _Call(constrained=True, messages=messages)
+        attempts += int(outcome.called)
+        _add_usage(usage, outcome.usage)
+        raw, error = outcome.text or raw, outcome.error
+        if outcome.transport:
+            return fail(error)
+        if isinstance(outcome.parsed, schema):
+            return success(outcome.parsed)
+        if outcome.text:
+            try:
+                coerced = parse_reply(outcome.text, schema, default)
+                return success(coerced.value, coerced.filled)
+            except LenientParseError as parse_error:
+                error = str(parse_error)
+        if outcome.replied:
+            budget -= 1  # a reply that could not be used spends the first try
+        logger.info("json_schema output for %s unusable (%s); asking for plain JSON", schema.__name__, error)
+
+    for _ in range(budget):
+        outcome = yield _Call(constrained=False, messages=_with_instruction(messages, schema, error))
+        attempts += 1
+        _add_usage(usage, outcome.usage)
+        raw = outcome.text or raw
+        if outcome.transport:
+            return fail(outcome.error)
+        if not outcome.replied:
+            error = outcome.error
+            continue
+        try:
+            coerced = parse_reply(outcome.text, schema, default)
+            return success(coerced.value, coerced.filled)
+        except LenientParseError as parse_error:
+            error = str(parse_error)
+            logger.info("unusable reply for %s: %s; raw=%r", schema.__name__, error, raw[:MAX_RAW_IN_LOG])
+    return fail(error)
+
+
+def _prepare(
+    model: BaseChatModel, schema: type[BaseModel], call: _Call, max_tokens: int | None
+) -> tuple[Runnable[Any, Any] | None, _Outcome]:
+    """The runnable for a call, or (None, outcome) when the model cannot even be set up for it."""
+    limited = _with_max_tokens(model, max_tokens)
+    if not call.constrained:
+        return limited, _Outcome()
+    try:
+        return limited.with_structured_output(schema, method="json_schema", include_raw=True), _Outcome()
+    except (NotImplementedError, ValueError, TypeError) as error:
+        return None, _Outcome(error=f"json_schema output unsupported: {error}", called=False)
+
+
+def _with_max_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatModel:
+    """A copy with a completion cap; a copy, not `.bind()`, because `with_structured_output` on a
+    binding drops the bound arguments."""
+    if max_tokens is None:
+        return model
+    if "max_tokens" in type(model).model_fields:
+        return model.model_copy(update={"max_tokens": max_tokens})
+    return model
+
+
+def _read(call: _Call, result: Any) -> _Outcome:
+    """Turn a call's return value into an outcome (`include_raw` dict for constrained calls)."""
+    if call.constrained and isinstance(result, Mapping):
+        message = result.get("raw")
+        parsing_error = result.get("parsing_error")
+        return _Outcome(
+            text=_text_of(message),
+            parsed=result.get("parsed"),
+            error=f"invalid structured reply: {parsing_error}" if parsing_error else None,
+            replied=message is not None,
+            usage=usage_of(message),
+        )
+    return _Outcome(text=_text_of(result), replied=True, usage=usage_of(result))
+
+
+def _failure(error: Exception) -> _Outcome:
+    """An exception from a call; the OpenAI client's length error still carries the (cut) reply."""
+    transport = _is_transport_error(error)
+    text, usage = _salvage(error)
+    if not transport:
+        logger.info("model call failed: %s: %s", type(error).__name__, error)
+    return _Outcome(
+        text=text,
+        error=f"{type(error).__name__}: {error}",
+        transport=transport,
+        replied=bool(text),
+        usage=usage,
+    )
+
+
+def _salvage(error: Exception) -> tuple[str, dict[str, int]]:
+    completion = getattr(error, "completion", None)  # openai.LengthFinishReasonError
+    try:
+        text = completion.choices[0].message.content or ""  # type: ignore[union-attr]
+    except (AttributeError, IndexError, TypeError):
+        return "", {}
+    usage = getattr(completion, "usage", None)
+    return text, {
+        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+    }
+
+
+def _is_transport_error(error: BaseException) -> bool:
+    """Errors that say the service is unreachable or unwell, so asking again now is pointless."""
+    if isinstance(error, TimeoutError | ConnectionError | asyncio.TimeoutError):
+        return True
+    names = {cls.__name__ for cls in type(error).__mro__}
+    if names & {"APIConnectionError", "APITimeoutError", "TransportError", "TimeoutException"}:
+        return True  # openai / httpx, matched by name to stay provider-neutral
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and status in TRANSPORT_STATUSES
+
+
+def _add_usage(total: dict[str, int], usage: Mapping[str, int]) -> None:
+    for key in total:
+        total[key] += int(usage.get(key, 0) or 0)
+
+
+# --- prompts -----------------------------------------------------------------------------------------------
+
+
+def _as_messages(messages: LanguageModelInput) -> list[BaseMessage]:
+    if isinstance(messages, PromptValue):
+        return messages.to_messages()
+    if isinstance(messages, str):
+        return [HumanMessage(content=messages)]
+    return convert_to_messages(messages)
+
+
+def _with_instruction(
+    messages: list[BaseMessage], schema: type[BaseModel], error: str | None
+) -> list[BaseMessage]:
+    """The conversation with the JSON instruction (and the last failure) added to the final user turn:
+    small models follow an instruction at the end of the prompt far better than one in a system message."""
+    instruction = FORMAT_INSTRUCTION.format(fields=describe_fields(schema))
+    if error:
+        instruction += "\n" + RETRY_INSTRUCTION.format(error=error[:MAX_ERROR_IN_PROMPT])
+    if messages and isinstance(messages[-1], HumanMessage) and isinstance(messages[-1].content, str):
+        last = messages[-1]
+        return [*messages[:-1], HumanMessage(content=f"{last.content}\n\n{instruction}")]
+    return [*messages, HumanMessage(content=instruction)]
+
+
+def describe_fields(schema: type[BaseModel]) -> str:
+    """One line per field: key, expected value and description, as the plain-JSON prompt lists them."""
+    lines = []
+    for name, info in schema.model_fields.items():
+        key = info.alias or name
+        description = f" - {info.description}" if info.description else ""
+        lines.append(f'- "{key}": {_describe_type(info.annotation, info)}{description}')
+    return "\n".join(lines)
+
+
+def _describe_type(annotation: Any, info: FieldInfo | None) -> str:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(json.dumps(choice) for choice in typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return "one of " + ", ".join(json.dumps(member.value) for member in annotation)
+    if annotation is bool:
+        return "true or false"
+    if annotation in (int, float):
+        kind = "integer" if annotation is int else "number"
+        low, high = _bounds(info)
+        if low is not None and high is not None:
+            return f"{kind} from {low} to {high}"
+        if low is not None:
+            return f"{kind} >= {low}"
+        if high is not None:
+            return f"{kind} <= {high}"
+        return kind
+    if annotation is str:
+        return "string"
+    if origin in (list, tuple, set, frozenset):
+        args = typing.get_args(annotation)
+        return f"list of {_describe_type(args[0], None)}" if args else "list"
+    if origin in (typing.Union, types.UnionType):
+        arms = [arm for arm in typing.get_args(annotation) if arm is not type(None)]
+        return " or ".join(_describe_type(arm, info) for arm in arms) + " (or null)"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return "object with keys " + ", ".join(f'"{key}"' for key in annotation.model_fields)
+    return "value"
+
+
+def _bounds(info: FieldInfo | None) -> tuple[Any, Any]:
+    low = high = None
+    for item in info.metadata if info is not None else ():
+        low = next((v for v in (getattr(item, "ge", None), getattr(item, "gt", None)) if v is not None), low)
+        high = next(
+            (v for v in (getattr(item, "le", None), getattr(item, "lt", None)) if v is not None), high
+        )
+    return low, high
+
+
+def _text_of(message: Any) -> str:
+    """The text of a message whose content may be a string or a list of content blocks."""
+    content = getattr(message, "content", message)
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = []
+        for block in content:
+            if isinstance(block, str):
+                parts.append(block)
+            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+        return "".join(parts)
+    return "" if content is None else str(content)

@@ -1,0 +1,164 @@
+"""grade_retrieval: how relevant is each retrieved passage, and is the evidence good enough to answer?
+
+Two graders. The score grader needs no model: it blends the dense similarity of the passage with the share of
+the question's content terms the passage contains (and the passage's rank), so it is deterministic and never
+at chance level. The LLM grader asks the grading model which numbered passages help; `auto` uses it only
+for strong models, because a 135M model grades at chance (FACTS.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.instrumentation import merge_updates, structured_call, timed
+from nodes.resources import get_resources
+from prompts.grading import RELEVANCE_GRADER_PROMPT, RELEVANCE_GRADER_SYSTEM
+from retrieval.keyword import analyze
+from retrieval.tokens import truncate_to_tokens
+from state.context import Context
+from state.graph_state import RetrievalDecision, State
+from state.schemas import RelevanceGrades, RetrievedDoc
+
+#: Weights of the score grader: term coverage of the question, dense similarity, and RRF position.
+TERM_WEIGHT = 0.6
+DENSE_WEIGHT = 0.4
+#: Dense similarities of MiniLM below FLOOR mean unrelated, above CEILING clearly related.
+DENSE_FLOOR = 0.15
+DENSE_CEILING = 0.65
+#: Passages graded per LLM call, and tokens shown per passage.
+LLM_GRADE_MAX_PASSAGES = 8
+LLM_PASSAGE_TOKENS = 180
+LLM_GRADE_MAX_TOKENS = 64
+#: An LLM "relevant" verdict lifts the score grade to at least this.
+LLM_RELEVANT_FLOOR = 0.75
+#: Relevant passages needed for the evidence to count as good.
+MIN_RELEVANT = 1
+
+
+def term_coverage(question_terms: set[str], text: str) -> float:
+    """Share of the question's distinct content terms present in `text`."""
+    if not question_terms:
+        return 0.0
+    return len(question_terms & set(analyze(text))) / len(question_terms)
+
+
+def dense_component(doc: RetrievedDoc) -> float:
+    """Dense similarity rescaled to [0, 1] between the floor and ceiling (0 when there is none)."""
+    similarity = doc["metadata"].get("dense_score")
+    if similarity is None:
+        return 0.0
+    return min(1.0, max(0.0, (float(similarity) - DENSE_FLOOR) / (DENSE_CEILING - DENSE_FLOOR)))
+
+
+def score_relevance(question: str, doc: RetrievedDoc) -> float:
+    """Score-grader relevance of one passage in [0, 1]."""
+    terms = set(analyze(question))
+    coverage = term_coverage(terms, doc["title"] + "\n" + doc["text"])
+    has_dense = doc["metadata"].get("dense_score") is not None
+    if not has_dense:
+        return coverage
+    return TERM_WEIGHT * coverage + DENSE_WEIGHT * dense_component(doc)
+
+
+def uncovered_terms(question: str, relevant: list[RetrievedDoc]) -> list[str]:
+    """Question terms that no relevant passage contains (what reformulation should look for)."""
+    covered: set[str] = set()
+    for doc in relevant:
+        covered |= set(analyze(doc["title"] + "\n" + doc["text"]))
+    return [term for term in dict.fromkeys(analyze(question)) if term not in covered]
+
+
+def _llm_grades(
+    question: str, docs: list[RetrievedDoc], context: Context
+) -> tuple[set[int] | None, dict[str, Any]]:
+    resources = get_resources()
+    listing = "\n\n".join(
+        f"[{index}] {truncate_to_tokens(doc['text'], LLM_PASSAGE_TOKENS)}"
+        for index, doc in enumerate(docs, start=1)
+    )
+    messages = [
+        SystemMessage(RELEVANCE_GRADER_SYSTEM),
+        HumanMessage(RELEVANCE_GRADER_PROMPT.format(question=question, passages=listing)),
+    ]
+    result, accounting = structured_call(
+        resources.model("grade", context),
+        RelevanceGrades,
+        messages,
+        RelevanceGrades(),
+        json_schema=resources.supports_json_schema("grade", context),
+        max_tokens=LLM_GRADE_MAX_TOKENS,
+    )
+    if not result.ok:
+        return None, accounting
+    return {number for number in result.value.relevant if 1 <= number <= len(docs)}, accounting
+
+
+def use_llm_grader(context: Context) -> bool:
+    """Whether this run grades with the LLM (explicitly, or `auto` with a strong grading model)."""
+    if context.grader == "llm":
+        return True
+    return context.grader == "auto" and get_resources().strength("grade", context) == "strong"
+
+
+@timed("grade_retrieval")
+def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Grade every ungraded passage; report the evidence score and the question terms still missing."""
+    context = runtime.context
+    question = state.get("standalone_question") or state.get("question", "")
+    documents = list(state.get("documents") or [])
+    ungraded = [doc for doc in documents if doc["relevance"] < 0]
+    graded: list[RetrievedDoc] = [
+        {**doc, "relevance": round(score_relevance(question, doc), 4)} for doc in ungraded
+    ]
+    accounting: dict[str, Any] = {}
+    if graded and use_llm_grader(context):
+        top = sorted(graded, key=lambda doc: doc["score"], reverse=True)[:LLM_GRADE_MAX_PASSAGES]
+        verdicts, accounting = _llm_grades(question, top, context)
+        if verdicts is not None:
+            chosen = {top[number - 1]["chunk_id"] for number in verdicts}
+            graded = [
+                {**doc, "relevance": max(doc["relevance"], LLM_RELEVANT_FLOOR)}
+                if doc["chunk_id"] in chosen
+                else {**doc, "relevance": min(doc["relevance"], context.relevance_threshold * 0.5)}
+                if doc in top
+                else doc
+                for doc in graded
+            ]
+    by_id = {doc["chunk_id"]: doc for doc in graded}
+    everything = [by_id.get(doc["chunk_id"], doc) for doc in documents]
+    relevant = [doc for doc in everything if doc["relevance"] >= context.relevance_threshold]
+    best = sorted((doc["relevance"] for doc in everything), reverse=True)[: max(1, context.top_k // 2)]
+    update = {
+        "documents": graded,
+        "retrieval_score": round(sum(best) / len(best), 4) if best else 0.0,
+        "missing_terms": uncovered_terms(question, relevant),
+        "retrieval_decision": decide_after_retrieval(
+            state, context, found=bool(everything), relevant=len(relevant)
+        ),
+    }
+    return merge_updates(update, accounting) if accounting else update
+
+
+def decide_after_retrieval(
+    state: State, context: Context, *, found: bool, relevant: int
+) -> RetrievalDecision:
+    """What follows the grades (pure):
+    - nothing retrieved at all (empty scope, or the store is down) -> not_found;
+    - an ITERATIVE question with hops left -> reformulate (the next hop), within the round budget;
+    - enough relevant passages -> generate;
+    - too few, with retrieval rounds left -> reformulate; else generate from the best there is."""
+    if not found:
+        return "not_found"
+    rounds_left = state.get("retrieval_rounds", 0) < context.max_iterations
+    if (
+        state.get("strategy") == "ITERATIVE"
+        and state.get("hops", 0) + 1 < context.iterative_hops
+        and rounds_left
+    ):
+        return "reformulate"
+    if relevant >= MIN_RELEVANT:
+        return "generate"
+    return "reformulate" if rounds_left else "generate"

@@ -1,0 +1,103 @@
+"""Per-node timing and LLM accounting, merged into state through the counters' reducers.
+
+Why a decorator: every node reports its wall time the same way (`timings_ms[node]`), and model calls
+report `timings_ms["model"]`, `llm_calls` and `usage`, so the latency benchmark can subtract model and
+retrieval time from wall time to get the graph's own overhead.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+from models.structured import StructuredResult, invoke_structured, usage_of
+
+NodeFunction = Callable[..., dict[str, Any]]
+
+
+def timed(name: str) -> Callable[[NodeFunction], NodeFunction]:
+    """Add `{"timings_ms": {name: ms}}` to the node's update."""
+
+    def decorate(function: NodeFunction) -> NodeFunction:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> dict[str, Any]:
+            started = time.perf_counter()
+            update = function(*args, **kwargs) or {}
+            elapsed = (time.perf_counter() - started) * 1000
+            timings = dict(update.get("timings_ms") or {})
+            timings[name] = timings.get(name, 0.0) + elapsed
+            return {**update, "timings_ms": timings}
+
+        return wrapper
+
+    return decorate
+
+
+def accounting(calls: int, usage: dict[str, int], model_ms: float) -> dict[str, Any]:
+    """The state update that records model calls."""
+    return {
+        "llm_calls": calls,
+        "usage": {
+            "prompt_tokens": float(usage.get("prompt_tokens", 0)),
+            "completion_tokens": float(usage.get("completion_tokens", 0)),
+        },
+        "timings_ms": {"model": model_ms},
+    }
+
+
+def merge_updates(*updates: dict[str, Any]) -> dict[str, Any]:
+    """Merge node updates, summing the numeric dicts (timings, usage) and counters."""
+    merged: dict[str, Any] = {}
+    for update in updates:
+        for key, value in update.items():
+            if key in ("timings_ms", "usage") and key in merged:
+                merged[key] = {k: merged[key].get(k, 0) + value.get(k, 0) for k in {*merged[key], *value}}
+            elif key == "llm_calls" and key in merged:
+                merged[key] += value
+            else:
+                merged[key] = value
+    return merged
+
+
+def structured_call(
+    model: BaseChatModel,
+    schema: type[BaseModel],
+    messages: list[BaseMessage],
+    default: BaseModel,
+    *,
+    json_schema: bool,
+    max_tokens: int,
+) -> tuple[StructuredResult[Any], dict[str, Any]]:
+    """A structured model call that never raises, with its accounting update."""
+    started = time.perf_counter()
+    result = invoke_structured(
+        model, schema, messages, default, supports_json_schema=json_schema, max_tokens=max_tokens
+    )
+    elapsed = (time.perf_counter() - started) * 1000
+    return result, accounting(result.attempts, result.usage, elapsed)
+
+
+def text_call(
+    model: BaseChatModel, messages: list[BaseMessage], *, max_tokens: int
+) -> tuple[str, str | None, dict[str, Any]]:
+    """A plain text model call: (text, error or None, accounting update). Never raises."""
+    started = time.perf_counter()
+    try:
+        bound = (
+            model.model_copy(update={"max_tokens": max_tokens})
+            if "max_tokens" in type(model).model_fields
+            else model
+        )
+        message = bound.invoke(messages)
+        text = message.content if isinstance(message.content, str) else str(message.content)
+        usage, error = usage_of(message), None
+    except Exception as failure:  # noqa: BLE001 - a failed call falls back to a documented default
+        text, usage, error = "", {}, f"{type(failure).__name__}: {failure}"
+    elapsed = (time.perf_counter() - started) * 1000
+    return text.strip(), error, accounting(1, usage, elapsed)

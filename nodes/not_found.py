@@ -1,0 +1,38 @@
+"""not_found: the honest answer when retrieval found nothing (or the store could not be searched)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
+
+from evals.metrics import contains_cjk
+from nodes.instrumentation import timed
+from prompts.not_found import (
+    NOT_FOUND_ANSWER_EN,
+    NOT_FOUND_ANSWER_ZH,
+    STORE_DOWN_ANSWER_EN,
+    STORE_DOWN_ANSWER_ZH,
+)
+from state.context import Context
+from state.graph_state import State
+
+
+@timed("not_found")
+def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Answer plainly that the documents do not cover the question, in the question's language."""
+    chinese = contains_cjk(state.get("question", ""))
+    if state.get("error"):
+        template = STORE_DOWN_ANSWER_ZH if chinese else STORE_DOWN_ANSWER_EN
+        answer = template.format(error=state["error"])
+    else:
+        answer = NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER_EN
+    return {
+        "answer": answer,
+        "not_found": True,
+        "citations": [],
+        "sources": [],
+        "renderings": {"markdown": answer, "html": f"<p>{answer}</p>", "plain": answer},
+        "messages": [AIMessage(answer)],
+    }

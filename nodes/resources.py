@@ -1,0 +1,108 @@
+"""What nodes use besides state and context: the knowledge base, the searcher and the chat models.
+
+They are process-wide and created lazily (importing the graph needs no model, no key, no store). Tests
+install fakes with `use_resources(...)`; the context's `model` / `grader_model` fields pick other models
+per run through the same factory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Literal
+
+from langchain_core.language_models import BaseChatModel
+
+from config.settings import Settings, get_settings
+from models.factory import chat_model, model_strength, supports_json_schema
+from retrieval.knowledge_base import KnowledgeBase
+from retrieval.search import Searcher
+from state.context import Context
+
+Role = Literal["generate", "grade"]
+Strength = Literal["weak", "strong"]
+
+
+@dataclass
+class Resources:
+    """Stores and models of a process. Fields left None are built from settings on first use."""
+
+    settings: Settings
+    knowledge_base: KnowledgeBase | None = None
+    generator: BaseChatModel | None = None
+    grader: BaseChatModel | None = None
+    strengths: dict[str, Strength] = field(default_factory=dict)
+    """Per-role strength overrides (tests use 'strong' fakes to exercise the LLM paths)."""
+    json_schema: dict[str, bool] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _searcher: Searcher | None = field(default=None, repr=False)
+
+    def _settings_for(self, role: Role, context: Context | None) -> Settings:
+        override = (context.grader_model if role == "grade" else context.model) if context else ""
+        if not override:
+            return self.settings
+        key = "grader_model" if role == "grade" else "llm_model"
+        return self.settings.model_copy(update={key: override})
+
+    def kb(self) -> KnowledgeBase:
+        """The knowledge base (opened on first use)."""
+        with self._lock:
+            if self.knowledge_base is None:
+                self.knowledge_base = KnowledgeBase.open(self.settings)
+            return self.knowledge_base
+
+    def searcher(self) -> Searcher:
+        """The searcher over the knowledge base."""
+        if self._searcher is None:
+            self._searcher = Searcher(self.kb())
+        return self._searcher
+
+    def model(self, role: Role, context: Context | None = None) -> BaseChatModel:
+        """The chat model of a role (an injected one wins; else the factory's, per context override)."""
+        injected = self.grader if role == "grade" else self.generator
+        if injected is not None:
+            return injected
+        if role == "grade" and self.grader is None and self.generator is not None:
+            return self.generator
+        return chat_model(self._settings_for(role, context), role)
+
+    def strength(self, role: Role, context: Context | None = None) -> Strength:
+        """'weak' for the embedded model: graders and analysis then use score-based methods under `auto`."""
+        if role in self.strengths:
+            return self.strengths[role]
+        return model_strength(self._settings_for(role, context), role)
+
+    def supports_json_schema(self, role: Role, context: Context | None = None) -> bool:
+        """Whether grammar-enforced json_schema output can be asked of this role's model."""
+        if role in self.json_schema:
+            return self.json_schema[role]
+        if (self.grader if role == "grade" else self.generator) is not None:
+            return False
+        return supports_json_schema(self._settings_for(role, context), role)
+
+
+_default: Resources | None = None
+_default_lock = threading.Lock()
+
+
+def get_resources() -> Resources:
+    """The process's resources (from the environment's settings unless `use_resources` installed others)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Resources(get_settings())
+        return _default
+
+
+@contextmanager
+def use_resources(resources: Resources) -> Iterator[Resources]:
+    """Install `resources` for the duration of a block (tests, benchmarks, notebooks)."""
+    global _default
+    previous = _default
+    _default = resources
+    try:
+        yield resources
+    finally:
+        _default = previous

@@ -1,0 +1,150 @@
+"""retrieve: one hybrid search per query (fanned out with `Send`), scoped and turned into RetrievedDocs.
+
+Scoping, in order: the tenant (always, enforced by the searcher), the caller's metadata filters, then the
+conversation: with a conversation id, most results come from that conversation and a minority share
+(`context.cross_conversation_share`) from elsewhere. When the question asks how / for details, summary
+chunks are expanded into the detail chunks of the same document ("deep search").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from nodes.instrumentation import timed
+from nodes.resources import get_resources
+from persistence.vector_store import StoreUnavailableError
+from retrieval.search import Searcher
+from retrieval.types import SearchHit
+from state.context import Context
+from state.graph_state import RetrieveTask
+from state.schemas import RetrievedDoc
+
+logger = logging.getLogger(__name__)
+
+#: Detail chunks fetched per summary chunk when the question wants details.
+DETAILS_PER_SUMMARY = 3
+SUMMARY_LEVEL = "summary"
+DETAIL_LEVEL = "detail"
+
+
+def to_retrieved(hit: SearchHit, query: str) -> RetrievedDoc:
+    """A search hit as the graph carries it."""
+    page = hit.metadata.get("page", -1)
+    return RetrievedDoc(
+        chunk_id=hit.chunk_id,
+        text=hit.text,
+        source=str(hit.metadata.get("source", "")),
+        title=str(hit.metadata.get("title", "")),
+        page=int(page) if isinstance(page, int | float) else -1,
+        doc_id=hit.doc_id,
+        score=float(hit.score),
+        relevance=-1.0,
+        query=query,
+        metadata={
+            key: hit.metadata.get(key)
+            for key in (
+                "collection",
+                "section",
+                "chapter",
+                "doc_type",
+                "level",
+                "conversation_id",
+                "chunk_index",
+            )
+        }
+        | {"dense_score": hit.dense_score, "bm25_score": hit.bm25_score},
+    )
+
+
+def _and(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
+    present = [item for item in filters if item]
+    if not present:
+        return None
+    return present[0] if len(present) == 1 else {"$and": present}
+
+
+def scoped_search(
+    searcher: Searcher,
+    text: str,
+    dense_text: str,
+    *,
+    context: Context,
+    tenant: str,
+    filters: dict[str, Any] | None,
+    conversation_id: str,
+) -> list[SearchHit]:
+    """Search with conversation scoping: (1 - share) of k inside the conversation, the rest outside."""
+    collections = [context.collection] if context.collection else None
+    vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
+    common = {
+        "mode": context.search_mode,
+        "tenant": tenant,
+        "collections": collections,
+        "query_vector": vector,
+    }
+    if not conversation_id:
+        return searcher.search(text, k=context.top_k, filters=filters, **common).hits
+    outside_k = round(context.top_k * context.cross_conversation_share)
+    inside = searcher.search(
+        text,
+        k=context.top_k - outside_k or 1,
+        filters=_and(filters, {"conversation_id": conversation_id}),
+        **common,
+    ).hits
+    outside: list[SearchHit] = []
+    if outside_k:
+        outside = searcher.search(
+            text, k=outside_k, filters=_and(filters, {"conversation_id": {"$ne": conversation_id}}), **common
+        ).hits
+    return inside + outside
+
+
+def expand_summaries(
+    searcher: Searcher, hits: list[SearchHit], text: str, *, context: Context, tenant: str
+) -> list[SearchHit]:
+    """Add the detail chunks of documents whose summary chunk was retrieved."""
+    extra: list[SearchHit] = []
+    for hit in hits:
+        if hit.metadata.get("level") != SUMMARY_LEVEL:
+            continue
+        details = searcher.search(
+            text,
+            k=DETAILS_PER_SUMMARY,
+            mode=context.search_mode,
+            tenant=tenant,
+            filters={"$and": [{"doc_id": hit.doc_id}, {"level": DETAIL_LEVEL}]},
+        ).hits
+        extra.extend(details)
+    return hits + extra
+
+
+@timed("retrieve")
+def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Run one query; a store that is down yields no documents and an error note (the run goes on to an
+    honest "not found" answer instead of failing). Filters were validated when the turn started."""
+    context = runtime.context
+    query = task["query"]
+    searcher = get_resources().searcher()
+    started = time.perf_counter()
+    try:
+        hits = scoped_search(
+            searcher,
+            query["text"],
+            query["dense_text"] or query["text"],
+            context=context,
+            tenant=task["tenant"],
+            filters=task["filters"] or None,
+            conversation_id=task["conversation_id"],
+        )
+        if task["wants_details"]:
+            hits = expand_summaries(searcher, hits, query["text"], context=context, tenant=task["tenant"])
+    except StoreUnavailableError as error:
+        logger.error("retrieval failed: %s", error)
+        return {"documents": [], "error": str(error)}
+    elapsed = (time.perf_counter() - started) * 1000
+    documents = [to_retrieved(hit, query["text"]) for hit in hits]
+    return {"documents": documents, "timings_ms": {"retrieval": elapsed}}

@@ -1,0 +1,1 @@
+"""Prompt constants, one module per concern (query understanding, answering, grading)."""

@@ -1,0 +1,186 @@
+"""Plain-text analysis of generated answers: sentence spans, term support, and garbage detection.
+
+Why one module: citation resolution, the score-based answer grader and the generation fallback all need the
+same notion of "sentence", "content term" and "garbage output"; sharing it keeps a sentence that citations
+flag as unsupported the same sentence the grader counts. Everything here is pure and model-free, and works
+for English and Chinese (terms come from retrieval.keyword.analyze: stemmed words, CJK bigrams).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from retrieval.keyword import analyze
+
+#: Sentence-ending punctuation run, then closing quotes/parentheses, then bracketed references such as
+#: "[1]" or "【2】" (they belong to the sentence they follow).
+_SENTENCE_END = re.compile(
+    r"(?P<punct>[.!?]+|[。！？]+)[\"'”’」』)）]*(?:[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】])*"
+)
+#: Latin terminal punctuation only ends a sentence before whitespace or the end of the line (not "3.5").
+_LATIN_TERMINALS = frozenset(".!?")
+#: Words after which a period does not end a sentence.
+ABBREVIATIONS = frozenset({"e.g", "i.e", "mr", "mrs", "ms", "dr", "prof", "vs", "fig", "no", "st", "cf", "approx"})
+_WORD_BEFORE = re.compile(r"([A-Za-z](?:\.?[A-Za-z])*)$")
+_LINE = re.compile(r"[^\n]+")
+#: Text units for repetition checks: Latin words and single CJK characters.
+_UNIT = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: A letter or digit of any script; text without one is punctuation/symbols only.
+_WORD_CHAR = re.compile(r"[^\W_]")
+#: Tokens a model emits when it breaks: replacement chars, leaked special tokens, long symbol runs.
+_GARBAGE_TOKEN = re.compile(r"\ufffd|<\|[^|>\s]{1,40}\|>|</?s>|<unk>|<pad>|[^\w\s\[\]【】]{5,}")
+#: A bracketed reference group, removed before counting an answer's own terms.
+_REFERENCE = re.compile(r"[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】]")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+#: A phrase (1..MAX_LOOP_PHRASE_UNITS units) repeated MIN_LOOP_REPEATS times in a row is a generation loop,
+#: when the repeated stretch covers at least MIN_LOOP_UNITS units ("ha ha ha" is not a loop).
+MAX_LOOP_PHRASE_UNITS = 20
+MIN_LOOP_REPEATS = 4
+MIN_LOOP_UNITS = 12
+#: A long answer whose distinct-trigram share is below this is mostly repetition (a non-adjacent loop).
+MIN_DISTINCT_TRIGRAM_SHARE = 0.3
+#: Distinct-trigram share is only meaningful from this many units on.
+REPETITION_MIN_UNITS = 30
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each sentence of `text`, whitespace trimmed, in order.
+
+    A sentence ends at terminal punctuation (Latin before whitespace, CJK anywhere) together with any
+    bracketed references right after it, or at a line break (list items and headings are sentences).
+    """
+    spans: list[tuple[int, int]] = []
+    for line in _LINE.finditer(text):
+        start = line.start()
+        for match in _SENTENCE_END.finditer(text, line.start(), line.end()):
+            if not _ends_sentence(text, match, line.end()):
+                continue
+            spans.append((start, match.end()))
+            start = match.end()
+        spans.append((start, line.end()))
+    return [trimmed for span in spans if (trimmed := _trim(text, span)) is not None]
+
+
+def _ends_sentence(text: str, match: re.Match[str], line_end: int) -> bool:
+    punct = match.group("punct")
+    if punct[0] not in _LATIN_TERMINALS:
+        return True
+    if match.end() < line_end and not text[match.end()].isspace():
+        return False
+    if punct == ".":
+        word = _WORD_BEFORE.search(text, 0, match.start())
+        if word and (word.group(1).lower() in ABBREVIATIONS or len(word.group(1)) == 1):
+            return False
+    return True
+
+
+def _trim(text: str, span: tuple[int, int]) -> tuple[int, int] | None:
+    start, end = span
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return (start, end) if end > start else None
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of `text` (English and Chinese), see `sentence_spans`."""
+    return [text[start:end] for start, end in sentence_spans(text)]
+
+
+def strip_references(text: str) -> str:
+    """`text` without bracketed reference groups such as "[1]", "[1, 2]" or "【3】"."""
+    return _REFERENCE.sub("", text)
+
+
+def content_terms(text: str) -> set[str]:
+    """Distinct index terms of `text` without its reference markers (what support is measured on)."""
+    return set(analyze(strip_references(text)))
+
+
+def support(claim_terms: set[str], source_terms: set[str]) -> float:
+    """Share of a claim's terms found in a source, in [0, 1] (0 for a claim without terms)."""
+    if not claim_terms:
+        return 0.0
+    return len(claim_terms & source_terms) / len(claim_terms)
+
+
+def text_units(text: str) -> list[str]:
+    """Lowercased Latin words and single CJK characters, in order (units for repetition checks)."""
+    return _UNIT.findall(text.lower())
+
+
+def distinct_ngram_share(units: list[str], n: int = 3) -> float:
+    """Distinct n-grams over all n-grams (1.0 when there are fewer than n units)."""
+    grams = [tuple(units[index : index + n]) for index in range(len(units) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else 1.0
+
+
+def has_phrase_loop(units: list[str]) -> bool:
+    """Whether some phrase repeats MIN_LOOP_REPEATS times back to back (a weak model stuck in a loop)."""
+    for length in range(1, MAX_LOOP_PHRASE_UNITS + 1):
+        if length * MIN_LOOP_REPEATS < MIN_LOOP_UNITS:
+            continue
+        needed = length * (MIN_LOOP_REPEATS - 1)
+        run = 0
+        for index in range(len(units) - length):
+            run = run + 1 if units[index] == units[index + length] else 0
+            if run >= needed:
+                return True
+    return False
+
+
+def garbage_token_share(text: str) -> float:
+    """Garbage tokens (replacement chars, leaked special tokens, symbol runs) per whitespace token."""
+    tokens = max(1, len(text.split()))
+    return min(1.0, len(_GARBAGE_TOKEN.findall(text)) / tokens)
+
+
+def is_garbage(text: str) -> bool:
+    """Whether a model reply is unusable as an answer: empty, punctuation/symbols only, or looping."""
+    stripped = text.strip()
+    if not stripped or not _WORD_CHAR.search(stripped):
+        return True
+    units = text_units(stripped)
+    if has_phrase_loop(units):
+        return True
+    return len(units) >= REPETITION_MIN_UNITS and distinct_ngram_share(units) < MIN_DISTINCT_TRIGRAM_SHARE
+
+
+def ends_properly(text: str) -> bool:
+    """Whether the last sentence ends with terminal punctuation (or is a list item): no cut-off output."""
+    spans = sentence_spans(text)
+    if not spans:
+        return False
+    last = text[spans[-1][0] : spans[-1][1]]
+    if _LIST_ITEM.match(last):
+        return True
+    bare = strip_references(last).rstrip("\"'”’」』)） \t")
+    return bool(bare) and bare[-1] in ".!?。！？:：…"
+
+
+def normalized(text: str) -> str:
+    """Lowercased text of letters, digits and CJK only (for phrase matching that ignores punctuation)."""
+    return "".join(char for char in text.lower() if _WORD_CHAR.match(char))
+
+
+def matches_phrase(text: str, phrases: Iterable[str]) -> bool:
+    """Whether `text` contains one of `phrases`, ignoring case, spacing and punctuation."""
+    body = normalized(text)
+    return any(key and key in body for key in (normalized(phrase) for phrase in phrases))
+
+
+def best_sentences(question: str, text: str, limit: int) -> list[str]:
+    """Up to `limit` sentences of `text` that share the most terms with `question`, in text order.
+
+    Used by the extractive fallback: when no sentence shares a term, the first sentences are taken.
+    """
+    sentences = split_sentences(text)
+    question_terms = content_terms(question)
+    ranked = sorted(
+        range(len(sentences)),
+        key=lambda index: (-len(content_terms(sentences[index]) & question_terms), index),
+    )
+    return [sentences[index] for index in sorted(ranked[:limit])]

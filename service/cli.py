@@ -1,0 +1,454 @@
+"""The `rag` command line: ingest, search, ask, chat, threads and evaluations.
+
+Every command turns bad input into one clear line on stderr and exit code 2 (1 for a store or model that is
+down), never a stack trace; `--help` on every command documents its options.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from config.settings import SearchMode, Settings, SettingsError, load_settings
+
+app = typer.Typer(
+    help="Agentic RAG engine: ingest your documents, search them, ask questions with cited answers.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+eval_app = typer.Typer(
+    help="Benchmarks: retrieval quality and speed, graph latency, QA, routing.", no_args_is_help=True
+)
+app.add_typer(eval_app, name="eval")
+
+console = Console()
+error_console = Console(stderr=True)
+
+#: Exit codes: 2 = the user's input was wrong; 1 = a store or model could not be used.
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 1
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print one error line and exit."""
+    error_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the engine's documented errors into clear one-line messages."""
+    from persistence.vector_store import InvalidCollectionError, StoreUnavailableError
+    from retrieval.embeddings import EmbeddingError
+    from retrieval.filters import FilterError
+    from retrieval.search import QueryError
+
+    try:
+        yield
+    except (SettingsError, FilterError, QueryError, InvalidCollectionError, FileNotFoundError) as error:
+        fail(str(error))
+    except (StoreUnavailableError, EmbeddingError) as error:
+        fail(str(error), EXIT_UNAVAILABLE)
+
+
+def settings_or_exit(**overrides: object) -> Settings:
+    """Settings from the environment, or a clear error naming the variable."""
+    try:
+        return load_settings(**{key: value for key, value in overrides.items() if value is not None})
+    except SettingsError as error:
+        fail(str(error))
+
+
+@contextmanager
+def progress_bars() -> Iterator[Callable[[str, int], Callable[[int], None]]]:
+    """A factory of rich progress bars: `bar = factory(label, total)` then `bar(n)` advances it."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=error_console,
+        transient=False,
+        disable=not error_console.is_terminal,
+    ) as progress:
+
+        def factory(label: str, total: int) -> Callable[[int], None]:
+            task = progress.add_task(label, total=total or None)
+            return lambda n: progress.advance(task, n)
+
+        yield factory
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")] = False,
+) -> None:
+    """Configure logging for every command."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+@app.command()
+def ingest(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Files or folders (.md .txt .html .pdf .docx .json .jsonl).")
+    ],
+    collection: Annotated[str | None, typer.Option(help="Collection (category) to index into.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant that owns these documents.")] = None,
+    prune: Annotated[
+        bool, typer.Option(help="Remove indexed files under PATHS that no longer exist.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Index documents incrementally: unchanged files are skipped, changed files replaced atomically."""
+    from retrieval.ingest import ingest_paths
+    from retrieval.knowledge_base import KnowledgeBase
+
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        kb = KnowledgeBase.open(settings)
+        bar_files: dict[str, Callable[[int], None]] = {}
+
+        def on_files(files: list[Path]) -> None:
+            bar_files["file"] = bars("files", len(files))
+            bar_files["chunks"] = bars("chunks embedded", 0)
+
+        summary = ingest_paths(
+            kb,
+            paths,
+            collection=collection,
+            tenant=tenant,
+            prune=prune,
+            progress=lambda event, n: bar_files[event](n),
+            on_files=on_files,
+        )
+    report = summary.as_dict()
+    if as_json:
+        console.print_json(json.dumps(report))
+    else:
+        console.print(
+            f"files {report['files']}  indexed {report['indexed']}  chunks {report['chunks']}  "
+            f"skipped {report['skipped']}  failed {report['failed']}  pruned {report['pruned']}  "
+            f"in {report['seconds']:.1f}s ({report['chunks_per_s']} chunks/s)"
+        )
+        for failure in report["failures"]:  # type: ignore[union-attr]
+            error_console.print(
+                f"[yellow]failed[/] {failure['source']}: {failure['reason']}", highlight=False
+            )
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int | None, typer.Option("--k", help="Number of results.")] = None,
+    mode: Annotated[str | None, typer.Option(help="dense | bm25 | hybrid.")] = None,
+    filter_json: Annotated[
+        str | None, typer.Option("--filter", help='Metadata filter, e.g. \'{"doc_type": "pdf"}\'.')
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant to search (one per search).")] = None,
+    collection: Annotated[list[str] | None, typer.Option(help="Restrict to these collections.")] = None,
+    mmr: Annotated[bool | None, typer.Option(help="Diversify results with MMR.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Search the indexed documents."""
+    from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.search import QueryError, Searcher
+
+    settings = settings_or_exit()
+    with user_errors():
+        if mode is not None and mode not in ("dense", "bm25", "hybrid"):
+            raise QueryError(f"unknown search mode {mode!r}; choose one of dense, bm25, hybrid")
+        kb = KnowledgeBase.open(settings)
+        result = Searcher(kb).search(
+            query,
+            k=k,
+            mode=mode,
+            filters=filter_json,
+            tenant=tenant,
+            collections=collection,
+            mmr=mmr,  # type: ignore[arg-type]
+        )
+    if as_json:
+        payload = {
+            "query": query,
+            "timings_ms": {key: round(value, 2) for key, value in result.timings_ms.items()},
+            "hits": [
+                {
+                    "chunk_id": hit.chunk_id,
+                    "score": hit.score,
+                    "dense_score": hit.dense_score,
+                    "bm25_score": hit.bm25_score,
+                    "text": hit.text,
+                    "metadata": hit.metadata,
+                }
+                for hit in result.hits
+            ],
+        }
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+        return
+    if not result.hits:
+        console.print("no results")
+        return
+    table = Table(show_lines=True)
+    for column in ("#", "score", "source", "text"):
+        table.add_column(column)
+    for rank, hit in enumerate(result.hits, start=1):
+        page = hit.metadata.get("page", -1)
+        where = Path(str(hit.metadata.get("source", ""))).name + (
+            f" p.{page}" if isinstance(page, int) and page > 0 else ""
+        )
+        table.add_row(str(rank), f"{hit.score:.4f}", where, hit.text[:300])
+    console.print(table)
+
+
+threads_app = typer.Typer(help="Conversations stored in the checkpoint file.", no_args_is_help=True)
+app.add_typer(threads_app, name="threads")
+
+
+def _context(
+    mode: str | None, tenant: str | None, collection: str | None, max_iterations: int | None
+) -> object:
+    from state.context import Context
+
+    overrides = {"mode": mode, "tenant": tenant, "collection": collection, "max_iterations": max_iterations}
+    try:
+        return Context(**{key: value for key, value in overrides.items() if value is not None})
+    except ValueError as error:
+        fail(str(error))
+
+
+def _print_answer(result: dict[str, object], show_answer: bool = True) -> None:
+    if show_answer:
+        console.print(result.get("answer", ""), highlight=False)
+    citations = result.get("citations") or []
+    if citations:
+        console.print("\n[bold]Sources[/]")
+        for citation in citations:  # type: ignore[union-attr]
+            page = citation.get("page", -1)
+            where = Path(str(citation.get("source", ""))).name + (f" p.{page}" if page and page > 0 else "")
+            flag = " (inferred)" if citation.get("inferred") else ""
+            console.print(
+                f"  [{citation['marker']}] {citation.get('title') or where} — {where} "
+                f"(confidence {citation.get('confidence', 0):.2f}){flag}",
+                highlight=False,
+            )
+    rounds = (
+        f"{result.get('retrieval_rounds', 0)} retrieval / {result.get('generation_rounds', 0)} generation rounds"
+    )
+    console.print(
+        f"[dim]strategy {result.get('strategy') or '-'} · {rounds} · thread {result.get('thread_id')}[/]"
+    )
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Conversation id (new one if omitted).")
+    ] = None,
+    graph: Annotated[str, typer.Option(help="rag (agentic) | baseline (naive RAG).")] = "rag",
+    mode: Annotated[str | None, typer.Option(help="Answer template: simple | advanced | precise.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
+    collection: Annotated[str | None, typer.Option(help="Collection to search.")] = None,
+    filter_json: Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
+) -> None:
+    """Answer a question from the indexed documents, with citations; follow-ups with --thread."""
+    from retrieval.filters import parse_filter
+    from service.runner import Session, output_json
+
+    if graph not in ("rag", "baseline"):
+        fail(f"unknown graph {graph!r}; choose rag or baseline")
+    settings = settings_or_exit()
+    context = _context(mode, tenant, collection, max_iterations)
+    with user_errors():
+        filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
+        session = Session(settings, graph_name=graph)  # type: ignore[arg-type]
+        try:
+            result = session.ask(question, thread_id=thread, context=context, filters=filters or {})  # type: ignore[arg-type]
+        except ValueError as error:
+            fail(str(error))
+    if as_json:
+        sys.stdout.write(json.dumps(output_json(result), ensure_ascii=False, indent=2, default=str) + "\n")
+    else:
+        _print_answer(result)
+
+
+@app.command()
+def chat(
+    thread: Annotated[str | None, typer.Option("--thread", help="Continue this conversation.")] = None,
+    mode: Annotated[str | None, typer.Option(help="Answer template: simple | advanced | precise.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
+) -> None:
+    """Interactive conversation: answers stream as they are written; citations and strategy follow."""
+    from service.runner import Session, new_thread_id
+
+    settings = settings_or_exit()
+    context = _context(mode, tenant, None, None)
+    thread_id = thread or new_thread_id()
+    with user_errors():
+        session = Session(settings)
+    console.print(f"[dim]thread {thread_id} — empty line or Ctrl-D to quit[/]")
+    while True:
+        try:
+            question = console.input("[bold green]you>[/] ")
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not question.strip():
+            break
+        streamed = False
+        try:
+            for kind, payload in session.stream(question, thread_id=thread_id, context=context):  # type: ignore[arg-type]
+                if kind == "token":
+                    if not streamed:
+                        console.print("[bold blue]rag>[/] ", end="")
+                    streamed = True
+                    console.print(payload, end="", highlight=False, markup=False)
+                else:
+                    console.print()
+                    console.print(f"[bold blue]answer>[/] {payload.get('answer', '')}", highlight=False)
+                    _print_answer(payload, show_answer=False)
+        except ValueError as error:
+            error_console.print(f"[bold red]error:[/] {error}", highlight=False)
+
+
+@threads_app.command("list")
+def threads_list() -> None:
+    """Conversations, most recent first."""
+    from persistence.threads import list_threads
+
+    settings = settings_or_exit()
+    with user_errors():
+        threads = list_threads(settings.checkpoint_path)
+    for summary in threads:
+        console.print(f"{summary.thread_id}  {summary.checkpoints} checkpoints")
+    if not threads:
+        console.print("no threads")
+
+
+@threads_app.command("show")
+def threads_show(thread_id: Annotated[str, typer.Argument(help="Conversation id.")]) -> None:
+    """The messages of a conversation."""
+    from service.runner import Session
+
+    settings = settings_or_exit()
+    with user_errors():
+        values = Session(settings).history(thread_id)
+    if not values:
+        fail(f"unknown thread {thread_id!r}")
+    for message in values.get("messages", []):
+        console.print(f"[bold]{message.type}>[/] {message.content}", highlight=False)
+
+
+@threads_app.command("delete")
+def threads_delete(thread_id: Annotated[str, typer.Argument(help="Conversation id.")]) -> None:
+    """Delete a conversation."""
+    from persistence.threads import delete_thread
+
+    settings = settings_or_exit()
+    with user_errors():
+        if not delete_thread(settings.checkpoint_path, thread_id):
+            fail(f"unknown thread {thread_id!r}")
+    console.print(f"deleted {thread_id}")
+
+
+@threads_app.command("prune")
+def threads_prune(keep: Annotated[int, typer.Option(help="Newest threads to keep.")] = 50) -> None:
+    """Keep the newest threads (each with its latest checkpoint only) so the file stays bounded."""
+    from persistence.threads import prune_threads
+
+    settings = settings_or_exit()
+    with user_errors():
+        try:
+            removed = prune_threads(settings.checkpoint_path, keep)
+        except ValueError as error:
+            fail(str(error))
+    console.print(
+        f"removed {removed['threads_removed']} threads and {removed['checkpoints_removed']} old checkpoints"
+    )
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Option(help="BEIR folder, or a CMRC 2018 / SQuAD-format file.")],
+    mode: Annotated[
+        list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Retrieval quality (nDCG@10, Recall@10/100, MRR@10) and speed per mode; ingest throughput."""
+    from evals.retrieval import run_retrieval_eval
+
+    settings = settings_or_exit()
+    modes: list[SearchMode] = [m for m in (mode or ["bm25", "dense", "hybrid"])]  # type: ignore[misc]
+    for name in modes:
+        if name not in ("dense", "bm25", "hybrid"):
+            fail(f"unknown search mode {name!r}; choose among dense, bm25, hybrid")
+    with user_errors(), progress_bars() as bars:
+        report = run_retrieval_eval(dataset, settings, modes=modes, limit=limit, progress=bars)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    table = Table(title=f"{report['dataset']}: {report['queries']} queries ({report['machine']})")
+    metrics = [name for name in next(iter(report["modes"].values())) if name not in ("p50_ms", "p95_ms")]
+    for column in ["mode", *metrics, "p50 ms", "p95 ms"]:
+        table.add_column(column)
+    for name, values in report["modes"].items():
+        table.add_row(
+            name, *[f"{values[m]:.3f}" for m in metrics], f"{values['p50_ms']:.1f}", f"{values['p95_ms']:.1f}"
+        )
+    console.print(table)
+    console.print(
+        f"ingest {report['chunks']} chunks at {report['ingest_chunks_per_s']} chunks/s; re-ingest "
+        f"{report['reingest_seconds']}s ({report['reingest_speedup']}x faster); query embedding p50 "
+        f"{report['embed_query_ms']} ms"
+    )
+
+
+@eval_app.command("latency")
+def eval_latency(
+    questions: Annotated[
+        int, typer.Option(help="Questions to run (cycling through samples/questions.jsonl).")
+    ] = 50,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Per-node time and graph overhead (wall - model - retrieval) with the embedded model."""
+    from evals.latency import run_latency_eval
+
+    if questions < 1:
+        fail("--questions must be at least 1")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        report = run_latency_eval(settings, questions=questions, progress=bars)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2) + "\n")
+    table = Table(title=f"graph latency over {report['questions']} questions ({report['machine']})")
+    table.add_column("node")
+    table.add_column("mean ms per question", justify="right")
+    for node, value in report["per_node_ms"].items():
+        table.add_row(node, f"{value:.1f}")
+    console.print(table)
+    console.print(
+        f"wall {report['wall_s']}s (model {report['model_s']}s, retrieval {report['retrieval_s']}s); "
+        "overhead "
+        f"{report['overhead_fraction'] * 100:.2f}% = {report['overhead_ms_per_question']} ms/question; "
+        f"{report['llm_calls_per_question']} LLM calls/question"
+    )
+
+
+if __name__ == "__main__":
+    app()

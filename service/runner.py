@@ -1,0 +1,118 @@
+"""Running the graphs for the CLI, notebooks and benchmarks: one place that wires the checkpointer,
+the context and the output shape, so every entry point behaves the same."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessageChunk
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph.state import CompiledStateGraph
+
+from config.settings import Settings
+from persistence.checkpointer import sqlite_checkpointer
+from state.context import Context
+
+GraphName = Literal["rag", "baseline"]
+#: Nodes whose model tokens are shown while streaming (the answer being written).
+STREAMED_NODES = frozenset({"generate"})
+
+
+def new_thread_id() -> str:
+    """A fresh conversation id."""
+    return uuid.uuid4().hex[:12]
+
+
+def compiled_graph(name: GraphName, checkpointer: BaseCheckpointSaver | None) -> CompiledStateGraph:
+    """The named graph compiled with `checkpointer`."""
+    if name == "baseline":
+        from graphs.baseline import build_baseline_graph
+
+        return build_baseline_graph(checkpointer)
+    from graphs.rag import build_graph
+
+    return build_graph(checkpointer)
+
+
+@dataclass
+class Session:
+    """A graph with the SQLite checkpointer of a data directory: conversations persist across processes."""
+
+    settings: Settings
+    graph_name: GraphName = "rag"
+    persistent: bool = True
+
+    def __post_init__(self) -> None:
+        self.checkpointer = sqlite_checkpointer(self.settings) if self.persistent else None
+        self.graph = compiled_graph(self.graph_name, self.checkpointer)
+
+    def _config(self, thread_id: str) -> dict[str, Any]:
+        return {"configurable": {"thread_id": thread_id}}
+
+    def ask(
+        self, question: str, *, thread_id: str | None = None, context: Context | None = None, **inputs: Any
+    ) -> dict[str, Any]:
+        """Answer one question on a thread; returns the output state plus `thread_id`."""
+        thread_id = thread_id or new_thread_id()
+        result = self.graph.invoke(
+            {"question": question, **inputs}, config=self._config(thread_id), context=context or Context()
+        )
+        return {**result, "thread_id": thread_id}
+
+    def stream(
+        self, question: str, *, thread_id: str, context: Context | None = None, **inputs: Any
+    ) -> Iterator[tuple[str, Any]]:
+        """Yield ("token", text) while the answer is generated, then ("result", output state)."""
+        for mode, payload in self.graph.stream(
+            {"question": question, **inputs},
+            config=self._config(thread_id),
+            context=context or Context(),
+            stream_mode=["messages", "values"],
+        ):
+            if mode == "messages":
+                chunk, metadata = payload
+                if isinstance(chunk, AIMessageChunk) and metadata.get("langgraph_node") in STREAMED_NODES:
+                    if isinstance(chunk.content, str) and chunk.content:
+                        yield "token", chunk.content
+            else:
+                last = payload
+        yield "result", {**last, "thread_id": thread_id}
+
+    def history(self, thread_id: str) -> dict[str, Any]:
+        """The stored state of a thread (empty dict when unknown)."""
+        snapshot = self.graph.get_state(self._config(thread_id))
+        return dict(snapshot.values or {})
+
+
+def output_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The JSON of `rag ask --json`: answer, citations, sources, strategy, iterations, timings, usage."""
+    return {
+        "thread_id": result.get("thread_id"),
+        "question": result.get("question"),
+        "standalone_question": result.get("standalone_question"),
+        "answer": result.get("answer"),
+        "not_found": result.get("not_found", False),
+        "citations": result.get("citations", []),
+        "sources": [
+            {
+                key: source.get(key)
+                for key in ("chunk_id", "source", "title", "page", "doc_id", "score", "relevance")
+            }
+            for source in result.get("sources", [])
+        ],
+        "unsupported_sentences": result.get("unsupported_sentences", []),
+        "strategy": result.get("strategy"),
+        "analysis": result.get("analysis", {}),
+        "iterations": {
+            "retrieval_rounds": result.get("retrieval_rounds", 0),
+            "generation_rounds": result.get("generation_rounds", 0),
+        },
+        "answer_grade": result.get("answer_grade", {}),
+        "timings_ms": {key: round(value, 2) for key, value in (result.get("timings_ms") or {}).items()},
+        "usage": result.get("usage", {}),
+        "llm_calls": result.get("llm_calls", 0),
+        "prompt_info": result.get("prompt_info", {}),
+    }

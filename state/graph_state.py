@@ -1,0 +1,141 @@
+"""The graph's typed state: what callers pass (InputState), what nodes share (State), what comes out
+(OutputState), and the named reducers that merge node updates.
+
+Per-turn fields are reset by `contextualize` at the start of each turn (the checkpointer keeps a thread's
+state between turns, and only `messages` should carry over). Reducers understand the RESET sentinel for that.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, TypedDict
+
+from langchain_core.messages import AnyMessage
+from langgraph.graph.message import add_messages
+
+from state.schemas import AnswerCandidate, Citation, RetrievedDoc, SearchQuery
+
+RetrievalDecision = Literal["generate", "reformulate", "not_found"]
+AnswerAction = Literal["accept", "retrieve", "regenerate", "give_up"]
+
+#: Sent as an update to a reducer-managed field to clear it (reducers below understand it).
+RESET: Any = "__reset__"
+
+
+def merge_documents(
+    current: list[RetrievedDoc] | None, update: list[RetrievedDoc] | str
+) -> list[RetrievedDoc]:
+    """Union by chunk id, keeping the better-scored copy; RESET clears. Fan-out retrievals merge here."""
+    if update == RESET:
+        return []
+    merged: dict[str, RetrievedDoc] = {doc["chunk_id"]: doc for doc in current or []}
+    for doc in update:  # type: ignore[union-attr]
+        kept = merged.get(doc["chunk_id"])
+        if kept is None or doc["score"] > kept["score"] or doc["relevance"] > kept["relevance"]:
+            merged[doc["chunk_id"]] = doc
+    return sorted(merged.values(), key=lambda doc: doc["score"], reverse=True)
+
+
+def add_count(current: int | None, update: int | str) -> int:
+    """Counter: adds increments; RESET sets it to 0. Loop bounds read these counters."""
+    if update == RESET:
+        return 0
+    return (current or 0) + int(update)
+
+
+def add_numbers(current: dict[str, float] | None, update: dict[str, float] | str) -> dict[str, float]:
+    """Per-key sums (timings in ms, token usage); RESET clears."""
+    if update == RESET:
+        return {}
+    merged = dict(current or {})
+    for key, value in update.items():  # type: ignore[union-attr]
+        merged[key] = merged.get(key, 0) + value
+    return merged
+
+
+def extend_or_reset(current: list[Any] | None, update: list[Any] | str) -> list[Any]:
+    """Append-only list (queries run, trace); RESET clears."""
+    if update == RESET:
+        return []
+    return [*(current or []), *update]  # type: ignore[misc]
+
+
+def keep_best_answer(
+    current: AnswerCandidate | None, update: AnswerCandidate | str | None
+) -> AnswerCandidate | None:
+    """The best-graded answer so far (ties go to the later one); RESET clears."""
+    if update == RESET or update is None:
+        return None
+    if current is None or update["score"] >= current["score"]:  # type: ignore[index]
+        return update  # type: ignore[return-value]
+    return current
+
+
+class InputState(TypedDict, total=False):
+    """What a caller passes: a question (or messages), and optional scoping."""
+
+    question: str
+    """The user's question for this turn (or the last human message of `messages`)."""
+    messages: Annotated[list[AnyMessage], add_messages]
+    """Conversation so far; the checkpointer keeps it per thread."""
+    conversation_id: str
+    """Scope retrieval to documents of this conversation (plus a minority share from elsewhere)."""
+    tenant: str
+    """Tenant whose documents are searched (overrides the context's)."""
+    filters: dict[str, Any]
+    """Metadata filter in the Chroma-like language of retrieval.filters."""
+
+
+class OutputState(TypedDict, total=False):
+    """What a run returns."""
+
+    question: str
+    standalone_question: str
+    answer: str
+    citations: list[Citation]
+    sources: list[RetrievedDoc]
+    renderings: dict[str, str]
+    """The cited answer rendered as markdown, html and plain text."""
+    unsupported_sentences: list[str]
+    strategy: str
+    analysis: dict[str, Any]
+    not_found: bool
+    answer_grade: dict[str, Any]
+    retrieval_rounds: Annotated[int, add_count]
+    generation_rounds: Annotated[int, add_count]
+    llm_calls: Annotated[int, add_count]
+    timings_ms: Annotated[dict[str, float], add_numbers]
+    usage: Annotated[dict[str, float], add_numbers]
+    prompt_info: dict[str, Any]
+    error: str
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+class State(InputState, OutputState, total=False):
+    """Everything nodes share during a run."""
+
+    queries: list[SearchQuery]
+    """Queries of the current retrieval round (fanned out with Send)."""
+    queries_run: Annotated[list[str], extend_or_reset]
+    documents: Annotated[list[RetrievedDoc], merge_documents]
+    """All passages retrieved this turn, deduplicated by chunk id."""
+    hops: Annotated[int, add_count]
+    retrieval_score: float
+    missing_terms: list[str]
+    retrieval_decision: RetrievalDecision
+    """What grade_retrieval decided (the router only reads it)."""
+    draft: str
+    """The latest generated answer (before grading)."""
+    best_answer: Annotated[AnswerCandidate | None, keep_best_answer]
+    answer_score: float
+    next_action: AnswerAction
+    """What grade_answer decided (the router only reads it)."""
+
+
+class RetrieveTask(TypedDict):
+    """The input of one fanned-out retrieval (sent with `Send("retrieve", task)`)."""
+
+    query: SearchQuery
+    tenant: str
+    filters: dict[str, Any]
+    conversation_id: str
+    wants_details: bool

@@ -1,0 +1,121 @@
+"""Structured-output schemas (what models are asked to return) and the plain records nodes exchange.
+
+Each schema has a documented default: the value a node falls back to when a model returns garbage twice.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypedDict
+
+from pydantic import BaseModel, Field
+
+QueryType = Literal[
+    "SIMPLE_FACT", "COMPLEX_REASONING", "MULTI_HOP", "COMPARISON", "AGGREGATION", "OPEN_ENDED"
+]
+QUERY_TYPES: tuple[str, ...] = (
+    "SIMPLE_FACT",
+    "COMPLEX_REASONING",
+    "MULTI_HOP",
+    "COMPARISON",
+    "AGGREGATION",
+    "OPEN_ENDED",
+)
+Strategy = Literal["DIRECT", "HYDE", "QUERY_DECOMPOSITION", "ITERATIVE", "HYBRID"]
+RewriteMethod = Literal["multi", "hyde", "decompose", "expand", "none"]
+
+
+class QueryAnalysis(BaseModel):
+    """What kind of question this is. Default (model failure): the heuristic analysis of the question."""
+
+    query_type: QueryType = Field("SIMPLE_FACT", description="The question's type.")
+    complexity: int = Field(
+        3, ge=1, le=10, description="1 = one fact lookup, 10 = long multi-step reasoning."
+    )
+    needs_retrieval: bool = Field(True, description="False only for greetings, chit-chat or pure arithmetic.")
+    wants_details: bool = Field(False, description="The question asks how, or explicitly for details.")
+    source: Literal["llm", "heuristic"] = Field("heuristic", description="Who produced this analysis.")
+
+
+class RewrittenQueries(BaseModel):
+    """Search queries produced by multi-query rewriting or expansion. Default: no extra queries."""
+
+    queries: list[str] = Field(default_factory=list, description="Alternative search queries.")
+
+
+class SubQuestions(BaseModel):
+    """Decomposition of a complex question. Default: no sub-questions (the original is searched)."""
+
+    questions: list[str] = Field(default_factory=list, description="2-4 simpler questions.")
+
+
+class HypotheticalPassage(BaseModel):
+    """HyDE: a passage that would answer the question. Default: empty (the question is searched)."""
+
+    passage: str = Field("", description="A short encyclopedic passage answering the question.")
+
+
+class RelevanceGrades(BaseModel):
+    """LLM relevance grades of numbered passages. Default: none judged relevant by the model."""
+
+    relevant: list[int] = Field(default_factory=list, description="Numbers of the passages that help answer.")
+
+
+class AnswerGrade(BaseModel):
+    """4-dimension answer score plus groundedness. Default: all zero (forces the score grader's view)."""
+
+    grounded: bool = Field(False, description="Every claim is supported by the sources.")
+    answers_question: bool = Field(False, description="The answer addresses the question.")
+    relevance: float = Field(0.0, ge=0.0, le=1.0)
+    accuracy: float = Field(0.0, ge=0.0, le=1.0)
+    completeness: float = Field(0.0, ge=0.0, le=1.0)
+    clarity: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class SearchQuery(TypedDict):
+    """One retrieval to run: `text` for keyword search, `dense_text` (HyDE passage or text) for vectors."""
+
+    text: str
+    dense_text: str
+    purpose: str
+    """original | variant | hyde | subquestion | expansion | reformulation | hop"""
+
+
+class RetrievedDoc(TypedDict):
+    """A retrieved passage as it travels through the graph (JSON-serialisable for the checkpointer)."""
+
+    chunk_id: str
+    text: str
+    source: str
+    title: str
+    page: int
+    doc_id: str
+    score: float
+    relevance: float
+    """Grade in [0, 1] set by grade_retrieval (-1 before grading)."""
+    query: str
+    metadata: dict[str, Any]
+
+
+class Citation(TypedDict):
+    """A `[n]` marker of the final answer resolved to its source."""
+
+    marker: int
+    chunk_id: str
+    source: str
+    title: str
+    page: int
+    doc_id: str
+    confidence: float
+    """Support of the citing sentences by this source, in [0, 1]."""
+    inferred: bool
+    """True when the model gave no marker and the citation was attached by support matching."""
+
+
+class AnswerCandidate(TypedDict):
+    """An answer attempt with its grade; the best one is kept across Self-RAG rounds."""
+
+    text: str
+    score: float
+    grounded: bool
+    round: int
+    doc_ids: list[str]

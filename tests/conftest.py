@@ -1,0 +1,88 @@
+"""Shared fixtures: isolated settings, a knowledge base with the fake embedding model, corpus writing.
+
+Why the isolation: a developer's `RAG_*` variables, a `.env` file in the working directory or the default
+`./.rag` data folder must never leak into a test (nor a test into them), so every test runs in its own
+temporary folder with the `RAG_*` environment cleared and tiktoken's cache outside the repository.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from config.settings import Settings, load_settings
+from retrieval.knowledge_base import KnowledgeBase
+from tests.fakes import HashEmbeddings
+
+# tiktoken's BPE files are copied into this cache on first use; by default it lives under ./.rag, which
+# tests must not touch. Set before any test imports trigger `prepare_offline_environment`.
+os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(tempfile.gettempdir()) / "agentic-rag-tests-tiktoken"))
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_CORPUS = REPO_ROOT / "samples" / "corpus"
+FAKE_MODEL_KEY = "fake"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No RAG_* variable from the caller, and a working directory without a `.env` or `.rag`."""
+    for name in list(os.environ):
+        if name.startswith("RAG_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path) -> Callable[..., Settings]:
+    """Settings with the data folder in tmp_path, plus any overrides (chunk sizes, weights...)."""
+
+    def factory(**overrides: object) -> Settings:
+        overrides.setdefault("data_dir", tmp_path / "rag")
+        return load_settings(**overrides)
+
+    return factory
+
+
+@pytest.fixture
+def settings(make_settings: Callable[..., Settings]) -> Settings:
+    """Default settings with a temporary data folder."""
+    return make_settings()
+
+
+@pytest.fixture
+def make_kb() -> Iterator[Callable[..., KnowledgeBase]]:
+    """Factory of knowledge bases with an injected model (the fake by default); all are closed after."""
+    opened: list[KnowledgeBase] = []
+
+    def factory(settings: Settings, model: object | None = None) -> KnowledgeBase:
+        kb = KnowledgeBase(settings, base_model=model or HashEmbeddings(), model_key=FAKE_MODEL_KEY)  # type: ignore[arg-type]
+        opened.append(kb)
+        return kb
+
+    yield factory
+    for kb in opened:
+        kb.close()
+
+
+@pytest.fixture
+def kb(settings: Settings, make_kb: Callable[..., KnowledgeBase]) -> KnowledgeBase:
+    """A knowledge base on `settings` with the fake embedding model (reach it as `kb.base_model`)."""
+    return make_kb(settings)
+
+
+def write_corpus(root: Path, files: dict[str, str | bytes]) -> dict[str, Path]:
+    """Write `{relative name: text or bytes}` under `root` (folders created); return name -> path."""
+    written: dict[str, Path] = {}
+    for name, content in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+        written[name] = path.resolve()
+    return written
