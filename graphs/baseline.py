@@ -1,5 +1,6 @@
 """The naive RAG baseline: retrieve -> budgeted prompt -> generate -> cite, on the same parts as the
-agentic graph (same search, same prompt budgeting, same citation handling), so comparisons isolate the agentic parts."""
+agentic graph (same search, same prompt budgeting, same citation handling), so comparisons isolate the
+agentic parts."""
 
 from __future__ import annotations
 

@@ -123,7 +123,11 @@ def clear_model_cache() -> None:
 def _build(spec: ModelSpec) -> BaseChatModel:
     if spec.provider == "local":
         return _openai_client(
-            spec, api_key=PLACEHOLDER_API_KEY, max_tokens=LOCAL_MAX_TOKENS, stream_usage=True
+            spec,
+            api_key=PLACEHOLDER_API_KEY,
+            max_tokens=LOCAL_MAX_TOKENS,
+            stream_usage=True,
+            http_async_client=_loop_safe_async_client(),
         )
     if spec.provider == "openai":
         return _openai_client(spec, api_key=spec.api_key or PLACEHOLDER_API_KEY)
@@ -141,6 +145,20 @@ def _openai_client(spec: ModelSpec, **kwargs: Any) -> BaseChatModel:
         max_retries=spec.max_retries,
         **kwargs,
     )
+
+
+def _loop_safe_async_client() -> Any:
+    """An async HTTP client that keeps no idle connection.
+
+    langchain-openai shares one async connection pool per endpoint across the process, and pooled
+    connections belong to the event loop that opened them: after an `asyncio.run()` returns, the next
+    loop's first request fails with "Event loop is closed". A fresh loopback connection per request
+    costs well under a millisecond, so the embedded model works from any number of event loops.
+    """
+    import openai
+    from langchain_openai._compat import httpx  # the httpx flavour the installed openai SDK uses
+
+    return openai.DefaultAsyncHttpxClient(limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def _init_chat_model(spec: ModelSpec) -> BaseChatModel:

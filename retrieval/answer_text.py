@@ -21,7 +21,9 @@ _SENTENCE_END = re.compile(
 #: Latin terminal punctuation only ends a sentence before whitespace or the end of the line (not "3.5").
 _LATIN_TERMINALS = frozenset(".!?")
 #: Words after which a period does not end a sentence.
-ABBREVIATIONS = frozenset({"e.g", "i.e", "mr", "mrs", "ms", "dr", "prof", "vs", "fig", "no", "st", "cf", "approx"})
+ABBREVIATIONS = frozenset(
+    {"e.g", "i.e", "mr", "mrs", "ms", "dr", "prof", "vs", "fig", "no", "st", "cf", "approx"}
+)
 _WORD_BEFORE = re.compile(r"([A-Za-z](?:\.?[A-Za-z])*)$")
 _LINE = re.compile(r"[^\n]+")
 #: Text units for repetition checks: Latin words and single CJK characters.
@@ -173,14 +175,16 @@ def matches_phrase(text: str, phrases: Iterable[str]) -> bool:
 
 
 def best_sentences(question: str, text: str, limit: int) -> list[str]:
-    """Up to `limit` sentences of `text` that share the most terms with `question`, in text order.
+    """Up to `limit` sentences of `text` sharing the most terms with `question`, in text order.
 
-    Used by the extractive fallback: when no sentence shares a term, the first sentences are taken.
+    Used by the extractive fallback: sentences sharing no term are left out, unless none shares any (then
+    the first sentence is taken, the passage's lead being its best summary).
     """
     sentences = split_sentences(text)
     question_terms = content_terms(question)
+    overlaps = [len(content_terms(sentence) & question_terms) for sentence in sentences]
     ranked = sorted(
-        range(len(sentences)),
-        key=lambda index: (-len(content_terms(sentences[index]) & question_terms), index),
+        (index for index in range(len(sentences)) if overlaps[index]), key=lambda i: (-overlaps[i], i)
     )
-    return [sentences[index] for index in sorted(ranked[:limit])]
+    chosen = ranked[:limit] or list(range(min(1, len(sentences))))
+    return [sentences[index] for index in sorted(chosen)]

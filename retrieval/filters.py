@@ -24,6 +24,16 @@ LOGICAL_OPERATORS = ("$and", "$or")
 #: Metadata keys a filter may use: the chunk schema plus numeric helpers; tenant is reserved for scoping.
 RESERVED_FIELDS = frozenset({"tenant"})
 FILTERABLE_FIELDS = frozenset(CHUNK_METADATA_DEFAULTS) - RESERVED_FIELDS
+#: Keys that ingestion always fills with numbers (whole numbers for the integer ones). Chroma's comparisons
+#: are typed and cast the operand to the stored type (`page < 2.5` runs as `page < 2`), while SQLite compares
+#: numerically and matches `true` against 1; so a filter value of another type is refused, and a fractional
+#: bound on an integer field too, rather than letting dense and keyword search disagree.
+NUMERIC_FIELDS = frozenset(
+    key
+    for key, value in CHUNK_METADATA_DEFAULTS.items()
+    if isinstance(value, int | float) and not isinstance(value, bool)
+)
+INTEGER_FIELDS = frozenset(key for key in NUMERIC_FIELDS if isinstance(CHUNK_METADATA_DEFAULTS[key], int))
 MAX_FILTER_DEPTH = 8
 MAX_LIST_VALUES = 1000
 
@@ -119,15 +129,43 @@ def _condition(field: str, operator: str, operand: Any, path: str) -> Condition:
             raise FilterError(f"{path}: {operator} needs a non-empty list")
         if len(operand) > MAX_LIST_VALUES:
             raise FilterError(f"{path}: {operator} accepts at most {MAX_LIST_VALUES} values")
-        values = tuple(_check_scalar(item, path) for item in operand)
-        return Condition(field, operator, values)
+        values = tuple(_coerce(field, _check_scalar(item, path), path) for item in operand)
+        return Condition(field, operator, _uniform(values, operator, path))
     if operator not in COMPARISON_OPERATORS:
         known = ", ".join(COMPARISON_OPERATORS + LIST_OPERATORS)
         raise FilterError(f"{path}: unknown operator {operator!r}; known: {known}")
     value = _check_scalar(operand, path)
-    if operator in RANGE_OPERATORS and (isinstance(value, bool) or not isinstance(value, int | float)):
+    if operator in RANGE_OPERATORS and not _is_number(value):
         raise FilterError(f"{path}: {operator} compares numbers only, got {value!r}")
-    return Condition(field, operator, value)
+    return Condition(field, operator, _coerce(field, value, path))
+
+
+def _is_number(value: MetadataValue) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _coerce(field: str, value: MetadataValue, path: str) -> MetadataValue:
+    """`value` in the type `field` holds (see NUMERIC_FIELDS), or FilterError."""
+    if field not in NUMERIC_FIELDS:
+        return value
+    if not _is_number(value):
+        raise FilterError(f"{path}: '{field}' holds numbers, got {value!r}")
+    if field in INTEGER_FIELDS:
+        if not float(value).is_integer():
+            raise FilterError(f"{path}: '{field}' holds whole numbers, got {value!r}")
+        return int(value)
+    return value
+
+
+def _uniform(values: tuple[MetadataValue, ...], operator: str, path: str) -> tuple[MetadataValue, ...]:
+    """The values of $in/$nin as one type, as Chroma requires: ints and floats together become floats
+    (same numeric comparisons), any other mixture is refused."""
+    kinds = {"boolean" if isinstance(v, bool) else "number" if _is_number(v) else "string" for v in values}
+    if len(kinds) > 1:
+        raise FilterError(f"{path}: {operator} values must all be of one type (strings, numbers or booleans)")
+    if kinds == {"number"} and len({type(v) for v in values}) > 1:
+        return tuple(float(v) for v in values)
+    return values
 
 
 def to_chroma_where(node: FilterNode | None) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -40,8 +41,12 @@ EXIT_UNAVAILABLE = 1
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """Print one error line and exit."""
-    error_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print one error line and exit.
+
+    The message is escaped because it often quotes user input (a filter, a path), which rich would
+    otherwise read as markup ("[/x]" raises MarkupError); soft wrap keeps it one line at any width.
+    """
+    error_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -243,12 +248,10 @@ def _print_answer(result: dict[str, object], show_answer: bool = True) -> None:
                 f"(confidence {citation.get('confidence', 0):.2f}){flag}",
                 highlight=False,
             )
-    rounds = (
-        f"{result.get('retrieval_rounds', 0)} retrieval / {result.get('generation_rounds', 0)} generation rounds"
-    )
-    console.print(
-        f"[dim]strategy {result.get('strategy') or '-'} · {rounds} · thread {result.get('thread_id')}[/]"
-    )
+    retrieval_rounds, answer_rounds = result.get("retrieval_rounds", 0), result.get("generation_rounds", 0)
+    rounds = f"{retrieval_rounds} retrieval / {answer_rounds} answer rounds"
+    strategy = result.get("strategy") or "-"
+    console.print(f"[dim]strategy {strategy} · {rounds} · thread {result.get('thread_id')}[/]")
 
 
 @app.command()

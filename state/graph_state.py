@@ -21,13 +21,19 @@ AnswerAction = Literal["accept", "retrieve", "regenerate", "give_up"]
 RESET: Any = "__reset__"
 
 
+def _value(current: Any, empty: Any) -> Any:
+    """The channel's value, or `empty` when unset or still holding RESET (a channel's very first write is
+    stored as is, without calling the reducer)."""
+    return empty if current is None or (isinstance(current, str) and current == RESET) else current
+
+
 def merge_documents(
     current: list[RetrievedDoc] | None, update: list[RetrievedDoc] | str
 ) -> list[RetrievedDoc]:
     """Union by chunk id, keeping the better-scored copy; RESET clears. Fan-out retrievals merge here."""
     if update == RESET:
         return []
-    merged: dict[str, RetrievedDoc] = {doc["chunk_id"]: doc for doc in current or []}
+    merged: dict[str, RetrievedDoc] = {doc["chunk_id"]: doc for doc in _value(current, [])}
     for doc in update:  # type: ignore[union-attr]
         kept = merged.get(doc["chunk_id"])
         if kept is None or doc["score"] > kept["score"] or doc["relevance"] > kept["relevance"]:
@@ -39,14 +45,14 @@ def add_count(current: int | None, update: int | str) -> int:
     """Counter: adds increments; RESET sets it to 0. Loop bounds read these counters."""
     if update == RESET:
         return 0
-    return (current or 0) + int(update)
+    return _value(current, 0) + int(update)
 
 
 def add_numbers(current: dict[str, float] | None, update: dict[str, float] | str) -> dict[str, float]:
     """Per-key sums (timings in ms, token usage); RESET clears."""
     if update == RESET:
         return {}
-    merged = dict(current or {})
+    merged = dict(_value(current, {}))
     for key, value in update.items():  # type: ignore[union-attr]
         merged[key] = merged.get(key, 0) + value
     return merged
@@ -56,7 +62,7 @@ def extend_or_reset(current: list[Any] | None, update: list[Any] | str) -> list[
     """Append-only list (queries run, trace); RESET clears."""
     if update == RESET:
         return []
-    return [*(current or []), *update]  # type: ignore[misc]
+    return [*_value(current, []), *update]  # type: ignore[misc]
 
 
 def keep_best_answer(
@@ -65,6 +71,7 @@ def keep_best_answer(
     """The best-graded answer so far (ties go to the later one); RESET clears."""
     if update == RESET or update is None:
         return None
+    current = _value(current, None)
     if current is None or update["score"] >= current["score"]:  # type: ignore[index]
         return update  # type: ignore[return-value]
     return current

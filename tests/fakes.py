@@ -20,7 +20,8 @@ _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 def _bucket(word: str) -> int:
-    return int.from_bytes(hashlib.blake2b(word.encode("utf-8"), digest_size=4).digest(), "big") % FAKE_DIMENSION
+    digest = hashlib.blake2b(word.encode("utf-8"), digest_size=4).digest()
+    return int.from_bytes(digest, "big") % FAKE_DIMENSION
 
 
 def hashed_vector(text: str) -> list[float]:

@@ -1,0 +1,62 @@
+"""analyze: what kind of question this is (type, complexity 1-10, needs retrieval, wants details).
+
+Why two analyzers: a strong model reads intent better than any rule, but the embedded 135M model classifies
+at chance, so `auto` uses the heuristic whenever the grading model is weak. The heuristic result is also the
+LLM call's default: a reply that is garbage (or a model that is down) leaves the heuristic analysis in place.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.instrumentation import merge_updates, structured_call, timed
+from nodes.query_heuristics import heuristic_analysis
+from nodes.resources import get_resources
+from prompts.query import ANALYZE_PROMPT, ANALYZE_SYSTEM
+from state.context import Context
+from state.graph_state import State
+from state.schemas import QueryAnalysis
+
+#: Completion cap of the analysis: a small JSON object.
+ANALYZE_MAX_TOKENS = 96
+
+
+def use_llm_analyzer(context: Context) -> bool:
+    """Whether this run analyzes with the model (explicitly, or `auto` with a strong grading model)."""
+    if context.analyzer == "llm":
+        return True
+    return context.analyzer == "auto" and get_resources().strength("grade", context) == "strong"
+
+
+def llm_analysis(
+    question: str, default: QueryAnalysis, context: Context
+) -> tuple[QueryAnalysis, dict[str, Any]]:
+    """The model's analysis (source "llm"), or `default` when its reply is unusable; plus the accounting."""
+    resources = get_resources()
+    messages = [SystemMessage(ANALYZE_SYSTEM), HumanMessage(ANALYZE_PROMPT.format(question=question))]
+    result, accounting = structured_call(
+        resources.model("grade", context),
+        QueryAnalysis,
+        messages,
+        default,
+        json_schema=resources.supports_json_schema("grade", context),
+        max_tokens=ANALYZE_MAX_TOKENS,
+    )
+    if not result.ok:
+        return default, accounting
+    return result.value.model_copy(update={"source": "llm"}), accounting
+
+
+@timed("analyze")
+def analyze(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Set `analysis` (a QueryAnalysis as a dict) for the standalone question."""
+    context = runtime.context
+    question = state.get("standalone_question") or state.get("question") or ""
+    heuristic = heuristic_analysis(question)
+    if not use_llm_analyzer(context):
+        return {"analysis": heuristic.model_dump()}
+    analysis, accounting = llm_analysis(question, heuristic, context)
+    return merge_updates({"analysis": analysis.model_dump()}, accounting)

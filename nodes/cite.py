@@ -1,0 +1,54 @@
+"""cite: turn the chosen answer into the final cited answer (markers resolved, sources renumbered, rendered).
+
+The chosen answer is the best graded one of the turn (`best_answer`), not necessarily the latest draft: when
+the Self-RAG loop gives up, its last attempt may be worse than an earlier one. The best answer's markers
+refer to the sources it was generated with, recorded as chunk ids in `best_answer.doc_ids`, so those are
+looked up again among the turn's documents (falling back to the latest `sources` if one is missing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AIMessage
+from langgraph.runtime import Runtime
+
+from nodes.generate import current_question, language_of
+from nodes.grade_answer import is_not_found_answer
+from nodes.instrumentation import timed
+from prompts.answer import NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
+from retrieval.citations import resolve_citations
+from state.context import Context
+from state.graph_state import State
+from state.schemas import AnswerCandidate, RetrievedDoc
+
+
+def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc]]:
+    """The best answer so far with the sources it was written from; else the latest draft and sources."""
+    best: AnswerCandidate | None = state.get("best_answer")
+    latest_sources = state.get("sources") or []
+    if not best or not best.get("text", "").strip():
+        return state.get("draft") or "", latest_sources
+    pool = {doc["chunk_id"]: doc for doc in [*(state.get("documents") or []), *latest_sources]}
+    ids = best.get("doc_ids") or []
+    if all(chunk_id in pool for chunk_id in ids):
+        return best["text"], [pool[chunk_id] for chunk_id in ids]
+    return best["text"], latest_sources
+
+
+@timed("cite")
+def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Resolve the chosen answer's citations and emit it as the turn's AI message."""
+    text, sources = chosen_answer(state)
+    if not text.strip():
+        text = NOT_FOUND_ZH if language_of(current_question(state)) == "zh" else NOT_FOUND_EN
+    cited = resolve_citations(text, sources, non_claims=NOT_FOUND_TEXTS)
+    return {
+        "answer": cited.text,
+        "citations": cited.citations,
+        "sources": cited.sources,
+        "renderings": cited.renderings,
+        "unsupported_sentences": cited.unsupported_sentences,
+        "not_found": is_not_found_answer(cited.text),
+        "messages": [AIMessage(cited.text)],
+    }

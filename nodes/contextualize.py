@@ -1,0 +1,93 @@
+"""contextualize: turn a follow-up ("when was it founded?") into a standalone question for retrieval.
+
+Why: retrieval sees one question, not the conversation, so pronouns and ellipsis must be resolved first.
+Only the last `history_turns` turns count (older ones rarely matter and cost tokens). A strong model
+rewrites the question; the embedded model cannot do it reliably, so it gets the heuristic (carry the
+previous question's salient terms, or re-ask it about a new entity). A model reply that is empty or absurdly
+long falls back to the heuristic too. Without history there is nothing to resolve and no model is called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.instrumentation import merge_updates, text_call, timed
+from nodes.query_heuristics import heuristic_standalone
+from nodes.resources import get_resources
+from nodes.search_queries import valid_standalone
+from prompts.query import CONTEXTUALIZE_PROMPT, CONTEXTUALIZE_SYSTEM
+from state.context import Context
+from state.graph_state import State
+
+#: Characters of each earlier message shown to the model (long answers add tokens, not context).
+HISTORY_MESSAGE_CHARS = 600
+#: Completion cap of the rewrite: one question.
+CONTEXTUALIZE_MAX_TOKENS = 96
+
+
+def message_text(message: AnyMessage) -> str:
+    """The text of a message whose content may be a string or a list of content blocks."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+def split_history(messages: list[AnyMessage]) -> tuple[list[AnyMessage], str]:
+    """(messages before the last human message, that message's text); ([], "") without a human message."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], HumanMessage):
+            return messages[:index], message_text(messages[index]).strip()
+    return [], ""
+
+
+def recent_turns(history: list[AnyMessage], turns: int) -> list[AnyMessage]:
+    """The last `turns` turns of `history` (a turn starts at a human message); none when turns <= 0."""
+    if turns <= 0:
+        return []
+    starts = [index for index, message in enumerate(history) if isinstance(message, HumanMessage)]
+    if not starts:
+        return list(history[-turns:])
+    return list(history[starts[-turns] if len(starts) >= turns else starts[0] :])
+
+
+def format_history(messages: list[AnyMessage]) -> str:
+    """'User: ...' / 'Assistant: ...' lines, each message cut to HISTORY_MESSAGE_CHARS."""
+    lines = []
+    for message in messages:
+        speaker = "User" if isinstance(message, HumanMessage) else "Assistant"
+        text = " ".join(message_text(message).split())
+        if text:
+            lines.append(f"{speaker}: {text[:HISTORY_MESSAGE_CHARS]}")
+    return "\n".join(lines)
+
+
+@timed("contextualize")
+def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Set `standalone_question`: the question itself, or its rewrite from the recent conversation."""
+    context = runtime.context
+    messages = list(state.get("messages") or [])
+    history, last_human = split_history(messages)
+    question = (state.get("question") or "").strip() or last_human
+    if question != last_human:
+        history = messages  # the question is not in `messages` yet: every message is history
+    turns = recent_turns(history, context.history_turns)
+    if not turns:
+        return {"standalone_question": question}
+    user_texts = [message_text(message) for message in turns if isinstance(message, HumanMessage)]
+    fallback = heuristic_standalone(question, user_texts)
+    resources = get_resources()
+    if resources.strength("generate", context) == "weak":
+        return {"standalone_question": fallback}
+    prompt = [
+        SystemMessage(CONTEXTUALIZE_SYSTEM),
+        HumanMessage(CONTEXTUALIZE_PROMPT.format(history=format_history(turns), question=question)),
+    ]
+    reply, _error, accounting = text_call(
+        resources.model("generate", context), prompt, max_tokens=CONTEXTUALIZE_MAX_TOKENS
+    )
+    rewritten = valid_standalone(reply, question, "\n".join(user_texts), context.max_question_chars)
+    return merge_updates({"standalone_question": rewritten or fallback}, accounting)

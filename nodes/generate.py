@@ -1,0 +1,128 @@
+"""generate: write a draft answer from the graded passages, within the model's token budget.
+
+The prompt is budgeted by retrieval.prompt_budget (fixed part kept, context capped, history newest-first,
+generation reserve), worded by the context's mode (simple / advanced / precise) in the question's language.
+The model is called through its `invoke` (via text_call), so `stream_mode="messages"` streams its tokens.
+
+Fallback (documented, never raises): when the model fails or returns garbage (empty, punctuation only, or a
+phrase looping), the draft is extractive: the sentences of the top source that best overlap the question,
+cited [1]. Without sources the fallback is a short apology (MODEL_FAILED_*).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langchain_core.messages import AnyMessage
+from langgraph.runtime import Runtime
+
+from evals.metrics import contains_cjk
+from nodes.instrumentation import merge_updates, text_call, timed
+from nodes.resources import get_resources
+from prompts.answer import (
+    ANSWER_SYSTEM_PROMPTS,
+    ANSWER_USER_TEMPLATES,
+    MODEL_FAILED_EN,
+    MODEL_FAILED_ZH,
+    NO_RETRIEVAL_SYSTEMS,
+    REVISION_NOTES,
+)
+from retrieval.answer_text import best_sentences, is_garbage
+from retrieval.prompt_budget import build_answer_prompt, strip_source_headers
+from retrieval.tokens import truncate_to_tokens
+from state.context import Context
+from state.graph_state import State
+from state.schemas import RetrievedDoc
+
+logger = logging.getLogger(__name__)
+
+#: Sentences of the top source used by the extractive fallback.
+FALLBACK_SENTENCES = 2
+#: Actions of grade_answer after which this node runs again (the revision note is then added).
+_REVISING_ACTIONS = frozenset({"regenerate", "retrieve"})
+
+
+def language_of(question: str) -> str:
+    """'zh' when the question has CJK characters, else 'en' (picks prompts and fallback texts)."""
+    return "zh" if contains_cjk(question) else "en"
+
+
+def current_question(state: State) -> str:
+    """The standalone question of this turn (falls back to the raw question)."""
+    return state.get("standalone_question") or state.get("question") or ""
+
+
+def select_documents(
+    documents: list[RetrievedDoc], relevance_threshold: float, limit: int
+) -> list[RetrievedDoc]:
+    """Relevant passages by relevance then score; when none is relevant, the `limit` best by score (a weak
+    relevance grader must not leave the generator with nothing)."""
+    relevant = [doc for doc in documents if doc.get("relevance", -1.0) >= relevance_threshold]
+    if relevant:
+        return sorted(relevant, key=lambda doc: (doc["relevance"], doc.get("score", 0.0)), reverse=True)
+    return sorted(documents, key=lambda doc: doc.get("score", 0.0), reverse=True)[:limit]
+
+
+def conversation_history(messages: list[AnyMessage], max_turns: int) -> list[tuple[str, str]]:
+    """(role, text) of the previous human/AI messages, newest last, at most `max_turns` exchanges.
+
+    The last message is this turn's question when it is a human message, so it is left out.
+    """
+    previous = messages[:-1] if messages and messages[-1].type == "human" else messages
+    turns = [(message.type, message.text.strip()) for message in previous]
+    turns = [(role, text) for role, text in turns if role in ("human", "ai") and text]
+    return turns[-2 * max_turns :] if max_turns > 0 else []
+
+
+def extractive_answer(question: str, documents: list[RetrievedDoc], language: str, max_tokens: int) -> str:
+    """The fallback draft: the first document's sentences that best overlap the question, cited [1]."""
+    if not documents:
+        return MODEL_FAILED_ZH if language == "zh" else MODEL_FAILED_EN
+    sentences = best_sentences(question, documents[0]["text"], FALLBACK_SENTENCES)
+    joiner = "" if contains_cjk(documents[0]["text"]) else " "  # the source's script, not the question's
+    body = truncate_to_tokens(joiner.join(sentences).strip(), max_tokens).rstrip("\ufffd").strip()
+    return f"{body}{joiner}[1]"
+
+
+def _system_prompt(state: State, context: Context, language: str, with_documents: bool) -> str:
+    if not with_documents:
+        return NO_RETRIEVAL_SYSTEMS[language]
+    system = ANSWER_SYSTEM_PROMPTS[(context.mode, language)]
+    revising = state.get("generation_rounds", 0) > 0 and state.get("next_action") in _REVISING_ACTIONS
+    return system + REVISION_NOTES[language] if revising else system
+
+
+@timed("generate")
+def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Draft an answer from the selected passages (or without any on the no-retrieval path)."""
+    context = runtime.context
+    question = current_question(state)
+    language = language_of(question)
+    documents = select_documents(state.get("documents") or [], context.relevance_threshold, context.top_k)
+    prompt = build_answer_prompt(
+        system=_system_prompt(state, context, language, bool(documents)),
+        question=question,
+        documents=documents,
+        history=conversation_history(state.get("messages") or [], context.history_turns),
+        window=context.model_context_tokens,
+        reserve=context.generation_reserve,
+        context_budget=context.context_token_budget,
+        context_share=context.context_share,
+        history_share=context.history_share,
+        user_template=ANSWER_USER_TEMPLATES[language],
+    )
+    model = get_resources().model("generate", context)
+    text, error, usage = text_call(model, prompt.messages, max_tokens=context.generation_reserve)
+    text = strip_source_headers(text)
+    info = dict(prompt.prompt_info)
+    info["generation_fallback"] = None
+    sources = prompt.used_documents
+    if error is not None or is_garbage(text):
+        reason = f"model error: {error}" if error is not None else "unusable model output"
+        logger.warning("generate: %s; using the extractive fallback", reason)
+        info["generation_fallback"] = reason
+        sources = prompt.used_documents[:1] or documents[:1]
+        text = extractive_answer(question, sources, language, context.generation_reserve)
+    update = {"draft": text, "sources": sources, "prompt_info": info, "generation_rounds": 1}
+    return merge_updates(update, usage)

@@ -1,0 +1,238 @@
+"""grade_answer: score the draft on four dimensions and decide what the Self-RAG loop does next.
+
+Two graders produce the same AnswerGrade:
+- score (pure, no model): groundedness as term overlap with the cited sources, question coverage,
+  completeness and clarity from the text itself. Used for weak models (a 135M model grades at chance) and as
+  the LLM grader's default when its reply is unusable.
+- llm: a structured AnswerGrade call to the grade model.
+`context.grader`: llm | score | auto (score when the grade model is weak).
+
+The decision (`next_action`) is made here, from state counters and context bounds, so the router only
+reads it: accept (score >= quality_threshold) | give_up (answer attempts spent) | retrieve (not grounded,
+retrieval budget left) | regenerate. Answers written without sources (no-retrieval path) are accepted.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.generate import current_question
+from nodes.instrumentation import merge_updates, structured_call, timed
+from nodes.resources import get_resources
+from prompts.answer import ANSWER_GRADER_PROMPT, ANSWER_GRADER_SYSTEM, NOT_FOUND_TEXTS, NOT_FOUND_VARIANTS
+from retrieval.answer_text import (
+    REPETITION_MIN_UNITS,
+    content_terms,
+    distinct_ngram_share,
+    ends_properly,
+    garbage_token_share,
+    has_phrase_loop,
+    is_garbage,
+    matches_phrase,
+    strip_references,
+    support,
+    text_units,
+)
+from retrieval.citations import extract_markers
+from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
+from retrieval.tokens import truncate_to_tokens
+from state.context import Context
+from state.graph_state import State
+from state.schemas import AnswerCandidate, AnswerGrade, RetrievedDoc
+
+NextAction = Literal["accept", "give_up", "retrieve", "regenerate"]
+GraderName = Literal["llm", "score", "skipped"]
+
+#: The answer counts as grounded when this share of its terms occurs in the sources it cites.
+GROUNDED_THRESHOLD = 0.6
+#: Share of the question's terms an answer must cover to be fully relevant (answers paraphrase).
+FULL_QUESTION_COVERAGE = 0.6
+#: An answer with at least this many distinct terms is long enough to be complete.
+COMPLETE_ANSWER_TERMS = 3
+#: Beyond this many distinct terms an answer is rambling: completeness capped at LONG_ANSWER_COMPLETENESS.
+LONG_ANSWER_TERMS = 600
+LONG_ANSWER_COMPLETENESS = 0.7
+#: relevance and completeness needed for `answers_question`.
+ANSWERS_QUESTION_MIN = 0.5
+#: Passages with at least this relevance make a "not found" answer wrong (ungraded ones, -1, count too).
+RELEVANT_SOURCE_THRESHOLD = 0.35
+#: Dimensions of an honest "not found" answer: when the sources are relevant it is incomplete (regenerate),
+#: else it is the right answer.
+NOT_FOUND_WITH_RELEVANT = {"relevance": 0.3, "accuracy": 0.5, "completeness": 0.0}
+NOT_FOUND_WITHOUT_RELEVANT = {"relevance": 1.0, "accuracy": 1.0, "completeness": 0.8}
+#: Clarity penalties: distinct-trigram share below REPETITION_OK_SHARE costs REPETITION_PENALTY per unit of
+#: shortfall; garbage tokens cost GARBAGE_PENALTY per unit of share; a cut-off last sentence costs
+#: UNFINISHED_PENALTY.
+REPETITION_OK_SHARE = 0.8
+REPETITION_PENALTY = 2.0
+GARBAGE_PENALTY = 5.0
+UNFINISHED_PENALTY = 0.25
+#: Meta words of answers ("according to the documents...") that are neither claims nor question terms.
+META_TERMS = frozenset(
+    content_terms(
+        "according source sources document documents provided context passage passages answer question "
+        "mention mentioned explain describe tell list give name based information"
+    )
+)
+#: An answer that is not grounded, or does not answer the question, scores at most this: the plain mean of
+#: the four dimensions would let a fluent, on-topic hallucination (accuracy 0, the rest 1) reach 0.75,
+#: pass the threshold and win the best-answer comparison ("grounded & useful -> cite" in the design).
+UNQUALIFIED_SCORE_CAP = 0.5
+#: Chinese question words: bigrams containing one of these ("哪里", "是谁") are not terms an answer repeats.
+CJK_QUESTION_CHARS = frozenset("哪什么吗呢谁几怎何")
+#: Upper bound of the LLM grader's reply.
+GRADE_MAX_TOKENS = 256
+
+
+def _clamp(value: float) -> float:
+    return max(0.0, min(1.0, value))
+
+
+def is_not_found_answer(answer: str) -> bool:
+    """Whether the answer is the engine's honest refusal (or a close paraphrase of it)."""
+    return matches_phrase(answer, (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS))
+
+
+def clarity_score(answer: str) -> float:
+    """1 for clean text; lowered by repetition, garbage tokens and a cut-off ending; 0 for a loop."""
+    units = text_units(answer)
+    if is_garbage(answer) or has_phrase_loop(units):
+        return 0.0
+    penalty = 0.0
+    if len(units) >= REPETITION_MIN_UNITS:
+        penalty += max(0.0, REPETITION_OK_SHARE - distinct_ngram_share(units)) * REPETITION_PENALTY
+    penalty += garbage_token_share(answer) * GARBAGE_PENALTY
+    if not ends_properly(answer):
+        penalty += UNFINISHED_PENALTY
+    return _clamp(1.0 - penalty)
+
+
+def _has_relevant(sources: list[RetrievedDoc]) -> bool:
+    """Whether some source is relevant (an ungraded one, relevance < 0, is given the benefit of the doubt)."""
+    grades = [doc.get("relevance", -1.0) for doc in sources]
+    return any(grade >= RELEVANT_SOURCE_THRESHOLD or grade < 0 for grade in grades)
+
+
+def _cited_sources(answer: str, sources: list[RetrievedDoc]) -> list[RetrievedDoc]:
+    """The sources the answer's in-range markers point at; all sources when it cites none."""
+    cited = [sources[number - 1] for number in extract_markers(answer) if 1 <= number <= len(sources)]
+    return cited or sources
+
+
+def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> AnswerGrade:
+    """The score-based grade of `answer` (pure, no model); see the module docstring."""
+    clarity = clarity_score(answer)
+    if is_garbage(strip_references(answer)):
+        return AnswerGrade(
+            grounded=False, answers_question=False, relevance=0.0, accuracy=0.0, completeness=0.0
+        )
+    if is_not_found_answer(answer):
+        relevant = _has_relevant(sources)
+        dims = NOT_FOUND_WITH_RELEVANT if relevant else NOT_FOUND_WITHOUT_RELEVANT
+        return AnswerGrade(grounded=True, answers_question=not relevant, clarity=clarity, **dims)
+    answer_terms = content_terms(answer) - META_TERMS
+    source_terms: set[str] = set()
+    for doc in _cited_sources(answer, sources):
+        source_terms |= content_terms(doc["text"])
+    groundedness = support(answer_terms, source_terms)
+    question_terms = {
+        term for term in content_terms(question) - META_TERMS if not CJK_QUESTION_CHARS & set(term)
+    }
+    coverage = support(question_terms, answer_terms) if question_terms else 1.0
+    relevance = _clamp(coverage / FULL_QUESTION_COVERAGE)
+    completeness = _clamp(len(answer_terms) / COMPLETE_ANSWER_TERMS)
+    if len(answer_terms) > LONG_ANSWER_TERMS:
+        completeness = LONG_ANSWER_COMPLETENESS
+    return AnswerGrade(
+        grounded=groundedness >= GROUNDED_THRESHOLD,
+        answers_question=relevance >= ANSWERS_QUESTION_MIN and completeness >= ANSWERS_QUESTION_MIN,
+        relevance=round(relevance, 3),
+        accuracy=round(groundedness, 3),
+        completeness=round(completeness, 3),
+        clarity=round(clarity, 3),
+    )
+
+
+def mean_score(grade: AnswerGrade) -> float:
+    """Mean of the four dimensions (relevance, accuracy, completeness, clarity)."""
+    return round((grade.relevance + grade.accuracy + grade.completeness + grade.clarity) / 4, 3)
+
+
+def overall_score(grade: AnswerGrade) -> float:
+    """The mean of the four dimensions, capped at UNQUALIFIED_SCORE_CAP unless the answer is grounded and
+    answers the question (the number that decides acceptance and ranks answer attempts)."""
+    mean = mean_score(grade)
+    return mean if grade.grounded and grade.answers_question else min(mean, UNQUALIFIED_SCORE_CAP)
+
+
+def decide(score: float, grounded: bool, state: State, context: Context) -> NextAction:
+    """accept | give_up | retrieve | regenerate, from the score and the loop counters."""
+    if score >= context.quality_threshold:
+        return "accept"
+    if state.get("generation_rounds", 0) >= context.max_iterations:
+        return "give_up"
+    if not grounded and state.get("retrieval_rounds", 0) < context.max_iterations:
+        return "retrieve"
+    return "regenerate"
+
+
+def _llm_grade(
+    question: str, answer: str, sources: list[RetrievedDoc], default: AnswerGrade, context: Context
+) -> tuple[AnswerGrade, bool, dict[str, Any]]:
+    """The grade model's AnswerGrade (`default` when its reply is unusable): (grade, ok, accounting)."""
+    resources = get_resources()
+    blocks = SOURCE_SEPARATOR.join(format_source(number, doc) for number, doc in enumerate(sources, 1))
+    prompt = ANSWER_GRADER_PROMPT.format(
+        question=question, sources=truncate_to_tokens(blocks, context.context_token_budget), answer=answer
+    )
+    result, usage = structured_call(
+        resources.model("grade", context),
+        AnswerGrade,
+        [SystemMessage(ANSWER_GRADER_SYSTEM), HumanMessage(prompt)],
+        default,
+        json_schema=resources.supports_json_schema("grade", context),
+        max_tokens=GRADE_MAX_TOKENS,
+    )
+    return result.value, result.ok, usage
+
+
+def _grader_for(context: Context) -> Literal["llm", "score"]:
+    if context.grader == "auto":
+        return "score" if get_resources().strength("grade", context) == "weak" else "llm"
+    return context.grader
+
+
+@timed("grade_answer")
+def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Grade the draft, keep it as best answer if it beats the previous ones, and set `next_action`."""
+    context = runtime.context
+    question = current_question(state)
+    draft = state.get("draft") or ""
+    sources = state.get("sources") or []
+    grade = score_answer(question, draft, sources)
+    grader: GraderName = "score"
+    usage: dict[str, Any] = {}
+    if not sources:
+        grader = "skipped"
+    elif _grader_for(context) == "llm":
+        grade, ok, usage = _llm_grade(question, draft, sources, grade, context)
+        grader = "llm" if ok else "score"
+    score = overall_score(grade) if sources else mean_score(grade)
+    action: NextAction = "accept" if not sources else decide(score, grade.grounded, state, context)
+    candidate = AnswerCandidate(
+        text=draft,
+        score=score,
+        grounded=grade.grounded,
+        round=state.get("generation_rounds", 0),
+        doc_ids=[doc["chunk_id"] for doc in sources],
+    )
+    update = {
+        "answer_grade": {**grade.model_dump(), "mean": mean_score(grade), "score": score, "grader": grader},
+        "answer_score": score,
+        "best_answer": candidate,
+        "next_action": action,
+    }
+    return merge_updates(update, usage)

@@ -1,0 +1,217 @@
+"""reformulate: the next retrieval round's queries, after poor grades or for the next ITERATIVE hop.
+
+Why feedback instead of a fresh rewrite: the previous round says what is missing. For a bridge question the
+first hop found the described entity, so the next hop searches the rest of the question about the names
+found there (`bridge_terms`). Otherwise the question's terms that no relevant passage contained, or a
+sub-question not searched yet, point where to look. A strong model writes the query from that feedback; the
+heuristic query is its fallback and the weak-model path.
+
+Two guarantees the graph relies on: at least one query comes back, and never one already searched this turn
+(a repeated query would spend a round to find the same passages); a candidate already tried is made to
+differ by adding terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.runtime import Runtime
+
+from nodes.instrumentation import merge_updates, text_call, timed
+from nodes.query_heuristics import (
+    bridge_terms,
+    capitalised_phrases,
+    heuristic_expansion,
+    heuristic_subquestions,
+    is_chinese,
+    keyword_query,
+    missing_terms,
+    quoted_titles,
+    surface_terms,
+)
+from nodes.resources import get_resources
+from nodes.search_queries import normalized, search_query, valid_query
+from prompts.query import NEXT_HOP_PROMPT, REFORMULATE_PROMPT, REFORMULATE_SYSTEM
+from state.context import Context
+from state.graph_state import State
+from state.schemas import RetrievedDoc, SearchQuery
+
+#: Bridge names appended to the next hop's query.
+BRIDGE_TERMS_LIMIT = 3
+#: Queries of one reformulated round, at most (the main one plus one uncovered sub-question).
+MAX_REFORMULATIONS = 2
+#: Completion cap of a model-written query.
+REFORMULATE_MAX_TOKENS = 64
+#: Queries and passage titles shown to the model.
+PROMPT_TRIED_QUERIES = 6
+PROMPT_FOUND_TITLES = 3
+#: Generic words appended, in turn, when every candidate was already searched.
+REPHRASE_TERMS = ("background", "details", "overview", "history", "facts")
+#: The query of last resort when there is no candidate at all (an empty question).
+FALLBACK_QUERY = "search"
+
+
+def relevant_documents(documents: Sequence[RetrievedDoc], threshold: float) -> list[RetrievedDoc]:
+    """Graded passages at or above the threshold, best first."""
+    chosen = [doc for doc in documents if doc["relevance"] >= threshold]
+    return sorted(chosen, key=lambda doc: doc["relevance"], reverse=True)
+
+
+def question_names(question: str) -> list[str]:
+    """Titles and names of the question (what a focused query keeps)."""
+    return [*quoted_titles(question), *([] if is_chinese(question) else capitalised_phrases(question))]
+
+
+def _without_mark(text: str) -> str:
+    return text.strip().rstrip("?？").strip()
+
+
+def _uncovered(subquestions: Sequence[str], tried: set[str]) -> list[str]:
+    return [text for text in subquestions if normalized(text) not in tried]
+
+
+def hop_candidates(
+    question: str, documents: Sequence[RetrievedDoc], tried: set[str], context: Context
+) -> list[str]:
+    """Next ITERATIVE hop: the rest of the question (the outer sub-question, or the missing terms) plus the
+    bridge names of the best passages, then any sub-question not searched yet."""
+    bridge = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, context.relevance_threshold)
+    if not bridge:
+        bridge = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, 0.0)
+    subquestions = heuristic_subquestions(question, context.max_subquestions)
+    uncovered = _uncovered(subquestions, tried)
+    missing = missing_terms(question, documents, context.relevance_threshold)
+    remaining = (
+        _without_mark(subquestions[-1]) if subquestions else " ".join(missing) or keyword_query(question)
+    )
+    main = f"{remaining} {' '.join(bridge)}".strip()
+    return [main, *uncovered]
+
+
+def feedback_candidates(
+    question: str,
+    missing: Sequence[str],
+    documents: Sequence[RetrievedDoc],
+    tried: set[str],
+    context: Context,
+) -> list[str]:
+    """After poor grades, best first: the question with its missing terms stressed, sub-questions not searched
+    yet, a focused query of the question's names and missing terms, the keyword form, the expansion, and
+    the keyword form with names from the best passages (pseudo-relevance feedback)."""
+    uncovered = _uncovered(heuristic_subquestions(question, context.max_subquestions), tried)
+    candidates: list[str] = []
+    if missing:
+        candidates.append(f"{_without_mark(question)} {' '.join(missing)}")
+    candidates += uncovered
+    if missing:
+        candidates.append(" ".join(dict.fromkeys([*question_names(question), *missing])))
+    feedback = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, context.relevance_threshold)
+    candidates += [keyword_query(question), heuristic_expansion(question)]
+    if feedback:
+        candidates.append(f"{keyword_query(question)} {' '.join(feedback)}")
+    return candidates
+
+
+def make_new(candidates: Sequence[str], tried: set[str], extra_terms: Sequence[str]) -> list[str]:
+    """The candidates not searched yet (distinct); when none is new, the first one made different by adding
+    terms (feedback terms first, then REPHRASE_TERMS, then a counter). Never empty, never a tried text."""
+    fresh: list[str] = []
+    seen = set(tried)
+    for text in candidates:
+        key = normalized(text)
+        if key and key not in seen:
+            seen.add(key)
+            fresh.append(text.strip())
+    if fresh:
+        return fresh
+    base = next((text.strip() for text in candidates if text.strip()), "") or FALLBACK_QUERY
+    if normalized(base) not in tried:
+        return [base]
+    added: list[str] = []
+    for term in [*extra_terms, *REPHRASE_TERMS]:
+        if term.casefold() in base.casefold() or term in added:
+            continue
+        added.append(term)
+        text = f"{base} {' '.join(added)}"
+        if normalized(text) not in tried:
+            return [text]
+    counter = 2
+    while normalized(f"{base} ({counter})") in tried:
+        counter += 1
+    return [f"{base} ({counter})"]
+
+
+def model_query(
+    question: str,
+    documents: Sequence[RetrievedDoc],
+    missing: Sequence[str],
+    tried: Sequence[str],
+    iterative: bool,
+    context: Context,
+) -> tuple[str | None, dict[str, Any]]:
+    """A query a strong model writes from the feedback, or None (weak model, unusable reply, or repeated)."""
+    resources = get_resources()
+    if resources.strength("generate", context) != "strong":
+        return None, {}
+    found = ", ".join(dict.fromkeys(doc["title"] or doc["source"] for doc in documents[:PROMPT_FOUND_TITLES]))
+    if iterative:
+        bridge = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, context.relevance_threshold)
+        prompt = NEXT_HOP_PROMPT.format(
+            question=question, found=found or "nothing", bridge=", ".join(bridge) or "none"
+        )
+    else:
+        prompt = REFORMULATE_PROMPT.format(
+            question=question,
+            tried="\n".join(f"- {text}" for text in tried[-PROMPT_TRIED_QUERIES:]) or "- (none)",
+            missing=", ".join(missing) or "(unknown)",
+            found=found or "nothing relevant",
+        )
+    messages = [SystemMessage(REFORMULATE_SYSTEM), HumanMessage(prompt)]
+    reply, _error, accounting = text_call(
+        resources.model("generate", context), messages, max_tokens=REFORMULATE_MAX_TOKENS
+    )
+    text = valid_query(reply, f"{question} {' '.join(missing)} {found}")
+    if text is None or normalized(text) in {normalized(query) for query in tried}:
+        return None, accounting
+    return text, accounting
+
+
+@timed("reformulate")
+def reformulate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Set the next round's `queries`: new ones only, at least one; count the round (and the hop)."""
+    context = runtime.context
+    question = state.get("standalone_question") or state.get("question") or ""
+    documents = list(state.get("documents") or [])
+    relevant = relevant_documents(documents, context.relevance_threshold)
+    tried_texts = list(state.get("queries_run") or [])
+    tried = {normalized(text) for text in tried_texts}
+    graded_missing = list(state.get("missing_terms") or [])
+    missing = (
+        surface_terms(question, graded_missing)
+        if graded_missing
+        else missing_terms(question, documents, context.relevance_threshold)
+    )
+    iterative = state.get("strategy") == "ITERATIVE"
+    purpose = "hop" if iterative else "reformulation"
+    ranked = relevant or sorted(documents, key=lambda doc: doc["score"], reverse=True)
+    written, accounting = model_query(question, ranked, missing, tried_texts, iterative, context)
+    if written:
+        texts = [written]
+    else:
+        if iterative:
+            candidates = hop_candidates(question, documents, tried, context)
+        else:
+            candidates = feedback_candidates(question, missing, documents, tried, context)
+        extra = [*bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, 0.0), *missing]
+        texts = make_new(candidates, tried, extra)[:MAX_REFORMULATIONS]
+    queries: list[SearchQuery] = [search_query(text, purpose) for text in texts]
+    update: dict[str, Any] = {
+        "queries": queries,
+        "queries_run": [query["text"] for query in queries],
+        "retrieval_rounds": 1,
+    }
+    if iterative:
+        update["hops"] = 1
+    return merge_updates(update, accounting) if accounting else update

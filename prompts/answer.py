@@ -1,0 +1,127 @@
+"""Prompts of answer generation (per mode, English and Chinese) and of the LLM answer grader.
+
+Why short, imperative prompts: the embedded default model is a 135M-parameter instruct model that follows
+two or three plain rules at best; stronger models lose nothing from brevity. The "not found" sentence is the
+one the not_found node gives, so every honest refusal of the engine reads the same and graders can spot it.
+"""
+
+from __future__ import annotations
+
+from prompts.not_found import NOT_FOUND_ANSWER_EN, NOT_FOUND_ANSWER_ZH
+
+#: The exact sentence a model must use when the sources do not contain the answer.
+NOT_FOUND_EN = NOT_FOUND_ANSWER_EN
+NOT_FOUND_ZH = NOT_FOUND_ANSWER_ZH
+NOT_FOUND_TEXTS: tuple[str, ...] = (NOT_FOUND_EN, NOT_FOUND_ZH)
+#: Paraphrases of the refusal that models produce instead of the exact sentence (matched ignoring case
+#: and punctuation, so keep them specific enough not to occur in a real answer).
+NOT_FOUND_VARIANTS: tuple[str, ...] = (
+    "sources do not contain the answer",
+    "sources don't contain the answer",
+    "documents do not contain the answer",
+    "context does not contain the answer",
+    "not mentioned in the provided",
+    "no information about this in the",
+    "资料中没有包含",
+    "文档中没有包含",
+    "资料中没有提到",
+    "没有找到相关",
+)
+#: Said when no documents were searched and the model could not produce a usable reply.
+MODEL_FAILED_EN = "I could not produce an answer to this message right now. Please try again."
+MODEL_FAILED_ZH = "暂时无法回答这条消息，请稍后再试。"
+
+ANSWER_SYSTEM_SIMPLE_EN = f"""You answer questions using only the numbered sources given with the question.
+Write a short, direct answer. After each fact, put the number of its source in brackets, like [1].
+If the sources do not contain the answer, reply exactly: {NOT_FOUND_EN}
+Answer in the language of the question."""
+
+ANSWER_SYSTEM_ADVANCED_EN = f"""You answer questions using only the numbered sources given with the question.
+- Combine facts from several sources when the question needs it, and explain briefly how they connect.
+- End every sentence that states a fact with the number of its source in brackets, like [1] or [1][3].
+- Do not add facts that are not in the sources.
+- If the sources answer only part of the question, answer that part and say what the sources do not cover.
+- If the sources do not contain the answer at all, reply exactly: {NOT_FOUND_EN}
+Answer in the language of the question."""
+
+ANSWER_SYSTEM_PRECISE_EN = f"""You answer questions strictly from the numbered sources given with the
+question.
+- Every sentence must be directly supported by a source and must end with its number in brackets, like [2].
+- Copy names, numbers and dates exactly as the sources write them.
+- Do not guess and do not use outside knowledge.
+- Leave out anything the sources do not state, even if you believe it is true.
+- If the sources do not contain the answer, reply exactly: {NOT_FOUND_EN}
+Answer in the language of the question."""
+
+ANSWER_SYSTEM_SIMPLE_ZH = f"""你只能根据问题后面给出的编号资料回答问题。
+回答要简短直接。每个事实后面用方括号写出资料编号，例如 [1]。
+如果资料中没有答案，请原样回答：{NOT_FOUND_ZH}
+请用中文回答。"""
+
+ANSWER_SYSTEM_ADVANCED_ZH = f"""你只能根据问题后面给出的编号资料回答问题。
+- 需要时综合多条资料，并简要说明它们之间的联系。
+- 每个陈述事实的句子末尾用方括号写出资料编号，例如 [1] 或 [1][3]。
+- 不要添加资料中没有的事实。
+- 如果资料只回答了问题的一部分，就回答这一部分，并说明资料没有涉及的内容。
+- 如果资料中完全没有答案，请原样回答：{NOT_FOUND_ZH}
+请用中文回答。"""
+
+ANSWER_SYSTEM_PRECISE_ZH = f"""你必须严格依据问题后面给出的编号资料回答问题。
+- 每个句子都必须有资料直接支持，并在句末用方括号写出资料编号，例如 [2]。
+- 人名、数字和日期必须与资料中的写法完全一致。不要猜测，不要使用资料以外的知识。
+- 资料没有说明的内容一律不写，即使你认为它是正确的。
+- 如果资料中没有答案，请原样回答：{NOT_FOUND_ZH}
+请用中文回答。"""
+
+#: System prompt per (mode, language); language is "en" or "zh".
+ANSWER_SYSTEM_PROMPTS: dict[tuple[str, str], str] = {
+    ("simple", "en"): ANSWER_SYSTEM_SIMPLE_EN,
+    ("advanced", "en"): ANSWER_SYSTEM_ADVANCED_EN,
+    ("precise", "en"): ANSWER_SYSTEM_PRECISE_EN,
+    ("simple", "zh"): ANSWER_SYSTEM_SIMPLE_ZH,
+    ("advanced", "zh"): ANSWER_SYSTEM_ADVANCED_ZH,
+    ("precise", "zh"): ANSWER_SYSTEM_PRECISE_ZH,
+}
+
+#: The human message holding the numbered sources and the question ({sources}, {question}).
+ANSWER_USER_TEMPLATE_EN = "Sources:\n\n{sources}\n\nQuestion: {question}"
+ANSWER_USER_TEMPLATE_ZH = "资料：\n\n{sources}\n\n问题：{question}"
+ANSWER_USER_TEMPLATES: dict[str, str] = {"en": ANSWER_USER_TEMPLATE_EN, "zh": ANSWER_USER_TEMPLATE_ZH}
+
+#: When analysis decided that no documents are needed (greetings, chit-chat, arithmetic).
+NO_RETRIEVAL_SYSTEM_EN = """You are a helpful assistant for questions about the user's documents.
+No documents were searched for this message. Reply briefly and politely.
+Do not make up facts about the user's documents. Answer in the language of the message."""
+NO_RETRIEVAL_SYSTEM_ZH = """你是帮助用户查询其文档的助手。
+这条消息没有检索任何文档。请简短、礼貌地回复。
+不要编造关于用户文档的事实。请用中文回答。"""
+NO_RETRIEVAL_SYSTEMS: dict[str, str] = {"en": NO_RETRIEVAL_SYSTEM_EN, "zh": NO_RETRIEVAL_SYSTEM_ZH}
+
+#: Appended to the system prompt when an earlier answer of this turn was graded too low.
+REVISION_NOTE_EN = (
+    "\nA previous answer to this question was rejected as unsupported or incomplete. Write a new answer "
+    "that uses only facts stated in the sources and cites each one with [n]."
+)
+REVISION_NOTE_ZH = (
+    "\n之前对这个问题的回答因缺乏依据或不完整被否决。请重新回答，只使用资料中写明的事实，并用 [n] 标注出处。"
+)
+REVISION_NOTES: dict[str, str] = {"en": REVISION_NOTE_EN, "zh": REVISION_NOTE_ZH}
+
+ANSWER_GRADER_SYSTEM = """You grade an answer to a question against the numbered sources it was written from.
+Give each score between 0 and 1:
+- relevance: the answer addresses the question that was asked.
+- accuracy: the answer's statements agree with the sources.
+- completeness: the answer covers everything the question asks that the sources can answer.
+- clarity: the answer is well written, not repetitive, not cut off.
+Set grounded to true only if every claim of the answer is supported by the sources, and answers_question to
+true if the answer actually answers the question. Reply with JSON only."""
+
+ANSWER_GRADER_PROMPT = """Question: {question}
+
+Sources:
+{sources}
+
+Answer:
+{answer}
+
+Grade the answer as JSON with keys grounded, answers_question, relevance, accuracy, completeness, clarity."""

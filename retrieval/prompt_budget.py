@@ -1,0 +1,200 @@
+"""Fit an answer prompt into the model's window: fixed part, numbered sources, history, generation reserve.
+
+The rules (seed systems 1 and 2), in order of priority:
+1. The fixed part (system prompt + the question with its framing) is always kept.
+2. Retrieved context gets at most min(context_budget, context_share * (window - reserve - fixed)) tokens.
+   Documents are added in the given order; the FIRST document is truncated, never dropped, when it alone
+   exceeds the limit (a cut best passage beats no passage); a later document that does not fit is truncated
+   when at least MIN_USEFUL_DOCUMENT_TOKENS of it fit, else dropped (a later, shorter one may still fit).
+3. History gets history_share of what remains after the context, newest turn first, whole turns only.
+4. If the total still exceeds window - reserve (the question alone is too long), the prompt falls back to
+   the system prompt and the question alone, `fallback=True`.
+All counts use retrieval.tokens (cl100k_base), plus MESSAGE_OVERHEAD_TOKENS per chat message.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from prompts.answer import ANSWER_USER_TEMPLATE_EN
+from retrieval.tokens import count_tokens, truncate_to_tokens
+from state.schemas import RetrievedDoc
+
+#: Tokens a chat template adds around each message (role markers, separators), as OpenAI counts them.
+MESSAGE_OVERHEAD_TOKENS = 4
+#: A later document is truncated into the remaining room only when at least this many of its text tokens fit.
+MIN_USEFUL_DOCUMENT_TOKENS = 64
+#: Between two source blocks.
+SOURCE_SEPARATOR = "\n\n"
+#: Truncation may land mid-character; re-encoding can then exceed the cut by a token or two. Retries of the
+#: cut, each shorter by the overshoot, before giving up on a document.
+MAX_TRUNCATION_RETRIES = 8
+#: A source header line copied into an answer by a weak model ("[1] (File: a.md, Page: 2)").
+#: The label goes with it only at the start of a line (elsewhere "[1]" may be a real citation).
+_HEADER_ECHO = re.compile(r"(?m)^[ \t]*\[\d+\][ \t]*\(File: [^)\n]*\)[ \t]*|[ \t]*\(File: [^)\n]*\)[ \t]*")
+_SPACE_RUN = re.compile(r"[ \t]{2,}")
+_SPACE_BEFORE_BREAK = re.compile(r"[ \t]+(?=\n|[.,;:!?。，；：！？])")
+_HUMAN_ROLES = frozenset({"human", "user"})
+_AI_ROLES = frozenset({"ai", "assistant"})
+
+
+@dataclass(frozen=True)
+class BudgetedPrompt:
+    """A prompt that fits the window, what went into it, and the accounting (`prompt_info`)."""
+
+    messages: list[BaseMessage]
+    """System message, history turns (oldest first), then the human message with sources and question."""
+    used_documents: list[RetrievedDoc]
+    """The documents in the prompt, in label order: source [n] is used_documents[n - 1]."""
+    prompt_info: dict[str, Any]
+
+
+def source_header(label: int, doc: RetrievedDoc) -> str:
+    """`[n] (File: name, Page: p)`; the page only when it is known (> 0)."""
+    name = PurePath(doc.get("source") or "").name or doc.get("title") or "unknown"
+    page = doc.get("page") or 0
+    return f"[{label}] (File: {name}, Page: {page})" if page > 0 else f"[{label}] (File: {name})"
+
+
+def strip_source_headers(text: str) -> str:
+    """`text` without copies of source header lines (weak models echo them into their answers)."""
+    cleaned = _HEADER_ECHO.sub(" ", text)
+    return _SPACE_BEFORE_BREAK.sub("", _SPACE_RUN.sub(" ", cleaned)).strip()
+
+
+def format_source(label: int, doc: RetrievedDoc, text: str | None = None) -> str:
+    """The block of one source: its header line, then its text (or the given truncated text)."""
+    return f"{source_header(label, doc)}\n{doc['text'] if text is None else text}"
+
+
+def _with_truncated_block(
+    label: int, doc: RetrievedDoc, prefix: str, limit: int, min_text_tokens: int
+) -> str | None:
+    """`prefix` plus the block of `doc` with its text cut to fit `limit` tokens; None when fewer than
+    `min_text_tokens` of the text would fit."""
+    allowed = limit - count_tokens(prefix + format_source(label, doc, ""))
+    if allowed < max(1, min_text_tokens):
+        return None
+    for _ in range(MAX_TRUNCATION_RETRIES):
+        text = truncate_to_tokens(doc["text"], allowed).rstrip("\ufffd").rstrip()
+        if not text:
+            return None
+        packed = prefix + format_source(label, doc, text)
+        overshoot = count_tokens(packed) - limit
+        if overshoot <= 0:
+            return packed
+        allowed -= overshoot
+        if allowed <= 0:
+            return None
+    return None
+
+
+def _pack_documents(documents: list[RetrievedDoc], limit: int) -> tuple[str, list[RetrievedDoc], int]:
+    """Numbered source blocks within `limit` tokens: (text, used documents, how many were truncated)."""
+    packed = ""
+    used: list[RetrievedDoc] = []
+    truncated = 0
+    for doc in documents:
+        label = len(used) + 1
+        prefix = packed + SOURCE_SEPARATOR if packed else ""
+        whole = prefix + format_source(label, doc)
+        if count_tokens(whole) <= limit:
+            packed, used = whole, [*used, doc]
+            continue
+        if not used:
+            cut = _with_truncated_block(label, doc, "", limit, 1)
+            if cut is None:  # not even the header fits: no context at all (the caller falls back)
+                break
+        else:
+            cut = _with_truncated_block(label, doc, prefix, limit, MIN_USEFUL_DOCUMENT_TOKENS)
+            if cut is None:
+                continue
+        packed, used, truncated = cut, [*used, doc], truncated + 1
+    return packed, used, truncated
+
+
+def _history_turns(history: list[tuple[str, str]]) -> list[list[BaseMessage]]:
+    """Group history into turns (a human message with the replies after it), oldest first."""
+    turns: list[list[BaseMessage]] = []
+    for role, text in history:
+        role = role.lower()
+        if role in _HUMAN_ROLES:
+            turns.append([HumanMessage(text)])
+        elif role in _AI_ROLES:
+            if not turns:
+                turns.append([])
+            turns[-1].append(AIMessage(text))
+    return [turn for turn in turns if turn]
+
+
+def _message_tokens(messages: list[BaseMessage]) -> int:
+    return sum(count_tokens(str(message.content)) + MESSAGE_OVERHEAD_TOKENS for message in messages)
+
+
+def _pack_history(history: list[tuple[str, str]], limit: int) -> list[BaseMessage]:
+    """Whole turns, newest first, while they fit in `limit`; returned oldest first."""
+    kept: list[list[BaseMessage]] = []
+    used = 0
+    for turn in reversed(_history_turns(history)):
+        size = _message_tokens(turn)
+        if used + size > limit:
+            break
+        kept.insert(0, turn)
+        used += size
+    return [message for turn in kept for message in turn]
+
+
+def build_answer_prompt(
+    *,
+    system: str,
+    question: str,
+    documents: list[RetrievedDoc],
+    history: list[tuple[str, str]],
+    window: int,
+    reserve: int,
+    context_budget: int,
+    context_share: float,
+    history_share: float,
+    user_template: str = ANSWER_USER_TEMPLATE_EN,
+) -> BudgetedPrompt:
+    """Budget an answer prompt by the module's rules. `history` is (role, text) pairs, newest last;
+    `user_template` frames the sources and the question (`{sources}`, `{question}`). Without documents the
+    human message is the bare question (no-retrieval path)."""
+    framed = bool(documents)
+    question_part = user_template.format(sources="", question=question) if framed else question
+    fixed = count_tokens(system) + count_tokens(question_part) + 2 * MESSAGE_OVERHEAD_TOKENS
+    available = max(0, window - reserve - fixed)
+    context_limit = min(context_budget, math.floor(context_share * available)) if framed else 0
+    sources_text, used, truncated = _pack_documents(documents, context_limit) if framed else ("", [], 0)
+    context_tokens = count_tokens(sources_text)
+    history_limit = math.floor(history_share * max(0, available - context_tokens))
+    history_messages = _pack_history(history, history_limit)
+    human = user_template.format(sources=sources_text, question=question) if used else question
+    messages: list[BaseMessage] = [SystemMessage(system), *history_messages, HumanMessage(human)]
+    total = _message_tokens(messages)
+    # No room for even the first source's header, or the fixed part alone is over the window: fall back.
+    fallback = (framed and not used) or total > window - reserve
+    if fallback:
+        messages = [SystemMessage(system), HumanMessage(question)]
+        used, truncated, context_tokens, history_messages = [], 0, 0, []
+        total = _message_tokens(messages)
+    info: dict[str, Any] = {
+        "window": window,
+        "reserve": reserve,
+        "fixed_tokens": fixed,
+        "context_tokens": context_tokens,
+        "context_limit": context_limit,
+        "history_tokens": _message_tokens(history_messages),
+        "history_limit": history_limit,
+        "total_tokens": total,
+        "documents_used": len(used),
+        "documents_truncated": truncated,
+        "fallback": fallback,
+    }
+    return BudgetedPrompt(messages=messages, used_documents=used, prompt_info=info)
