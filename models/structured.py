@@ -207,7 +207,9 @@ def _plan(
                 error = str(parse_error)
         if outcome.replied:
             budget -= 1  # a reply that could not be used spends the first try
-        logger.info("json_schema output for %s unusable (%s); asking for plain JSON", schema.__name__, error)
+        else:
+            error = None  # a refused request is no fault of the model's to tell it about
+        logger.info("json_schema output for %s unusable; asking for plain JSON", schema.__name__)
 
     for _ in range(budget):
         outcome = yield _Call(constrained=False, messages=_with_instruction(messages, schema, error))

@@ -54,6 +54,8 @@ RELEVANT_MIN = 0.35
 #: Documents of which bridge terms are taken, and how much a document title outweighs a phrase in the text.
 BRIDGE_TOP_DOCS = 3
 TITLE_BONUS = 2.0
+#: How much a name gains from the share of the question's terms in its sentence.
+SENTENCE_OVERLAP_WEIGHT = 2.0
 #: Bridge names kept must score at least this share of the best one (names as prominent as the top one).
 BRIDGE_MIN_SHARE = 0.5
 #: Weight of a one-word name ("American", "Ghana") against a multi-word one ("Shirley Temple").
@@ -206,6 +208,7 @@ COMMON_CAPITALISED = (
     | MONTHS_AND_DAYS
     | frozenset("""i in on at after before during while although however also yes no""".split())
 )
+SENTENCE_SPLIT = re.compile(r"(?<=[a-z0-9)\]][.!?])\s+(?=[A-Z\"“'])|(?<=[。！？])")
 SENTENCE_BREAK = re.compile(r"(?<=[a-z][a-z][.!?])\s+|[;:,()\[\]\"“”]")
 NAME_CONNECTORS = frozenset(
     {"of", "the", "de", "la", "le", "von", "van", "da", "del", "du", "di", "&", "y", "des"}
@@ -975,11 +978,16 @@ def bridge_terms(
     spelled: dict[str, str] = {}
     for rank, doc in enumerate(_relevant(documents, min_relevance)[:BRIDGE_TOP_DOCS]):
         weight = 1.0 / (rank + 1)
-        text = str(doc.get("text", ""))
-        found = [*quoted_titles(text), *([] if is_chinese(text) else capitalised_phrases(text))]
         title = re.sub(r"\s*\([^)]*\)\s*$", "", str(doc.get("title", ""))).strip()
         candidates = [(title, TITLE_BONUS)] if title else []
-        candidates += [(phrase, 1.0) for phrase in found]
+        for sentence in SENTENCE_SPLIT.split(str(doc.get("text", ""))):
+            # A name in a sentence that shares the question's words is likelier the entity asked about.
+            overlap = len(set(analyze(sentence)) & question_terms) / max(1, len(question_terms))
+            found = [
+                *quoted_titles(sentence),
+                *([] if is_chinese(sentence) else capitalised_phrases(sentence)),
+            ]
+            candidates += [(phrase, 1.0 + SENTENCE_OVERLAP_WEIGHT * overlap) for phrase in found]
         for phrase, bonus in candidates:
             bonus *= 1.0 if len(phrase.split()) > 1 or CJK.search(phrase) else SINGLE_WORD_WEIGHT
             terms = set(analyze(phrase))

@@ -39,7 +39,7 @@ MAX_TRUNCATION_RETRIES = 8
 #: The label goes with it only at the start of a line (elsewhere "[1]" may be a real citation).
 _HEADER_ECHO = re.compile(r"(?m)^[ \t]*\[\d+\][ \t]*\(File: [^)\n]*\)[ \t]*|[ \t]*\(File: [^)\n]*\)[ \t]*")
 _SPACE_RUN = re.compile(r"[ \t]{2,}")
-_SPACE_BEFORE_BREAK = re.compile(r"[ \t]+(?=\n|[.,;:!?。，；：！？])")
+_SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+(?=\n|[.,;:!?。，；：！？])")
 _HUMAN_ROLES = frozenset({"human", "user"})
 _AI_ROLES = frozenset({"ai", "assistant"})
 
@@ -65,7 +65,7 @@ def source_header(label: int, doc: RetrievedDoc) -> str:
 def strip_source_headers(text: str) -> str:
     """`text` without copies of source header lines (weak models echo them into their answers)."""
     cleaned = _HEADER_ECHO.sub(" ", text)
-    return _SPACE_BEFORE_BREAK.sub("", _SPACE_RUN.sub(" ", cleaned)).strip()
+    return _SPACE_BEFORE_PUNCT.sub("", _SPACE_RUN.sub(" ", cleaned)).strip()
 
 
 def format_source(label: int, doc: RetrievedDoc, text: str | None = None) -> str:

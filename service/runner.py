@@ -16,7 +16,7 @@ from config.settings import Settings
 from persistence.checkpointer import sqlite_checkpointer
 from state.context import Context
 
-GraphName = Literal["rag", "baseline"]
+GraphName = Literal["rag", "baseline", "direct"]
 #: Nodes whose model tokens are shown while streaming (the answer being written).
 STREAMED_NODES = frozenset({"generate"})
 
@@ -32,6 +32,10 @@ def compiled_graph(name: GraphName, checkpointer: BaseCheckpointSaver | None) ->
         from graphs.baseline import build_baseline_graph
 
         return build_baseline_graph(checkpointer)
+    if name == "direct":
+        from graphs.direct import build_direct_graph
+
+        return build_direct_graph(checkpointer)
     from graphs.rag import build_graph
 
     return build_graph(checkpointer)

@@ -36,6 +36,18 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     monkeypatch.chdir(tmp_path)
 
 
+def isolated_settings(root: Path, **overrides: object) -> Settings:
+    """Settings with data under `root`, read without the caller's RAG_* variables or `.env`: for
+    module-scoped fixtures, which run outside the per-test isolation above."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in list(os.environ):
+            if name.startswith("RAG_"):
+                patch.delenv(name)
+        patch.chdir(root)
+        overrides.setdefault("data_dir", root / "rag")
+        return load_settings(**overrides)
+
+
 @pytest.fixture
 def make_settings(tmp_path: Path) -> Callable[..., Settings]:
     """Settings with the data folder in tmp_path, plus any overrides (chunk sizes, weights...)."""

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -30,7 +29,8 @@ from retrieval.filters import (
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
-from tests.conftest import write_corpus
+from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
+from tests.fakes import HashEmbeddings
 
 # --- parsing -------------------------------------------------------------------------------------------
 
@@ -220,17 +220,21 @@ def all_chunks(kb: KnowledgeBase) -> dict[str, dict[str, Any]]:
     return {row["chunk_id"]: json.loads(row["metadata"]) for row in rows}
 
 
-@pytest.fixture
-def filter_kb(kb: KnowledgeBase, tmp_path: Path) -> KnowledgeBase:
-    """Eight JSONL records (one chunk each) and a three-section markdown file, all containing COMMON_WORD."""
+@pytest.fixture(scope="module")
+def filter_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBase]:
+    """Eight JSONL records (one chunk each) and a three-section markdown file, all containing COMMON_WORD;
+    built once per module and only read by the tests."""
+    root = tmp_path_factory.mktemp("filters")
+    kb = KnowledgeBase(isolated_settings(root), base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY)
     records = [{**record, "text": f"Record {record['_id']} about the {COMMON_WORD}."} for record in RECORDS]
     files = write_corpus(
-        tmp_path / "corpus",
+        root / "corpus",
         {"records.jsonl": "\n".join(json.dumps(record) for record in records), "guide.md": MARKDOWN},
     )
     summary = ingest_paths(kb, list(files.values()))
     assert summary.count("indexed") == 2
-    return kb
+    yield kb
+    kb.close()
 
 
 def test_corpus_metadata_is_as_written(filter_kb: KnowledgeBase) -> None:

@@ -7,19 +7,17 @@ One knowledge base is built per module (embedding the corpus is the slow part) a
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from config.settings import Settings, load_settings
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import SEARCH_MODES, Searcher
 from service.cli import app
-from tests.conftest import SAMPLE_CORPUS
+from tests.conftest import SAMPLE_CORPUS, isolated_settings
 
 pytestmark = pytest.mark.slow
 
@@ -37,13 +35,7 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def real_kb(data_dir: Path) -> Iterator[KnowledgeBase]:
     """The sample corpus indexed with the real embedding model, default settings otherwise."""
-    with pytest.MonkeyPatch.context() as patch:
-        for name in list(os.environ):
-            if name.startswith("RAG_"):
-                patch.delenv(name)
-        patch.chdir(data_dir.parent)  # no .env from the caller's working directory
-        settings: Settings = load_settings(data_dir=data_dir)
-    kb = KnowledgeBase(settings)
+    kb = KnowledgeBase(isolated_settings(data_dir.parent, data_dir=data_dir))
     summary = ingest_paths(kb, [SAMPLE_CORPUS])
     assert summary.count("failed") == 0 and summary.count("indexed") == 7
     yield kb

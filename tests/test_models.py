@@ -240,6 +240,8 @@ def test_rejected_json_schema_request_does_not_spend_the_retry() -> None:
     model = scripted(ValueError("response_format not supported"), reply("??"), reply('{"relevant": true}'))
     result = ask(model)
     assert result.ok and result.attempts == 3 and result.value.relevant is True
+    assert "could not be used" not in model.calls[1][1][-1].content  # the refusal was not the model's reply
+    assert "could not be used" in model.calls[2][1][-1].content
 
 
 @pytest.mark.parametrize("error", [TimeoutError("read timed out"), ConnectionRefusedError("refused")])
@@ -383,6 +385,8 @@ def test_embedded_model_answers_and_returns_structured_output(
         text = model.bind(max_tokens=8).invoke("Say hello.").content
         logger.info("8-token completion in %.2fs: %r", time.perf_counter() - started, text)
         assert isinstance(text, str) and text.strip()
+        for _ in range(2):  # each asyncio.run is a new event loop; pooled connections must not leak across
+            assert asyncio.run(model.bind(max_tokens=4).ainvoke("Hi")).content
 
         messages = [
             ("user", "Question: what is the capital of France? Document: Paris is the capital of France.")

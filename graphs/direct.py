@@ -1,0 +1,35 @@
+"""The no-retrieval pipeline: the model answers from its own knowledge (start_turn -> generate -> cite).
+
+It is the floor the evaluation compares both RAG pipelines against, and what the agentic graph does when
+analysis says a question needs no documents.
+"""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from nodes.cite import cite
+from nodes.generate import generate
+from nodes.start_turn import start_turn
+from state.context import Context
+from state.graph_state import InputState, OutputState, State
+
+GRAPH_NAME = "direct"
+
+
+def build_direct_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+    """Assemble and compile the no-retrieval graph."""
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+    builder.add_node("start_turn", start_turn)
+    builder.add_node("generate", generate)
+    builder.add_node("cite", cite)
+    builder.add_edge(START, "start_turn")
+    builder.add_edge("start_turn", "generate")
+    builder.add_edge("generate", "cite")
+    builder.add_edge("cite", END)
+    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+
+
+graph = build_direct_graph()
