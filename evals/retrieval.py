@@ -8,20 +8,27 @@ rerun still reports them. A document split into several chunks scores as its bes
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import platform
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from config.settings import SearchMode, Settings
-from evals.datasets import cmrc_as_retrieval, load_beir, write_records_jsonl
+from evals.datasets import cmrc_as_retrieval, load_beir
+from evals.environment import machine_description
+from evals.eval_index import (
+    ProgressFactory,
+    eval_root,
+    file_fingerprint,
+    index_settings,
+    ingest_corpus,
+    no_progress,
+    write_corpus_once,
+)
 from evals.metrics import dedupe_to_documents, mrr_at_k, ndcg_at_k, percentile, recall_at_k
-from retrieval.ingest import IngestSummary, ingest_paths
+from retrieval.ingest import IngestSummary
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 
@@ -31,26 +38,6 @@ EVAL_SEARCH_K = 150
 BEIR_CUTOFFS = {"ndcg": 10, "recall": (10, 100), "mrr": 10}
 CMRC_RECALL_CUTOFFS = (1, 5, 10)
 INGEST_STATS_FILE = "first_ingest.json"
-
-ProgressFactory = Callable[[str, int], Callable[[int], None]]
-
-
-def _no_progress(_label: str, _total: int) -> Callable[[int], None]:
-    return lambda _n: None
-
-
-def machine_description() -> str:
-    """CPU model, core count and OS, for benchmark tables."""
-    model = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.release()}"
-    return f"{model}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
 
 
 @dataclass
@@ -65,11 +52,6 @@ class RetrievalDataset:
     """beir | cmrc"""
 
 
-def _fingerprint(path: Path) -> str:
-    stat = path.stat()
-    return hashlib.sha1(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:10]
-
-
 def load_retrieval_dataset(path: Path, work_dir: Path) -> RetrievalDataset:
     """A BEIR folder, or a CMRC 2018 / SQuAD-format file whose contexts become the corpus."""
     if path.is_dir():
@@ -78,32 +60,22 @@ def load_retrieval_dataset(path: Path, work_dir: Path) -> RetrievalDataset:
     if not path.exists():
         raise FileNotFoundError(f"dataset not found: {path}")
     passages, queries, qrels = cmrc_as_retrieval(path)
-    corpus = work_dir / f"{path.name.split('.')[0]}-{_fingerprint(path)}-corpus.jsonl"
-    if not corpus.exists():
-        work_dir.mkdir(parents=True, exist_ok=True)
-        write_records_jsonl(passages, corpus)
+    corpus = write_corpus_once(
+        passages, work_dir / f"{path.name.split('.')[0]}-{file_fingerprint(path)}-corpus.jsonl"
+    )
     return RetrievalDataset(path.name.split(".")[0], corpus, queries, qrels, "cmrc")
 
 
 def _index_settings(settings: Settings, dataset: RetrievalDataset) -> Settings:
-    key = hashlib.sha1(
-        f"{_fingerprint(dataset.corpus_file)}|{settings.chunk_size}|{settings.chunk_overlap}|"
-        f"{settings.min_chunk_fraction}|{settings.embedding_provider}|{settings.embedding_model}".encode()
-    ).hexdigest()[:12]
-    data_dir = settings.data_dir / "eval" / f"{dataset.name}-{key}"
-    return settings.model_copy(update={"data_dir": data_dir})
+    return index_settings(settings, dataset.name, dataset.corpus_file)
 
 
 def _ingest(kb: KnowledgeBase, dataset: RetrievalDataset, progress: ProgressFactory) -> dict[str, float]:
     """Ingest (or confirm) the corpus; return first-ingest and re-ingest numbers."""
     stats_path = kb.settings.data_dir / INGEST_STATS_FILE
     kb.embeddings.embed_documents(["warm-up"])  # model loading is not ingest time
-    advance = progress("ingest (chunks embedded)", 0)
-    first: IngestSummary = ingest_paths(
-        kb,
-        [dataset.corpus_file],
-        collection=EVAL_COLLECTION,
-        progress=lambda event, n: advance(n) if event == "chunks" else None,
+    first: IngestSummary = ingest_corpus(
+        kb, dataset.corpus_file, collection=EVAL_COLLECTION, progress=progress
     )
     if first.chunks:
         stats = {"seconds": first.seconds, "chunks": first.chunks, "chunks_per_s": first.chunks_per_second}
@@ -112,11 +84,7 @@ def _ingest(kb: KnowledgeBase, dataset: RetrievalDataset, progress: ProgressFact
         stats = json.loads(stats_path.read_text())
     else:
         stats = {"seconds": float("nan"), "chunks": kb.catalog.count_chunks(), "chunks_per_s": float("nan")}
-    again = ingest_paths(kb, [dataset.corpus_file], collection=EVAL_COLLECTION)
-    if again.count("failed") or first.count("failed"):
-        raise RuntimeError(
-            f"corpus failed to ingest: {(first.as_dict()['failures'] or again.as_dict()['failures'])}"
-        )
+    again = ingest_corpus(kb, dataset.corpus_file, collection=EVAL_COLLECTION)
     reingest = max(again.seconds, 1e-6)
     return {
         "ingest_seconds": round(stats["seconds"], 2),
@@ -133,10 +101,10 @@ def run_retrieval_eval(
     *,
     modes: Sequence[SearchMode] = ("bm25", "dense", "hybrid"),
     limit: int | None = None,
-    progress: ProgressFactory = _no_progress,
+    progress: ProgressFactory = no_progress,
 ) -> dict[str, Any]:
     """Ingest the dataset (reused when unchanged), run every query in every mode, return the report dict."""
-    dataset = load_retrieval_dataset(dataset_path, settings.data_dir / "eval")
+    dataset = load_retrieval_dataset(dataset_path, eval_root(settings))
     kb = KnowledgeBase.open(_index_settings(settings, dataset))
     try:
         ingest = _ingest(kb, dataset, progress)

@@ -91,7 +91,8 @@ def _units(text: str, size: int) -> list[_Unit]:
 
 
 def _joiner(left: str, right: str) -> str:
-    """Blank line between paragraphs; no space between Chinese sentences; else one space."""
+    """No space after a Chinese sentence or before Chinese text; else one space (units are paragraphs or
+    sentences, joined as running text)."""
     if left.endswith(("。", "！", "？", "；", "…")) or right[:1] and "\u4e00" <= right[0] <= "\u9fff":
         return ""
     return " "

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from config.settings import SearchMode, Settings, SettingsError, load_settings
+from evals.report import DEFAULT_RESULTS_DIR
 
 app = typer.Typer(
     help="Agentic RAG engine: ingest your documents, search them, ask questions with cited answers.",
@@ -149,7 +150,8 @@ def ingest(
         )
         for failure in report["failures"]:  # type: ignore[union-attr]
             error_console.print(
-                f"[yellow]failed[/] {failure['source']}: {failure['reason']}", highlight=False
+                f"[yellow]failed[/] {escape(str(failure['source']))}: {escape(str(failure['reason']))}",
+                highlight=False,
             )
 
 
@@ -213,7 +215,7 @@ def search(
         where = Path(str(hit.metadata.get("source", ""))).name + (
             f" p.{page}" if isinstance(page, int) and page > 0 else ""
         )
-        table.add_row(str(rank), f"{hit.score:.4f}", where, hit.text[:300])
+        table.add_row(str(rank), f"{hit.score:.4f}", escape(where), escape(hit.text[:300]))
     console.print(table)
 
 
@@ -235,7 +237,7 @@ def _context(
 
 def _print_answer(result: dict[str, object], show_answer: bool = True) -> None:
     if show_answer:
-        console.print(result.get("answer", ""), highlight=False)
+        console.print(str(result.get("answer", "")), highlight=False, markup=False)
     citations = result.get("citations") or []
     if citations:
         console.print("\n[bold]Sources[/]")
@@ -244,7 +246,7 @@ def _print_answer(result: dict[str, object], show_answer: bool = True) -> None:
             where = Path(str(citation.get("source", ""))).name + (f" p.{page}" if page and page > 0 else "")
             flag = " (inferred)" if citation.get("inferred") else ""
             console.print(
-                f"  [{citation['marker']}] {citation.get('title') or where} — {where} "
+                f"  \\[{citation['marker']}] {escape(str(citation.get('title') or where))} — {escape(where)} "
                 f"(confidence {citation.get('confidence', 0):.2f}){flag}",
                 highlight=False,
             )
@@ -321,10 +323,12 @@ def chat(
                     console.print(payload, end="", highlight=False, markup=False)
                 else:
                     console.print()
-                    console.print(f"[bold blue]answer>[/] {payload.get('answer', '')}", highlight=False)
+                    console.print(
+                        f"[bold blue]answer>[/] {escape(str(payload.get('answer', '')))}", highlight=False
+                    )
                     _print_answer(payload, show_answer=False)
         except ValueError as error:
-            error_console.print(f"[bold red]error:[/] {error}", highlight=False)
+            error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
 
 
 @threads_app.command("list")
@@ -352,7 +356,7 @@ def threads_show(thread_id: Annotated[str, typer.Argument(help="Conversation id.
     if not values:
         fail(f"unknown thread {thread_id!r}")
     for message in values.get("messages", []):
-        console.print(f"[bold]{message.type}>[/] {message.content}", highlight=False)
+        console.print(f"[bold]{message.type}>[/] {escape(str(message.content))}", highlight=False)
 
 
 @threads_app.command("delete")
@@ -451,6 +455,177 @@ def eval_latency(
         f"{report['overhead_fraction'] * 100:.2f}% = {report['overhead_ms_per_question']} ms/question; "
         f"{report['llm_calls_per_question']} LLM calls/question"
     )
+
+
+@eval_app.command("qa")
+def eval_qa(
+    dataset: Annotated[
+        Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
+    ],
+    pipeline: Annotated[str, typer.Option(help="naive | agentic | no-retrieval.")],
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write qa_f1_vs_llm_calls.png into DIR from its QA JSON reports plus this run."),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            help="Per-question JSONL, appended as questions finish; a rerun resumes from it. "
+            "Default: evals/results/runs/<dataset>-<pipeline>-<limit>.jsonl."
+        ),
+    ] = None,
+) -> None:
+    """EM / F1, support recall, citation precision, not-found rate, LLM calls, tokens and latency of a
+    pipeline over the pooled paragraphs of the evaluated questions."""
+    from evals.qa import PIPELINES, run_qa_eval
+    from evals.report import write_qa_plot
+    from models.errors import ModelUnavailableError
+
+    if pipeline not in PIPELINES:
+        fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
+    if limit is not None and limit < 1:
+        fail("--limit must be at least 1")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        try:
+            report = run_qa_eval(
+                dataset, settings, pipeline=pipeline, limit=limit, results_path=results, progress=bars
+            )
+        except ModelUnavailableError as error:
+            fail(str(error), EXIT_UNAVAILABLE)
+        except ValueError as error:
+            fail(str(error))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    table = Table(
+        title=f"{report['dataset']} · {report['pipeline']}: {report['n']} questions ({report['model']})"
+    )
+    for column in (
+        "EM",
+        "F1",
+        "support R@5",
+        "cit. precision",
+        "not found",
+        "LLM calls/q",
+        "tokens/q",
+        "p50 s",
+    ):
+        table.add_column(column, justify="right")
+    table.add_row(
+        *[
+            "-" if report[key] is None else f"{report[key]:.3f}"
+            for key in ("em", "f1", "support_recall@5", "citation_precision", "not_found_rate")
+        ],
+        f"{report['llm_calls_per_question']:.2f}",
+        f"{report['tokens_per_question']:.0f}",
+        "-" if report["latency_p50_s"] is None else f"{report['latency_p50_s']:.2f}",
+    )
+    console.print(table)
+    for title, key in (("strategy", "by_strategy"), ("type", "by_type")):
+        for group, values in report[key].items():
+            console.print(
+                f"  {title} {group}: n {values['n']}  EM {values['em']:.3f}  F1 {values['f1']:.3f}  "
+                f"{values['llm_calls']:.2f} LLM calls",
+                highlight=False,
+            )
+    if report["errors"]:
+        error_console.print(f"[yellow]{report['errors']} questions failed[/] (see {report['results_file']})")
+    console.print(f"[dim]per-question records: {report['results_file']} ({report['resumed']} resumed)[/]")
+    if plot:
+        written = write_qa_plot(plot, extra=[report])
+        console.print(f"plot: {written}")
+
+
+@eval_app.command("router")
+def eval_router(
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    dataset: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Extra labelled file (repeatable): HotpotQA format = multi-hop; "
+            "BEIR queries.jsonl, BEIR folder or SQuAD format = single-hop."
+        ),
+    ] = None,
+    llm_limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Questions analysed by the model, an equal share per source (default 100; 0 = none)."
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder with hotpotqa/, beir-scifact/, cmrc2018/ (default: ../shared/data)."),
+    ] = None,
+) -> None:
+    """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side."""
+    from evals.router import DEFAULT_LLM_LIMIT, SHARED_DATA_DIR, run_router_eval
+    from models.errors import ModelUnavailableError
+
+    if llm_limit is not None and llm_limit < 0:
+        fail("--llm-limit must be at least 0")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        try:
+            report = run_router_eval(
+                settings,
+                data_dir=data_dir or SHARED_DATA_DIR,
+                extra=dataset or [],
+                llm_limit=DEFAULT_LLM_LIMIT if llm_limit is None else llm_limit,
+                progress=bars,
+            )
+        except ModelUnavailableError as error:
+            fail(str(error), EXIT_UNAVAILABLE)
+        except ValueError as error:
+            fail(str(error))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    table = Table(title=f"router: {report['n']} labelled questions ({', '.join(report['sources'])})")
+    for column in ("analyzer", "n", "accuracy", "single->multi", "multi->single"):
+        table.add_column(column)
+    rows = [("heuristic", report["n"], report["heuristic_accuracy"], report["confusion"]["heuristic"])]
+    if report["llm_n"]:
+        rows.append(("llm", report["llm_n"], report["llm_accuracy"], report["confusion"]["llm"]))
+    for name, count, accuracy, matrix in rows:
+        table.add_row(
+            name,
+            str(count),
+            f"{accuracy:.3f}",
+            str(matrix["single"]["multi"]),
+            str(matrix["multi"]["single"]),
+        )
+    console.print(table)
+    console.print(
+        f"default analyzer {report['default_analyzer']}: accuracy {report['accuracy']:.3f}"
+        + (
+            f"; heuristic on the LLM subset {report['heuristic_accuracy_on_llm_subset']:.3f}, LLM fallbacks "
+            f"{report['llm_fallback_rate']:.2f}, {report['llm_seconds_per_question']} s/question"
+            if report["llm_n"]
+            else ""
+        ),
+        highlight=False,
+    )
+
+
+@eval_app.command("report")
+def eval_report(
+    results_dir: Annotated[
+        Path, typer.Option(help="Folder of the JSON reports; README.md and the PNGs are written there.")
+    ] = DEFAULT_RESULTS_DIR,
+) -> None:
+    """Write README.md (tables) and PNG plots from the benchmarks' JSON reports."""
+    from evals.report import write_report
+
+    if not results_dir.is_dir():
+        fail(f"results folder not found: {results_dir}")
+    written = write_report(results_dir)
+    counts = ", ".join(f"{count} {kind}" for kind, count in written["reports"].items())
+    console.print(f"wrote {written['readme']} from {counts} report(s)")
+    for path in written["plots"]:
+        console.print(f"  {path}")
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from langchain_core.embeddings import Embeddings
 
 from config.settings import Settings, load_settings
 from retrieval.knowledge_base import KnowledgeBase
@@ -70,8 +71,8 @@ def make_kb() -> Iterator[Callable[..., KnowledgeBase]]:
     """Factory of knowledge bases with an injected model (the fake by default); all are closed after."""
     opened: list[KnowledgeBase] = []
 
-    def factory(settings: Settings, model: object | None = None) -> KnowledgeBase:
-        kb = KnowledgeBase(settings, base_model=model or HashEmbeddings(), model_key=FAKE_MODEL_KEY)  # type: ignore[arg-type]
+    def factory(settings: Settings, model: Embeddings | None = None) -> KnowledgeBase:
+        kb = KnowledgeBase(settings, base_model=model or HashEmbeddings(), model_key=FAKE_MODEL_KEY)
         opened.append(kb)
         return kb
 

@@ -1,17 +1,39 @@
-"""Deterministic stand-ins for the embedding model, so retrieval tests run in milliseconds without torch.
+"""Deterministic stand-ins for the embedding and chat models, so tests run in milliseconds without torch.
 
 Why hashed bag-of-words: texts that share words get similar vectors (cosine = shared-word overlap), which is
 all the dense path needs to be testable, and the vectors are stable across processes (hashlib, not the
 salted built-in `hash`). Calls are counted so tests can prove the embedding cache saved work.
+
+Why a chat model scripted per task (TaskChatModel): graph tests run every node on one fake, and which node
+asks what, in which order, depends on routing; recognising the node by its system prompt keeps each script
+independent of that order and lets tests assert which nodes called the model.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
 
+from prompts.answer import ANSWER_GRADER_SYSTEM, ANSWER_SYSTEM_PROMPTS, NO_RETRIEVAL_SYSTEMS
+from prompts.grading import RELEVANCE_GRADER_SYSTEM
+from prompts.query import (
+    ANALYZE_SYSTEM,
+    CONTEXTUALIZE_SYSTEM,
+    DECOMPOSE_SYSTEM,
+    EXPAND_SYSTEM,
+    HYDE_SYSTEM,
+    MULTI_QUERY_SYSTEM,
+    REFORMULATE_SYSTEM,
+)
 from retrieval.embeddings import EmbeddingError
 
 FAKE_DIMENSION = 256
@@ -73,3 +95,93 @@ class FailingEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """Always fails."""
         raise EmbeddingError("fake embedding model is down")
+
+
+# --- chat models -------------------------------------------------------------------------------------------
+
+#: Which node a prompt comes from, told by its system message (every model-calling node has its own).
+PROMPT_TASKS: tuple[tuple[str, str], ...] = (
+    (CONTEXTUALIZE_SYSTEM, "contextualize"),
+    (ANALYZE_SYSTEM, "analyze"),
+    (MULTI_QUERY_SYSTEM, "multi"),
+    (HYDE_SYSTEM, "hyde"),
+    (DECOMPOSE_SYSTEM, "decompose"),
+    (EXPAND_SYSTEM, "expand"),
+    (REFORMULATE_SYSTEM, "reformulate"),
+    (RELEVANCE_GRADER_SYSTEM, "grade_retrieval"),
+    (ANSWER_GRADER_SYSTEM, "grade_answer"),
+    *((system, "chat") for system in NO_RETRIEVAL_SYSTEMS.values()),
+)
+#: Answer-writing system prompts (a revision note may follow them), all reported as the "generate" task.
+ANSWER_SYSTEMS: tuple[str, ...] = tuple(ANSWER_SYSTEM_PROMPTS.values())
+
+Reply = str | Sequence[str] | Callable[[list[BaseMessage]], str]
+
+
+def prompt_task(messages: Sequence[BaseMessage]) -> str:
+    """The task of a prompt ("analyze", "generate", "grade_answer", ...) from its system message;
+    "unknown" when no known system prompt is there."""
+    system = next((m.content for m in messages if isinstance(m, SystemMessage)), "")
+    if not isinstance(system, str):
+        return "unknown"
+    for text, task in PROMPT_TASKS:
+        if system == text:
+            return task
+    if system.startswith(ANSWER_SYSTEMS):
+        return "generate"
+    return "unknown"
+
+
+class TaskChatModel(BaseChatModel):
+    """A chat model scripted per task, so a whole graph can run on it whatever order its nodes call it in.
+
+    Why per task rather than one reply queue: the nodes of a graph run call the model in an order that
+    depends on routing (and fan-out), so a single queue would make every test depend on that order. Each
+    task's reply is a string (always the same), a list (consumed in order; its last item then repeats) or a
+    function of the prompt. Tasks without a reply get `fallback`. Every call is recorded as (task, prompt).
+    """
+
+    replies: dict[str, Any] = Field(default_factory=dict)
+    fallback: str = "%%%"
+    calls: list[tuple[str, list[BaseMessage]]] = Field(default_factory=list)
+    served: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def _llm_type(self) -> str:
+        return "task-fake"
+
+    def tasks(self) -> list[str]:
+        """The tasks of the calls so far, in order."""
+        return [task for task, _ in self.calls]
+
+    def prompts(self, task: str) -> list[list[BaseMessage]]:
+        """The prompts of one task's calls, in order."""
+        return [messages for name, messages in self.calls if name == task]
+
+    def _reply(self, task: str, messages: list[BaseMessage]) -> str:
+        script: Reply | None = self.replies.get(task)
+        if script is None:
+            return self.fallback
+        if callable(script):
+            return script(messages)
+        if isinstance(script, str):
+            return script
+        index = self.served.get(task, 0)
+        self.served[task] = index + 1
+        return script[min(index, len(script) - 1)]
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        task = prompt_task(messages)
+        self.calls.append((task, list(messages)))
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(self._reply(task, messages)))])
+
+
+def garbage_model() -> TaskChatModel:
+    """A model that answers every prompt with punctuation: neither JSON nor text any node can use."""
+    return TaskChatModel(fallback="%%% ### %%%")

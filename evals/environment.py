@@ -1,0 +1,49 @@
+"""What a benchmark ran on: the machine and the language model, written into every result file.
+
+Numbers without their machine and model cannot be compared, so every evaluation report carries both; one
+function each keeps the wording identical across the retrieval, latency, QA and router reports.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+from config.settings import Settings
+from models.factory import resolve_spec
+from models.local_llm import MODEL_FILE
+
+CPU_INFO = Path("/proc/cpuinfo")
+
+
+def machine_description() -> str:
+    """CPU model, core count and OS, for benchmark tables."""
+    model = platform.processor() or "unknown CPU"
+    try:
+        for line in CPU_INFO.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    system = f"{platform.system()} {platform.release()}"
+    return f"{model}, {os.cpu_count()} cores, {system}, Python {platform.python_version()}"
+
+
+def model_description(settings: Settings) -> str:
+    """The generation model as a reader of the results needs it: the embedded file, or provider and name.
+
+    Reads only the settings (starts no model); the grader is named too when it differs.
+    """
+    generator = resolve_spec(settings, "generate")
+    grader = resolve_spec(settings, "grade")
+
+    def name(spec_provider: str, spec_model: str, base_url: str | None) -> str:
+        if spec_provider == "local":
+            return f"{MODEL_FILE} (embedded)"
+        return f"{spec_provider}:{spec_model}" + (f" @ {base_url}" if base_url else "")
+
+    described = name(generator.provider, generator.model, generator.base_url)
+    graded = name(grader.provider, grader.model, grader.base_url)
+    return described if graded == described else f"{described}; grader {graded}"

@@ -1,0 +1,91 @@
+"""The benchmarks' own indexes: a corpus file ingested by the product into a dedicated data directory.
+
+Why a dedicated directory per corpus and index configuration: an evaluation must never mix its passages
+into the user's knowledge base (nor read the user's documents as distractors), and re-embedding a corpus on
+every run would dominate the benchmark's time. The directory name is keyed by the corpus file's identity and
+every setting that changes chunks or vectors, so a rerun with the same inputs reuses the index and a changed
+input gets a fresh one. Ingestion itself is the product's (`ingest_paths`), so the numbers describe what
+users get.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from config.settings import Settings
+from evals.datasets import Passage, write_records_jsonl
+from retrieval.ingest import IngestSummary, ingest_paths
+from retrieval.knowledge_base import KnowledgeBase
+
+#: Folder under the data directory that holds every benchmark's corpora and indexes.
+EVAL_DIR_NAME = "eval"
+FINGERPRINT_CHARS = 10
+INDEX_KEY_CHARS = 12
+
+Advance = Callable[[int], None]
+ProgressFactory = Callable[[str, int], Advance]
+
+
+def no_progress(_label: str, _total: int) -> Advance:
+    """A progress factory that shows nothing (library callers without a terminal)."""
+    return lambda _n: None
+
+
+def eval_root(settings: Settings) -> Path:
+    """`<data_dir>/eval`: where benchmarks keep corpora and indexes, apart from the user's documents."""
+    return settings.data_dir / EVAL_DIR_NAME
+
+
+def file_fingerprint(path: Path) -> str:
+    """A short key for a file's identity (path, size, modification time): cheap even for large corpora."""
+    stat = path.stat()
+    raw = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
+    return hashlib.sha1(raw.encode()).hexdigest()[:FINGERPRINT_CHARS]
+
+
+def index_settings(settings: Settings, name: str, corpus_file: Path) -> Settings:
+    """`settings` with the data directory of this corpus's index: `<data_dir>/eval/<name>-<key>`.
+
+    The key covers the corpus file and the settings that decide chunks and vectors.
+    """
+    key = hashlib.sha1(
+        f"{file_fingerprint(corpus_file)}|{settings.chunk_size}|{settings.chunk_overlap}|"
+        f"{settings.min_chunk_fraction}|{settings.embedding_provider}|{settings.embedding_model}".encode()
+    ).hexdigest()[:INDEX_KEY_CHARS]
+    return settings.model_copy(update={"data_dir": eval_root(settings) / f"{name}-{key}"})
+
+
+def write_corpus_once(passages: Iterable[Passage], path: Path) -> Path:
+    """Write the corpus file unless it exists; the write goes through a temporary file and a rename.
+
+    Writing once keeps the file's fingerprint (hence its index) stable across runs, and the rename means an
+    interrupted write never leaves a half corpus that a later run would take for the whole one.
+    """
+    if path.exists():
+        return path
+    partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
+    write_records_jsonl(passages, partial)
+    partial.replace(path)
+    return path
+
+
+def ingest_corpus(
+    kb: KnowledgeBase, corpus_file: Path, *, collection: str, progress: ProgressFactory = no_progress
+) -> IngestSummary:
+    """Ingest `corpus_file` into `collection` (a quick no-op when already indexed unchanged).
+
+    A record that fails to ingest is an error: a benchmark on part of its corpus would report wrong numbers.
+    """
+    advance = progress("ingest (chunks embedded)", 0)
+    summary = ingest_paths(
+        kb,
+        [corpus_file],
+        collection=collection,
+        progress=lambda event, n: advance(n) if event == "chunks" else None,
+    )
+    if summary.count("failed"):
+        raise RuntimeError(f"corpus failed to ingest: {summary.as_dict()['failures']}")
+    return summary

@@ -1,0 +1,136 @@
+"""The benchmark plots (PNG), drawn from the JSON reports of the evaluation commands.
+
+Why matplotlib's object API (`Figure`) rather than pyplot: pyplot keeps global state and picks a GUI
+backend when a display exists; a `Figure` saved to a file always renders with Agg, needs no display and
+leaves nothing behind, which is what a CLI command and a test both want.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+#: Output size of every plot, in inches at PLOT_DPI.
+FIGURE_SIZE = (7.0, 4.5)
+PLOT_DPI = 120
+BAR_GROUP_WIDTH = 0.8
+#: Markers cycled per dataset in the QA plot (colours come from the pipeline).
+DATASET_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+PIPELINE_COLOURS = {"no-retrieval": "tab:gray", "naive": "tab:blue", "agentic": "tab:orange"}
+OTHER_COLOUR = "tab:green"
+LABEL_OFFSET_POINTS = (5, 4)
+
+
+def _new_figure() -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=FIGURE_SIZE, dpi=PLOT_DPI)
+
+
+def _save(figure: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path, format="png")
+    return path
+
+
+def plot_qa_f1_vs_llm_calls(reports: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
+    """One point per pipeline and dataset: F1 (y) against LLM calls per question (x). None without runs."""
+    points = [report for report in reports if report.get("f1") is not None]
+    if not points:
+        return None
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    datasets = sorted({str(report.get("dataset")) for report in points})
+    markers = {name: DATASET_MARKERS[index % len(DATASET_MARKERS)] for index, name in enumerate(datasets)}
+    seen_labels: set[str] = set()
+    for report in points:
+        pipeline, dataset = str(report.get("pipeline")), str(report.get("dataset"))
+        label = f"{pipeline} · {dataset}"
+        x, y = float(report.get("llm_calls_per_question") or 0.0), float(report["f1"])
+        axes.scatter(
+            [x],
+            [y],
+            marker=markers[dataset],
+            color=PIPELINE_COLOURS.get(pipeline, OTHER_COLOUR),
+            s=60,
+            label=None if label in seen_labels else label,
+        )
+        seen_labels.add(label)
+        axes.annotate(
+            f"{pipeline} (n={report.get('n')})",
+            (x, y),
+            textcoords="offset points",
+            xytext=LABEL_OFFSET_POINTS,
+            fontsize=8,
+        )
+    axes.set_xlabel("LLM calls per question")
+    axes.set_ylabel("F1")
+    axes.set_ylim(bottom=0)
+    axes.set_xlim(left=0)
+    axes.set_title("Answer F1 against LLM calls")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+    return _save(figure, path)
+
+
+def _grouped_bars(
+    axes: Any, groups: Sequence[str], series: Mapping[str, Sequence[float]], *, horizontal: bool
+) -> None:
+    """Bars of several series side by side within each group."""
+    width = BAR_GROUP_WIDTH / max(1, len(series))
+    for index, (name, values) in enumerate(series.items()):
+        offsets = [position + (index - (len(series) - 1) / 2) * width for position in range(len(groups))]
+        if horizontal:
+            axes.barh(offsets, values, height=width, label=name)
+        else:
+            axes.bar(offsets, values, width=width, label=name)
+    if horizontal:
+        axes.set_yticks(range(len(groups)), groups)
+    else:
+        axes.set_xticks(range(len(groups)), groups)
+    if len(series) > 1:
+        axes.legend(fontsize=8)
+
+
+def plot_latency_per_node(reports: Mapping[str, Mapping[str, Any]], path: Path) -> Path | None:
+    """Mean milliseconds per question spent in each node (one series per latency report)."""
+    with_nodes = {name: report for name, report in reports.items() if report.get("per_node_ms")}
+    if not with_nodes:
+        return None
+    nodes = sorted({node for report in with_nodes.values() for node in report["per_node_ms"]})
+    series = {
+        name: [float(report["per_node_ms"].get(node, 0.0)) for node in nodes]
+        for name, report in with_nodes.items()
+    }
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    _grouped_bars(axes, nodes, series, horizontal=True)
+    axes.invert_yaxis()
+    axes.set_xlabel("mean ms per question")
+    axes.set_title("Time per graph node")
+    axes.grid(axis="x", alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_retrieval_ndcg(
+    reports: Sequence[Mapping[str, Any]], path: Path, metric: str = "ndcg@10"
+) -> Path | None:
+    """`metric` per search mode (bars) for each retrieval dataset (groups)."""
+    usable = [report for report in reports if report.get("modes")]
+    if not usable:
+        return None
+    datasets = [str(report.get("dataset")) for report in usable]
+    modes = list(dict.fromkeys(mode for report in usable for mode in report["modes"]))
+    series = {
+        mode: [float(report["modes"].get(mode, {}).get(metric, 0.0)) for report in usable] for mode in modes
+    }
+    figure = _new_figure()
+    axes = figure.add_subplot()
+    _grouped_bars(axes, datasets, series, horizontal=False)
+    axes.set_ylabel(metric)
+    axes.set_ylim(0, 1)
+    axes.set_title(f"Retrieval {metric} per search mode")
+    axes.grid(axis="y", alpha=0.3)
+    return _save(figure, path)

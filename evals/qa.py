@@ -1,0 +1,288 @@
+"""`rag eval qa`: answer quality and cost of a pipeline (naive, agentic, no-retrieval) on HotpotQA / CMRC.
+
+How the benchmark is set up, and why:
+- the corpus is the paragraphs of the evaluated questions pooled into one index, so every question competes
+  with the other questions' paragraphs (distractors included) and retrieval is real, not an oracle;
+- the corpus goes through the product's own ingestion into a dedicated data directory (evals/eval_index.py),
+  reused while the questions and index settings are unchanged;
+- each question runs through the same `Session` the CLI uses, with the models of the settings, so the same
+  command measures the embedded model or any OpenAI-compatible endpoint;
+- every answered question is appended to a JSONL file at once (flushed and synced), so an interrupted run
+  continues where it stopped; a question that raises is recorded with its error and the run goes on.
+Scoring and aggregation live in evals/qa_scoring.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from config.settings import Settings
+from evals.datasets import (
+    LANGUAGE_CHINESE,
+    LANGUAGE_ENGLISH,
+    Passage,
+    QAExample,
+    load_hotpotqa,
+    load_squad,
+    open_text,
+    pool_passages,
+)
+from evals.environment import machine_description, model_description
+from evals.eval_index import (
+    ProgressFactory,
+    eval_root,
+    index_settings,
+    ingest_corpus,
+    no_progress,
+    write_corpus_once,
+)
+from evals.metrics import contains_cjk
+from evals.qa_scoring import aggregate, error_record, question_record
+from evals.report import DEFAULT_RESULTS_DIR
+from nodes.resources import Resources, use_resources
+from service.runner import GraphName, Session
+from state.context import Context
+
+logger = logging.getLogger(__name__)
+
+Pipeline = Literal["naive", "agentic", "no-retrieval"]
+PIPELINES: tuple[str, ...] = get_args(Pipeline)
+#: The graph behind each pipeline name of the command line.
+PIPELINE_GRAPHS: dict[str, GraphName] = {"naive": "baseline", "agentic": "rag", "no-retrieval": "direct"}
+#: Pipelines that search the corpus (the others need no index).
+RETRIEVING_PIPELINES = frozenset({"naive", "agentic"})
+QA_COLLECTION = "qa"
+RUNS_DIR_NAME = "runs"
+CORPUS_KEY_CHARS = 12
+#: Questions of a SQuAD-format file looked at to decide whether it is Chinese (CMRC) or English.
+LANGUAGE_PROBE_QUESTIONS = 20
+
+ResourcesFactory = Callable[[Settings], Resources]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Dataset
+
+
+def dataset_name(path: Path) -> str:
+    """Short name of a dataset: its file name up to the first dot (cmrc2018_dev.json.gz -> cmrc2018_dev)."""
+    return Path(path).name.split(".")[0]
+
+
+def _squad_language(document: dict[str, Any]) -> str:
+    """zh when the first questions of a SQuAD-format document contain CJK characters (CMRC 2018), else en."""
+    questions = [
+        str(qa.get("question", ""))
+        for article in document.get("data", [])
+        for paragraph in article.get("paragraphs", [])
+        for qa in paragraph.get("qas", [])
+    ][:LANGUAGE_PROBE_QUESTIONS]
+    return LANGUAGE_CHINESE if any(contains_cjk(question) for question in questions) else LANGUAGE_ENGLISH
+
+
+def load_qa_examples(path: Path) -> list[QAExample]:
+    """Questions of a HotpotQA file (JSON array or JSONL) or a SQuAD-format file (CMRC 2018, SQuAD).
+
+    The format is read from the content, not the name: a whole-file JSON object with a "data" list is
+    SQuAD-format (Chinese when its questions are), anything else must be HotpotQA records.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset not found: {path}")
+    with open_text(path) as handle:
+        text = handle.read()
+    if text.lstrip().startswith("{"):
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError:
+            document = None  # several objects: JSON lines
+        if isinstance(document, dict) and isinstance(document.get("data"), list):
+            return load_squad(path, language=_squad_language(document))
+    return load_hotpotqa(path)
+
+
+def select_examples(examples: list[QAExample], limit: int | None) -> list[QAExample]:
+    """The first `limit` questions (all when None): deterministic, so reruns and resumes agree."""
+    if limit is not None and limit < 1:
+        raise ValueError(f"--limit must be at least 1, got {limit}")
+    return examples[:limit] if limit else list(examples)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Corpus and index
+
+
+def corpus_key(examples: Iterable[QAExample], passages: Iterable[Passage]) -> str:
+    """A key of the evaluated questions and their pooled paragraphs (ids and texts)."""
+    digest = hashlib.sha1()
+    for example in examples:
+        digest.update(f"q\x1f{example.qid}\x1e".encode())
+    for passage in passages:
+        digest.update(f"p\x1f{passage.passage_id}\x1f{passage.title}\x1f{passage.text}\x1e".encode())
+    return digest.hexdigest()[:CORPUS_KEY_CHARS]
+
+
+def prepare_corpus(examples: list[QAExample], settings: Settings, name: str) -> tuple[Path, list[Passage]]:
+    """Pool the questions' paragraphs into `<data_dir>/eval/qa-<name>-<key>-corpus.jsonl` (written once)."""
+    passages = pool_passages(examples)
+    key = corpus_key(examples, passages)
+    path = eval_root(settings) / f"qa-{name}-{key}-corpus.jsonl"
+    return write_corpus_once(passages, path), passages
+
+
+# --------------------------------------------------------------------------------------------------------
+# Per-question records (resumable)
+
+
+def default_results_path(dataset_path: Path, pipeline: str, limit: int | None) -> Path:
+    """evals/results/runs/<dataset>-<pipeline>-<limit or all>.jsonl"""
+    return (
+        DEFAULT_RESULTS_DIR
+        / RUNS_DIR_NAME
+        / f"{dataset_name(dataset_path)}-{pipeline}-{limit or 'all'}.jsonl"
+    )
+
+
+def read_records(path: Path) -> dict[str, dict[str, Any]]:
+    """qid -> its latest record in a results file; none when the file does not exist.
+
+    A line that is not valid JSON (the last line of a run killed mid-write) is skipped with a warning, so
+    its question simply runs again.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return records
+    with path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                logger.warning(
+                    "%s:%d: unreadable record skipped (its question runs again)", path, line_number
+                )
+                continue
+            if isinstance(record, dict) and "qid" in record:
+                records[str(record["qid"])] = record
+    return records
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Append one record as a JSON line, flushed and synced so a crash loses at most the current question.
+
+    A file whose last line was cut off gets a newline first, so the new record starts on a line of its own.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    needs_newline = False
+    if path.exists() and path.stat().st_size:
+        with path.open("rb") as probe:
+            probe.seek(-1, os.SEEK_END)
+            needs_newline = probe.read(1) != b"\n"
+    with path.open("a", encoding="utf-8") as handle:
+        if needs_newline:
+            handle.write("\n")
+        handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# --------------------------------------------------------------------------------------------------------
+# The run
+
+
+def _warm_up(resources: Resources, context: Context, retrieves: bool) -> None:
+    """Load the models before the clock starts: model loading is not a question's latency."""
+    resources.model("generate", context)
+    if retrieves:
+        resources.searcher().embed_query("warm-up")
+
+
+def run_qa_eval(
+    dataset_path: Path,
+    settings: Settings,
+    *,
+    pipeline: str,
+    limit: int | None = None,
+    results_path: Path | None = None,
+    progress: ProgressFactory = no_progress,
+    resources: ResourcesFactory = Resources,
+) -> dict[str, Any]:
+    """Run the first `limit` questions through `pipeline`, appending records to `results_path`; return the
+    report (aggregate over the selected questions, resumed ones included).
+
+    `resources` builds the models and stores for the benchmark's data directory (tests pass fakes).
+    """
+    if pipeline not in PIPELINE_GRAPHS:
+        raise ValueError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
+    dataset_path = Path(dataset_path)
+    name = dataset_name(dataset_path)
+    examples = select_examples(load_qa_examples(dataset_path), limit)
+    if not examples:
+        raise ValueError(f"{dataset_path}: no questions")
+    results_path = results_path or default_results_path(dataset_path, pipeline, limit)
+    retrieves = pipeline in RETRIEVING_PIPELINES
+    corpus_file, passages = prepare_corpus(examples, settings, name)
+    in_corpus = {passage.passage_id for passage in passages}
+    eval_settings = index_settings(settings, f"qa-{name}", corpus_file)
+    installed = resources(eval_settings)
+    context = Context(collection=QA_COLLECTION)
+    with use_resources(installed):
+        kb = installed.kb()
+        try:
+            if retrieves:
+                ingest_corpus(kb, corpus_file, collection=QA_COLLECTION, progress=progress)
+            chunks = kb.catalog.count_chunks()
+            selected = {example.qid for example in examples}
+            records = {
+                qid: record
+                for qid, record in read_records(results_path).items()
+                if qid in selected and not record.get("error")
+            }
+            resumed = len(records)
+            todo = [example for example in examples if example.qid not in records]
+            if todo:
+                _warm_up(installed, context, retrieves)
+            session = Session(eval_settings, graph_name=PIPELINE_GRAPHS[pipeline], persistent=False)
+            advance = progress("questions", len(todo))
+            for example in todo:
+                started = time.perf_counter()
+                try:
+                    result = session.ask(example.question, context=context)
+                    record = question_record(
+                        example, result, latency_s=time.perf_counter() - started, in_corpus=in_corpus
+                    )
+                except Exception as error:  # noqa: BLE001 - one failing question must not end the run
+                    logger.warning("question %s failed: %s", example.qid, error)
+                    record = error_record(
+                        example, error, latency_s=time.perf_counter() - started, in_corpus=in_corpus
+                    )
+                append_record(results_path, record)
+                records[example.qid] = record
+                advance(1)
+        finally:
+            kb.close()
+    ordered = [records[example.qid] for example in examples]
+    return {
+        "pipeline": pipeline,
+        "graph": PIPELINE_GRAPHS[pipeline],
+        "dataset": name,
+        "limit": limit,
+        **aggregate(ordered),
+        "resumed": resumed,
+        "corpus_passages": len(passages),
+        "chunks": chunks,
+        "machine": machine_description(),
+        "model": model_description(settings),
+        "embedding": settings.embedding_provider,
+        "context": asdict(context),
+        "results_file": str(results_path),
+    }

@@ -1,0 +1,187 @@
+"""Scoring of the QA benchmark: one record per question from a graph run, and the aggregate of the records.
+
+Why records first and numbers second: a record holds everything measured for one question (prediction,
+retrieved and cited passages, cost), so an interrupted run resumes from its records and any aggregate can be
+recomputed, or broken down another way, without running a model again. Metrics that are undefined for a
+question (support recall without a gold passage in the corpus, citation precision of an uncited answer) are
+None in the record and left out of their mean rather than counted as 0 or 1. EM and F1 are computed on the
+answer without its citation markers ("Paris [1]." scores as "Paris."): the markers are the engine's
+provenance, not part of the answer, and their digits would otherwise count as wrong tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from evals.datasets import QAExample
+from evals.metrics import (
+    citation_precision,
+    exact_match,
+    f1_score,
+    mean_of_defined,
+    percentile,
+    support_recall_at_k,
+)
+from retrieval.answer_text import strip_references
+
+#: Retrieved passages over which supporting-passage recall is measured (the graph's default top_k).
+SUPPORT_RECALL_K = 5
+SUPPORT_RECALL_KEY = f"support_recall@{SUPPORT_RECALL_K}"
+#: Group name of records without a strategy (the no-retrieval graph sets none) or without a type.
+NO_GROUP = "NONE"
+#: Keys of `timings_ms` that are costs summed over nodes, not nodes (see evals/latency.py).
+COST_TIMING_KEYS = frozenset({"model", "retrieval"})
+DIGITS = 4
+
+
+def ranked_doc_ids(items: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The distinct non-empty `doc_id`s of sources or citations, each at its first position."""
+    return list(dict.fromkeys(str(item["doc_id"]) for item in items if item.get("doc_id")))
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, DIGITS)
+
+
+def gold_passages(example: QAExample, in_corpus: set[str] | None) -> set[str]:
+    """The example's supporting passages that can be retrieved at all: in its own context (the dataset's
+    view) or, when the pooled corpus is known, anywhere in it."""
+    return example.supporting_available if in_corpus is None else example.supporting & in_corpus
+
+
+def question_record(
+    example: QAExample, result: Mapping[str, Any], *, latency_s: float, in_corpus: set[str] | None = None
+) -> dict[str, Any]:
+    """The record of one answered question: prediction, scores, retrieval, citations, cost.
+
+    `in_corpus` (ids of the pooled corpus) narrows the gold passages to those retrievable at all, so support
+    recall is not charged for passages the dataset itself left out (HotpotQA questions without context).
+    """
+    prediction = str(result.get("answer") or "")
+    scored = strip_references(prediction)
+    supporting = gold_passages(example, in_corpus)
+    retrieved = ranked_doc_ids(result.get("sources") or [])
+    cited = ranked_doc_ids(result.get("citations") or [])
+    usage = result.get("usage") or {}
+    return {
+        "qid": example.qid,
+        "kind": example.kind,
+        "language": example.language,
+        "question": example.question,
+        "answers": list(example.answers),
+        "prediction": prediction,
+        "em": exact_match(scored, example.answers),
+        "f1": _round(f1_score(scored, example.answers)),
+        "retrieved": retrieved,
+        "supporting": sorted(supporting),
+        SUPPORT_RECALL_KEY: _round(support_recall_at_k(retrieved, supporting, SUPPORT_RECALL_K))
+        if supporting
+        else None,
+        "cited": cited,
+        "citation_precision": _round(citation_precision(cited, supporting)) if supporting else None,
+        "not_found": bool(result.get("not_found", False)),
+        "llm_calls": int(result.get("llm_calls") or 0),
+        "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+        "completion_tokens": int(usage.get("completion_tokens") or 0),
+        "latency_s": round(latency_s, 3),
+        "strategy": result.get("strategy"),
+        "retrieval_rounds": int(result.get("retrieval_rounds") or 0),
+        "generation_rounds": int(result.get("generation_rounds") or 0),
+        "timings_ms": {
+            key: round(float(value), 2) for key, value in (result.get("timings_ms") or {}).items()
+        },
+    }
+
+
+def error_record(
+    example: QAExample, error: BaseException, *, latency_s: float, in_corpus: set[str] | None = None
+) -> dict[str, Any]:
+    """The record of a question whose run raised: scored as an empty prediction, the error kept."""
+    supporting = gold_passages(example, in_corpus)
+    return {
+        "qid": example.qid,
+        "kind": example.kind,
+        "language": example.language,
+        "question": example.question,
+        "answers": list(example.answers),
+        "prediction": "",
+        "em": exact_match("", example.answers),
+        "f1": _round(f1_score("", example.answers)),
+        "retrieved": [],
+        "supporting": sorted(supporting),
+        SUPPORT_RECALL_KEY: 0.0 if supporting else None,
+        "cited": [],
+        "citation_precision": None,
+        "not_found": False,
+        "llm_calls": 0,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "latency_s": round(latency_s, 3),
+        "strategy": None,
+        "retrieval_rounds": 0,
+        "generation_rounds": 0,
+        "timings_ms": {},
+        "error": f"{type(error).__name__}: {error}",
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def group_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """n, EM, F1, LLM calls and support recall of a group of records (a strategy, a question type)."""
+    return {
+        "n": len(records),
+        "em": round(_mean([record["em"] for record in records]), DIGITS),
+        "f1": round(_mean([record["f1"] for record in records]), DIGITS),
+        "llm_calls": round(_mean([record["llm_calls"] for record in records]), 2),
+        SUPPORT_RECALL_KEY: _round(mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in records)),
+    }
+
+
+def _breakdown(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(str(record.get(key) or NO_GROUP), []).append(record)
+    return {name: group_summary(members) for name, members in sorted(groups.items())}
+
+
+def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's numbers over its records: means, rates, latency percentiles and the breakdowns.
+
+    A question that failed counts in `n` with EM = F1 = 0 (a benchmark must not improve by crashing); its
+    cost and latency are left out of the cost means, which describe answered questions.
+    """
+    answered = [record for record in records if not record.get("error")]
+    latencies = [float(record["latency_s"]) for record in answered]
+    tokens = [record["prompt_tokens"] + record["completion_tokens"] for record in answered]
+    per_node: dict[str, float] = {}
+    for record in answered:
+        for node, value in (record.get("timings_ms") or {}).items():
+            if node not in COST_TIMING_KEYS:
+                per_node[node] = per_node.get(node, 0.0) + float(value)
+    has_kinds = any(record.get("kind") for record in records)
+    return {
+        "n": len(records),
+        "errors": len(records) - len(answered),
+        "em": round(_mean([record["em"] for record in records]), DIGITS),
+        "f1": round(_mean([record["f1"] for record in records]), DIGITS),
+        SUPPORT_RECALL_KEY: _round(mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in records)),
+        "citation_precision": _round(mean_of_defined(record.get("citation_precision") for record in records)),
+        "citation_rate": round(_mean([float(bool(record.get("cited"))) for record in answered]), DIGITS),
+        "not_found_rate": round(_mean([float(record["not_found"]) for record in records]), DIGITS),
+        "llm_calls_per_question": round(_mean([record["llm_calls"] for record in answered]), 2),
+        "tokens_per_question": round(_mean(tokens), 1),
+        "prompt_tokens_per_question": round(_mean([record["prompt_tokens"] for record in answered]), 1),
+        "completion_tokens_per_question": round(
+            _mean([record["completion_tokens"] for record in answered]), 1
+        ),
+        "latency_p50_s": round(percentile(latencies, 50), 3) if latencies else None,
+        "latency_p95_s": round(percentile(latencies, 95), 3) if latencies else None,
+        "latency_mean_s": round(_mean(latencies), 3) if latencies else None,
+        "per_node_ms": {node: round(total / len(answered), 2) for node, total in sorted(per_node.items())},
+        "by_strategy": _breakdown(records, "strategy"),
+        "by_type": _breakdown(records, "kind") if has_kinds else {},
+    }

@@ -1,0 +1,342 @@
+"""`rag eval report`: evals/results/README.md (tables) and PNG plots from the benchmarks' JSON reports.
+
+Why a generated README: the numbers in a hand-edited table drift from the runs; this one is rebuilt from
+the JSON files each benchmark writes (`--json`), so it shows exactly what was measured, with the machine
+and model of each run. Files are recognised by content (a QA report has "pipeline", a router report
+"confusion", a latency report "overhead_fraction", a retrieval report "modes"), so any file name works,
+and a missing kind of report leaves its section with a note on how to produce it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evals.plots import plot_latency_per_node, plot_qa_f1_vs_llm_calls, plot_retrieval_ndcg
+
+logger = logging.getLogger(__name__)
+
+#: Where the benchmark commands write their JSON reports and `rag eval report` reads them (relative to the
+#: working directory: the repository root when run from there).
+DEFAULT_RESULTS_DIR = Path("evals/results")
+README_NAME = "README.md"
+QA_PLOT = "qa_f1_vs_llm_calls.png"
+LATENCY_PLOT = "latency_per_node.png"
+RETRIEVAL_PLOT = "retrieval_ndcg.png"
+MISSING = "–"
+#: Retrieval metrics shown first, in this order; others follow alphabetically.
+RETRIEVAL_METRIC_ORDER = ("ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100", "mrr@10")
+RETRIEVAL_TIMING_KEYS = ("p50_ms", "p95_ms")
+
+
+@dataclass
+class Results:
+    """The JSON reports of a results folder, by kind; each entry is (file stem, report)."""
+
+    retrieval: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    latency: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    qa: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    router: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def report_kind(report: Mapping[str, Any]) -> str | None:
+    """qa | router | latency | retrieval, from the report's keys; None for any other JSON."""
+    if "pipeline" in report and "f1" in report:
+        return "qa"
+    if "confusion" in report and "heuristic_accuracy" in report:
+        return "router"
+    if "per_node_ms" in report and "overhead_fraction" in report:
+        return "latency"
+    if isinstance(report.get("modes"), dict):
+        return "retrieval"
+    return None
+
+
+def load_results(results_dir: Path) -> Results:
+    """Every recognised report among `results_dir/*.json`; unreadable or unknown files are skipped."""
+    results = Results()
+    for path in sorted(Path(results_dir).glob("*.json")):
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            logger.warning("skipping %s: %s", path, error)
+            continue
+        kind = report_kind(report) if isinstance(report, dict) else None
+        if kind is None:
+            logger.info("skipping %s: not a benchmark report", path)
+            continue
+        getattr(results, kind).append((path.stem, report))
+    return results
+
+
+# --------------------------------------------------------------------------------------------------------
+# Formatting
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A table cell: numbers rounded, None as a dash."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    """A markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(fmt(cell) for cell in row) + " |" for row in rows]
+    return lines
+
+
+def _provenance(reports: Iterable[Mapping[str, Any]]) -> list[str]:
+    """One line per distinct (machine, model) the reports were measured with."""
+    seen = dict.fromkeys(
+        (
+            str(report.get("machine") or MISSING),
+            str(report.get("model") or report.get("embedding") or MISSING),
+        )
+        for report in reports
+    )
+    return [f"_Measured on {machine}; model {model}._" for machine, model in seen]
+
+
+def _image(name: str, alt: str, written: set[str]) -> list[str]:
+    return [f"![{alt}]({name})", ""] if name in written else []
+
+
+# --------------------------------------------------------------------------------------------------------
+# Sections
+
+
+def retrieval_section(results: Results, written: set[str]) -> list[str]:
+    """Quality and speed per search mode, one table per dataset."""
+    lines = ["## Retrieval", ""]
+    if not results.retrieval:
+        return [
+            *lines,
+            "No retrieval report yet: "
+            "`rag eval retrieval --dataset DIR --json evals/results/retrieval_NAME.json`.",
+            "",
+        ]
+    for _stem, report in results.retrieval:
+        modes: dict[str, dict[str, Any]] = report["modes"]
+        metrics = list(dict.fromkeys(name for values in modes.values() for name in values))
+        ordered = [name for name in RETRIEVAL_METRIC_ORDER if name in metrics]
+        ordered += sorted(
+            name for name in metrics if name not in ordered and name not in RETRIEVAL_TIMING_KEYS
+        )
+        lines += [
+            f"### {report.get('dataset')} ({report.get('queries')} queries, {report.get('embedding')})",
+            "",
+        ]
+        lines += table(
+            ["mode", *ordered, "p50 ms", "p95 ms"],
+            [
+                [mode, *[values.get(name) for name in ordered], values.get("p50_ms"), values.get("p95_ms")]
+                for mode, values in modes.items()
+            ],
+        )
+        lines += [
+            "",
+            f"Ingest: {fmt(report.get('chunks'))} chunks at {fmt(report.get('ingest_chunks_per_s'))} "
+            f"chunks/s; unchanged re-ingest {fmt(report.get('reingest_seconds'), 4)} s.",
+            "",
+        ]
+    lines += _image(RETRIEVAL_PLOT, "nDCG@10 per search mode", written)
+    return [*lines, *_provenance(report for _stem, report in results.retrieval), ""]
+
+
+def qa_section(results: Results, written: set[str]) -> list[str]:
+    """Answer quality and cost per pipeline and dataset, then the breakdowns by strategy and type."""
+    lines = ["## Question answering", ""]
+    if not results.qa:
+        return [
+            *lines,
+            "No QA report yet: "
+            "`rag eval qa --dataset FILE --pipeline agentic --json evals/results/qa_NAME.json`.",
+            "",
+        ]
+    reports = sorted(
+        (report for _stem, report in results.qa),
+        key=lambda r: (str(r.get("dataset")), str(r.get("pipeline"))),
+    )
+    lines += table(
+        [
+            "dataset",
+            "pipeline",
+            "n",
+            "EM",
+            "F1",
+            "support R@5",
+            "citation precision",
+            "not found",
+            "LLM calls/q",
+            "tokens/q",
+            "latency p50 s",
+        ],
+        [
+            [
+                report.get("dataset"),
+                report.get("pipeline"),
+                report.get("n"),
+                report.get("em"),
+                report.get("f1"),
+                report.get("support_recall@5"),
+                report.get("citation_precision"),
+                report.get("not_found_rate"),
+                report.get("llm_calls_per_question"),
+                report.get("tokens_per_question"),
+                report.get("latency_p50_s"),
+            ]
+            for report in reports
+        ],
+    )
+    lines += ["", *_image(QA_PLOT, "F1 against LLM calls per question", written)]
+    breakdown_rows = [
+        [
+            report.get("dataset"),
+            report.get("pipeline"),
+            by,
+            group,
+            *[values.get(key) for key in ("n", "em", "f1", "llm_calls", "support_recall@5")],
+        ]
+        for report in reports
+        for by, key in (("strategy", "by_strategy"), ("type", "by_type"))
+        for group, values in (report.get(key) or {}).items()
+    ]
+    if breakdown_rows:
+        lines += ["### By strategy and by HotpotQA type", ""]
+        lines += table(
+            ["dataset", "pipeline", "by", "group", "n", "EM", "F1", "LLM calls", "support R@5"],
+            breakdown_rows,
+        )
+        lines.append("")
+    return [*lines, *_provenance(reports), ""]
+
+
+def router_section(results: Results) -> list[str]:
+    """Single- vs multi-hop accuracy of each analyzer, confusion matrices and per-source accuracy."""
+    lines = ["## Query routing (single- vs multi-hop)", ""]
+    if not results.router:
+        return [*lines, "No router report yet: `rag eval router --json evals/results/router.json`.", ""]
+    for stem, report in results.router:
+        lines += [f"### {stem}: {report.get('n')} labelled questions ({report.get('mapping', '')})", ""]
+        lines += table(
+            ["analyzer", "n", "accuracy", "note"],
+            [
+                [
+                    f"default ({report.get('default_analyzer')})",
+                    report.get("accuracy_n", report.get("n")),
+                    report.get("accuracy"),
+                    "what the engine uses under `auto`",
+                ],
+                ["heuristic", report.get("n"), report.get("heuristic_accuracy"), "all questions"],
+                [
+                    "heuristic, LLM subset",
+                    report.get("llm_n"),
+                    report.get("heuristic_accuracy_on_llm_subset"),
+                    "same questions as the LLM row",
+                ],
+                [
+                    "LLM",
+                    report.get("llm_n"),
+                    report.get("llm_accuracy"),
+                    f"fallback rate {fmt(report.get('llm_fallback_rate'))}, "
+                    f"{fmt(report.get('llm_seconds_per_question'))} s/question",
+                ],
+            ],
+        )
+        lines.append("")
+        for analyzer, matrix in (report.get("confusion") or {}).items():
+            predicted = list(dict.fromkeys(guess for row in matrix.values() for guess in row))
+            lines += [f"Confusion, {analyzer} (rows: true label, columns: predicted):", ""]
+            lines += table(
+                ["true \\ predicted", *predicted],
+                [[true, *[row.get(guess, 0) for guess in predicted]] for true, row in matrix.items()],
+            )
+            lines.append("")
+        per_source_rows = []
+        for analyzer in ("heuristic", "llm"):
+            for source, values in ((report.get(analyzer) or {}).get("per_source") or {}).items():
+                per_source_rows.append(
+                    [analyzer, source, values.get("label"), values.get("n"), values.get("accuracy")]
+                )
+        if per_source_rows:
+            lines += table(["analyzer", "source", "label", "n", "accuracy"], per_source_rows)
+            lines.append("")
+    return [*lines, *_provenance(report for _stem, report in results.router), ""]
+
+
+def latency_section(results: Results, written: set[str]) -> list[str]:
+    """Where a question's time goes: per-node means and the graph's own overhead."""
+    lines = ["## Latency per node", ""]
+    if not results.latency:
+        return [*lines, "No latency report yet: `rag eval latency --json evals/results/latency.json`.", ""]
+    for stem, report in results.latency:
+        lines += [
+            f"### {stem}: {report.get('questions')} questions",
+            "",
+            f"Wall p50 {fmt(report.get('wall_ms_p50'), 1)} ms, p95 {fmt(report.get('wall_ms_p95'), 1)} ms; "
+            f"graph overhead {fmt((report.get('overhead_fraction') or 0.0) * 100, 2)}% of wall time "
+            f"({fmt(report.get('overhead_ms_per_question'), 2)} ms/question); "
+            f"{fmt(report.get('llm_calls_per_question'), 2)} LLM calls/question.",
+            "",
+        ]
+        lines += table(["node", "mean ms per question"], sorted((report.get("per_node_ms") or {}).items()))
+        lines.append("")
+    lines += _image(LATENCY_PLOT, "mean time per node", written)
+    return [*lines, *_provenance(report for _stem, report in results.latency), ""]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Entry points
+
+
+def _qa_key(report: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(report.get("dataset")), str(report.get("pipeline")), str(report.get("n")))
+
+
+def write_qa_plot(results_dir: Path, extra: Iterable[Mapping[str, Any]] = ()) -> Path | None:
+    """`results_dir/qa_f1_vs_llm_calls.png` from the QA reports there plus `extra` (which win on a tie of
+    dataset, pipeline and n); None when there is no QA report at all."""
+    reports = {_qa_key(report): report for _stem, report in load_results(results_dir).qa}
+    reports.update({_qa_key(report): report for report in extra})
+    return plot_qa_f1_vs_llm_calls(list(reports.values()), Path(results_dir) / QA_PLOT)
+
+
+def write_report(results_dir: Path) -> dict[str, Any]:
+    """Write README.md and the plots into `results_dir`; returns the paths written and the report counts."""
+    results_dir = Path(results_dir)
+    results = load_results(results_dir)
+    plots = [
+        plot_qa_f1_vs_llm_calls([report for _stem, report in results.qa], results_dir / QA_PLOT),
+        plot_latency_per_node(dict(results.latency), results_dir / LATENCY_PLOT),
+        plot_retrieval_ndcg([report for _stem, report in results.retrieval], results_dir / RETRIEVAL_PLOT),
+    ]
+    written = {path.name for path in plots if path is not None}
+    lines = [
+        "# Evaluation results",
+        "",
+        "Generated by `rag eval report` from the JSON reports in this folder; rerun it after a benchmark. "
+        "Plots: " + (", ".join(f"[{name}]({name})" for name in sorted(written)) or "none yet") + ".",
+        "",
+        *retrieval_section(results, written),
+        *qa_section(results, written),
+        *router_section(results),
+        *latency_section(results, written),
+    ]
+    readme = results_dir / README_NAME
+    results_dir.mkdir(parents=True, exist_ok=True)
+    readme.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return {
+        "readme": str(readme),
+        "plots": [str(path) for path in plots if path is not None],
+        "reports": {kind: len(getattr(results, kind)) for kind in ("retrieval", "qa", "router", "latency")},
+    }

@@ -1,0 +1,359 @@
+"""`rag eval router`: how often analyze + select_strategy tell single-hop from multi-hop questions.
+
+The labelled set comes from datasets whose questions are single- or multi-hop by construction: every HotpotQA
+question needs two paragraphs (multi-hop: bridge or comparison), while SciFact claims and CMRC 2018 questions
+are answered from one passage (single-hop). Extra files can be added: HotpotQA-format files are multi-hop,
+BEIR queries files (or folders) and SQuAD-format files single-hop.
+
+Which prediction is scored: the analysis's query type, MULTI_HOP and COMPARISON meaning multi-hop and every
+other type single-hop. The type is what the classifier decides; the strategy adds the run's configuration
+(a COMPARISON of low complexity goes DIRECT, preference `speed` turns everything DIRECT), so it is reported
+beside, as a distribution and as `strategy_accuracy` (ITERATIVE / HYBRID / QUERY_DECOMPOSITION = multi).
+
+Both analyzers are measured side by side: the heuristic on every question (microseconds each), the model's
+analysis (the analyze node's LLM path, structured output) on a stratified subset because it costs a model
+call per question. `accuracy` is the analyzer the engine uses by default under these settings (`auto`: the
+heuristic for the weak embedded model, the model for a strong endpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from config.settings import Settings
+from evals.datasets import (
+    load_beir,
+    load_cmrc,
+    load_hotpotqa,
+    load_squad,
+    open_text,
+    read_beir_queries,
+)
+from evals.environment import machine_description, model_description
+from evals.eval_index import ProgressFactory, no_progress
+from nodes.analyze import llm_analysis, use_llm_analyzer
+from nodes.query_heuristics import heuristic_analysis
+from nodes.resources import Resources, use_resources
+from nodes.select_strategy import choose_strategy
+from state.context import Context
+from state.schemas import QueryAnalysis
+
+Label = Literal["single", "multi"]
+LABELS: tuple[Label, Label] = ("single", "multi")
+#: Query types that mean "needs more than one retrieval" (the scored mapping; see the module doc).
+MULTI_HOP_TYPES = frozenset({"MULTI_HOP", "COMPARISON"})
+#: Strategies that retrieve more than once or for several entities (the reported secondary mapping).
+MULTI_HOP_STRATEGIES = frozenset({"ITERATIVE", "HYBRID", "QUERY_DECOMPOSITION"})
+MAPPING_DESCRIPTION = "query type: MULTI_HOP or COMPARISON -> multi-hop; any other type -> single-hop"
+
+#: The repository's sibling `shared/data` folder (overridable with --data-dir).
+SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+HOTPOTQA_DIR = "hotpotqa"
+HOTPOTQA_PATTERN = "*.json*"
+SCIFACT_DIR = "beir-scifact"
+CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
+#: CMRC questions in the labelled set (the first ones: deterministic, and as many as SciFact's test claims).
+CMRC_QUESTIONS = 300
+DEFAULT_LLM_LIMIT = 100
+#: Misclassified questions listed per analyzer in the report (for reading, not for the numbers).
+MISCLASSIFIED_SHOWN = 8
+DIGITS = 4
+
+LLMAnalyzer = Callable[[str, QueryAnalysis], QueryAnalysis]
+
+
+@dataclass(frozen=True)
+class LabelledQuestion:
+    """A question with its single-/multi-hop label and the dataset it comes from."""
+
+    qid: str
+    text: str
+    label: Label
+    source: str
+
+
+# --------------------------------------------------------------------------------------------------------
+# Labelled questions
+
+
+def hotpotqa_questions(path: Path, source: str = "hotpotqa") -> list[LabelledQuestion]:
+    """HotpotQA questions (bridge and comparison alike): multi-hop."""
+    return [LabelledQuestion(e.qid, e.question, "multi", source) for e in load_hotpotqa(path)]
+
+
+def beir_questions(path: Path, source: str) -> list[LabelledQuestion]:
+    """Queries of a BEIR folder (its test split) or of a BEIR queries.jsonl file: single-hop."""
+    queries = load_beir(path).queries if Path(path).is_dir() else read_beir_queries(path)
+    return [LabelledQuestion(qid, text, "single", source) for qid, text in queries.items()]
+
+
+def squad_questions(path: Path, source: str, limit: int | None = None) -> list[LabelledQuestion]:
+    """Questions of a SQuAD-format file (CMRC 2018 included), each over one paragraph: single-hop."""
+    examples = load_squad(path)[:limit] if limit else load_squad(path)
+    return [LabelledQuestion(e.qid, e.question, "single", source) for e in examples]
+
+
+def default_labelled_set(data_dir: Path = SHARED_DATA_DIR) -> list[LabelledQuestion]:
+    """HotpotQA (multi-hop) + SciFact test claims + the first CMRC_QUESTIONS CMRC questions (single-hop)."""
+    data_dir = Path(data_dir)
+    hotpot_files = sorted((data_dir / HOTPOTQA_DIR).glob(HOTPOTQA_PATTERN))
+    if not hotpot_files:
+        raise FileNotFoundError(f"no HotpotQA file in {data_dir / HOTPOTQA_DIR} (set --data-dir)")
+    questions = [question for path in hotpot_files for question in hotpotqa_questions(path)]
+    questions += beir_questions(data_dir / SCIFACT_DIR, "scifact")
+    cmrc = load_cmrc(data_dir / CMRC_FILE)[:CMRC_QUESTIONS]
+    questions += [LabelledQuestion(e.qid, e.question, "single", "cmrc2018") for e in cmrc]
+    return questions
+
+
+def extra_questions(path: Path) -> list[LabelledQuestion]:
+    """Labelled questions of a file given with --dataset, its format read from the content.
+
+    A folder is a BEIR dataset; a whole-file JSON object with "data" is SQuAD-format; JSON lines with a
+    "question" field (or a JSON array) are HotpotQA; JSON lines with "_id" and "text" are BEIR queries.
+    """
+    path = Path(path)
+    source = path.name.split(".")[0]
+    if path.is_dir():
+        return beir_questions(path, source)
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset not found: {path}")
+    with open_text(path) as handle:
+        text = handle.read()
+    stripped = text.lstrip()
+    if stripped.startswith("["):
+        return hotpotqa_questions(path, source)
+    try:
+        document = json.loads(stripped)
+    except json.JSONDecodeError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("data"), list):
+        return squad_questions(path, source)
+    first_line = stripped.split("\n", 1)[0]
+    try:
+        first = json.loads(first_line)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: neither HotpotQA, BEIR queries nor SQuAD format ({error.msg})") from error
+    if isinstance(first, dict) and "question" in first:
+        return hotpotqa_questions(path, source)
+    if isinstance(first, dict) and "_id" in first and "text" in first:
+        return beir_questions(path, source)
+    raise ValueError(f"{path}: neither HotpotQA, BEIR queries nor SQuAD format")
+
+
+def stratified_subset(questions: Sequence[LabelledQuestion], limit: int) -> list[LabelledQuestion]:
+    """At most `limit` questions, an equal share from each source (the first ones of each, in order).
+
+    The remainder of the division goes to the first sources; a source smaller than its share gives all it has.
+    """
+    if limit <= 0:
+        return []
+    by_source: dict[str, list[LabelledQuestion]] = {}
+    for question in questions:
+        by_source.setdefault(question.source, []).append(question)
+    share, remainder = divmod(limit, len(by_source))
+    chosen: list[LabelledQuestion] = []
+    for index, members in enumerate(by_source.values()):
+        chosen += members[: share + (1 if index < remainder else 0)]
+    return chosen
+
+
+# --------------------------------------------------------------------------------------------------------
+# Scoring
+
+
+def label_of(analysis: QueryAnalysis) -> Label:
+    """single or multi, from the analysis's query type (the scored mapping)."""
+    return "multi" if analysis.query_type in MULTI_HOP_TYPES else "single"
+
+
+def strategy_label(strategy: str) -> Label:
+    """single or multi, from the selected strategy (the secondary mapping)."""
+    return "multi" if strategy in MULTI_HOP_STRATEGIES else "single"
+
+
+def confusion_matrix(truth: Sequence[Label], predicted: Sequence[Label]) -> dict[str, dict[str, int]]:
+    """true label -> predicted label -> count, every cell present (zeros included)."""
+    matrix = {true: dict.fromkeys(LABELS, 0) for true in LABELS}
+    for true, guess in zip(truth, predicted, strict=True):
+        matrix[true][guess] += 1
+    return matrix
+
+
+def accuracy(truth: Sequence[Label], predicted: Sequence[Label]) -> float | None:
+    """Share of matching labels; None for an empty set."""
+    if not truth:
+        return None
+    return round(sum(t == p for t, p in zip(truth, predicted, strict=True)) / len(truth), DIGITS)
+
+
+@dataclass
+class Prediction:
+    """One analyzer's view of one question."""
+
+    question: LabelledQuestion
+    analysis: QueryAnalysis
+    strategy: str
+
+    @property
+    def predicted(self) -> Label:
+        """The scored single/multi prediction."""
+        return label_of(self.analysis)
+
+
+def predict(question: LabelledQuestion, analysis: QueryAnalysis, context: Context) -> Prediction:
+    """The analysis with the strategy select_strategy would choose for it under `context`."""
+    return Prediction(question, analysis, choose_strategy(analysis, context))
+
+
+def summarize(predictions: Sequence[Prediction]) -> dict[str, Any]:
+    """Accuracy, confusion, per-source accuracy, strategy and type distributions of one analyzer."""
+    truth = [p.question.label for p in predictions]
+    guessed = [p.predicted for p in predictions]
+    per_source: dict[str, dict[str, Any]] = {}
+    strategies: dict[str, Counter[str]] = {}
+    types: dict[str, Counter[str]] = {label: Counter() for label in LABELS}
+    for prediction in predictions:
+        source = prediction.question.source
+        entry = per_source.setdefault(source, {"n": 0, "label": prediction.question.label, "correct": 0})
+        entry["n"] += 1
+        entry["correct"] += prediction.predicted == prediction.question.label
+        strategies.setdefault(source, Counter())[prediction.strategy] += 1
+        types[prediction.question.label][prediction.analysis.query_type] += 1
+    wrong = [p for p in predictions if p.predicted != p.question.label][:MISCLASSIFIED_SHOWN]
+    return {
+        "n": len(predictions),
+        "accuracy": accuracy(truth, guessed),
+        "strategy_accuracy": accuracy(truth, [strategy_label(p.strategy) for p in predictions]),
+        "confusion": confusion_matrix(truth, guessed),
+        "per_source": {
+            source: {
+                "n": entry["n"],
+                "label": entry["label"],
+                "accuracy": round(entry["correct"] / entry["n"], DIGITS),
+            }
+            for source, entry in per_source.items()
+        },
+        "strategies": {source: dict(counts.most_common()) for source, counts in strategies.items()},
+        "query_types": {label: dict(counts.most_common()) for label, counts in types.items()},
+        "misclassified": [
+            {
+                "qid": p.question.qid,
+                "source": p.question.source,
+                "label": p.question.label,
+                "query_type": p.analysis.query_type,
+                "text": p.question.text,
+            }
+            for p in wrong
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------------------------------
+# The run
+
+
+def evaluate_router(
+    questions: Sequence[LabelledQuestion],
+    *,
+    context: Context,
+    llm_analyze: LLMAnalyzer | None = None,
+    llm_limit: int = DEFAULT_LLM_LIMIT,
+    default_analyzer: Literal["heuristic", "llm"] = "heuristic",
+    progress: ProgressFactory = no_progress,
+) -> dict[str, Any]:
+    """Score the heuristic on every question and `llm_analyze` on a stratified subset of `llm_limit`.
+
+    `llm_analyze(question, heuristic analysis)` returns the model's analysis, or its default (the heuristic
+    one, `source == "heuristic"`) when the reply is unusable; such fallbacks are counted.
+    """
+    if not questions:
+        raise ValueError("no labelled questions")
+    advance = progress("heuristic analysis", len(questions))
+    heuristic: list[Prediction] = []
+    for question in questions:
+        heuristic.append(predict(question, heuristic_analysis(question.text), context))
+        advance(1)
+    heuristic_summary = summarize(heuristic)
+    by_id = {(p.question.source, p.question.qid): p for p in heuristic}
+    subset = stratified_subset(questions, llm_limit) if llm_analyze is not None else []
+    llm: list[Prediction] = []
+    seconds: list[float] = []
+    if llm_analyze is not None and subset:
+        advance = progress("LLM analysis", len(subset))
+        for question in subset:
+            started = time.perf_counter()
+            default = by_id[(question.source, question.qid)].analysis
+            llm.append(predict(question, llm_analyze(question.text, default), context))
+            seconds.append(time.perf_counter() - started)
+            advance(1)
+    llm_summary = summarize(llm) if llm else None
+    subset_heuristic = [by_id[(q.source, q.qid)] for q in subset]
+    labels = Counter(question.label for question in questions)
+    default_summary = llm_summary if default_analyzer == "llm" and llm_summary else heuristic_summary
+    return {
+        "n": len(questions),
+        "labels": {label: labels.get(label, 0) for label in LABELS},
+        "default_analyzer": default_analyzer,
+        "accuracy": default_summary["accuracy"],
+        "accuracy_n": default_summary["n"],
+        "heuristic_accuracy": heuristic_summary["accuracy"],
+        "llm_accuracy": llm_summary["accuracy"] if llm_summary else None,
+        "llm_n": len(llm),
+        "heuristic_accuracy_on_llm_subset": summarize(subset_heuristic)["accuracy"] if subset else None,
+        "llm_fallback_rate": round(sum(p.analysis.source != "llm" for p in llm) / len(llm), DIGITS)
+        if llm
+        else None,
+        "llm_seconds_per_question": round(sum(seconds) / len(seconds), 3) if seconds else None,
+        "mapping": MAPPING_DESCRIPTION,
+        "confusion": {
+            "heuristic": heuristic_summary["confusion"],
+            **({"llm": llm_summary["confusion"]} if llm_summary else {}),
+        },
+        "heuristic": heuristic_summary,
+        "llm": llm_summary,
+    }
+
+
+def run_router_eval(
+    settings: Settings,
+    *,
+    data_dir: Path = SHARED_DATA_DIR,
+    extra: Iterable[Path] = (),
+    llm_limit: int = DEFAULT_LLM_LIMIT,
+    progress: ProgressFactory = no_progress,
+) -> dict[str, Any]:
+    """The labelled set from `data_dir` plus `extra` files, scored with the settings' models."""
+    if llm_limit < 0:
+        raise ValueError(f"--llm-limit must be >= 0, got {llm_limit}")
+    questions = default_labelled_set(data_dir)
+    for path in extra:
+        questions += extra_questions(path)
+    context = Context()
+    llm_context = Context(analyzer="llm")
+
+    def analyze_with_model(text: str, default: QueryAnalysis) -> QueryAnalysis:
+        return llm_analysis(text, default, llm_context)[0]
+
+    with use_resources(Resources(settings)):
+        default_analyzer: Literal["heuristic", "llm"] = "llm" if use_llm_analyzer(context) else "heuristic"
+        report = evaluate_router(
+            questions,
+            context=context,
+            llm_analyze=analyze_with_model if llm_limit else None,
+            llm_limit=llm_limit,
+            default_analyzer=default_analyzer,
+            progress=progress,
+        )
+    return {
+        **report,
+        "sources": sorted({question.source for question in questions}),
+        "machine": machine_description(),
+        "model": model_description(settings),
+    }

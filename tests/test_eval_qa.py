@@ -1,0 +1,527 @@
+"""The QA benchmark: dataset detection, per-question scoring, aggregation math, resumable runs and failing
+questions (fake models, milliseconds), plus one slow smoke run of each pipeline with the real models."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatResult
+from pydantic import Field
+
+from config.settings import Settings
+from evals.datasets import LANGUAGE_CHINESE, LANGUAGE_ENGLISH, Passage, QAExample
+from evals.qa import (
+    PIPELINES,
+    append_record,
+    load_qa_examples,
+    read_records,
+    run_qa_eval,
+    select_examples,
+)
+from evals.qa_scoring import SUPPORT_RECALL_KEY, aggregate, error_record, question_record
+from nodes.resources import Resources
+from retrieval.knowledge_base import KnowledgeBase
+from service.runner import Session
+from tests.fakes import HashEmbeddings
+
+REQUIRED_REPORT_KEYS = {
+    "pipeline",
+    "n",
+    "em",
+    "f1",
+    "support_recall@5",
+    "citation_precision",
+    "not_found_rate",
+    "llm_calls_per_question",
+    "tokens_per_question",
+    "latency_p50_s",
+    "by_strategy",
+    "by_type",
+    "dataset",
+    "machine",
+    "model",
+}
+FAKE_REPLY = "Yes [1]."
+
+HOTPOT_RECORDS: list[dict[str, Any]] = [
+    {
+        "_id": "h1",
+        "question": "Which magazine was started first, Arthur's Magazine or First for Women?",
+        "answer": "Arthur's Magazine",
+        "type": "comparison",
+        "level": "hard",
+        "supporting_facts": [["Arthur's Magazine", 0], ["First for Women", 0]],
+        "context": [
+            ["Arthur's Magazine", ["Arthur's Magazine (1844-1846) was an American literary periodical."]],
+            [
+                "First for Women",
+                [
+                    "First for Women is a woman's magazine published by Bauer Media Group.",
+                    "It was started in 1989.",
+                ],
+            ],
+            ["Radio City", ["Radio City is India's first private FM radio station."]],
+        ],
+    },
+    {
+        "_id": "h2",
+        "question": "The director of the romantic comedy Big Stone Gap is based in what New York city?",
+        "answer": "Greenwich Village, New York City",
+        "type": "bridge",
+        "level": "hard",
+        "supporting_facts": [["Big Stone Gap (film)", 0], ["Adriana Trigiani", 0]],
+        "context": [
+            [
+                "Big Stone Gap (film)",
+                ["Big Stone Gap is a 2014 romantic comedy film directed by Adriana Trigiani."],
+            ],
+            [
+                "Adriana Trigiani",
+                ["Adriana Trigiani is a best-selling author based in Greenwich Village, New York City."],
+            ],
+        ],
+    },
+    {
+        "_id": "h3",
+        "question": "Were Scott Derrickson and Ed Wood of the same nationality?",
+        "answer": "yes",
+        "type": "comparison",
+        "level": "hard",
+        "supporting_facts": [["Scott Derrickson", 0], ["Ed Wood", 0]],
+        "context": [
+            ["Scott Derrickson", ["Scott Derrickson is an American director, screenwriter and producer."]],
+            ["Ed Wood", ["Edward Davis Wood Jr. was an American filmmaker, actor, writer and producer."]],
+        ],
+    },
+]
+
+CMRC_DOCUMENT = {
+    "version": "v1.0",
+    "data": [
+        {
+            "id": "DEV_0",
+            "title": "《战国无双3》",
+            "paragraphs": [
+                {
+                    "id": "DEV_0_P0",
+                    "context": "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。"
+                    "本作于2010年12月发售。",
+                    "qas": [
+                        {
+                            "id": "DEV_0_Q0",
+                            "question": "《战国无双3》是由哪两个公司合作开发的？",
+                            "answers": [{"text": "光荣和ω-force", "answer_start": 11}],
+                        },
+                        {
+                            "id": "DEV_0_Q1",
+                            "question": "《战国无双3》是什么时候发售的？",
+                            "answers": [{"text": "2010年12月", "answer_start": 40}],
+                        },
+                    ],
+                }
+            ],
+        },
+        {
+            "id": "DEV_1",
+            "title": "锣鼓经",
+            "paragraphs": [
+                {
+                    "id": "DEV_1_P0",
+                    "context": "锣鼓经是指由大锣、小锣、铙钹和鼓等打击乐器演奏的程式化节奏型。",
+                    "qas": [
+                        {
+                            "id": "DEV_1_Q0",
+                            "question": "锣鼓经是什么？",
+                            "answers": [{"text": "打击乐器演奏的程式化节奏型", "answer_start": 17}],
+                        },
+                    ],
+                }
+            ],
+        },
+    ],
+}
+
+
+class RecordingChatModel(GenericFakeChatModel):
+    """A fake chat model that always gives the same reply and records every prompt it receives."""
+
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+    def prompts_text(self) -> str:
+        """Everything the model was shown, as one string."""
+        return "\n".join(str(message.content) for messages in self.received for message in messages)
+
+
+def recording_model() -> RecordingChatModel:
+    return RecordingChatModel(messages=itertools.cycle([AIMessage(FAKE_REPLY)]))
+
+
+def fake_resources(model: RecordingChatModel) -> Callable[[Settings], Resources]:
+    """Resources for the benchmark's data dir: fake embeddings, the fake model, weak (heuristic) paths."""
+
+    def factory(settings: Settings) -> Resources:
+        return Resources(
+            settings,
+            knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
+            generator=model,
+            grader=model,
+            strengths={"generate": "weak", "grade": "weak"},
+        )
+
+    return factory
+
+
+@pytest.fixture
+def hotpot_file(tmp_path: Path) -> Path:
+    path = tmp_path / "data" / "hotpot_tiny.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(record) + "\n" for record in HOTPOT_RECORDS), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def cmrc_file(tmp_path: Path) -> Path:
+    path = tmp_path / "data" / "cmrc_tiny.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(CMRC_DOCUMENT, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------
+# Datasets
+
+
+def test_hotpotqa_jsonl_and_array_are_detected(hotpot_file: Path, tmp_path: Path) -> None:
+    examples = load_qa_examples(hotpot_file)
+    assert [example.qid for example in examples] == ["h1", "h2", "h3"]
+    assert [example.kind for example in examples] == ["comparison", "bridge", "comparison"]
+    assert examples[0].language == LANGUAGE_ENGLISH
+    assert examples[1].supporting == {"Big Stone Gap (film)", "Adriana Trigiani"}
+    as_array = tmp_path / "hotpot_array.json"
+    as_array.write_text(json.dumps(HOTPOT_RECORDS), encoding="utf-8")
+    assert [example.qid for example in load_qa_examples(as_array)] == ["h1", "h2", "h3"]
+
+
+def test_cmrc_is_detected_as_chinese_squad(cmrc_file: Path) -> None:
+    examples = load_qa_examples(cmrc_file)
+    assert [example.qid for example in examples] == ["DEV_0_Q0", "DEV_0_Q1", "DEV_1_Q0"]
+    assert {example.language for example in examples} == {LANGUAGE_CHINESE}
+    assert examples[2].supporting == {"DEV_1_P0"} and examples[2].kind is None
+
+
+def test_missing_dataset_and_bad_limit(tmp_path: Path, hotpot_file: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        load_qa_examples(tmp_path / "nope.json")
+    examples = load_qa_examples(hotpot_file)
+    assert [example.qid for example in select_examples(examples, 2)] == ["h1", "h2"]
+    assert len(select_examples(examples, None)) == 3
+    with pytest.raises(ValueError):
+        select_examples(examples, 0)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Scoring and aggregation
+
+
+def _example(
+    supporting: set[str], passages: tuple[str, ...] = ("A", "B", "C"), kind: str | None = "bridge"
+) -> QAExample:
+    return QAExample(
+        qid="x",
+        question="Who?",
+        answers=["Paris"],
+        passages=[Passage(pid, pid, f"text {pid}") for pid in passages],
+        supporting=supporting,
+        kind=kind,
+        language=LANGUAGE_ENGLISH,
+    )
+
+
+def test_question_record_ranks_unique_doc_ids_and_scores_support_and_citations() -> None:
+    result = {
+        "answer": "Paris [1].",
+        "sources": [{"doc_id": d} for d in ("Z", "A", "Z", "Y", "X", "W", "B")],  # B is 6th unique
+        "citations": [{"doc_id": "A"}, {"doc_id": "Z"}, {"doc_id": "A"}],
+        "not_found": False,
+        "llm_calls": 2,
+        "usage": {"prompt_tokens": 100.0, "completion_tokens": 7.0},
+        "strategy": "ITERATIVE",
+        "timings_ms": {"generate": 12.345, "model": 10.0},
+    }
+    record = question_record(_example({"A", "B"}), result, latency_s=1.23456)
+    assert record["retrieved"] == ["Z", "A", "Y", "X", "W", "B"]
+    assert record[SUPPORT_RECALL_KEY] == 0.5  # A within the first five unique ids, B is not
+    assert record["cited"] == ["A", "Z"] and record["citation_precision"] == 0.5
+    assert record["em"] == 1.0 and record["f1"] == 1.0
+    assert (record["llm_calls"], record["prompt_tokens"], record["completion_tokens"]) == (2, 100, 7)
+    assert record["latency_s"] == 1.235 and record["timings_ms"]["generate"] == 12.35
+    assert record["strategy"] == "ITERATIVE" and record["kind"] == "bridge"
+
+
+def test_support_metrics_are_undefined_without_a_gold_passage_in_the_corpus() -> None:
+    example = _example({"Missing"})
+    result = {"answer": "x", "sources": [{"doc_id": "A"}], "citations": [{"doc_id": "A"}]}
+    record = question_record(example, result, latency_s=0.1)
+    assert record[SUPPORT_RECALL_KEY] is None and record["citation_precision"] is None
+    # known to the pooled corpus (another question's paragraph): defined again
+    pooled = question_record(example, result, latency_s=0.1, in_corpus={"A", "Missing"})
+    assert pooled[SUPPORT_RECALL_KEY] == 0.0 and pooled["citation_precision"] == 0.0
+    uncited = question_record(_example({"A"}), {"answer": "x", "sources": []}, latency_s=0.1)
+    assert uncited["citation_precision"] is None and uncited[SUPPORT_RECALL_KEY] == 0.0
+
+
+def _record(**fields: Any) -> dict[str, Any]:
+    base = {
+        "em": 0.0,
+        "f1": 0.0,
+        SUPPORT_RECALL_KEY: None,
+        "citation_precision": None,
+        "cited": [],
+        "not_found": False,
+        "llm_calls": 1,
+        "prompt_tokens": 0,
+        "completion_tokens": 0,
+        "latency_s": 1.0,
+        "strategy": "DIRECT",
+        "kind": None,
+        "timings_ms": {},
+    }
+    return {**base, **fields}
+
+
+def test_aggregate_means_rates_percentiles_and_breakdowns() -> None:
+    records = [
+        _record(
+            em=1.0,
+            f1=1.0,
+            **{SUPPORT_RECALL_KEY: 1.0},
+            citation_precision=1.0,
+            cited=["A"],
+            llm_calls=2,
+            prompt_tokens=100,
+            completion_tokens=10,
+            latency_s=1.0,
+            strategy="ITERATIVE",
+            kind="bridge",
+            timings_ms={"generate": 100.0, "model": 90.0},
+        ),
+        _record(
+            em=0.0,
+            f1=0.5,
+            **{SUPPORT_RECALL_KEY: 0.5},
+            citation_precision=0.0,
+            cited=["B"],
+            llm_calls=4,
+            prompt_tokens=300,
+            completion_tokens=30,
+            latency_s=3.0,
+            strategy="HYBRID",
+            kind="comparison",
+            timings_ms={"generate": 300.0, "retrieve": 50.0},
+        ),
+        _record(
+            em=0.0,
+            f1=0.0,
+            not_found=True,
+            llm_calls=1,
+            prompt_tokens=50,
+            completion_tokens=5,
+            latency_s=2.0,
+            strategy="ITERATIVE",
+            kind="bridge",
+        ),
+        _record(
+            em=0.0,
+            f1=0.0,
+            **{SUPPORT_RECALL_KEY: 0.0},
+            llm_calls=0,
+            latency_s=0.1,
+            strategy=None,
+            kind="bridge",
+            error="RuntimeError: boom",
+        ),
+    ]
+    report = aggregate(records)
+    assert report["n"] == 4 and report["errors"] == 1
+    assert report["em"] == 0.25 and report["f1"] == 0.375
+    assert report[SUPPORT_RECALL_KEY] == 0.5  # (1 + 0.5 + 0) / 3: None left out, the failure counts 0
+    assert report["citation_precision"] == 0.5 and report["citation_rate"] == round(2 / 3, 4)
+    assert report["not_found_rate"] == 0.25
+    # cost and latency over the three answered questions
+    assert report["llm_calls_per_question"] == round(7 / 3, 2)
+    assert report["tokens_per_question"] == round((110 + 330 + 55) / 3, 1)
+    assert report["latency_p50_s"] == 2.0 and report["latency_mean_s"] == 2.0
+    assert report["per_node_ms"] == {"generate": round(400 / 3, 2), "retrieve": round(50 / 3, 2)}
+    assert set(report["by_strategy"]) == {"ITERATIVE", "HYBRID", "NONE"}
+    assert report["by_strategy"]["ITERATIVE"] == {
+        "n": 2,
+        "em": 0.5,
+        "f1": 0.5,
+        "llm_calls": 1.5,
+        SUPPORT_RECALL_KEY: 1.0,
+    }
+    assert report["by_type"]["bridge"]["n"] == 3 and report["by_type"]["comparison"]["f1"] == 0.5
+
+
+def test_aggregate_without_types_has_an_empty_type_breakdown() -> None:
+    report = aggregate([_record(f1=1.0, em=1.0)])
+    assert report["by_type"] == {} and report["by_strategy"]["DIRECT"]["n"] == 1
+
+
+def test_error_record_scores_an_empty_prediction() -> None:
+    record = error_record(_example({"A"}), RuntimeError("boom"), latency_s=0.5)
+    assert record["error"] == "RuntimeError: boom" and record["prediction"] == ""
+    assert record["em"] == 0.0 and record[SUPPORT_RECALL_KEY] == 0.0 and record["citation_precision"] is None
+
+
+def test_records_file_survives_a_cut_off_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "r.jsonl"
+    append_record(path, {"qid": "a", "em": 1.0})
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write('{"qid": "b", "em"')  # killed mid-write
+    append_record(path, {"qid": "c", "em": 0.0})
+    assert set(read_records(path)) == {"a", "c"}
+    assert read_records(tmp_path / "absent.jsonl") == {}
+
+
+# --------------------------------------------------------------------------------------------------------
+# Runs with fake models
+
+
+def test_every_pipeline_runs_with_fake_models(hotpot_file: Path, settings: Settings, tmp_path: Path) -> None:
+    for pipeline in PIPELINES:
+        model = recording_model()
+        report = run_qa_eval(
+            hotpot_file,
+            settings,
+            pipeline=pipeline,
+            results_path=tmp_path / f"{pipeline}.jsonl",
+            resources=fake_resources(model),
+        )
+        assert REQUIRED_REPORT_KEYS <= set(report)
+        assert report["n"] == 3 and report["errors"] == 0 and report["pipeline"] == pipeline
+        assert report["llm_calls_per_question"] >= 1 and report["latency_p50_s"] > 0
+        assert set(report["by_type"]) == {"bridge", "comparison"}
+        records = [json.loads(line) for line in (tmp_path / f"{pipeline}.jsonl").read_text().splitlines()]
+        assert [record["qid"] for record in records] == ["h1", "h2", "h3"]
+        if pipeline == "no-retrieval":
+            assert all(record["retrieved"] == [] for record in records)
+        else:
+            # the pooled corpus holds all 7 paragraphs; fake embeddings + BM25 still find gold ones
+            assert report["corpus_passages"] == 7 and report[SUPPORT_RECALL_KEY] > 0
+    # one index for the three runs: the corpus is keyed by the questions, so it is reused
+    indexes = [path for path in (settings.data_dir / "eval").iterdir() if path.is_dir()]
+    assert len(indexes) == 1
+
+
+def test_run_resumes_without_rerunning_recorded_questions(
+    hotpot_file: Path, settings: Settings, tmp_path: Path
+) -> None:
+    results = tmp_path / "naive.jsonl"
+    earlier = _record(qid="h2", em=1.0, f1=1.0, llm_calls=5, strategy="NAIVE", kind="bridge")
+    append_record(results, earlier)
+    model = recording_model()
+    report = run_qa_eval(
+        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(model)
+    )
+    assert report["n"] == 3 and report["resumed"] == 1
+    assert len(model.received) == 2  # the naive graph makes one model call per question
+    assert "Big Stone Gap" not in model.prompts_text()
+    assert "Arthur's Magazine" in model.prompts_text()
+    assert [json.loads(line)["qid"] for line in results.read_text().splitlines()] == ["h2", "h1", "h3"]
+    assert report["by_strategy"]["NAIVE"]["n"] == 3
+    # a second run has nothing left to do
+    again = recording_model()
+    rerun = run_qa_eval(
+        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(again)
+    )
+    assert again.received == [] and rerun["resumed"] == 3 and rerun["f1"] == report["f1"]
+
+
+def test_a_failing_question_is_recorded_and_the_run_goes_on(
+    hotpot_file: Path, settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = Session.ask
+
+    def flaky(self: Session, question: str, **kwargs: Any) -> dict[str, Any]:
+        if "Big Stone Gap" in question:
+            raise RuntimeError("boom")
+        return original(self, question, **kwargs)
+
+    monkeypatch.setattr(Session, "ask", flaky)
+    results = tmp_path / "agentic.jsonl"
+    report = run_qa_eval(
+        hotpot_file,
+        settings,
+        pipeline="agentic",
+        results_path=results,
+        resources=fake_resources(recording_model()),
+    )
+    assert report["n"] == 3 and report["errors"] == 1
+    records = read_records(results)
+    assert records["h2"]["error"] == "RuntimeError: boom" and records["h2"]["prediction"] == ""
+    assert "error" not in records["h1"] and "error" not in records["h3"]
+    # a rerun retries only the failed question
+    monkeypatch.setattr(Session, "ask", original)
+    model = recording_model()
+    rerun = run_qa_eval(
+        hotpot_file, settings, pipeline="agentic", results_path=results, resources=fake_resources(model)
+    )
+    assert rerun["errors"] == 0 and rerun["resumed"] == 2
+    assert "Big Stone Gap" in model.prompts_text() and "Arthur's Magazine" not in model.prompts_text()
+
+
+def test_chinese_dataset_runs_with_fake_models(cmrc_file: Path, settings: Settings, tmp_path: Path) -> None:
+    report = run_qa_eval(
+        cmrc_file,
+        settings,
+        pipeline="naive",
+        results_path=tmp_path / "cmrc.jsonl",
+        resources=fake_resources(recording_model()),
+    )
+    assert report["n"] == 3 and report["by_type"] == {} and report["corpus_passages"] == 2
+    assert report[SUPPORT_RECALL_KEY] is not None
+
+
+def test_unknown_pipeline_is_refused(hotpot_file: Path, settings: Settings) -> None:
+    with pytest.raises(ValueError, match="unknown pipeline"):
+        run_qa_eval(hotpot_file, settings, pipeline="fancy")
+
+
+# --------------------------------------------------------------------------------------------------------
+# Real models (slow)
+
+
+@pytest.mark.slow
+def test_smoke_run_of_each_pipeline_with_the_real_models(
+    hotpot_file: Path, settings: Settings, tmp_path: Path
+) -> None:
+    """Embedded SmolLM2 + MiniLM, three questions per pipeline: the structure, not the quality."""
+    for pipeline in PIPELINES:
+        report = run_qa_eval(
+            hotpot_file, settings, pipeline=pipeline, results_path=tmp_path / f"{pipeline}.jsonl"
+        )
+        assert REQUIRED_REPORT_KEYS <= set(report)
+        assert report["n"] == 3 and report["errors"] == 0
+        assert report["llm_calls_per_question"] >= 1
+        assert report["latency_p50_s"] > 0
+        records = read_records(tmp_path / f"{pipeline}.jsonl")
+        assert all(record["llm_calls"] >= 1 and record["latency_s"] > 0 for record in records.values())
