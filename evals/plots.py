@@ -15,6 +15,10 @@ from typing import Any
 FIGURE_SIZE = (7.0, 4.5)
 PLOT_DPI = 120
 BAR_GROUP_WIDTH = 0.8
+#: Value printed at the end of each bar (three significant digits: 0.691, 45.2, 2100).
+BAR_LABEL_FORMAT = "%.3g"
+#: Room around the points of the QA plot, so their labels stay inside the axes.
+POINT_MARGIN = 0.2
 #: Markers cycled per dataset in the QA plot (colours come from the pipeline).
 DATASET_MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 PIPELINE_COLOURS = {"no-retrieval": "tab:gray", "naive": "tab:blue", "agentic": "tab:orange"}
@@ -67,6 +71,7 @@ def plot_qa_f1_vs_llm_calls(reports: Sequence[Mapping[str, Any]], path: Path) ->
         )
     axes.set_xlabel("LLM calls per question")
     axes.set_ylabel("F1")
+    axes.margins(POINT_MARGIN)
     axes.set_ylim(bottom=0)
     axes.set_xlim(left=0)
     axes.set_title("Answer F1 against LLM calls")
@@ -83,9 +88,10 @@ def _grouped_bars(
     for index, (name, values) in enumerate(series.items()):
         offsets = [position + (index - (len(series) - 1) / 2) * width for position in range(len(groups))]
         if horizontal:
-            axes.barh(offsets, values, height=width, label=name)
+            bars = axes.barh(offsets, values, height=width, label=name)
         else:
-            axes.bar(offsets, values, width=width, label=name)
+            bars = axes.bar(offsets, values, width=width, label=name)
+        axes.bar_label(bars, fmt=BAR_LABEL_FORMAT, fontsize=7, padding=2)
     if horizontal:
         axes.set_yticks(range(len(groups)), groups)
     else:

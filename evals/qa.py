@@ -8,7 +8,9 @@ How the benchmark is set up, and why:
 - each question runs through the same `Session` the CLI uses, with the models of the settings, so the same
   command measures the embedded model or any OpenAI-compatible endpoint;
 - every answered question is appended to a JSONL file at once (flushed and synced), so an interrupted run
-  continues where it stopped; a question that raises is recorded with its error and the run goes on.
+  continues where it stopped; a question that raises is recorded with its error and the run goes on (a
+  rerun retries it). A record names the model it was answered with, and records of another model are run
+  again rather than mixed into this model's numbers.
 Scoring and aggregation live in evals/qa_scoring.py.
 """
 
@@ -235,6 +237,7 @@ def run_qa_eval(
     eval_settings = index_settings(settings, f"qa-{name}", corpus_file)
     installed = resources(eval_settings)
     context = Context(collection=QA_COLLECTION)
+    model = model_description(settings)
     with use_resources(installed):
         kb = installed.kb()
         try:
@@ -245,7 +248,7 @@ def run_qa_eval(
             records = {
                 qid: record
                 for qid, record in read_records(results_path).items()
-                if qid in selected and not record.get("error")
+                if qid in selected and not record.get("error") and record.get("model", model) == model
             }
             resumed = len(records)
             todo = [example for example in examples if example.qid not in records]
@@ -265,6 +268,7 @@ def run_qa_eval(
                     record = error_record(
                         example, error, latency_s=time.perf_counter() - started, in_corpus=in_corpus
                     )
+                record["model"] = model
                 append_record(results_path, record)
                 records[example.qid] = record
                 advance(1)
@@ -281,7 +285,7 @@ def run_qa_eval(
         "corpus_passages": len(passages),
         "chunks": chunks,
         "machine": machine_description(),
-        "model": model_description(settings),
+        "model": model,
         "embedding": settings.embedding_provider,
         "context": asdict(context),
         "results_file": str(results_path),

@@ -28,6 +28,9 @@ QA_PLOT = "qa_f1_vs_llm_calls.png"
 LATENCY_PLOT = "latency_per_node.png"
 RETRIEVAL_PLOT = "retrieval_ndcg.png"
 MISSING = "–"
+#: From these magnitudes on, table cells show no decimals / one decimal (milliseconds, token counts).
+LARGE_NUMBER = 100
+MEDIUM_NUMBER = 10
 #: Retrieval metrics shown first, in this order; others follow alphabetically.
 RETRIEVAL_METRIC_ORDER = ("ndcg@10", "recall@1", "recall@5", "recall@10", "recall@100", "mrr@10")
 RETRIEVAL_TIMING_KEYS = ("p50_ms", "p95_ms")
@@ -78,12 +81,16 @@ def load_results(results_dir: Path) -> Results:
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """A table cell: numbers rounded, None as a dash."""
+    """A table cell: numbers rounded (fewer decimals for large ones), None as a dash."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
+        if abs(value) >= LARGE_NUMBER:
+            return f"{value:.0f}"
+        if abs(value) >= MEDIUM_NUMBER:
+            return f"{value:.1f}"
         return f"{value:.{digits}f}"
     return str(value)
 

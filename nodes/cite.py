@@ -27,7 +27,9 @@ def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc]]:
     """The best answer so far with the sources it was written from; else the latest draft and sources."""
     best: AnswerCandidate | None = state.get("best_answer")
     latest_sources = state.get("sources") or []
-    if not best or not best.get("text", "").strip():
+    # Graphs without grade_answer (baseline, direct) never write past start_turn's RESET, and a channel's
+    # first write is stored as is, so the sentinel string itself can be here.
+    if not isinstance(best, dict) or not best.get("text", "").strip():
         return state.get("draft") or "", latest_sources
     pool = {doc["chunk_id"]: doc for doc in [*(state.get("documents") or []), *latest_sources]}
     ids = best.get("doc_ids") or []

@@ -252,6 +252,17 @@ class Catalog:
                     found[chunk_id] = StoredChunk(chunk_id, text, json.loads(metadata))
         return found
 
+    def known_chunk_ids(self, chunk_ids: Sequence[str], tenant: str) -> set[str]:
+        """The ids among `chunk_ids` that the catalog holds for `tenant` (the authority on what exists)."""
+        found: set[str] = set()
+        with self.engine.connect() as connection:
+            for batch in _batches(list(chunk_ids)):
+                marks = ", ".join("?" for _ in batch)
+                sql = f"SELECT chunk_id FROM chunks WHERE tenant = ? AND chunk_id IN ({marks})"
+                rows = connection.exec_driver_sql(sql, (tenant, *batch))
+                found.update(row[0] for row in rows)
+        return found
+
     def count_chunks(self, tenant: str | None = None, collection: str | None = None) -> int:
         """Number of indexed chunks in a scope."""
         query = select(func.count()).select_from(chunks_table)

@@ -8,6 +8,7 @@ words, Chinese bigrams) before it reaches FTS5, which then only splits on spaces
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from sqlalchemy.engine import Connection
 from retrieval.keyword import analyze
 from retrieval.types import Chunk
 
-FTS_TABLE = "chunk_fts"
+FTS_TABLE = "chunk_terms"
 #: BM25 weight of a chunk's document title relative to its body (settings.bm25_title_weight).
 DEFAULT_TITLE_WEIGHT = 1.0
 #: Most distinct query terms sent to FTS5 (longer queries keep their first terms).
@@ -35,30 +36,45 @@ class KeywordHit:
     score: float
 
 
-def match_expression(query: str) -> str | None:
-    """FTS5 MATCH expression (terms OR-ed, each quoted) for a query, or None when no term is indexable."""
+def scope_token(tenant: str, collection: str) -> str:
+    """The one-word token that marks a chunk's (tenant, collection) in the `scope` column.
+
+    Why: restricting a MATCH with `scope : token` intersects posting lists inside FTS5, instead of joining
+    every match with the chunk table to test its tenant (measured: about 2x faster on SciFact)."""
+    return "s" + hashlib.sha1(f"{tenant}\x1f{collection}".encode()).hexdigest()[:20]
+
+
+def match_expression(query: str, scopes: Sequence[str] = ()) -> str | None:
+    """FTS5 MATCH expression: the query's terms OR-ed (each quoted), restricted to the scope tokens; None
+    when the query has no indexable term."""
     terms = list(dict.fromkeys(analyze(query)))[:MAX_QUERY_TERMS]
     if not terms:
         return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    if not scopes:
+        return expression
+    scope = " OR ".join(f'scope : "{token}"' for token in scopes)
+    return f"({expression}) AND ({scope})"
 
 
 class KeywordIndex:
-    """FTS5 rows keyed by the catalog's chunk row id."""
+    """FTS5 rows keyed by the catalog's chunk row id: columns scope (tenant+collection), title, body."""
 
     def create(self, connection: Connection) -> None:
         """Create the FTS5 table when missing."""
         connection.exec_driver_sql(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(title, body, tokenize='unicode61')"
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} "
+            "USING fts5(scope, title, body, tokenize='unicode61')"
         )
 
     def add(self, connection: Connection, rows: Sequence[tuple[int, Chunk]]) -> None:
         """Index chunks under their catalog row ids (inside the caller's transaction)."""
         connection.exec_driver_sql(
-            f"INSERT INTO {FTS_TABLE}(rowid, title, body) VALUES (?, ?, ?)",
+            f"INSERT INTO {FTS_TABLE}(rowid, scope, title, body) VALUES (?, ?, ?, ?)",
             [
                 (
                     rowid,
+                    scope_token(str(chunk.metadata["tenant"]), str(chunk.metadata["collection"])),
                     " ".join(analyze(str(chunk.metadata.get("title", "")))),
                     " ".join(analyze(chunk.text)),
                 )
@@ -85,17 +101,27 @@ class KeywordIndex:
         limit: int,
         title_weight: float = DEFAULT_TITLE_WEIGHT,
     ) -> list[KeywordHit]:
-        """Top `limit` chunks of `tenant` in `collections` by BM25 that satisfy the filter."""
-        expression = match_expression(query)
+        """Top `limit` chunks of `tenant` in `collections` by BM25 that satisfy the filter.
+
+        Without a metadata filter the ranking runs inside FTS5 and only the top rows are joined to the chunk
+        table; with one, every match is joined and tested. The tenant is checked in SQL either way."""
+        expression = match_expression(query, [scope_token(tenant, name) for name in collections])
         if expression is None or not collections:
             return []
-        marks = ", ".join("?" for _ in collections)
-        sql = (
-            f"SELECT c.chunk_id, c.text, c.metadata, bm25({FTS_TABLE}, {float(title_weight)!r}, 1.0) AS rank "
-            f"FROM {FTS_TABLE} JOIN chunks AS c ON c.id = {FTS_TABLE}.rowid "
-            f"WHERE {FTS_TABLE} MATCH ? AND c.tenant = ? AND c.collection IN ({marks}) AND ({filter_sql}) "
-            "ORDER BY rank LIMIT ?"
-        )
-        params = [expression, tenant, *collections, *filter_params, limit]
-        rows = connection.exec_driver_sql(sql, tuple(params)).fetchall()
+        rank = f"bm25({FTS_TABLE}, 0.0, {float(title_weight)!r}, 1.0)"
+        if filter_params or filter_sql.strip() != "1":
+            sql = (
+                f"SELECT c.chunk_id, c.text, c.metadata, {rank} AS rank "
+                f"FROM {FTS_TABLE} JOIN chunks AS c ON c.id = {FTS_TABLE}.rowid "
+                f"WHERE {FTS_TABLE} MATCH ? AND c.tenant = ? AND ({filter_sql}) ORDER BY rank LIMIT ?"
+            )
+            params: tuple[Any, ...] = (expression, tenant, *filter_params, limit)
+        else:
+            sql = (
+                f"SELECT c.chunk_id, c.text, c.metadata, f.rank FROM (SELECT rowid, {rank} AS rank "
+                f"FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH ? ORDER BY rank LIMIT ?) AS f "
+                "JOIN chunks AS c ON c.id = f.rowid WHERE c.tenant = ? ORDER BY f.rank"
+            )
+            params = (expression, limit, tenant)
+        rows = connection.exec_driver_sql(sql, params).fetchall()
         return [KeywordHit(chunk_id, text, json.loads(meta), -rank) for chunk_id, text, meta, rank in rows]

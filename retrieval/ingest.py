@@ -184,7 +184,7 @@ def index_documents(
         inputs = [embedding_input(str(chunk.metadata["title"]), chunk.text) for chunk in batch]
         vectors.extend(kb.embeddings.embed_documents(inputs))
         progress("chunks", len(batch))
-    kb.vectors.upsert(collection, chunks, vectors)
+    kb.vectors.upsert(tenant, collection, chunks, vectors)
     first = documents[0]
     old_ids = kb.catalog.replace_document(
         tenant=tenant,
@@ -196,7 +196,7 @@ def index_documents(
         chunks=chunks,
     )
     stale = sorted(set(old_ids) - {chunk.chunk_id for chunk in chunks})
-    kb.vectors.delete(collection, stale)
+    kb.vectors.delete(tenant, collection, stale)
     return len(chunks)
 
 
@@ -246,7 +246,7 @@ def ingest_paths(
     """Ingest files and folders into one collection of one tenant (see the module docstring for the order)."""
     started = time.perf_counter()
     collection = validate_collection_name(collection or kb.settings.default_collection)
-    tenant = tenant or kb.settings.default_tenant
+    tenant = validate_collection_name(tenant or kb.settings.default_tenant, "tenant")
     files = [path.resolve() for path in discover_files(paths)]
     if on_files:
         on_files(files)
@@ -263,7 +263,7 @@ def ingest_paths(
         for record in kb.catalog.documents(tenant, collection):
             if record.source not in present and _under(record.source, roots):
                 removed = kb.catalog.delete_document(record)
-                kb.vectors.delete(collection, removed)
+                kb.vectors.delete(tenant, collection, removed)
                 summary.results.append(FileResult(record.source, "pruned", len(removed)))
     summary.seconds = time.perf_counter() - started
     return summary

@@ -14,7 +14,7 @@ from typing import Any
 
 from config.settings import SearchMode
 from persistence.vector_store import validate_collection_name
-from retrieval.filters import FilterNode, and_where, parse_filter, to_chroma_where, to_sql
+from retrieval.filters import FilterNode, parse_filter, to_chroma_where, to_sql
 from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
 from retrieval.ingest import embedding_input
 from retrieval.knowledge_base import KnowledgeBase
@@ -125,23 +125,17 @@ class Searcher:
     def _dense(
         self, vector: Sequence[float], tenant: str, scope: list[str], node: FilterNode | None, limit: int
     ) -> list[SearchHit]:
-        where = and_where({"tenant": {"$eq": tenant}}, to_chroma_where(node))
+        where = to_chroma_where(node)
         found = []
         for collection in scope:
-            found.extend(self.kb.vectors.search(collection, vector, limit, where))
+            found.extend(self.kb.vectors.search(tenant, collection, vector, limit, where))
         threshold = self.settings.similarity_threshold
         found = [hit for hit in found if hit.similarity >= threshold]
-        known = self.kb.catalog.chunks_by_id([hit.chunk_id for hit in found], tenant)
+        known = self.kb.catalog.known_chunk_ids([hit.chunk_id for hit in found], tenant)
         hits = [
-            SearchHit(
-                hit.chunk_id,
-                known[hit.chunk_id].text,
-                known[hit.chunk_id].metadata,
-                hit.similarity,
-                hit.similarity,
-            )
+            SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.similarity, hit.similarity)
             for hit in found
-            if hit.chunk_id in known
+            if hit.chunk_id in known and hit.metadata.get("tenant") == tenant
         ]
         return dedupe_best(hits)[:limit]
 

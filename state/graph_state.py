@@ -7,10 +7,11 @@ state between turns, and only `messages` should carry over). Reducers understand
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from typing_extensions import TypedDict  # not typing's: JSON schemas need it on Python < 3.12 (see schemas)
 
 from state.schemas import AnswerCandidate, Citation, RetrievedDoc, SearchQuery
 

@@ -1,13 +1,18 @@
 """Structured-output schemas (what models are asked to return) and the plain records nodes exchange.
 
 Each schema has a documented default: the value a node falls back to when a model returns garbage twice.
+
+The records are `typing_extensions.TypedDict`, not `typing.TypedDict`: on Python < 3.12 pydantic cannot build
+a JSON schema from the latter, and the graph's input and output schemas (Studio's input form, the server's
+`/assistants/{id}/schemas`) embed these records.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
 
 QueryType = Literal[
     "SIMPLE_FACT", "COMPLEX_REASONING", "MULTI_HOP", "COMPARISON", "AGGREGATION", "OPEN_ENDED"

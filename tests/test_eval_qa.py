@@ -3,18 +3,12 @@ questions (fake models, milliseconds), plus one slow smoke run of each pipeline 
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForLLMRun
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
-from pydantic import Field
 
 from config.settings import Settings
 from evals.datasets import LANGUAGE_CHINESE, LANGUAGE_ENGLISH, Passage, QAExample
@@ -30,7 +24,7 @@ from evals.qa_scoring import SUPPORT_RECALL_KEY, aggregate, error_record, questi
 from nodes.resources import Resources
 from retrieval.knowledge_base import KnowledgeBase
 from service.runner import Session
-from tests.fakes import HashEmbeddings
+from tests.fakes import HashEmbeddings, TaskChatModel
 
 REQUIRED_REPORT_KEYS = {
     "pipeline",
@@ -150,31 +144,17 @@ CMRC_DOCUMENT = {
 }
 
 
-class RecordingChatModel(GenericFakeChatModel):
-    """A fake chat model that always gives the same reply and records every prompt it receives."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.received.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-    def prompts_text(self) -> str:
-        """Everything the model was shown, as one string."""
-        return "\n".join(str(message.content) for messages in self.received for message in messages)
+def recording_model() -> TaskChatModel:
+    """The project's per-task fake: every answer-writing prompt gets FAKE_REPLY; calls are recorded."""
+    return TaskChatModel(replies={"generate": FAKE_REPLY, "chat": FAKE_REPLY})
 
 
-def recording_model() -> RecordingChatModel:
-    return RecordingChatModel(messages=itertools.cycle([AIMessage(FAKE_REPLY)]))
+def prompts_text(model: TaskChatModel) -> str:
+    """Everything the model was shown, as one string."""
+    return "\n".join(str(message.content) for _task, messages in model.calls for message in messages)
 
 
-def fake_resources(model: RecordingChatModel) -> Callable[[Settings], Resources]:
+def fake_resources(model: TaskChatModel) -> Callable[[Settings], Resources]:
     """Resources for the benchmark's data dir: fake embeddings, the fake model, weak (heuristic) paths."""
 
     def factory(settings: Settings) -> Resources:
@@ -443,9 +423,9 @@ def test_run_resumes_without_rerunning_recorded_questions(
         hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(model)
     )
     assert report["n"] == 3 and report["resumed"] == 1
-    assert len(model.received) == 2  # the naive graph makes one model call per question
-    assert "Big Stone Gap" not in model.prompts_text()
-    assert "Arthur's Magazine" in model.prompts_text()
+    assert model.tasks() == ["generate", "generate"]  # the naive graph: one call per question
+    assert HOTPOT_RECORDS[1]["question"] not in prompts_text(model)
+    assert HOTPOT_RECORDS[0]["question"] in prompts_text(model)
     assert [json.loads(line)["qid"] for line in results.read_text().splitlines()] == ["h2", "h1", "h3"]
     assert report["by_strategy"]["NAIVE"]["n"] == 3
     # a second run has nothing left to do
@@ -453,7 +433,7 @@ def test_run_resumes_without_rerunning_recorded_questions(
     rerun = run_qa_eval(
         hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(again)
     )
-    assert again.received == [] and rerun["resumed"] == 3 and rerun["f1"] == report["f1"]
+    assert again.calls == [] and rerun["resumed"] == 3 and rerun["f1"] == report["f1"]
 
 
 def test_a_failing_question_is_recorded_and_the_run_goes_on(
@@ -486,7 +466,8 @@ def test_a_failing_question_is_recorded_and_the_run_goes_on(
         hotpot_file, settings, pipeline="agentic", results_path=results, resources=fake_resources(model)
     )
     assert rerun["errors"] == 0 and rerun["resumed"] == 2
-    assert "Big Stone Gap" in model.prompts_text() and "Arthur's Magazine" not in model.prompts_text()
+    asked = prompts_text(model)
+    assert HOTPOT_RECORDS[1]["question"] in asked and HOTPOT_RECORDS[0]["question"] not in asked
 
 
 def test_chinese_dataset_runs_with_fake_models(cmrc_file: Path, settings: Settings, tmp_path: Path) -> None:
@@ -525,3 +506,16 @@ def test_smoke_run_of_each_pipeline_with_the_real_models(
         assert report["latency_p50_s"] > 0
         records = read_records(tmp_path / f"{pipeline}.jsonl")
         assert all(record["llm_calls"] >= 1 and record["latency_s"] > 0 for record in records.values())
+
+
+def test_records_of_another_model_are_run_again(
+    hotpot_file: Path, settings: Settings, tmp_path: Path
+) -> None:
+    results = tmp_path / "naive.jsonl"
+    append_record(results, _record(qid="h1", em=1.0, f1=1.0, kind="comparison", model="some-other-model"))
+    model = recording_model()
+    report = run_qa_eval(
+        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(model)
+    )
+    assert report["resumed"] == 0 and len(model.calls) == 3
+    assert read_records(results)["h1"]["model"] == report["model"] != "some-other-model"

@@ -15,7 +15,7 @@ import pytest
 
 from config.settings import Settings
 from persistence.catalog import chunks_table
-from persistence.vector_store import CHROMA_COLLECTION_PREFIX, chroma_client
+from persistence.vector_store import chroma_client, chroma_collection_name
 from retrieval.embeddings import EmbeddingError
 from retrieval.ingest import index_event, ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -45,9 +45,11 @@ def chunk_rows(kb: KnowledgeBase) -> list[dict[str, Any]]:
     return [{**row, "metadata": json.loads(row["metadata"])} for row in rows]
 
 
-def chroma_records(kb: KnowledgeBase, collection: str = "default") -> dict[str, dict[str, Any]]:
-    """Chroma's view of a collection: id -> metadata."""
-    stored = chroma_client(kb.settings).get_collection(CHROMA_COLLECTION_PREFIX + collection)
+def chroma_records(
+    kb: KnowledgeBase, collection: str = "default", tenant: str = "default"
+) -> dict[str, dict[str, Any]]:
+    """Chroma's view of one tenant's collection: id -> metadata."""
+    stored = chroma_client(kb.settings).get_collection(chroma_collection_name(tenant, collection))
     result = stored.get(include=["metadatas"])
     return dict(zip(result["ids"], result["metadatas"], strict=True))
 
@@ -56,7 +58,7 @@ def assert_stores_agree(kb: KnowledgeBase) -> None:
     """The catalog and Chroma hold exactly the same chunk ids."""
     catalog_ids = {row["chunk_id"] for row in chunk_rows(kb)}
     assert set(chroma_records(kb)) == catalog_ids
-    assert kb.vectors.count("default") == kb.catalog.count_chunks() == len(catalog_ids)
+    assert kb.vectors.count("default", "default") == kb.catalog.count_chunks() == len(catalog_ids)
 
 
 def found(kb: KnowledgeBase, query: str, mode: str = "bm25", k: int = 10) -> list[str]:
@@ -290,7 +292,7 @@ def test_every_chunk_carries_the_full_metadata_schema(kb: KnowledgeBase) -> None
     assert summary.count("failed") == 0 and summary.count("indexed") == 7
     index_event(kb, "A short note.", tenant="acme", collection="samples")
     rows = chunk_rows(kb)
-    chroma = chroma_records(kb, "samples")
+    chroma = chroma_records(kb, "samples", tenant="acme")
     assert set(chroma) == {row["chunk_id"] for row in rows}
     for row in rows:
         for metadata in (row["metadata"], chroma[row["chunk_id"]]):
