@@ -18,6 +18,7 @@ from typing import Any
 from config.settings import Settings
 from evals.metrics import percentile
 from evals.retrieval import machine_description
+from nodes.resources import Resources, use_resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from service.runner import Session, new_thread_id
@@ -50,6 +51,16 @@ def run_latency_eval(
     kb = KnowledgeBase.open(eval_settings)
     ingest_paths(kb, [corpus], collection=LATENCY_COLLECTION)
     kb.close()
+    with use_resources(Resources(eval_settings)):
+        return _time_questions(eval_settings, settings, questions, progress)
+
+
+def _time_questions(
+    eval_settings: Settings,
+    settings: Settings,
+    questions: int,
+    progress: Callable[[str, int], Callable[[int], None]] | None,
+) -> dict[str, Any]:
     session = Session(eval_settings)
     context = Context(collection=LATENCY_COLLECTION)
     pool = sample_questions()
