@@ -61,7 +61,7 @@ def question_record(
     prediction = str(result.get("answer") or "")
     scored = strip_references(prediction)
     supporting = gold_passages(example, in_corpus)
-    retrieved = ranked_doc_ids(result.get("sources") or [])
+    retrieved = ranked_doc_ids(result.get("retrieved") or result.get("sources") or [])
     cited = ranked_doc_ids(result.get("citations") or [])
     usage = result.get("usage") or {}
     return {

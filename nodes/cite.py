@@ -52,5 +52,12 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "renderings": cited.renderings,
         "unsupported_sentences": cited.unsupported_sentences,
         "not_found": is_not_found_answer(cited.text),
+        "retrieved": ranked_documents(state.get("documents") or []),
         "messages": [AIMessage(cited.text)],
     }
+
+
+def ranked_documents(documents: list[RetrievedDoc]) -> list[RetrievedDoc]:
+    """Everything retrieved this turn, best first: by graded relevance, then retrieval score (ungraded
+    passages, as in the baseline, keep their retrieval order)."""
+    return sorted(documents, key=lambda doc: (doc.get("relevance", -1.0), doc.get("score", 0.0)), reverse=True)

@@ -85,10 +85,31 @@ def extractive_answer(question: str, documents: list[RetrievedDoc], language: st
     return f"{body}{joiner}[1]"
 
 
+#: Template per query type when the context's mode is "auto": factoid questions (one fact, a bridge entity,
+#: a comparison's winner) get the short-answer template; questions that need explanation get "advanced".
+AUTO_MODES: dict[str, str] = {
+    "SIMPLE_FACT": "simple",
+    "MULTI_HOP": "simple",
+    "COMPARISON": "simple",
+    "AGGREGATION": "advanced",
+    "COMPLEX_REASONING": "advanced",
+    "OPEN_ENDED": "advanced",
+}
+#: Template of "auto" when there is no analysis (the naive baseline).
+AUTO_DEFAULT_MODE = "advanced"
+
+
+def answer_mode(mode: str, analysis: dict[str, Any] | None) -> str:
+    """The template to use: the context's mode, or for "auto" the one that suits the analysed query type."""
+    if mode != "auto":
+        return mode
+    return AUTO_MODES.get(str((analysis or {}).get("query_type", "")), AUTO_DEFAULT_MODE)
+
+
 def _system_prompt(state: State, context: Context, language: str, with_documents: bool) -> str:
     if not with_documents:
         return NO_RETRIEVAL_SYSTEMS[language]
-    system = ANSWER_SYSTEM_PROMPTS[(context.mode, language)]
+    system = ANSWER_SYSTEM_PROMPTS[(answer_mode(context.mode, state.get("analysis")), language)]
     revising = state.get("generation_rounds", 0) > 0 and state.get("next_action") in _REVISING_ACTIONS
     return system + REVISION_NOTES[language] if revising else system
 

@@ -70,6 +70,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "best_answer": RESET,
         "queries": [],
         "sources": [],
+        "retrieved": [],
         "citations": [],
         "renderings": {},
         "unsupported_sentences": [],

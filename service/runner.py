@@ -107,6 +107,10 @@ def output_json(result: dict[str, Any]) -> dict[str, Any]:
             }
             for source in result.get("sources", [])
         ],
+        "retrieved": [
+            {key: doc.get(key) for key in ("chunk_id", "doc_id", "score", "relevance")}
+            for doc in result.get("retrieved", [])
+        ],
         "unsupported_sentences": result.get("unsupported_sentences", []),
         "strategy": result.get("strategy"),
         "analysis": result.get("analysis", {}),

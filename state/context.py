@@ -11,7 +11,7 @@ import os
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, Literal, get_args
 
-AnswerMode = Literal["simple", "advanced", "precise"]
+AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
 Preference = Literal["accuracy", "speed", "balanced"]
 GraderKind = Literal["llm", "score", "auto"]
@@ -33,7 +33,9 @@ class Context:
     )
     top_k: int = _env_field(5, "Passages retrieved per query.")
     search_mode: SearchModeName = _env_field("hybrid", "dense | bm25 | hybrid retrieval.")
-    mode: AnswerMode = _env_field("advanced", "Answer template: simple | advanced | precise.")
+    mode: AnswerMode = _env_field(
+        "auto", "Answer template: simple | advanced | precise, or auto (chosen from the query analysis)."
+    )
     rewrite: RewriteOverride = _env_field("auto", "Query rewriting: auto (by strategy) or a fixed method.")
     preference: Preference = _env_field("balanced", "accuracy | speed | balanced: how much work to spend.")
     analyzer: AnalyzerKind = _env_field(

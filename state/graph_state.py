@@ -101,6 +101,9 @@ class OutputState(TypedDict, total=False):
     answer: str
     citations: list[Citation]
     sources: list[RetrievedDoc]
+    """The passages the answer cites, renumbered to match its [n] markers."""
+    retrieved: list[RetrievedDoc]
+    """Every passage retrieved this turn, best first (what retrieval found, cited or not)."""
     renderings: dict[str, str]
     """The cited answer rendered as markdown, html and plain text."""
     unsupported_sentences: list[str]

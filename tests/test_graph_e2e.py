@@ -79,6 +79,8 @@ def test_agentic_graph_answers_and_follows_up_on_a_sqlite_thread(
     assert 1 <= first["retrieval_rounds"] <= CONTEXT["max_iterations"]
     assert first["not_found"] is False
     assert any(Path(source["source"]).name == "solar_system.md" for source in first["sources"])
+    # Every claim is cited or flagged: an answer with claims cannot come back with neither.
+    assert first["citations"] or first["unsupported_sentences"]
 
     second = graph.invoke({"question": FOLLOW_UP}, config=config, context=Context(**CONTEXT))
     assert_well_formed(second, CONTEXT["max_iterations"])

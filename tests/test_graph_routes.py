@@ -241,6 +241,7 @@ def test_direct_route_retrieves_once_and_cites_the_retrieved_passage(graph: Any,
     assert out["not_found"] is False and out["answer"] == JUPITER_ANSWER
     assert_cited_from_retrieved(run)
     assert [file_name(citation) for citation in out["citations"]] == ["jupiter.md"]
+    assert out["citations"][0]["inferred"] is False  # the model's own [1], not one attached afterwards
     assert {"retrieve", "generate", "grade_answer"} <= set(out["timings_ms"])
     assert [message.type for message in out["messages"]] == ["human", "ai"]
 
