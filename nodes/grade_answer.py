@@ -52,6 +52,8 @@ GROUNDED_THRESHOLD = 0.6
 FULL_QUESTION_COVERAGE = 0.6
 #: An answer with at least this many distinct terms is long enough to be complete.
 COMPLETE_ANSWER_TERMS = 3
+#: Weight of the question coverage of the cited passages in the relevance of a grounded answer.
+CITED_EVIDENCE_WEIGHT = 0.8
 #: Beyond this many distinct terms an answer is rambling: completeness capped at LONG_ANSWER_COMPLETENESS.
 LONG_ANSWER_TERMS = 600
 LONG_ANSWER_COMPLETENESS = 0.7
@@ -142,6 +144,10 @@ def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> Ans
         term for term in content_terms(question) - META_TERMS if not CJK_QUESTION_CHARS & set(term)
     }
     coverage = support(question_terms, answer_terms) if question_terms else 1.0
+    if groundedness >= GROUNDED_THRESHOLD and question_terms:
+        # A grounded short answer ("Vantaport [2]") repeats few question words; the passages it rests on
+        # show whether it is about the question.
+        coverage = max(coverage, CITED_EVIDENCE_WEIGHT * support(question_terms, answer_terms | source_terms))
     relevance = _clamp(coverage / FULL_QUESTION_COVERAGE)
     completeness = _clamp(len(answer_terms) / COMPLETE_ANSWER_TERMS)
     if len(answer_terms) > LONG_ANSWER_TERMS:

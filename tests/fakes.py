@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
@@ -185,3 +186,32 @@ class TaskChatModel(BaseChatModel):
 def garbage_model() -> TaskChatModel:
     """A model that answers every prompt with punctuation: neither JSON nor text any node can use."""
     return TaskChatModel(fallback="%%% ### %%%")
+
+
+class ScriptedChatModel(GenericFakeChatModel):
+    """GenericFakeChatModel that records the prompts it receives."""
+
+    received: list[list[BaseMessage]] = Field(default_factory=list)
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        self.received.append(list(messages))
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+class BrokenChatModel(ScriptedChatModel):
+    """A model whose endpoint is down: every call raises (and is recorded)."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.received.append(list(messages))
+        raise ConnectionError("model endpoint unreachable")
+
+
+def scripted(*replies: str) -> ScriptedChatModel:
+    """A model that answers with `replies` in order."""
+    return ScriptedChatModel(messages=iter([AIMessage(reply) for reply in replies]))

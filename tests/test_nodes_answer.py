@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.graph import END, START, StateGraph
-from pydantic import Field
 
 from config.settings import load_settings
 from nodes.cite import cite
@@ -31,38 +29,12 @@ from prompts.answer import (
 from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
+from tests.fakes import BrokenChatModel, ScriptedChatModel, scripted
 
 QUESTION = "What is the capital of France?"
 GOOD_ANSWER = "Paris is the capital of France [1]."
 PARTIAL_ANSWER = "Paris is the capital [1]."
 UNGROUNDED_ANSWER = "The capital of France is Lyon, famous for silk weaving and puppets [1]."
-
-
-class ScriptedChatModel(GenericFakeChatModel):
-    """GenericFakeChatModel that records the prompts it receives."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.received.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
-class BrokenChatModel(GenericFakeChatModel):
-    """A model whose endpoint is down: every call raises."""
-
-    def _generate(self, *args: Any, **kwargs: Any) -> ChatResult:
-        raise ConnectionError("model endpoint unreachable")
-
-
-def scripted(*replies: str) -> ScriptedChatModel:
-    return ScriptedChatModel(messages=iter([AIMessage(reply) for reply in replies]))
 
 
 def doc(index: int, text: str, *, relevance: float = 0.9, score: float = 1.0) -> RetrievedDoc:

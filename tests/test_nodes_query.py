@@ -11,11 +11,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.outputs import ChatResult
-from pydantic import Field
+from langchain_core.messages import AIMessage, HumanMessage
 
 from config.settings import load_settings
 from nodes.analyze import analyze
@@ -39,39 +36,12 @@ from nodes.select_strategy import choose_strategy, select_strategy
 from state.context import Context
 from state.graph_state import State
 from state.schemas import QueryAnalysis, RetrievedDoc
+from tests.fakes import BrokenChatModel, scripted
 
 BRIDGE = (
     "What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?"
 )
 COMPARISON = "Were Scott Derrickson and Ed Wood of the same nationality?"
-
-
-class ScriptedChatModel(GenericFakeChatModel):
-    """GenericFakeChatModel that records the prompts it receives."""
-
-    received: list[list[BaseMessage]] = Field(default_factory=list)
-
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: CallbackManagerForLLMRun | None = None,
-        **kwargs: Any,
-    ) -> ChatResult:
-        self.received.append(list(messages))
-        return super()._generate(messages, stop, run_manager, **kwargs)
-
-
-class BrokenChatModel(ScriptedChatModel):
-    """A model whose endpoint is down: every call raises (and is recorded)."""
-
-    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
-        self.received.append(list(messages))
-        raise ConnectionError("model endpoint unreachable")
-
-
-def scripted(*replies: str) -> ScriptedChatModel:
-    return ScriptedChatModel(messages=iter([AIMessage(reply) for reply in replies]))
 
 
 def broken() -> BrokenChatModel:
