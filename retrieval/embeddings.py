@@ -80,9 +80,12 @@ class MiniLMEmbeddings(Embeddings):
         if not texts:
             return []
         model = self._load()
-        vectors = model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-        )
+        import torch
+
+        with torch.inference_mode():
+            vectors = model.encode(
+                list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
+            )
         return np.asarray(vectors, dtype=np.float32).tolist()
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,13 +179,18 @@ def index_documents(
     chunks = build_chunks(documents, kb, tenant=tenant, collection=collection, doc_hash=source_hash)
     if not chunks:
         raise LoaderError("empty document: no text to index")
-    vectors: list[list[float]] = []
-    for start in range(0, len(chunks), EMBED_BATCH_CHUNKS):
-        batch = chunks[start : start + EMBED_BATCH_CHUNKS]
-        inputs = [embedding_input(str(chunk.metadata["title"]), chunk.text) for chunk in batch]
-        vectors.extend(kb.embeddings.embed_documents(inputs))
-        progress("chunks", len(batch))
-    kb.vectors.upsert(tenant, collection, chunks, vectors)
+    # Chroma writes batch i while the model embeds batch i + 1 (both release the GIL): the index insert
+    # then costs no wall time. All writes finish before the catalog commit below, which publishes them.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-upsert") as writer:
+        pending: list[Future[None]] = []
+        for start in range(0, len(chunks), EMBED_BATCH_CHUNKS):
+            batch = chunks[start : start + EMBED_BATCH_CHUNKS]
+            inputs = [embedding_input(str(chunk.metadata["title"]), chunk.text) for chunk in batch]
+            vectors = kb.embeddings.embed_documents(inputs)
+            pending.append(writer.submit(kb.vectors.upsert, tenant, collection, batch, vectors))
+            progress("chunks", len(batch))
+        for write in pending:
+            write.result()
     first = documents[0]
     old_ids = kb.catalog.replace_document(
         tenant=tenant,
