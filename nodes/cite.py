@@ -60,4 +60,6 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 def ranked_documents(documents: list[RetrievedDoc]) -> list[RetrievedDoc]:
     """Everything retrieved this turn, best first: by graded relevance, then retrieval score (ungraded
     passages, as in the baseline, keep their retrieval order)."""
-    return sorted(documents, key=lambda doc: (doc.get("relevance", -1.0), doc.get("score", 0.0)), reverse=True)
+    return sorted(
+        documents, key=lambda doc: (doc.get("relevance", -1.0), doc.get("score", 0.0)), reverse=True
+    )

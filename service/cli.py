@@ -263,7 +263,9 @@ def ask(
         str | None, typer.Option("--thread", help="Conversation id (new one if omitted).")
     ] = None,
     graph: Annotated[str, typer.Option(help="rag (agentic) | baseline (naive RAG).")] = "rag",
-    mode: Annotated[str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
+    ] = None,
     tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
     collection: Annotated[str | None, typer.Option(help="Collection to search.")] = None,
     filter_json: Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")] = None,
@@ -294,7 +296,9 @@ def ask(
 @app.command()
 def chat(
     thread: Annotated[str | None, typer.Option("--thread", help="Continue this conversation.")] = None,
-    mode: Annotated[str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
+    ] = None,
     tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
 ) -> None:
     """Interactive conversation: answers stream as they are written; citations and strategy follow."""
