@@ -58,11 +58,9 @@ def chroma_collection_name(tenant: str, collection: str) -> str:
 
 @dataclass(frozen=True)
 class DenseHit:
-    """A nearest-neighbour match with its cosine similarity."""
+    """A nearest-neighbour match: its id and cosine similarity (text and metadata come from the catalog)."""
 
     chunk_id: str
-    text: str
-    metadata: dict[str, Any]
     similarity: float
 
 
@@ -155,17 +153,24 @@ class VectorStore:
     def search(
         self, tenant: str, collection: str, vector: Sequence[float], k: int, where: dict[str, Any] | None
     ) -> list[DenseHit]:
-        """The `k` nearest chunks of `tenant` in `collection` that satisfy `where`."""
+        """The `k` nearest chunks of `tenant` in `collection` that satisfy `where`.
+
+        Only ids and distances are asked of Chroma: fetching its stored documents and metadata costs 4x the
+        nearest-neighbour search itself (measured on SciFact: 10.6 vs 2.5 ms for k = 100), and the catalog
+        holds the same text and metadata (and must confirm every hit anyway)."""
         store = self._store(tenant, collection, create=False)
         if store is None:
             return []
         try:
-            results = store.similarity_search_by_vector_with_relevance_scores(list(vector), k=k, filter=where)
+            results = store._collection.query(  # noqa: SLF001 - langchain-chroma always fetches documents
+                query_embeddings=[list(vector)], n_results=k, where=where, include=["distances"]
+            )
         except Exception as error:  # noqa: BLE001
             raise StoreUnavailableError(f"cannot query Chroma collection {collection!r}: {error}") from error
+        ids, distances = results["ids"][0], results["distances"][0]  # type: ignore[index]
         return [
-            DenseHit(str(document.id), document.page_content, dict(document.metadata), 1.0 - float(distance))
-            for document, distance in results
+            DenseHit(str(chunk_id), 1.0 - float(distance))
+            for chunk_id, distance in zip(ids, distances, strict=True)
         ]
 
     def count(self, tenant: str, collection: str) -> int:

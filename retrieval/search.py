@@ -131,11 +131,11 @@ class Searcher:
             found.extend(self.kb.vectors.search(tenant, collection, vector, limit, where))
         threshold = self.settings.similarity_threshold
         found = [hit for hit in found if hit.similarity >= threshold]
-        known = self.kb.catalog.known_chunk_ids([hit.chunk_id for hit in found], tenant)
+        known = self.kb.catalog.chunks_by_id([hit.chunk_id for hit in found], tenant)
         hits = [
-            SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.similarity, hit.similarity)
+            SearchHit(hit.chunk_id, stored.text, stored.metadata, hit.similarity, hit.similarity)
             for hit in found
-            if hit.chunk_id in known and hit.metadata.get("tenant") == tenant
+            if (stored := known.get(hit.chunk_id)) is not None
         ]
         return dedupe_best(hits)[:limit]
 
