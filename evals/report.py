@@ -3,7 +3,8 @@
 Why a generated README: the numbers in a hand-edited table drift from the runs; this one is rebuilt from
 the JSON files each benchmark writes (`--json`), so it shows exactly what was measured, with the machine
 and model of each run. Files are recognised by content (a QA report has "pipeline", a router report
-"confusion", a latency report "overhead_fraction", a retrieval report "modes"), so any file name works,
+"confusion", a latency report "overhead_fraction", a retrieval report "modes", a graders report "graders"
+and "base_rate"), so any file name works,
 and a missing kind of report leaves its section with a note on how to produce it.
 """
 
@@ -44,10 +45,11 @@ class Results:
     latency: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     qa: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     router: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    graders: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 def report_kind(report: Mapping[str, Any]) -> str | None:
-    """qa | router | latency | retrieval, from the report's keys; None for any other JSON."""
+    """qa | router | latency | retrieval | graders, from the report's keys; None for any other JSON."""
     if "pipeline" in report and "f1" in report:
         return "qa"
     if "confusion" in report and "heuristic_accuracy" in report:
@@ -56,6 +58,8 @@ def report_kind(report: Mapping[str, Any]) -> str | None:
         return "latency"
     if isinstance(report.get("modes"), dict):
         return "retrieval"
+    if isinstance(report.get("graders"), dict) and "base_rate" in report:
+        return "graders"
     return None
 
 
@@ -228,6 +232,76 @@ def qa_section(results: Results, written: set[str]) -> list[str]:
     return [*lines, *_provenance(reports), ""]
 
 
+def graders_section(results: Results) -> list[str]:
+    """Score grader against LLM grader: agreement with the gold supporting passages, and cost."""
+    lines = ["## Retrieval graders", ""]
+    if not results.graders:
+        return [
+            *lines,
+            "No graders report yet: "
+            "`rag eval graders --dataset FILE --json evals/results/graders_NAME.json`.",
+            "",
+        ]
+    reports = sorted((report for _stem, report in results.graders), key=lambda r: str(r.get("dataset")))
+    lines += table(
+        [
+            "dataset",
+            "questions",
+            "passages",
+            "base rate",
+            "grader",
+            "accuracy",
+            "precision",
+            "recall",
+            "F1",
+            "judged relevant",
+            "AUC",
+            "LLM calls",
+            "ms/question",
+            "failed replies",
+        ],
+        [
+            [
+                report.get("dataset"),
+                report.get("questions"),
+                report.get("passages"),
+                report.get("base_rate"),
+                grader,
+                *[
+                    values.get(key)
+                    for key in (
+                        "accuracy",
+                        "precision",
+                        "recall",
+                        "f1",
+                        "judged_relevant",
+                        "auc",
+                        "llm_calls",
+                        "mean_ms_per_question",
+                        "failed_replies",
+                    )
+                ],
+            ]
+            for report in reports
+            for grader, values in (report.get("graders") or {}).items()
+        ],
+    )
+    lines += [
+        "",
+        "Gold: a passage is relevant when it is one of the question's supporting passages. AUC ranks by the "
+        "score grader's continuous score (0.5 = chance); the LLM grader keeps the score grader's verdict "
+        "where its reply was unusable, as the engine does.",
+        "",
+    ]
+    lines += [
+        f"- {report.get('dataset')}: top {fmt(report.get('top_k'))} passages per question, relevance "
+        f"threshold {fmt(report.get('relevance_threshold'), 2)}; the engine's default grader under these "
+        f"settings: {fmt(report.get('default_grader'))}."
+        for report in reports
+    ]
+    return [*lines, "", *_provenance(reports), ""]
+
+
 def router_section(results: Results) -> list[str]:
     """Single- vs multi-hop accuracy of each analyzer, confusion matrices and per-source accuracy."""
     lines = ["## Query routing (single- vs multi-hop)", ""]
@@ -336,6 +410,7 @@ def write_report(results_dir: Path) -> dict[str, Any]:
         "",
         *retrieval_section(results, written),
         *qa_section(results, written),
+        *graders_section(results),
         *router_section(results),
         *latency_section(results, written),
     ]
@@ -345,5 +420,7 @@ def write_report(results_dir: Path) -> dict[str, Any]:
     return {
         "readme": str(readme),
         "plots": [str(path) for path in plots if path is not None],
-        "reports": {kind: len(getattr(results, kind)) for kind in ("retrieval", "qa", "router", "latency")},
+        "reports": {
+            kind: len(getattr(results, kind)) for kind in ("retrieval", "qa", "graders", "router", "latency")
+        },
     }

@@ -71,9 +71,15 @@ def uncovered_terms(question: str, relevant: list[RetrievedDoc]) -> list[str]:
     return [term for term in dict.fromkeys(analyze(question)) if term not in covered]
 
 
-def _llm_grades(
+def llm_relevance_grades(
     question: str, docs: list[RetrievedDoc], context: Context
 ) -> tuple[set[int] | None, dict[str, Any]]:
+    """The grading model's verdict on numbered passages in one call: the 1-based numbers it judged relevant
+    (None when its reply was unusable twice), with the call's accounting update.
+
+    Public because `rag eval graders` measures exactly this call against gold labels; a copy there would
+    drift from what the node does.
+    """
     resources = get_resources()
     listing = "\n\n".join(
         f"[{index}] {truncate_to_tokens(doc['text'], LLM_PASSAGE_TOKENS)}"
@@ -116,7 +122,7 @@ def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     accounting: dict[str, Any] = {}
     if graded and use_llm_grader(context):
         top = sorted(graded, key=lambda doc: doc["score"], reverse=True)[:LLM_GRADE_MAX_PASSAGES]
-        verdicts, accounting = _llm_grades(question, top, context)
+        verdicts, accounting = llm_relevance_grades(question, top, context)
         if verdicts is not None:
             chosen = {top[number - 1]["chunk_id"] for number in verdicts}
             graded = [

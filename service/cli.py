@@ -29,7 +29,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 eval_app = typer.Typer(
-    help="Benchmarks: retrieval quality and speed, graph latency, QA, routing.", no_args_is_help=True
+    help="Benchmarks: retrieval quality and speed, graph latency, QA, routing, relevance graders.",
+    no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
 
@@ -39,6 +40,8 @@ error_console = Console(stderr=True)
 #: Exit codes: 2 = the user's input was wrong; 1 = a store or model could not be used.
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 1
+#: Largest --top-k of `rag eval graders` (the context's own bound on top_k).
+MAX_GRADED_TOP_K = 100
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
@@ -630,6 +633,77 @@ def eval_report(
     console.print(f"wrote {written['readme']} from {counts} report(s)")
     for path in written["plots"]:
         console.print(f"  {path}")
+
+
+@eval_app.command("graders")
+def eval_graders(
+    dataset: Annotated[
+        Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
+    ],
+    limit: Annotated[int, typer.Option(help="Grade the passages of the first N questions.")] = 30,
+    top_k: Annotated[int, typer.Option(help="Passages retrieved (and graded) per question, 1-100.")] = 8,
+    no_llm: Annotated[
+        bool, typer.Option("--no-llm", help="Measure only the score grader (no model call).")
+    ] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Accuracy, precision, recall and F1 of the score and LLM relevance graders against the gold supporting
+    passages, with their cost, over the pooled paragraphs of the evaluated questions."""
+    from evals.graders import run_grader_eval
+    from models.errors import ModelUnavailableError
+
+    if limit < 1:
+        fail("--limit must be at least 1")
+    if not 1 <= top_k <= MAX_GRADED_TOP_K:
+        fail(f"--top-k must be between 1 and {MAX_GRADED_TOP_K}")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        try:
+            report = run_grader_eval(
+                dataset, settings, limit=limit, top_k=top_k, llm=not no_llm, progress=bars
+            )
+        except ModelUnavailableError as error:
+            fail(str(error), EXIT_UNAVAILABLE)
+        except ValueError as error:
+            fail(str(error))
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    table = Table(
+        title=f"{report['dataset']}: {report['passages']} passages of {report['questions']} questions "
+        f"(base rate {report['base_rate']}; {report['model']})"
+    )
+    for column in (
+        "grader",
+        "accuracy",
+        "precision",
+        "recall",
+        "F1",
+        "judged rel.",
+        "LLM calls",
+        "ms/q",
+        "failed",
+    ):
+        table.add_column(column, justify="right")
+    for name, values in report["graders"].items():
+        table.add_row(
+            name,
+            *[
+                "-" if values[key] is None else f"{values[key]:.3f}"
+                for key in ("accuracy", "precision", "recall", "f1", "judged_relevant")
+            ],
+            str(values["llm_calls"]),
+            "-" if values["mean_ms_per_question"] is None else f"{values['mean_ms_per_question']:.1f}",
+            str(values["failed_replies"]),
+        )
+    console.print(table)
+    score = report["graders"]["score"]
+    console.print(
+        f"score grader ranking: AUC {score['auc']}, mean score relevant {score['mean_score_relevant']} vs "
+        f"irrelevant {score['mean_score_irrelevant']} (threshold {report['relevance_threshold']}); "
+        f"default grader under these settings: {report['default_grader']}",
+        highlight=False,
+    )
 
 
 if __name__ == "__main__":
