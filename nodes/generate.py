@@ -28,7 +28,7 @@ from prompts.answer import (
     NO_RETRIEVAL_SYSTEMS,
     REVISION_NOTES,
 )
-from retrieval.answer_text import best_sentences, is_garbage
+from retrieval.answer_text import best_sentences, is_garbage, strip_preamble
 from retrieval.prompt_budget import build_answer_prompt, strip_source_headers
 from retrieval.tokens import truncate_to_tokens
 from state.context import Context
@@ -135,7 +135,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     model = get_resources().model("generate", context)
     text, error, usage = text_call(model, prompt.messages, max_tokens=context.generation_reserve)
-    text = strip_source_headers(text)
+    text = strip_preamble(strip_source_headers(text))
     info = dict(prompt.prompt_info)
     info["generation_fallback"] = None
     sources = prompt.used_documents

@@ -188,3 +188,16 @@ def best_sentences(question: str, text: str, limit: int) -> list[str]:
     )
     chosen = ranked[:limit] or list(range(min(1, len(sentences))))
     return [sentences[index] for index in sorted(chosen)]
+
+
+#: Boilerplate that small models put before the answer ("The answer is:", "Answer:", "答案是：").
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:the\s+)?(?:final\s+|short\s+)?answer\s*(?:is)?\s*[:：]|(?:最终)?答案(?:是|为)?\s*[:：]?)\s*",
+    re.IGNORECASE,
+)
+
+
+def strip_preamble(text: str) -> str:
+    """The answer without a leading "The answer is:" / "答案是：" (what remains of it is the answer)."""
+    stripped = _PREAMBLE.sub("", text, count=1)
+    return stripped if stripped.strip() else text
