@@ -13,7 +13,7 @@ from state.graph_state import RetrieveTask, State
 from state.schemas import SearchQuery
 
 
-@timed("baseline_retrieve")
+@timed("retrieve")
 def baseline_retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Search once with the question; the same scoping and search as the agentic graph."""
     question = state.get("question", "")
