@@ -75,6 +75,12 @@ class Settings(BaseSettings):
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     dense_weight: float = Field(1.0, ge=0.0, description="Weight of the dense ranking in fusion.")
     bm25_weight: float = Field(1.0, ge=0.0, description="Weight of the BM25 ranking in fusion.")
+    cjk_dense_weight_factor: float = Field(
+        0.2,
+        ge=0.0,
+        description="Factor on the dense fusion weight for Chinese/Japanese queries when the embedding model "
+        "is English-only (minilm): its vectors barely rank CJK text (CMRC 2018 Recall@5 0.39 vs BM25 0.995).",
+    )
     bm25_title_weight: float = Field(1.0, ge=0.0, description="BM25 weight of the title field vs the body.")
     mmr_enabled: bool = Field(False, description="Re-rank fused results with maximal marginal relevance.")
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 = relevance only.")

@@ -7,6 +7,7 @@ is checked again against the catalog rows of that tenant before it is returned.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,9 @@ from retrieval.knowledge_base import KnowledgeBase
 from retrieval.types import SearchHit
 
 SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
+#: Embedding providers trained on English only.
+ENGLISH_ONLY_EMBEDDINGS = frozenset({"minilm"})
+CJK_PATTERN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 MAX_K = 1000
 
 
@@ -108,13 +112,20 @@ class Searcher:
             ranked = keyword
         else:
             ranked = reciprocal_rank_fusion(
-                [dense, keyword], [settings.dense_weight, settings.bm25_weight], k=settings.rrf_k
+                [dense, keyword], [self.dense_weight(query), settings.bm25_weight], k=settings.rrf_k
             )
         ranked = [hit for hit in ranked if hit.metadata.get("tenant") == tenant]
         if use_mmr and query_vector is not None and len(ranked) > 1:
             ranked = self._mmr(query_vector, ranked, k)
         timings["fuse_ms"] = (time.perf_counter() - started) * 1000
         return SearchResult(ranked[:k], timings)
+
+    def dense_weight(self, query: str) -> float:
+        """The dense ranking's fusion weight for this query: lowered for CJK text when the embedding model
+        only knows English, whose vectors would otherwise drag good keyword results down."""
+        if self.settings.embedding_provider in ENGLISH_ONLY_EMBEDDINGS and CJK_PATTERN.search(query):
+            return self.settings.dense_weight * self.settings.cjk_dense_weight_factor
+        return self.settings.dense_weight
 
     def _collections(self, tenant: str, requested: Sequence[str] | None) -> list[str]:
         available = self.kb.catalog.collections(tenant)

