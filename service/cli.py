@@ -57,17 +57,23 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 @contextmanager
 def user_errors() -> Iterator[None]:
     """Turn the engine's documented errors into clear one-line messages."""
-    from persistence.vector_store import InvalidCollectionError, StoreUnavailableError
+    from models.errors import ModelUnavailableError
+    from persistence.vector_store import StoreUnavailableError
     from retrieval.embeddings import EmbeddingError
-    from retrieval.filters import FilterError
-    from retrieval.search import QueryError
 
     try:
         yield
-    except (SettingsError, FilterError, QueryError, InvalidCollectionError, FileNotFoundError) as error:
-        fail(str(error))
-    except (StoreUnavailableError, EmbeddingError) as error:
+    except (StoreUnavailableError, EmbeddingError, ModelUnavailableError) as error:
         fail(str(error), EXIT_UNAVAILABLE)
+    except (ValueError, FileNotFoundError) as error:  # settings, filters, queries, names, dataset formats
+        fail(str(error))
+
+
+def write_json_report(path: Path | None, report: dict[str, object]) -> None:
+    """Write a benchmark report as JSON when a path was given."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
 
 
 def settings_or_exit(**overrides: object) -> Settings:
@@ -413,9 +419,7 @@ def eval_retrieval(
             fail(f"unknown search mode {name!r}; choose among dense, bm25, hybrid")
     with user_errors(), progress_bars() as bars:
         report = run_retrieval_eval(dataset, settings, modes=modes, limit=limit, progress=bars)
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    write_json_report(json_out, report)
     table = Table(title=f"{report['dataset']}: {report['queries']} queries ({report['machine']})")
     metrics = [name for name in next(iter(report["modes"].values())) if name not in ("p50_ms", "p95_ms")]
     for column in ["mode", *metrics, "p50 ms", "p95 ms"]:
@@ -447,9 +451,7 @@ def eval_latency(
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:
         report = run_latency_eval(settings, questions=questions, progress=bars)
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2) + "\n")
+    write_json_report(json_out, report)
     table = Table(title=f"graph latency over {report['questions']} questions ({report['machine']})")
     table.add_column("node")
     table.add_column("mean ms per question", justify="right")
@@ -488,7 +490,6 @@ def eval_qa(
     pipeline over the pooled paragraphs of the evaluated questions."""
     from evals.qa import PIPELINES, run_qa_eval
     from evals.report import write_qa_plot
-    from models.errors import ModelUnavailableError
 
     if pipeline not in PIPELINES:
         fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
@@ -496,17 +497,10 @@ def eval_qa(
         fail("--limit must be at least 1")
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:
-        try:
-            report = run_qa_eval(
-                dataset, settings, pipeline=pipeline, limit=limit, results_path=results, progress=bars
-            )
-        except ModelUnavailableError as error:
-            fail(str(error), EXIT_UNAVAILABLE)
-        except ValueError as error:
-            fail(str(error))
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        report = run_qa_eval(
+            dataset, settings, pipeline=pipeline, limit=limit, results_path=results, progress=bars
+        )
+    write_json_report(json_out, report)
     table = Table(
         title=f"{report['dataset']} · {report['pipeline']}: {report['n']} questions ({report['model']})"
     )
@@ -569,27 +563,19 @@ def eval_router(
 ) -> None:
     """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side."""
     from evals.router import DEFAULT_LLM_LIMIT, SHARED_DATA_DIR, run_router_eval
-    from models.errors import ModelUnavailableError
 
     if llm_limit is not None and llm_limit < 0:
         fail("--llm-limit must be at least 0")
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:
-        try:
-            report = run_router_eval(
-                settings,
-                data_dir=data_dir or SHARED_DATA_DIR,
-                extra=dataset or [],
-                llm_limit=DEFAULT_LLM_LIMIT if llm_limit is None else llm_limit,
-                progress=bars,
-            )
-        except ModelUnavailableError as error:
-            fail(str(error), EXIT_UNAVAILABLE)
-        except ValueError as error:
-            fail(str(error))
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        report = run_router_eval(
+            settings,
+            data_dir=data_dir or SHARED_DATA_DIR,
+            extra=dataset or [],
+            llm_limit=DEFAULT_LLM_LIMIT if llm_limit is None else llm_limit,
+            progress=bars,
+        )
+    write_json_report(json_out, report)
     table = Table(title=f"router: {report['n']} labelled questions ({', '.join(report['sources'])})")
     for column in ("analyzer", "n", "accuracy", "single->multi", "multi->single"):
         table.add_column(column)
@@ -650,7 +636,6 @@ def eval_graders(
     """Accuracy, precision, recall and F1 of the score and LLM relevance graders against the gold supporting
     passages, with their cost, over the pooled paragraphs of the evaluated questions."""
     from evals.graders import run_grader_eval
-    from models.errors import ModelUnavailableError
 
     if limit < 1:
         fail("--limit must be at least 1")
@@ -658,17 +643,8 @@ def eval_graders(
         fail(f"--top-k must be between 1 and {MAX_GRADED_TOP_K}")
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:
-        try:
-            report = run_grader_eval(
-                dataset, settings, limit=limit, top_k=top_k, llm=not no_llm, progress=bars
-            )
-        except ModelUnavailableError as error:
-            fail(str(error), EXIT_UNAVAILABLE)
-        except ValueError as error:
-            fail(str(error))
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        report = run_grader_eval(dataset, settings, limit=limit, top_k=top_k, llm=not no_llm, progress=bars)
+    write_json_report(json_out, report)
     table = Table(
         title=f"{report['dataset']}: {report['passages']} passages of {report['questions']} questions "
         f"(base rate {report['base_rate']}; {report['model']})"

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import os
 import tempfile
+import types
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
 
 from config.settings import Settings, load_settings
+from nodes.resources import Resources, use_resources
 from retrieval.knowledge_base import KnowledgeBase
+from state.context import Context
 from tests.fakes import HashEmbeddings
 
 # tiktoken's BPE files are copied into this cache on first use; by default it lives under ./.rag, which
@@ -99,3 +105,32 @@ def write_corpus(root: Path, files: dict[str, str | bytes]) -> dict[str, Path]:
             path.write_text(content, encoding="utf-8")
         written[name] = path.resolve()
     return written
+
+
+def runtime(**fields: Any) -> Any:
+    """What nodes read from their Runtime: only `context`."""
+    return types.SimpleNamespace(context=Context(**fields))
+
+
+@pytest.fixture
+def install(tmp_path: Path) -> Iterator[Callable[..., Resources]]:
+    """Install fake chat models as the process resources: `install(generator, grader=None, strength=...)`
+    (the grader defaults to the generator); everything installed is removed after the test."""
+    with ExitStack() as stack:
+
+        def installer(
+            generator: BaseChatModel,
+            grader: BaseChatModel | None = None,
+            *,
+            strength: Literal["weak", "strong"] = "strong",
+        ) -> Resources:
+            resources = Resources(
+                load_settings(data_dir=tmp_path / "rag"),
+                generator=generator,
+                grader=grader or generator,
+                strengths={"generate": strength, "grade": strength},
+            )
+            stack.enter_context(use_resources(resources))
+            return resources
+
+        yield installer

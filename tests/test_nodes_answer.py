@@ -4,22 +4,16 @@ small generate -> grade_answer -> cite graph (loop bound, token streaming)."""
 
 from __future__ import annotations
 
-import types
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatResult
 from langgraph.graph import END, START, StateGraph
 
-from config.settings import load_settings
 from nodes.cite import cite
 from nodes.generate import generate
 from nodes.grade_answer import grade_answer, score_answer
-from nodes.resources import Resources, use_resources
 from prompts.answer import (
     ANSWER_SYSTEM_PROMPTS,
     NO_RETRIEVAL_SYSTEM_EN,
@@ -29,6 +23,7 @@ from prompts.answer import (
 from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
+from tests.conftest import runtime
 from tests.fakes import BrokenChatModel, ScriptedChatModel, scripted
 
 QUESTION = "What is the capital of France?"
@@ -57,37 +52,6 @@ PARIS = doc(
 )
 TOWER = doc(2, "The Eiffel Tower was completed in 1889.", relevance=0.5, score=3.0)
 NOISE = doc(3, "Bananas are rich in potassium.", relevance=0.1, score=5.0)
-
-
-def runtime(**fields: Any) -> Any:
-    """What nodes read from their Runtime: only `context`."""
-    return types.SimpleNamespace(context=Context(**fields))
-
-
-@pytest.fixture
-def install(tmp_path: Path) -> Iterator[Any]:
-    """Install fake generator/grader models; returns a function taking them."""
-    stack: list[Any] = []
-
-    def installer(
-        generator: GenericFakeChatModel,
-        grader: GenericFakeChatModel | None = None,
-        strength: Literal["weak", "strong"] = "strong",
-    ) -> Resources:
-        resources = Resources(
-            load_settings(data_dir=tmp_path / "rag"),
-            generator=generator,
-            grader=grader or generator,
-            strengths={"generate": strength, "grade": strength},
-        )
-        context = use_resources(resources)
-        context.__enter__()
-        stack.append(context)
-        return resources
-
-    yield installer
-    for context in reversed(stack):
-        context.__exit__(None, None, None)
 
 
 # --- generate ---------------------------------------------------------------------------------------------

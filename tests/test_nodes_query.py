@@ -5,16 +5,11 @@ garbage replies, unreachable model, weak model without calls)."""
 from __future__ import annotations
 
 import json
-import types
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
-from config.settings import load_settings
 from nodes.analyze import analyze
 from nodes.contextualize import contextualize, recent_turns, split_history
 from nodes.query_heuristics import (
@@ -29,13 +24,13 @@ from nodes.query_heuristics import (
     surface_terms,
 )
 from nodes.reformulate import make_new, reformulate
-from nodes.resources import Resources, use_resources
 from nodes.rewrite import rewrite, rewrite_method
 from nodes.search_queries import normalized, search_query, unique_queries, valid_query, valid_standalone
 from nodes.select_strategy import choose_strategy, select_strategy
 from state.context import Context
 from state.graph_state import State
 from state.schemas import QueryAnalysis, RetrievedDoc
+from tests.conftest import runtime
 from tests.fakes import BrokenChatModel, scripted
 
 BRIDGE = (
@@ -46,33 +41,6 @@ COMPARISON = "Were Scott Derrickson and Ed Wood of the same nationality?"
 
 def broken() -> BrokenChatModel:
     return BrokenChatModel(messages=iter([]))
-
-
-def runtime(**fields: Any) -> Any:
-    """What nodes read from their Runtime: only `context`."""
-    return types.SimpleNamespace(context=Context(**fields))
-
-
-@pytest.fixture
-def install(tmp_path: Path) -> Iterator[Any]:
-    """Install a fake model for both roles; returns a function taking it (and the strength)."""
-    stack: list[Any] = []
-
-    def installer(model: GenericFakeChatModel, strength: Literal["weak", "strong"] = "strong") -> Resources:
-        resources = Resources(
-            load_settings(data_dir=tmp_path / "rag"),
-            generator=model,
-            grader=model,
-            strengths={"generate": strength, "grade": strength},
-        )
-        context = use_resources(resources)
-        context.__enter__()
-        stack.append(context)
-        return resources
-
-    yield installer
-    for context in reversed(stack):
-        context.__exit__(None, None, None)
 
 
 def doc(index: int, title: str, text: str, *, relevance: float = 0.8, score: float = 1.0) -> RetrievedDoc:
@@ -362,14 +330,14 @@ def test_contextualize_unreachable_model_falls_back(install: Any) -> None:
 
 def test_contextualize_weak_model_uses_the_heuristic_without_a_call(install: Any) -> None:
     model = broken()
-    install(model, "weak")
+    install(model, strength="weak")
     update = contextualize({"question": "When was it founded?", "messages": HISTORY}, runtime())
     assert update["standalone_question"] == "When was it founded? (SpaceX)"
     assert model.received == []
 
 
 def test_contextualize_question_not_yet_in_messages(install: Any) -> None:
-    install(broken(), "weak")
+    install(broken(), strength="weak")
     state: State = {"question": "What about Tesla?", "messages": HISTORY[:2]}
     assert contextualize(state, runtime())["standalone_question"] == "Who founded Tesla?"
 
@@ -414,10 +382,10 @@ def test_analyze_unreachable_model_keeps_the_heuristic_analysis(install: Any) ->
 
 def test_analyze_auto_is_heuristic_for_weak_models_and_llm_for_strong(install: Any) -> None:
     weak = broken()
-    install(weak, "weak")
+    install(weak, strength="weak")
     update = analyze({"standalone_question": COMPARISON}, runtime(analyzer="auto"))
     assert update["analysis"]["source"] == "heuristic" and weak.received == [] and "llm_calls" not in update
-    install(scripted(LLM_ANALYSIS), "strong")
+    install(scripted(LLM_ANALYSIS), strength="strong")
     assert (
         analyze({"standalone_question": COMPARISON}, runtime(analyzer="auto"))["analysis"]["source"] == "llm"
     )
@@ -425,7 +393,7 @@ def test_analyze_auto_is_heuristic_for_weak_models_and_llm_for_strong(install: A
 
 def test_analyze_heuristic_never_calls(install: Any) -> None:
     model = broken()
-    install(model, "strong")
+    install(model, strength="strong")
     update = analyze({"question": "你好"}, runtime(analyzer="heuristic"))
     assert update["analysis"]["needs_retrieval"] is False and model.received == []
 
@@ -530,7 +498,7 @@ def test_rewrite_multi_query_garbage_uses_heuristic_variants(install: Any) -> No
 
 def test_rewrite_weak_model_makes_no_call(install: Any) -> None:
     model = broken()
-    install(model, "weak")
+    install(model, strength="weak")
     for strategy in ("HYBRID", "HYDE", "QUERY_DECOMPOSITION", "ITERATIVE"):
         update = rewrite(rewrite_state(BRIDGE, strategy), runtime())
         assert texts(update)[0] == BRIDGE and len(texts(update)) >= 2 and "llm_calls" not in update
@@ -580,7 +548,7 @@ def test_rewrite_iterative_first_hop(install: Any) -> None:
 
 
 def test_rewrite_override_wins_over_the_strategy(install: Any) -> None:
-    install(broken(), "weak")
+    install(broken(), strength="weak")
     assert rewrite_method("HYBRID", Context(rewrite="none")) == "none"
     assert texts(rewrite(rewrite_state(COMPARISON, "HYBRID"), runtime(rewrite="none"))) == [COMPARISON]
     expanded = rewrite(rewrite_state("Which companies make films?", "DIRECT"), runtime(rewrite="expand"))
@@ -598,7 +566,7 @@ def test_rewrite_expand_with_a_strong_model(install: Any) -> None:
 
 
 def test_rewrite_chinese(install: Any) -> None:
-    install(broken(), "weak")
+    install(broken(), strength="weak")
     update = rewrite(rewrite_state("李白和杜甫谁更早出生？", "HYBRID"), runtime())
     assert texts(update)[:3] == ["李白和杜甫谁更早出生？", "李白出生", "杜甫出生"]
 
@@ -608,7 +576,7 @@ def test_rewrite_chinese(install: Any) -> None:
 
 def test_reformulate_next_hop_searches_the_bridge_entity(install: Any) -> None:
     model = broken()
-    install(model, "weak")
+    install(model, strength="weak")
     tried = [BRIDGE, "Who is the woman who portrayed Corliss Archer in the film Kiss and Tell?"]
     state: State = {
         "standalone_question": BRIDGE,
@@ -626,7 +594,7 @@ def test_reformulate_next_hop_searches_the_bridge_entity(install: Any) -> None:
 
 
 def test_reformulate_after_poor_grades_stresses_missing_terms(install: Any) -> None:
-    install(broken(), "weak")
+    install(broken(), strength="weak")
     question = "What government position did Shirley Temple hold?"
     state: State = {
         "standalone_question": question,
@@ -642,7 +610,7 @@ def test_reformulate_after_poor_grades_stresses_missing_terms(install: Any) -> N
 
 @pytest.mark.parametrize("strategy", ["ITERATIVE", "DIRECT", "HYBRID"])
 def test_reformulate_never_repeats_a_query_and_always_returns_one(install: Any, strategy: str) -> None:
-    install(broken(), "weak")
+    install(broken(), strength="weak")
     tried = [BRIDGE]
     for _ in range(8):
         state: State = {
@@ -659,7 +627,7 @@ def test_reformulate_never_repeats_a_query_and_always_returns_one(install: Any, 
 
 
 def test_reformulate_without_documents_still_returns_a_new_query(install: Any) -> None:
-    install(broken(), "weak")
+    install(broken(), strength="weak")
     question = "What is the capital of France?"
     tried = [question, "capital France", "France capital capitals"]
     update = reformulate({"standalone_question": question, "documents": [], "queries_run": tried}, runtime())
