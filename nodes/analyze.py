@@ -16,7 +16,7 @@ from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.query_heuristics import heuristic_analysis
 from nodes.resources import get_resources
 from prompts.query import ANALYZE_PROMPT, ANALYZE_SYSTEM
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import QueryAnalysis
 
@@ -53,7 +53,7 @@ def llm_analysis(
 @timed("analyze")
 def analyze(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Set `analysis` (a QueryAnalysis as a dict) for the standalone question."""
-    context = runtime.context
+    context = run_context(runtime)
     question = state.get("standalone_question") or state.get("question") or ""
     heuristic = heuristic_analysis(question)
     if not use_llm_analyzer(context):

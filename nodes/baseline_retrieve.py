@@ -8,7 +8,7 @@ from langgraph.runtime import Runtime
 
 from nodes.instrumentation import timed
 from nodes.retrieve import retrieve
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import RetrieveTask, State
 from state.schemas import SearchQuery
 
@@ -19,7 +19,7 @@ def baseline_retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]
     question = state.get("question", "")
     task = RetrieveTask(
         query=SearchQuery(text=question, dense_text=question, purpose="original"),
-        tenant=state.get("tenant") or runtime.context.tenant,
+        tenant=state.get("tenant") or run_context(runtime).tenant,
         filters=state.get("filters") or {},
         conversation_id=state.get("conversation_id") or "",
         wants_details=False,

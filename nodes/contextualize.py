@@ -19,7 +19,7 @@ from nodes.query_heuristics import heuristic_standalone
 from nodes.resources import get_resources
 from nodes.search_queries import valid_standalone
 from prompts.query import CONTEXTUALIZE_PROMPT, CONTEXTUALIZE_SYSTEM
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State
 
 #: Characters of each earlier message shown to the model (long answers add tokens, not context).
@@ -68,7 +68,7 @@ def format_history(messages: list[AnyMessage]) -> str:
 @timed("contextualize")
 def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Set `standalone_question`: the question itself, or its rewrite from the recent conversation."""
-    context = runtime.context
+    context = run_context(runtime)
     messages = list(state.get("messages") or [])
     history, last_human = split_history(messages)
     question = (state.get("question") or "").strip() or last_human

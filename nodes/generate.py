@@ -31,7 +31,7 @@ from prompts.answer import (
 from retrieval.answer_text import best_sentences, is_garbage, strip_preamble
 from retrieval.prompt_budget import build_answer_prompt, strip_source_headers
 from retrieval.tokens import truncate_to_tokens
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
 
@@ -117,7 +117,7 @@ def _system_prompt(state: State, context: Context, language: str, with_documents
 @timed("generate")
 def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Draft an answer from the selected passages (or without any on the no-retrieval path)."""
-    context = runtime.context
+    context = run_context(runtime)
     question = current_question(state)
     language = language_of(question)
     documents = select_documents(state.get("documents") or [], context.relevance_threshold, context.top_k)

@@ -39,7 +39,7 @@ from retrieval.answer_text import (
 from retrieval.citations import extract_markers
 from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
 from retrieval.tokens import truncate_to_tokens
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import AnswerCandidate, AnswerGrade, RetrievedDoc
 
@@ -214,7 +214,7 @@ def _grader_for(context: Context) -> Literal["llm", "score"]:
 @timed("grade_answer")
 def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Grade the draft, keep it as best answer if it beats the previous ones, and set `next_action`."""
-    context = runtime.context
+    context = run_context(runtime)
     question = current_question(state)
     draft = state.get("draft") or ""
     sources = state.get("sources") or []

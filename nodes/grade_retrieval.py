@@ -18,7 +18,7 @@ from nodes.resources import get_resources
 from prompts.grading import RELEVANCE_GRADER_PROMPT, RELEVANCE_GRADER_SYSTEM
 from retrieval.keyword import analyze
 from retrieval.tokens import truncate_to_tokens
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import RetrievalDecision, State
 from state.schemas import RelevanceGrades, RetrievedDoc
 
@@ -112,7 +112,7 @@ def use_llm_grader(context: Context) -> bool:
 @timed("grade_retrieval")
 def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Grade every ungraded passage; report the evidence score and the question terms still missing."""
-    context = runtime.context
+    context = run_context(runtime)
     question = state.get("standalone_question") or state.get("question", "")
     documents = list(state.get("documents") or [])
     ungraded = [doc for doc in documents if doc["relevance"] < 0]

@@ -34,7 +34,7 @@ from nodes.query_heuristics import (
 from nodes.resources import get_resources
 from nodes.search_queries import normalized, search_query, valid_query
 from prompts.query import NEXT_HOP_PROMPT, REFORMULATE_PROMPT, REFORMULATE_SYSTEM
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RetrievedDoc, SearchQuery
 
@@ -181,7 +181,7 @@ def model_query(
 @timed("reformulate")
 def reformulate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Set the next round's `queries`: new ones only, at least one; count the round (and the hop)."""
-    context = runtime.context
+    context = run_context(runtime)
     question = state.get("standalone_question") or state.get("question") or ""
     documents = list(state.get("documents") or [])
     relevant = relevant_documents(documents, context.relevance_threshold)

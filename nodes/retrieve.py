@@ -19,7 +19,7 @@ from nodes.resources import get_resources
 from persistence.vector_store import StoreUnavailableError
 from retrieval.search import Searcher
 from retrieval.types import SearchHit
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import RetrieveTask
 from state.schemas import RetrievedDoc
 
@@ -126,7 +126,7 @@ def expand_summaries(
 def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
     """Run one query; a store that is down yields no documents and an error note (the run goes on to an
     honest "not found" answer instead of failing). Filters were validated when the turn started."""
-    context = runtime.context
+    context = run_context(runtime)
     query = task["query"]
     searcher = get_resources().searcher()
     started = time.perf_counter()

@@ -40,7 +40,7 @@ from prompts.query import (
     MULTI_QUERY_PROMPT,
     MULTI_QUERY_SYSTEM,
 )
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RewrittenQueries, SearchQuery, SubQuestions
 
@@ -182,6 +182,6 @@ def build_queries(question: str, strategy: str, context: Context) -> tuple[list[
 def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Set the first round's `queries` (and record them in `queries_run`)."""
     question = state.get("standalone_question") or state.get("question") or ""
-    queries, accounting = build_queries(question, state.get("strategy") or "DIRECT", runtime.context)
+    queries, accounting = build_queries(question, state.get("strategy") or "DIRECT", run_context(runtime))
     update = {"queries": queries, "queries_run": [query["text"] for query in queries], "retrieval_rounds": 1}
     return merge_updates(update, accounting) if accounting else update

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from nodes.instrumentation import timed
 from nodes.query_heuristics import heuristic_analysis
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import QueryAnalysis, Strategy
 
@@ -80,4 +80,4 @@ def state_analysis(state: State) -> QueryAnalysis:
 @timed("select_strategy")
 def select_strategy(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Set `strategy` from the analysis and the run's context."""
-    return {"strategy": choose_strategy(state_analysis(state), runtime.context)}
+    return {"strategy": choose_strategy(state_analysis(state), run_context(runtime))}

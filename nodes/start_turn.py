@@ -13,7 +13,7 @@ from langchain_core.messages import AnyMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from retrieval.filters import FilterError, parse_filter
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import RESET, State
 
 
@@ -40,7 +40,7 @@ def turn_question(state: State) -> tuple[str, bool]:
 
 def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Validate and reset; raise InvalidQuestionError on bad input."""
-    context = runtime.context
+    context = run_context(runtime)
     question, append = turn_question(state)
     if not question:
         raise InvalidQuestionError("empty question: pass {'question': '...'} or a human message")

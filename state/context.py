@@ -127,3 +127,19 @@ def _coerce(name: str, raw: str, default: Any, _annotation: Any) -> Any:
         return raw
     except ValueError:
         raise ValueError(f"RAG_{name.upper()}={raw!r} is not a valid {type(default).__name__}") from None
+
+
+def run_context(runtime: Any) -> Context:
+    """The run's Context, whatever the caller passed.
+
+    LangGraph hands nodes `runtime.context = None` when a caller omits `context=` (plain `graph.invoke`,
+    `invoke(None, config)` replays, the server without a context): the defaults must apply then, not an
+    AttributeError deep inside a node. A dict (the server's JSON) is coerced by LangGraph already, but
+    is accepted here too.
+    """
+    context = getattr(runtime, "context", None)
+    if isinstance(context, Context):
+        return context
+    if isinstance(context, dict):
+        return Context(**context)
+    return Context()
