@@ -682,5 +682,51 @@ def eval_graders(
     )
 
 
+@eval_app.command("chaos")
+def eval_chaos(
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    suite: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Suites to run (repeatable): tenants, turns, injection, hostile, storage. Default all."
+        ),
+    ] = None,
+    code_root: Annotated[
+        Path | None,
+        typer.Option(
+            help="Attack another checkout of the engine (for before/after figures). Default: this one."
+        ),
+    ] = None,
+) -> None:
+    """Attack the engine as a hostile tenant would and count harm: tenant leaks, lost or mixed turns, obeyed
+    injections, stack traces, hangs, wrong exit codes, checkpoint bytes per turn. Real models, temp data."""
+    from evals.chaos import REPO_ROOT, SUITES, run_chaos
+
+    with user_errors():
+        report = run_chaos(
+            code_root=code_root or REPO_ROOT,
+            suites=suite or list(SUITES),
+            progress=lambda line: error_console.print(escape(line), highlight=False),
+        )
+    write_json_report(json_out, report)
+    table = Table(title=f"chaos ({report['machine']}, {report['seconds']} s)")
+    table.add_column("figure")
+    table.add_column("count", justify="right")
+    for name, value in report["figures"].items():
+        table.add_row(name, f"{value:g}")
+    if report["bytes_per_turn"] is not None:
+        table.add_row(
+            "bytes per turn", f"{report['bytes_per_turn']:.0f} (target <= {report['bytes_per_turn_target']})"
+        )
+        table.add_row("checkpoints per turn", f"{report['checkpoints_per_turn']:.1f}")
+    console.print(table)
+    for probe in report["probes"]:
+        if not probe["passed"]:
+            console.print(
+                f"FAIL {probe['suite']}/{probe['name']}: {probe['detail']}", highlight=False, markup=False
+            )
+    console.print(f"{report['passed']} passed, {report['failed']} failed", highlight=False)
+
+
 if __name__ == "__main__":
     app()
