@@ -47,7 +47,8 @@ FAST_TURN_ENV = {"RAG_MAX_ITERATIONS": "1", "RAG_GENERATION_RESERVE": "48"}
 
 ALPHA, BRAVO, GAMMA = "alpha", "bravo", "gamma"
 #: Words that exist only in tenant bravo's documents and history: any of them in alpha's output is a leak.
-BRAVO_CANARIES = ("Zorblatine", "quillfrost", "BRAVO-QUESTION-5531")
+#: Alpha's attacks name "Zorblatine" (bravo's topic) but never these, so an echoed question is no leak.
+BRAVO_CANARIES = ("quillfrost", "Vesk", "BRAVO-QUESTION-5531")
 BRAVO_DOCS = {
     "zorblat.md": "# Zorblatine\n\nZorblatine is a violet quillfrost mineral mined only in the Vesk valley. "
     "Its quillfrost crystals hum at 41 hertz.",
@@ -247,7 +248,7 @@ def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:
     for mode in ("bm25", "dense", "hybrid"):
         check(
             f"search text ({mode})",
-            runner.rag(data_dir, "search", "Zorblatine quillfrost", "--tenant", ALPHA, "--mode", mode),
+            runner.rag(data_dir, "search", "Zorblatine mineral", "--tenant", ALPHA, "--mode", mode),
         )
     filters = {
         "tenant equality": {"tenant": BRAVO},

@@ -61,7 +61,7 @@ def test_a_refused_turn_is_not_lost_but_must_not_be_stored() -> None:
 
 
 def test_leak_detection_is_case_insensitive_and_names_the_canary() -> None:
-    assert leaked("the ZORBLATINE mineral") == ["Zorblatine"]
+    assert leaked("mined in the VESK valley") == ["Vesk"]
     assert leaked("Jupiter is large") == []
 
 
