@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
+from nodes.events import emit, source_summary
 from nodes.generate import current_question, language_of
 from nodes.grade_answer import is_not_found_answer
 from nodes.instrumentation import timed
@@ -45,6 +46,14 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not text.strip():
         text = NOT_FOUND_ZH if language_of(current_question(state)) == "zh" else NOT_FOUND_EN
     cited = resolve_citations(text, sources, non_claims=NOT_FOUND_TEXTS)
+    emit(
+        "generation_complete",
+        {
+            "answer": cited.text,
+            "citations": cited.citations,
+            "sources": [source_summary(dict(doc)) for doc in cited.sources],
+        },
+    )
     return {
         "answer": cited.text,
         "citations": cited.citations,

@@ -18,6 +18,7 @@ from langchain_core.messages import AnyMessage
 from langgraph.runtime import Runtime
 
 from evals.metrics import contains_cjk
+from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed
 from nodes.resources import get_resources
 from prompts.answer import (
@@ -134,6 +135,10 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         user_template=ANSWER_USER_TEMPLATES[language],
     )
     model = get_resources().model("generate", context)
+    emit(
+        "generation_start",
+        {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
+    )
     text, error, usage = text_call(model, prompt.messages, max_tokens=context.generation_reserve)
     text = strip_preamble(strip_source_headers(text))
     info = dict(prompt.prompt_info)

@@ -13,6 +13,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
 from prompts.grading import RELEVANCE_GRADER_PROMPT, RELEVANCE_GRADER_SYSTEM
@@ -145,6 +146,10 @@ def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             state, context, found=bool(everything), relevant=len(relevant)
         ),
     }
+    emit(
+        "documents_retrieved",
+        {"count": len(everything), "relevant": len(relevant), "decision": update["retrieval_decision"]},
+    )
     return merge_updates(update, accounting) if accounting else update
 
 

@@ -8,6 +8,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from evals.metrics import contains_cjk
+from nodes.events import emit
 from nodes.instrumentation import timed
 from prompts.not_found import (
     NOT_FOUND_ANSWER_EN,
@@ -28,6 +29,7 @@ def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         answer = template.format(error=state["error"])
     else:
         answer = NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER_EN
+    emit("generation_complete", {"answer": answer, "citations": [], "sources": [], "not_found": True})
     return {
         "answer": answer,
         "not_found": True,

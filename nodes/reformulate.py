@@ -19,6 +19,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed
 from nodes.query_heuristics import (
     bridge_terms,
@@ -214,4 +215,6 @@ def reformulate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     if iterative:
         update["hops"] = 1
+    round_number = state.get("retrieval_rounds", 0) + 1
+    emit("query_rewritten", {"queries": texts, "strategy": state.get("strategy"), "round": round_number})
     return merge_updates(update, accounting) if accounting else update

@@ -21,6 +21,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, text_call, timed
 from nodes.query_heuristics import (
     heuristic_expansion,
@@ -184,4 +185,5 @@ def rewrite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = state.get("standalone_question") or state.get("question") or ""
     queries, accounting = build_queries(question, state.get("strategy") or "DIRECT", run_context(runtime))
     update = {"queries": queries, "queries_run": [query["text"] for query in queries], "retrieval_rounds": 1}
+    emit("query_rewritten", {"queries": update["queries_run"], "strategy": state.get("strategy"), "round": 1})
     return merge_updates(update, accounting) if accounting else update

@@ -1,0 +1,60 @@
+"""Custom stream events: what a client watching a run is told while it happens.
+
+Why from the graph and not from the HTTP layer: the same events then reach every interface that streams a
+run. `graph.stream(..., stream_mode="custom")`, the LangGraph server's `custom` stream mode (and so the SDK
+and Studio) and the REST route `/api/v1/rag/generate/stream` all carry `{"event": name, "data": {...}}`
+written here by the nodes themselves, in the order the graph does the work.
+
+Events (names are the REST API's SSE event names):
+- query_rewritten: the round's search queries (rewrite, reformulate);
+- documents_retrieved: how many passages the round found and how many were judged relevant (grade_retrieval);
+- generation_start: the answer is about to be written (generate);
+- generation_complete: the final answer with its citations and sources (cite, not_found).
+Tokens stream through `stream_mode="messages"` (the model's own chunks); the REST route forwards them as
+`token` events and adds `error` and `done`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from langgraph.config import get_stream_writer
+
+logger = logging.getLogger(__name__)
+
+EventName = Literal[
+    "query_rewritten", "documents_retrieved", "generation_start", "token", "generation_complete", "error"
+]
+#: Every event name a graph node may emit (the REST route adds `done`).
+EVENT_NAMES: tuple[str, ...] = (
+    "query_rewritten",
+    "documents_retrieved",
+    "generation_start",
+    "token",
+    "generation_complete",
+    "error",
+)
+
+
+def emit(name: EventName, data: dict[str, Any]) -> None:
+    """Write `{"event": name, "data": data}` to the run's custom stream; do nothing outside a run.
+
+    Never raises: an event is a courtesy to a watcher and must not fail the node that sends it (a node
+    called directly by a test or a script has no run, hence no writer).
+    """
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:  # called outside a graph run
+        return
+    try:
+        writer({"event": name, "data": data})
+    except Exception:  # noqa: BLE001 - a broken watcher must not break the answer
+        logger.debug("could not emit %s", name, exc_info=True)
+
+
+def source_summary(doc: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-safe fields of a passage that clients show (no full text)."""
+    return {
+        key: doc.get(key) for key in ("chunk_id", "doc_id", "source", "title", "page", "score", "relevance")
+    }
