@@ -110,6 +110,26 @@ class Settings(BaseSettings):
     local_n_ctx: int = Field(8192, ge=512, description="Context window of the embedded model.")
     local_threads: int = Field(2, ge=1, le=256, description="CPU threads of the embedded model.")
 
+    # --- HTTP API (service/api) -------------------------------------------------------------------
+    api_host: str = Field("127.0.0.1", description="Address `rag serve` listens on.")
+    api_port: int = Field(8000, ge=1, le=65535, description="Port `rag serve` listens on.")
+    api_keys: str = Field(
+        "",
+        description="API keys mapped to tenants, 'key1:tenantA,key2:tenantB'; empty = no authentication.",
+    )
+    api_cors_origins: str = Field("", description="Origins allowed by CORS, comma-separated ('*' = any).")
+    api_run_timeout_s: float = Field(60.0, gt=0, description="A request's whole run, at most (then 504).")
+    api_model_timeout_s: float = Field(30.0, gt=0, description="One model call, at most (then 504).")
+    api_retrieval_timeout_s: float = Field(10.0, gt=0, description="One retrieval, at most (then 504).")
+    api_max_query_chars: int = Field(5000, ge=1, description="Longest query the API accepts (then 422).")
+    api_max_top_k: int = Field(50, ge=1, le=100, description="Largest top_k the API accepts (then 422).")
+    api_max_batch: int = Field(50, ge=1, le=1000, description="Queries in one batch request, at most.")
+    api_batch_concurrency: int = Field(4, ge=1, le=64, description="Queries of a batch run at once.")
+    api_workers: int = Field(16, ge=1, le=256, description="Graph runs the API executes at once.")
+    api_health_model_probe: bool = Field(
+        True, description="The health route asks the model for one token (else only builds the client)."
+    )
+
     @model_validator(mode="after")
     def _check_relations(self) -> Settings:
         window = EMBEDDING_WINDOWS[self.embedding_provider]

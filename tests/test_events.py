@@ -23,9 +23,7 @@ ANSWER = "Jupiter is the largest planet in the Solar System [1]."
 
 def custom_events(question: str) -> list[dict[str, Any]]:
     """The custom stream of one run of the agentic graph."""
-    return [
-        chunk for chunk in build_graph().stream({"question": question}, stream_mode="custom", context={})
-    ]
+    return [chunk for chunk in build_graph().stream({"question": question}, stream_mode="custom", context={})]
 
 
 def test_emit_outside_a_run_does_nothing() -> None:
