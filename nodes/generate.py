@@ -19,7 +19,7 @@ from langgraph.runtime import Runtime
 
 from evals.metrics import contains_cjk
 from nodes.events import emit
-from nodes.instrumentation import merge_updates, text_call, timed
+from nodes.instrumentation import merge_updates, text_call, timed, with_temperature
 from nodes.resources import get_resources
 from prompts.answer import (
     ANSWER_SYSTEM_PROMPTS,
@@ -27,6 +27,7 @@ from prompts.answer import (
     MODEL_FAILED_EN,
     MODEL_FAILED_ZH,
     NO_RETRIEVAL_SYSTEMS,
+    OPERATOR_INSTRUCTIONS,
     REVISION_NOTES,
 )
 from retrieval.answer_text import best_sentences, is_garbage, strip_preamble
@@ -108,11 +109,12 @@ def answer_mode(mode: str, analysis: dict[str, Any] | None) -> str:
 
 
 def _system_prompt(state: State, context: Context, language: str, with_documents: bool) -> str:
+    extra = OPERATOR_INSTRUCTIONS.format(instructions=context.system_prompt) if context.system_prompt else ""
     if not with_documents:
-        return NO_RETRIEVAL_SYSTEMS[language]
+        return NO_RETRIEVAL_SYSTEMS[language] + extra
     system = ANSWER_SYSTEM_PROMPTS[(answer_mode(context.mode, state.get("analysis")), language)]
     revising = state.get("generation_rounds", 0) > 0 and state.get("next_action") in _REVISING_ACTIONS
-    return system + REVISION_NOTES[language] if revising else system
+    return (system + REVISION_NOTES[language] if revising else system) + extra
 
 
 @timed("generate")
@@ -134,7 +136,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         history_share=context.history_share,
         user_template=ANSWER_USER_TEMPLATES[language],
     )
-    model = get_resources().model("generate", context)
+    model = with_temperature(get_resources().model("generate", context), context.temperature)
     emit(
         "generation_start",
         {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},

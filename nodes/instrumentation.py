@@ -83,6 +83,13 @@ def structured_call(
     return result, accounting(result.attempts, result.usage, elapsed)
 
 
+def with_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
+    """The model sampling at `temperature` (a negative value keeps its own; a model without the field too)."""
+    if temperature < 0 or "temperature" not in type(model).model_fields:
+        return model
+    return model.model_copy(update={"temperature": temperature})
+
+
 def text_call(
     model: BaseChatModel, messages: list[BaseMessage], *, max_tokens: int
 ) -> tuple[str, str | None, dict[str, Any]]:

@@ -107,6 +107,10 @@ REVISION_NOTE_ZH = (
 )
 REVISION_NOTES: dict[str, str] = {"en": REVISION_NOTE_EN, "zh": REVISION_NOTE_ZH}
 
+#: How a caller's own instructions (the context's `system_prompt`, the API's field) join the answer prompt:
+#: after the engine's rules, so citing and answering from the sources stay the rules.
+OPERATOR_INSTRUCTIONS = "\n\nAdditional instructions:\n{instructions}"
+
 ANSWER_GRADER_SYSTEM = """You grade an answer to a question against the numbered sources it was written from.
 Give each score between 0 and 1:
 - relevance: the answer addresses the question that was asked.

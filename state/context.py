@@ -60,6 +60,8 @@ class Context:
     max_question_chars: int = _env_field(4000, "Longer questions are refused with a clear message.")
     tenant: str = _env_field("default", "Tenant whose documents are searched.")
     collection: str = _env_field("", "Collection to search ('' = all collections of the tenant).")
+    temperature: float = _env_field(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
+    system_prompt: str = _env_field("", "Operator instructions added to the answer's system prompt.")
 
     def __post_init__(self) -> None:
         """Fill fields still at their default from `RAG_<NAME>` environment variables, type-checked."""
@@ -87,6 +89,7 @@ class Context:
             "query_variants": 1 <= self.query_variants <= 8,
             "max_subquestions": 2 <= self.max_subquestions <= 8,
             "cross_conversation_share": 0.0 <= self.cross_conversation_share <= 1.0,
+            "temperature": self.temperature == -1.0 or 0.0 <= self.temperature <= 2.0,
         }
         for name, ok in checks.items():
             if not ok:
