@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from retrieval.types import CHUNK_METADATA_DEFAULTS, MetadataValue
+from retrieval.types import CHUNK_METADATA_DEFAULTS, MetadataValue, is_custom_metadata_key
 
 COMPARISON_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 LIST_OPERATORS = ("$in", "$nin")
@@ -105,9 +105,10 @@ def _parse_entry(key: str, value: Any, path: str, depth: int) -> FilterNode:
         raise FilterError(f"{path}: unknown operator {key!r} (logical operators: $and, $or)")
     if key in RESERVED_FIELDS:
         raise FilterError(f"{path}: '{key}' cannot be filtered on; pass the tenant with --tenant / tenant=")
-    if key not in FILTERABLE_FIELDS:
+    if key not in FILTERABLE_FIELDS and not is_custom_metadata_key(key):
         raise FilterError(
-            f"{path}: unknown field {key!r}; known fields: {', '.join(sorted(FILTERABLE_FIELDS))}"
+            f"{path}: unknown field {key!r}; known fields: {', '.join(sorted(FILTERABLE_FIELDS))}, "
+            "or a custom metadata key (letters, digits and _)"
         )
     if isinstance(value, dict):
         if len(value) != 1:

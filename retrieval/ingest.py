@@ -28,7 +28,14 @@ from retrieval.chunking import chunk_text
 from retrieval.embeddings import content_hash
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.loaders import LoaderError, discover_files, load_file
-from retrieval.types import CHUNK_METADATA_DEFAULTS, Chunk, LoadedDocument, MetadataValue, Section
+from retrieval.types import (
+    CHUNK_METADATA_DEFAULTS,
+    Chunk,
+    LoadedDocument,
+    MetadataValue,
+    Section,
+    is_custom_metadata_key,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +140,13 @@ def build_chunks(
             for text in texts:
                 text_hash = content_hash(text)
                 metadata: dict[str, MetadataValue] = dict(CHUNK_METADATA_DEFAULTS)
-                metadata.update({k: v for k, v in document.metadata.items() if k in CHUNK_METADATA_DEFAULTS})
+                metadata.update(
+                    {
+                        k: v
+                        for k, v in document.metadata.items()
+                        if k in CHUNK_METADATA_DEFAULTS or is_custom_metadata_key(k)
+                    }
+                )
                 metadata.update(
                     collection=collection,
                     source=document.source,

@@ -25,7 +25,7 @@ from bs4 import BeautifulSoup, NavigableString, Tag
 from docx.table import Table
 from pypdf import PdfReader
 
-from retrieval.types import LoadedDocument, MetadataValue, Section
+from retrieval.types import LoadedDocument, MetadataValue, Section, is_custom_metadata_key
 
 __all__ = ["SUPPORTED_SUFFIXES", "LoaderError", "discover_files", "load_file"]
 
@@ -67,6 +67,8 @@ RECORD_METADATA_KEYS = (
     "background_id",
 )
 RECORD_DOC_TYPE = "record"
+#: Record fields that are content or structure, not metadata (the rest of a record's scalars are kept).
+RECORD_CONTENT_KEYS = frozenset({*RECORD_TEXT_FIELDS, *RECORD_ID_FIELDS, "title", "event", "unchunked"})
 
 #: PDF titles that PDF writers fill in by default; they say nothing, so the file stem is used instead.
 PLACEHOLDER_PDF_TITLES = frozenset({"", "untitled", "untitled document"})
@@ -538,6 +540,13 @@ def _record_document(path: Path, index: int, record: dict[str, Any]) -> LoadedDo
     )
     metadata: dict[str, MetadataValue] = {
         key: value for key in RECORD_METADATA_KEYS if isinstance(value := record.get(key), str | int | float)
+    }
+    metadata |= {  # the record's own keys (category, session_id, ...): kept and filterable, never dropped
+        key: value
+        for key, value in record.items()
+        if isinstance(value, str | int | float)
+        and key not in RECORD_CONTENT_KEYS
+        and is_custom_metadata_key(key)
     }
     doc_type = record.get("doc_type")
     page = metadata.get("page")

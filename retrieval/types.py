@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,23 @@ CHUNK_METADATA_DEFAULTS: dict[str, MetadataValue] = {
     "doc_hash": "",
     "level": "detail",
 }
+
+#: Keys ingestion sets itself on every chunk: a record's own value for one of them is never kept.
+ENGINE_METADATA_KEYS = frozenset(
+    {"collection", "source", "doc_id", "tenant", "chunk_index", "content_hash", "doc_hash", "created_ts"}
+)
+#: Custom metadata keys (a record's `category`, `session_id`, `related_plot_id`...) are kept on its chunks and
+#: filterable; identifier-like names only, because a key becomes a Chroma field and a JSON path in SQL.
+CUSTOM_METADATA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def is_custom_metadata_key(key: str) -> bool:
+    """A key outside the schema that a record may carry and a filter may use."""
+    return (
+        CUSTOM_METADATA_KEY.fullmatch(key) is not None
+        and key not in CHUNK_METADATA_DEFAULTS
+        and key not in ENGINE_METADATA_KEYS
+    )
 
 
 @dataclass

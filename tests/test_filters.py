@@ -55,7 +55,7 @@ def nested(depth: int) -> dict[str, Any]:
     [
         ('{"doc_type": ', "not valid JSON"),
         ("[1, 2]", "must be a JSON object"),
-        ({"colour": "red"}, "unknown field 'colour'"),
+        ({"colour-name": "red"}, "unknown field 'colour-name'"),
         ({"page": {"$like": 3}}, "unknown operator '$like'"),
         ({"$not": [{"page": 1}]}, "unknown operator '$not'"),
         ({"chapter": {"$gt": "b"}}, "compares numbers only"),
@@ -281,4 +281,4 @@ def test_json_text_filter_equals_dict_filter(filter_kb: KnowledgeBase) -> None:
 
 def test_bad_filter_fails_before_searching(filter_kb: KnowledgeBase) -> None:
     with pytest.raises(FilterError, match="unknown field"):
-        Searcher(filter_kb).search(COMMON_WORD, mode="dense", filters={"colour": "red"})
+        Searcher(filter_kb).search(COMMON_WORD, mode="dense", filters={"colour-name": "red"})

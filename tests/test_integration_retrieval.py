@@ -125,7 +125,7 @@ def test_cli_search_json_with_filter(cli: tuple[CliRunner, dict[str, str]]) -> N
         (["search", ""], "empty query"),
         (["search", "   "], "empty query"),
         (["search", "planets", "--filter", '{"page": '], "not valid JSON"),
-        (["search", "planets", "--filter", '{"colour": "red"}'], "unknown field 'colour'"),
+        (["search", "planets", "--filter", '{"colour-name": "red"}'], "unknown field 'colour-name'"),
         # User text that looks like rich markup must be printed as is, not parsed (or crash).
         (["search", "planets", "--filter", '{"[/x]": 1}'], "unknown field '[/x]'"),
         (["search", "planets", "--filter", '{"$or": [{"page": 1}, {"[red]": 2}]}'], "$or[1].[red]"),
