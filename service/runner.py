@@ -67,16 +67,31 @@ class Session:
         return {**result, "thread_id": thread_id}
 
     def stream(
-        self, question: str, *, thread_id: str, context: Context | None = None, **inputs: Any
+        self,
+        question: str,
+        *,
+        thread_id: str,
+        context: Context | None = None,
+        events: bool = False,
+        callbacks: list[Any] | None = None,
+        **inputs: Any,
     ) -> Iterator[tuple[str, Any]]:
-        """Yield ("token", text) while the answer is generated, then ("result", output state)."""
+        """Yield ("token", text) while the answer is generated, then ("result", output state).
+
+        With `events`, the graph's custom events (nodes.events) come too, as ("event", {"event", "data"});
+        `callbacks` (LangChain handlers) watch the run's nodes and model calls (the API's time limits)."""
+        config = self._config(thread_id)
+        if callbacks:
+            config["callbacks"] = callbacks
         for mode, payload in self.graph.stream(
             {"question": question, **inputs},
-            config=self._config(thread_id),
+            config=config,
             context=context or Context(),
-            stream_mode=["messages", "values"],
+            stream_mode=["messages", "values", "custom"] if events else ["messages", "values"],
         ):
-            if mode == "messages":
+            if mode == "custom":
+                yield "event", payload
+            elif mode == "messages":
                 chunk, metadata = payload
                 if isinstance(chunk, AIMessageChunk) and metadata.get("langgraph_node") in STREAMED_NODES:
                     if isinstance(chunk.content, str) and chunk.content:
