@@ -1,14 +1,16 @@
 """retrieve: one hybrid search per query (fanned out with `Send`), scoped and turned into RetrievedDocs.
 
 Scoping, in order: the tenant (always, enforced by the searcher), the caller's metadata filters, then the
-conversation: with a conversation id, most results come from that conversation and a minority share
-(`context.cross_conversation_share`) from elsewhere. When the question asks how / for details, summary
-chunks are expanded into the detail chunks of the same document ("deep search").
+conversation: with a conversation id, results come only from that conversation (strict by default: another
+conversation's memories are not this one's), unless the run opts into a minority share from other
+conversations (`context.cross_conversation_share` > 0, at least one result then). When the question asks
+how / for details, summary chunks are expanded into the detail chunks of the same document ("deep search").
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 
@@ -67,6 +69,14 @@ def _and(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
     return present[0] if len(present) == 1 else {"$and": present}
 
 
+def outside_conversation_k(top_k: int, share: float) -> int:
+    """Results taken from other conversations: none at share 0 (strict scoping); else the share of k
+    rounded up, so any share > 0 the caller opted into yields at least one, and never all of k."""
+    if share <= 0 or top_k <= 1:
+        return 0
+    return min(top_k - 1, math.ceil(top_k * share))
+
+
 def scoped_search(
     searcher: Searcher,
     text: str,
@@ -77,7 +87,8 @@ def scoped_search(
     filters: dict[str, Any] | None,
     conversation_id: str,
 ) -> list[SearchHit]:
-    """Search with conversation scoping: (1 - share) of k inside the conversation, the rest outside."""
+    """Search with conversation scoping: only the conversation's documents, or with a share > 0,
+    `outside_conversation_k` of k from other conversations and the rest inside."""
     collections = [context.collection] if context.collection else None
     vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
     common = {
@@ -88,7 +99,7 @@ def scoped_search(
     }
     if not conversation_id:
         return searcher.search(text, k=context.top_k, filters=filters, **common).hits
-    outside_k = round(context.top_k * context.cross_conversation_share)
+    outside_k = outside_conversation_k(context.top_k, context.cross_conversation_share)
     inside = searcher.search(
         text,
         k=context.top_k - outside_k or 1,
