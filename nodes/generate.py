@@ -133,7 +133,6 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         reserve=context.generation_reserve,
         context_budget=context.context_token_budget,
         context_share=context.context_share,
-        history_share=context.history_share,
         user_template=ANSWER_USER_TEMPLATES[language],
     )
     model = with_temperature(get_resources().model("generate", context), context.temperature)

@@ -6,7 +6,11 @@ The rules (seed systems 1 and 2), in order of priority:
    Documents are added in the given order; the FIRST document is truncated, never dropped, when it alone
    exceeds the limit (a cut best passage beats no passage); a later document that does not fit is truncated
    when at least MIN_USEFUL_DOCUMENT_TOKENS of it fit, else dropped (a later, shorter one may still fit).
-3. History gets history_share of what remains after the context, newest turn first, whole turns only.
+3. History gets everything that remains after the context (seed 1: the context is budgeted first, the
+   history fills the rest), newest turn first, whole turns only; so a question with little evidence keeps
+   more of the conversation, and a long conversation never squeezes the evidence. Token counts of the
+   parts are not exactly additive (tokens can merge where texts join), so if the assembled prompt is over
+   window - reserve by a few tokens, the oldest kept turns are dropped before anything else.
 4. If the total still exceeds window - reserve (the question alone is too long), the prompt falls back to
    the system prompt and the question alone, `fallback=True`.
 All counts use retrieval.tokens (cl100k_base), plus MESSAGE_OVERHEAD_TOKENS per chat message.
@@ -137,7 +141,7 @@ def _message_tokens(messages: list[BaseMessage]) -> int:
     return sum(count_tokens(str(message.content)) + MESSAGE_OVERHEAD_TOKENS for message in messages)
 
 
-def _pack_history(history: list[tuple[str, str]], limit: int) -> list[BaseMessage]:
+def _pack_history(history: list[tuple[str, str]], limit: int) -> list[list[BaseMessage]]:
     """Whole turns, newest first, while they fit in `limit`; returned oldest first."""
     kept: list[list[BaseMessage]] = []
     used = 0
@@ -147,7 +151,11 @@ def _pack_history(history: list[tuple[str, str]], limit: int) -> list[BaseMessag
             break
         kept.insert(0, turn)
         used += size
-    return [message for turn in kept for message in turn]
+    return kept
+
+
+def _flatten(turns: list[list[BaseMessage]]) -> list[BaseMessage]:
+    return [message for turn in turns for message in turn]
 
 
 def build_answer_prompt(
@@ -160,7 +168,6 @@ def build_answer_prompt(
     reserve: int,
     context_budget: int,
     context_share: float,
-    history_share: float,
     user_template: str = ANSWER_USER_TEMPLATE_EN,
 ) -> BudgetedPrompt:
     """Budget an answer prompt by the module's rules. `history` is (role, text) pairs, newest last;
@@ -173,11 +180,16 @@ def build_answer_prompt(
     context_limit = min(context_budget, math.floor(context_share * available)) if framed else 0
     sources_text, used, truncated = _pack_documents(documents, context_limit) if framed else ("", [], 0)
     context_tokens = count_tokens(sources_text)
-    history_limit = math.floor(history_share * max(0, available - context_tokens))
-    history_messages = _pack_history(history, history_limit)
+    history_limit = max(0, available - context_tokens)
+    turns = _pack_history(history, history_limit)
     human = user_template.format(sources=sources_text, question=question) if used else question
-    messages: list[BaseMessage] = [SystemMessage(system), *history_messages, HumanMessage(human)]
+    messages: list[BaseMessage] = [SystemMessage(system), *_flatten(turns), HumanMessage(human)]
     total = _message_tokens(messages)
+    while turns and total > window - reserve:  # the parts' counts overshot by a merge: oldest turn goes
+        turns = turns[1:]
+        messages = [SystemMessage(system), *_flatten(turns), HumanMessage(human)]
+        total = _message_tokens(messages)
+    history_messages = _flatten(turns)
     # No room for even the first source's header, or the fixed part alone is over the window: fall back.
     fallback = (framed and not used) or total > window - reserve
     if fallback:

@@ -63,7 +63,6 @@ def build(documents: list[RetrievedDoc], **overrides: object) -> BudgetedPrompt:
         "reserve": 512,
         "context_budget": 3000,
         "context_share": 0.5,
-        "history_share": 0.25,
     }
     arguments.update(overrides)
     return build_answer_prompt(**arguments)  # type: ignore[arg-type]
@@ -183,7 +182,7 @@ def test_history_keeps_newest_whole_turns_within_its_share() -> None:
     ]
     room = turn_tokens("middle question", "middle answer", "newest question", "newest answer") + 5
     window = 512 + fixed_tokens(framed=False) + room
-    prompt = build([], history=history, window=window, history_share=1.0)
+    prompt = build([], history=history, window=window)
 
     contents = [message.content for message in prompt.messages]
     assert contents == [
@@ -202,17 +201,57 @@ def test_history_keeps_newest_whole_turns_within_its_share() -> None:
 def test_history_is_never_cut_mid_turn_nor_skipped_over() -> None:
     history = [("human", "old q"), ("ai", "old a"), ("human", "huge " + words(300)), ("ai", "ok")]
     window = 512 + fixed_tokens(framed=False) + turn_tokens("old q", "old a") + 20
-    prompt = build([], history=history, window=window, history_share=1.0)
+    prompt = build([], history=history, window=window)
     assert [message.content for message in prompt.messages] == [SYSTEM, QUESTION]
     assert prompt.prompt_info["history_tokens"] == 0
 
 
-def test_history_share_applies_to_what_remains_after_context() -> None:
+# The history budget used to be a fixed share (history_share, 0.25) of what remained after the context.
+# Seed 1 gives the history everything that remains after the context instead, so these tests check that
+# rule: the limit is the remainder, a long conversation fills it without pushing out the context or
+# tipping the prompt into the fallback, and less context leaves more room for history.
+
+
+def test_history_gets_everything_that_remains_after_context() -> None:
     documents = [doc("a.md", words(100))]
     prompt = build(documents, history=[("human", "hi"), ("ai", "hello")], window=2000, reserve=500)
     info = prompt.prompt_info
     available = 2000 - 500 - info["fixed_tokens"]
-    assert info["history_limit"] == math.floor(0.25 * (available - info["context_tokens"]))
+    assert info["history_limit"] == available - info["context_tokens"]
+    assert info["history_tokens"] == turn_tokens("hi", "hello")
+
+
+def long_history(turns: int) -> list[tuple[str, str]]:
+    """`turns` question/answer pairs of about 25 tokens each, numbered so they differ."""
+    history: list[tuple[str, str]] = []
+    for number in range(turns):
+        history += [("human", f"question {number} " + words(10)), ("ai", f"answer {number} " + words(10))]
+    return history
+
+
+def test_a_long_history_fills_the_window_without_squeezing_the_context() -> None:
+    window, reserve = 1200, 200
+    documents = [doc("a.md", words(150)), doc("b.md", words(150, "beta"))]
+    alone = build(documents, window=window, reserve=reserve)
+    prompt = build(documents, history=long_history(200), window=window, reserve=reserve)
+    info = prompt.prompt_info
+
+    assert prompt.used_documents == alone.used_documents
+    assert info["context_tokens"] == alone.prompt_info["context_tokens"] > 0
+    assert info["fallback"] is False and info["total_tokens"] <= window - reserve
+    # Whole turns up to the remainder: one more turn (about 30 tokens) would not have fitted.
+    assert info["history_limit"] - 40 < info["history_tokens"] <= info["history_limit"]
+    kept = [message.content for message in prompt.messages[1:-1]]
+    assert kept[-1].startswith("answer 199 ") and len(kept) % 2 == 0  # newest turns, whole
+
+
+def test_less_context_leaves_more_room_for_history() -> None:
+    history = long_history(200)
+    small = build([doc("a.md", words(20))], history=history, window=1200, reserve=200)
+    large = build([doc("a.md", words(400))], history=history, window=1200, reserve=200)
+    assert small.prompt_info["context_tokens"] < large.prompt_info["context_tokens"]
+    assert small.prompt_info["history_limit"] > large.prompt_info["history_limit"]
+    assert small.prompt_info["history_tokens"] > large.prompt_info["history_tokens"]
 
 
 def test_question_too_big_falls_back_to_system_and_question() -> None:
