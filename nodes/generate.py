@@ -123,7 +123,10 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = run_context(runtime)
     question = current_question(state)
     language = language_of(question)
-    documents = select_documents(state.get("documents") or [], context.relevance_threshold, context.top_k)
+    # Chat mode answers from the conversation when no passage is relevant, rather than from the best
+    # irrelevant ones (RAG mode keeps them: the model may still find the answer, or say it is not there).
+    unrelated_limit = 0 if context.answer_source == "chat" else context.top_k
+    documents = select_documents(state.get("documents") or [], context.relevance_threshold, unrelated_limit)
     prompt = build_answer_prompt(
         system=_system_prompt(state, context, language, bool(documents)),
         question=question,

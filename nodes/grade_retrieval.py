@@ -157,12 +157,13 @@ def decide_after_retrieval(
     state: State, context: Context, *, found: bool, relevant: int
 ) -> RetrievalDecision:
     """What follows the grades (pure):
-    - nothing retrieved at all (empty scope, or the store is down) -> not_found;
+    - nothing retrieved at all (empty scope, or the store is down) -> not_found; in chat mode
+      (`answer_source="chat"`) an empty scope -> generate, which answers from the conversation history;
     - an ITERATIVE question with hops left -> reformulate (the next hop), within the round budget;
     - enough relevant passages -> generate;
     - too few, with retrieval rounds left -> reformulate; else generate from the best there is."""
     if not found:
-        return "not_found"
+        return "generate" if context.answer_source == "chat" and not state.get("error") else "not_found"
     rounds_left = state.get("retrieval_rounds", 0) < context.max_iterations
     if (
         state.get("strategy") == "ITERATIVE"

@@ -17,6 +17,7 @@ Preference = Literal["accuracy", "speed", "balanced"]
 GraderKind = Literal["llm", "score", "auto"]
 AnalyzerKind = Literal["llm", "heuristic", "auto"]
 SearchModeName = Literal["dense", "bm25", "hybrid"]
+AnswerSource = Literal["rag", "chat"]
 
 
 def _env_field(default: Any, description: str) -> Any:
@@ -64,6 +65,11 @@ class Context:
     collection: str = _env_field("", "Collection to search ('' = all collections of the tenant).")
     temperature: float = _env_field(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
     system_prompt: str = _env_field("", "Operator instructions added to the answer's system prompt.")
+    answer_source: AnswerSource = _env_field(
+        "rag",
+        "rag: no evidence -> the honest not-found answer; chat (`rag chat`): no evidence -> answer from "
+        "the conversation history.",
+    )
 
     def __post_init__(self) -> None:
         """Fill fields still at their default from `RAG_<NAME>` environment variables, type-checked."""
@@ -113,6 +119,7 @@ _LITERALS = {
     "GraderKind": GraderKind,
     "AnalyzerKind": AnalyzerKind,
     "SearchModeName": SearchModeName,
+    "AnswerSource": AnswerSource,
 }
 
 
