@@ -533,9 +533,7 @@ def hostile_cases(data_dir: Path, files: dict[str, Path]) -> list[HostileCase]:
         HostileCase("invalid UTF-8 query", (*search, b"caf\xff\xfe query"), bad_input),
         HostileCase("empty query", (*search, ""), bad_input),
         HostileCase("huge query (100k chars)", (*search, "x " * 50_000), bad_input),
-        HostileCase(
-            "filter nested 1000 levels", (*search, "planet", "--filter", nested), bad_input
-        ),
+        HostileCase("filter nested 1000 levels", (*search, "planet", "--filter", nested), bad_input),
         HostileCase(
             "huge integer in filter",
             (*search, "planet", "--filter", '{"page": 1' + "0" * 400 + "}"),
@@ -771,6 +769,26 @@ FIGURES = (
 )
 
 
+def code_commit(code_root: Path) -> str:
+    """The commit of the attacked checkout (with '+dirty' when it has uncommitted changes), for the record."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(code_root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(code_root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit or "unknown") + ("+dirty" if dirty else "")
+
+
 def run_chaos(
     *,
     code_root: Path = REPO_ROOT,
@@ -815,6 +833,7 @@ def run_chaos(
     return {
         "machine": machine_description(),
         "code_root": str(code_root.resolve()),
+        "code_commit": code_commit(code_root),
         "seconds": round(time.perf_counter() - started, 1),
         "figures": totals,
         "bytes_per_turn": storage[0]["bytes_per_turn"] if storage else None,
