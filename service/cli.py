@@ -265,6 +265,23 @@ def _print_answer(result: dict[str, object], show_answer: bool = True) -> None:
     console.print(f"[dim]strategy {strategy} · {rounds} · thread {result.get('thread_id')}[/]")
 
 
+#: `--conversation-id` of ask and chat: the graph input `conversation_id` (retrieval scoped to it).
+CONVERSATION_OPTION = typer.Option(
+    "--conversation-id",
+    help="Search only this conversation's documents (its events and summaries); RAG_CROSS_CONVERSATION_SHARE "
+    "> 0 adds a minority from other conversations.",
+)
+
+
+def conversation_input(conversation_id: str | None) -> dict[str, str]:
+    """The graph input for `--conversation-id` (none when omitted: a thread keeps its earlier one)."""
+    if conversation_id is None:
+        return {}
+    if not conversation_id.strip():
+        fail("--conversation-id is empty")
+    return {"conversation_id": conversation_id.strip()}
+
+
 @app.command()
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
@@ -280,6 +297,7 @@ def ask(
     filter_json: Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")] = None,
     max_iterations: Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
+    conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
 ) -> None:
     """Answer a question from the indexed documents, with citations; follow-ups with --thread."""
     from retrieval.filters import parse_filter
@@ -293,7 +311,13 @@ def ask(
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
         session = Session(settings, graph_name=graph)  # type: ignore[arg-type]
         try:
-            result = session.ask(question, thread_id=thread, context=context, filters=filters or {})  # type: ignore[arg-type]
+            result = session.ask(
+                question,
+                thread_id=thread,
+                context=context,  # type: ignore[arg-type]
+                filters=filters or {},
+                **conversation_input(conversation_id),
+            )
         except ValueError as error:
             fail(str(error))
     if as_json:
@@ -309,12 +333,17 @@ def chat(
         str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
     ] = None,
     tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
+    conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
 ) -> None:
-    """Interactive conversation: answers stream as they are written; citations and strategy follow."""
+    """Interactive conversation: answers stream as they are written; citations and strategy follow.
+    A turn with no evidence in the documents is answered from the conversation (chat mode)."""
+    from dataclasses import replace
+
     from service.runner import Session, new_thread_id
 
     settings = settings_or_exit()
-    context = _context(mode, tenant, None, None)
+    context = replace(_context(mode, tenant, None, None), answer_source="chat")  # type: ignore[type-var]
+    extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():
         session = Session(settings)
@@ -328,7 +357,12 @@ def chat(
             break
         streamed = False
         try:
-            for kind, payload in session.stream(question, thread_id=thread_id, context=context):  # type: ignore[arg-type]
+            for kind, payload in session.stream(
+                question,
+                thread_id=thread_id,
+                context=context,  # type: ignore[arg-type]
+                **extra_inputs,
+            ):
                 if kind == "token":
                     if not streamed:
                         console.print("[bold blue]rag>[/] ", end="")
