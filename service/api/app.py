@@ -1,0 +1,86 @@
+"""The FastAPI app: `create_app(settings)` for `rag serve` and tests, and the module-level `app` that
+langgraph.json's `"http": {"app": "./service/api/app.py:app"}` mounts into the LangGraph server, so one
+`langgraph dev` serves the LangGraph API and these routes together.
+
+Importing this module builds nothing heavy: settings are read, the runner, stores and models open on first
+use (the LangGraph server imports it at start, as it imports the graphs).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
+
+from config.settings import Settings, get_settings
+from service.api import routes_documents, routes_ops, routes_rag
+from service.api.auth import parse_api_keys
+from service.api.engine import Engine
+from service.api.errors import install_error_handlers
+from service.api.metrics import ApiMetrics
+from service.api.runtime import ApiState
+
+TITLE = "Agentic RAG API"
+#: Routes left out of the request metrics (scrapes and liveness probes would drown the real traffic).
+UNMETERED = frozenset({"/metrics", "/health"})
+
+
+def _route_name(request: Request) -> str:
+    """The matched route's template (`/api/v1/documents`), never the raw path."""
+    route = request.scope.get("route")
+    return getattr(route, "path", "unmatched")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The API over `settings` (the process settings by default)."""
+    settings = settings or get_settings()
+    state = ApiState(
+        settings=settings,
+        engine=Engine(settings),
+        metrics=ApiMetrics(),
+        keys=parse_api_keys(settings.api_keys),
+    )
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        state.engine.close()
+
+    app = FastAPI(
+        title=TITLE,
+        description="Cited answers over your documents: generate, stream, batch, documents, health, metrics.",
+        lifespan=lifespan,
+    )
+    app.state.api = state
+    install_error_handlers(app)
+    origins = [origin.strip() for origin in settings.api_cors_origins.split(",") if origin.strip()]
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=["Content-Type", "Authorization", "X-API-Key"],
+        )
+
+    @app.middleware("http")
+    async def meter(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = _route_name(request)
+        if route not in UNMETERED:
+            state.metrics.record_request(
+                route, request.method, response.status_code, time.perf_counter() - started
+            )
+        return response
+
+    app.include_router(routes_rag.router)
+    app.include_router(routes_documents.router)
+    app.include_router(routes_ops.router)
+    return app
+
+
+#: The app langgraph.json mounts (settings from the environment, like the graphs).
+app = create_app()

@@ -1,0 +1,64 @@
+"""API keys mapped to tenants (`RAG_API_KEYS='key1:tenantA,key2:tenantB'`).
+
+Why the key decides the tenant: the run's context is the one source of truth for the tenant, and over HTTP
+the caller's key is the only thing the server can trust. Without configured keys the API is open and the
+request's `tenant_id` (or the default tenant) applies, which suits a single-user machine.
+- no key or an unknown key -> 401;
+- a key used for another tenant's `tenant_id` -> 403;
+- no `tenant_id` -> the key's tenant.
+Keys are compared in constant time; they never appear in logs or error messages.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import Request
+
+from persistence.vector_store import validate_collection_name
+from service.api.errors import ApiError
+
+API_KEY_HEADER = "X-API-Key"
+
+
+def parse_api_keys(raw: str) -> dict[str, str]:
+    """`key:tenant` pairs separated by commas; raises ValueError naming the malformed entry's position."""
+    keys: dict[str, str] = {}
+    for position, entry in enumerate((part.strip() for part in raw.split(",")), start=1):
+        if not entry:
+            continue
+        key, separator, tenant = entry.partition(":")
+        if not separator or not key.strip() or not tenant.strip():
+            raise ValueError(f"RAG_API_KEYS entry {position} is not 'key:tenant'")
+        keys[key.strip()] = validate_collection_name(tenant.strip(), "tenant")
+    return keys
+
+
+def presented_key(request: Request) -> str | None:
+    """The key of a request: `X-API-Key`, or `Authorization: Bearer <key>`."""
+    key = request.headers.get(API_KEY_HEADER)
+    if key:
+        return key.strip()
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def key_tenant(keys: dict[str, str], key: str | None) -> str | None:
+    """The tenant of a key (None when keys are not configured); ApiError 401 for a missing/unknown key."""
+    if not keys:
+        return None
+    if not key:
+        raise ApiError(401, "Unauthorized", f"missing API key: send the {API_KEY_HEADER} header")
+    for known, tenant in keys.items():
+        if hmac.compare_digest(known.encode(), key.encode()):
+            return tenant
+    raise ApiError(401, "Unauthorized", "unknown API key")
+
+
+def resolve_tenant(authorized: str | None, requested: str | None, default: str) -> str:
+    """The tenant a request acts for: the key's, checked against the requested one (403 when they differ)."""
+    if authorized is None:
+        return requested or default
+    if requested and requested != authorized:
+        raise ApiError(403, "Forbidden", f"this API key may not act for tenant {requested!r}", "tenant_id")
+    return authorized

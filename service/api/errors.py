@@ -1,0 +1,147 @@
+"""One mapping from the engine's documented errors to HTTP statuses, used by every route, by the SSE `error`
+event and by each item of a batch, so the same failure always reads the same way.
+
+| error | status |
+|---|---|
+| bad input: InvalidQuestionError, FilterError, a Context/ValueError | 422 |
+| a missing or unknown API key | 401 |
+| another tenant's key or thread (ThreadAccessError, PermissionError) | 403 |
+| the thread is busy with another turn (ThreadBusyError) | 409 |
+| a model, the vector store or the embedding model is down | 503 |
+| a run, a model call or a retrieval past its time limit (RunTimeout) | 504 |
+| anything else | 500 (logged with its stack; the client gets one line) |
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from models.errors import ModelUnavailableError
+from persistence.vector_store import StoreUnavailableError
+from retrieval.embeddings import EmbeddingError
+
+logger = logging.getLogger(__name__)
+
+
+class RunTimeout(TimeoutError):
+    """A run, a model call or a retrieval took longer than its setting allows."""
+
+
+class ApiError(Exception):
+    """An error a route raises on purpose, with its status and kind."""
+
+    def __init__(self, status: int, kind: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.kind, self.field = status, kind, field
+
+
+def _optional_error(module: str, name: str) -> type[BaseException] | None:
+    """An error class another module defines, or None while that module does not (yet) define it."""
+    try:
+        found = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+@dataclass(frozen=True)
+class ErrorInfo:
+    """What a client is told about a failure."""
+
+    status: int
+    kind: str
+    message: str
+    field: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body of an error response (and of an SSE `error` event, a failed batch item)."""
+        body: dict[str, Any] = {"error": self.kind, "message": self.message, "status": self.status}
+        if self.field:
+            body["field"] = self.field
+        return body
+
+
+def classify(error: BaseException) -> ErrorInfo:
+    """The status, kind and one-line message of an exception."""
+    busy = _optional_error("persistence.thread_lock", "ThreadBusyError")
+    access = _optional_error("persistence.threads", "ThreadAccessError")
+    kind = type(error).__name__
+    message = str(error) or kind
+    if isinstance(error, ApiError):
+        return ErrorInfo(error.status, error.kind, message, error.field)
+    if isinstance(error, RunTimeout):
+        return ErrorInfo(504, "Timeout", message)
+    if busy is not None and isinstance(error, busy):
+        return ErrorInfo(409, kind, message)
+    if (access is not None and isinstance(error, access)) or isinstance(error, PermissionError):
+        return ErrorInfo(403, kind, message)
+    if isinstance(error, ModelUnavailableError | StoreUnavailableError | EmbeddingError):
+        return ErrorInfo(503, kind, message)
+    if isinstance(error, ValueError):  # InvalidQuestionError, FilterError, QueryError, Context fields
+        return ErrorInfo(422, kind, message)
+    logger.exception("unexpected error", exc_info=error)
+    return ErrorInfo(500, "InternalError", f"internal error ({kind}); see the server log")
+
+
+def validation_info(error: RequestValidationError) -> ErrorInfo:
+    """A pydantic 422 as one line naming the field (`top_k: Input should be less than or equal to 50`)."""
+    first = error.errors()[0] if error.errors() else {}
+    location = [str(part) for part in first.get("loc", ())]
+    if location and location[0] in ("body", "query", "path", "form", "header"):  # where, not which field
+        location = location[1:]
+    field = ".".join(location) or None
+    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+    return ErrorInfo(422, "ValidationError", f"{field}: {message}" if field else message, field)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Every failure leaves the API as `{"error", "message", "status"[, "field"]}` with its status."""
+
+    async def on_validation(_request: Request, error: RequestValidationError) -> JSONResponse:
+        info = validation_info(error)
+        detail = [{key: item.get(key) for key in ("loc", "msg", "type")} for item in error.errors()]
+        return JSONResponse({**info.body(), "detail": detail}, status_code=422)
+
+    async def on_http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+        info = ErrorInfo(error.status_code, "HTTPError", str(error.detail))
+        return JSONResponse(info.body(), status_code=error.status_code, headers=error.headers)
+
+    async def on_error(_request: Request, error: Exception) -> JSONResponse:
+        info = classify(error)
+        return JSONResponse(info.body(), status_code=info.status)
+
+    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
+    # The documented errors by class (a handler for plain Exception would run in Starlette's outermost
+    # middleware, which re-raises after answering); anything else is a 500 there.
+    for documented in (*DOCUMENTED_ERRORS, *_thread_errors()):
+        app.add_exception_handler(documented, on_error)
+    app.add_exception_handler(Exception, on_error)
+
+
+#: Errors with a documented status (see the table above).
+DOCUMENTED_ERRORS: tuple[type[BaseException], ...] = (
+    ApiError,
+    RunTimeout,
+    ValueError,
+    PermissionError,
+    ModelUnavailableError,
+    StoreUnavailableError,
+    EmbeddingError,
+)
+
+
+def _thread_errors() -> list[type[BaseException]]:
+    found = [
+        _optional_error("persistence.thread_lock", "ThreadBusyError"),
+        _optional_error("persistence.threads", "ThreadAccessError"),
+    ]
+    return [error for error in found if error is not None]

@@ -1,0 +1,234 @@
+"""Document routes: upload (the CLI's ingestion and errors), list, delete, and index raw text or an event.
+
+Uploaded files are kept under `<data_dir>/uploads/<tenant>/<collection>/` because the catalog keys a
+document by its path: uploading the same name again replaces that document atomically (unchanged bytes are
+skipped), exactly like `rag ingest` on a file. A failed upload restores the previous file, so nothing already
+stored is lost. The routes are plain `def`s: FastAPI runs them in its thread pool (ingestion blocks).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+
+from nodes.resources import get_resources
+from persistence.vector_store import validate_collection_name
+from retrieval.deletion import delete_content
+from retrieval.embeddings import content_hash
+from retrieval.ingest import index_documents, index_event, ingest_paths
+from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError
+from retrieval.types import (
+    CHUNK_METADATA_DEFAULTS,
+    ENGINE_METADATA_KEYS,
+    LoadedDocument,
+    Section,
+    is_custom_metadata_key,
+)
+from service.api.errors import ApiError
+from service.api.runtime import api_state
+from service.api.schemas import TextDocument
+
+router = APIRouter(prefix="/api/v1/documents", tags=["documents"])
+
+UPLOAD_FOLDER = "uploads"
+#: Bytes read per step while saving an upload (the size limit is checked as it grows).
+COPY_BLOCK = 1 << 20
+
+
+def _collection(name: str | None, default: str) -> str:
+    try:
+        return validate_collection_name(name or default)
+    except ValueError as error:
+        raise ApiError(422, "ValidationError", f"collection: {error}", "collection") from None
+
+
+def _documents_changed(tenant: str) -> None:
+    """Tell the semantic cache that a tenant's documents changed (its answers may be stale)."""
+    try:
+        from persistence import semantic_cache  # the cache is optional (persistence/semantic_cache.py)
+    except ImportError:
+        return
+    invalidate = getattr(semantic_cache, "invalidate_tenant", None)
+    if callable(invalidate):
+        invalidate(tenant)
+
+
+def _safe_name(filename: str | None) -> str:
+    name = Path(filename or "").name.strip()
+    if not name or name.startswith(".") or name in ("..", "."):
+        raise ApiError(422, "ValidationError", f"file: unusable file name {filename!r}", "file")
+    suffixes = "".join(Path(name).suffixes[-2:]).lower()
+    if not any(suffixes.endswith(suffix) for suffix in SUPPORTED_SUFFIXES):
+        raise ApiError(422, "ValidationError", f"file: unsupported file type {Path(name).suffix!r}", "file")
+    return name
+
+
+def _save(upload: UploadFile, target: Path, max_bytes: int) -> None:
+    written = 0
+    with target.open("wb") as handle:
+        while block := upload.file.read(COPY_BLOCK):
+            written += len(block)
+            if written > max_bytes:
+                raise ApiError(
+                    413,
+                    "PayloadTooLarge",
+                    f"file too large: more than {max_bytes} bytes (RAG_MAX_FILE_BYTES)",
+                )
+            handle.write(block)
+
+
+@router.post("")
+def upload_documents(
+    request: Request,
+    files: Annotated[
+        list[UploadFile], File(description="Files to index (.md .txt .html .pdf .docx .json .jsonl)")
+    ],
+    collection: Annotated[str | None, Form()] = None,
+    tenant_id: Annotated[str | None, Form()] = None,
+) -> dict[str, Any]:
+    """Index uploaded files into one collection of the caller's tenant; 422 when every file failed."""
+    state = api_state(request)
+    tenant = state.tenant(request, tenant_id)
+    kb = get_resources().kb()
+    name = _collection(collection, kb.settings.default_collection)
+    folder = state.settings.data_dir / UPLOAD_FOLDER / tenant / name
+    folder.mkdir(parents=True, exist_ok=True)
+    saved: list[tuple[Path, Path | None]] = []
+    try:
+        for upload in files:
+            target = folder / _safe_name(upload.filename)
+            backup = None
+            if target.exists():
+                backup = target.with_name(f".{target.name}.previous")
+                shutil.copy2(target, backup)
+            saved.append((target, backup))
+            _save(upload, target, state.settings.max_file_bytes)
+        summary = ingest_paths(kb, [target for target, _ in saved], collection=name, tenant=tenant)
+    except BaseException:
+        _restore(saved)
+        raise
+    failed = {result.source for result in summary.results if result.status == "failed"}
+    _restore([(target, backup) for target, backup in saved if str(target.resolve()) in failed])
+    _discard_backups(saved)
+    report = summary.as_dict()
+    if summary.count("indexed"):
+        _documents_changed(tenant)
+    if failed and len(failed) == len(saved):
+        reasons = "; ".join(
+            f"{Path(str(item['source'])).name}: {item['reason']}" for item in report["failures"]
+        )  # type: ignore[union-attr]
+        raise ApiError(422, "IngestError", f"no file could be indexed: {reasons}", "files")
+    return {"tenant_id": tenant, "collection": name, **report}
+
+
+def _restore(saved: list[tuple[Path, Path | None]]) -> None:
+    """Put back the previous version of each file (or remove a new one that failed)."""
+    for target, backup in saved:
+        if backup is not None and backup.exists():
+            backup.replace(target)
+        elif backup is None:
+            target.unlink(missing_ok=True)
+
+
+def _discard_backups(saved: list[tuple[Path, Path | None]]) -> None:
+    for _, backup in saved:
+        if backup is not None:
+            backup.unlink(missing_ok=True)
+
+
+@router.get("")
+def list_documents(
+    request: Request,
+    collection: Annotated[str | None, Query()] = None,
+    tenant_id: Annotated[str | None, Query()] = None,
+) -> dict[str, Any]:
+    """The caller's indexed documents, optionally of one collection, with their chunk counts."""
+    state = api_state(request)
+    tenant = state.tenant(request, tenant_id)
+    kb = get_resources().kb()
+    name = _collection(collection, kb.settings.default_collection) if collection else None
+    records = kb.catalog.documents(tenant, name)
+    return {
+        "tenant_id": tenant,
+        "collections": kb.catalog.collections(tenant),
+        "documents": [
+            {"source": r.source, "collection": r.collection, "chunks": r.n_chunks, "file_hash": r.file_hash}
+            for r in sorted(records, key=lambda record: (record.collection, record.source))
+        ],
+    }
+
+
+@router.delete("")
+def delete_documents(
+    request: Request,
+    source: Annotated[
+        str | None, Query(description="A document's source (its path or text:... key).")
+    ] = None,
+    doc_id: Annotated[str | None, Query(description="A document id (a JSON record's id).")] = None,
+    collection: Annotated[
+        str | None, Query(description="A collection (alone: the whole collection).")
+    ] = None,
+    conversation_id: Annotated[str | None, Query(description="Every chunk of a conversation.")] = None,
+    tenant_id: Annotated[str | None, Query()] = None,
+) -> dict[str, Any]:
+    """Delete a document, a collection or a conversation's chunks of the caller's tenant; 404 when nothing
+    matched."""
+    state = api_state(request)
+    tenant = state.tenant(request, tenant_id)
+    if not any((source, doc_id, collection, conversation_id)):
+        raise ApiError(422, "ValidationError", "give source, doc_id, collection or conversation_id", "source")
+    kb = get_resources().kb()
+    name = _collection(collection, kb.settings.default_collection) if collection else None
+    summary = delete_content(
+        kb, tenant, source=source, doc_id=doc_id, collection=name, conversation_id=conversation_id
+    )
+    if not summary.chunks and not summary.documents:
+        raise ApiError(404, "NotFound", "nothing matched: no document, collection or conversation deleted")
+    _documents_changed(tenant)
+    return {"tenant_id": tenant, **summary.as_dict()}
+
+
+@router.post("/text")
+def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
+    """Index raw text with explicit metadata: one unchunked chunk for an event, else chunked like a file."""
+    state = api_state(request)
+    tenant = state.tenant(request, body.tenant_id)
+    for key in body.metadata:
+        if key in ENGINE_METADATA_KEYS or not (key in CHUNK_METADATA_DEFAULTS or is_custom_metadata_key(key)):
+            raise ApiError(
+                422, "ValidationError", f"metadata.{key}: not a settable metadata key", f"metadata.{key}"
+            )
+    kb = get_resources().kb()
+    name = _collection(body.collection, kb.settings.default_collection)
+    try:
+        if body.event:
+            source = index_event(
+                kb, body.text, tenant=tenant, collection=name, title=body.title, metadata=body.metadata
+            )
+            chunks = 1
+        else:
+            key = body.doc_id or content_hash(body.text)[:16]
+            source = f"text:{key}"
+            document = LoadedDocument(
+                source=source,
+                title=body.title or key,
+                doc_type=str(body.metadata.get("doc_type") or "text"),
+                sections=[Section(body.text)],
+                doc_id=body.doc_id or source,
+                metadata=dict(body.metadata),
+            )
+            chunks = index_documents(
+                kb,
+                [document],
+                source=source,
+                source_hash=content_hash(body.text),
+                tenant=tenant,
+                collection=name,
+            )
+    except LoaderError as error:
+        raise ApiError(422, "IngestError", str(error), "text") from None
+    _documents_changed(tenant)
+    return {"tenant_id": tenant, "collection": name, "source": source, "chunks": chunks}

@@ -1,0 +1,253 @@
+"""RAG routes: POST /api/v1/rag/generate, /generate/stream (SSE) and /batch.
+
+A request maps onto the run's context (state.context.Context: tenant, mode, rewrite, top_k, temperature,
+generation_reserve = max_tokens, system_prompt) and the graph's inputs (filters, conversation_id); the thread
+is the caller's or a new one. The answer's metadata comes from the run's own accounting (per-stage
+`timings_ms`, token `usage`) and its events (the rewritten queries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import fields
+from typing import Any
+
+from fastapi import APIRouter, Request
+from pydantic import ValidationError
+from sse_starlette.sse import EventSourceResponse
+
+from service.api.auth import resolve_tenant
+from service.api.engine import RunSpec
+from service.api.errors import ApiError, ErrorInfo, classify
+from service.api.runtime import ApiState, api_state
+from service.api.schemas import BatchRequest, GenerateRequest
+from service.runner import new_thread_id
+from state.context import Context
+
+router = APIRouter(prefix="/api/v1/rag", tags=["rag"])
+
+#: The API's rewrite method names -> the context's (`decomposition` is the seed's name for `decompose`).
+REWRITE_METHODS = {"decomposition": "decompose"}
+#: Citation markers removed from the answer when the caller does not want citations.
+_MARKERS = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
+#: Seconds between SSE keep-alive comments (proxies close idle streams).
+SSE_PING_S = 15
+
+
+def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
+    """The run's context for a request (the settings' API limits checked first, naming the field)."""
+    settings = state.settings
+    if len(body.query) > settings.api_max_query_chars:
+        raise ApiError(
+            422,
+            "ValidationError",
+            f"query: at most {settings.api_max_query_chars} characters (RAG_API_MAX_QUERY_CHARS)",
+            "query",
+        )
+    if body.top_k > settings.api_max_top_k:
+        raise ApiError(422, "ValidationError", f"top_k: at most {settings.api_max_top_k}", "top_k")
+    values: dict[str, Any] = {
+        "tenant": tenant,
+        "mode": body.mode,
+        "rewrite": REWRITE_METHODS.get(body.rewrite_method, body.rewrite_method),
+        "top_k": body.top_k,
+        "max_question_chars": settings.api_max_query_chars,
+    }
+    if body.temperature is not None:
+        values["temperature"] = body.temperature
+    if body.max_tokens is not None:
+        values["generation_reserve"] = body.max_tokens
+    if body.system_prompt:
+        values["system_prompt"] = body.system_prompt
+    if "use_cache" in {spec.name for spec in fields(Context)}:  # the semantic cache's bypass flag
+        values["use_cache"] = body.use_cache
+    return Context(**values)
+
+
+def run_spec(body: GenerateRequest, tenant: str, state: ApiState) -> RunSpec:
+    """What the engine runs for a request."""
+    inputs: dict[str, Any] = {"filters": body.filters or {}}
+    if body.conversation_id:
+        inputs["conversation_id"] = body.conversation_id
+    return RunSpec(
+        question=body.query,
+        thread_id=body.thread_id or new_thread_id(),
+        context=run_context(body, tenant, state),
+        inputs=inputs,
+    )
+
+
+def response_body(
+    body: GenerateRequest,
+    spec: RunSpec,
+    result: dict[str, Any],
+    events: list[dict[str, Any]],
+    total_ms: float,
+) -> dict[str, Any]:
+    """The generate response: answer, citations, sources, strategy, rewritten queries, metadata."""
+    usage = result.get("usage") or {}
+    prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
+    completion_tokens = int(usage.get("completion_tokens", 0) or 0)
+    answer = str(result.get("answer") or "")
+    citations = list(result.get("citations") or [])
+    if not body.include_citations:
+        answer, citations = _MARKERS.sub("", answer).strip(), []
+    rewritten = [
+        query
+        for event in events
+        if event.get("event") == "query_rewritten"
+        for query in event["data"]["queries"]
+    ]
+    return {
+        "answer": answer,
+        "citations": citations,
+        "sources": [
+            {
+                key: source.get(key)
+                for key in ("chunk_id", "doc_id", "source", "title", "page", "score", "text")
+            }
+            for source in result.get("sources") or []
+        ],
+        "strategy": result.get("strategy") or None,
+        "rewritten_queries": list(dict.fromkeys(rewritten)),
+        "not_found": bool(result.get("not_found", False)),
+        "thread_id": spec.thread_id,
+        "conversation_id": body.conversation_id,
+        "metadata": {
+            "timings": {stage: round(float(ms), 2) for stage, ms in (result.get("timings_ms") or {}).items()},
+            "total_ms": round(total_ms, 2),
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+            "llm_calls": int(result.get("llm_calls", 0) or 0),
+            "retrieval_rounds": int(result.get("retrieval_rounds", 0) or 0),
+            "generation_rounds": int(result.get("generation_rounds", 0) or 0),
+            "chunks_found": len(result.get("retrieved") or []),
+            "model": spec.context.model or None,
+            "cache_hit": bool(result.get("cache_hit", False)),
+            "tenant_id": spec.context.tenant,
+        },
+    }
+
+
+def _with_model(response: dict[str, Any], state: ApiState) -> dict[str, Any]:
+    response["metadata"]["model"] = response["metadata"]["model"] or state.settings.llm_model
+    return response
+
+
+async def answer_one(body: GenerateRequest, tenant: str, state: ApiState) -> dict[str, Any]:
+    """Run one request to the end and build its response (raises the run's error)."""
+    started = time.perf_counter()
+    spec = run_spec(body, tenant, state)
+    result, events = await state.engine.answer(spec)
+    response = _with_model(
+        response_body(body, spec, result, events, (time.perf_counter() - started) * 1000), state
+    )
+    state.metrics.record_answer(result, response["metadata"]["cache_hit"])
+    return response
+
+
+@router.post("/generate")
+async def generate(body: GenerateRequest, request: Request) -> dict[str, Any]:
+    """Answer one question with citations, sources, strategy, rewritten queries, timings and token usage."""
+    state = api_state(request)
+    try:
+        return await answer_one(body, state.tenant(request, body.tenant_id), state)
+    except Exception as error:
+        state.metrics.record_error("generate", classify(error).kind)
+        raise
+
+
+def _sse(name: str, data: Any) -> dict[str, str]:
+    return {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
+
+
+@router.post("/generate/stream")
+async def generate_stream(body: GenerateRequest, request: Request) -> EventSourceResponse:
+    """The answer as Server-Sent Events: query_rewritten, documents_retrieved, generation_start, token...,
+    generation_complete (answer, citations, sources), then done (the generate response); error on failure.
+    Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
+    state = api_state(request)
+    spec = run_spec(body, state.tenant(request, body.tenant_id), state)
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        started = time.perf_counter()
+        seen: list[dict[str, Any]] = []
+        result: dict[str, Any] = {}
+        try:
+            async for kind, payload in state.engine.run(spec):
+                if kind == "event":
+                    seen.append(payload)
+                    yield _sse(payload["event"], payload["data"])
+                elif kind == "token":
+                    yield _sse("token", {"text": payload})
+                else:
+                    result = payload
+        except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
+            info = classify(error)
+            state.metrics.record_error("generate_stream", info.kind)
+            yield _sse("error", info.body())
+            yield _sse("done", {"ok": False, "status": info.status})
+            return
+        response = _with_model(
+            response_body(body, spec, result, seen, (time.perf_counter() - started) * 1000), state
+        )
+        state.metrics.record_answer(result, response["metadata"]["cache_hit"])
+        yield _sse("done", {"ok": True, **response})
+
+    return EventSourceResponse(events(), ping=SSE_PING_S)
+
+
+def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
+    return {"index": index, "ok": False, **info.body()}
+
+
+def _validation_info(error: ValidationError) -> ErrorInfo:
+    first = error.errors()[0]
+    field = ".".join(str(part) for part in first.get("loc", ())) or None
+    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
+    return ErrorInfo(422, "ValidationError", f"{field}: {message}" if field else message, field)
+
+
+@router.post("/batch")
+async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
+    """Answer 1-50 questions concurrently (at most `api_batch_concurrency` at once). Each item is validated
+    and run on its own: a bad or failing item reports its error and status, the others their answers."""
+    state = api_state(request)
+    authorized = state.authorized_tenant(request)  # 401 for the whole request
+    if len(body.requests) > state.settings.api_max_batch:
+        raise ApiError(
+            422, "ValidationError", f"requests: at most {state.settings.api_max_batch} per batch", "requests"
+        )
+    gate = asyncio.Semaphore(state.settings.api_batch_concurrency)
+    started = time.perf_counter()
+
+    async def one(index: int, raw: dict[str, Any]) -> dict[str, Any]:
+        async with gate:
+            try:
+                item = GenerateRequest.model_validate(raw)
+            except ValidationError as error:
+                state.metrics.record_error("batch", "ValidationError")
+                return _item_error(index, _validation_info(error))
+            try:
+                tenant = resolve_tenant(authorized, item.tenant_id, state.settings.default_tenant)
+                return {"index": index, "ok": True, "status": 200, **(await answer_one(item, tenant, state))}
+            except Exception as error:  # noqa: BLE001 - one item's failure is reported, never raised
+                info = classify(error)
+                state.metrics.record_error("batch", info.kind)
+                return _item_error(index, info)
+
+    results = await asyncio.gather(*(one(index, raw) for index, raw in enumerate(body.requests)))
+    succeeded = sum(1 for item in results if item["ok"])
+    return {
+        "results": results,
+        "succeeded": succeeded,
+        "failed": len(results) - succeeded,
+        "total_ms": round((time.perf_counter() - started) * 1000, 2),
+    }

@@ -1,0 +1,35 @@
+"""What every route of one app shares: settings, the graph engine, metrics and the API keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from config.settings import Settings
+from service.api.auth import key_tenant, presented_key, resolve_tenant
+from service.api.engine import Engine
+from service.api.metrics import ApiMetrics
+
+
+@dataclass
+class ApiState:
+    """The app's shared parts (on `app.state.api`)."""
+
+    settings: Settings
+    engine: Engine
+    metrics: ApiMetrics
+    keys: dict[str, str]
+
+    def authorized_tenant(self, request: Request) -> str | None:
+        """The tenant of the request's API key (None when keys are off); 401 for a missing or unknown key."""
+        return key_tenant(self.keys, presented_key(request))
+
+    def tenant(self, request: Request, requested: str | None) -> str:
+        """The tenant the request acts for (401 / 403 per service.api.auth)."""
+        return resolve_tenant(self.authorized_tenant(request), requested, self.settings.default_tenant)
+
+
+def api_state(request: Request) -> ApiState:
+    """The ApiState of the app serving `request`."""
+    return request.app.state.api  # type: ignore[no-any-return]

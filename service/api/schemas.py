@@ -1,0 +1,121 @@
+"""Request and response bodies of the HTTP API.
+
+Why static bounds here and settings checks in the routes: pydantic rejects malformed bodies with a 422 that
+names the field before any work starts; the limits an operator may tune (query length, top_k, batch size)
+are settings, checked again in the routes against the running configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from persistence.vector_store import validate_collection_name
+from retrieval.filters import FilterError, parse_filter
+
+AnswerMode = Literal["auto", "simple", "advanced", "precise"]
+RewriteMethod = Literal["auto", "multi", "hyde", "decomposition", "decompose", "expand", "none"]
+#: Ids of threads and conversations: what a URL, a log line and a SQLite key can all carry.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
+#: Static bounds (the settings may only lower them): query length, top_k, completion tokens.
+MAX_QUERY_CHARS = 5000
+MAX_TOP_K = 50
+MAX_COMPLETION_TOKENS = 4096
+MAX_SYSTEM_PROMPT_CHARS = 4000
+MAX_BATCH = 50
+
+
+def _tenant(value: str | None) -> str | None:
+    return None if value is None else validate_collection_name(value, "tenant")
+
+
+class GenerateRequest(BaseModel):
+    """One question and how to answer it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
+    tenant_id: str | None = Field(None, description="Tenant whose documents are searched (the key's tenant).")
+    thread_id: str | None = Field(
+        None, pattern=ID_PATTERN, description="Conversation thread (new if omitted)."
+    )
+    conversation_id: str | None = Field(None, pattern=ID_PATTERN, description="Scope retrieval to it.")
+    mode: AnswerMode = "auto"
+    rewrite_method: RewriteMethod = "auto"
+    top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(None, ge=16, le=MAX_COMPLETION_TOKENS)
+    system_prompt: str | None = Field(None, max_length=MAX_SYSTEM_PROMPT_CHARS)
+    include_citations: bool = True
+    filters: dict[str, Any] | None = None
+    use_cache: bool = True
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is blank")
+        return value
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _valid_tenant(cls, value: str | None) -> str | None:
+        return _tenant(value)
+
+    @field_validator("filters")
+    @classmethod
+    def _valid_filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        try:
+            parse_filter(value)
+        except FilterError as error:
+            raise ValueError(str(error)) from None
+        return value
+
+
+class BatchRequest(BaseModel):
+    """Up to 50 questions answered concurrently; each item is validated on its own (a bad one fails alone)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class TextDocument(BaseModel):
+    """Raw text (a note, a message, an event) indexed with explicit metadata."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=1_000_000)
+    tenant_id: str | None = None
+    collection: str | None = None
+    title: str = Field("", max_length=500)
+    doc_id: str | None = Field(None, pattern=ID_PATTERN)
+    event: bool = Field(False, description="Index as one unchunked chunk (a single event).")
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _valid_tenant(cls, value: str | None) -> str | None:
+        return _tenant(value)
+
+    @field_validator("collection")
+    @classmethod
+    def _valid_collection(cls, value: str | None) -> str | None:
+        return None if value is None else validate_collection_name(value)
+
+
+class MemoryRequest(BaseModel):
+    """A memory to keep for a tenant (and optionally a conversation)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = Field(min_length=1, max_length=20_000)
+    tenant_id: str | None = None
+    conversation_id: str | None = Field(None, pattern=ID_PATTERN)
+    kind: str = Field("note", max_length=64)
+
+    @field_validator("tenant_id")
+    @classmethod
+    def _valid_tenant(cls, value: str | None) -> str | None:
+        return _tenant(value)

@@ -1,0 +1,451 @@
+"""The HTTP API on a real uvicorn server on a loopback port, with fake models installed in-process: every
+route, the SSE event order, batch isolation, 422 / 401 / 403 / 404 / 504, and delete-then-search.
+
+Why a real server rather than FastAPI's TestClient: streaming, the worker threads of the engine, the
+process-wide resources and the time limits behave as deployed only over a socket.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from langchain_core.messages import AIMessageChunk, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGenerationChunk
+
+from nodes.resources import Resources
+from retrieval.ingest import ingest_paths
+from retrieval.knowledge_base import KnowledgeBase
+from retrieval.search import Searcher
+from service.api.app import create_app
+from service.runner import Session
+from tests.conftest import write_corpus
+from tests.fakes import TaskChatModel
+
+ANSWER = "Jupiter is the largest planet in the Solar System [1]."
+QUESTION = "What is the largest planet in the Solar System?"
+CORPUS = {
+    "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. It has 95 known moons.",
+    "tea.md": "# Tea\n\nOolong tea is brewed at 90 degrees for three minutes.",
+}
+SERVER_START_S = 20
+
+
+class StreamingTaskModel(TaskChatModel):
+    """TaskChatModel that streams its reply word by word (so `token` events exist)."""
+
+    def _stream(
+        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        result = self._generate(messages, *args, **kwargs)
+        words = result.generations[0].message.content.split(" ")  # type: ignore[union-attr]
+        for index, word in enumerate(words):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else f" {word}"))
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Api:
+    """A running server: its base URL, resources, model and a client."""
+
+    def __init__(self, base: str, resources: Resources, model: TaskChatModel) -> None:
+        self.base, self.resources, self.model = base, resources, model
+        self.client = httpx.Client(base_url=base, timeout=30)
+
+    def post(self, path: str, payload: Any, **kwargs: Any) -> httpx.Response:
+        return self.client.post(path, json=payload, **kwargs)
+
+    def sse(self, payload: dict[str, Any], **kwargs: Any) -> list[tuple[str, Any]]:
+        """The (event, data) pairs of a streamed answer."""
+        events: list[tuple[str, Any]] = []
+        with self.client.stream("POST", "/api/v1/rag/generate/stream", json=payload, **kwargs) as reply:
+            assert reply.status_code == 200, reply.read()
+            name = None
+            for line in reply.iter_lines():
+                if line.startswith("event:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("data:") and name:
+                    events.append((name, json.loads(line.split(":", 1)[1].strip())))
+                    name = None
+        return events
+
+
+@pytest.fixture
+def start_api(
+    tmp_path: Path, install: Callable[..., Resources], make_kb: Callable[..., KnowledgeBase]
+) -> Iterator[Callable[..., Api]]:
+    """`start_api(model=None, **settings)`: a uvicorn server over the corpus with the fake models."""
+    servers: list[tuple[uvicorn.Server, threading.Thread, Api]] = []
+
+    def start(model: TaskChatModel | None = None, **overrides: Any) -> Api:
+        model = model or StreamingTaskModel(replies={"generate": ANSWER})
+        resources = install(model, strength="weak")
+        resources.knowledge_base = make_kb(resources.settings)
+        files = write_corpus(tmp_path / "corpus", CORPUS)
+        ingest_paths(resources.knowledge_base, list(files.values()))
+        settings = resources.settings.model_copy(update=overrides)
+        port = free_port()
+        server = uvicorn.Server(
+            uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + SERVER_START_S
+        while not server.started:
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.02)
+        api = Api(f"http://127.0.0.1:{port}", resources, model)
+        servers.append((server, thread, api))
+        return api
+
+    yield start
+    for server, thread, api in servers:
+        api.client.close()
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+# --- generate ---------------------------------------------------------------------------------------------
+
+
+def test_generate_answers_with_citations_sources_and_metadata(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    reply = api.post("/api/v1/rag/generate", {"query": QUESTION, "top_k": 3})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["answer"] == ANSWER
+    assert [citation["marker"] for citation in body["citations"]] == [1]
+    assert body["sources"][0]["source"].endswith("jupiter.md")
+    assert body["strategy"] in {"DIRECT", "HYDE", "QUERY_DECOMPOSITION", "ITERATIVE", "HYBRID"}
+    assert QUESTION in body["rewritten_queries"]
+    metadata = body["metadata"]
+    assert {"retrieve", "generate", "cite"} <= set(metadata["timings"])
+    assert metadata["total_ms"] > 0 and metadata["chunks_found"] >= 1
+    usage = metadata["usage"]
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert metadata["cache_hit"] is False and metadata["model"] == api.resources.settings.llm_model
+    assert body["thread_id"]
+
+
+def test_generate_fields_reach_the_model(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    payload = {"query": QUESTION, "system_prompt": "Answer in one line.", "include_citations": False}
+    body = api.post("/api/v1/rag/generate", payload).json()
+    assert body["answer"] == "Jupiter is the largest planet in the Solar System."
+    assert body["citations"] == []
+    (prompt,) = api.model.prompts("generate")
+    system = next(message.content for message in prompt if isinstance(message, SystemMessage))
+    assert str(system).endswith("Answer in one line.")
+
+
+def test_follow_up_on_the_same_thread_sees_the_history(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    first = api.post("/api/v1/rag/generate", {"query": QUESTION, "thread_id": "t-1"}).json()
+    second = api.post("/api/v1/rag/generate", {"query": "How many moons does it have?", "thread_id": "t-1"})
+    assert second.status_code == 200 and first["thread_id"] == second.json()["thread_id"] == "t-1"
+    messages = Session(api.resources.settings).history("t-1")["messages"]  # the API's checkpointer
+    assert [message.type for message in messages] == ["human", "ai", "human", "ai"]
+    assert messages[0].content == QUESTION
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "   "}, "query"),
+        ({"query": "x" * 5001}, "query"),
+        ({"query": QUESTION, "top_k": 0}, "top_k"),
+        ({"query": QUESTION, "top_k": 51}, "top_k"),
+        ({"query": QUESTION, "mode": "verbose"}, "mode"),
+        ({"query": QUESTION, "rewrite_method": "magic"}, "rewrite_method"),
+        ({"query": QUESTION, "filters": {"tenant": "x"}}, "filters"),
+        ({"query": QUESTION, "temperature": 3}, "temperature"),
+        ({"query": QUESTION, "tenant_id": "bad tenant!"}, "tenant_id"),
+        ({"query": QUESTION, "unknown": 1}, "unknown"),
+    ],
+)
+def test_bad_input_is_422_naming_the_field(
+    start_api: Callable[..., Api], payload: dict[str, Any], field: str
+) -> None:
+    api = start_api()
+    reply = api.post("/api/v1/rag/generate", payload)
+    assert reply.status_code == 422, reply.text
+    body = reply.json()
+    assert body["field"] == field and body["message"].startswith(f"{field}:")
+    assert api.model.calls == []  # refused before any model call
+
+
+def test_the_query_limit_is_a_setting(start_api: Callable[..., Api]) -> None:
+    api = start_api(api_max_query_chars=20)
+    reply = api.post("/api/v1/rag/generate", {"query": "x" * 21})
+    assert reply.status_code == 422 and "RAG_API_MAX_QUERY_CHARS" in reply.json()["message"]
+
+
+# --- streaming --------------------------------------------------------------------------------------------
+
+
+def test_stream_events_come_in_the_graph_order(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    events = api.sse({"query": QUESTION})
+    names = [name for name, _ in events]
+    assert names[0] == "query_rewritten"
+    assert names[-2:] == ["generation_complete", "done"]
+    order = [
+        "query_rewritten",
+        "documents_retrieved",
+        "generation_start",
+        "token",
+        "generation_complete",
+        "done",
+    ]
+    firsts = [names.index(name) for name in order]
+    assert firsts == sorted(firsts), names
+    tokens = "".join(data["text"] for name, data in events if name == "token")
+    assert tokens == ANSWER
+    complete = dict(events)["generation_complete"]
+    assert complete["answer"] == ANSWER and complete["citations"][0]["marker"] == 1
+    assert complete["sources"][0]["source"].endswith("jupiter.md")
+    done = events[-1][1]
+    assert done["ok"] is True and done["answer"] == ANSWER and "timings" in done["metadata"]
+
+
+def test_stream_reports_a_failure_as_an_error_event(start_api: Callable[..., Api]) -> None:
+    def slow(_messages: list[BaseMessage]) -> str:
+        time.sleep(1.5)
+        return ANSWER
+
+    api = start_api(StreamingTaskModel(replies={"generate": slow}), api_model_timeout_s=0.3)
+    events = api.sse({"query": QUESTION})
+    names = [name for name, _ in events]
+    assert names[-2:] == ["error", "done"] and "generation_complete" not in names
+    error = events[-2][1]
+    assert error["status"] == 504 and "RAG_API_MODEL_TIMEOUT_S" in error["message"]
+    assert events[-1][1] == {"ok": False, "status": 504}
+
+
+def test_stream_refuses_bad_input_before_opening(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    reply = api.post("/api/v1/rag/generate/stream", {"query": QUESTION, "top_k": 99})
+    assert reply.status_code == 422 and reply.json()["field"] == "top_k"
+
+
+# --- batch ------------------------------------------------------------------------------------------------
+
+
+def test_batch_isolates_a_bad_item(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    requests = [
+        {"query": QUESTION},
+        {"query": ""},
+        {"query": QUESTION, "top_k": 500},
+        {"query": "Oolong tea?"},
+    ]
+    reply = api.post("/api/v1/rag/batch", {"requests": requests})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert (body["succeeded"], body["failed"]) == (2, 2)
+    results = body["results"]
+    assert [item["index"] for item in results] == [0, 1, 2, 3]
+    assert results[0]["ok"] and results[0]["answer"] == ANSWER
+    assert (results[1]["status"], results[1]["field"]) == (422, "query")
+    assert (results[2]["status"], results[2]["field"]) == (422, "top_k")
+    assert results[3]["ok"]
+
+
+def test_batch_size_is_bounded(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    assert api.post("/api/v1/rag/batch", {"requests": []}).status_code == 422
+    reply = api.post("/api/v1/rag/batch", {"requests": [{"query": QUESTION}] * 51})
+    assert reply.status_code == 422 and reply.json()["field"] == "requests"
+
+
+# --- keys and tenants -------------------------------------------------------------------------------------
+
+
+def test_api_keys_map_to_tenants(start_api: Callable[..., Api]) -> None:
+    api = start_api(api_keys="key-a:default,key-b:globex")
+    route = "/api/v1/rag/generate"
+    assert api.post(route, {"query": QUESTION}).status_code == 401
+    assert api.post(route, {"query": QUESTION}, headers={"X-API-Key": "nope"}).status_code == 401
+    forbidden = api.post(route, {"query": QUESTION, "tenant_id": "globex"}, headers={"X-API-Key": "key-a"})
+    assert forbidden.status_code == 403 and forbidden.json()["field"] == "tenant_id"
+    own = api.post(route, {"query": QUESTION}, headers={"Authorization": "Bearer key-a"})
+    assert own.status_code == 200 and own.json()["sources"]
+    # globex has no documents: its key gets globex's (empty) index, never the default tenant's
+    other = api.post(route, {"query": QUESTION}, headers={"X-API-Key": "key-b"}).json()
+    assert (
+        other["not_found"] is True and other["sources"] == [] and other["metadata"]["tenant_id"] == "globex"
+    )
+    batch = api.post(
+        "/api/v1/rag/batch",
+        {"requests": [{"query": QUESTION}, {"query": QUESTION, "tenant_id": "default"}]},
+        headers={"X-API-Key": "key-b"},
+    ).json()
+    assert batch["results"][0]["ok"] and batch["results"][1]["status"] == 403
+    assert api.client.get("/api/v1/documents").status_code == 401
+    assert api.client.get("/health").status_code == 200  # liveness needs no key
+
+
+# --- time limits ------------------------------------------------------------------------------------------
+
+
+def test_model_and_run_time_limits_answer_504(start_api: Callable[..., Api]) -> None:
+    def slow(_messages: list[BaseMessage]) -> str:
+        time.sleep(1.5)
+        return ANSWER
+
+    api = start_api(StreamingTaskModel(replies={"generate": slow}), api_model_timeout_s=0.3)
+    started = time.monotonic()
+    reply = api.post("/api/v1/rag/generate", {"query": QUESTION})
+    assert reply.status_code == 504 and "RAG_API_MODEL_TIMEOUT_S" in reply.json()["message"]
+    assert time.monotonic() - started < 1.4  # answered before the model call ended
+
+    api = start_api(StreamingTaskModel(replies={"generate": slow}), api_run_timeout_s=0.5)
+    reply = api.post("/api/v1/rag/generate", {"query": QUESTION})
+    assert reply.status_code == 504 and "RAG_API_RUN_TIMEOUT_S" in reply.json()["message"]
+
+
+def test_retrieval_time_limit_answers_504(
+    start_api: Callable[..., Api], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = start_api(api_retrieval_timeout_s=0.3)
+    original = Searcher.search
+
+    def slow_search(self: Searcher, *args: Any, **kwargs: Any) -> Any:
+        time.sleep(1.0)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Searcher, "search", slow_search)
+    reply = api.post("/api/v1/rag/generate", {"query": QUESTION})
+    assert reply.status_code == 504 and "RAG_API_RETRIEVAL_TIMEOUT_S" in reply.json()["message"]
+
+
+# --- documents --------------------------------------------------------------------------------------------
+
+
+def test_upload_list_delete_then_search_finds_nothing(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    text = b"# Kelp\n\nVantaport harbour is famous for purple kelp farms."
+    reply = api.client.post(
+        "/api/v1/documents", files={"files": ("kelp.md", text, "text/markdown")}, data={"collection": "notes"}
+    )
+    assert reply.status_code == 200, reply.text
+    assert (reply.json()["indexed"], reply.json()["collection"]) == (1, "notes")
+    listed = api.client.get("/api/v1/documents", params={"collection": "notes"}).json()
+    (document,) = listed["documents"]
+    assert document["source"].endswith("kelp.md") and "notes" in listed["collections"]
+
+    searcher = Searcher(api.resources.kb())
+    assert searcher.search("purple kelp Vantaport", k=5).hits
+    deleted = api.client.delete("/api/v1/documents", params={"source": document["source"]})
+    assert deleted.status_code == 200 and deleted.json()["documents"] == 1
+    for mode in ("dense", "bm25", "hybrid"):
+        hits = searcher.search("purple kelp Vantaport", k=5, mode=mode).hits  # type: ignore[arg-type]
+        assert all("kelp" not in hit.text for hit in hits)
+    assert api.client.delete("/api/v1/documents", params={"source": document["source"]}).status_code == 404
+    assert api.client.delete("/api/v1/documents").status_code == 422
+
+
+def test_upload_errors_are_the_cli_errors(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    corrupt = api.client.post(
+        "/api/v1/documents", files={"files": ("broken.pdf", b"%PDF-1.4 garbage", "application/pdf")}
+    )
+    assert corrupt.status_code == 422 and "corrupt PDF" in corrupt.json()["message"]
+    unsupported = api.client.post(
+        "/api/v1/documents", files={"files": ("tool.exe", b"MZ", "application/octet-stream")}
+    )
+    assert unsupported.status_code == 422 and "unsupported file type" in unsupported.json()["message"]
+    assert api.client.get("/api/v1/documents").json()["documents"][0]["source"].endswith("jupiter.md")
+
+
+def test_reuploading_a_broken_version_keeps_the_previous_one(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    good = b'[{"id": "a", "text": "Lanterns are lit at dusk in Vantaport."}]'
+    assert api.client.post("/api/v1/documents", files={"files": ("events.json", good)}).status_code == 200
+    broken = api.client.post("/api/v1/documents", files={"files": ("events.json", b"[{not json")})
+    assert broken.status_code == 422
+    hits = Searcher(api.resources.kb()).search("lanterns dusk Vantaport", k=3).hits
+    assert hits and "Lanterns" in hits[0].text
+
+
+def test_text_event_keeps_custom_metadata_and_deletes_by_conversation(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    event = {
+        "text": "The captain hid the brass key under the lighthouse stairs.",
+        "event": True,
+        "metadata": {"conversation_id": "c-9", "category": "plot", "related_plot_id": 12},
+    }
+    reply = api.post("/api/v1/documents/text", event)
+    assert reply.status_code == 200 and reply.json()["chunks"] == 1
+    searcher = Searcher(api.resources.kb())
+    hits = searcher.search("brass key lighthouse", k=3, filters={"category": "plot"}).hits
+    assert hits and hits[0].metadata["related_plot_id"] == 12
+    assert searcher.search("brass key lighthouse", k=3, filters={"category": "lore"}).hits == []
+    bad = api.post("/api/v1/documents/text", {"text": "x", "metadata": {"tenant": "other"}})
+    assert bad.status_code == 422 and bad.json()["field"] == "metadata.tenant"
+
+    deleted = api.client.delete("/api/v1/documents", params={"conversation_id": "c-9"})
+    assert deleted.status_code == 200 and deleted.json()["chunks"] == 1
+    assert searcher.search("brass key lighthouse", k=3, filters={"category": "plot"}).hits == []
+
+
+def test_text_document_is_chunked_and_answerable(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    reply = api.post(
+        "/api/v1/documents/text", {"text": "Saturn has bright rings of ice.", "doc_id": "saturn"}
+    )
+    assert reply.status_code == 200 and reply.json()["source"] == "text:saturn"
+    body = api.post("/api/v1/rag/generate", {"query": "Which planet has rings of ice?"}).json()
+    assert any(source["source"] == "text:saturn" for source in body["sources"])
+
+
+# --- health and metrics -----------------------------------------------------------------------------------
+
+
+def test_health_checks_each_dependency(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    assert api.client.get("/health").json() == {"status": "ok"}
+    reply = api.client.get("/api/v1/rag/health")
+    assert reply.status_code == 200, reply.text
+    checks = reply.json()["checks"]
+    assert set(checks) == {"vector_store", "catalog", "keyword_index", "embeddings", "model"}
+    assert all(check["status"] == "ok" and check["latency_ms"] >= 0 for check in checks.values())
+    assert checks["catalog"]["detail"]["chunks"] == 2
+
+
+def test_health_reports_a_down_model(start_api: Callable[..., Api]) -> None:
+    def broken(_messages: list[BaseMessage]) -> str:
+        raise ConnectionError("endpoint unreachable")
+
+    api = start_api(StreamingTaskModel(fallback="", replies={"unknown": broken}))
+    reply = api.client.get("/api/v1/rag/health")
+    assert reply.status_code == 503
+    checks = reply.json()["checks"]
+    assert checks["model"]["status"] == "down" and "endpoint unreachable" in checks["model"]["detail"]
+    assert checks["catalog"]["status"] == "ok"
+
+
+def test_metrics_count_requests_stages_tokens_strategies_and_outcomes(start_api: Callable[..., Api]) -> None:
+    api = start_api()
+    api.post("/api/v1/rag/generate", {"query": QUESTION})
+    api.post("/api/v1/rag/generate", {"query": ""})
+    text = api.client.get("/metrics").text
+    assert 'rag_requests_total{method="POST",route="/api/v1/rag/generate",status="200"} 1.0' in text
+    assert 'rag_requests_total{method="POST",route="/api/v1/rag/generate",status="422"} 1.0' in text
+    assert 'rag_stage_latency_seconds_count{stage="generate"} 1.0' in text
+    assert 'rag_cache_lookups_total{result="miss"} 1.0' in text
+    assert 'rag_answers_total{outcome="success"} 1.0' in text
+    assert "rag_strategy_total{strategy=" in text and 'rag_tokens_total{kind="prompt"}' in text
