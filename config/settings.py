@@ -130,6 +130,20 @@ class Settings(BaseSettings):
         True, description="The health route asks the model for one token (else only builds the client)."
     )
 
+    # --- conversation memory (retrieval/conversation_summary.py, `rag summarize`) ------------------
+    memory_collection: str = Field(
+        "conversations", min_length=3, description="Collection that conversation summaries and turns go to."
+    )
+    summary_block_turns: int = Field(
+        8, ge=1, le=200, description="Turns summarized together: one summary chunk per block of turns."
+    )
+    summary_max_tokens: int = Field(
+        200,
+        ge=32,
+        le=2000,
+        description="Tokens of one summary chunk, at most (kept inside the embedding window).",
+    )
+
     @model_validator(mode="after")
     def _check_relations(self) -> Settings:
         window = EMBEDDING_WINDOWS[self.embedding_provider]

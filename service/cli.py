@@ -22,6 +22,7 @@ from rich.table import Table
 
 from config.settings import SearchMode, Settings, SettingsError, load_settings
 from evals.report import DEFAULT_RESULTS_DIR
+from service.cli_summarize import summarize
 
 app = typer.Typer(
     help="Agentic RAG engine: ingest your documents, search them, ask questions with cited answers.",
@@ -33,6 +34,7 @@ eval_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
+app.command("summarize")(summarize)
 
 console = Console()
 error_console = Console(stderr=True)
@@ -761,6 +763,14 @@ def eval_chaos(
             )
     console.print(f"{report['passed']} passed, {report['failed']} failed", highlight=False)
 
+
+# Commands in their own modules (they use the helpers above, so they are registered after them).
+from service import cli_serve  # noqa: E402
+
+app.command("serve")(cli_serve.serve)
+app.command("delete")(cli_serve.delete)
+app.command("stats")(cli_serve.stats)
+eval_app.command("load")(cli_serve.eval_load)
 
 if __name__ == "__main__":
     app()
