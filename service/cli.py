@@ -764,5 +764,13 @@ def eval_chaos(
     console.print(f"{report['passed']} passed, {report['failed']} failed", highlight=False)
 
 
+# Commands in their own modules (they use the helpers above, so they are registered after them).
+from service import cli_serve  # noqa: E402
+
+app.command("serve")(cli_serve.serve)
+app.command("delete")(cli_serve.delete)
+app.command("stats")(cli_serve.stats)
+eval_app.command("load")(cli_serve.eval_load)
+
 if __name__ == "__main__":
     app()

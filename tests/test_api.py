@@ -20,12 +20,15 @@ import pytest
 import uvicorn
 from langchain_core.messages import AIMessageChunk, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGenerationChunk
+from typer.testing import CliRunner
 
+from evals.load import run_load
 from nodes.resources import Resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 from service.api.app import create_app
+from service.cli import app as cli_app
 from service.runner import Session
 from tests.conftest import write_corpus
 from tests.fakes import TaskChatModel
@@ -449,3 +452,44 @@ def test_metrics_count_requests_stages_tokens_strategies_and_outcomes(start_api:
     assert 'rag_cache_lookups_total{result="miss"} 1.0' in text
     assert 'rag_answers_total{outcome="success"} 1.0' in text
     assert "rag_strategy_total{strategy=" in text and 'rag_tokens_total{kind="prompt"}' in text
+
+
+# --- CLI: rag eval load, rag stats, rag delete ------------------------------------------------------------
+
+
+def test_eval_load_and_stats_read_the_running_server(start_api: Callable[..., Api], tmp_path: Path) -> None:
+    api = start_api()
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text("\n".join(json.dumps({"question": q}) for q in (QUESTION, "Oolong tea?", "Unused?")))
+    report = run_load(api.base, clients=3, requests=7, questions=2, questions_file=questions)
+    assert (report["cold"]["requests"], report["load"]["requests"]) == (2, 7)
+    assert report["cold"]["errors"] == report["load"]["errors"] == 0 and report["targets"]["zero_errors"]
+    assert report["load"]["cache_hits"] + report["load"]["cache_misses"] == 7
+    assert report["load"]["p50_ms"] <= report["load"]["p95_ms"]
+
+    env = {"RAG_DATA_DIR": str(api.resources.settings.data_dir)}
+    result = CliRunner().invoke(cli_app, ["stats", "--url", api.base, "--json"], env=env)
+    assert result.exit_code == 0, result.output
+    figures = json.loads(result.stdout)
+    assert figures["answers"]["success"] == 9 and figures["requests"] >= 9
+    assert figures["index"] == {"documents": 2, "chunks": 2}
+    assert "generate" in figures["stage_mean_ms"]
+
+    down = CliRunner().invoke(cli_app, ["stats", "--url", "http://127.0.0.1:9"], env=env)
+    assert down.exit_code == 1 and "cannot read" in down.stderr
+
+
+def test_rag_delete_removes_a_document(
+    start_api: Callable[..., Api], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = start_api()
+    kb = api.resources.kb()
+    monkeypatch.setattr(KnowledgeBase, "open", classmethod(lambda cls, settings=None: kb))
+    source = next(record.source for record in kb.catalog.documents() if record.source.endswith("tea.md"))
+    env = {"RAG_DATA_DIR": str(api.resources.settings.data_dir)}
+    result = CliRunner().invoke(cli_app, ["delete", "--source", source], env=env)
+    assert result.exit_code == 0 and "deleted 1 documents" in result.stdout
+    assert all(hit.metadata["source"] != source for hit in Searcher(kb).search("oolong tea brewed", k=5).hits)
+    again = CliRunner().invoke(cli_app, ["delete", "--source", source], env=env)
+    assert again.exit_code == 2 and "nothing matched" in again.stderr
+    assert CliRunner().invoke(cli_app, ["delete"], env=env).exit_code == 2
