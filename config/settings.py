@@ -147,6 +147,34 @@ class Settings(BaseSettings):
         description="Tokens of one summary chunk, at most (kept inside the embedding window).",
     )
 
+    # --- SQL tables and semantic cache (persistence/database.py, persistence/semantic_cache.py) ------
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of the tables sessions, conversations, memories, audit_logs and the "
+        "semantic cache; unset = sqlite:///<data_dir>/app.sqlite.",
+    )
+    record_turns: bool = Field(
+        True, description="Write every answer to the SQL tables (sessions, conversations, audit_logs)."
+    )
+    memory_max_chars: int = Field(20_000, ge=1, description="Longest memory text accepted.")
+    memory_search_k: int = Field(5, ge=1, le=100, description="Memories a search returns by default.")
+    cache_enabled: bool = Field(True, description="Answer repeated questions from the semantic cache.")
+    cache_similarity: float = Field(
+        0.95,
+        ge=0.0,
+        le=1.0,
+        description="Cosine similarity between standalone questions needed for a cache hit (same tenant, "
+        "collection, filters, conversation, mode and model).",
+    )
+    cache_ttl_s: float = Field(3600.0, gt=0, description="Seconds a cached answer stays valid.")
+    cache_max_entries: int = Field(
+        2000, ge=1, description="Cached answers kept per tenant (the oldest are dropped first)."
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis URL for the semantic cache (e.g. redis://localhost:6379/0); unset = SQL table.",
+    )
+
     @model_validator(mode="after")
     def _check_relations(self) -> Settings:
         window = EMBEDDING_WINDOWS[self.embedding_provider]
