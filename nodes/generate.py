@@ -5,8 +5,11 @@ generation reserve), worded by the context's mode (simple / advanced / precise) 
 The model is called through its `invoke` (via text_call), so `stream_mode="messages"` streams its tokens.
 
 Fallback (documented, never raises): when the model fails or returns garbage (empty, punctuation only, or a
-phrase looping), the draft is extractive: the sentences of the top source that best overlap the question,
-cited [1]. Without sources the fallback is a short apology (MODEL_FAILED_*).
+phrase looping) or nothing but an echo of its prompt ("The answer to this question is:", a line of its
+instructions or revision note, the question) or of an instruction planted in a passage, the draft is
+extractive: the sentences of the top source that best overlap the question, cited [1], never an
+instruction-like sentence (retrieval.injection). Without sources the fallback is a short apology
+(MODEL_FAILED_*).
 """
 
 from __future__ import annotations
@@ -27,10 +30,23 @@ from prompts.answer import (
     MODEL_FAILED_EN,
     MODEL_FAILED_ZH,
     NO_RETRIEVAL_SYSTEMS,
+    NOT_FOUND_EN,
+    NOT_FOUND_TEXTS,
+    NOT_FOUND_VARIANTS,
+    NOT_FOUND_ZH,
     OPERATOR_INSTRUCTIONS,
     REVISION_NOTES,
 )
-from retrieval.answer_text import best_sentences, is_garbage, strip_preamble
+from retrieval.answer_text import (
+    EchoDetector,
+    answer_body,
+    best_sentences,
+    is_garbage,
+    remove_sentences,
+    split_sentences,
+    strip_preamble,
+)
+from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
 from retrieval.prompt_budget import build_answer_prompt, strip_source_headers
 from retrieval.tokens import truncate_to_tokens
 from state.context import Context, run_context
@@ -77,14 +93,44 @@ def conversation_history(messages: list[AnyMessage], max_turns: int) -> list[tup
     return turns[-2 * max_turns :] if max_turns > 0 else []
 
 
-def extractive_answer(question: str, documents: list[RetrievedDoc], language: str, max_tokens: int) -> str:
-    """The fallback draft: the first document's sentences that best overlap the question, cited [1]."""
+def extractive_answer(
+    question: str, documents: list[RetrievedDoc], language: str, max_tokens: int
+) -> tuple[str, list[RetrievedDoc]]:
+    """The fallback draft and its source: the sentences of the first document that has usable ones (not
+    instruction-like) that best overlap the question, cited [1]. Without documents the apology; when every
+    passage is only planted instructions, the not-found sentence (nothing else there to say)."""
     if not documents:
-        return MODEL_FAILED_ZH if language == "zh" else MODEL_FAILED_EN
-    sentences = best_sentences(question, documents[0]["text"], FALLBACK_SENTENCES)
-    joiner = "" if contains_cjk(documents[0]["text"]) else " "  # the source's script, not the question's
-    body = truncate_to_tokens(joiner.join(sentences).strip(), max_tokens).rstrip("\ufffd").strip()
-    return f"{body}{joiner}[1]"
+        return (MODEL_FAILED_ZH if language == "zh" else MODEL_FAILED_EN), []
+    for doc in documents:
+        sentences = best_sentences(question, doc["text"], FALLBACK_SENTENCES)
+        joiner = "" if contains_cjk(doc["text"]) else " "  # the source's script, not the question's
+        body = truncate_to_tokens(joiner.join(sentences).strip(), max_tokens).rstrip("\ufffd").strip()
+        if answer_body(body):
+            return f"{body}{joiner}[1]", [doc]
+    return (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), []
+
+
+def clean_model_answer(
+    text: str, system: str, question: str, language: str, sources: list[RetrievedDoc]
+) -> str:
+    """The model's reply without what is not an answer: echoed source headers, a leading "The answer is:",
+    sentences that repeat the prompt (instructions, revision note, labels, the question), sentences that
+    are instructions themselves, and sentences carrying a token that only a planted instruction of the
+    passages holds (an obeyed injection). "" when nothing is left."""
+    text = strip_preamble(strip_source_headers(text))
+    scaffolding = [
+        system,
+        *REVISION_NOTES.values(),
+        ANSWER_USER_TEMPLATES[language].format(sources="", question=""),
+    ]
+    text = EchoDetector(scaffolding, question, exempt=(*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS)).remove(text)
+    planted = planted_tokens(
+        [doc["text"] for doc in sources], [split_sentences(doc["text"]) for doc in sources]
+    )
+    text = remove_sentences(
+        text, lambda sentence: is_instruction_like(sentence) or carries_planted_token(sentence, planted)
+    )
+    return strip_preamble(text) if answer_body(text) else ""
 
 
 #: Template per query type when the context's mode is "auto": factoid questions (one fact, a bridge entity,
@@ -143,16 +189,22 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "generation_start",
         {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
     )
-    text, error, usage = text_call(model, prompt.messages, max_tokens=context.generation_reserve)
-    text = strip_preamble(strip_source_headers(text))
+    raw, error, usage = text_call(model, prompt.messages, max_tokens=context.generation_reserve)
+    sources = prompt.used_documents
+    text = clean_model_answer(raw, str(prompt.messages[0].content), question, language, sources)
     info = dict(prompt.prompt_info)
     info["generation_fallback"] = None
-    sources = prompt.used_documents
     if error is not None or is_garbage(text):
-        reason = f"model error: {error}" if error is not None else "unusable model output"
+        if error is not None:
+            reason = f"model error: {error}"
+        elif is_garbage(strip_preamble(strip_source_headers(raw))):
+            reason = "unusable model output"
+        else:
+            reason = "model output echoed the prompt or a planted instruction"
         logger.warning("generate: %s; using the extractive fallback", reason)
         info["generation_fallback"] = reason
-        sources = prompt.used_documents[:1] or documents[:1]
-        text = extractive_answer(question, sources, language, context.generation_reserve)
+        text, sources = extractive_answer(
+            question, prompt.used_documents or documents, language, context.generation_reserve
+        )
     update = {"draft": text, "sources": sources, "prompt_info": info, "generation_rounds": 1}
     return merge_updates(update, usage)

@@ -9,8 +9,9 @@ for English and Chinese (terms come from retrieval.keyword.analyze: stemmed word
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
+from retrieval.injection import is_instruction_like
 from retrieval.keyword import analyze
 
 #: Sentence-ending punctuation run, then closing quotes/parentheses, then bracketed references such as
@@ -178,9 +179,11 @@ def best_sentences(question: str, text: str, limit: int) -> list[str]:
     """Up to `limit` sentences of `text` sharing the most terms with `question`, in text order.
 
     Used by the extractive fallback: sentences sharing no term are left out, unless none shares any (then
-    the first sentence is taken, the passage's lead being its best summary).
+    the first sentence is taken, the passage's lead being its best summary). Instruction-like sentences
+    (text planted to steer a model, retrieval.injection) are never taken: copying them would deliver the
+    injection; so a passage made only of them gives no sentence.
     """
-    sentences = split_sentences(text)
+    sentences = [sentence for sentence in split_sentences(text) if not is_instruction_like(sentence)]
     question_terms = content_terms(question)
     overlaps = [len(content_terms(sentence) & question_terms) for sentence in sentences]
     ranked = sorted(
@@ -190,14 +193,93 @@ def best_sentences(question: str, text: str, limit: int) -> list[str]:
     return [sentences[index] for index in sorted(chosen)]
 
 
-#: Boilerplate that small models put before the answer ("The answer is:", "Answer:", "答案是：").
+#: Boilerplate that small models put before the answer ("The answer is:", "Answer:", "The answer to this
+#: question is:", "Here is the answer:", "答案是：").
 _PREAMBLE = re.compile(
-    r"^\s*(?:(?:the\s+)?(?:final\s+|short\s+)?answer\s*(?:is)?\s*[:：]|(?:最终)?答案(?:是|为)?\s*[:：]?)\s*",
+    r"^\s*(?:(?:the\s+)?(?:final\s+|short\s+)?answer\s*(?:to\s+(?:this|the|your)\s+question\s*)?(?:is)?\s*[:：]"
+    r"|here(?:'s|\s+is)\s+(?:the|my|your)\s+answer\s*[:：]"
+    r"|(?:这个问题的|该问题的)?(?:最终)?答案(?:是|为)?\s*[:：]?)\s*",
     re.IGNORECASE,
 )
+#: A line that is only a label of the prompt's scaffolding ("Sources:", "Question:", "资料：").
+_LABEL_ONLY = re.compile(r"^\s*(?:sources?|question|answer|资料|问题|答案)\s*[:：]\s*$", re.IGNORECASE)
+#: A leading "Question:" label (a model echoing the prompt's framing before the question).
+_QUESTION_LABEL = re.compile(r"^\s*(?:question|问题)\s*[:：]\s*", re.IGNORECASE)
+#: An echoed sentence copies the prompt: its normalised text (at least MIN_ECHO_CHARS) is part of the
+#: scaffolding, or at least ECHO_TERM_SHARE of its (at least MIN_ECHO_TERMS) terms are scaffolding terms.
+MIN_ECHO_CHARS = 8
+MIN_ECHO_TERMS = 4
+ECHO_TERM_SHARE = 0.8
 
 
 def strip_preamble(text: str) -> str:
     """The answer without a leading "The answer is:" / "答案是：" (what remains of it is the answer)."""
     stripped = _PREAMBLE.sub("", text, count=1)
     return stripped if stripped.strip() else text
+
+
+def answer_body(text: str) -> str:
+    """What an answer says once its preamble and reference markers are gone ("" for "The answer to this
+    question is:" alone, or for markers only)."""
+    body = strip_references(_PREAMBLE.sub("", text, count=1)).strip()
+    return body if _WORD_CHAR.search(body) else ""
+
+
+def remove_sentences(text: str, unwanted: Callable[[str], bool]) -> str:
+    """`text` without the sentences for which `unwanted` is true (the rest kept as written)."""
+    pieces: list[str] = []
+    position = 0
+    for start, end in sentence_spans(text):
+        if unwanted(text[start:end]):
+            pieces.append(text[position:start])
+            position = end
+    pieces.append(text[position:])
+    return _BLANK_RUN.sub("\n\n", "".join(pieces)).strip()
+
+
+_BLANK_RUN = re.compile(r"\n\s*\n\s*")
+
+
+class EchoDetector:
+    """Tells whether an answer sentence merely repeats the prompt: its instructions (system prompt, revision
+    note), its framing labels ("Sources:", "Question:") or the question itself.
+
+    Why: small models answer "The answer to this question is:" or copy a line of their instructions, which
+    read as fluent text, pass the garbage checks and were returned as final answers. Sentences matching
+    `exempt` (the engine's "not found" sentence, which the instructions also contain) are never echoes.
+    """
+
+    def __init__(self, scaffolding: Iterable[str], question: str, exempt: Iterable[str] = ()) -> None:
+        texts = [text for text in scaffolding if text]
+        self._scaffold = "|".join(normalized(text) for text in texts)
+        self._scaffold_terms: set[str] = set()
+        for text in texts:
+            self._scaffold_terms |= content_terms(text)
+        self._question = normalized(question)
+        self._question_terms = content_terms(question)
+        self._exempt = tuple(exempt)
+
+    def is_echo(self, sentence: str) -> bool:
+        """Whether `sentence` repeats the prompt (see the class docstring)."""
+        if self._exempt and matches_phrase(sentence, self._exempt):
+            return False
+        if _LABEL_ONLY.match(sentence):
+            return True
+        bare = strip_references(_QUESTION_LABEL.sub("", sentence)).strip()
+        body = normalized(bare)
+        if not body:
+            return False
+        if len(body) >= MIN_ECHO_CHARS and (body in self._scaffold or body in self._question):
+            return True
+        terms = content_terms(bare)
+        if (
+            bare.rstrip().endswith(("?", "？"))
+            and terms
+            and support(terms, self._question_terms) >= ECHO_TERM_SHARE
+        ):
+            return True  # the question asked back
+        return len(terms) >= MIN_ECHO_TERMS and support(terms, self._scaffold_terms) >= ECHO_TERM_SHARE
+
+    def remove(self, text: str) -> str:
+        """`text` without its echoed sentences."""
+        return remove_sentences(text, self.is_echo)
