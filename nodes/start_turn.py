@@ -1,4 +1,11 @@
-"""start_turn: validate the turn's question and filters, and reset the per-turn state.
+"""start_turn: check the caller may use the thread, validate the turn's question and filters, and reset the
+per-turn state.
+
+Tenants: the run's context is the one source of truth. The thread's first turn records its tenant as the
+owner (`owner_tenant`, never reset); a later turn by another tenant raises ThreadAccessError, and an input
+`tenant` that differs from the context's raises InvalidQuestionError. The runner and the SQLite savers check
+the same before the graph writes anything (persistence.threads); this node is the check every run passes,
+whatever runs the graph (another checkpointer, the LangGraph server).
 
 The checkpointer keeps a thread's whole state between turns; only the conversation (`messages`) should carry
 over, so counters, documents, timings and answers are reset here through their reducers' RESET sentinel.
@@ -10,8 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from persistence.threads import check_thread_access, thread_owner
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_context
 from state.graph_state import RESET, State
@@ -38,9 +47,28 @@ def turn_question(state: State) -> tuple[str, bool]:
     return question, True
 
 
-def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Validate and reset; raise InvalidQuestionError on bad input."""
+def check_input_tenant(input_tenant: str | None, context_tenant: str) -> None:
+    """Refuse a graph input `tenant` that differs from the run's context: the context is the one source of
+    truth for the tenant (an input must not silently widen a caller's reach to another tenant)."""
+    if input_tenant and input_tenant != context_tenant:
+        raise InvalidQuestionError(
+            f"input tenant {input_tenant!r} differs from the run's context tenant {context_tenant!r}: the "
+            "tenant comes from the context only (pass context={'tenant': ...}, or leave it out of the input)"
+        )
+
+
+def thread_id_of(config: RunnableConfig | None) -> str:
+    """The run's thread id ('' for a run without a checkpointer)."""
+    return str(((config or {}).get("configurable") or {}).get("thread_id") or "")
+
+
+def start_turn(state: State, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+    """Check the caller may use the thread, validate and reset; raise ThreadAccessError for another tenant's
+    thread and InvalidQuestionError on bad input."""
     context = run_context(runtime)
+    owner = thread_owner(state, legacy=False)  # state holds this run's input already
+    check_thread_access(thread_id_of(config), owner, context.tenant)
+    check_input_tenant(state.get("tenant"), context.tenant)
     question, append = turn_question(state)
     if not question:
         raise InvalidQuestionError("empty question: pass {'question': '...'} or a human message")
@@ -56,7 +84,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update: dict[str, Any] = {
         "question": question,
         "standalone_question": question,
-        "tenant": state.get("tenant") or context.tenant,
+        "tenant": context.tenant,
         "filters": state.get("filters") or {},
         "conversation_id": state.get("conversation_id") or "",
         "documents": RESET,
@@ -89,4 +117,6 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     }
     if append:
         update["messages"] = [HumanMessage(question)]
+    if owner is None:
+        update["owner_tenant"] = context.tenant  # the first turn claims the thread, once
     return update

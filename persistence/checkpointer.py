@@ -17,6 +17,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from config.settings import Settings, get_settings
+from persistence.threads import OwnerCheckedAsyncSqliteSaver, OwnerCheckedSqliteSaver
 
 POSTGRES_INSTALL_HINT = "pip install langgraph-checkpoint-postgres 'psycopg[binary]'"
 
@@ -31,7 +32,7 @@ def sqlite_checkpointer(settings: Settings | None = None, path: Path | None = No
     """A sync SQLite saver that lives as long as the process (for the CLI and `graph.invoke`)."""
     connection = sqlite3.connect(str(_path(settings, path)), check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
-    saver = SqliteSaver(connection)
+    saver = OwnerCheckedSqliteSaver(connection)  # a run of one tenant cannot load another's thread
     saver.setup()
     return saver
 
@@ -41,7 +42,7 @@ async def async_sqlite_checkpointer(
     settings: Settings | None = None, path: Path | None = None
 ) -> AsyncIterator[AsyncSqliteSaver]:
     """An async SQLite saver (for `ainvoke` / `astream` and the LangGraph server)."""
-    async with AsyncSqliteSaver.from_conn_string(str(_path(settings, path))) as saver:
+    async with OwnerCheckedAsyncSqliteSaver.from_conn_string(str(_path(settings, path))) as saver:
         await saver.setup()
         yield saver
 

@@ -1,4 +1,18 @@
-"""Thread (conversation) housekeeping on the SQLite checkpoint file: list, show, delete, prune.
+"""Threads (conversations) of the SQLite checkpoint file: who owns them, and list / delete / prune per tenant.
+
+Ownership: a thread belongs to the tenant of its first turn. `start_turn` writes that tenant to the state
+channel `owner_tenant` on the first turn and never again, and refuses a turn whose context names another
+tenant. Before a run, the runner (service.runner.Session) and the checkpoint savers of
+persistence.checkpointer (through OwnerCheckedSaver below) check the owner again, so that a refused caller
+writes nothing into the other tenant's thread (LangGraph stores a run's input before the first node runs)
+and cannot replay it (`invoke(None, config)` on a finished thread runs no node at all, it only returns the
+stored state).
+
+Where the CLI reads owners: from the thread's latest checkpoint, the same `owner_tenant` channel the graph
+checks. Why not a separate `thread_owners` table: every interface (CLI, Python `graph.invoke`, the LangGraph
+server, the HTTP API) creates threads through the graph, and only the graph's own state is written by all of
+them; a second table would be one more thing to keep in step with deletes, prunes and the server's saver. The
+cost is one checkpoint read per thread for `rag threads list` and `prune`, a housekeeping command.
 
 Every graph step writes a checkpoint, so a long-lived file grows without bound; `prune` keeps the newest
 threads and, within the kept threads, only their latest checkpoint, then reclaims the space.
@@ -7,8 +21,32 @@ threads and, within the kept threads, only their latest checkpoint, then reclaim
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+#: Where LangGraph puts the run's Runtime (and so its context) in the config it hands the checkpointer.
+RUNTIME_CONFIG_KEY = "__pregel_runtime"
+#: Seconds a housekeeping command waits for a turn's write transaction on the file.
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+#: Holds a thread while it is deleted or pruned (the CLI passes the thread lock, so no turn is cut).
+ThreadGuard = Callable[[str], AbstractContextManager[object]]
+
+
+def _unguarded(_thread_id: str) -> AbstractContextManager[object]:
+    return nullcontext()
+
+
+class ThreadAccessError(PermissionError):
+    """The thread belongs to another tenant (CLI exit 2, HTTP 403). The owner is never named."""
 
 
 @dataclass(frozen=True)
@@ -18,55 +56,206 @@ class ThreadSummary:
     thread_id: str
     checkpoints: int
     latest_checkpoint_id: str
+    owner: str | None = None
+    """Tenant of the thread's first turn (None: no turn has completed its start yet)."""
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def thread_owner(values: Mapping[str, Any] | None, *, legacy: bool = True) -> str | None:
+    """The owning tenant recorded in a thread's stored state values.
+
+    `owner_tenant` when set; with `legacy`, for threads written before ownership was stored, the tenant of
+    their earlier turns (`tenant`, which start_turn has always set) when the thread has messages. Only stored
+    values may use `legacy`: inside a run, `tenant` may already hold the run's input."""
+    if not values:
+        return None
+    owner = values.get("owner_tenant")
+    if isinstance(owner, str) and owner:
+        return owner
+    if not legacy:
+        return None
+    tenant = values.get("tenant")
+    if values.get("messages") and isinstance(tenant, str) and tenant:
+        return tenant
+    return None
+
+
+def check_thread_access(thread_id: str, owner: str | None, tenant: str) -> None:
+    """Raise ThreadAccessError unless `tenant` may use the thread (it owns it, or nobody does yet)."""
+    if owner is not None and owner != tenant:
+        raise ThreadAccessError(
+            f"thread {thread_id!r} belongs to another tenant; tenant {tenant!r} may not read, continue, "
+            "replay or delete it"
+        )
+
+
+def _values(saved: CheckpointTuple | None) -> dict[str, Any]:
+    return dict(saved.checkpoint.get("channel_values") or {}) if saved is not None else {}
+
+
+def _run_tenant(config: RunnableConfig) -> str | None:
+    """The tenant of the run a checkpointer call belongs to; None outside a run (get_state, housekeeping)."""
+    runtime = (config.get("configurable") or {}).get(RUNTIME_CONFIG_KEY)
+    if runtime is None:
+        return None
+    from state.context import run_context
+
+    return run_context(runtime).tenant
+
+
+def _root_thread(config: RunnableConfig) -> tuple[str, RunnableConfig] | None:
+    """(thread id, config of its latest root checkpoint) for a root-namespace config, else None."""
+    configurable = config.get("configurable") or {}
+    thread_id = configurable.get("thread_id")
+    if thread_id is None or configurable.get("checkpoint_ns", ""):
+        return None
+    return str(thread_id), {"configurable": {"thread_id": str(thread_id), "checkpoint_ns": ""}}
+
+
+class OwnerCheckedSaver:
+    """Mixin for a checkpoint saver: a graph run of one tenant cannot load another tenant's thread.
+
+    LangGraph hands the saver the run's config, which carries the run's Runtime (its context, so its
+    tenant). Loading a thread for a run whose tenant is not the owner raises ThreadAccessError before the run
+    writes its input or returns any stored state: this is what refuses `invoke(None, config)` replays and
+    server runs (which never pass through the runner). The owner is always the thread's latest root
+    checkpoint's, also when the run asks for an older checkpoint (time travel must not dodge the check).
+    Calls outside a run (`get_state`, housekeeping) are not checked here: the runner checks those itself.
+    """
+
+    def _check_owner(self, config: RunnableConfig, saved: CheckpointTuple | None) -> None:
+        tenant = _run_tenant(config)
+        root = _root_thread(config)
+        if tenant is None or root is None or saved is None:
+            return
+        thread_id, latest_config = root
+        latest = saved
+        if (config.get("configurable") or {}).get("checkpoint_id"):
+            latest = super().get_tuple(latest_config)  # type: ignore[misc]
+        check_thread_access(thread_id, thread_owner(_values(latest)), tenant)
+
+    async def _acheck_owner(self, config: RunnableConfig, saved: CheckpointTuple | None) -> None:
+        tenant = _run_tenant(config)
+        root = _root_thread(config)
+        if tenant is None or root is None or saved is None:
+            return
+        thread_id, latest_config = root
+        latest = saved
+        if (config.get("configurable") or {}).get("checkpoint_id"):
+            latest = await super().aget_tuple(latest_config)  # type: ignore[misc]
+        check_thread_access(thread_id, thread_owner(_values(latest)), tenant)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The stored checkpoint, refused for a run of a tenant that does not own the thread."""
+        saved = super().get_tuple(config)  # type: ignore[misc]
+        self._check_owner(config, saved)
+        return saved
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The stored checkpoint, refused for a run of a tenant that does not own the thread."""
+        saved = await super().aget_tuple(config)  # type: ignore[misc]
+        await self._acheck_owner(config, saved)
+        return saved
+
+
+@contextmanager
+def _connect(path: Path) -> Iterator[sqlite3.Connection]:
+    """A connection to an existing checkpoint file (looking never creates one), committed and closed."""
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint file at {path} (no conversation yet)")
-    return sqlite3.connect(str(path))
+    connection = sqlite3.connect(str(path), timeout=SQLITE_BUSY_TIMEOUT_S)
+    try:
+        with connection:
+            yield connection
+    finally:
+        connection.close()
 
 
-def list_threads(path: Path) -> list[ThreadSummary]:
-    """Threads, most recently active first (checkpoint ids are time-ordered)."""
+def _owners(connection: sqlite3.Connection, thread_ids: list[str]) -> dict[str, str | None]:
+    """Each thread's owner, from its latest root checkpoint (read with the saver's own deserializer)."""
+    saver = SqliteSaver(connection)
+    saver.is_setup = True  # reading only: the tables exist (the threads were listed from them)
+    owners: dict[str, str | None] = {}
+    for thread_id in thread_ids:
+        saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        owners[thread_id] = thread_owner(_values(saved))
+    return owners
+
+
+def stored_owner(path: Path, thread_id: str) -> str | None:
+    """The owner of one thread of the checkpoint file (None when unknown or not owned yet)."""
+    with _connect(path) as connection:
+        return _owners(connection, [thread_id])[thread_id]
+
+
+def list_threads(path: Path, tenant: str | None = None) -> list[ThreadSummary]:
+    """Threads, most recently active first (checkpoint ids are time-ordered); with `tenant`, only that
+    tenant's threads (threads nobody owns yet are nobody's to list)."""
     with _connect(path) as connection:
         rows = connection.execute(
             "SELECT thread_id, COUNT(*), MAX(checkpoint_id) FROM checkpoints "
             "GROUP BY thread_id ORDER BY MAX(checkpoint_id) DESC"
         ).fetchall()
-    return [ThreadSummary(str(thread), int(count), str(latest)) for thread, count, latest in rows]
+        owners = _owners(connection, [str(thread) for thread, _, _ in rows])
+    summaries = [
+        ThreadSummary(str(thread), int(count), str(latest), owners[str(thread)])
+        for thread, count, latest in rows
+    ]
+    if tenant is None:
+        return summaries
+    return [summary for summary in summaries if summary.owner == tenant]
 
 
-def delete_thread(path: Path, thread_id: str) -> bool:
-    """Remove a thread's checkpoints and writes; False when it did not exist."""
+def delete_thread(path: Path, thread_id: str, tenant: str | None = None) -> bool:
+    """Remove a thread's checkpoints and writes; False when it did not exist. With `tenant`, a thread of
+    another tenant raises ThreadAccessError and is left intact; an unowned thread may be deleted."""
     with _connect(path) as connection:
         found = connection.execute(
             "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
         ).fetchone()
+        if found is None:
+            return False
+        if tenant is not None:
+            check_thread_access(thread_id, _owners(connection, [thread_id])[thread_id], tenant)
         connection.execute("DELETE FROM checkpoints WHERE thread_id = ?", (thread_id,))
         connection.execute("DELETE FROM writes WHERE thread_id = ?", (thread_id,))
-    return found is not None
+    return True
 
 
-def prune_threads(path: Path, keep: int) -> dict[str, int]:
-    """Keep the `keep` newest threads (each with only its latest checkpoint); return what was removed."""
+def prune_threads(
+    path: Path, keep: int, tenant: str | None = None, guard: ThreadGuard = _unguarded
+) -> dict[str, int]:
+    """Keep the `keep` newest threads (each with only its latest checkpoint); return what was removed.
+    With `tenant`, only that tenant's threads are counted, kept and removed. Each thread is handled inside
+    `guard(thread_id)` (the thread lock: a turn running on it finishes first)."""
     if keep < 0:
         raise ValueError(f"--keep must be >= 0, got {keep}")
-    threads = list_threads(path)
+    threads = list_threads(path, tenant)
     removed_threads = 0
     for summary in threads[keep:]:
-        removed_threads += int(delete_thread(path, summary.thread_id))
+        with guard(summary.thread_id):
+            removed_threads += int(delete_thread(path, summary.thread_id))
     removed_checkpoints = 0
-    with _connect(path) as connection:
-        for summary in threads[:keep]:
+    for summary in threads[:keep]:
+        with guard(summary.thread_id), _connect(path) as connection:
+            latest = connection.execute(
+                "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?", (summary.thread_id,)
+            ).fetchone()[0]
             cursor = connection.execute(
                 "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id != ?",
-                (summary.thread_id, summary.latest_checkpoint_id),
+                (summary.thread_id, latest),
             )
             removed_checkpoints += cursor.rowcount
             connection.execute(
-                "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id != ?",
-                (summary.thread_id, summary.latest_checkpoint_id),
+                "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id != ?", (summary.thread_id, latest)
             )
-    with sqlite3.connect(str(path)) as connection:
+    with _connect(path) as connection:
         connection.execute("VACUUM")
     return {"threads_removed": removed_threads, "checkpoints_removed": removed_checkpoints}
+
+
+class OwnerCheckedSqliteSaver(OwnerCheckedSaver, SqliteSaver):
+    """The sync SQLite saver with the tenant check on loading a thread (CLI, `graph.invoke`)."""
+
+
+class OwnerCheckedAsyncSqliteSaver(OwnerCheckedSaver, AsyncSqliteSaver):
+    """The async SQLite saver with the tenant check on loading a thread (server, `ainvoke`)."""

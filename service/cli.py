@@ -60,13 +60,17 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
 def user_errors() -> Iterator[None]:
     """Turn the engine's documented errors into clear one-line messages."""
     from models.errors import ModelUnavailableError
+    from persistence.thread_lock import ThreadBusyError
+    from persistence.threads import ThreadAccessError
     from persistence.vector_store import StoreUnavailableError
     from retrieval.embeddings import EmbeddingError
 
     try:
         yield
-    except (StoreUnavailableError, EmbeddingError, ModelUnavailableError) as error:
+    except (StoreUnavailableError, EmbeddingError, ModelUnavailableError, ThreadBusyError) as error:
         fail(str(error), EXIT_UNAVAILABLE)
+    except ThreadAccessError as error:  # another tenant's thread: the caller's input was wrong
+        fail(str(error))
     except (ValueError, FileNotFoundError) as error:  # settings, filters, queries, names, dataset formats
         fail(str(error))
 
@@ -341,6 +345,8 @@ def chat(
     A turn with no evidence in the documents is answered from the conversation (chat mode)."""
     from dataclasses import replace
 
+    from persistence.thread_lock import ThreadBusyError
+    from persistence.threads import ThreadAccessError
     from service.runner import Session, new_thread_id
 
     settings = settings_or_exit()
@@ -349,6 +355,7 @@ def chat(
     thread_id = thread or new_thread_id()
     with user_errors():
         session = Session(settings)
+        session.check_access(thread_id, context.tenant)  # another tenant's thread: refused before any turn
     console.print(f"[dim]thread {thread_id} — empty line or Ctrl-D to quit[/]")
     while True:
         try:
@@ -376,32 +383,52 @@ def chat(
                         f"[bold blue]answer>[/] {escape(str(payload.get('answer', '')))}", highlight=False
                     )
                     _print_answer(payload, show_answer=False)
-        except ValueError as error:
+        except (ValueError, ThreadBusyError) as error:  # this turn only: the next one may succeed
             error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+        except ThreadAccessError as error:
+            fail(str(error))
+
+
+#: `--tenant` of the `rag threads` commands: each lists and acts on one tenant's threads only.
+THREADS_TENANT_OPTION = typer.Option(
+    "--tenant", help="Tenant whose threads these are (default: the default tenant, as for rag ask)."
+)
+
+
+def _threads_tenant(tenant: str | None) -> str:
+    """The tenant of a `rag threads` command: --tenant, else the one `rag ask` runs as without it."""
+    if tenant is not None and not tenant.strip():
+        fail("--tenant is empty")
+    return str(_context(None, tenant, None, None).tenant)  # type: ignore[attr-defined]
 
 
 @threads_app.command("list")
-def threads_list() -> None:
-    """Conversations, most recent first."""
+def threads_list(tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None) -> None:
+    """The tenant's conversations, most recent first."""
     from persistence.threads import list_threads
 
     settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
     with user_errors():
-        threads = list_threads(settings.checkpoint_path)
+        threads = list_threads(settings.checkpoint_path, owner)
     for summary in threads:
-        console.print(f"{summary.thread_id}  {summary.checkpoints} checkpoints")
+        console.print(f"{summary.thread_id}  {summary.checkpoints} checkpoints", highlight=False)
     if not threads:
         console.print("no threads")
 
 
 @threads_app.command("show")
-def threads_show(thread_id: Annotated[str, typer.Argument(help="Conversation id.")]) -> None:
-    """The messages of a conversation."""
+def threads_show(
+    thread_id: Annotated[str, typer.Argument(help="Conversation id.")],
+    tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
+) -> None:
+    """The messages of one of the tenant's conversations."""
     from service.runner import Session
 
     settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
     with user_errors():
-        values = Session(settings).history(thread_id)
+        values = Session(settings).history(thread_id, tenant=owner)
     if not values:
         fail(f"unknown thread {thread_id!r}")
     for message in values.get("messages", []):
@@ -409,26 +436,46 @@ def threads_show(thread_id: Annotated[str, typer.Argument(help="Conversation id.
 
 
 @threads_app.command("delete")
-def threads_delete(thread_id: Annotated[str, typer.Argument(help="Conversation id.")]) -> None:
-    """Delete a conversation."""
+def threads_delete(
+    thread_id: Annotated[str, typer.Argument(help="Conversation id.")],
+    tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
+) -> None:
+    """Delete one of the tenant's conversations (after a turn running on it has finished)."""
+    from persistence.thread_lock import remove_lock_file, thread_lock
     from persistence.threads import delete_thread
 
     settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
     with user_errors():
-        if not delete_thread(settings.checkpoint_path, thread_id):
-            fail(f"unknown thread {thread_id!r}")
-    console.print(f"deleted {thread_id}")
+        if not settings.checkpoint_path.exists():
+            raise FileNotFoundError(f"no checkpoint file at {settings.checkpoint_path} (no conversation yet)")
+        with thread_lock(settings, thread_id):
+            deleted = delete_thread(settings.checkpoint_path, thread_id, owner)
+            if deleted:
+                remove_lock_file(settings, thread_id)
+    if not deleted:
+        fail(f"unknown thread {thread_id!r}")
+    console.print(f"deleted {thread_id}", highlight=False)
 
 
 @threads_app.command("prune")
-def threads_prune(keep: Annotated[int, typer.Option(help="Newest threads to keep.")] = 50) -> None:
-    """Keep the newest threads (each with its latest checkpoint only) so the file stays bounded."""
+def threads_prune(
+    keep: Annotated[int, typer.Option(help="Newest threads to keep.")] = 50,
+    tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
+) -> None:
+    """Keep the tenant's newest threads (each with its latest checkpoint only) so the file stays bounded;
+    other tenants' threads are not touched."""
+    from functools import partial
+
+    from persistence.thread_lock import thread_lock
     from persistence.threads import prune_threads
 
     settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
     with user_errors():
         try:
-            removed = prune_threads(settings.checkpoint_path, keep)
+            guard = partial(thread_lock, settings)  # a turn running on a thread finishes first
+            removed = prune_threads(settings.checkpoint_path, keep, owner, guard=guard)
         except ValueError as error:
             fail(str(error))
     console.print(

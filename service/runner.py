@@ -1,10 +1,18 @@
 """Running the graphs for the CLI, notebooks and benchmarks: one place that wires the checkpointer,
-the context and the output shape, so every entry point behaves the same."""
+the context and the output shape, so every entry point behaves the same.
+
+Every turn on a persistent thread runs under the thread's lock (persistence.thread_lock: one turn at a time
+per thread, across processes and threads) and only after two checks against the run's context, the one
+source of truth for the tenant: the thread is the caller's (or nobody's yet), and the input names no other
+tenant. Both checks run before the graph, because LangGraph stores a run's input in the thread before its
+first node runs: a refused caller must write nothing into another tenant's thread.
+"""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -13,7 +21,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings
+from nodes.start_turn import check_input_tenant
 from persistence.checkpointer import sqlite_checkpointer
+from persistence.thread_lock import thread_lock
+from persistence.threads import check_thread_access, thread_owner
 from state.context import Context
 
 GraphName = Literal["rag", "baseline", "direct"]
@@ -56,14 +67,37 @@ class Session:
     def _config(self, thread_id: str) -> dict[str, Any]:
         return {"configurable": {"thread_id": thread_id}}
 
+    def owner(self, thread_id: str) -> str | None:
+        """The tenant that owns a thread (None: unknown thread, or not owned yet)."""
+        if self.checkpointer is None:
+            return None
+        saved = self.checkpointer.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        return thread_owner(saved.checkpoint.get("channel_values") if saved else None)
+
+    def check_access(self, thread_id: str, tenant: str) -> None:
+        """Raise ThreadAccessError when the thread belongs to another tenant than `tenant`."""
+        check_thread_access(thread_id, self.owner(thread_id), tenant)
+
+    @contextmanager
+    def turn(self, thread_id: str, context: Context, inputs: dict[str, Any]) -> Iterator[None]:
+        """Hold the thread for one turn: its lock (ThreadBusyError past RAG_THREAD_LOCK_TIMEOUT_S), then the
+        tenant checks (ThreadAccessError, InvalidQuestionError), all before the graph writes anything."""
+        lock = thread_lock(self.settings, thread_id) if self.checkpointer is not None else nullcontext()
+        with lock:
+            check_input_tenant(inputs.get("tenant"), context.tenant)
+            self.check_access(thread_id, context.tenant)
+            yield
+
     def ask(
         self, question: str, *, thread_id: str | None = None, context: Context | None = None, **inputs: Any
     ) -> dict[str, Any]:
         """Answer one question on a thread; returns the output state plus `thread_id`."""
         thread_id = thread_id or new_thread_id()
-        result = self.graph.invoke(
-            {"question": question, **inputs}, config=self._config(thread_id), context=context or Context()
-        )
+        context = context or Context()
+        with self.turn(thread_id, context, inputs):
+            result = self.graph.invoke(
+                {"question": question, **inputs}, config=self._config(thread_id), context=context
+            )
         return {**result, "thread_id": thread_id}
 
     def stream(
@@ -79,29 +113,34 @@ class Session:
         """Yield ("token", text) while the answer is generated, then ("result", output state).
 
         With `events`, the graph's custom events (nodes.events) come too, as ("event", {"event", "data"});
-        `callbacks` (LangChain handlers) watch the run's nodes and model calls (the API's time limits)."""
+        `callbacks` (LangChain handlers) watch the run's nodes and model calls (the API's time limits).
+        The thread stays locked until the generator ends or is closed: consume or close it."""
         config = self._config(thread_id)
         if callbacks:
             config["callbacks"] = callbacks
-        for mode, payload in self.graph.stream(
-            {"question": question, **inputs},
-            config=config,
-            context=context or Context(),
-            stream_mode=["messages", "values", "custom"] if events else ["messages", "values"],
-        ):
-            if mode == "custom":
-                yield "event", payload
-            elif mode == "messages":
-                chunk, metadata = payload
-                if isinstance(chunk, AIMessageChunk) and metadata.get("langgraph_node") in STREAMED_NODES:
-                    if isinstance(chunk.content, str) and chunk.content:
-                        yield "token", chunk.content
-            else:
-                last = payload
+        context = context or Context()
+        with self.turn(thread_id, context, inputs):
+            for mode, payload in self.graph.stream(
+                {"question": question, **inputs},
+                config=config,
+                context=context,
+                stream_mode=["messages", "values", "custom"] if events else ["messages", "values"],
+            ):
+                if mode == "custom":
+                    yield "event", payload
+                elif mode == "messages":
+                    chunk, metadata = payload
+                    if isinstance(chunk, AIMessageChunk) and metadata.get("langgraph_node") in STREAMED_NODES:
+                        if isinstance(chunk.content, str) and chunk.content:
+                            yield "token", chunk.content
+                else:
+                    last = payload
         yield "result", {**last, "thread_id": thread_id}
 
-    def history(self, thread_id: str) -> dict[str, Any]:
-        """The stored state of a thread (empty dict when unknown)."""
+    def history(self, thread_id: str, tenant: str | None = None) -> dict[str, Any]:
+        """The stored state of a thread (empty dict when unknown); ThreadAccessError when it belongs to
+        another tenant than `tenant` (default: the context's default tenant)."""
+        self.check_access(thread_id, tenant or Context().tenant)
         snapshot = self.graph.get_state(self._config(thread_id))
         return dict(snapshot.values or {})
 

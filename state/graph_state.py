@@ -88,7 +88,10 @@ class InputState(TypedDict, total=False):
     conversation_id: str
     """Scope retrieval to documents of this conversation (plus a minority share from elsewhere)."""
     tenant: str
-    """Tenant whose documents are searched (overrides the context's)."""
+    """Optional, and never an override: the run's context (`Context.tenant`) is the one source of truth for
+    the tenant. An input `tenant` equal to the context's is accepted; one that differs is refused
+    (start_turn raises InvalidQuestionError naming both), so a caller cannot reach another tenant's documents
+    or threads by putting a tenant in the input."""
     filters: dict[str, Any]
     """Metadata filter in the Chroma-like language of retrieval.filters."""
 
@@ -140,6 +143,9 @@ class State(InputState, OutputState, total=False):
     answer_score: float
     next_action: AnswerAction
     """What grade_answer decided (the router only reads it)."""
+    owner_tenant: str
+    """Tenant of the thread's first turn, which owns the thread: set once by start_turn, never reset; a turn
+    or replay by another tenant is refused (persistence.threads). Not an input: callers cannot set it."""
 
 
 class RetrieveTask(TypedDict):
