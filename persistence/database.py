@@ -1,0 +1,292 @@
+"""The engine's SQL tables (SQLAlchemy 2 ORM): sessions, conversations, memories, audit_logs and the
+semantic cache's table, in SQLite by default (`<data_dir>/app.sqlite`) or any database by `RAG_DATABASE_URL`.
+
+Why a database of its own (not the catalog's file): these rows describe *use* (who asked what, when, what
+was answered from which chunks), not the index; they grow with traffic, are kept for audit, and may live in
+a shared server database while the index stays local. The schema is owned by Alembic migrations
+(persistence/migrations): the first use of a database runs `upgrade head` programmatically, so no
+`alembic.ini` is needed in the working directory, and an existing database is brought forward the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    func,
+    select,
+)
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+
+from config.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+#: File of the default SQLite database inside the data folder.
+APP_DB_FILENAME = "app.sqlite"
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+class DatabaseUnavailableError(RuntimeError):
+    """The app database cannot be opened or migrated (bad URL, server down, unwritable file)."""
+
+
+def utcnow() -> datetime:
+    """Timestamps are stored in UTC."""
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the app tables (its metadata is what the migrations must produce)."""
+
+
+class SessionRow(Base):
+    """One conversation thread of a tenant (the LangGraph thread id), created by its first recorded turn."""
+
+    __tablename__ = "sessions"
+    __table_args__ = (UniqueConstraint("tenant", "thread_id", name="uq_sessions_tenant_thread"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(128), nullable=False)
+    thread_id: Mapped[str] = mapped_column(String(128), nullable=False)
+    conversation_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    interface: Mapped[str] = mapped_column(String(32), nullable=False, default="")
+    turns: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class ConversationRow(Base):
+    """One message of a turn: the user's question or the assistant's answer (with what it rests on)."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (Index("ix_conversations_session", "session_id", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
+    )
+    tenant: Mapped[str] = mapped_column(String(128), nullable=False, index=True)
+    turn_id: Mapped[str] = mapped_column(String(64), nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    """'user' or 'assistant'."""
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    mode: Mapped[str] = mapped_column(String(32), nullable=False, default="")
+    strategy: Mapped[str] = mapped_column(String(32), nullable=False, default="")
+    source_ids: Mapped[str] = mapped_column(Text, nullable=False, default="[]")
+    """JSON list of the chunk ids the answer cites (assistant rows)."""
+    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cache_hit: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    not_found: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class MemoryRow(Base):
+    """A note kept for a tenant (and optionally one conversation), searchable by meaning."""
+
+    __tablename__ = "memories"
+    __table_args__ = (Index("ix_memories_scope", "tenant", "conversation_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(128), nullable=False)
+    conversation_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    kind: Mapped[str] = mapped_column(String(64), nullable=False, default="note")
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    """float32 vector of `content` by the knowledge base's embedding model `model_key`."""
+    model_key: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class AuditLogRow(Base):
+    """Who did what, when: one row per answer (and per memory change), with the chunks an answer used."""
+
+    __tablename__ = "audit_logs"
+    __table_args__ = (Index("ix_audit_tenant_time", "tenant", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    action: Mapped[str] = mapped_column(String(32), nullable=False)
+    tenant: Mapped[str] = mapped_column(String(128), nullable=False)
+    thread_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    conversation_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    chunk_ids: Mapped[str] = mapped_column(Text, nullable=False, default="[]")
+    """JSON list of chunk ids (the answer's sources)."""
+    mode: Mapped[str] = mapped_column(String(32), nullable=False, default="")
+    interface: Mapped[str] = mapped_column(String(32), nullable=False, default="")
+    graph: Mapped[str] = mapped_column(String(32), nullable=False, default="")
+    cache_hit: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    not_found: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    detail: Mapped[str] = mapped_column(Text, nullable=False, default="{}")
+    """JSON object of extra facts (strategy, error, memory ids...)."""
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class CacheEntryRow(Base):
+    """A cached answer of the semantic cache's SQL backend (persistence.semantic_cache)."""
+
+    __tablename__ = "semantic_cache"
+    __table_args__ = (Index("ix_semantic_cache_scope", "tenant", "scope", "docs_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(128), nullable=False)
+    scope: Mapped[str] = mapped_column(String(64), nullable=False)
+    """Hash of what must match exactly: collection, filters, conversation, mode, model, instructions."""
+    docs_version: Mapped[str] = mapped_column(String(128), nullable=False)
+    """The tenant's documents version when the answer was made (a change invalidates the entry)."""
+    question: Mapped[str] = mapped_column(Text, nullable=False)
+    embedding: Mapped[bytes] = mapped_column(LargeBinary, nullable=False)
+    model_key: Mapped[str] = mapped_column(String(128), nullable=False)
+    payload: Mapped[str] = mapped_column(Text, nullable=False)
+    """JSON of the answer: answer, citations, sources, renderings, strategy."""
+    created_at: Mapped[float] = mapped_column(Float, nullable=False)
+    expires_at: Mapped[float] = mapped_column(Float, nullable=False)
+
+
+#: Tables counted by `database_stats` (and `rag stats`), in a stable order.
+COUNTED_TABLES: tuple[type[Base], ...] = (SessionRow, ConversationRow, MemoryRow, AuditLogRow, CacheEntryRow)
+
+
+def database_url(settings: Settings) -> str:
+    """RAG_DATABASE_URL, or the SQLite file `<data_dir>/app.sqlite`."""
+    if settings.database_url:
+        return settings.database_url
+    return f"sqlite:///{(settings.data_dir / APP_DB_FILENAME).resolve()}"
+
+
+def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.close()
+
+
+def alembic_config(url: str) -> AlembicConfig:
+    """An Alembic configuration pointing at persistence/migrations (no alembic.ini needed)."""
+    config = AlembicConfig()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Run the migrations up to `revision` on `engine`'s database."""
+    config = alembic_config(engine.url.render_as_string(hide_password=False))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+@dataclass
+class Database:
+    """An engine and its session factory over one migrated database."""
+
+    url: str
+    engine: Engine
+    sessions: sessionmaker[Session]
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A unit of work: committed at the end of the block, rolled back on an error."""
+        with self.sessions.begin() as session:
+            yield session
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+
+def open_database(url: str) -> Database:
+    """Create the engine for `url` and migrate the database to head; DatabaseUnavailableError if it cannot."""
+    try:
+        parsed = make_url(url)
+    except Exception as error:  # noqa: BLE001 - any parse failure is a bad setting
+        raise DatabaseUnavailableError(f"RAG_DATABASE_URL {url!r} is not a database URL: {error}") from None
+    sqlite = parsed.get_backend_name() == "sqlite"
+    if sqlite and parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    try:
+        engine = create_engine(url, pool_pre_ping=not sqlite)
+        if sqlite:
+            event.listen(engine, "connect", _configure_sqlite)
+        upgrade(engine)
+    except (SQLAlchemyError, OSError, ImportError) as error:
+        raise DatabaseUnavailableError(
+            f"cannot open the app database {parsed.render_as_string(hide_password=True)}: {error}"
+        ) from error
+    return Database(url, engine, sessionmaker(engine, expire_on_commit=False))
+
+
+_databases: dict[str, Database] = {}
+_lock = threading.Lock()
+
+
+def get_database(settings: Settings | None = None) -> Database:
+    """The migrated database of `settings` (the process resources' settings by default), opened once per
+    URL and process."""
+    if settings is None:
+        from nodes.resources import get_resources  # late: nodes import persistence, not the reverse at load
+
+        settings = get_resources().settings
+    url = database_url(settings)
+    with _lock:
+        database = _databases.get(url)
+        if database is None:
+            database = _databases[url] = open_database(url)
+        return database
+
+
+def close_databases() -> None:
+    """Dispose every engine opened by this process (tests, shutdown)."""
+    with _lock:
+        for database in _databases.values():
+            database.close()
+        _databases.clear()
+
+
+def database_stats(settings: Settings | None = None) -> dict[str, int]:
+    """Row counts per table: sessions, conversations, memories, audit_logs, semantic_cache."""
+    database = get_database(settings)
+    with database.session() as session:
+        return {
+            model.__tablename__: int(session.scalar(select(func.count()).select_from(model)) or 0)
+            for model in COUNTED_TABLES
+        }
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON for the text columns (ids lists, details)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def epoch() -> float:
+    """Seconds since the epoch (the cache's TTL arithmetic)."""
+    return time.time()

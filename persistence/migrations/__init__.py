@@ -1,0 +1,1 @@
+"""Alembic migrations of the app tables (persistence/database.py); run by `database.upgrade`."""

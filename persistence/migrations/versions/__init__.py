@@ -1,0 +1,1 @@
+"""Alembic revisions of the app tables, oldest first."""
