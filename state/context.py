@@ -1,143 +1,191 @@
 """The run's context (`context_schema`): per-run configuration every node reads from `runtime.context`.
 
-Fields default to `RAG_<FIELD>` environment variables (then to the engine's settings), so Studio shows them
-with the deployment's values and a caller can override any of them per run:
-`graph.invoke(inputs, context={"mode": "precise", "max_iterations": 2})`.
+One source of defaults: every field's default is the engine's settings (config/settings.py), so the
+environment, a `.env` file and Studio all see one value, one default and one range per name. A field that
+has a setting of the same name reads it (`top_k` <- RAG_TOP_K, `max_iterations` <- RAG_MAX_ITERATIONS...);
+two have a setting of another name (`tenant` <- `default_tenant`, `max_question_chars` <- `max_query_chars`,
+whose settings also accept RAG_TENANT / RAG_MAX_QUESTION_CHARS). Only `model` and `temperature` are per-run
+overrides of a setting without their own default ('' / -1 = RAG_LLM_MODEL / RAG_LLM_TEMPERATURE).
+
+A caller overrides any field per run: `graph.invoke(inputs, context={"mode": "precise"})`; an override is
+validated against the setting's own type and range, and a bad one raises ValueError naming `RAG_<FIELD>`.
+Without `context=` the nodes get `Context()` (see `run_context`).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Literal, get_args
+from contextvars import ContextVar
+from dataclasses import dataclass, field, fields
+from functools import cache, lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
 
-AnswerMode = Literal["auto", "simple", "advanced", "precise"]
-RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
-Preference = Literal["accuracy", "speed", "balanced"]
-GraderKind = Literal["llm", "score", "auto"]
-AnalyzerKind = Literal["llm", "heuristic", "auto"]
-SearchModeName = Literal["dense", "bm25", "hybrid"]
-AnswerSource = Literal["rag", "chat"]
+from pydantic import TypeAdapter, ValidationError
+
+from config.settings import (
+    AnalyzerKind,
+    AnswerMode,
+    AnswerSource,
+    GraderKind,
+    Preference,
+    RewriteOverride,
+    SearchMode,
+    Settings,
+    load_settings,
+)
+
+SearchModeName = SearchMode
+#: Context fields whose setting has another name (one field behind both; see config/settings.py aliases).
+SETTING_NAMES: dict[str, str] = {"tenant": "default_tenant", "max_question_chars": "max_query_chars"}
+#: Context-only fields: per-run overrides whose empty default means "the setting's value".
+RUN_OVERRIDES: dict[str, str] = {"model": "llm_model", "temperature": "llm_temperature"}
+#: Settings types that are None when unset; the context holds '' for them.
+_EMPTY_WHEN_NONE = frozenset({"grader_model"})
 
 
-def _env_field(default: Any, description: str) -> Any:
-    return field(default=default, metadata={"description": description})
+def setting_name(context_field: str) -> str | None:
+    """The Settings field behind a context field (None for the per-run overrides)."""
+    if context_field in RUN_OVERRIDES:
+        return None
+    return SETTING_NAMES.get(context_field, context_field)
+
+
+def _environment_key() -> tuple[Any, ...]:
+    """What Settings are read from: the RAG_* variables, the working directory and its `.env` file."""
+    variables = tuple(
+        sorted((name, os.environ[name]) for name in os.environ if name.upper().startswith("RAG_"))
+    )
+    cwd = os.getcwd()
+    try:
+        stat = os.stat(Path(cwd) / ".env")
+        dotenv: tuple[float, int] | None = (stat.st_mtime, stat.st_size)
+    except OSError:
+        dotenv = None
+    return variables, cwd, dotenv
+
+
+@lru_cache(maxsize=8)
+def _settings_for(_key: tuple[Any, ...]) -> Settings:
+    return load_settings()
+
+
+def default_settings() -> Settings:
+    """The settings the context's defaults come from: read like `get_settings()` (environment, then `.env`),
+    but re-read when the environment changes, so a Context made after `RAG_TOP_K` changed sees it (tests,
+    notebooks). Raises SettingsError naming the variable when the environment is invalid."""
+    return _settings_for(_environment_key())
+
+
+#: The settings of the Context being constructed: read once per construction (in `__new__`), not per field.
+_constructing: ContextVar[Settings | None] = ContextVar("_constructing", default=None)
+
+
+def _from_settings(name: str) -> Any:
+    def default() -> Any:
+        settings = _constructing.get() or default_settings()
+        value = getattr(settings, setting_name(name) or name)
+        return "" if value is None and name in _EMPTY_WHEN_NONE else value
+
+    return field(default_factory=default, metadata={"setting": setting_name(name)})
+
+
+def _override(default: Any, description: str) -> Any:
+    return field(default=default, metadata={"description": description, "setting": None})
 
 
 @dataclass(kw_only=True)
 class Context:
-    """Configuration of one graph run. Every field can be set by `RAG_<NAME>` or per run."""
+    """Configuration of one graph run; defaults from the settings (RAG_<FIELD> / `.env`), overridable per
+    run. See config/settings.py for each field's meaning and range."""
 
-    model: str = _env_field("", "Generation model override ('' = RAG_LLM_MODEL from settings).")
-    grader_model: str = _env_field(
-        "", "Grader model override ('' = RAG_GRADER_MODEL or the generation model)."
-    )
-    top_k: int = _env_field(5, "Passages retrieved per query.")
-    search_mode: SearchModeName = _env_field("hybrid", "dense | bm25 | hybrid retrieval.")
-    mode: AnswerMode = _env_field(
-        "auto", "Answer template: simple | advanced | precise, or auto (chosen from the query analysis)."
-    )
-    rewrite: RewriteOverride = _env_field("auto", "Query rewriting: auto (by strategy) or a fixed method.")
-    preference: Preference = _env_field("balanced", "accuracy | speed | balanced: how much work to spend.")
-    analyzer: AnalyzerKind = _env_field(
-        "auto", "Query analysis: llm | heuristic | auto (heuristic for weak models)."
-    )
-    grader: GraderKind = _env_field("auto", "Graders: llm | score | auto (score-based for weak models).")
-    max_iterations: int = _env_field(3, "Bound on retrieval rounds and on answer attempts (Self-RAG loops).")
-    iterative_hops: int = _env_field(2, "Retrieval hops of the ITERATIVE (multi-hop) strategy, at most 3.")
-    quality_threshold: float = _env_field(0.7, "Answer score (0-1) needed to stop refining.")
-    relevance_threshold: float = _env_field(0.35, "Passage relevance (0-1) needed to count as relevant.")
-    context_token_budget: int = _env_field(3000, "Tokens of retrieved context in the prompt, at most.")
-    context_share: float = _env_field(
-        0.5, "Share of the window left after the fixed part that context may use."
-    )
-    generation_reserve: int = _env_field(512, "Tokens reserved for the answer.")
-    history_turns: int = _env_field(3, "Previous turns used to contextualize a follow-up question.")
-    model_context_tokens: int = _env_field(8192, "Context window of the generation model, in tokens.")
-    query_variants: int = _env_field(3, "Variants generated by multi-query rewriting (plus the original).")
-    max_subquestions: int = _env_field(4, "Sub-questions of decomposition (2 to this).")
-    cross_conversation_share: float = _env_field(
-        0.0,
-        "With a conversation id, share of results taken from other conversations (0 = strictly this one).",
-    )
-    max_question_chars: int = _env_field(4000, "Longer questions are refused with a clear message.")
-    tenant: str = _env_field("default", "Tenant whose documents are searched.")
-    collection: str = _env_field("", "Collection to search ('' = all collections of the tenant).")
-    temperature: float = _env_field(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
-    system_prompt: str = _env_field("", "Operator instructions added to the answer's system prompt.")
-    answer_source: AnswerSource = _env_field(
-        "rag",
-        "rag: no evidence -> the honest not-found answer; chat (`rag chat`): no evidence -> answer from "
-        "the conversation history.",
-    )
+    model: str = _override("", "Generation model override ('' = RAG_LLM_MODEL from settings).")
+    grader_model: str = _from_settings("grader_model")
+    top_k: int = _from_settings("top_k")
+    search_mode: SearchModeName = _from_settings("search_mode")
+    mode: AnswerMode = _from_settings("mode")
+    rewrite: RewriteOverride = _from_settings("rewrite")
+    preference: Preference = _from_settings("preference")
+    analyzer: AnalyzerKind = _from_settings("analyzer")
+    grader: GraderKind = _from_settings("grader")
+    max_iterations: int = _from_settings("max_iterations")
+    iterative_hops: int = _from_settings("iterative_hops")
+    quality_threshold: float = _from_settings("quality_threshold")
+    relevance_threshold: float = _from_settings("relevance_threshold")
+    context_token_budget: int = _from_settings("context_token_budget")
+    context_share: float = _from_settings("context_share")
+    generation_reserve: int = _from_settings("generation_reserve")
+    history_turns: int = _from_settings("history_turns")
+    model_context_tokens: int = _from_settings("model_context_tokens")
+    query_variants: int = _from_settings("query_variants")
+    max_subquestions: int = _from_settings("max_subquestions")
+    cross_conversation_share: float = _from_settings("cross_conversation_share")
+    max_question_chars: int = _from_settings("max_question_chars")
+    tenant: str = _from_settings("tenant")
+    collection: str = _from_settings("collection")
+    temperature: float = _override(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
+    system_prompt: str = _from_settings("system_prompt")
+    answer_source: AnswerSource = _from_settings("answer_source")
+
+    def __new__(cls, *_args: Any, **_kwargs: Any) -> Context:
+        _constructing.set(default_settings())
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        """Fill fields still at their default from `RAG_<NAME>` environment variables, type-checked."""
-        for spec in fields(self):
-            if spec.default is MISSING or getattr(self, spec.name) != spec.default:
-                continue
-            raw = os.environ.get(f"RAG_{spec.name.upper()}")
-            if raw is None or raw == "":
-                continue
-            setattr(self, spec.name, _coerce(spec.name, raw, spec.default, spec.type))
+        _constructing.set(None)
         self.validate()
 
     def validate(self) -> None:
-        """Raise ValueError naming the field when a value is out of range."""
-        checks = {
-            "top_k": 1 <= self.top_k <= 100,
-            "max_iterations": 1 <= self.max_iterations <= 10,
-            "iterative_hops": 1 <= self.iterative_hops <= 3,
-            "quality_threshold": 0.0 <= self.quality_threshold <= 1.0,
-            "relevance_threshold": 0.0 <= self.relevance_threshold <= 1.0,
-            "context_token_budget": self.context_token_budget >= 64,
-            "context_share": 0.0 < self.context_share <= 1.0,
-            "generation_reserve": 16 <= self.generation_reserve < self.model_context_tokens,
-            "query_variants": 1 <= self.query_variants <= 8,
-            "max_subquestions": 2 <= self.max_subquestions <= 8,
-            "cross_conversation_share": 0.0 <= self.cross_conversation_share <= 1.0,
-            "temperature": self.temperature == -1.0 or 0.0 <= self.temperature <= 2.0,
-        }
-        for name, ok in checks.items():
-            if not ok:
-                raise ValueError(
-                    f"context field {name}={getattr(self, name)!r} is out of range (RAG_{name.upper()})"
-                )
+        """Check (and coerce, e.g. "5" -> 5 from JSON) every field against its setting's type and range;
+        raise ValueError naming the field and its variable when a value is out of range."""
         for spec in fields(self):
-            allowed = get_args(_resolve(spec.type))
-            if allowed and getattr(self, spec.name) not in allowed:
-                raise ValueError(
-                    f"context field {spec.name}={getattr(self, spec.name)!r}: "
-                    f"choose one of {', '.join(allowed)}"
-                )
+            name = setting_name(spec.name)
+            if name is None or (spec.name in _EMPTY_WHEN_NONE and getattr(self, spec.name) == ""):
+                continue
+            setattr(self, spec.name, _checked(spec.name, name, getattr(self, spec.name)))
+        if self.temperature != -1.0 and not 0.0 <= self.temperature <= 2.0:
+            raise ValueError(
+                f"context field temperature={self.temperature!r} is out of range (RAG_LLM_TEMPERATURE): "
+                "-1 (the setting) or 0 to 2"
+            )
+        if self.generation_reserve >= self.model_context_tokens:
+            raise ValueError(
+                f"context field generation_reserve={self.generation_reserve!r} is out of range "
+                "(RAG_GENERATION_RESERVE): must be smaller than "
+                f"model_context_tokens={self.model_context_tokens}"
+            )
 
 
-_LITERALS = {
-    "AnswerMode": AnswerMode,
-    "RewriteOverride": RewriteOverride,
-    "Preference": Preference,
-    "GraderKind": GraderKind,
-    "AnalyzerKind": AnalyzerKind,
-    "SearchModeName": SearchModeName,
-    "AnswerSource": AnswerSource,
-}
+@cache
+def _adapter(setting: str) -> tuple[TypeAdapter[Any], tuple[str, ...]]:
+    """A validator of one setting's type and constraints (ge/le/min_length...), and its Literal choices."""
+    info = Settings.model_fields[setting]
+    annotation: Any = info.annotation
+    constrained = Annotated[(annotation, *info.metadata)] if info.metadata else annotation
+    choices = get_args(annotation) if getattr(annotation, "__origin__", None) is Literal else ()
+    return TypeAdapter(constrained), tuple(str(choice) for choice in choices)
 
 
-def _resolve(annotation: Any) -> Any:
-    return _LITERALS.get(annotation, annotation) if isinstance(annotation, str) else annotation
-
-
-def _coerce(name: str, raw: str, default: Any, _annotation: Any) -> Any:
+def _checked(name: str, setting: str, value: Any) -> Any:
+    adapter, choices = _adapter(setting)
     try:
-        if isinstance(default, bool):
-            return raw.strip().lower() in ("1", "true", "yes", "on")
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-        return raw
-    except ValueError:
-        raise ValueError(f"RAG_{name.upper()}={raw!r} is not a valid {type(default).__name__}") from None
+        return adapter.validate_python(value)
+    except ValidationError as error:
+        if choices:
+            raise ValueError(f"context field {name}={value!r}: choose one of {', '.join(choices)}") from None
+        reason = error.errors()[0].get("msg", "invalid value")
+        raise ValueError(
+            f"context field {name}={value!r} is out of range (RAG_{name.upper()}): {reason}"
+        ) from None
+
+
+def context_from(value: Any) -> Context:
+    """A Context from what a caller passed: a Context, a dict of overrides (the server's JSON), or None."""
+    if isinstance(value, Context):
+        return value
+    if isinstance(value, dict):
+        return Context(**value)
+    return Context()
 
 
 def run_context(runtime: Any) -> Context:
@@ -148,9 +196,4 @@ def run_context(runtime: Any) -> Context:
     AttributeError deep inside a node. A dict (the server's JSON) is coerced by LangGraph already, but
     is accepted here too.
     """
-    context = getattr(runtime, "context", None)
-    if isinstance(context, Context):
-        return context
-    if isinstance(context, dict):
-        return Context(**context)
-    return Context()
+    return context_from(getattr(runtime, "context", None))

@@ -25,7 +25,7 @@ def test_defaults_load_offline() -> None:
     assert settings.data_dir == Path(".rag")
     assert settings.embedding_provider == "minilm"
     assert settings.llm_provider == "local"
-    assert (settings.chunk_size, settings.chunk_overlap, settings.top_k) == (200, 32, 10)
+    assert (settings.chunk_size, settings.chunk_overlap, settings.top_k) == (200, 32, 5)
     assert settings.search_mode == "hybrid"
     assert settings.chroma_host is None
     assert settings.chunk_size <= EMBEDDING_WINDOWS["minilm"] == 256
