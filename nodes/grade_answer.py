@@ -37,6 +37,7 @@ from retrieval.answer_text import (
     text_units,
 )
 from retrieval.citations import extract_markers
+from retrieval.grounding import GroundingReport, ground_answer
 from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
 from retrieval.tokens import truncate_to_tokens
 from state.context import Context, run_context
@@ -46,8 +47,13 @@ from state.schemas import AnswerCandidate, AnswerGrade, RetrievedDoc
 NextAction = Literal["accept", "give_up", "retrieve", "regenerate"]
 GraderName = Literal["llm", "score", "skipped"]
 
-#: The answer counts as grounded when this share of its terms occurs in the sources it cites.
+#: An answer without claim sentences counts as grounded when this share of its terms occurs in the sources
+#: it cites.
 GROUNDED_THRESHOLD = 0.6
+#: An answer with claim sentences is grounded when no sentence has a name, number, date or quoted term
+#: missing from its evidence and at least this share of its claim sentences are supported
+#: (retrieval.grounding); its accuracy is that share.
+GROUNDED_SENTENCE_SHARE = 0.75
 #: Share of the question's terms an answer must cover to be fully relevant (answers paraphrase).
 FULL_QUESTION_COVERAGE = 0.6
 #: An answer with at least this many distinct terms is long enough to be complete.
@@ -124,8 +130,25 @@ def _cited_sources(answer: str, sources: list[RetrievedDoc]) -> list[RetrievedDo
     return cited or sources
 
 
+def sentence_grounding(answer: str, sources: list[RetrievedDoc]) -> tuple[bool, float, GroundingReport]:
+    """(grounded, accuracy, report) from the per-sentence check; accuracy falls back to the answer's term
+    support in its cited sources when it has no claim sentence."""
+    report = ground_answer(answer, sources)
+    if not report.claims:
+        answer_terms = content_terms(answer) - META_TERMS
+        source_terms: set[str] = set()
+        for doc in _cited_sources(answer, sources):
+            source_terms |= content_terms(doc["text"])
+        share = support(answer_terms, source_terms)
+        return share >= GROUNDED_THRESHOLD, share, report
+    share = report.supported_share
+    return not report.wrong_facts and share >= GROUNDED_SENTENCE_SHARE, share, report
+
+
 def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> AnswerGrade:
-    """The score-based grade of `answer` (pure, no model); see the module docstring."""
+    """The score-based grade of `answer` (pure, no model); see the module docstring. Accuracy and
+    groundedness are per sentence (retrieval.grounding): a sentence whose name, number, date or quoted term
+    is not in the passage it cites is unsupported, however many of its words the passage shares."""
     clarity = clarity_score(answer)
     if is_garbage(strip_references(answer)):
         return AnswerGrade(
@@ -139,12 +162,12 @@ def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> Ans
     source_terms: set[str] = set()
     for doc in _cited_sources(answer, sources):
         source_terms |= content_terms(doc["text"])
-    groundedness = support(answer_terms, source_terms)
+    grounded, groundedness, _report = sentence_grounding(answer, sources)
     question_terms = {
         term for term in content_terms(question) - META_TERMS if not CJK_QUESTION_CHARS & set(term)
     }
     coverage = support(question_terms, answer_terms) if question_terms else 1.0
-    if groundedness >= GROUNDED_THRESHOLD and question_terms:
+    if grounded and question_terms:
         # A grounded short answer ("Vantaport [2]") repeats few question words; the passages it rests on
         # show whether it is about the question.
         coverage = max(coverage, CITED_EVIDENCE_WEIGHT * support(question_terms, answer_terms | source_terms))
@@ -153,7 +176,7 @@ def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> Ans
     if len(answer_terms) > LONG_ANSWER_TERMS:
         completeness = LONG_ANSWER_COMPLETENESS
     return AnswerGrade(
-        grounded=groundedness >= GROUNDED_THRESHOLD,
+        grounded=grounded,
         answers_question=relevance >= ANSWERS_QUESTION_MIN and completeness >= ANSWERS_QUESTION_MIN,
         relevance=round(relevance, 3),
         accuracy=round(groundedness, 3),
@@ -224,8 +247,14 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not sources:
         grader = "skipped"
     elif _grader_for(context) == "llm":
+        checked = grade
         grade, ok, usage = _llm_grade(question, draft, sources, grade, context)
         grader = "llm" if ok else "score"
+        if not checked.grounded and not is_not_found_answer(draft):
+            # A model grader that calls a wrong name or number grounded is overruled by the sentence check.
+            grade = grade.model_copy(
+                update={"grounded": False, "accuracy": min(grade.accuracy, checked.accuracy)}
+            )
     score = overall_score(grade) if sources else mean_score(grade)
     action: NextAction = "accept" if not sources else decide(score, grade.grounded, state, context)
     candidate = AnswerCandidate(

@@ -7,9 +7,12 @@ from typing import Any
 
 import pytest
 
+from evals.groundedness import DEFAULT_FIXTURE, evaluate, load_cases
 from nodes.generate import generate
+from nodes.grade_answer import grade_answer, score_answer
 from prompts.answer import ANSWER_SYSTEM_PROMPTS, NOT_FOUND_EN, REVISION_NOTE_EN
 from retrieval.answer_text import answer_body, best_sentences
+from retrieval.grounding import ground_answer
 from state.schemas import RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import scripted
@@ -122,3 +125,79 @@ def test_extractive_fallback_skips_a_passage_made_only_of_instructions(install: 
     )
     assert "ZX-5521" not in update["draft"] and "612 metres" in update["draft"]
     assert update["sources"][0]["chunk_id"] == "c2"
+
+
+# --- per-sentence groundedness ---------------------------------------------------------------------------
+
+KILN = passage(
+    1,
+    "The Harwick kiln at Dunmore was first fired in 1847. It could bake 3,200 bricks in one firing. "
+    "The kiln was designed by the engineer Tamsin Oakridge.",
+)
+
+
+@pytest.mark.parametrize(
+    ("answer", "missing"),
+    [
+        ("The Harwick kiln was first fired in 1874 [1].", "1874"),
+        ("It was designed by the engineer Tamsin Oakley [1].", "Tamsin Oakley"),
+        ("The kiln could bake 2,300 bricks in one firing [1].", "2300"),
+        ("The kiln at Dunmore was first fired in March 1847 [1].", "March"),
+    ],
+)
+def test_a_swapped_fact_is_not_grounded_although_its_words_match(answer: str, missing: str) -> None:
+    grade = score_answer("When was the Harwick kiln first fired?", answer, [KILN])
+    assert not grade.grounded and grade.accuracy == 0.0
+    (check,) = ground_answer(answer, [KILN]).claims
+    assert missing in check.missing
+
+
+def test_a_correct_answer_stays_grounded_and_one_wrong_sentence_lowers_accuracy() -> None:
+    right = "The Harwick kiln was first fired in 1847 [1]. Tamsin Oakridge designed it [1]."
+    grade = score_answer("When was the Harwick kiln first fired?", right, [KILN])
+    assert grade.grounded and grade.accuracy == 1.0
+
+    mixed = right + " It could bake 4,000 bricks in one firing [1]."
+    grade = score_answer("When was the Harwick kiln first fired?", mixed, [KILN])
+    assert not grade.grounded and grade.accuracy == pytest.approx(2 / 3, abs=0.01)
+
+
+def test_a_fact_checked_against_the_cited_passage_not_another() -> None:
+    other = passage(2, "The Dunmore mill was built in 1874.")
+    report = ground_answer("The Harwick kiln was first fired in 1874 [1].", [KILN, other])
+    assert report.wrong_facts and report.wrong_facts[0].missing == ("1874",)
+    uncited = ground_answer("The Dunmore mill was built in 1874.", [KILN, other])
+    assert not uncited.unsupported  # uncited: any retrieved passage may support it
+
+
+def test_chinese_wrong_numbers_and_names_are_caught() -> None:
+    bridge = passage(1, "青石桥位于临江县，建于1725年，全长86米，共有七个桥孔。设计者是工匠周明远。")
+    assert ground_answer("青石桥全长86米，共有七个桥孔[1]。", [bridge]).supported_share == 1.0
+    assert ground_answer("青石桥共有九个桥孔[1]。", [bridge]).wrong_facts
+    assert ground_answer("青石桥的设计者是工匠王明远[1]。", [bridge]).wrong_facts
+
+
+def test_the_llm_grader_cannot_call_a_wrong_fact_grounded(install: Any) -> None:
+    generous = (
+        '{"grounded": true, "answers_question": true, "relevance": 1.0, "accuracy": 1.0, '
+        '"completeness": 1.0, "clarity": 1.0}'
+    )
+    install(scripted(), grader=scripted(generous), strength="strong")
+    state = {
+        "question": "When was the Harwick kiln first fired?",
+        "draft": "The Harwick kiln was first fired in 1874 [1].",
+        "sources": [KILN],
+        "generation_rounds": 1,
+    }
+    update = grade_answer(state, runtime(grader="llm"))
+    assert update["answer_grade"]["grader"] == "llm"
+    assert update["answer_grade"]["grounded"] is False and update["answer_grade"]["accuracy"] == 0.0
+    assert update["next_action"] != "accept"
+
+
+def test_groundedness_eval_catches_the_planted_errors_of_its_fixture() -> None:
+    result = evaluate(load_cases(DEFAULT_FIXTURE))
+    assert result["planted"] >= 20 and result["correct"] >= 20
+    assert result["catch_rate"] >= 0.9
+    assert result["false_alarm_rate"] <= 0.1
+    assert set(result["by_kind"]) >= {"number", "name", "date"}

@@ -1,0 +1,318 @@
+"""Per-sentence groundedness: do the names, numbers and terms of each answer sentence occur in its evidence?
+
+Why anchors and not only term overlap: a wrong answer usually keeps the passage's wording and swaps one fact
+("completed in 1899" for 1889, "designed by Orla Brennan", "in March" for May), so its term overlap stays near
+1 while the fact is wrong. The facts that can be checked without a model are the sentence's anchors:
+- entities: runs of capitalised words (a sentence-opening word only when it is not a function or discourse
+  word), hyphenated codes;
+- quoted terms ("...", “...”, 「...」, 《...》);
+- numbers (digits with thousands separators and decimals; number words two..ninety count as digits);
+- CJK terms: the runs of a Chinese sentence split at function characters (2+ characters).
+A claim sentence is supported when every anchor occurs in its evidence (the passages it cites, or for an
+uncited sentence any retrieved passage) and at least SENTENCE_TERM_SUPPORT of its terms do. A missing anchor
+is a hard error (a wrong fact); low term support alone is a soft one (unsupported wording).
+Passage sentences that read as planted instructions are not evidence (retrieval.injection).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from retrieval.answer_text import content_terms, split_sentences, strip_references, support
+from retrieval.citations import extract_markers
+from retrieval.injection import is_instruction_like
+from retrieval.keyword import ENGLISH_STOP_WORDS
+from state.schemas import RetrievedDoc
+
+#: Share of a sentence's terms its evidence must contain (same bar as citations.SUPPORT_THRESHOLD).
+SENTENCE_TERM_SUPPORT = 0.5
+#: Sentences with fewer claim terms and no anchor ("Yes.", "In short:") are not claims.
+MIN_CLAIM_TERMS = 2
+#: A CJK term of this many characters or more counts as present when this share of its bigrams occurs
+#: (Chinese answers re-order long phrases).
+CJK_LONG_TERM = 4
+CJK_BIGRAM_SHARE = 0.75
+
+#: Words that open sentences capitalised without naming anything.
+DISCOURSE_WORDS = (
+    frozenset(
+        """however also therefore thus hence yes according both neither either although though while after
+    before since because during finally first second third today overall so then later instead meanwhile
+    moreover furthermore additionally unlike like many several most some one another each every based note
+    sources source answer question in on at as by for from with without yet still even only another its
+    there here this that these those it they he she we you i the a an if when where what which who whom
+    whose why how did does do is are was were has have had can could will would should may might must
+    name list tell give describe explain compare summarise summarize briefly overall no not nor""".split()
+    )
+    | ENGLISH_STOP_WORDS
+)
+#: Meta words ("the sources say") that are neither facts nor question terms.
+META_WORDS = "according source sources document documents provided context passage passages answer question"
+META_TERMS = frozenset(content_terms(META_WORDS))
+
+_CANONICAL = re.compile(r"\[\d+\]")
+_CAPITAL_RUN = re.compile(r"(?<![\w'’-])[A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ \t]+[A-ZÀ-ÖØ-Þ][\w'’-]*)*")
+_QUOTED = re.compile(
+    r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”|「([^」\n]{1,30})」|《([^》\n]{1,30})》|『([^』\n]{1,30})』"
+)
+_NUMBER = re.compile(r"(?<![A-Za-z0-9.,])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?")
+_NUMBER_WORDS = {
+    word: str(value)
+    for value, word in enumerate(
+        "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+        "sixteen seventeen eighteen nineteen twenty".split()
+    )
+} | {
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "sixty": "60",
+    "seventy": "70",
+    "eighty": "80",
+    "ninety": "90",
+}
+#: Number words an answer may use loosely ("one of the", "zero in on"): not anchors, but read in passages.
+_LOOSE_NUMBER_WORDS = frozenset({"zero", "one"})
+_WORD = re.compile(r"[A-Za-z]+")
+_CJK_DIGITS = {char: value for value, char in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
+_CJK_UNITS = {"十": 10, "百": 100, "千": 1000}
+_CJK_NUMERAL = re.compile(r"[零〇一二两三四五六七八九十百千万]+")
+_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+#: Function characters that separate Chinese terms (particles, copulas, prepositions, pronouns, question
+#: words).
+CJK_FUNCTION_CHARS = frozenset(
+    "的是在了和与及于为有也被把用从到由对这那其之个并而或就将以所着过向给让使比还又很最"
+    "更它他她们我你吗呢吧啊哪什么谁几怎何该此即若则但却因故年"
+)
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+@dataclass(frozen=True)
+class Anchors:
+    """The checkable facts of a sentence."""
+
+    entities: tuple[str, ...] = ()
+    numbers: tuple[str, ...] = ()
+    quoted: tuple[str, ...] = ()
+    cjk: tuple[str, ...] = ()
+
+    def all(self) -> tuple[str, ...]:
+        """Every anchor, for reports."""
+        return (*self.entities, *self.numbers, *self.quoted, *self.cjk)
+
+
+@dataclass(frozen=True)
+class SentenceCheck:
+    """One answer sentence against its evidence."""
+
+    sentence: str
+    cited: tuple[int, ...]
+    """In-range source numbers the sentence cites (1-based); empty when uncited."""
+    claim: bool
+    missing: tuple[str, ...]
+    """Anchors absent from the evidence (a wrong name, number, date or quoted term)."""
+    term_support: float
+
+    @property
+    def supported(self) -> bool:
+        """A non-claim is never unsupported; a claim needs all anchors and enough of its terms."""
+        return not self.claim or (not self.missing and self.term_support >= SENTENCE_TERM_SUPPORT)
+
+
+@dataclass(frozen=True)
+class GroundingReport:
+    """Every sentence of an answer checked against its evidence."""
+
+    sentences: tuple[SentenceCheck, ...] = field(default_factory=tuple)
+
+    @property
+    def claims(self) -> list[SentenceCheck]:
+        """The claim sentences."""
+        return [check for check in self.sentences if check.claim]
+
+    @property
+    def supported(self) -> list[SentenceCheck]:
+        """Claim sentences that their evidence supports."""
+        return [check for check in self.claims if check.supported]
+
+    @property
+    def unsupported(self) -> list[SentenceCheck]:
+        """Claim sentences that their evidence does not support."""
+        return [check for check in self.claims if not check.supported]
+
+    @property
+    def wrong_facts(self) -> list[SentenceCheck]:
+        """Claim sentences with an anchor missing from their evidence (hard errors)."""
+        return [check for check in self.claims if check.missing]
+
+    @property
+    def supported_share(self) -> float:
+        """Supported claims over claims (1.0 without claims: nothing to contradict)."""
+        claims = self.claims
+        return len(self.supported) / len(claims) if claims else 1.0
+
+
+def normalize_number(whole: str, decimals: str | None) -> str:
+    """ "1,200" -> "1200", "3.50" -> "3.5", "2.0" -> "2"."""
+    digits = whole.replace(",", "").lstrip("0") or "0"
+    decimals = (decimals or "").rstrip("0")
+    return f"{digits}.{decimals}" if decimals else digits
+
+
+def chinese_number(numeral: str) -> int:
+    """The value of a Chinese numeral up to the ten thousands ("七" 7, "十二" 12, "三百零五" 305)."""
+    total, section, digit = 0, 0, 0
+    for char in numeral:
+        if char in _CJK_DIGITS:
+            digit = _CJK_DIGITS[char]
+        elif char == "万":
+            total += (section + digit) * 10000
+            section, digit = 0, 0
+        else:
+            section += (digit or 1) * _CJK_UNITS[char]
+            digit = 0
+    return total + section + digit
+
+
+def numbers_in(text: str, *, loose_words: bool = True) -> set[str]:
+    """Normalised numbers of `text`: digits, English number words and Chinese numerals (`loose_words`:
+    also "one", "zero" and a lone "一", which are as often words as numbers)."""
+    found = {normalize_number(match.group(1), match.group(2)) for match in _NUMBER.finditer(text)}
+    for word in _WORD.findall(text.lower()):
+        if word in _NUMBER_WORDS and (loose_words or word not in _LOOSE_NUMBER_WORDS):
+            found.add(_NUMBER_WORDS[word])
+    for numeral in _CJK_NUMERAL.findall(text):
+        if loose_words or numeral not in ("一", "两"):
+            found.add(str(chinese_number(numeral)))
+    return found
+
+
+def _entity_runs(sentence: str) -> list[str]:
+    """Capitalised runs without leading discourse/function words and possessives ("The Eiffel Tower's"
+    -> "Eiffel Tower"); a run at the start of the sentence loses its opening word when that is one."""
+    runs: list[str] = []
+    for match in _CAPITAL_RUN.finditer(sentence):
+        words = match.group(0).split()
+        while words and words[0].lower().strip("'’") in DISCOURSE_WORDS:
+            words = words[1:]
+        words = [_POSSESSIVE.sub("", word).strip("'’-") for word in words]
+        words = [word for word in words if word and not word.isdigit()]
+        if words:
+            runs.append(" ".join(words))
+    return runs
+
+
+def _cjk_terms(sentence: str) -> list[str]:
+    terms: list[str] = []
+    for run in _CJK_RUN.findall(sentence):
+        piece = ""
+        for char in run + "的":  # a sentinel function character flushes the last piece
+            if char in CJK_FUNCTION_CHARS:
+                if len(piece) >= 2:
+                    terms.append(piece)
+                piece = ""
+            else:
+                piece += char
+    return terms
+
+
+def anchors_of(sentence: str, *, skip_words: frozenset[str] = frozenset()) -> Anchors:
+    """The anchors of one sentence (markers removed); `skip_words` are lowercase entity words to ignore."""
+    text = _CANONICAL.sub("", strip_references(sentence))
+    quoted = tuple(next(group for group in match.groups() if group) for match in _QUOTED.finditer(text))
+    entities = tuple(
+        run
+        for run in dict.fromkeys(_entity_runs(text))
+        if run.lower() not in skip_words and not run.isdigit()
+    )
+    return Anchors(
+        entities=entities,
+        numbers=tuple(sorted(numbers_in(text, loose_words=False))),
+        quoted=tuple(dict.fromkeys(quoted)),
+        cjk=tuple(dict.fromkeys(_cjk_terms(text))),
+    )
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text.lower().replace("’", "'"))
+
+
+def _phrase_in(phrase: str, squashed: str) -> bool:
+    target = _squash(phrase)
+    return re.search(r"(?<!\w)" + re.escape(target) + r"(?!\w)", squashed) is not None
+
+
+def _cjk_in(term: str, text: str) -> bool:
+    if term in text:
+        return True
+    if len(term) < CJK_LONG_TERM:
+        return False
+    grams = [term[index : index + 2] for index in range(len(term) - 1)]
+    return sum(gram in text for gram in grams) / len(grams) >= CJK_BIGRAM_SHARE
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The text a sentence may rest on, prepared once."""
+
+    text: str
+    squashed: str
+    numbers: frozenset[str]
+    terms: frozenset[str]
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> Evidence:
+        """Evidence from passages, without their instruction-like sentences (planted text is no fact)."""
+        kept = [
+            " ".join(sentence for sentence in split_sentences(text) if not is_instruction_like(sentence))
+            for text in texts
+        ]
+        joined = "\n".join(kept)
+        return cls(joined, _squash(joined), frozenset(numbers_in(joined)), frozenset(content_terms(joined)))
+
+    def missing(self, anchors: Anchors) -> tuple[str, ...]:
+        """The anchors this evidence does not contain."""
+        absent = [entity for entity in anchors.entities if not _phrase_in(entity, self.squashed)]
+        absent += [number for number in anchors.numbers if number not in self.numbers]
+        absent += [quote for quote in anchors.quoted if _squash(quote) not in self.squashed]
+        absent += [term for term in anchors.cjk if not _cjk_in(term, self.text)]
+        return tuple(absent)
+
+
+def claim_terms(sentence: str) -> set[str]:
+    """Content terms of a sentence without markers and meta words."""
+    return content_terms(_CANONICAL.sub("", sentence)) - META_TERMS
+
+
+def check_sentence(sentence: str, cited: tuple[int, ...], evidence: Evidence) -> SentenceCheck:
+    """One sentence against its evidence (see the module docstring)."""
+    terms = claim_terms(sentence)
+    anchors = anchors_of(sentence)
+    claim = len(terms) >= MIN_CLAIM_TERMS or bool(anchors.all())
+    missing = evidence.missing(anchors) if claim else ()
+    return SentenceCheck(
+        sentence=sentence,
+        cited=cited,
+        claim=claim,
+        missing=missing,
+        term_support=round(support(terms, set(evidence.terms)), 3) if terms else 1.0,
+    )
+
+
+def ground_answer(
+    answer: str, sources: Sequence[RetrievedDoc], pool: Sequence[RetrievedDoc] = ()
+) -> GroundingReport:
+    """Check every sentence of `answer`: a sentence citing [n] against sources[n - 1] (all it cites), an
+    uncited one against all of `sources` and `pool` (the other retrieved passages)."""
+    texts = [doc["text"] for doc in sources]
+    everything = Evidence.of([*texts, *(doc["text"] for doc in pool)])
+    by_marker: dict[tuple[int, ...], Evidence] = {}
+    checks: list[SentenceCheck] = []
+    for sentence in split_sentences(answer):
+        cited = tuple(number for number in extract_markers(sentence) if 1 <= number <= len(sources))
+        if cited and cited not in by_marker:
+            by_marker[cited] = Evidence.of([texts[number - 1] for number in cited])
+        checks.append(check_sentence(sentence, cited, by_marker[cited] if cited else everything))
+    return GroundingReport(tuple(checks))
