@@ -264,6 +264,22 @@ class Catalog:
         with self.engine.connect() as connection:
             return int(connection.execute(query).scalar() or 0)
 
+    def documents_version(self, tenant: str) -> str:
+        """A fingerprint of the tenant's indexed documents that changes whenever one is added, replaced or
+        deleted, or loses chunks: the semantic cache keys answers by it, so any change makes them stale.
+        Read-only (no counter to bump), so every write path — ingest, delete, events — is covered."""
+        table = documents_table.c
+        query = select(
+            func.count(),
+            func.coalesce(func.sum(table.id), 0),
+            func.coalesce(func.sum(table.n_chunks), 0),
+            func.coalesce(func.max(table.updated_at), 0.0),
+            func.coalesce(func.sum(table.updated_at), 0.0),
+        ).where(table.tenant == tenant)
+        with self.engine.connect() as connection:
+            row = connection.execute(query).one()
+        return ":".join(repr(value) for value in row)
+
     def collections(self, tenant: str) -> list[str]:
         """Collections that hold documents of `tenant`."""
         query = select(documents_table.c.collection).where(documents_table.c.tenant == tenant).distinct()
