@@ -4,7 +4,8 @@ One source of defaults: every field's default is the engine's settings (config/s
 environment, a `.env` file and Studio all see one value, one default and one range per name. A field that
 has a setting of the same name reads it (`top_k` <- RAG_TOP_K, `max_iterations` <- RAG_MAX_ITERATIONS...);
 two have a setting of another name (`tenant` <- `default_tenant`, `max_question_chars` <- `max_query_chars`,
-whose settings also accept RAG_TENANT / RAG_MAX_QUESTION_CHARS). Only `model` and `temperature` are per-run
+whose settings also accept RAG_TENANT / RAG_MAX_QUESTION_CHARS; and `use_cache` <- `cache_enabled`, whose
+per-run False bypasses the semantic cache). Only `model` and `temperature` are per-run
 overrides of a setting without their own default ('' / -1 = RAG_LLM_MODEL / RAG_LLM_TEMPERATURE).
 
 A caller overrides any field per run: `graph.invoke(inputs, context={"mode": "precise"})`; an override is
@@ -37,7 +38,11 @@ from config.settings import (
 
 SearchModeName = SearchMode
 #: Context fields whose setting has another name (one field behind both; see config/settings.py aliases).
-SETTING_NAMES: dict[str, str] = {"tenant": "default_tenant", "max_question_chars": "max_query_chars"}
+SETTING_NAMES: dict[str, str] = {
+    "tenant": "default_tenant",
+    "max_question_chars": "max_query_chars",
+    "use_cache": "cache_enabled",
+}
 #: Context-only fields: per-run overrides whose empty default means "the setting's value".
 RUN_OVERRIDES: dict[str, str] = {"model": "llm_model", "temperature": "llm_temperature"}
 #: Settings types that are None when unset; the context holds '' for them.
@@ -126,6 +131,9 @@ class Context:
     temperature: float = _override(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
     system_prompt: str = _from_settings("system_prompt")
     answer_source: AnswerSource = _from_settings("answer_source")
+    use_cache: bool = _from_settings("use_cache")
+    """Answer from the semantic cache when an equivalent question was answered before; False bypasses it
+    for this run (the cache is used only when RAG_CACHE_ENABLED is on too)."""
 
     def __new__(cls, *_args: Any, **_kwargs: Any) -> Context:
         _constructing.set(default_settings())

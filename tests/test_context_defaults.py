@@ -66,11 +66,12 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "collection": ("manuals", "manuals"),
     "system_prompt": ("Answer briefly.", "Answer briefly."),
     "answer_source": ("chat", "chat"),
+    "cache_enabled": ("false", False),
 }
 
 
 #: Context fields whose setting has another name; and the per-run overrides ('' / -1 = the setting).
-RENAMED = {"tenant": "default_tenant", "max_question_chars": "max_query_chars"}
+RENAMED = {"tenant": "default_tenant", "max_question_chars": "max_query_chars", "use_cache": "cache_enabled"}
 OVERRIDES = {"model", "temperature"}
 
 
