@@ -122,6 +122,8 @@ class OutputState(TypedDict, total=False):
     prompt_info: dict[str, Any]
     error: str
     messages: Annotated[list[AnyMessage], add_messages]
+    cache_hit: bool
+    """True when the answer came from the semantic cache (nodes.cache_lookup): no retrieval, no model."""
 
 
 class State(InputState, OutputState, total=False):
@@ -146,6 +148,11 @@ class State(InputState, OutputState, total=False):
     owner_tenant: str
     """Tenant of the thread's first turn, which owns the thread: set once by start_turn, never reset; a turn
     or replay by another tenant is refused (persistence.threads). Not an input: callers cannot set it."""
+    cache_key: dict[str, Any]
+    """What cache_lookup looked up on a miss (question, scope, documents version): record_turn stores the
+    answer under it; empty on a hit, a bypass, or in graphs without the cache."""
+    turn_started_at: float
+    """Epoch seconds at which the turn started (set by cache_lookup): record_turn measures the latency."""
 
 
 class RetrieveTask(TypedDict):
