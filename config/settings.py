@@ -231,8 +231,22 @@ class Settings(BaseSettings):
         description="API keys mapped to tenants, 'key1:tenantA,key2:tenantB'; empty = no authentication.",
     )
     api_cors_origins: str = Field("", description="Origins allowed by CORS, comma-separated ('*' = any).")
-    api_run_timeout_s: float = Field(60.0, gt=0, description="A request's whole run, at most (then 504).")
-    api_model_timeout_s: float = Field(30.0, gt=0, description="One model call, at most (then 504).")
+    api_run_timeout_s: float = Field(
+        60.0, gt=0, description="A run's own work, at most (then 504); waits for a slot or model excluded."
+    )
+    api_model_timeout_s: float = Field(
+        30.0, gt=0, description="One model call itself, at most (then 504); waiting for the model excluded."
+    )
+    api_queue_timeout_s: float = Field(
+        600.0, gt=0, description="Waiting for a run slot or for the model, at most (then 503 + Retry-After)."
+    )
+    api_retry_after_s: int = Field(10, ge=1, description="Retry-After (s) of a 503 for a full queue.")
+    api_model_concurrency: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Calls to one model at once (0 = auto: 1 for the embedded model, no cap for endpoints).",
+    )
     api_retrieval_timeout_s: float = Field(10.0, gt=0, description="One retrieval, at most (then 504).")
     api_max_query_chars: int = Field(5000, ge=1, description="Longest query the API accepts (then 422).")
     api_max_top_k: int = Field(50, ge=1, le=100, description="Largest top_k the API accepts (then 422).")
