@@ -28,6 +28,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from config.settings import Settings
 from persistence.checkpointer import sqlite_checkpointer
+from persistence.threads import check_thread_access, thread_owner
 from persistence.vector_store import validate_collection_name
 from prompts.summary import SUMMARY_PROMPT, SUMMARY_SYSTEM
 from retrieval.answer_text import best_sentences, is_garbage
@@ -284,11 +285,6 @@ def thread_values(settings: Settings, thread_id: str) -> dict[str, Any]:
     return dict(stored.checkpoint.get("channel_values") or {})
 
 
-def thread_tenant(values: dict[str, Any], default: str) -> str:
-    """The tenant a thread belongs to: its owner (set on its first turn), else the tenant it ran under."""
-    return str(values.get("owner_tenant") or values.get("tenant") or default)
-
-
 def summarize_thread(
     kb: KnowledgeBase,
     thread_id: str,
@@ -298,14 +294,14 @@ def summarize_thread(
     collection: str | None = None,
     model: BaseChatModel | None = None,
 ) -> SummaryResult:
-    """Summarize a stored thread into its tenant's store (`rag summarize`): the conversation id defaults to
-    the thread id, the tenant to the thread's own; another tenant is refused (its memories are not
-    the caller's). With `model` (a strong one) the summaries are written by it, else extractive."""
+    """Summarize a stored thread into the tenant's store (`rag summarize`): the conversation id defaults to
+    the thread id, the tenant to the configured default; a thread of another tenant is refused with
+    persistence.threads.ThreadAccessError (its memories are not the caller's, and the owner is not named).
+    With `model` (a strong one) the summaries are written by it, else they are extractive."""
     settings = kb.settings
+    tenant = tenant or settings.default_tenant
     values = thread_values(settings, thread_id)
-    owner = thread_tenant(values, settings.default_tenant)
-    if tenant is not None and tenant != owner:
-        raise ValueError(f"thread {thread_id!r} belongs to tenant {owner!r}, not {tenant!r}")
+    check_thread_access(thread_id, thread_owner(values), tenant)
     turns = turns_from_messages(values.get("messages") or [])
     summarize = model_summarizer(model, settings.summary_max_tokens) if model is not None else None
     return index_conversation(
@@ -313,7 +309,7 @@ def summarize_thread(
         turns,
         thread_id=thread_id,
         conversation_id=conversation_id or thread_id,
-        tenant=owner,
+        tenant=tenant,
         collection=collection,
         summarize=summarize,
     )

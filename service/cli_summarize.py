@@ -24,7 +24,7 @@ def summarize(
         typer.Option("--conversation-id", help="Conversation id of the memory (default: the thread id)."),
     ] = None,
     tenant: Annotated[
-        str | None, typer.Option(help="Tenant of the thread (default: the thread's own; others refused).")
+        str | None, typer.Option(help="Tenant that owns the thread (default: RAG_DEFAULT_TENANT).")
     ] = None,
     collection: Annotated[
         str | None, typer.Option(help="Collection for the memory (default: RAG_MEMORY_COLLECTION).")

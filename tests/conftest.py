@@ -32,6 +32,9 @@ os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(tempfile.gettempdir()) / "a
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO_ROOT / "samples" / "corpus"
 FAKE_MODEL_KEY = "fake"
+#: The semantic cache is off in tests unless a test turns it on (settings `cache_enabled=True`): otherwise a
+#: question asked again in one data folder would get the first run's answer instead of running the graph.
+CACHE_OFF = {"RAG_CACHE_ENABLED": "false"}
 
 
 @pytest.fixture(autouse=True)
@@ -40,6 +43,8 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     for name in list(os.environ):
         if name.startswith("RAG_"):
             monkeypatch.delenv(name)
+    for name, value in CACHE_OFF.items():
+        monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
 
 
@@ -52,6 +57,7 @@ def isolated_settings(root: Path, **overrides: object) -> Settings:
                 patch.delenv(name)
         patch.chdir(root)
         overrides.setdefault("data_dir", root / "rag")
+        overrides.setdefault("cache_enabled", False)
         return load_settings(**overrides)
 
 

@@ -22,6 +22,7 @@ from nodes import retrieve as retrieve_node
 from nodes.resources import Resources, use_resources
 from nodes.retrieve import retrieve
 from persistence.checkpointer import sqlite_checkpointer
+from persistence.threads import ThreadAccessError
 from persistence.vector_store import InvalidCollectionError
 from retrieval.conversation_summary import (
     DETAIL_LEVEL,
@@ -244,7 +245,7 @@ def thread_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kn
 def test_summarize_thread_reads_the_checkpointer_and_writes_into_the_threads_tenant(
     thread_store: KnowledgeBase,
 ) -> None:
-    result = summarize_thread(thread_store, "t1", conversation_id="c7")
+    result = summarize_thread(thread_store, "t1", conversation_id="c7", tenant="acme")
     assert (result.tenant, result.turns, result.conversation_id, result.status) == (
         "acme",
         2,
@@ -264,8 +265,10 @@ def test_summarize_thread_reads_the_checkpointer_and_writes_into_the_threads_ten
 
 
 def test_summarize_thread_refuses_another_tenant_and_unknown_threads(thread_store: KnowledgeBase) -> None:
-    with pytest.raises(ValueError, match="belongs to tenant 'acme', not 'other'"):
-        summarize_thread(thread_store, "t1", tenant="other")
+    for tenant in ("other", None):  # None: the default tenant, which does not own t1 either
+        with pytest.raises(ThreadAccessError, match="belongs to another tenant") as refused:
+            summarize_thread(thread_store, "t1", tenant=tenant)
+        assert "acme" not in str(refused.value)  # the owner is never named
     with pytest.raises(ThreadNotFoundError, match="unknown thread 'nope'"):
         summarize_thread(thread_store, "nope")
     assert thread_store.catalog.count_chunks() == 0  # nothing was written by the refusals
@@ -273,7 +276,8 @@ def test_summarize_thread_refuses_another_tenant_and_unknown_threads(thread_stor
 
 def test_rag_summarize_command(thread_store: KnowledgeBase) -> None:
     runner = CliRunner()
-    result = runner.invoke(app, ["summarize", "--thread", "t1", "--conversation-id", "c1", "--json"])
+    owner = ["--tenant", "acme"]
+    result = runner.invoke(app, ["summarize", "--thread", "t1", "--conversation-id", "c1", "--json", *owner])
     assert result.exit_code == 0, result.output + result.stderr
     report = json.loads(result.stdout)
     assert (
@@ -281,7 +285,7 @@ def test_rag_summarize_command(thread_store: KnowledgeBase) -> None:
     )
     assert thread_store.catalog.count_chunks("acme", "conversations") == 3  # one summary, two turns
 
-    again = runner.invoke(app, ["summarize", "--thread", "t1", "--conversation-id", "c1"])
+    again = runner.invoke(app, ["summarize", "--thread", "t1", "--conversation-id", "c1", *owner])
     assert again.exit_code == 0 and "unchanged" in again.stdout
 
     unknown = runner.invoke(app, ["summarize", "--thread", "nope"])
@@ -291,4 +295,5 @@ def test_rag_summarize_command(thread_store: KnowledgeBase) -> None:
         and "Traceback" not in unknown.output
     )
     foreign = runner.invoke(app, ["summarize", "--thread", "t1", "--tenant", "other"])
-    assert foreign.exit_code == 2 and "belongs to tenant 'acme'" in foreign.stderr
+    assert foreign.exit_code == 2 and "belongs to another tenant" in foreign.stderr
+    assert "acme" not in foreign.stderr

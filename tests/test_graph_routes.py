@@ -71,6 +71,7 @@ GOOD_GRADE = json.dumps(
 DIRECT_PATH = [
     "start_turn",
     "contextualize",
+    "cache_lookup",
     "analyze",
     "select_strategy",
     "rewrite",
@@ -79,6 +80,7 @@ DIRECT_PATH = [
     "generate",
     "grade_answer",
     "cite",
+    "record_turn",
 ]
 
 
@@ -433,7 +435,16 @@ def test_greeting_is_answered_without_retrieval(graph: Any, install: Any) -> Non
     run = run_graph(graph, {"question": GREETING}, Context())
     out = run.output
 
-    assert run.nodes == ["start_turn", "contextualize", "analyze", "generate", "grade_answer", "cite"]
+    assert run.nodes == [
+        "start_turn",
+        "contextualize",
+        "cache_lookup",
+        "analyze",
+        "generate",
+        "grade_answer",
+        "cite",
+        "record_turn",
+    ]
     assert out["analysis"]["needs_retrieval"] is False
     assert model.tasks() == ["chat"]
     assert out["answer"] == reply and out["citations"] == [] and out["sources"] == []
@@ -452,7 +463,7 @@ def test_empty_knowledge_base_gives_the_honest_not_found_answer(
         empty.close()
     out = run.output
 
-    assert run.nodes[-3:] == ["retrieve", "grade_retrieval", "not_found"]
+    assert run.nodes[-4:] == ["retrieve", "grade_retrieval", "not_found", "record_turn"]
     assert "generate" not in run.nodes and model.calls == []
     assert out["not_found"] is True and out["answer"] == NOT_FOUND_ANSWER_EN
     assert out["citations"] == [] and out["sources"] == []
@@ -469,7 +480,7 @@ def test_a_tenant_without_documents_gets_not_found(graph: Any, install: Any, whe
         inputs["tenant"] = "nobody"
     run = run_graph(graph, inputs, context)
 
-    assert run.nodes[-1] == "not_found" and run.retrieved() == []
+    assert run.nodes[-2:] == ["not_found", "record_turn"] and run.retrieved() == []
     assert run.output["not_found"] is True and run.output["answer"] == NOT_FOUND_ANSWER_EN
     assert model.calls == []
 
@@ -568,7 +579,7 @@ def test_answer_loop_stops_at_the_bound_and_cites_the_best_draft(graph: Any, ins
         "regenerate",
         "give_up",
     ]
-    assert run.nodes.count("generate") == 3 and run.nodes[-2:] == ["grade_answer", "cite"]
+    assert run.nodes.count("generate") == 3 and run.nodes[-3:] == ["grade_answer", "cite", "record_turn"]
     assert out["generation_rounds"] == 3 and out["retrieval_rounds"] == 1
     assert model.tasks().count("generate") == 3
     best = max(DRAFTS, key=lambda draft: DRAFTS[draft])
