@@ -16,18 +16,20 @@ from typing import Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 
-from config.settings import LLMProvider, Settings, SettingsError
+from config.settings import LLMProvider, ModelStrength, Settings, SettingsError
+from models.capability import Strength, clear_self_tests, measured_strength
 from models.errors import ModelUnavailableError
 from models.local_llm import get_local_server
 
 logger = logging.getLogger(__name__)
 
 Role = Literal["generate", "grade"]
-Strength = Literal["weak", "strong"]
 
 #: Default completion cap of the embedded model: a 135M model left unbounded can repeat itself until
 #: the context is full. Callers needing more pass `max_tokens` (via `.bind` or `invoke_structured`).
 LOCAL_MAX_TOKENS = 512
+#: What `auto` means for the embedded SmolLM2-135M (measured: it fails the self-test, see model_strength).
+EMBEDDED_STRENGTH: Strength = "weak"
 #: OpenAI clients refuse to start without a key; endpoints that need none (vLLM, llama.cpp) ignore it.
 PLACEHOLDER_API_KEY = "not-needed"
 #: What to install for `RAG_LLM_PROVIDER=init_chat_model`: it pulls in no package the engine lacks.
@@ -70,13 +72,34 @@ def resolve_spec(settings: Settings, role: Role = "generate") -> ModelSpec:
     )
 
 
-def model_strength(settings: Settings, role: Role = "generate") -> Strength:
-    """'weak' for the embedded 135M model, 'strong' otherwise.
+def strength_setting(settings: Settings, role: Role = "generate") -> ModelStrength:
+    """`RAG_GRADER_STRENGTH` for the grader when set, else `RAG_LLM_STRENGTH`."""
+    if role == "grade" and settings.grader_strength is not None:
+        return settings.grader_strength
+    return settings.llm_strength
 
-    An `auto` grader uses it to choose a score-based grader (robust with a weak model) over a
-    free-form judgement; it reads only the settings, so it never starts a model.
+
+def model_strength(settings: Settings, role: Role = "generate") -> Strength:
+    """Whether a role's model gets the LLM paths (analysis, graders, rewriting) or the robust heuristics.
+
+    `weak` / `strong` are taken as set. `auto` is measured, not guessed from the provider: the model gets
+    the one-call JSON self-test of models/capability.py the first time this is asked in a process (cached
+    per resolved model). The embedded SmolLM2-135M is weak without a call: the self-test measured it
+    weak (tests/test_capability.py), and the embedded model is fixed, so the call would buy nothing.
+    Asking starts the model under `auto` (never at import); a down endpoint raises ModelUnavailableError.
     """
-    return "weak" if resolve_spec(settings, role).provider == "local" else "strong"
+    setting = strength_setting(settings, role)
+    if setting != "auto":
+        return setting
+    spec = resolve_spec(settings, role)
+    if spec.provider == "local":
+        return EMBEDDED_STRENGTH
+    test = measured_strength(
+        replace(spec, role="generate"),  # a grader on the generator's configuration shares its verdict
+        lambda: chat_model(settings, role),
+        supports_json_schema=supports_json_schema(settings, role),
+    )
+    return test.strength
 
 
 def supports_json_schema(settings: Settings, role: Role = "generate") -> bool:
@@ -115,9 +138,10 @@ def chat_model(settings: Settings, role: Role = "generate") -> BaseChatModel:
 
 
 def clear_model_cache() -> None:
-    """Forget the cached clients (tests, or a service reloading its settings)."""
+    """Forget the cached clients and measured strengths (tests, or a service reloading its settings)."""
     with _cache_lock:
         _cache.clear()
+    clear_self_tests()
 
 
 def _build(spec: ModelSpec) -> BaseChatModel:

@@ -10,14 +10,15 @@ embedded 135M model, an OpenAI-compatible server that may or may not support `re
    prompt and parse it leniently (`models.lenient`), filling missing fields from a caller-given default.
 3. One retry, with the reason of the failure appended to the prompt; then the default, `ok=False`.
 
-Garbage from the model never raises. Transport errors (timeouts, refused connections, 5xx after the
-client's own retries) end the attempt at once and also return the default, with `error` set: a
-pipeline step with a sensible default is better than a failed request.
+Garbage from the model never raises: the caller gets its default with `ok=False`. An endpoint that is
+down does raise: connection refused, timeouts, 5xx or 429 after the client's own retries, a refused key or
+an unknown model end the call at once with `ModelUnavailableError` naming the endpoint
+(`models.errors.is_model_unavailable`). A default there would hide an outage behind answers that look
+normal, and retrying the prompt cannot help.
 """
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import json
 import logging
@@ -34,6 +35,7 @@ from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from models.errors import raise_if_unavailable
 from models.lenient import LenientParseError, parse_reply
 
 logger = logging.getLogger(__name__)
@@ -46,8 +48,6 @@ MAX_ATTEMPTS = 2
 MAX_ERROR_IN_PROMPT = 200
 #: How much of the raw reply is kept in logs.
 MAX_RAW_IN_LOG = 300
-#: HTTP statuses that mean "the service is unwell", not "the request was wrong".
-TRANSPORT_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
 FORMAT_INSTRUCTION = (
     "Answer with a JSON object only, no other text, with these keys:\n{fields}\nStart your reply with {{"
@@ -101,7 +101,8 @@ def invoke_structured(
     config: RunnableConfig | None = None,
 ) -> StructuredResult[M]:
     """Ask `model` for a `schema` instance; see the module docstring for the strategy. Never raises for
-    model output or transport failures: `ok=False` and `value=default` then."""
+    unusable model output (`ok=False` and `value=default` then); raises ModelUnavailableError when the
+    endpoint is down."""
     plan = _plan(schema, _as_messages(messages), default, supports_json_schema)
     call = next(plan)
     while True:
@@ -109,7 +110,8 @@ def invoke_structured(
         if runnable is not None:
             try:
                 outcome = _read(call, runnable.invoke(call.messages, config=config))
-            except Exception as error:  # any failure of the provider is a failed attempt
+            except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
+                raise_if_unavailable(error, model)
                 outcome = _failure(error)
         try:
             call = plan.send(outcome)
@@ -135,7 +137,8 @@ async def ainvoke_structured(
         if runnable is not None:
             try:
                 outcome = _read(call, await runnable.ainvoke(call.messages, config=config))
-            except Exception as error:  # any failure of the provider is a failed attempt
+            except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
+                raise_if_unavailable(error, model)
                 outcome = _failure(error)
         try:
             call = plan.send(outcome)
@@ -162,7 +165,6 @@ class _Outcome:
     text: str = ""
     parsed: Any = None
     error: str | None = None
-    transport: bool = False
     replied: bool = False
     called: bool = True
     usage: dict[str, int] = field(default_factory=dict)
@@ -195,8 +197,6 @@ def _plan(
         attempts += int(outcome.called)
         _add_usage(usage, outcome.usage)
         raw, error = outcome.text or raw, outcome.error
-        if outcome.transport:
-            return fail(error)
         if isinstance(outcome.parsed, schema):
             return success(outcome.parsed)
         if outcome.text:
@@ -216,8 +216,6 @@ def _plan(
         attempts += 1
         _add_usage(usage, outcome.usage)
         raw = outcome.text or raw
-        if outcome.transport:
-            return fail(outcome.error)
         if not outcome.replied:
             error = outcome.error
             continue
@@ -269,15 +267,13 @@ def _read(call: _Call, result: Any) -> _Outcome:
 
 
 def _failure(error: Exception) -> _Outcome:
-    """An exception from a call; the OpenAI client's length error still carries the (cut) reply."""
-    transport = _is_transport_error(error)
+    """An exception from a call (not a down endpoint); the OpenAI client's length error still carries the
+    (cut) reply."""
     text, usage = _salvage(error)
-    if not transport:
-        logger.info("model call failed: %s: %s", type(error).__name__, error)
+    logger.info("model call failed: %s: %s", type(error).__name__, error)
     return _Outcome(
         text=text,
         error=f"{type(error).__name__}: {error}",
-        transport=transport,
         replied=bool(text),
         usage=usage,
     )
@@ -294,17 +290,6 @@ def _salvage(error: Exception) -> tuple[str, dict[str, int]]:
         "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
         "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
     }
-
-
-def _is_transport_error(error: BaseException) -> bool:
-    """Errors that say the service is unreachable or unwell, so asking again now is pointless."""
-    if isinstance(error, TimeoutError | ConnectionError | asyncio.TimeoutError):
-        return True
-    names = {cls.__name__ for cls in type(error).__mro__}
-    if names & {"APIConnectionError", "APITimeoutError", "TransportError", "TimeoutException"}:
-        return True  # openai / httpx, matched by name to stay provider-neutral
-    status = getattr(error, "status_code", None)
-    return isinstance(status, int) and status in TRANSPORT_STATUSES
 
 
 def _add_usage(total: dict[str, int], usage: Mapping[str, int]) -> None:

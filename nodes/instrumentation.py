@@ -16,6 +16,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
+from models.errors import raise_if_unavailable
 from models.structured import StructuredResult, invoke_structured, usage_of
 
 NodeFunction = Callable[..., dict[str, Any]]
@@ -93,7 +94,8 @@ def with_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
 def text_call(
     model: BaseChatModel, messages: list[BaseMessage], *, max_tokens: int
 ) -> tuple[str, str | None, dict[str, Any]]:
-    """A plain text model call: (text, error or None, accounting update). Never raises."""
+    """A plain text model call: (text, error or None, accounting update). A failed call is an error the
+    node falls back from; only a down endpoint raises (ModelUnavailableError, see models.errors)."""
     started = time.perf_counter()
     try:
         bound = (
@@ -105,6 +107,7 @@ def text_call(
         text = message.content if isinstance(message.content, str) else str(message.content)
         usage, error = usage_of(message), None
     except Exception as failure:  # noqa: BLE001 - a failed call falls back to a documented default
+        raise_if_unavailable(failure, model)
         text, usage, error = "", {}, f"{type(failure).__name__}: {failure}"
     elapsed = (time.perf_counter() - started) * 1000
     return text.strip(), error, accounting(1, usage, elapsed)

@@ -16,7 +16,8 @@ from typing import Literal
 from langchain_core.language_models import BaseChatModel
 
 from config.settings import Settings, get_settings
-from models.factory import chat_model, model_strength, supports_json_schema
+from models.capability import SelfTest, run_self_test
+from models.factory import chat_model, model_strength, strength_setting, supports_json_schema
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 from state.context import Context
@@ -38,6 +39,9 @@ class Resources:
     json_schema: dict[str, bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _searcher: Searcher | None = field(default=None, repr=False)
+    _self_tests: dict[int, SelfTest] = field(default_factory=dict, repr=False)
+    """Self-tests of the injected models (by id: they live as long as this object holds them)."""
+    _test_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _settings_for(self, role: Role, context: Context | None) -> Settings:
         override = (context.grader_model if role == "grade" else context.model) if context else ""
@@ -69,10 +73,25 @@ class Resources:
         return chat_model(self._settings_for(role, context), role)
 
     def strength(self, role: Role, context: Context | None = None) -> Strength:
-        """'weak' for the embedded model: graders and analysis then use score-based methods under `auto`."""
+        """Whether the role's model gets the LLM paths: an override, else `RAG_LLM_STRENGTH` /
+        `RAG_GRADER_STRENGTH`, whose `auto` runs the JSON self-test once per model (models/capability.py),
+        on an injected model too. A weak model gets score-based graders and the heuristic analyser."""
         if role in self.strengths:
             return self.strengths[role]
-        return model_strength(self._settings_for(role, context), role)
+        injected = self.grader if role == "grade" else self.generator
+        if injected is None and role == "grade":
+            injected = self.generator
+        if injected is None:
+            return model_strength(self._settings_for(role, context), role)
+        setting = strength_setting(self.settings, role)
+        if setting != "auto":
+            return setting
+        with self._test_lock:
+            test = self._self_tests.get(id(injected))
+            if test is None:
+                test = run_self_test(injected, supports_json_schema=self.supports_json_schema(role, context))
+                self._self_tests[id(injected)] = test
+            return test.strength
 
     def supports_json_schema(self, role: Role, context: Context | None = None) -> bool:
         """Whether grammar-enforced json_schema output can be asked of this role's model."""

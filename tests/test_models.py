@@ -244,13 +244,36 @@ def test_rejected_json_schema_request_does_not_spend_the_retry() -> None:
     assert "could not be used" in model.calls[2][1][-1].content
 
 
-@pytest.mark.parametrize("error", [TimeoutError("read timed out"), ConnectionRefusedError("refused")])
-def test_transport_errors_return_the_default_without_retrying(error: Exception) -> None:
+class StatusError(Exception):
+    """An HTTP error of a provider client, as openai's APIStatusError carries it."""
+
+    def __init__(self, status_code: int) -> None:
+        super().__init__(f"HTTP {status_code}")
+        self.status_code = status_code
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TimeoutError("read timed out"), ConnectionRefusedError("refused"), StatusError(503), StatusError(401)],
+)
+def test_a_down_endpoint_raises_model_unavailable_without_retrying(error: Exception) -> None:
     model = scripted(error, reply('{"relevant": true}'))
-    result = ask(model)
-    assert not result.ok and result.attempts == 1 and result.value == DEFAULT
-    assert result.error and type(error).__name__ in result.error
+    with pytest.raises(ModelUnavailableError, match="unavailable") as raised:
+        ask(model)
+    assert raised.value.__cause__ is error
     assert len(model.calls) == 1
+
+
+def test_a_rejected_request_is_a_failed_attempt_not_an_outage() -> None:
+    model = scripted(StatusError(400), StatusError(400), structured=False)
+    result = ask(model)
+    assert not result.ok and result.value == DEFAULT and len(model.calls) == 2
+
+
+def test_async_variant_raises_for_a_down_endpoint() -> None:
+    model = scripted(ConnectionRefusedError("refused"))
+    with pytest.raises(ModelUnavailableError):
+        asyncio.run(ainvoke_structured(model, Grade, "grade it", DEFAULT, supports_json_schema=True))
 
 
 def test_async_variant_follows_the_same_strategy() -> None:
@@ -292,8 +315,11 @@ def test_grader_openai_without_endpoint_or_key_is_a_settings_error() -> None:
         factory.resolve_spec(settings(grader_provider="openai"), "grade")
 
 
-def test_model_strength_is_weak_only_for_the_embedded_model() -> None:
-    s = settings(grader_provider="openai", grader_api_key="k", grader_model="gpt-4o-mini")
+def test_model_strength_is_weak_for_the_embedded_model_and_set_for_the_grader() -> None:
+    """`auto` on a remote model runs a self-test (tests/test_capability.py); a set strength is taken as is."""
+    s = settings(
+        grader_provider="openai", grader_api_key="k", grader_model="gpt-4o-mini", grader_strength="strong"
+    )
     assert factory.model_strength(s, "generate") == "weak"
     assert factory.model_strength(s, "grade") == "strong"
 

@@ -11,6 +11,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.outputs import ChatResult
 from langgraph.graph import END, START, StateGraph
 
+from models.errors import ModelUnavailableError
 from nodes.cite import cite
 from nodes.generate import generate
 from nodes.grade_answer import grade_answer, score_answer
@@ -111,13 +112,28 @@ def test_generate_falls_back_to_extractive_answer_on_garbage(install: Any, reply
     assert update["prompt_info"]["generation_fallback"] == "unusable model output"
 
 
-def test_generate_falls_back_when_the_model_raises(install: Any) -> None:
-    install(BrokenChatModel(messages=iter([])))
+class RejectingChatModel(ScriptedChatModel):
+    """An endpoint that is up but rejects the request (as a 400 for a too-long prompt would)."""
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        self.received.append(list(messages))
+        raise ValueError("this model's maximum context length is 2048 tokens")
+
+
+def test_generate_falls_back_when_the_model_rejects_the_request(install: Any) -> None:
+    install(RejectingChatModel(messages=iter([])))
     update = generate({"question": QUESTION, "documents": [PARIS]}, runtime())
 
     assert update["draft"].endswith("[1]") and "Paris is the capital of France." in update["draft"]
-    assert "ConnectionError" in update["prompt_info"]["generation_fallback"]
+    assert "maximum context length" in update["prompt_info"]["generation_fallback"]
     assert update["llm_calls"] == 1
+
+
+def test_generate_raises_model_unavailable_when_the_endpoint_is_down(install: Any) -> None:
+    """Not an extractive answer that looks normal: the outage reaches the caller (CLI exit 1, HTTP 503)."""
+    install(BrokenChatModel(messages=iter([])))
+    with pytest.raises(ModelUnavailableError, match="ConnectionError"):
+        generate({"question": QUESTION, "documents": [PARIS]}, runtime())
 
 
 def test_generate_without_documents_uses_the_no_retrieval_prompt(install: Any) -> None:

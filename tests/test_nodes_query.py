@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from models.errors import ModelUnavailableError
 from nodes.analyze import analyze
 from nodes.contextualize import contextualize, recent_turns, split_history
 from nodes.query_heuristics import (
@@ -322,10 +323,11 @@ def test_contextualize_garbage_falls_back_to_the_heuristic(install: Any, reply: 
     assert update["llm_calls"] == 1
 
 
-def test_contextualize_unreachable_model_falls_back(install: Any) -> None:
+def test_contextualize_unreachable_model_raises_model_unavailable(install: Any) -> None:
+    """A down endpoint is an outage to report (CLI exit 1, HTTP 503), not a reason to guess."""
     install(broken())
-    update = contextualize({"question": "When was it founded?", "messages": HISTORY}, runtime())
-    assert update["standalone_question"] == "When was it founded? (SpaceX)"
+    with pytest.raises(ModelUnavailableError, match="unavailable"):
+        contextualize({"question": "When was it founded?", "messages": HISTORY}, runtime())
 
 
 def test_contextualize_weak_model_uses_the_heuristic_without_a_call(install: Any) -> None:
@@ -374,10 +376,10 @@ def test_analyze_garbage_keeps_the_heuristic_analysis(install: Any) -> None:
     assert update["llm_calls"] == 2  # the first try and one retry
 
 
-def test_analyze_unreachable_model_keeps_the_heuristic_analysis(install: Any) -> None:
+def test_analyze_unreachable_model_raises_model_unavailable(install: Any) -> None:
     install(broken())
-    update = analyze({"standalone_question": COMPARISON}, runtime(analyzer="llm"))
-    assert update["analysis"]["query_type"] == "COMPARISON" and update["analysis"]["source"] == "heuristic"
+    with pytest.raises(ModelUnavailableError, match="unavailable"):
+        analyze({"standalone_question": COMPARISON}, runtime(analyzer="llm"))
 
 
 def test_analyze_auto_is_heuristic_for_weak_models_and_llm_for_strong(install: Any) -> None:
@@ -671,7 +673,7 @@ def test_reformulate_unusable_or_repeated_model_query_falls_back(install: Any, r
     assert normalized(BRIDGE) not in {normalized(text) for text in texts(update)}
 
 
-def test_reformulate_unreachable_model_falls_back(install: Any) -> None:
+def test_reformulate_unreachable_model_raises_model_unavailable(install: Any) -> None:
     install(broken())
     state: State = {
         "standalone_question": BRIDGE,
@@ -679,5 +681,5 @@ def test_reformulate_unreachable_model_falls_back(install: Any) -> None:
         "documents": [KISS],
         "queries_run": [BRIDGE],
     }
-    update = reformulate(state, runtime())
-    assert "Shirley Temple" in texts(update)[0] and update["hops"] == 1
+    with pytest.raises(ModelUnavailableError, match="unavailable"):
+        reformulate(state, runtime())
