@@ -1,16 +1,17 @@
-"""The naive RAG baseline: retrieve -> budgeted prompt -> generate -> cite, on the same parts as the
-agentic graph (same search, same prompt budgeting, same citation handling), so comparisons isolate the
-agentic parts."""
+"""The naive RAG baseline: retrieve -> budgeted prompt -> generate -> cite (-> record_turn, which writes the
+turn into the SQL tables), on the same parts as the agentic graph (same search, same prompt budgeting, same
+citation handling), so comparisons isolate the agentic parts."""
 
 from __future__ import annotations
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from nodes.cite import cite
-from nodes.generate import generate
 
 from nodes.baseline_retrieve import baseline_retrieve
+from nodes.cite import cite
+from nodes.generate import generate
+from nodes.record_turn import record_turn_node
 from nodes.start_turn import start_turn
 from state.context import Context
 from state.graph_state import InputState, OutputState, State
@@ -25,11 +26,13 @@ def build_baseline_graph(checkpointer: BaseCheckpointSaver | None = None) -> Com
     builder.add_node("retrieve", baseline_retrieve)
     builder.add_node("generate", generate)
     builder.add_node("cite", cite)
+    builder.add_node("record_turn", record_turn_node(GRAPH_NAME))
     builder.add_edge(START, "start_turn")
     builder.add_edge("start_turn", "retrieve")
     builder.add_edge("retrieve", "generate")
     builder.add_edge("generate", "cite")
-    builder.add_edge("cite", END)
+    builder.add_edge("cite", "record_turn")
+    builder.add_edge("record_turn", END)
     return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
 
 

@@ -1,8 +1,9 @@
 """The agentic RAG graph (the design card's shape):
 
-START -> start_turn -> contextualize -> analyze -> select_strategy -> rewrite -> retrieve (fan-out)
-      -> grade_retrieval -> generate | reformulate -> retrieve | not_found
-generate -> grade_answer -> cite | reformulate | generate (regenerate);  cite -> END;  not_found -> END
+START -> start_turn -> contextualize -> cache_lookup -> analyze -> select_strategy -> rewrite
+      -> retrieve (fan-out) -> grade_retrieval -> generate | reformulate -> retrieve | not_found
+generate -> grade_answer -> cite | reformulate | generate (regenerate)
+cite -> record_turn -> END;  not_found -> record_turn -> END;  cache_lookup (hit) -> record_turn -> END
 analyze says no retrieval is needed -> generate directly.
 
 Every loop is bounded by counters in state (`retrieval_rounds`, `generation_rounds`, `hops`) checked against
@@ -14,24 +15,27 @@ from __future__ import annotations
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from nodes.analyze import analyze
-from nodes.cite import cite
-from nodes.contextualize import contextualize
-from nodes.generate import generate
-from nodes.grade_answer import grade_answer
-from nodes.reformulate import reformulate
-from nodes.rewrite import rewrite
-from nodes.select_strategy import select_strategy
 
 from graphs.routing import (
     fan_out_queries,
     route_after_analyze,
     route_after_answer_grade,
+    route_after_cache_lookup,
     route_after_retrieval_grade,
 )
+from nodes.analyze import analyze
+from nodes.cache_lookup import cache_lookup
+from nodes.cite import cite
+from nodes.contextualize import contextualize
+from nodes.generate import generate
+from nodes.grade_answer import grade_answer
 from nodes.grade_retrieval import grade_retrieval
 from nodes.not_found import not_found
+from nodes.record_turn import record_turn
+from nodes.reformulate import reformulate
 from nodes.retrieve import retrieve
+from nodes.rewrite import rewrite
+from nodes.select_strategy import select_strategy
 from nodes.start_turn import start_turn
 from state.context import Context
 from state.graph_state import InputState, OutputState, State
@@ -46,6 +50,7 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     builder.add_node("start_turn", start_turn)
     builder.add_node("contextualize", contextualize)
+    builder.add_node("cache_lookup", cache_lookup)
     builder.add_node("analyze", analyze)
     builder.add_node("select_strategy", select_strategy)
     builder.add_node("rewrite", rewrite)
@@ -56,10 +61,12 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_node("grade_answer", grade_answer)
     builder.add_node("cite", cite)
     builder.add_node("not_found", not_found)
+    builder.add_node("record_turn", record_turn)
 
     builder.add_edge(START, "start_turn")
     builder.add_edge("start_turn", "contextualize")
-    builder.add_edge("contextualize", "analyze")
+    builder.add_edge("contextualize", "cache_lookup")
+    builder.add_conditional_edges("cache_lookup", route_after_cache_lookup)
     builder.add_conditional_edges("analyze", route_after_analyze)
     builder.add_edge("select_strategy", "rewrite")
     builder.add_conditional_edges("rewrite", fan_out_queries, ["retrieve"])
@@ -68,8 +75,9 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_conditional_edges("reformulate", fan_out_queries, ["retrieve"])
     builder.add_edge("generate", "grade_answer")
     builder.add_conditional_edges("grade_answer", route_after_answer_grade)
-    builder.add_edge("cite", END)
-    builder.add_edge("not_found", END)
+    builder.add_edge("cite", "record_turn")
+    builder.add_edge("not_found", "record_turn")
+    builder.add_edge("record_turn", END)
     return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME).with_config(
         {"recursion_limit": RECURSION_LIMIT}
     )

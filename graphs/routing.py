@@ -55,3 +55,8 @@ def route_after_answer_grade(state: State) -> Literal["cite", "reformulate", "ge
     if action == "regenerate":
         return "generate"
     return "cite"
+
+
+def route_after_cache_lookup(state: State) -> Literal["record_turn", "analyze"]:
+    """A semantic cache hit is the answer (record it and end); a miss goes on to analysis."""
+    return "record_turn" if state.get("cache_hit") else "analyze"

@@ -1,0 +1,145 @@
+"""record_turn: the last node of every answer. Writes the turn into the SQL tables (session, the user and
+assistant conversation rows, an audit row) and stores a good answer in the semantic cache.
+
+Why a graph node: every interface — Python `graph.invoke`, the CLI, the REST API, the LangGraph server and
+Studio — runs the graph, so every answer is recorded without code in any of them. The thread id comes from
+the run's config (`langgraph.config.get_config()`), the tenant from state (start_turn set it from the run's
+context), the interface from the config's metadata (`{"metadata": {"interface": "api"}}`; the LangGraph
+server's own metadata marks its runs).
+
+Never at the answer's expense: a failure to record or to cache is logged and the answer goes out unchanged
+(the node returns no answer fields). It is one short transaction, plus one cache insert whose question
+vector cache_lookup already computed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+from langgraph.runtime import Runtime
+
+from nodes.generate import answer_mode
+from nodes.instrumentation import timed
+from nodes.resources import get_resources
+from persistence.audit import TurnRecord, record_turn_rows
+from persistence.database import get_database
+from persistence.semantic_cache import CacheScope, count, get_semantic_cache
+from state.context import Context, run_context
+from state.graph_state import State
+
+logger = logging.getLogger(__name__)
+
+#: Keys of `timings_ms` that time parts of a node (already inside that node's own time).
+SUB_TIMINGS = frozenset({"model", "retrieval"})
+#: Metadata keys the LangGraph server puts on its runs.
+SERVER_METADATA = ("assistant_id", "graph_id")
+#: The cached part of an answer.
+CACHED_FIELDS = ("answer", "citations", "sources", "renderings", "unsupported_sentences", "strategy")
+
+
+def run_config() -> RunnableConfig:
+    """The run's config ({} outside a run, e.g. a node called directly)."""
+    try:
+        return get_config()
+    except RuntimeError:
+        return {}
+
+
+def thread_of(config: RunnableConfig) -> str:
+    """The run's thread id; a run without one (no checkpointer) gets a session of its own."""
+    thread = str((config.get("configurable") or {}).get("thread_id") or "")
+    return thread or f"run-{uuid.uuid4().hex[:12]}"
+
+
+def interface_of(config: RunnableConfig) -> str:
+    """Who ran the graph: the config's `metadata.interface` (cli, api...), 'langgraph-server' for the
+    server's runs, else 'python'."""
+    metadata = config.get("metadata") or {}
+    if metadata.get("interface"):
+        return str(metadata["interface"])[:32]
+    if any(key in metadata for key in SERVER_METADATA):
+        return "langgraph-server"
+    return "python"
+
+
+def turn_latency_ms(state: State) -> float:
+    """Milliseconds since the turn started (cache_lookup's mark), else the sum of the nodes' own times
+    (graphs without the cache run their nodes one after another)."""
+    started = state.get("turn_started_at")
+    if started:
+        return max(0.0, (time.time() - float(started)) * 1000)
+    timings = state.get("timings_ms") or {}
+    return float(sum(value for key, value in timings.items() if key not in SUB_TIMINGS))
+
+
+def cacheable(state: State) -> bool:
+    """Only good answers are cached: looked up and missed this turn, not a not-found or error answer, with
+    sources, and graded grounded and answering the question."""
+    if state.get("cache_hit") or not state.get("cache_key"):
+        return False
+    if state.get("not_found") or state.get("error") or not str(state.get("answer") or "").strip():
+        return False
+    grade = state.get("answer_grade") or {}
+    return bool(state.get("sources")) and bool(grade.get("grounded")) and bool(grade.get("answers_question"))
+
+
+def turn_record(state: State, context: Context, config: RunnableConfig, graph: str) -> TurnRecord:
+    """The tables' view of this turn."""
+    analysis = state.get("analysis") or {}
+    return TurnRecord(
+        tenant=state.get("tenant") or context.tenant,
+        thread_id=thread_of(config),
+        conversation_id=state.get("conversation_id") or "",
+        question=state.get("question") or "",
+        answer=state.get("answer") or "",
+        source_ids=[doc["chunk_id"] for doc in state.get("sources") or [] if doc.get("chunk_id")],
+        mode=answer_mode(context.mode, analysis) if analysis else context.mode,
+        strategy=state.get("strategy") or "",
+        latency_ms=round(turn_latency_ms(state), 2),
+        cache_hit=bool(state.get("cache_hit")),
+        not_found=bool(state.get("not_found")),
+        interface=interface_of(config),
+        graph=graph,
+        error=state.get("error") or "",
+    )
+
+
+def store_answer(state: State) -> None:
+    """Put this turn's answer in the semantic cache under the key cache_lookup missed."""
+    key = state["cache_key"]
+    payload = {name: state.get(name) for name in CACHED_FIELDS}
+    get_semantic_cache().store(key["question"], CacheScope(**key["scope"]), key["docs_version"], payload)
+
+
+def record_turn_node(graph: str) -> Callable[[State, Runtime[Context]], dict[str, Any]]:
+    """The record_turn node of the graph named `graph` (the name goes into the audit row)."""
+
+    @timed("record_turn")
+    def record_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Record the turn and cache a good answer; never fails the run."""
+        settings = get_resources().settings
+        if settings.record_turns:
+            try:
+                record = turn_record(state, run_context(runtime), run_config(), graph)
+                record_turn_rows(record, get_database(settings))
+            except Exception:  # noqa: BLE001 - recording must never cost the answer
+                logger.warning("could not record the turn in the app database", exc_info=True)
+        if settings.cache_enabled and cacheable(state):
+            try:
+                store_answer(state)
+            except Exception:  # noqa: BLE001 - a cache that is down must not cost the answer
+                count("errors")
+                logger.warning("could not store the answer in the semantic cache", exc_info=True)
+        return {}
+
+    return record_turn
+
+
+#: The agentic graph's node.
+record_turn = record_turn_node("rag")

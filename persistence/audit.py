@@ -1,0 +1,179 @@
+"""Writing what happened into the app tables: a turn (session, the two conversation rows, an audit row) in
+one transaction, and audit rows for other actions (memory changes).
+
+Why one transaction per turn: a reader never sees a question without its answer or an answer without its
+audit row; and why plain data in (TurnRecord) rather than graph state: the graph node (nodes.record_turn)
+stays a thin adapter, and the same writer serves any caller.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from persistence.database import (
+    AuditLogRow,
+    ConversationRow,
+    Database,
+    SessionRow,
+    get_database,
+    to_json,
+    utcnow,
+)
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """One answered question, as the tables keep it."""
+
+    tenant: str
+    thread_id: str
+    question: str
+    answer: str
+    conversation_id: str = ""
+    source_ids: list[str] = field(default_factory=list)
+    """Chunk ids of the passages the answer cites."""
+    mode: str = ""
+    strategy: str = ""
+    latency_ms: float | None = None
+    cache_hit: bool = False
+    not_found: bool = False
+    interface: str = ""
+    """Who asked: cli, api, langgraph-server, python (from the run's config metadata)."""
+    graph: str = ""
+    error: str = ""
+
+
+def _session_row(session: Session, record: TurnRecord) -> SessionRow:
+    """The thread's session row, created on its first turn (a concurrent creator wins, we reuse its row)."""
+    query = select(SessionRow).where(
+        SessionRow.tenant == record.tenant, SessionRow.thread_id == record.thread_id
+    )
+    row = session.scalars(query).first()
+    if row is not None:
+        return row
+    row = SessionRow(
+        tenant=record.tenant,
+        thread_id=record.thread_id,
+        conversation_id=record.conversation_id,
+        interface=record.interface,
+        turns=0,
+    )
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError:
+        row = session.scalars(query).one()
+    return row
+
+
+def record_turn_rows(record: TurnRecord, database: Database | None = None) -> str:
+    """Write the turn: upsert its session, add the user and assistant rows and the audit row; return the
+    turn id that links the two conversation rows."""
+    database = database or get_database()
+    turn_id = uuid.uuid4().hex
+    sources = to_json(list(record.source_ids))
+    with database.session() as session:
+        parent = _session_row(session, record)
+        parent.turns += 1
+        parent.updated_at = utcnow()
+        common: dict[str, Any] = {
+            "session_id": parent.id,
+            "tenant": record.tenant,
+            "turn_id": turn_id,
+            "mode": record.mode,
+            "strategy": record.strategy,
+        }
+        session.add(ConversationRow(role="user", content=record.question, **common))
+        session.add(
+            ConversationRow(
+                role="assistant",
+                content=record.answer,
+                source_ids=sources,
+                latency_ms=record.latency_ms,
+                cache_hit=record.cache_hit,
+                not_found=record.not_found,
+                **common,
+            )
+        )
+        detail = {"turn_id": turn_id, "strategy": record.strategy}
+        if record.error:
+            detail["error"] = record.error
+        session.add(
+            AuditLogRow(
+                action="answer",
+                tenant=record.tenant,
+                thread_id=record.thread_id,
+                conversation_id=record.conversation_id,
+                chunk_ids=sources,
+                mode=record.mode,
+                interface=record.interface,
+                graph=record.graph,
+                cache_hit=record.cache_hit,
+                not_found=record.not_found,
+                latency_ms=record.latency_ms,
+                detail=to_json(detail),
+            )
+        )
+    return turn_id
+
+
+def write_audit(
+    action: str,
+    *,
+    tenant: str,
+    database: Database | None = None,
+    conversation_id: str = "",
+    interface: str = "",
+    detail: dict[str, Any] | None = None,
+) -> None:
+    """One audit row for an action other than an answer (memory_add, memory_delete, ...)."""
+    database = database or get_database()
+    with database.session() as session:
+        session.add(
+            AuditLogRow(
+                action=action,
+                tenant=tenant,
+                conversation_id=conversation_id,
+                interface=interface,
+                detail=to_json(detail or {}),
+            )
+        )
+
+
+def audit_rows(tenant: str, *, limit: int = 100, database: Database | None = None) -> list[dict[str, Any]]:
+    """The tenant's latest audit rows, newest first (for operators and the API)."""
+    database = database or get_database()
+    query = (
+        select(AuditLogRow)
+        .where(AuditLogRow.tenant == tenant)
+        .order_by(AuditLogRow.id.desc())
+        .limit(max(1, limit))
+    )
+    with database.session() as session:
+        return [_audit_dict(row) for row in session.scalars(query)]
+
+
+def _audit_dict(row: AuditLogRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "action": row.action,
+        "tenant": row.tenant,
+        "thread_id": row.thread_id,
+        "conversation_id": row.conversation_id,
+        "chunk_ids": json.loads(row.chunk_ids or "[]"),
+        "mode": row.mode,
+        "interface": row.interface,
+        "graph": row.graph,
+        "cache_hit": row.cache_hit,
+        "not_found": row.not_found,
+        "latency_ms": row.latency_ms,
+        "detail": json.loads(row.detail or "{}"),
+        "created_at": row.created_at.isoformat(),
+    }

@@ -1,0 +1,250 @@
+"""Memories (seed 1's add_memory / search_memories): short notes kept per tenant and, optionally, per
+conversation, found again by meaning.
+
+Why embeddings rather than keywords: a memory is a sentence someone wrote once ("the customer prefers
+metric units") and is searched later with other words ("which units should I use?"); keyword overlap misses
+most such paraphrases, while the knowledge base's embedding model (already loaded for retrieval, so no
+second model) ranks them by cosine similarity. Memories are few per tenant, so the search is an exact
+cosine over that tenant's rows in numpy, with no vector index to keep in sync. Vectors are stored with the
+model's key; a row embedded by another model is re-embedded on the next search.
+
+Every function is scoped to exactly one tenant by its own SQL (`WHERE tenant = ...`): a tenant can neither
+find nor delete another tenant's memories, whatever ids it passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+from sqlalchemy import delete, select
+
+from config.settings import Settings
+from persistence.audit import write_audit
+from persistence.database import Database, MemoryRow, get_database
+
+#: Longest conversation id and kind accepted (the columns' sizes).
+MAX_ID_CHARS = 128
+MAX_KIND_CHARS = 64
+
+
+class InvalidMemoryError(ValueError):
+    """Bad input to a memory function (empty text, no tenant, nothing chosen to delete...)."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A stored memory; `score` is the cosine similarity to the query in search results."""
+
+    id: int
+    tenant: str
+    conversation_id: str
+    kind: str
+    content: str
+    created_at: str
+    score: float | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+def _memory(row: MemoryRow, score: float | None = None) -> Memory:
+    return Memory(
+        id=row.id,
+        tenant=row.tenant,
+        conversation_id=row.conversation_id,
+        kind=row.kind,
+        content=row.content,
+        created_at=row.created_at.isoformat(),
+        score=None if score is None else round(float(score), 4),
+    )
+
+
+def _embeddings() -> tuple[Embeddings, str]:
+    """The knowledge base's embedding model and its key (the one retrieval uses)."""
+    from nodes.resources import get_resources  # late: the resources import the knowledge base
+
+    embeddings = get_resources().kb().embeddings
+    return embeddings, embeddings.model_key
+
+
+def _settings(settings: Settings | None) -> Settings:
+    """The given settings, else the process resources' (those the graph and the knowledge base use)."""
+    if settings is not None:
+        return settings
+    from nodes.resources import get_resources
+
+    return get_resources().settings
+
+
+def _database(settings: Settings) -> Database:
+    return get_database(settings)
+
+
+def _check_tenant(tenant: str) -> str:
+    tenant = (tenant or "").strip()
+    if not tenant:
+        raise InvalidMemoryError("tenant: a memory belongs to one tenant; pass a non-empty tenant")
+    if len(tenant) > MAX_ID_CHARS:
+        raise InvalidMemoryError(f"tenant: at most {MAX_ID_CHARS} characters")
+    return tenant
+
+
+def _check_conversation(conversation_id: str | None) -> str | None:
+    if conversation_id is not None and len(conversation_id) > MAX_ID_CHARS:
+        raise InvalidMemoryError(f"conversation_id: at most {MAX_ID_CHARS} characters")
+    return conversation_id
+
+
+def _vector_bytes(vector: Sequence[float]) -> bytes:
+    return np.asarray(vector, dtype=np.float32).tobytes()
+
+
+def add_memory(
+    content: str,
+    *,
+    tenant: str,
+    conversation_id: str = "",
+    kind: str = "note",
+    settings: Settings | None = None,
+    embeddings: Embeddings | None = None,
+    model_key: str | None = None,
+) -> Memory:
+    """Store a memory for `tenant` (and `conversation_id`, '' = the whole tenant), embedded for search.
+    Raises InvalidMemoryError on bad input and the embedding model's error when it is down (nothing is
+    stored then)."""
+    tenant = _check_tenant(tenant)
+    text = (content or "").strip()
+    if not text:
+        raise InvalidMemoryError("content: empty memory")
+    settings = _settings(settings)
+    database = _database(settings)
+    limit = settings.memory_max_chars
+    if len(text) > limit:
+        raise InvalidMemoryError(f"content: at most {limit} characters (RAG_MEMORY_MAX_CHARS)")
+    kind = (kind or "note").strip()[:MAX_KIND_CHARS] or "note"
+    conversation_id = _check_conversation(conversation_id or "") or ""
+    if embeddings is None:
+        embeddings, model_key = _embeddings()
+    vector = embeddings.embed_documents([text])[0]
+    with database.session() as session:
+        row = MemoryRow(
+            tenant=tenant,
+            conversation_id=conversation_id,
+            kind=kind,
+            content=text,
+            embedding=_vector_bytes(vector),
+            model_key=model_key or "custom",
+        )
+        session.add(row)
+        session.flush()
+        memory = _memory(row)
+    write_audit(
+        "memory_add",
+        tenant=tenant,
+        conversation_id=conversation_id,
+        database=database,
+        detail={"memory_id": memory.id, "kind": kind},
+    )
+    return memory
+
+
+def search_memories(
+    query: str,
+    *,
+    tenant: str,
+    conversation_id: str | None = None,
+    k: int | None = None,
+    settings: Settings | None = None,
+    embeddings: Embeddings | None = None,
+    model_key: str | None = None,
+) -> list[Memory]:
+    """The `k` memories of `tenant` most similar to `query` (cosine), best first; only those of
+    `conversation_id` when one is given."""
+    tenant = _check_tenant(tenant)
+    conversation_id = _check_conversation(conversation_id)
+    text = (query or "").strip()
+    if not text:
+        raise InvalidMemoryError("query: empty search")
+    settings = _settings(settings)
+    database = _database(settings)
+    k = k if k is not None else settings.memory_search_k
+    if k < 1:
+        raise InvalidMemoryError("k: at least 1")
+    if embeddings is None:
+        embeddings, model_key = _embeddings()
+    model_key = model_key or "custom"
+    statement = select(MemoryRow).where(MemoryRow.tenant == tenant)
+    if conversation_id is not None:
+        statement = statement.where(MemoryRow.conversation_id == conversation_id)
+    with database.session() as session:
+        rows = list(session.scalars(statement))
+        if not rows:
+            return []
+        stale = [row for row in rows if row.embedding is None or row.model_key != model_key]
+        if stale:  # embedded by another model (or never): bring them to the current one
+            for row, vector in zip(
+                stale, embeddings.embed_documents([row.content for row in stale]), strict=True
+            ):
+                row.embedding, row.model_key = _vector_bytes(vector), model_key
+        matrix = np.stack([np.frombuffer(row.embedding or b"", dtype=np.float32) for row in rows])
+        probe = np.asarray(embeddings.embed_query(text), dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(probe) or 1.0)
+        scores = matrix @ probe / np.where(norms == 0, 1.0, norms)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [_memory(rows[index], scores[index]) for index in order]
+
+
+def list_memories(
+    *,
+    tenant: str,
+    conversation_id: str | None = None,
+    limit: int = 100,
+    settings: Settings | None = None,
+) -> list[Memory]:
+    """The tenant's memories (of one conversation when given), newest first."""
+    tenant = _check_tenant(tenant)
+    statement = select(MemoryRow).where(MemoryRow.tenant == tenant)
+    if _check_conversation(conversation_id) is not None:
+        statement = statement.where(MemoryRow.conversation_id == conversation_id)
+    statement = statement.order_by(MemoryRow.id.desc()).limit(max(1, limit))
+    with _database(_settings(settings)).session() as session:
+        return [_memory(row) for row in session.scalars(statement)]
+
+
+def delete_memories(
+    *,
+    tenant: str,
+    memory_ids: Sequence[int] | None = None,
+    conversation_id: str | None = None,
+    everything: bool = False,
+    settings: Settings | None = None,
+) -> int:
+    """Delete the tenant's memories with these ids, or of this conversation, or all of them
+    (`everything=True`); return how many were deleted. Ids of another tenant's memories match nothing."""
+    tenant = _check_tenant(tenant)
+    conversation_id = _check_conversation(conversation_id)
+    if not memory_ids and conversation_id is None and not everything:
+        raise InvalidMemoryError(
+            "choose what to delete: memory ids, a conversation id, or everything of the tenant"
+        )
+    statement = delete(MemoryRow).where(MemoryRow.tenant == tenant)
+    if memory_ids:
+        statement = statement.where(MemoryRow.id.in_([int(memory_id) for memory_id in memory_ids]))
+    if conversation_id is not None:
+        statement = statement.where(MemoryRow.conversation_id == conversation_id)
+    database = _database(_settings(settings))
+    with database.session() as session:
+        deleted = int(session.execute(statement).rowcount or 0)
+    if deleted:
+        write_audit(
+            "memory_delete",
+            tenant=tenant,
+            conversation_id=conversation_id or "",
+            database=database,
+            detail={"deleted": deleted, "ids": list(memory_ids or [])},
+        )
+    return deleted
