@@ -8,7 +8,8 @@ the same before the graph writes anything (persistence.threads); this node is th
 whatever runs the graph (another checkpointer, the LangGraph server).
 
 The checkpointer keeps a thread's whole state between turns; only the conversation (`messages`) should carry
-over, so counters, documents, timings and answers are reset here through their reducers' RESET sentinel.
+over, so counters, documents, timings and answers are reset here (reducer-managed fields with LangGraph's
+`Overwrite`, through `reset`, so no placeholder reaches a streamed update).
 Bad input fails here, before any model or store is touched, with a message naming what is wrong.
 """
 
@@ -23,7 +24,7 @@ from langgraph.runtime import Runtime
 from persistence.threads import check_thread_access, thread_owner
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_context
-from state.graph_state import RESET, State
+from state.graph_state import State, reset
 
 
 class InvalidQuestionError(ValueError):
@@ -87,15 +88,15 @@ def start_turn(state: State, runtime: Runtime[Context], config: RunnableConfig) 
         "tenant": context.tenant,
         "filters": state.get("filters") or {},
         "conversation_id": state.get("conversation_id") or "",
-        "documents": RESET,
-        "queries_run": RESET,
-        "hops": RESET,
-        "retrieval_rounds": RESET,
-        "generation_rounds": RESET,
-        "llm_calls": RESET,
-        "timings_ms": RESET,
-        "usage": RESET,
-        "best_answer": RESET,
+        "documents": reset([]),
+        "queries_run": reset([]),
+        "hops": reset(0),
+        "retrieval_rounds": reset(0),
+        "generation_rounds": reset(0),
+        "llm_calls": reset(0),
+        "timings_ms": reset({}),
+        "usage": reset({}),
+        "best_answer": None,  # its reducer clears on None (see state.graph_state.reset)
         "queries": [],
         "sources": [],
         "retrieved": [],

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from config.settings import SearchMode, Settings, SettingsError, load_settings
 from evals.report import DEFAULT_RESULTS_DIR
+from service.cli_memory import memory_app
 from service.cli_summarize import summarize
 
 app = typer.Typer(
@@ -35,6 +36,7 @@ eval_app = typer.Typer(
 )
 app.add_typer(eval_app, name="eval")
 app.command("summarize")(summarize)
+app.add_typer(memory_app, name="memory")
 
 console = Console()
 error_console = Console(stderr=True)

@@ -1,8 +1,10 @@
 """The graph's typed state: what callers pass (InputState), what nodes share (State), what comes out
 (OutputState), and the named reducers that merge node updates.
 
-Per-turn fields are reset by `contextualize` at the start of each turn (the checkpointer keeps a thread's
-state between turns, and only `messages` should carry over). Reducers understand the RESET sentinel for that.
+Per-turn fields are reset by `start_turn` at the start of each turn (the checkpointer keeps a thread's state
+between turns, and only `messages` and the thread's owner should carry over). Reducer-managed fields are reset
+with LangGraph's `Overwrite` (`reset(value)`), which bypasses the reducer: no placeholder value ever reaches a
+channel, a streamed update or a checkpoint.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
+from langgraph.types import Overwrite
 from typing_extensions import TypedDict  # not typing's: JSON schemas need it on Python < 3.12 (see schemas)
 
 from state.schemas import AnswerCandidate, Citation, RetrievedDoc, SearchQuery
@@ -18,59 +21,58 @@ from state.schemas import AnswerCandidate, Citation, RetrievedDoc, SearchQuery
 RetrievalDecision = Literal["generate", "reformulate", "not_found"]
 AnswerAction = Literal["accept", "retrieve", "regenerate", "give_up"]
 
-#: Sent as an update to a reducer-managed field to clear it (reducers below understand it).
-RESET: Any = "__reset__"
+#: The placeholder that older versions wrote to reset a field; threads checkpointed by them may still hold
+#: it, so reducers read it as "empty". Nothing writes it any more.
+LEGACY_RESET = "__reset__"
+
+
+def reset(value: Any) -> Overwrite:
+    """An update that sets a reducer-managed field to `value`, bypassing its reducer (start_turn's reset).
+
+    Only for fields whose type has an empty value (list, dict, int): LangGraph stores a channel's very first
+    write as is, so on a field that starts unset (`best_answer`) the wrapper itself would be stored; that one
+    is cleared by writing None, which its reducer understands."""
+    return Overwrite(value)
 
 
 def _value(current: Any, empty: Any) -> Any:
-    """The channel's value, or `empty` when unset or still holding RESET (a channel's very first write is
-    stored as is, without calling the reducer)."""
-    return empty if current is None or (isinstance(current, str) and current == RESET) else current
+    """The channel's value, or `empty` when unset or holding a legacy reset placeholder."""
+    return empty if current is None or (isinstance(current, str) and current == LEGACY_RESET) else current
 
 
-def merge_documents(
-    current: list[RetrievedDoc] | None, update: list[RetrievedDoc] | str
-) -> list[RetrievedDoc]:
-    """Union by chunk id, keeping the better-scored copy; RESET clears. Fan-out retrievals merge here."""
-    if update == RESET:
-        return []
+def merge_documents(current: list[RetrievedDoc] | None, update: list[RetrievedDoc]) -> list[RetrievedDoc]:
+    """Union by chunk id, keeping the better-scored copy. Fan-out retrievals merge here."""
     merged: dict[str, RetrievedDoc] = {doc["chunk_id"]: doc for doc in _value(current, [])}
-    for doc in update:  # type: ignore[union-attr]
+    for doc in update:
         kept = merged.get(doc["chunk_id"])
         if kept is None or doc["score"] > kept["score"] or doc["relevance"] > kept["relevance"]:
             merged[doc["chunk_id"]] = doc
     return sorted(merged.values(), key=lambda doc: doc["score"], reverse=True)
 
 
-def add_count(current: int | None, update: int | str) -> int:
-    """Counter: adds increments; RESET sets it to 0. Loop bounds read these counters."""
-    if update == RESET:
-        return 0
+def add_count(current: int | None, update: int) -> int:
+    """Counter: adds increments. Loop bounds read these counters."""
     return _value(current, 0) + int(update)
 
 
-def add_numbers(current: dict[str, float] | None, update: dict[str, float] | str) -> dict[str, float]:
-    """Per-key sums (timings in ms, token usage); RESET clears."""
-    if update == RESET:
-        return {}
+def add_numbers(current: dict[str, float] | None, update: dict[str, float]) -> dict[str, float]:
+    """Per-key sums (timings in ms, token usage)."""
     merged = dict(_value(current, {}))
-    for key, value in update.items():  # type: ignore[union-attr]
+    for key, value in update.items():
         merged[key] = merged.get(key, 0) + value
     return merged
 
 
-def extend_or_reset(current: list[Any] | None, update: list[Any] | str) -> list[Any]:
-    """Append-only list (queries run, trace); RESET clears."""
-    if update == RESET:
-        return []
-    return [*_value(current, []), *update]  # type: ignore[misc]
+def extend_or_reset(current: list[Any] | None, update: list[Any]) -> list[Any]:
+    """Append-only list (queries run, trace); start_turn resets it with `reset([])`."""
+    return [*_value(current, []), *update]
 
 
 def keep_best_answer(
-    current: AnswerCandidate | None, update: AnswerCandidate | str | None
+    current: AnswerCandidate | None, update: AnswerCandidate | None
 ) -> AnswerCandidate | None:
-    """The best-graded answer so far (ties go to the later one); RESET clears."""
-    if update == RESET or update is None:
+    """The best-graded answer so far (ties go to the later one); None clears."""
+    if update is None:
         return None
     current = _value(current, None)
     if current is None or update["score"] >= current["score"]:  # type: ignore[index]
