@@ -17,6 +17,7 @@ from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
 from prompts.grading import RELEVANCE_GRADER_PROMPT, RELEVANCE_GRADER_SYSTEM
+from retrieval.injection import neutralize
 from retrieval.keyword import analyze
 from retrieval.tokens import truncate_to_tokens
 from state.context import Context, run_context
@@ -83,7 +84,7 @@ def llm_relevance_grades(
     """
     resources = get_resources()
     listing = "\n\n".join(
-        f"[{index}] {truncate_to_tokens(doc['text'], LLM_PASSAGE_TOKENS)}"
+        f"[{index}] {neutralize(truncate_to_tokens(doc['text'], LLM_PASSAGE_TOKENS))}"
         for index, doc in enumerate(docs, start=1)
     )
     messages = [

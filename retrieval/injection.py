@@ -19,9 +19,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-#: The fence around the numbered sources in answer prompts (the system prompts name them).
-SOURCES_OPEN = "<<<SOURCES>>>"
-SOURCES_CLOSE = "<<<END SOURCES>>>"
+from prompts.answer import SOURCES_CLOSE, SOURCES_OPEN
+
+#: The fence (defined with the prompts that name it), re-exported next to what defends it.
+FENCE = (SOURCES_OPEN, SOURCES_CLOSE)
 
 #: Phrases of instructions addressed to a model (matched case-insensitively inside one sentence).
 _INSTRUCTION = re.compile(
@@ -60,7 +61,7 @@ _HEADING_ROLE = re.compile(
     r"(?im)^([ \t]*)#{1,6}[ \t]*(system|assistant|user|human|instructions?|response)\b"
 )
 #: A copy of a source header inside a passage ("[2] (File: x.md)") would read as another source.
-_FAKE_HEADER = re.compile(r"\((File|Source|Page)\s*:", re.IGNORECASE)
+_FAKE_HEADER = re.compile(r"\((File|Source|Page)\s*:\s*", re.IGNORECASE)
 #: Tokens that can carry an obeyed instruction into an answer: words with a digit or in capitals, numbers.
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 

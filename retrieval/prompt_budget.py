@@ -27,6 +27,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from prompts.answer import ANSWER_USER_TEMPLATE_EN
+from retrieval.injection import neutralize
 from retrieval.tokens import count_tokens, truncate_to_tokens
 from state.schemas import RetrievedDoc
 
@@ -73,8 +74,10 @@ def strip_source_headers(text: str) -> str:
 
 
 def format_source(label: int, doc: RetrievedDoc, text: str | None = None) -> str:
-    """The block of one source: its header line, then its text (or the given truncated text)."""
-    return f"{source_header(label, doc)}\n{doc['text'] if text is None else text}"
+    """The block of one source: its header line, then its text (or the given truncated text), neutralised:
+    a passage is untrusted data inside the prompt's fence, so look-alikes of the fence, chat role markers and
+    source headers in it are defanged (retrieval.injection.neutralize) before it is counted and packed."""
+    return f"{source_header(label, doc)}\n{neutralize(doc['text'] if text is None else text)}"
 
 
 def _with_truncated_block(
