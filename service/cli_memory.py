@@ -1,0 +1,165 @@
+"""`rag memory add | search | list | delete | stats`: the memories table (persistence/memories.py) and the row
+counts of the app tables, from the command line.
+
+Registered in service/cli.py with one line (`app.add_typer(memory_app, name="memory")`); imports stay inside
+the commands so `rag` starts fast. Bad input exits 2 with one line, an app database or embedding model that
+cannot be used exits 1 (service.cli.user_errors does both).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+memory_app = typer.Typer(
+    help="Memories kept per tenant and conversation: add, search by meaning, list, delete; table row counts.",
+    no_args_is_help=True,
+)
+
+TenantOption = Annotated[
+    str | None, typer.Option(help="Tenant of the memories (default: RAG_DEFAULT_TENANT).")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """The CLI's one-line errors, plus the app database's own (exit 1)."""
+    from persistence.database import DatabaseUnavailableError
+    from service.cli import EXIT_UNAVAILABLE, fail, settings_or_exit, user_errors
+
+    settings_or_exit()
+    try:
+        with user_errors():
+            yield
+    except DatabaseUnavailableError as error:
+        fail(str(error), EXIT_UNAVAILABLE)
+
+
+def _tenant(tenant: str | None) -> str:
+    from nodes.resources import get_resources
+
+    return tenant if tenant is not None else get_resources().settings.default_tenant
+
+
+def _print_json(value: object) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
+
+
+def _show(memories: list, as_json: bool, empty: str) -> None:  # noqa: ANN001 - list of Memory
+    from service.cli import console
+
+    if as_json:
+        _print_json([memory.as_dict() for memory in memories])
+        return
+    if not memories:
+        console.print(empty, highlight=False, markup=False)
+        return
+    for memory in memories:
+        score = "" if memory.score is None else f"{memory.score:.3f}  "
+        scope = f" [{memory.conversation_id}]" if memory.conversation_id else ""
+        console.print(f"{memory.id:>5}  {score}{memory.content}{scope}", highlight=False, markup=False)
+
+
+@memory_app.command("add")
+def add(
+    text: Annotated[str, typer.Argument(help="What to remember.")],
+    tenant: TenantOption = None,
+    conversation_id: Annotated[
+        str, typer.Option("--conversation-id", help="Keep it for one conversation ('' = the whole tenant).")
+    ] = "",
+    kind: Annotated[str, typer.Option(help="A label for the memory (note, preference, fact...).")] = "note",
+    as_json: JsonOption = False,
+) -> None:
+    """Store a memory (embedded with the knowledge base's model for search)."""
+    from persistence.memories import add_memory
+    from service.cli import console
+
+    with _errors():
+        memory = add_memory(text, tenant=_tenant(tenant), conversation_id=conversation_id, kind=kind)
+    if as_json:
+        _print_json(memory.as_dict())
+    else:
+        console.print(f"added memory {memory.id} for tenant {memory.tenant}", highlight=False, markup=False)
+
+
+@memory_app.command("search")
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for (by meaning, not exact words).")],
+    tenant: TenantOption = None,
+    conversation_id: Annotated[
+        str | None, typer.Option("--conversation-id", help="Only this conversation's memories.")
+    ] = None,
+    k: Annotated[int | None, typer.Option("--k", help="How many (default: RAG_MEMORY_SEARCH_K).")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The tenant's memories most similar to QUERY, best first, with their cosine similarity."""
+    from persistence.memories import search_memories
+
+    with _errors():
+        found = search_memories(query, tenant=_tenant(tenant), conversation_id=conversation_id, k=k)
+    _show(found, as_json, "no memories")
+
+
+@memory_app.command("list")
+def list_command(
+    tenant: TenantOption = None,
+    conversation_id: Annotated[
+        str | None, typer.Option("--conversation-id", help="Only this conversation's memories.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 100,
+    as_json: JsonOption = False,
+) -> None:
+    """The tenant's memories, newest first."""
+    from persistence.memories import list_memories
+
+    with _errors():
+        found = list_memories(tenant=_tenant(tenant), conversation_id=conversation_id, limit=limit)
+    _show(found, as_json, "no memories")
+
+
+@memory_app.command("delete")
+def delete(
+    ids: Annotated[list[int] | None, typer.Argument(help="Ids of the memories to delete.")] = None,
+    tenant: TenantOption = None,
+    conversation_id: Annotated[
+        str | None, typer.Option("--conversation-id", help="Delete this conversation's memories.")
+    ] = None,
+    everything: Annotated[bool, typer.Option("--all", help="Delete every memory of the tenant.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete memories of the tenant by id, by conversation, or all of them (--all)."""
+    from persistence.memories import delete_memories
+    from service.cli import console
+
+    with _errors():
+        deleted = delete_memories(
+            tenant=_tenant(tenant),
+            memory_ids=ids or None,
+            conversation_id=conversation_id,
+            everything=everything,
+        )
+    if as_json:
+        _print_json({"deleted": deleted})
+    else:
+        console.print(f"deleted {deleted} memories", highlight=False, markup=False)
+
+
+@memory_app.command("stats")
+def stats(as_json: JsonOption = False) -> None:
+    """Row counts of the app tables: sessions, conversations, memories, audit_logs, semantic_cache."""
+    from persistence.database import database_stats
+    from service.cli import console
+
+    with _errors():
+        counts = database_stats()
+    if as_json:
+        _print_json(counts)
+        return
+    for table, rows in counts.items():
+        console.print(f"{table:<16}{rows:>10}", highlight=False, markup=False)
