@@ -45,7 +45,9 @@ def hit_update(payload: dict[str, Any]) -> dict[str, Any]:
     """The state update of a cache hit: the cached answer as this turn's answer and AI message."""
     answer = str(payload.get("answer") or "")
     sources = list(payload.get("sources") or [])
+    analysis = {"analysis": dict(payload["analysis"])} if payload.get("analysis") else {}
     return {
+        **analysis,
         "answer": answer,
         "citations": list(payload.get("citations") or []),
         "sources": sources,

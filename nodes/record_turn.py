@@ -39,8 +39,16 @@ logger = logging.getLogger(__name__)
 SUB_TIMINGS = frozenset({"model", "retrieval"})
 #: Metadata keys the LangGraph server puts on its runs.
 SERVER_METADATA = ("assistant_id", "graph_id")
-#: The cached part of an answer.
-CACHED_FIELDS = ("answer", "citations", "sources", "renderings", "unsupported_sentences", "strategy")
+#: The cached part of an answer (the analysis too, so a hit is recorded with the answer mode it was made in).
+CACHED_FIELDS = (
+    "answer",
+    "citations",
+    "sources",
+    "renderings",
+    "unsupported_sentences",
+    "strategy",
+    "analysis",
+)
 
 
 def run_config() -> RunnableConfig:

@@ -22,6 +22,7 @@ from persistence.database import (
     ConversationRow,
     Database,
     SessionRow,
+    as_utc,
     get_database,
     to_json,
     utcnow,
@@ -175,5 +176,5 @@ def _audit_dict(row: AuditLogRow) -> dict[str, Any]:
         "not_found": row.not_found,
         "latency_ms": row.latency_ms,
         "detail": json.loads(row.detail or "{}"),
-        "created_at": row.created_at.isoformat(),
+        "created_at": as_utc(row.created_at).isoformat(),
     }

@@ -40,7 +40,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import Engine, make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from config.settings import Settings
@@ -54,12 +54,23 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 
 
 class DatabaseUnavailableError(RuntimeError):
-    """The app database cannot be opened or migrated (bad URL, server down, unwritable file)."""
+    """The app database cannot be opened or migrated (server down, unwritable file): exit 1 / HTTP 503."""
+
+
+class InvalidDatabaseUrlError(ValueError):
+    """RAG_DATABASE_URL is not a URL SQLAlchemy can use (malformed, unknown dialect or driver): a bad
+    setting, so bad input (exit 2), not a database that is down."""
 
 
 def utcnow() -> datetime:
     """Timestamps are stored in UTC."""
     return datetime.now(UTC)
+
+
+def as_utc(moment: datetime) -> datetime:
+    """A stored timestamp as an aware UTC datetime: SQLite hands `DateTime(timezone=True)` values back
+    naive (it has no time zone type), other databases aware; readers must not see the difference."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 class Base(DeclarativeBase):
@@ -121,6 +132,8 @@ class MemoryRow(Base):
     embedding: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     """float32 vector of `content` by the knowledge base's embedding model `model_key`."""
     model_key: Mapped[str] = mapped_column(String(128), nullable=False, default="")
+    metadata_json: Mapped[str] = mapped_column(Text, nullable=False, default="{}", server_default="{}")
+    """JSON object of the caller's metadata (source, tags...), returned as given (revision 0002)."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
 
 
@@ -225,23 +238,29 @@ class Database:
 
 
 def open_database(url: str) -> Database:
-    """Create the engine for `url` and migrate the database to head; DatabaseUnavailableError if it cannot."""
+    """Create the engine for `url` and migrate the database to head. InvalidDatabaseUrlError for a URL that
+    cannot name a database, DatabaseUnavailableError for one that cannot be opened or migrated now."""
     try:
         parsed = make_url(url)
     except Exception as error:  # noqa: BLE001 - any parse failure is a bad setting
-        raise DatabaseUnavailableError(f"RAG_DATABASE_URL {url!r} is not a database URL: {error}") from None
+        raise InvalidDatabaseUrlError(f"RAG_DATABASE_URL is not a database URL: {error}") from None
+    shown = parsed.render_as_string(hide_password=True)
     sqlite = parsed.get_backend_name() == "sqlite"
-    if sqlite and parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     try:
         engine = create_engine(url, pool_pre_ping=not sqlite)
+    except (NoSuchModuleError, ImportError, SQLAlchemyError, TypeError, ValueError) as error:
+        # an unknown dialect, a driver that is not installed, query arguments the driver refuses
+        raise InvalidDatabaseUrlError(f"RAG_DATABASE_URL {shown}: {error}") from None
+    try:
+        if sqlite and parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         if sqlite:
             event.listen(engine, "connect", _configure_sqlite)
         upgrade(engine)
     except (SQLAlchemyError, OSError, ImportError) as error:
-        raise DatabaseUnavailableError(
-            f"cannot open the app database {parsed.render_as_string(hide_password=True)}: {error}"
-        ) from error
+        engine.dispose()
+        reason = str(getattr(error, "orig", None) or error).splitlines()[0]
+        raise DatabaseUnavailableError(f"cannot open the app database {shown}: {reason}") from error
     return Database(url, engine, sessionmaker(engine, expire_on_commit=False))
 
 

@@ -12,9 +12,12 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from config.settings import Settings
 
 memory_app = typer.Typer(
     help="Memories kept per tenant and conversation: add, search by meaning, list, delete; table row counts.",
@@ -28,23 +31,36 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 
 @contextmanager
-def _errors() -> Iterator[None]:
-    """The CLI's one-line errors, plus the app database's own (exit 1)."""
+def _errors() -> Iterator[Settings]:
+    """The settings of this command (the tables they name), with the CLI's one-line errors plus the app
+    database's own: a malformed RAG_DATABASE_URL is bad input (exit 2), a database that cannot be opened
+    exit 1."""
     from persistence.database import DatabaseUnavailableError
     from service.cli import EXIT_UNAVAILABLE, fail, settings_or_exit, user_errors
 
-    settings_or_exit()
+    settings = settings_or_exit()
     try:
         with user_errors():
-            yield
+            yield settings
     except DatabaseUnavailableError as error:
         fail(str(error), EXIT_UNAVAILABLE)
 
 
-def _tenant(tenant: str | None) -> str:
-    from nodes.resources import get_resources
+def _tenant(tenant: str | None, settings: Settings) -> str:
+    return tenant if tenant is not None else settings.default_tenant
 
-    return tenant if tenant is not None else get_resources().settings.default_tenant
+
+def _metadata(raw: str | None) -> dict[str, object] | None:
+    """--metadata parsed: a JSON object (anything else is bad input, exit 2)."""
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"--metadata: not JSON ({error.msg} at character {error.pos})") from None
+    if not isinstance(value, dict):
+        raise ValueError("--metadata: must be a JSON object")
+    return value
 
 
 def _print_json(value: object) -> None:
@@ -74,14 +90,24 @@ def add(
         str, typer.Option("--conversation-id", help="Keep it for one conversation ('' = the whole tenant).")
     ] = "",
     kind: Annotated[str, typer.Option(help="A label for the memory (note, preference, fact...).")] = "note",
+    metadata: Annotated[
+        str | None, typer.Option(help='Metadata kept with it, a JSON object: \'{"source": "call"}\'.')
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Store a memory (embedded with the knowledge base's model for search)."""
     from persistence.memories import add_memory
     from service.cli import console
 
-    with _errors():
-        memory = add_memory(text, tenant=_tenant(tenant), conversation_id=conversation_id, kind=kind)
+    with _errors() as settings:
+        memory = add_memory(
+            text,
+            tenant=_tenant(tenant, settings),
+            conversation_id=conversation_id,
+            kind=kind,
+            metadata=_metadata(metadata),
+            settings=settings,
+        )
     if as_json:
         _print_json(memory.as_dict())
     else:
@@ -101,8 +127,10 @@ def search(
     """The tenant's memories most similar to QUERY, best first, with their cosine similarity."""
     from persistence.memories import search_memories
 
-    with _errors():
-        found = search_memories(query, tenant=_tenant(tenant), conversation_id=conversation_id, k=k)
+    with _errors() as settings:
+        found = search_memories(
+            query, tenant=_tenant(tenant, settings), conversation_id=conversation_id, k=k, settings=settings
+        )
     _show(found, as_json, "no memories")
 
 
@@ -118,8 +146,10 @@ def list_command(
     """The tenant's memories, newest first."""
     from persistence.memories import list_memories
 
-    with _errors():
-        found = list_memories(tenant=_tenant(tenant), conversation_id=conversation_id, limit=limit)
+    with _errors() as settings:
+        found = list_memories(
+            tenant=_tenant(tenant, settings), conversation_id=conversation_id, limit=limit, settings=settings
+        )
     _show(found, as_json, "no memories")
 
 
@@ -137,12 +167,13 @@ def delete(
     from persistence.memories import delete_memories
     from service.cli import console
 
-    with _errors():
+    with _errors() as settings:
         deleted = delete_memories(
-            tenant=_tenant(tenant),
+            tenant=_tenant(tenant, settings),
             memory_ids=ids or None,
             conversation_id=conversation_id,
             everything=everything,
+            settings=settings,
         )
     if as_json:
         _print_json({"deleted": deleted})
@@ -156,8 +187,8 @@ def stats(as_json: JsonOption = False) -> None:
     from persistence.database import database_stats
     from service.cli import console
 
-    with _errors():
-        counts = database_stats()
+    with _errors() as settings:
+        counts = database_stats(settings)
     if as_json:
         _print_json(counts)
         return
