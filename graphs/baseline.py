@@ -13,6 +13,7 @@ from nodes.cite import cite
 from nodes.generate import generate
 from nodes.record_turn import record_turn_node
 from nodes.start_turn import start_turn
+from persistence.checkpointer import with_durability
 from state.context import Context
 from state.graph_state import InputState, OutputState, State
 
@@ -33,7 +34,7 @@ def build_baseline_graph(checkpointer: BaseCheckpointSaver | None = None) -> Com
     builder.add_edge("generate", "cite")
     builder.add_edge("cite", "record_turn")
     builder.add_edge("record_turn", END)
-    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    return with_durability(builder.compile(checkpointer=checkpointer, name=GRAPH_NAME), checkpointer)
 
 
 #: The graph langgraph.json names: compiled without a checkpointer.

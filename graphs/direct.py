@@ -13,6 +13,7 @@ from langgraph.graph.state import CompiledStateGraph
 from nodes.cite import cite
 from nodes.generate import generate
 from nodes.start_turn import start_turn
+from persistence.checkpointer import with_durability
 from state.context import Context
 from state.graph_state import InputState, OutputState, State
 
@@ -29,7 +30,7 @@ def build_direct_graph(checkpointer: BaseCheckpointSaver | None = None) -> Compi
     builder.add_edge("start_turn", "generate")
     builder.add_edge("generate", "cite")
     builder.add_edge("cite", END)
-    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    return with_durability(builder.compile(checkpointer=checkpointer, name=GRAPH_NAME), checkpointer)
 
 
 graph = build_direct_graph()

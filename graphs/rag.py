@@ -37,6 +37,7 @@ from nodes.retrieve import retrieve
 from nodes.rewrite import rewrite
 from nodes.select_strategy import select_strategy
 from nodes.start_turn import start_turn
+from persistence.checkpointer import with_durability
 from state.context import Context
 from state.graph_state import InputState, OutputState, State
 
@@ -78,9 +79,9 @@ def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStat
     builder.add_edge("cite", "record_turn")
     builder.add_edge("not_found", "record_turn")
     builder.add_edge("record_turn", END)
-    return builder.compile(checkpointer=checkpointer, name=GRAPH_NAME).with_config(
-        {"recursion_limit": RECURSION_LIMIT}
-    )
+    compiled = builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
+    # One checkpoint per turn by default (RAG_CHECKPOINT_DURABILITY): see persistence/checkpointer.py.
+    return with_durability(compiled, checkpointer).with_config({"recursion_limit": RECURSION_LIMIT})
 
 
 #: The graph langgraph.json names: compiled without a checkpointer (the server brings its own).

@@ -1,25 +1,158 @@
-"""Checkpointers: where conversations (thread state) are stored.
+"""Checkpointers: where conversations (thread state) are stored, and how that storage stays bounded.
 
 SQLite by default (`<data_dir>/checkpoints.sqlite`), sync for `graph.invoke` and async for the server and
 `ainvoke`; Postgres to scale out (`RAG_CHECKPOINT_URL=postgresql://...`, needs the `postgres` extra).
 The sync and async savers are separate classes: a sync `invoke` on the async saver raises.
+
+Storage bounds (issue 7 §6). Each SQLite checkpoint holds the thread's whole state, so what a turn costs is
+(checkpoints written per turn) x (state size):
+- checkpoints per turn: graphs compiled with a checkpointer run with `durability=RAG_CHECKPOINT_DURABILITY`
+  ("exit" by default: one checkpoint when the turn ends or fails, instead of one per step, ~12-18 a turn).
+  The trade-off: a turn that crashes mid-way restarts from its beginning, never from a half-done step,
+  which is what a question-answer turn wants anyway. `with_durability` applies it; a caller's own
+  `durability=` wins.
+- state size: start_turn resets per-turn fields, and cite empties the working `documents` once `retrieved`
+  holds them, so each passage's text is stored once per checkpoint (state/graph_state.py).
+- checkpoints kept: the savers below prune old checkpoints of a thread after each save, keeping the newest
+  `RAG_CHECKPOINT_KEEP` (0 = all: time travel over every turn); the LangGraph server's saver, which the server
+  drives with its own per-step durability, keeps `RAG_SERVER_CHECKPOINT_KEEP` (at least 1). They also
+  implement `prune` / `aprune` (the BaseCheckpointSaver API the server calls: "keep_latest" or "delete").
+  No channel of these graphs is a DeltaChannel, so the newest checkpoint alone holds the whole state.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+import aiosqlite
+from langchain_core.runnables import RunnableConfig
+from langgraph._internal._constants import CONFIG_KEY_DURABILITY
+from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
 from persistence.threads import OwnerCheckedAsyncSqliteSaver, OwnerCheckedSqliteSaver
 
 POSTGRES_INSTALL_HINT = "pip install langgraph-checkpoint-postgres 'psycopg[binary]'"
+#: Prune strategies of BaseCheckpointSaver.prune ("delete_all" is the server adapter's name for "delete").
+KEEP_LATEST = "keep_latest"
+DELETE_STRATEGIES = frozenset({"delete", "delete_all"})
+
+# The oldest checkpoint to keep in one namespace of a thread: the N-th newest (NULL when there are fewer,
+# so nothing is deleted). Checkpoint ids are time-ordered (uuid6), as LangGraph's own "latest" query assumes.
+_OLDEST_KEPT = (
+    "(SELECT kept.checkpoint_id FROM checkpoints AS kept WHERE kept.thread_id = ? "
+    "AND kept.checkpoint_ns = {table}.checkpoint_ns ORDER BY kept.checkpoint_id DESC LIMIT 1 OFFSET ?)"
+)
+#: Writes of pruned checkpoints go first (the kept ones' pending writes stay), then the checkpoints.
+PRUNE_STATEMENTS = (
+    "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id < " + _OLDEST_KEPT.format(table="writes"),
+    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < "
+    + _OLDEST_KEPT.format(table="checkpoints"),
+)
+
+
+def prune_parameters(thread_id: str, keep: int) -> tuple[str, str, int]:
+    """Parameters of each PRUNE_STATEMENTS statement: keep the `keep` newest checkpoints (keep >= 1)."""
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    return (str(thread_id), str(thread_id), keep - 1)
+
+
+def _checked_strategy(strategy: str) -> str:
+    if strategy != KEEP_LATEST and strategy not in DELETE_STRATEGIES:
+        raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+    return strategy
+
+
+class PruningSqliteSaver(OwnerCheckedSqliteSaver):
+    """The owner-checked SqliteSaver (a run of one tenant cannot load another's thread) that keeps at
+    most `keep` checkpoints per thread (0 = all) and can prune on demand."""
+
+    def __init__(self, conn: sqlite3.Connection, *, keep: int = 0) -> None:
+        super().__init__(conn)
+        self.keep = keep
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
+        saved = super().put(config, checkpoint, metadata, new_versions)
+        if self.keep:
+            self._keep_newest(str(saved["configurable"]["thread_id"]), self.keep)
+        return saved
+
+    def _keep_newest(self, thread_id: str, keep: int) -> None:
+        with self.cursor() as cur:
+            for statement in PRUNE_STATEMENTS:
+                cur.execute(statement, prune_parameters(thread_id, keep))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
+        """'keep_latest': each thread keeps only its newest checkpoint; 'delete': threads are removed."""
+        for thread_id in thread_ids:
+            if _checked_strategy(strategy) == KEEP_LATEST:
+                self._keep_newest(str(thread_id), 1)
+            else:
+                self.delete_thread(str(thread_id))
+
+
+class PruningAsyncSqliteSaver(OwnerCheckedAsyncSqliteSaver):
+    """The owner-checked AsyncSqliteSaver with the same bounds, and the `aprune` the LangGraph server asks
+    custom savers for."""
+
+    def __init__(self, conn: aiosqlite.Connection, *, keep: int = 0) -> None:
+        super().__init__(conn)
+        self.keep = keep
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
+        saved = await super().aput(config, checkpoint, metadata, new_versions)
+        if self.keep:
+            await self._akeep_newest(str(saved["configurable"]["thread_id"]), self.keep)
+        return saved
+
+    async def _akeep_newest(self, thread_id: str, keep: int) -> None:
+        await self.setup()
+        async with self.lock, self.conn.cursor() as cur:
+            for statement in PRUNE_STATEMENTS:
+                await cur.execute(statement, prune_parameters(thread_id, keep))
+            await self.conn.commit()
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
+        """'keep_latest': each thread keeps only its newest checkpoint; 'delete': threads are removed."""
+        for thread_id in thread_ids:
+            if _checked_strategy(strategy) == KEEP_LATEST:
+                await self._akeep_newest(str(thread_id), 1)
+            else:
+                await self.adelete_thread(str(thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
+        """Sync `aprune`, called from another thread than the saver's event loop (like its other sync
+        methods)."""
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                raise asyncio.InvalidStateError(
+                    "Synchronous calls to AsyncSqliteSaver are only allowed from a different thread; "
+                    "use `await saver.aprune(...)` here"
+                )
+        except RuntimeError:
+            pass
+        asyncio.run_coroutine_threadsafe(self.aprune(thread_ids, strategy=strategy), self.loop).result()
 
 
 def _path(settings: Settings | None, path: Path | None) -> Path:
@@ -28,30 +161,62 @@ def _path(settings: Settings | None, path: Path | None) -> Path:
     return target
 
 
-def sqlite_checkpointer(settings: Settings | None = None, path: Path | None = None) -> SqliteSaver:
-    """A sync SQLite saver that lives as long as the process (for the CLI and `graph.invoke`)."""
+def sqlite_checkpointer(
+    settings: Settings | None = None, path: Path | None = None, *, keep: int | None = None
+) -> PruningSqliteSaver:
+    """A sync SQLite saver that lives as long as the process (for the CLI and `graph.invoke`); it keeps
+    `keep` checkpoints per thread (default RAG_CHECKPOINT_KEEP; 0 = all)."""
     connection = sqlite3.connect(str(_path(settings, path)), check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
-    saver = OwnerCheckedSqliteSaver(connection)  # a run of one tenant cannot load another's thread
+    saver = PruningSqliteSaver(
+        connection, keep=(settings or get_settings()).checkpoint_keep if keep is None else keep
+    )
     saver.setup()
     return saver
 
 
 @asynccontextmanager
 async def async_sqlite_checkpointer(
-    settings: Settings | None = None, path: Path | None = None
-) -> AsyncIterator[AsyncSqliteSaver]:
+    settings: Settings | None = None, path: Path | None = None, *, keep: int | None = None
+) -> AsyncIterator[PruningAsyncSqliteSaver]:
     """An async SQLite saver (for `ainvoke` / `astream` and the LangGraph server)."""
-    async with OwnerCheckedAsyncSqliteSaver.from_conn_string(str(_path(settings, path))) as saver:
+    keep = (settings or get_settings()).checkpoint_keep if keep is None else keep
+    async with aiosqlite.connect(str(_path(settings, path))) as connection:
+        saver = PruningAsyncSqliteSaver(connection, keep=keep)
         await saver.setup()
         yield saver
 
 
 @asynccontextmanager
-async def server_checkpointer() -> AsyncIterator[AsyncSqliteSaver]:
-    """The factory langgraph.json names: server conversations go to the same SQLite file as the CLI's."""
-    async with async_sqlite_checkpointer() as saver:
+async def server_checkpointer() -> AsyncIterator[PruningAsyncSqliteSaver]:
+    """The factory langgraph.json names: server conversations go to the same SQLite file as the CLI's.
+
+    The server runs graphs with its own durability (a checkpoint per step), so this saver always prunes:
+    it keeps max(RAG_CHECKPOINT_KEEP, RAG_SERVER_CHECKPOINT_KEEP) checkpoints per thread (time travel
+    over the last steps still works), and implements `aprune` for the server's thread pruning."""
+    settings = get_settings()
+    keep = max(settings.checkpoint_keep, settings.server_checkpoint_keep)
+    async with async_sqlite_checkpointer(settings, keep=keep) as saver:
         yield saver
+
+
+def with_durability(
+    graph: CompiledStateGraph, checkpointer: BaseCheckpointSaver | None, settings: Settings | None = None
+) -> CompiledStateGraph:
+    """`graph` running with `durability=RAG_CHECKPOINT_DURABILITY` by default when it has a checkpointer.
+
+    Set through LangGraph's own config key, which `invoke` / `stream` read when the caller passes no
+    `durability=` (an explicit one still wins, as the server's does). Without a checkpointer it is unchanged:
+    durability means nothing there (LangGraph warns if it is given)."""
+    if checkpointer is None:
+        return graph
+    durability = (settings or get_settings()).checkpoint_durability
+    return graph.with_config({"configurable": {CONFIG_KEY_DURABILITY: durability}})
+
+
+def durability_of(graph: Any) -> str | None:
+    """The default durability a compiled graph runs with (None = LangGraph's own, "async")."""
+    return ((getattr(graph, "config", None) or {}).get("configurable") or {}).get(CONFIG_KEY_DURABILITY)
 
 
 @contextmanager
