@@ -15,6 +15,7 @@ Without `context=` the nodes get `Context()` (see `run_context`).
 
 from __future__ import annotations
 
+import asyncio
 import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
@@ -33,6 +34,7 @@ from config.settings import (
     RewriteOverride,
     SearchMode,
     Settings,
+    SettingsError,
     load_settings,
 )
 
@@ -56,11 +58,12 @@ def setting_name(context_field: str) -> str | None:
     return SETTING_NAMES.get(context_field, context_field)
 
 
-def _environment_key() -> tuple[Any, ...]:
+def _rag_variables() -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((name, os.environ[name]) for name in os.environ if name.upper().startswith("RAG_")))
+
+
+def _environment_key(variables: tuple[tuple[str, str], ...]) -> tuple[Any, ...]:
     """What Settings are read from: the RAG_* variables, the working directory and its `.env` file."""
-    variables = tuple(
-        sorted((name, os.environ[name]) for name in os.environ if name.upper().startswith("RAG_"))
-    )
     cwd = os.getcwd()
     try:
         stat = os.stat(Path(cwd) / ".env")
@@ -75,11 +78,34 @@ def _settings_for(_key: tuple[Any, ...]) -> Settings:
     return load_settings()
 
 
+#: (RAG_* variables, settings) of the last read: what a Context made inside an event loop reuses.
+_latest: tuple[tuple[tuple[str, str], ...], Settings] | None = None
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 def default_settings() -> Settings:
     """The settings the context's defaults come from: read like `get_settings()` (environment, then `.env`),
     but re-read when the environment changes, so a Context made after `RAG_TOP_K` changed sees it (tests,
-    notebooks). Raises SettingsError naming the variable when the environment is invalid."""
-    return _settings_for(_environment_key())
+    notebooks). Raises SettingsError naming the variable when the environment is invalid.
+
+    Inside an event loop (the LangGraph server, `ainvoke`) the last read is reused while the RAG_* variables
+    are unchanged: looking at the working directory and `.env` there would block the loop, which
+    `langgraph dev` refuses (BlockingError). The module reads the settings once when imported, so a server
+    that imports the graphs never reads them inside its loop."""
+    global _latest
+    variables = _rag_variables()
+    if _latest is not None and _latest[0] == variables and _in_event_loop():
+        return _latest[1]
+    settings = _settings_for(_environment_key(variables))
+    _latest = (variables, settings)
+    return settings
 
 
 #: The settings of the Context being constructed: read once per construction (in `__new__`), not per field.
@@ -205,3 +231,9 @@ def run_context(runtime: Any) -> Context:
     is accepted here too.
     """
     return context_from(getattr(runtime, "context", None))
+
+
+try:  # read once at import (see default_settings); an invalid environment is reported by Context()
+    default_settings()
+except SettingsError:
+    pass

@@ -183,7 +183,8 @@ def test_threads_list_prune_and_delete_on_the_checkpoint_file(conversation: dict
     threads = list_threads(path)
     assert [summary.thread_id for summary in threads] == [THREAD, OTHER_THREAD]  # most recent first
     before = {summary.thread_id: summary for summary in threads}
-    assert before[THREAD].checkpoints > before[OTHER_THREAD].checkpoints > 1
+    # One checkpoint per turn (RAG_CHECKPOINT_DURABILITY=exit): two turns on THREAD, one on OTHER_THREAD.
+    assert before[THREAD].checkpoints > before[OTHER_THREAD].checkpoints >= 1
 
     removed = prune_threads(path, keep=1)
     assert removed == {"threads_removed": 1, "checkpoints_removed": before[THREAD].checkpoints - 1}

@@ -475,8 +475,8 @@ def test_empty_knowledge_base_gives_the_honest_not_found_answer(
 def test_a_tenant_without_documents_gets_not_found(graph: Any, install: Any, where: str) -> None:
     model = install(TaskChatModel(replies={"generate": JUPITER_ANSWER}))
     inputs: dict[str, Any] = {"question": LARGEST}
-    context = Context(tenant="nobody") if where == "context" else Context()
-    if where == "input":
+    context = Context(tenant="nobody")
+    if where == "input":  # the input may name the tenant too, when it agrees with the context
         inputs["tenant"] = "nobody"
     run = run_graph(graph, inputs, context)
 
@@ -695,14 +695,16 @@ def test_tenant_b_never_gets_tenant_a_passages(
     question = f"When is the {SECRET} launch at the harbour?"
     install(TaskChatModel(replies={"generate": "The launch is at the harbour [1]."}), kb=kb)
 
-    control = run_graph(graph, {"question": question, "tenant": "A"}, Context(top_k=3))
+    control = run_graph(graph, {"question": question, "tenant": "A"}, Context(top_k=3, tenant="A"))
     a_ids = control.retrieved_ids()
     assert a_ids and all(Path(doc["source"]).parent == corpus_a.resolve() for doc in control.retrieved())
 
+    # The context is the one source of the tenant: an input naming another tenant is refused (no retrieval).
+    with pytest.raises(InvalidQuestionError, match="context"):
+        run_graph(graph, {"question": question, "tenant": "A"}, Context(top_k=3, tenant="B"))
     for inputs, context in [
-        ({"question": question, "tenant": "B"}, Context(top_k=3)),
+        ({"question": question, "tenant": "B"}, Context(top_k=3, tenant="B")),
         ({"question": question}, Context(top_k=3, tenant="B")),
-        ({"question": question, "tenant": "B"}, Context(top_k=3, tenant="A")),  # the input wins
     ]:
         run = run_graph(graph, inputs, context)
         assert run.retrieved(), "tenant B has documents about the harbour"
