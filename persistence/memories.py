@@ -14,8 +14,10 @@ find nor delete another tenant's memories, whatever ids it passes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -23,11 +25,15 @@ from sqlalchemy import delete, select
 
 from config.settings import Settings
 from persistence.audit import write_audit
-from persistence.database import Database, MemoryRow, get_database
+from persistence.database import Database, MemoryRow, as_utc, get_database, to_json
+from persistence.vector_store import InvalidCollectionError, validate_collection_name
 
 #: Longest conversation id and kind accepted (the columns' sizes).
 MAX_ID_CHARS = 128
 MAX_KIND_CHARS = 64
+#: Metadata of one memory: keys and their JSON size, at most (it is kept as given, not searched).
+MAX_METADATA_KEYS = 32
+MAX_METADATA_CHARS = 4000
 
 
 class InvalidMemoryError(ValueError):
@@ -44,6 +50,7 @@ class Memory:
     kind: str
     content: str
     created_at: str
+    metadata: dict[str, Any] = field(default_factory=dict)
     score: float | None = None
 
     def as_dict(self) -> dict[str, object]:
@@ -58,7 +65,8 @@ def _memory(row: MemoryRow, score: float | None = None) -> Memory:
         conversation_id=row.conversation_id,
         kind=row.kind,
         content=row.content,
-        created_at=row.created_at.isoformat(),
+        created_at=as_utc(row.created_at).isoformat(),
+        metadata=json.loads(row.metadata_json or "{}"),
         score=None if score is None else round(float(score), 4),
     )
 
@@ -85,12 +93,33 @@ def _database(settings: Settings) -> Database:
 
 
 def _check_tenant(tenant: str) -> str:
+    """The tenant, named like the tenants of documents and threads (so 'a b!' cannot become a tenant here
+    that no other part of the engine could serve)."""
     tenant = (tenant or "").strip()
     if not tenant:
         raise InvalidMemoryError("tenant: a memory belongs to one tenant; pass a non-empty tenant")
     if len(tenant) > MAX_ID_CHARS:
         raise InvalidMemoryError(f"tenant: at most {MAX_ID_CHARS} characters")
-    return tenant
+    try:
+        return validate_collection_name(tenant, "tenant")
+    except InvalidCollectionError as error:
+        raise InvalidMemoryError(f"tenant: {error}") from None
+
+
+def _check_metadata(metadata: Mapping[str, Any] | None) -> str:
+    """The metadata as JSON text: an object of at most MAX_METADATA_KEYS keys and MAX_METADATA_CHARS."""
+    if metadata is None:
+        return "{}"
+    if not isinstance(metadata, Mapping):
+        raise InvalidMemoryError("metadata: a JSON object of key -> value")
+    if len(metadata) > MAX_METADATA_KEYS:
+        raise InvalidMemoryError(f"metadata: at most {MAX_METADATA_KEYS} keys")
+    if any(not isinstance(key, str) or not key.strip() for key in metadata):
+        raise InvalidMemoryError("metadata: keys must be non-empty strings")
+    text = to_json(dict(metadata))
+    if len(text) > MAX_METADATA_CHARS:
+        raise InvalidMemoryError(f"metadata: at most {MAX_METADATA_CHARS} characters of JSON")
+    return text
 
 
 def _check_conversation(conversation_id: str | None) -> str | None:
@@ -109,22 +138,24 @@ def add_memory(
     tenant: str,
     conversation_id: str = "",
     kind: str = "note",
+    metadata: Mapping[str, Any] | None = None,
     settings: Settings | None = None,
     embeddings: Embeddings | None = None,
     model_key: str | None = None,
 ) -> Memory:
-    """Store a memory for `tenant` (and `conversation_id`, '' = the whole tenant), embedded for search.
-    Raises InvalidMemoryError on bad input and the embedding model's error when it is down (nothing is
-    stored then)."""
+    """Store a memory for `tenant` (and `conversation_id`, '' = the whole tenant), embedded for search,
+    with the caller's `metadata` kept as given. Raises InvalidMemoryError on bad input and the embedding
+    model's error when it is down (nothing is stored then)."""
     tenant = _check_tenant(tenant)
     text = (content or "").strip()
     if not text:
-        raise InvalidMemoryError("content: empty memory")
+        raise InvalidMemoryError("text: empty memory")
+    metadata_json = _check_metadata(metadata)
     settings = _settings(settings)
     database = _database(settings)
     limit = settings.memory_max_chars
     if len(text) > limit:
-        raise InvalidMemoryError(f"content: at most {limit} characters (RAG_MEMORY_MAX_CHARS)")
+        raise InvalidMemoryError(f"text: at most {limit} characters (RAG_MEMORY_MAX_CHARS)")
     kind = (kind or "note").strip()[:MAX_KIND_CHARS] or "note"
     conversation_id = _check_conversation(conversation_id or "") or ""
     if embeddings is None:
@@ -138,6 +169,7 @@ def add_memory(
             content=text,
             embedding=_vector_bytes(vector),
             model_key=model_key or "custom",
+            metadata_json=metadata_json,
         )
         session.add(row)
         session.flush()

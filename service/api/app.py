@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 
 from config.settings import Settings, get_settings
-from service.api import routes_documents, routes_ops, routes_rag
+from service.api import routes_documents, routes_memory, routes_ops, routes_rag
 from service.api.auth import parse_api_keys
 from service.api.engine import Engine
 from service.api.errors import install_error_handlers
@@ -79,6 +79,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(routes_rag.router)
     app.include_router(routes_documents.router)
     app.include_router(routes_ops.router)
+    app.include_router(routes_memory.router)
     return app
 
 

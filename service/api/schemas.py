@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from persistence.vector_store import validate_collection_name
 from retrieval.filters import FilterError, parse_filter
@@ -106,14 +106,16 @@ class TextDocument(BaseModel):
 
 
 class MemoryRequest(BaseModel):
-    """A memory to keep for a tenant (and optionally a conversation)."""
+    """A memory to keep for a tenant (and optionally a conversation): seed 000's add_memory(text, metadata).
+    The text is `text` (or `content`, the table's name for it)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    content: str = Field(min_length=1, max_length=20_000)
+    text: str = Field(min_length=1, max_length=20_000, validation_alias=AliasChoices("text", "content"))
     tenant_id: str | None = None
     conversation_id: str | None = Field(None, pattern=ID_PATTERN)
     kind: str = Field("note", max_length=64)
+    metadata: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
 
     @field_validator("tenant_id")
     @classmethod
