@@ -18,16 +18,19 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from fastapi import FastAPI
 from langchain_core.messages import AIMessageChunk, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGenerationChunk
 from typer.testing import CliRunner
 
 from evals.load import run_load
+from models.local_llm import LOCAL_MODEL_ALIAS
 from nodes.resources import Resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 from service.api.app import create_app
+from service.api.gate import ModelGate, ModelGates, RunAbandoned
 from service.cli import app as cli_app
 from service.runner import Session
 from tests.conftest import write_corpus
@@ -63,9 +66,13 @@ def free_port() -> int:
 class Api:
     """A running server: its base URL, resources, model and a client."""
 
-    def __init__(self, base: str, resources: Resources, model: TaskChatModel) -> None:
-        self.base, self.resources, self.model = base, resources, model
+    def __init__(self, base: str, resources: Resources, model: TaskChatModel, app: FastAPI) -> None:
+        self.base, self.resources, self.model, self.app = base, resources, model, app
         self.client = httpx.Client(base_url=base, timeout=30)
+
+    def gates(self) -> dict[str, dict[str, int]]:
+        """The engine's model gates now (size, busy, waiting per model)."""
+        return self.app.state.api.engine.gates.snapshot()  # type: ignore[no-any-return]
 
     def post(self, path: str, payload: Any, **kwargs: Any) -> httpx.Response:
         return self.client.post(path, json=payload, **kwargs)
@@ -100,16 +107,15 @@ def start_api(
         ingest_paths(resources.knowledge_base, list(files.values()))
         settings = resources.settings.model_copy(update=overrides)
         port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-        )
+        app = create_app(settings)
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + SERVER_START_S
         while not server.started:
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.02)
-        api = Api(f"http://127.0.0.1:{port}", resources, model)
+        api = Api(f"http://127.0.0.1:{port}", resources, model, app)
         servers.append((server, thread, api))
         return api
 
@@ -335,6 +341,262 @@ def test_retrieval_time_limit_answers_504(
     assert reply.status_code == 504 and "RAG_API_RETRIEVAL_TIMEOUT_S" in reply.json()["message"]
 
 
+class Concurrency:
+    """A slow model reply that records how many calls were inside the model at once."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.inside, self.most = seconds, 0, 0
+        self._lock = threading.Lock()
+
+    def __call__(self, _messages: list[BaseMessage]) -> str:
+        with self._lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        time.sleep(self.seconds)
+        with self._lock:
+            self.inside -= 1
+        return ANSWER
+
+
+def concurrent_posts(api: Api, payloads: list[dict[str, Any]]) -> list[httpx.Response]:
+    """POST the payloads to generate at once, each from its own client thread."""
+    replies: list[httpx.Response | None] = [None] * len(payloads)
+
+    def post(index: int) -> None:
+        with httpx.Client(base_url=api.base, timeout=60) as client:
+            replies[index] = client.post("/api/v1/rag/generate", json=payloads[index])
+
+    threads = [threading.Thread(target=post, args=(index,)) for index in range(len(payloads))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(reply is not None for reply in replies)
+    return [reply for reply in replies if reply is not None]
+
+
+def test_waiting_for_the_model_counts_against_neither_limit(start_api: Callable[..., Api]) -> None:
+    # Six runs at once on a model that takes one call at a time: the last run waits ~5 x 0.4 s for the
+    # model, longer than both limits, yet each call itself and each run's own work stay well inside them.
+    slow = Concurrency(0.4)
+    api = start_api(
+        StreamingTaskModel(replies={"generate": slow}),
+        api_model_concurrency=1,
+        api_model_timeout_s=1.5,
+        api_run_timeout_s=2.0,
+    )
+    replies = concurrent_posts(api, [{"query": QUESTION}] * 6)
+    assert [reply.status_code for reply in replies] == [200] * 6, [reply.text for reply in replies]
+    assert all(reply.json()["answer"] == ANSWER for reply in replies)
+    assert slow.most == 1  # the gate let one call into the model at a time
+
+
+def test_a_full_queue_answers_503_with_retry_after(start_api: Callable[..., Api]) -> None:
+    slow = Concurrency(1.0)
+    api = start_api(
+        StreamingTaskModel(replies={"generate": slow}),
+        api_workers=1,
+        api_queue_timeout_s=0.3,
+        api_retry_after_s=7,
+    )
+    replies = concurrent_posts(api, [{"query": QUESTION}] * 2)
+    assert sorted(reply.status_code for reply in replies) == [200, 503]
+    busy = next(reply for reply in replies if reply.status_code == 503)
+    assert busy.headers["retry-after"] == "7"
+    body = busy.json()
+    assert (
+        body["error"] == "Busy" and "RAG_API_QUEUE_TIMEOUT_S" in body["message"] and "slot" in body["message"]
+    )
+    assert body["retry_after_s"] == 7
+
+
+def test_waiting_too_long_for_the_model_answers_503(start_api: Callable[..., Api]) -> None:
+    slow = Concurrency(1.0)
+    api = start_api(
+        StreamingTaskModel(replies={"generate": slow}), api_model_concurrency=1, api_queue_timeout_s=0.3
+    )
+    replies = concurrent_posts(api, [{"query": QUESTION}] * 2)
+    assert sorted(reply.status_code for reply in replies) == [200, 503]
+    busy = next(reply for reply in replies if reply.status_code == 503)
+    assert "model was not free" in busy.json()["message"] and busy.headers["retry-after"]
+    time.sleep(1.5)  # the refused run's remaining work skips the model instead of queueing for it
+    assert len(api.model.prompts("generate")) == 1
+
+
+def test_the_model_gate_serves_the_oldest_run_first() -> None:
+    gate = ModelGate(1)
+    gate.acquire(0.0, lambda: False)
+    order: list[float] = []
+
+    def wait(priority: float) -> None:
+        gate.acquire(priority, lambda: False)
+        order.append(priority)
+        gate.release()
+
+    threads = [threading.Thread(target=wait, args=(priority,)) for priority in (3.0, 1.0, 2.0)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while len(gate._waiting) < 3:  # all three are queued before the model comes free
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    gate.release()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == [1.0, 2.0, 3.0]
+    assert gate.busy == 0
+
+
+def test_an_abandoned_wait_holds_nothing() -> None:
+    gate = ModelGate(1)
+    gate.acquire(0.0, lambda: False)
+    with pytest.raises(RunAbandoned):
+        gate.acquire(1.0, lambda: True)
+    gate.release()
+    gate.acquire(2.0, lambda: False)  # free again: the abandoned waiter took no permit
+    assert gate.busy == 1
+
+
+def test_the_embedded_model_is_gated_and_endpoints_are_not() -> None:
+    automatic = ModelGates(0)
+    assert automatic.size_for(LOCAL_MODEL_ALIAS) == 1 and automatic.gate("gpt-4o-mini") is None
+    assert ModelGates(3).size_for("gpt-4o-mini") == 3
+
+
+#: The question of a client that leaves while its run waits for the model.
+LEAVING = "Which planet is the largest in the Solar System?"
+
+
+def prompt_text(messages: list[BaseMessage]) -> str:
+    """All of a prompt's messages as one text."""
+    return "\n".join(str(message.content) for message in messages)
+
+
+def wait_until_idle(api: Api, seconds: float = 20) -> dict[str, dict[str, int]]:
+    """The gates once no call holds or waits for a model (fails after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        gates = api.gates()
+        if all(gate["busy"] == 0 and gate["waiting"] == 0 for gate in gates.values()):
+            return gates
+        assert time.monotonic() < deadline, f"the model gate did not come free: {gates}"
+        time.sleep(0.05)
+
+
+def test_errors_and_disconnects_leave_the_gate_at_full_capacity(start_api: Callable[..., Api]) -> None:
+    # Each question below reaches the generate prompt when its run is not stopped (checked for the others).
+    slow = Concurrency(0.8)
+
+    def reply(messages: list[BaseMessage]) -> str:
+        if "Explode" in prompt_text(messages):
+            raise RuntimeError("the model broke")
+        return slow(messages)
+
+    api = start_api(StreamingTaskModel(replies={"generate": reply}), api_model_concurrency=1)
+    holder = threading.Thread(target=api.post, args=("/api/v1/rag/generate", {"query": QUESTION}))
+    holder.start()
+    deadline = time.monotonic() + 10
+    while slow.inside == 0:  # the first run holds the model
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    # A client that gives up while its run waits for the model: the run is abandoned before the model.
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(f"{api.base}/api/v1/rag/generate", json={"query": LEAVING}, timeout=0.3)
+    # A stream closed by its client mid-run.
+    with api.client.stream(
+        "POST",
+        "/api/v1/rag/generate/stream",
+        json={"query": "Is Jupiter the largest planet in the Solar System?"},
+    ) as r:
+        assert r.status_code == 200
+        next(line for line in r.iter_lines() if line.startswith("event:"))
+    # A model call that fails.
+    failed = api.post(
+        "/api/v1/rag/generate", {"query": "Explode: which is the largest planet in the Solar System?"}
+    )
+    holder.join(timeout=30)
+    gates = wait_until_idle(api)
+    assert gates and all(gate["size"] == 1 for gate in gates.values())
+    assert failed.status_code in (200, 500), failed.text  # the engine's fallback or the error: never a hang
+    time.sleep(1.0)  # the abandoned runs have had time to reach the model, had they not been stopped
+    asked = [prompt_text(prompt) for prompt in api.model.prompts("generate")]
+    assert any("Explode: which" in text for text in asked)  # the prompts do carry the question
+    assert not any(LEAVING in text for text in asked)
+    # Full capacity: a fresh request is answered, and the gate is free again afterwards.
+    again = api.post("/api/v1/rag/generate", {"query": QUESTION})
+    assert again.status_code == 200 and again.json()["answer"] == ANSWER
+    assert all(gate["busy"] == 0 and gate["waiting"] == 0 for gate in wait_until_idle(api).values())
+    assert slow.most == 1
+
+
+def test_batch_items_wait_their_turn_at_the_model(start_api: Callable[..., Api]) -> None:
+    slow = Concurrency(0.3)
+    api = start_api(
+        StreamingTaskModel(replies={"generate": slow}),
+        api_model_concurrency=1,
+        api_batch_concurrency=4,
+        api_model_timeout_s=1.0,
+        api_run_timeout_s=1.5,
+    )
+    reply = api.post("/api/v1/rag/batch", {"requests": [{"query": QUESTION}] * 6})
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    assert body["succeeded"] == 6 and body["failed"] == 0, body
+    assert slow.most == 1  # batch items go through the same gate, one model call at a time
+    assert all(gate["busy"] == 0 for gate in wait_until_idle(api).values())
+
+
+# --- threads: tenants and busy threads --------------------------------------------------------------------
+
+
+def test_another_tenants_thread_is_403_and_stays_untouched(start_api: Callable[..., Api]) -> None:
+    api = start_api(api_keys="key-a:default,key-b:globex")
+    route = "/api/v1/rag/generate"
+    own = api.post(route, {"query": QUESTION, "thread_id": "t-a"}, headers={"X-API-Key": "key-a"})
+    assert own.status_code == 200, own.text
+    calls = len(api.model.calls)
+    for path in (route, "/api/v1/rag/generate/stream"):
+        stolen = api.post(path, {"query": "Tell me", "thread_id": "t-a"}, headers={"X-API-Key": "key-b"})
+        if path == route:
+            assert stolen.status_code == 403 and stolen.json()["error"] == "ThreadAccessError"
+        else:  # the stream opens, then reports the refusal as its error event
+            assert '"status": 403' in stolen.text
+    batch = api.post(
+        "/api/v1/rag/batch",
+        {"requests": [{"query": "Tell me", "thread_id": "t-a"}]},
+        headers={"X-API-Key": "key-b"},
+    ).json()
+    assert batch["results"][0]["status"] == 403
+    assert len(api.model.calls) == calls  # refused before the graph ran
+    messages = Session(api.resources.settings).history("t-a", tenant="default")["messages"]
+    assert [message.content for message in messages][0] == QUESTION and len(messages) == 2
+
+
+def test_waiting_for_the_threads_turn_is_not_run_time(start_api: Callable[..., Api]) -> None:
+    # The second turn waits ~1 s for the first to release the thread, then works ~1 s itself: over the run
+    # limit in all, inside it for its own work.
+    slow = Concurrency(1.0)
+    api = start_api(
+        StreamingTaskModel(replies={"generate": slow}),
+        api_run_timeout_s=1.6,
+        api_model_timeout_s=1.4,
+        thread_lock_timeout_s=10,
+    )
+    replies = concurrent_posts(api, [{"query": QUESTION, "thread_id": "t-turns"}] * 2)
+    assert [reply.status_code for reply in replies] == [200, 200], [reply.text for reply in replies]
+    assert len(api.model.prompts("generate")) == 2
+
+
+def test_a_busy_thread_is_409(start_api: Callable[..., Api]) -> None:
+    slow = Concurrency(1.5)
+    api = start_api(StreamingTaskModel(replies={"generate": slow}), thread_lock_timeout_s=0.2)
+    replies = concurrent_posts(api, [{"query": QUESTION, "thread_id": "t-busy"}] * 2)
+    assert sorted(reply.status_code for reply in replies) == [200, 409]
+    busy = next(reply for reply in replies if reply.status_code == 409)
+    assert busy.json()["error"] == "ThreadBusyError"
+    assert len(api.model.prompts("generate")) == 1
+
+
 # --- documents --------------------------------------------------------------------------------------------
 
 
@@ -406,7 +668,7 @@ def test_text_event_keeps_custom_metadata_and_deletes_by_conversation(start_api:
 
 
 def test_text_document_is_chunked_and_answerable(start_api: Callable[..., Api]) -> None:
-    api = start_api()
+    api = start_api(StreamingTaskModel(replies={"generate": "Saturn has bright rings of ice [1]."}))
     reply = api.post(
         "/api/v1/documents/text", {"text": "Saturn has bright rings of ice.", "doc_id": "saturn"}
     )
@@ -460,7 +722,8 @@ def test_metrics_count_requests_stages_tokens_strategies_and_outcomes(start_api:
 def test_eval_load_and_stats_read_the_running_server(start_api: Callable[..., Api], tmp_path: Path) -> None:
     api = start_api()
     questions = tmp_path / "questions.jsonl"
-    questions.write_text("\n".join(json.dumps({"question": q}) for q in (QUESTION, "Oolong tea?", "Unused?")))
+    asked = (QUESTION, "Which planet is the largest in the Solar System?", "Unused?")
+    questions.write_text("\n".join(json.dumps({"question": q}) for q in asked))
     report = run_load(api.base, clients=3, requests=7, questions=2, questions_file=questions)
     assert (report["cold"]["requests"], report["load"]["requests"]) == (2, 7)
     assert report["cold"]["errors"] == report["load"]["errors"] == 0 and report["targets"]["zero_errors"]

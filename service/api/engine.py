@@ -3,12 +3,17 @@ bounded pool of worker threads, with the API's time limits and the graph's event
 
 Why threads: the runner drives the graph synchronously with the SQLite checkpointer (sync and async savers
 are separate classes), and the embedded model and the stores block. Each run streams in a worker thread and
-hands its items to the request's event loop, which enforces the limits:
-- the whole run: `api_run_timeout_s`;
-- one model call: `api_model_timeout_s`; one retrieval: `api_retrieval_timeout_s` (watched through LangChain
-  callbacks on the run's model calls and `retrieve` tasks).
-Past a limit the request gets 504 at once, and the worker stops the graph at its next step (a Python thread
-cannot be interrupted inside a model call, so that call finishes in the background and is discarded).
+hands its items to the request's event loop, which enforces the limits. Limits bound work, not waiting:
+- waiting for a worker slot (`api_workers` runs at once) or for the model (service.api.gate): at most
+  `api_queue_timeout_s`, then 503 with Retry-After (the server is busy, not broken);
+- the run's own work: `api_run_timeout_s`, counted from when its graph starts (after the thread's turn lock,
+  whose wait is bounded by RAG_THREAD_LOCK_TIMEOUT_S -> 409), minus its waits for the model;
+- one model call: `api_model_timeout_s`, from when the call gets the model; one retrieval:
+  `api_retrieval_timeout_s` (both watched through LangChain callbacks on the run's model calls and
+  `retrieve` tasks).
+Past a limit the request gets its status at once, and the worker stops the graph at its next step (a Python
+thread cannot be interrupted inside a model call, so that call finishes in the background and is discarded;
+the run's later model calls fail at once instead of waiting for the model).
 """
 
 from __future__ import annotations
@@ -16,82 +21,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.callbacks import BaseCallbackHandler
-
 from config.settings import Settings
-from service.api.errors import RunTimeout
+from service.api.errors import QueueTimeout, RunTimeout
+from service.api.gate import ModelGates, RunMonitor
 from service.runner import Session
 from state.context import Context
 
 #: How often (s) the request checks the run's limits while nothing arrives from it.
 POLL_S = 0.1
-#: Node whose tasks count as retrievals for `api_retrieval_timeout_s`.
-RETRIEVAL_NODE = "retrieve"
-
-
-class Watchdog(BaseCallbackHandler):
-    """Start times of the run's open model calls and retrievals (callbacks run in the graph's threads)."""
-
-    run_inline = True
-    raise_error = False
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.models: dict[uuid.UUID, float] = {}
-        self.retrievals: dict[uuid.UUID, float] = {}
-
-    def _open(self, table: dict[uuid.UUID, float], run_id: uuid.UUID) -> None:
-        with self._lock:
-            table[run_id] = time.monotonic()
-
-    def _close(self, run_id: uuid.UUID) -> None:
-        with self._lock:
-            self.models.pop(run_id, None)
-            self.retrievals.pop(run_id, None)
-
-    def on_chat_model_start(
-        self, serialized: Any, messages: Any, *, run_id: uuid.UUID, **kwargs: Any
-    ) -> None:
-        self._open(self.models, run_id)
-
-    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._open(self.models, run_id)
-
-    def on_llm_end(self, response: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._close(run_id)
-
-    def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._close(run_id)
-
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        metadata = kwargs.get("metadata") or {}
-        if kwargs.get("name") == RETRIEVAL_NODE and metadata.get("langgraph_node") == RETRIEVAL_NODE:
-            self._open(self.retrievals, run_id)
-
-    def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._close(run_id)
-
-    def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
-        self._close(run_id)
-
-    def overdue(self, model_s: float, retrieval_s: float) -> str | None:
-        """Why the run must stop now (a model call or a retrieval past its limit), or None."""
-        now = time.monotonic()
-        with self._lock:
-            oldest_model = min(self.models.values(), default=now)
-            oldest_retrieval = min(self.retrievals.values(), default=now)
-        if now - oldest_model > model_s:
-            return f"a model call took longer than {model_s:g} s (RAG_API_MODEL_TIMEOUT_S)"
-        if now - oldest_retrieval > retrieval_s:
-            return f"a retrieval took longer than {retrieval_s:g} s (RAG_API_RETRIEVAL_TIMEOUT_S)"
-        return None
 
 
 @dataclass
@@ -115,6 +57,7 @@ class Engine:
         self._session: Session | None = None
         self._lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=settings.api_workers, thread_name_prefix="rag-run")
+        self.gates = ModelGates(settings.api_model_concurrency)
 
     def session(self) -> Session:
         """The runner (its checkpointer file is opened on the first request, not at import)."""
@@ -129,25 +72,28 @@ class Engine:
 
     async def run(self, spec: RunSpec) -> AsyncIterator[tuple[str, Any]]:
         """Yield ("event", {"event", "data"}), ("token", text) and finally ("result", output state); raise the
-        run's error, or RunTimeout past a limit."""
+        run's error, QueueTimeout after waiting too long, or RunTimeout past a limit of the run's work."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         cancelled = threading.Event()
-        watchdog = Watchdog()
-        settings = self.settings
+        monitor = RunMonitor(self.gates, cancelled.is_set)
 
         def put(item: tuple[str, Any]) -> None:
             with contextlib.suppress(RuntimeError):  # the request's loop is gone (server shutting down)
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def work() -> None:
+            if cancelled.is_set():  # the request stopped waiting before a slot came free
+                return
+            monitor.admit()
+            put(("started", None))
             try:
                 stream = self.session().stream(
                     spec.question,
                     thread_id=spec.thread_id,
                     context=spec.context,
                     events=True,
-                    callbacks=[watchdog],
+                    callbacks=[monitor],
                     **spec.inputs,
                 )
                 for item in stream:
@@ -158,31 +104,60 @@ class Engine:
             except BaseException as error:  # noqa: BLE001 - handed to the request, which maps it
                 put(("failed", error))
             finally:
+                monitor.release_all()
                 put(("end", None))
 
-        loop.run_in_executor(self.executor, work)
-        deadline = time.monotonic() + settings.api_run_timeout_s
+        future = loop.run_in_executor(self.executor, work)
         try:
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise RunTimeout(
-                        f"the run took longer than {settings.api_run_timeout_s:g} s (RAG_API_RUN_TIMEOUT_S)"
-                    )
-                overdue = watchdog.overdue(settings.api_model_timeout_s, settings.api_retrieval_timeout_s)
-                if overdue:
-                    raise RunTimeout(overdue)
-                try:
-                    kind, payload = await asyncio.wait_for(queue.get(), timeout=min(remaining, POLL_S))
-                except TimeoutError:
-                    continue
-                if kind == "end":
-                    return
-                if kind == "failed":
-                    raise payload
-                yield kind, payload
+            await self._admitted(queue, future)
+            async for item in self._watch(queue, monitor):
+                yield item
         finally:
             cancelled.set()
+
+    async def _admitted(self, queue: asyncio.Queue[tuple[str, Any]], future: asyncio.Future[None]) -> None:
+        """Wait for the run's worker slot, at most `api_queue_timeout_s` (then QueueTimeout, run dropped)."""
+        limit = self.settings.api_queue_timeout_s
+        try:
+            kind, _payload = await asyncio.wait_for(queue.get(), timeout=limit)
+        except TimeoutError:
+            future.cancel()  # still queued: it never starts
+            raise QueueTimeout(
+                f"the server is busy: no run slot came free within {limit:g} s "
+                f"(RAG_API_QUEUE_TIMEOUT_S, RAG_API_WORKERS={self.settings.api_workers}); retry later",
+                self.settings.api_retry_after_s,
+            ) from None
+        if kind != "started":  # pragma: no cover - work() always announces itself first
+            raise RuntimeError(f"run did not start ({kind})")
+
+    async def _watch(
+        self, queue: asyncio.Queue[tuple[str, Any]], monitor: RunMonitor
+    ) -> AsyncIterator[tuple[str, Any]]:
+        """The run's items until it ends, enforcing the limits of its work and of its waits."""
+        settings = self.settings
+        while True:
+            if monitor.longest_wait_s() > settings.api_queue_timeout_s:
+                raise QueueTimeout(
+                    f"the server is busy: the model was not free within {settings.api_queue_timeout_s:g} s "
+                    "(RAG_API_QUEUE_TIMEOUT_S); retry later",
+                    settings.api_retry_after_s,
+                )
+            if monitor.worked_s() > settings.api_run_timeout_s:
+                raise RunTimeout(
+                    f"the run took longer than {settings.api_run_timeout_s:g} s (RAG_API_RUN_TIMEOUT_S)"
+                )
+            overdue = monitor.overdue(settings.api_model_timeout_s, settings.api_retrieval_timeout_s)
+            if overdue:
+                raise RunTimeout(overdue)
+            try:
+                kind, payload = await asyncio.wait_for(queue.get(), timeout=POLL_S)
+            except TimeoutError:
+                continue
+            if kind == "end":
+                return
+            if kind == "failed":
+                raise payload
+            yield kind, payload
 
     async def answer(self, spec: RunSpec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Run to the end: (output state, the custom events in order)."""

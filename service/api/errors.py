@@ -8,7 +8,9 @@ event and by each item of a batch, so the same failure always reads the same way
 | another tenant's key or thread (ThreadAccessError, PermissionError) | 403 |
 | the thread is busy with another turn (ThreadBusyError) | 409 |
 | a model, the vector store or the embedding model is down | 503 |
-| a run, a model call or a retrieval past its time limit (RunTimeout) | 504 |
+| waited too long for a run slot or for the model (QueueTimeout; with Retry-After) | 503 |
+| a run's work, a model call or a retrieval past its time limit (RunTimeout) | 504 |
+| the client went away before its answer (ClientDisconnected; its run is abandoned) | 499 (nobody reads it) |
 | anything else | 500 (logged with its stack; the client gets one line) |
 """
 
@@ -30,9 +32,26 @@ from retrieval.embeddings import EmbeddingError
 
 logger = logging.getLogger(__name__)
 
+#: Status of a request whose client went away (nginx's convention; no client ever receives it).
+CLIENT_CLOSED_REQUEST = 499
+
 
 class RunTimeout(TimeoutError):
     """A run, a model call or a retrieval took longer than its setting allows."""
+
+
+class QueueTimeout(TimeoutError):
+    """A request waited longer than `api_queue_timeout_s` for a run slot or for the model: the server is
+    busy, not broken, so 503 with Retry-After rather than 504."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class ClientDisconnected(ConnectionError):
+    """The client closed the connection while its request waited or ran: the run is abandoned so that it no
+    longer holds a worker or the model for the requests still waiting."""
 
 
 class ApiError(Exception):
@@ -60,13 +79,20 @@ class ErrorInfo:
     kind: str
     message: str
     field: str | None = None
+    retry_after_s: int | None = None
 
     def body(self) -> dict[str, Any]:
         """The JSON body of an error response (and of an SSE `error` event, a failed batch item)."""
         body: dict[str, Any] = {"error": self.kind, "message": self.message, "status": self.status}
         if self.field:
             body["field"] = self.field
+        if self.retry_after_s is not None:
+            body["retry_after_s"] = self.retry_after_s
         return body
+
+    def headers(self) -> dict[str, str] | None:
+        """Response headers: Retry-After when the client should come back later."""
+        return None if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
 
 def classify(error: BaseException) -> ErrorInfo:
@@ -79,6 +105,10 @@ def classify(error: BaseException) -> ErrorInfo:
         return ErrorInfo(error.status, error.kind, message, error.field)
     if isinstance(error, RunTimeout):
         return ErrorInfo(504, "Timeout", message)
+    if isinstance(error, QueueTimeout):
+        return ErrorInfo(503, "Busy", message, retry_after_s=error.retry_after_s)
+    if isinstance(error, ClientDisconnected):
+        return ErrorInfo(CLIENT_CLOSED_REQUEST, "ClientDisconnected", message)
     if busy is not None and isinstance(error, busy):
         return ErrorInfo(409, kind, message)
     if (access is not None and isinstance(error, access)) or isinstance(error, PermissionError):
@@ -116,7 +146,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_error(_request: Request, error: Exception) -> JSONResponse:
         info = classify(error)
-        return JSONResponse(info.body(), status_code=info.status)
+        return JSONResponse(info.body(), status_code=info.status, headers=info.headers())
 
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
@@ -131,6 +161,8 @@ def install_error_handlers(app: FastAPI) -> None:
 DOCUMENTED_ERRORS: tuple[type[BaseException], ...] = (
     ApiError,
     RunTimeout,
+    QueueTimeout,
+    ClientDisconnected,
     ValueError,
     PermissionError,
     ModelUnavailableError,

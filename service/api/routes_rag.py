@@ -9,12 +9,13 @@ is the caller's or a new one. The answer's metadata comes from the run's own acc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
@@ -22,7 +23,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from service.api.auth import resolve_tenant
 from service.api.engine import RunSpec
-from service.api.errors import ApiError, ErrorInfo, classify
+from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify
 from service.api.runtime import ApiState, api_state
 from service.api.schemas import BatchRequest, GenerateRequest
 from service.runner import new_thread_id
@@ -36,6 +37,37 @@ REWRITE_METHODS = {"decomposition": "decompose"}
 _MARKERS = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 #: Seconds between SSE keep-alive comments (proxies close idle streams).
 SSE_PING_S = 15
+T = TypeVar("T")
+
+
+async def _client_gone(request: Request) -> None:
+    """Return when the client disconnects (the request's body has been read, so only that can arrive)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
+    """Await `work`; cancel it when the client disconnects (then raise ClientDisconnected).
+
+    Why: a client that gave up (its own timeout, a closed tab) must not keep its run waiting for or holding
+    the single model while other requests queue behind it; cancelling abandons the run (service.api.engine).
+    Listening on `receive` rather than polling `Request.is_disconnected`, which never sees the disconnect
+    behind a BaseHTTPMiddleware (the app's request meter)."""
+    task = asyncio.ensure_future(work)
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        if not task.done() and gone.exception() is not None:  # cannot listen: just wait for the answer
+            await asyncio.wait({task})
+        if task.done():
+            return task.result()
+        raise ClientDisconnected("the client closed the connection before its answer")
+    finally:
+        for pending in (task, gone):
+            if not pending.done():
+                pending.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await pending
 
 
 def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
@@ -158,7 +190,9 @@ async def generate(body: GenerateRequest, request: Request) -> dict[str, Any]:
     """Answer one question with citations, sources, strategy, rewritten queries, timings and token usage."""
     state = api_state(request)
     try:
-        return await answer_one(body, state.tenant(request, body.tenant_id), state)
+        return await unless_disconnected(
+            request, answer_one(body, state.tenant(request, body.tenant_id), state)
+        )
     except Exception as error:
         state.metrics.record_error("generate", classify(error).kind)
         raise
@@ -181,14 +215,16 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
         seen: list[dict[str, Any]] = []
         result: dict[str, Any] = {}
         try:
-            async for kind, payload in state.engine.run(spec):
-                if kind == "event":
-                    seen.append(payload)
-                    yield _sse(payload["event"], payload["data"])
-                elif kind == "token":
-                    yield _sse("token", {"text": payload})
-                else:
-                    result = payload
+            # aclosing: a client that leaves mid-stream closes the run at once (not when it is collected).
+            async with contextlib.aclosing(state.engine.run(spec)) as run:
+                async for kind, payload in run:
+                    if kind == "event":
+                        seen.append(payload)
+                        yield _sse(payload["event"], payload["data"])
+                    elif kind == "token":
+                        yield _sse("token", {"text": payload})
+                    else:
+                        result = payload
         except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
             info = classify(error)
             state.metrics.record_error("generate_stream", info.kind)
@@ -243,7 +279,9 @@ async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
                 state.metrics.record_error("batch", info.kind)
                 return _item_error(index, info)
 
-    results = await asyncio.gather(*(one(index, raw) for index, raw in enumerate(body.requests)))
+    results = await unless_disconnected(
+        request, asyncio.gather(*(one(index, raw) for index, raw in enumerate(body.requests)))
+    )
     succeeded = sum(1 for item in results if item["ok"])
     return {
         "results": results,

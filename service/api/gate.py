@@ -1,0 +1,270 @@
+"""Waiting for the model, in our code: a per-model concurrency gate and the per-run monitor that separates a
+run's own work from its waiting.
+
+Why: the embedded model (llama.cpp on the API's own CPU cores) computes one answer at a time at full speed;
+sixteen runs calling it at once all get slower, queue inside llama.cpp where nobody can see it, and the time
+limits then counted that queueing as if the model were stuck (issue 9: 19 of 32 requests 504 at 16 clients).
+With the gate, a call waits here for its turn, the waiting is measured, and:
+- the model limit (`api_model_timeout_s`) starts when the call gets the model, not when it asks;
+- the run limit (`api_run_timeout_s`) leaves out the time the run spent waiting for the model;
+- waiting itself is bounded by `api_queue_timeout_s` (then 503 with Retry-After, not 504).
+Waiters are served oldest run first, so under load runs finish in arrival order instead of all together at
+the end (processor sharing), and a run that needs no model (a cache hit) never waits.
+
+The monitor is a LangChain callback handler of the run: `on_chat_model_start` runs inline in the thread that
+is about to call the model (the engine drives the graph synchronously), so blocking there holds exactly that
+call. Permits still held when the run ends (a stream closed mid-call) are released by `release_all`. The
+run's work starts when its graph starts (`on_chain_start` of the root run): the wait for the thread's turn
+lock before it is bounded by RAG_THREAD_LOCK_TIMEOUT_S (409), not by the run limit.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.callbacks import BaseCallbackHandler
+
+from models.local_llm import LOCAL_MODEL_ALIAS
+
+#: How often (s) a waiting call re-checks whether its run was abandoned.
+WAIT_POLL_S = 0.1
+#: Node whose tasks count as retrievals for `api_retrieval_timeout_s`.
+RETRIEVAL_NODE = "retrieve"
+#: Gate key of a model that reports no name.
+UNNAMED_MODEL = "model"
+
+
+class RunAbandoned(RuntimeError):
+    """The request stopped waiting for this run (its limit passed, or the client left): skip the model."""
+
+
+class ModelGate:
+    """At most `size` calls into one model at once; waiters are served lowest priority value first (the
+    run's admission time), ties in arrival order."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._busy = 0
+        self._waiting: list[tuple[float, int]] = []
+        self._order = itertools.count()
+        self._condition = threading.Condition()
+
+    @property
+    def busy(self) -> int:
+        """Calls holding the model now."""
+        with self._condition:
+            return self._busy
+
+    @property
+    def waiting(self) -> int:
+        """Calls waiting for the model now."""
+        with self._condition:
+            return len(self._waiting)
+
+    def acquire(self, priority: float, give_up: Callable[[], bool]) -> None:
+        """Wait for the model; raise RunAbandoned (holding nothing) as soon as `give_up()` is true."""
+        with self._condition:
+            ticket = (priority, next(self._order))
+            heapq.heappush(self._waiting, ticket)
+            try:
+                while self._busy >= self.size or self._waiting[0] != ticket:
+                    if give_up():
+                        raise RunAbandoned("the request no longer waits for this run")
+                    self._condition.wait(WAIT_POLL_S)
+                self._busy += 1
+            finally:
+                self._waiting.remove(ticket)
+                heapq.heapify(self._waiting)
+                self._condition.notify_all()
+
+    def release(self) -> None:
+        """Give the model to the next waiter."""
+        with self._condition:
+            self._busy = max(0, self._busy - 1)
+            self._condition.notify_all()
+
+
+class ModelGates:
+    """One gate per model name, sized by `api_model_concurrency` (0 = 1 for the embedded model, no gate for
+    an endpoint, which serves calls in parallel on its own hardware)."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self._gates: dict[str, ModelGate | None] = {}
+        self._lock = threading.Lock()
+
+    def size_for(self, model: str) -> int:
+        """How many calls `model` takes at once (0 = no gate)."""
+        if self.concurrency:
+            return self.concurrency
+        return 1 if model == LOCAL_MODEL_ALIAS else 0
+
+    def gate(self, model: str) -> ModelGate | None:
+        """The gate of `model` (None when it has none)."""
+        with self._lock:
+            if model not in self._gates:
+                size = self.size_for(model)
+                self._gates[model] = ModelGate(size) if size else None
+            return self._gates[model]
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        """Per gated model: its size, the calls holding it and the calls waiting (health, tests)."""
+        with self._lock:
+            gates = {name: gate for name, gate in self._gates.items() if gate is not None}
+        return {
+            name: {"size": gate.size, "busy": gate.busy, "waiting": gate.waiting}
+            for name, gate in gates.items()
+        }
+
+
+def model_name(serialized: Any, kwargs: dict[str, Any]) -> str:
+    """The model a call goes to, from LangChain's callback arguments."""
+    metadata = kwargs.get("metadata") or {}
+    params = kwargs.get("invocation_params") or {}
+    name = metadata.get("ls_model_name") or params.get("model") or params.get("model_name")
+    if not name and isinstance(serialized, dict):
+        name = serialized.get("name")
+    return str(name or UNNAMED_MODEL)
+
+
+class RunMonitor(BaseCallbackHandler):
+    """One run's model calls and retrievals: gates each model call, and keeps when each open call got the
+    model, when each retrieval started, and how long the run has waited for the model.
+
+    Callbacks run in the graph's threads; `overdue` and `waited_s` are read by the request's event loop."""
+
+    run_inline = True
+    raise_error = True  # RunAbandoned must reach the model call (it then fails instead of waiting)
+
+    def __init__(self, gates: ModelGates, abandoned: Callable[[], bool]) -> None:
+        self.gates = gates
+        self.abandoned = abandoned
+        self.admitted = time.monotonic()
+        self._lock = threading.Lock()
+        self.models: dict[uuid.UUID, float] = {}
+        self.retrievals: dict[uuid.UUID, float] = {}
+        self._held: dict[uuid.UUID, ModelGate] = {}
+        self._waiting: dict[uuid.UUID, float] = {}  # call -> since when it waits for the model
+        self._waited = 0.0  # finished waits, merged (parallel waits of one run count once)
+        self._idle_since: float | None = None  # when the run's first current waiter started waiting
+        self.graph_started: float | None = None  # when the graph began (after the thread's lock was taken)
+
+    def admit(self) -> None:
+        """The run got its worker slot now (its priority at the model gates)."""
+        self.admitted = time.monotonic()
+
+    def worked_s(self) -> float:
+        """Seconds of the run's own work so far: since its graph started, less its waits for the model."""
+        if self.graph_started is None:
+            return 0.0
+        return time.monotonic() - self.graph_started - self.waited_s()
+
+    # --- model calls --------------------------------------------------------------------------------------
+
+    def _start_model(self, run_id: uuid.UUID, serialized: Any, kwargs: dict[str, Any]) -> None:
+        if self.abandoned():
+            raise RunAbandoned("the request no longer waits for this run")
+        gate = self.gates.gate(model_name(serialized, kwargs))
+        if gate is not None:
+            self._begin_wait(run_id)
+            try:
+                gate.acquire(self.admitted, self.abandoned)
+            finally:
+                self._end_wait(run_id)
+        with self._lock:
+            if gate is not None:
+                self._held[run_id] = gate
+            self.models[run_id] = time.monotonic()
+
+    def _begin_wait(self, run_id: uuid.UUID) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if not self._waiting:
+                self._idle_since = now
+            self._waiting[run_id] = now
+
+    def _end_wait(self, run_id: uuid.UUID) -> None:
+        with self._lock:
+            self._waiting.pop(run_id, None)
+            if not self._waiting and self._idle_since is not None:
+                self._waited += time.monotonic() - self._idle_since
+                self._idle_since = None
+
+    def _end_model(self, run_id: uuid.UUID) -> None:
+        with self._lock:
+            self.models.pop(run_id, None)
+            gate = self._held.pop(run_id, None)
+        if gate is not None:
+            gate.release()
+
+    def on_chat_model_start(
+        self, serialized: Any, messages: Any, *, run_id: uuid.UUID, **kwargs: Any
+    ) -> None:
+        self._start_model(run_id, serialized, kwargs)
+
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        self._start_model(run_id, serialized, kwargs)
+
+    def on_llm_end(self, response: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        self._end_model(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        self._end_model(run_id)
+
+    def release_all(self) -> None:
+        """Give back every permit the run still holds (its stream was closed during a model call)."""
+        with self._lock:
+            held, self._held = list(self._held.values()), {}
+            self.models.clear()
+        for gate in held:
+            gate.release()
+
+    # --- retrievals ---------------------------------------------------------------------------------------
+
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        if kwargs.get("parent_run_id") is None and self.graph_started is None:
+            self.graph_started = time.monotonic()
+        metadata = kwargs.get("metadata") or {}
+        if kwargs.get("name") == RETRIEVAL_NODE and metadata.get("langgraph_node") == RETRIEVAL_NODE:
+            with self._lock:
+                self.retrievals[run_id] = time.monotonic()
+
+    def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self.retrievals.pop(run_id, None)
+
+    def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self.retrievals.pop(run_id, None)
+
+    # --- read by the request ------------------------------------------------------------------------------
+
+    def waited_s(self) -> float:
+        """Seconds the run has spent waiting for the model so far (including a wait in progress)."""
+        with self._lock:
+            current = time.monotonic() - self._idle_since if self._idle_since is not None else 0.0
+            return self._waited + current
+
+    def longest_wait_s(self) -> float:
+        """How long the run's oldest waiting call has waited (0 when none waits)."""
+        with self._lock:
+            oldest = min(self._waiting.values(), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
+
+    def overdue(self, model_s: float, retrieval_s: float) -> str | None:
+        """Why the run must stop now (a model call or a retrieval past its limit), or None."""
+        now = time.monotonic()
+        with self._lock:
+            oldest_model = min(self.models.values(), default=now)
+            oldest_retrieval = min(self.retrievals.values(), default=now)
+        if now - oldest_model > model_s:
+            return f"a model call took longer than {model_s:g} s (RAG_API_MODEL_TIMEOUT_S)"
+        if now - oldest_retrieval > retrieval_s:
+            return f"a retrieval took longer than {retrieval_s:g} s (RAG_API_RETRIEVAL_TIMEOUT_S)"
+        return None
