@@ -4,10 +4,15 @@ The chosen answer is the best graded one of the turn (`best_answer`), not necess
 the Self-RAG loop gives up, its last attempt may be worse than an earlier one. The best answer's markers
 refer to the sources it was generated with, recorded as chunk ids in `best_answer.doc_ids`, so those are
 looked up again among the turn's documents (falling back to the latest `sources` if one is missing).
+
+Honest "not found": when the passages do not answer the question (a name or number of the question is in
+no passage, no sentence of the answer is supported, or the supported part does not address the question;
+retrieval.answerability), the answer is the not-found sentence, without citations.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -18,18 +23,22 @@ from nodes.generate import current_question, language_of
 from nodes.grade_answer import is_not_found_answer
 from nodes.instrumentation import timed
 from prompts.answer import NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
+from retrieval.answerability import not_found_reason
 from retrieval.citations import resolve_citations
+from retrieval.grounding import ground_answer
 from state.context import Context
-from state.graph_state import State
+from state.graph_state import State, reset
 from state.schemas import AnswerCandidate, RetrievedDoc
+
+logger = logging.getLogger(__name__)
 
 
 def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc]]:
     """The best answer so far with the sources it was written from; else the latest draft and sources."""
     best: AnswerCandidate | None = state.get("best_answer")
     latest_sources = state.get("sources") or []
-    # Graphs without grade_answer (baseline, direct) never write past start_turn's RESET, and a channel's
-    # first write is stored as is, so the sentinel string itself can be here.
+    # Graphs without grade_answer (baseline, direct) leave start_turn's None here; threads checkpointed by
+    # older versions may still hold the legacy "__reset__" string.
     if not isinstance(best, dict) or not best.get("text", "").strip():
         return state.get("draft") or "", latest_sources
     pool = {doc["chunk_id"]: doc for doc in [*(state.get("documents") or []), *latest_sources]}
@@ -43,9 +52,21 @@ def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc]]:
 def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Resolve the chosen answer's citations and emit it as the turn's AI message."""
     text, sources = chosen_answer(state)
+    question = current_question(state)
+    not_found_text = NOT_FOUND_ZH if language_of(question) == "zh" else NOT_FOUND_EN
+    documents = state.get("documents") or []
     if not text.strip():
-        text = NOT_FOUND_ZH if language_of(current_question(state)) == "zh" else NOT_FOUND_EN
+        text = not_found_text
+    elif sources and not is_not_found_answer(text):
+        reason = not_found_reason(question, text, sources, documents)
+        if reason is not None:
+            logger.info("cite: answering not found (%s)", reason)
+            text, sources = not_found_text, []
     cited = resolve_citations(text, sources, non_claims=NOT_FOUND_TEXTS)
+    # Sentences whose name, number or date is missing from their evidence are unsupported too, however many
+    # words they share with a passage (retrieval.grounding).
+    wrong = [check.sentence for check in ground_answer(cited.text, cited.sources, documents).wrong_facts]
+    cited.unsupported_sentences += [s for s in wrong if s not in cited.unsupported_sentences]
     emit(
         "generation_complete",
         {
@@ -62,6 +83,9 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "unsupported_sentences": cited.unsupported_sentences,
         "not_found": is_not_found_answer(cited.text),
         "retrieved": ranked_documents(state.get("documents") or []),
+        # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
+        # each passage's text once, not twice (issue 7 §6: bytes per turn).
+        "documents": reset([]),
         "messages": [AIMessage(cited.text)],
     }
 

@@ -17,6 +17,7 @@ from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
 from prompts.grading import RELEVANCE_GRADER_PROMPT, RELEVANCE_GRADER_SYSTEM
+from retrieval.answerability import missing_question_anchors
 from retrieval.injection import neutralize
 from retrieval.keyword import analyze
 from retrieval.tokens import truncate_to_tokens
@@ -144,7 +145,11 @@ def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "retrieval_score": round(sum(best) / len(best), 4) if best else 0.0,
         "missing_terms": uncovered_terms(question, relevant),
         "retrieval_decision": decide_after_retrieval(
-            state, context, found=bool(everything), relevant=len(relevant)
+            state,
+            context,
+            found=bool(everything),
+            relevant=len(relevant),
+            unanswerable=bool(missing_question_anchors(question, everything)),
         ),
     }
     emit(
@@ -155,14 +160,16 @@ def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def decide_after_retrieval(
-    state: State, context: Context, *, found: bool, relevant: int
+    state: State, context: Context, *, found: bool, relevant: int, unanswerable: bool = False
 ) -> RetrievalDecision:
     """What follows the grades (pure):
     - nothing retrieved at all (empty scope, or the store is down) -> not_found; in chat mode
       (`answer_source="chat"`) an empty scope -> generate, which answers from the conversation history;
     - an ITERATIVE question with hops left -> reformulate (the next hop), within the round budget;
     - enough relevant passages -> generate;
-    - too few, with retrieval rounds left -> reformulate; else generate from the best there is."""
+    - too few, with retrieval rounds left -> reformulate; else generate from the best there is, unless no
+      passage is relevant and a name or number of the question is in none of them (`unanswerable`,
+      retrieval.answerability): then not_found (RAG mode; chat mode answers from the conversation)."""
     if not found:
         return "generate" if context.answer_source == "chat" and not state.get("error") else "not_found"
     rounds_left = state.get("retrieval_rounds", 0) < context.max_iterations
@@ -174,4 +181,6 @@ def decide_after_retrieval(
         return "reformulate"
     if relevant >= MIN_RELEVANT:
         return "generate"
-    return "reformulate" if rounds_left else "generate"
+    if rounds_left:
+        return "reformulate"
+    return "not_found" if unanswerable and context.answer_source != "chat" else "generate"

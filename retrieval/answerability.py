@@ -1,0 +1,109 @@
+"""Is the question answered by the passages at all? The evidence for an honest "not found".
+
+Why: retrieval always returns the nearest passages, relevant or not, and a model (or the extractive fallback)
+always writes something from them; so without this check every question got an answer, including questions
+whose answer no document holds. Three signals, all model-free:
+1. retrieval evidence: a name, number, quoted or CJK term of the question occurs in no retrieved passage
+   (hybrid search with BM25 would have found a passage naming it, so the documents do not mention it);
+2. grounding: the answer has claim sentences and none of them is supported by its evidence
+   (retrieval.grounding);
+3. coverage: the supported sentences and the passages they cite contain less than MIN_QUESTION_COVERAGE of
+   the question's content terms (the answer rests on passages about something else).
+MIN_QUESTION_COVERAGE was chosen on the invented development set evals/fixtures/answerability.json only (28
+questions, `rag eval answerability --dataset evals/fixtures/answerability.json`, extractive pipeline): the
+value with the best balanced accuracy, ties to the lower one. 0.5 said "not found" for 9/14 unanswerable and
+0/14 answerable questions; 0.6 for 13/14 and 1/14; 0.7 for 14/14 and 4/14. The held-out figures (HotpotQA,
+not used for tuning) are in evals/results/answerability_*.json.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from retrieval.answer_text import content_terms, split_sentences
+from retrieval.grounding import META_TERMS, Anchors, Evidence, anchors_of, ground_answer
+from state.schemas import RetrievedDoc
+
+#: Share of the question's content terms that the supported answer and its cited passages must contain.
+MIN_QUESTION_COVERAGE = 0.6
+#: Chinese question characters: bigrams with one of them are not terms a passage repeats.
+CJK_QUESTION_CHARS = frozenset("哪什么吗呢谁几怎何")
+#: Chinese "how much / long / big ..." words: question words, not terms a passage repeats.
+CJK_QUESTION_WORDS = ("多少", "多长", "多大", "多高", "多久", "多远", "多重", "多宽", "多深", "多老")
+
+
+def is_question_word(term: str) -> bool:
+    """Whether a CJK term of a question holds a question word (then it is no anchor or term to look for)."""
+    return bool(CJK_QUESTION_CHARS & set(term)) or any(word in term for word in CJK_QUESTION_WORDS)
+
+
+def question_terms(question: str) -> set[str]:
+    """The question's content terms, without meta words and Chinese question-word bigrams."""
+    return {term for term in content_terms(question) - META_TERMS if not is_question_word(term)}
+
+
+def question_anchors(question: str) -> Anchors:
+    """The anchors of a question (retrieval.grounding), without a lone capitalised word that opens one of
+    its sentences: in a question that is more often a request ("Please", "Summarise") than a name, and a
+    name there is still one of the question's terms, which the coverage check counts."""
+    entities: list[str] = []
+    numbers: list[str] = []
+    quoted: list[str] = []
+    cjk: list[str] = []
+    for sentence in split_sentences(question) or [question]:
+        found = anchors_of(sentence)
+        opening = sentence.lstrip(" \t\"'“‘(")
+        entities += [e for e in found.entities if " " in e or not opening.startswith(e)]
+        numbers += found.numbers
+        quoted += found.quoted
+        cjk += [term for term in found.cjk if not is_question_word(term)]
+    unique = dict.fromkeys
+    return Anchors(tuple(unique(entities)), tuple(unique(numbers)), tuple(unique(quoted)), tuple(unique(cjk)))
+
+
+def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -> list[str]:
+    """Names, numbers, quoted and CJK terms of the question that no passage (title or text) contains."""
+    anchors = question_anchors(question)
+    if not anchors.all():
+        return []
+    evidence = Evidence.of([f"{doc.get('title', '')}\n{doc['text']}" for doc in documents])
+    return list(evidence.missing(anchors))
+
+
+def question_coverage(question: str, texts: Sequence[str]) -> float:
+    """Share of the question's content terms found in `texts` (1.0 for a question without terms)."""
+    terms = question_terms(question)
+    if not terms:
+        return 1.0
+    found: set[str] = set()
+    for text in texts:
+        found |= content_terms(text)
+    return len(terms & found) / len(terms)
+
+
+def not_found_reason(
+    question: str, answer: str, sources: Sequence[RetrievedDoc], documents: Sequence[RetrievedDoc]
+) -> str | None:
+    """Why the passages do not answer the question (see the module docstring), or None when they do.
+    `sources` are the passages the answer's markers refer to, `documents` everything retrieved.
+
+    The answer is checked against every retrieved passage, not only the ones it cites: a sentence that cites
+    the wrong passage but is supported by another shows the documents do answer the question (the wrong
+    citation is flagged by `cite` as an unsupported sentence instead)."""
+    pool = [*sources, *documents]
+    missing = missing_question_anchors(question, pool)
+    if missing:
+        return f"no passage mentions {', '.join(missing)}"
+    # No sources: every sentence counts as uncited and is checked against the whole pool.
+    report = ground_answer(answer, [], pool)
+    if report.claims and not report.supported:
+        return "no sentence of the answer is supported by a passage"
+    texts = [check.sentence for check in report.supported]
+    cited = {n for check in ground_answer(answer, sources, documents).supported for n in check.cited}
+    texts += [sources[number - 1]["text"] for number in sorted(cited)]
+    if not report.claims:
+        texts += [doc["text"] for doc in sources]
+    coverage = question_coverage(question, texts)
+    if coverage < MIN_QUESTION_COVERAGE:
+        return f"the supported answer covers {coverage:.0%} of the question's terms"
+    return None
