@@ -1,0 +1,229 @@
+"""Honest "not found" (issue 7 §4): when no passage supports an answer the engine says so, an answerable
+question keeps its cited answer, and chat mode still answers from the conversation.
+
+The graph runs for real (in-memory checkpointer) over a knowledge base with fake embeddings and a chat model
+scripted per task (tests.fakes). Passages, questions and the HotpotQA-format file below are invented.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+
+from evals.answerability import (
+    ABSENT,
+    DEV_SET,
+    PRESENT,
+    hotpot_set,
+    is_dev_set,
+    load_dev_set,
+    run_answerability_eval,
+)
+from graphs.rag import build_graph
+from nodes.grade_retrieval import decide_after_retrieval
+from nodes.resources import Resources, use_resources
+from prompts.answer import NOT_FOUND_EN
+from retrieval.answerability import missing_question_anchors, not_found_reason, question_anchors
+from retrieval.ingest import ingest_paths
+from retrieval.knowledge_base import KnowledgeBase
+from state.context import Context
+from state.schemas import RetrievedDoc
+from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
+from tests.fakes import HashEmbeddings, TaskChatModel
+
+CORPUS = {
+    "tarrow.md": "# Tarrow viaduct\n\nThe Tarrow viaduct carries the valley railway over the river Ness. "
+    "It is 612 metres long and has 14 arches. Its piers are built of local granite.",
+    "corran.md": "# Corran\n\nCorran is a market town on the river Ness. Its weekly wool market is held "
+    "every Thursday.",
+}
+ANSWERABLE = "How long is the Tarrow viaduct?"
+ANSWER = "The Tarrow viaduct is 612 metres long [1]."
+#: A viaduct the corpus never names; the fake model still writes a confident answer from the passages.
+UNANSWERABLE = "How long is the Marlow viaduct?"
+MADE_UP = "The Marlow viaduct is 612 metres long [1]."
+
+
+def passage(index: int, text: str, title: str = "") -> RetrievedDoc:
+    return RetrievedDoc(
+        chunk_id=f"c{index}",
+        text=text,
+        source=f"/docs/p{index}.md",
+        title=title,
+        page=0,
+        doc_id=f"p{index}",
+        score=1.0,
+        relevance=0.9,
+        query="",
+        metadata={},
+    )
+
+
+TARROW = passage(1, CORPUS["tarrow.md"].split("\n\n", 1)[1], "Tarrow viaduct")
+CORRAN = passage(2, CORPUS["corran.md"].split("\n\n", 1)[1], "Corran")
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[KnowledgeBase]:
+    base = KnowledgeBase(isolated_settings(tmp_path), base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY)
+    ingest_paths(base, list(write_corpus(tmp_path / "corpus", CORPUS).values()))
+    yield base
+    base.close()
+
+
+def ask(kb: KnowledgeBase, model: TaskChatModel, *questions: str, **context: Any) -> dict[str, Any]:
+    """Ask `questions` in turn on one thread; the last turn's output."""
+    graph = build_graph(InMemorySaver())
+    config = {"configurable": {"thread_id": "t1"}}
+    resources = Resources(
+        kb.settings, knowledge_base=kb, generator=model, grader=model, strengths={"generate": "weak"}
+    )
+    out: dict[str, Any] = {}
+    with use_resources(resources):
+        for question in questions:
+            out = graph.invoke({"question": question}, config=config, context=Context(**context))
+    return out
+
+
+# --- the graph ---------------------------------------------------------------------------------------------
+
+
+def test_an_answerable_question_keeps_its_cited_answer(kb: KnowledgeBase) -> None:
+    out = ask(kb, TaskChatModel(replies={"generate": ANSWER}), ANSWERABLE, max_iterations=1)
+    assert out["answer"] == ANSWER and not out["not_found"]
+    assert [citation["title"] for citation in out["citations"]] == ["Tarrow viaduct"]
+
+
+def test_a_question_about_a_name_no_passage_mentions_is_not_found(kb: KnowledgeBase) -> None:
+    model = TaskChatModel(replies={"generate": MADE_UP})
+    out = ask(kb, model, UNANSWERABLE, max_iterations=1)
+    assert out["answer"] == NOT_FOUND_EN and out["not_found"]
+    assert out["citations"] == [] and out["sources"] == []
+    assert MADE_UP not in out["answer"]
+
+
+def test_chat_mode_still_answers_from_the_conversation(kb: KnowledgeBase) -> None:
+    """A follow-up about something only the conversation holds: chat mode answers it from history."""
+    remembered = "My bicycle is called Zephyrine."
+    from_history = "Your bicycle is called Zephyrine."
+
+    def reply(messages: list[Any]) -> str:
+        earlier = " ".join(str(message.content) for message in messages[1:-1])
+        return from_history if "Zephyrine" in earlier else "I do not know."
+
+    model = TaskChatModel(replies={"chat": reply, "generate": reply}, fallback="Noted.")
+    out = ask(kb, model, remembered, "What is my bicycle called?", answer_source="chat", max_iterations=1)
+    assert out["answer"] == from_history and not out["not_found"]
+
+
+def test_retrieval_decision_is_not_found_only_in_rag_mode() -> None:
+    state: dict[str, Any] = {"retrieval_rounds": 1, "strategy": "HYBRID"}
+    rag, chat = Context(max_iterations=1), Context(max_iterations=1, answer_source="chat")
+    assert decide_after_retrieval(state, rag, found=True, relevant=0, unanswerable=True) == "not_found"
+    assert decide_after_retrieval(state, rag, found=True, relevant=0, unanswerable=False) == "generate"
+    assert decide_after_retrieval(state, chat, found=True, relevant=0, unanswerable=True) == "generate"
+
+
+# --- the decision ------------------------------------------------------------------------------------------
+
+
+def test_not_found_reasons() -> None:
+    assert not_found_reason(ANSWERABLE, ANSWER, [TARROW], [TARROW, CORRAN]) is None
+    assert "Marlow" in (not_found_reason(UNANSWERABLE, MADE_UP, [TARROW], [TARROW]) or "")
+    # the subject is there, the asked attribute nowhere: the answer covers too little of the question
+    unrelated = "The Tarrow viaduct carries the valley railway over the river Ness [1]."
+    reason = not_found_reason("What did the Tarrow viaduct cost to build?", unrelated, [TARROW], [TARROW])
+    assert reason is not None and "covers" in reason
+    # nothing the answer says is in any passage
+    invented = "The Tarrow viaduct was painted purple by Orla Brennan [1]."
+    assert not_found_reason(ANSWERABLE, invented, [TARROW], [TARROW]) is not None
+
+
+def test_a_wrong_citation_is_not_a_missing_answer() -> None:
+    """The sentence cites the Corran passage but the Tarrow passage supports it: the documents answer."""
+    miscited = "The Tarrow viaduct is 612 metres long [1]."
+    assert not_found_reason(ANSWERABLE, miscited, [CORRAN], [TARROW, CORRAN]) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "kept"),
+    [
+        ("What is the largest planet in the Solar System? Please.", ("Solar System",)),
+        ("Who designed the Gethin bridge in 1850?", ("Gethin", "1850")),
+        ("塔罗高架桥有多长？", ("塔罗高架桥",)),
+    ],
+)
+def test_question_anchors_leave_out_requests_and_question_words(question: str, kept: tuple[str, ...]) -> None:
+    assert question_anchors(question).all() == kept
+
+
+def test_missing_anchors_read_titles_too() -> None:
+    assert missing_question_anchors("Where is Corran?", [CORRAN]) == []
+    assert missing_question_anchors("Where is Kestrel Bay?", [TARROW, CORRAN]) == ["Kestrel Bay"]
+
+
+# --- the evaluation ----------------------------------------------------------------------------------------
+
+
+def test_the_dev_set_is_balanced_and_recognised() -> None:
+    dev = load_dev_set()
+    labels = [case.answerable for case in dev.cases]
+    assert labels.count(True) == labels.count(False) >= 10
+    assert is_dev_set(DEV_SET)
+
+
+def hotpot_record(qid: str, gold: list[str], others: list[str]) -> dict[str, Any]:
+    return {
+        "_id": qid,
+        "question": f"Question {qid}?",
+        "answer": "x",
+        "type": "bridge",
+        "level": "hard",
+        "supporting_facts": [[title, 0] for title in gold],
+        "context": [[title, [f"{title} is a place."]] for title in [*gold, *others]],
+    }
+
+
+def test_hotpot_set_removes_every_evaluated_gold_paragraph_from_the_absent_corpus(tmp_path: Path) -> None:
+    path = tmp_path / "hotpot.jsonl"
+    records = [
+        hotpot_record("a", ["Avel", "Brin"], ["Cosk", "Dray"]),
+        hotpot_record("b", ["Cosk", "Eln"], ["Avel", "Fenn"]),  # a's gold is b's distractor and vice versa
+        hotpot_record("c", ["Gath", "Hume"], []) | {"context": [["Gath", ["Gath is a place."]]]},  # gold lost
+    ]
+    path.write_text("\n".join(json.dumps(record) for record in records), encoding="utf-8")
+    chosen = hotpot_set(path, limit=5)
+    present = {p.passage_id for p in chosen.corpora[PRESENT]}
+    absent = {p.passage_id for p in chosen.corpora[ABSENT]}
+    assert present == {"Avel", "Brin", "Cosk", "Dray", "Eln", "Fenn"}  # c is left out: a gold is missing
+    assert absent == {"Dray", "Fenn"}
+    assert [(c.qid, c.corpus, c.answerable) for c in chosen.cases] == [
+        ("a", PRESENT, True),
+        ("b", PRESENT, True),
+        ("a", ABSENT, False),
+        ("b", ABSENT, False),
+    ]
+
+
+def test_the_extractive_evaluation_over_the_dev_set(tmp_path: Path) -> None:
+    """The command's run end to end with fake embeddings: every case gets a record; the absent-name
+    questions (a name no document has) are all not found, and answerable ones mostly answered."""
+    settings = isolated_settings(tmp_path)
+
+    def resources(eval_settings: Any) -> Resources:
+        kb = KnowledgeBase(eval_settings, base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY)
+        return Resources(eval_settings, knowledge_base=kb)
+
+    dev = load_dev_set()
+    report = run_answerability_eval(dev, settings, pipeline="extractive", resources=resources)
+    assert report["n_absent"] + report["n_present"] == len(dev.cases) == len(report["records"])
+    unknown_names = [r for r in report["records"] if not r["answerable"] and missing_question_anchors(
+        r["question"], [passage(i, p.text, p.title) for i, p in enumerate(dev.corpora["dev"])]
+    )]  # fmt: skip
+    assert unknown_names and all(r["not_found"] for r in unknown_names)
+    assert report["not_found_rate_present"] is not None and report["not_found_rate_present"] <= 0.25
