@@ -114,6 +114,10 @@ def eval_load(
     clients: Annotated[int, typer.Option(help="Concurrent clients.")] = 16,
     requests: Annotated[int, typer.Option(help="Requests of the load phase, in total.")] = 160,
     questions: Annotated[int, typer.Option(help="Distinct questions (samples/questions.jsonl).")] = 4,
+    uncached_requests: Annotated[
+        int | None,
+        typer.Option(help="Requests of the uncached phase (cache bypassed; default = --clients; 0 = skip)."),
+    ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="max_tokens of every request.")] = None,
     api_key: Annotated[str | None, typer.Option(help="X-API-Key header, when the API has keys.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
@@ -129,6 +133,7 @@ def eval_load(
             clients=clients,
             requests=requests,
             questions=questions,
+            uncached_requests=uncached_requests,
             payload=payload,
             headers={"X-API-Key": api_key} if api_key else None,
             progress=lambda line: error_console.print(line, highlight=False),
@@ -143,8 +148,16 @@ def eval_load(
     )
     for column in ("phase", "requests", "errors", "p50 ms", "p95 ms", "req/s"):
         table.add_column(column, justify="right")
-    for name, key in (("cold", "cold"), ("load", "load"), ("cache hits", "cache_hit")):
+    phases = (
+        ("cold", "cold"),
+        ("load", "load"),
+        ("cache hits", "cache_hit"),
+        ("uncached load", "uncached_load"),
+    )
+    for name, key in phases:
         part = report[key]
+        if part is None:
+            continue
         table.add_row(
             name,
             str(part["requests"]),
@@ -157,6 +170,7 @@ def eval_load(
     ratio = report["hit_to_cold_p50_ratio"]
     console.print(
         f"cache hits {report['load']['cache_hits']} / misses {report['load']['cache_misses']}; "
-        f"hit p50 / cold p50 = {'-' if ratio is None else f'{ratio:.2%}'}; targets {report['targets']}",
+        f"hit p50 / cold p50 = {'-' if ratio is None else f'{ratio:.2%}'}; "
+        f"errors by status {report['errors_by_status'] or '{}'}; targets {report['targets']}",
         highlight=False,
     )

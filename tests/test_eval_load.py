@@ -1,0 +1,168 @@
+"""`rag eval load` (evals.load.run_load) against a fake API server: what each phase sends, how answers are
+counted as cold, cached or failed, and the errors by status — no engine, no model, and no timings asserted.
+
+Why a fake server: the report's bookkeeping (which request is cold, which a hit, which phase bypasses the
+cache, how a 503 or 504 is counted) must be right whatever the engine's speed; tests/test_api.py runs the
+benchmark once against the real API.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evals.load import errors_by_status, run_load
+
+QUESTIONS = ("How old is the oak?", "Where is the mill?", "Too busy today?", "A slow one?")
+
+
+class FakeApi:
+    """A generate route with a per-question cache: a question asked with use_cache after it was computed
+    with use_cache is a hit. Questions naming "busy" answer 503 with Retry-After, "slow" ones 504."""
+
+    def __init__(self, cached: set[str] | None = None) -> None:
+        self.cached = set(cached or ())
+        self.received: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        question, use_cache = body["query"], body.get("use_cache", True)
+        with self.lock:
+            self.received.append(body)
+            if "busy" in question.lower():
+                return 503, {"error": "Busy", "message": "the server is busy", "status": 503}
+            if "slow" in question.lower():
+                return 504, {"error": "Timeout", "message": "the run took too long", "status": 504}
+            hit = use_cache and question in self.cached
+            if use_cache:
+                self.cached.add(question)
+        return 200, {"answer": "An answer [1].", "metadata": {"cache_hit": hit, "total_ms": 1.0}}
+
+
+@pytest.fixture
+def fake_api() -> Iterator[tuple[str, FakeApi]]:
+    api = FakeApi()
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status == 503:
+                self.send_header("Retry-After", "5")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            self._send(200, {"status": "ok"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers["Content-Length"])
+            self._send(*api.answer(json.loads(self.rfile.read(length))))
+
+        def log_message(self, *_args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", api
+    server.shutdown()
+    thread.join(timeout=10)
+
+
+def questions_file(tmp_path: Path, questions: tuple[str, ...]) -> Path:
+    path = tmp_path / "questions.jsonl"
+    path.write_text("\n".join(json.dumps({"question": question}) for question in questions), encoding="utf-8")
+    return path
+
+
+def test_phases_cold_then_cached_load_then_uncached_load(
+    fake_api: tuple[str, FakeApi], tmp_path: Path
+) -> None:
+    url, api = fake_api
+    report = run_load(
+        url,
+        clients=3,
+        requests=8,
+        questions=2,
+        uncached_requests=5,
+        questions_file=questions_file(tmp_path, QUESTIONS),
+        payload={"max_tokens": 64, "use_cache": False},  # the phases decide use_cache, not the caller
+    )
+    cold, load, rest = api.received[:2], api.received[2:10], api.received[10:]
+    assert [body["query"] for body in cold] == list(QUESTIONS[:2])
+    assert all(body["use_cache"] is True and body["max_tokens"] == 64 for body in [*cold, *load])
+    assert len(rest) == 5 and all(body["use_cache"] is False for body in rest)
+    assert report["cold"]["requests"] == 2 and report["cold"]["recomputed_with_cache_bypassed"] == 0
+    assert (report["load"]["requests"], report["load"]["cache_hits"], report["load"]["cache_misses"]) == (
+        8,
+        8,
+        0,
+    )
+    assert report["cache_hit"]["requests"] == 8 and report["uncached_load"]["requests"] == 5
+    assert report["hit_to_cold_p50_ratio"] is not None
+    assert report["errors_by_status"] == {} and report["targets"]["zero_errors"] is True
+    for phase in ("load", "uncached_load"):
+        assert report[phase]["throughput_rps"] > 0 and report[phase]["p50_ms"] <= report[phase]["p95_ms"]
+
+
+def test_a_question_cached_by_an_earlier_run_is_computed_again_for_the_cold_phase(
+    fake_api: tuple[str, FakeApi], tmp_path: Path
+) -> None:
+    url, api = fake_api
+    api.cached.add(QUESTIONS[0])  # left in the cache by an earlier benchmark
+    report = run_load(
+        url,
+        clients=2,
+        requests=2,
+        questions=2,
+        uncached_requests=0,
+        questions_file=questions_file(tmp_path, QUESTIONS),
+    )
+    sent = [(body["query"], body["use_cache"]) for body in api.received[:3]]
+    assert sent == [(QUESTIONS[0], True), (QUESTIONS[0], False), (QUESTIONS[1], True)]
+    assert report["cold"]["requests"] == 2 and report["cold"]["recomputed_with_cache_bypassed"] == 1
+    assert report["uncached_load"] is None and len(api.received) == 5
+
+
+def test_errors_are_counted_by_status_and_fail_the_target(
+    fake_api: tuple[str, FakeApi], tmp_path: Path
+) -> None:
+    url, _api = fake_api
+    report = run_load(
+        url,
+        clients=2,
+        requests=4,
+        questions=4,
+        uncached_requests=4,
+        questions_file=questions_file(tmp_path, QUESTIONS),
+    )
+    # "busy" and "slow" each fail once per phase: cold, load (4 requests over 4 questions), uncached load.
+    assert report["errors_by_status"] == {"503": 3, "504": 3}
+    assert report["cold"]["errors_by_status"] == {"503": 1, "504": 1}
+    assert report["load"]["errors"] == 2 and report["uncached_load"]["errors_by_status"] == {
+        "503": 1,
+        "504": 1,
+    }
+    assert report["targets"]["zero_errors"] is False
+    assert report["error_messages"] == {"the server is busy": 3, "the run took too long": 3}
+
+
+def test_errors_by_status_names_a_missing_response_0() -> None:
+    records = [{"status": 200}, {"status": 0}, {"status": 503}, {"status": 503}]
+    assert errors_by_status(records) == {"0": 1, "503": 2}
+
+
+def test_bad_counts_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="uncached-requests"):
+        run_load(
+            "http://127.0.0.1:9", uncached_requests=-1, questions_file=questions_file(tmp_path, QUESTIONS)
+        )
