@@ -56,10 +56,11 @@ class Settings(BaseSettings):
         "The LangGraph server's saver keeps at least RAG_SERVER_CHECKPOINT_KEEP.",
     )
     server_checkpoint_keep: int = Field(
-        2,
+        16,
         ge=1,
         description="Checkpoints the LangGraph server's saver keeps per thread after each save: the server "
-        "saves after every step (its own durability), so without this its storage grows without bound.",
+        "saves after every step (its own durability), so without this its storage grows without bound. "
+        "16 keeps about the latest turn's steps for Studio's history and time travel.",
     )
     chroma_host: str | None = Field(
         None, description="Chroma server host; unset = embedded persistent Chroma."

@@ -18,6 +18,7 @@ import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver, copy_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph_sdk import get_sync_client
 
 from config.settings import SettingsError, get_settings, load_settings
 from evals.chaos import BYTES_PER_TURN_TARGET
@@ -36,6 +37,7 @@ from retrieval.knowledge_base import KnowledgeBase
 from state.graph_state import LEGACY_RESET
 from tests.conftest import FAKE_MODEL_KEY, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.test_langgraph_sdk import server as sdk_server  # noqa: F401 (the `langgraph dev` fixture)
 
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. "
@@ -483,3 +485,33 @@ def test_a_checkpoint_written_by_the_old_code_still_loads(
     values = graph.get_state(config).values
     assert "__reset__" not in set(all_strings(values))
     assert values["documents"] == [] and values["retrieved"]
+
+
+# --- the real LangGraph server (slow: `langgraph dev` in a subprocess) ------------------------------------
+#: RAG_SERVER_CHECKPOINT_KEEP's default (the server fixture sets no RAG_*CHECKPOINT* variable).
+SERVER_KEEP_DEFAULT = 16
+
+
+@pytest.fixture
+def langgraph_dev(request: pytest.FixtureRequest) -> str:
+    """The base URL of test_langgraph_sdk's `langgraph dev` (fake OpenAI models, data in tmp_path/data)."""
+    return str(request.getfixturevalue("sdk_server"))
+
+
+@pytest.mark.slow
+def test_langgraph_dev_uses_the_pruning_saver_and_stays_bounded(langgraph_dev: str, tmp_path: Path) -> None:
+    """Three turns on one server thread: the server saves after every step, the saver keeps the newest
+    RAG_SERVER_CHECKPOINT_KEEP of them, and the server does not warn that the saver cannot prune."""
+    client = get_sync_client(url=langgraph_dev)
+    thread_id = client.threads.create()["thread_id"]
+    questions = ["What is the largest planet?", "How hot is oolong tea brewed?", "Which planet is largest?"]
+    for question in questions:
+        result = client.runs.wait(thread_id, "rag", input={"question": question})
+        assert "__error__" not in result, result
+    path = tmp_path / "data" / "checkpoints.sqlite"
+    assert checkpoint_rows(path, thread_id)[0] == SERVER_KEEP_DEFAULT
+    state = client.threads.get_state(thread_id)["values"]
+    assert [message["content"] for message in state["messages"]][::2] == questions
+    log = (tmp_path / "server.log").read_text(encoding="utf-8", errors="replace")
+    assert "PruningAsyncSqliteSaver" in log
+    assert "missing aprune" not in log and "grow without bound" not in log
