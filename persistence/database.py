@@ -10,6 +10,7 @@ a shared server database while the index stays local. The schema is owned by Ale
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import threading
@@ -51,6 +52,8 @@ logger = logging.getLogger(__name__)
 APP_DB_FILENAME = "app.sqlite"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+#: Lock file beside a SQLite database, held while its migrations run.
+MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 
 
 class DatabaseUnavailableError(RuntimeError):
@@ -237,6 +240,24 @@ class Database:
         self.engine.dispose()
 
 
+@contextmanager
+def _migration_lock(file: Path | None) -> Iterator[None]:
+    """One migrating process at a time per SQLite file. Why: Alembic reads the version, then creates the
+    tables; two processes opening a fresh file at once (CLI turns started together, API workers) both read
+    "no version" and the second fails with "table already exists". An flock on a file beside the database
+    serializes them (the kernel drops it if a process dies); the second then finds the file at head.
+    Server databases need no lock here: their DDL is transactional or guarded by the server."""
+    if file is None:
+        yield
+        return
+    with (file.parent / f"{file.name}{MIGRATION_LOCK_SUFFIX}").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def open_database(url: str) -> Database:
     """Create the engine for `url` and migrate the database to head. InvalidDatabaseUrlError for a URL that
     cannot name a database, DatabaseUnavailableError for one that cannot be opened or migrated now."""
@@ -251,12 +272,14 @@ def open_database(url: str) -> Database:
     except (NoSuchModuleError, ImportError, SQLAlchemyError, TypeError, ValueError) as error:
         # an unknown dialect, a driver that is not installed, query arguments the driver refuses
         raise InvalidDatabaseUrlError(f"RAG_DATABASE_URL {shown}: {error}") from None
+    file = Path(parsed.database) if sqlite and parsed.database and parsed.database != ":memory:" else None
     try:
-        if sqlite and parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if file is not None:
+            file.parent.mkdir(parents=True, exist_ok=True)
         if sqlite:
             event.listen(engine, "connect", _configure_sqlite)
-        upgrade(engine)
+        with _migration_lock(file):
+            upgrade(engine)
     except (SQLAlchemyError, OSError, ImportError) as error:
         engine.dispose()
         reason = str(getattr(error, "orig", None) or error).splitlines()[0]

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -38,6 +41,7 @@ from persistence.database import (
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import app as cli_app
 from state.context import Context
+from tests.conftest import REPO_ROOT
 from tests.helpers.api_server import serve
 from tests.helpers.rag_world import ANSWER, QUESTION, World, world
 
@@ -231,6 +235,36 @@ def test_a_fresh_database_is_upgraded_to_head_on_first_use(tmp_path: Path) -> No
     finally:
         database.close()
     assert current_revision(db_file) == head_revision() != ""
+
+
+OPEN_AT = """
+import sys, time
+from persistence.database import open_database
+start_at, url = float(sys.argv[1]), sys.argv[2]
+time.sleep(max(0.0, start_at - time.time()))
+open_database(url).close()
+print("opened")
+"""
+
+
+def test_processes_opening_a_fresh_database_at_once_all_succeed(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'shared' / 'app.sqlite'}"
+    start_at = time.time() + 4  # every process imported and waiting, then all migrate together
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPEN_AT, str(start_at), url],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    outputs = [process.communicate(timeout=120) for process in processes]
+    assert [
+        (process.returncode, out.strip()) for process, (out, _err) in zip(processes, outputs, strict=True)
+    ] == [(0, "opened")] * 6, [err for _out, err in outputs if err]
+    assert current_revision(tmp_path / "shared" / "app.sqlite") == head_revision()
 
 
 def test_reopening_a_database_keeps_its_rows(tmp_path: Path) -> None:
