@@ -10,6 +10,7 @@ what a user sees.
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,13 +38,19 @@ from sqlalchemy import (
     insert,
     select,
 )
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, ExceptionContext
+from sqlalchemy.exc import DBAPIError
 
+from persistence.errors import StoreDamagedError
 from persistence.keyword_index import KeywordIndex
 from retrieval.types import Chunk
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_MAX_VARIABLES = 900
+#: SQLite result codes that mean the file itself is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).
+SQLITE_DAMAGE_CODES = frozenset({11, 26})
+#: SQLite's extended code for a damaged virtual table: here the FTS5 keyword index, rebuilt from the chunks.
+SQLITE_CORRUPT_VTAB = 267
 
 metadata_obj = MetaData()
 
@@ -116,6 +123,42 @@ def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+class CatalogDamagedError(StoreDamagedError):
+    """The catalog file is not a (healthy) SQLite database; the message says how to rebuild it."""
+
+
+def damaged_catalog_message(path: Path, reason: str) -> str:
+    """One line naming the damaged catalog and how to rebuild it (the documents on disk are the source)."""
+    return (
+        f"the catalog {path} is damaged ({reason}); move it aside and rebuild it by ingesting your documents "
+        "again (`rag ingest PATH...`); `rag doctor` checks every store"
+    )
+
+
+class KeywordIndexDamagedError(StoreDamagedError):
+    """The FTS5 keyword index inside the catalog is damaged; the chunks are not, so it can be rebuilt."""
+
+
+def damaged_keyword_index_message(path: Path, reason: str) -> str:
+    """One line naming the damaged keyword index and its repair (`rag doctor --repair` rebuilds it)."""
+    return (
+        f"the keyword index in {path} is damaged ({reason}); `rag doctor --repair` rebuilds it from the "
+        "catalog's chunks"
+    )
+
+
+def is_damage(error: BaseException) -> bool:
+    """Whether a SQLite error means a damaged file rather than a busy or misused database."""
+    original = error.orig if isinstance(error, DBAPIError) else error
+    if not isinstance(original, sqlite3.DatabaseError):
+        return False
+    code = getattr(original, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in SQLITE_DAMAGE_CODES
+    message = str(original).lower()
+    return "not a database" in message or "malformed" in message
+
+
 def _batches(items: Sequence[Any], size: int = SQLITE_MAX_VARIABLES) -> Iterable[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -129,10 +172,21 @@ class Catalog:
         self.path = path
         self.engine: Engine = create_engine(f"sqlite:///{path}", future=True)
         event.listen(self.engine, "connect", _configure_sqlite)
+        # A damaged file surfaces on the first statement that touches the bad page, which may be any query:
+        # every such error becomes one CatalogDamagedError naming the file and the way to rebuild it.
+        event.listen(self.engine, "handle_error", self._damaged)
         self.keyword_index = KeywordIndex()
         with self.engine.begin() as connection:
             metadata_obj.create_all(connection)
             self.keyword_index.create(connection)
+
+    def _damaged(self, context: ExceptionContext) -> None:
+        error = context.original_exception
+        if not is_damage(error):
+            return
+        if getattr(error, "sqlite_errorcode", None) == SQLITE_CORRUPT_VTAB:
+            raise KeywordIndexDamagedError(damaged_keyword_index_message(self.path, str(error))) from error
+        raise CatalogDamagedError(damaged_catalog_message(self.path, str(error))) from error
 
     def close(self) -> None:
         """Release the connection pool."""
@@ -285,6 +339,64 @@ class Catalog:
         query = select(documents_table.c.collection).where(documents_table.c.tenant == tenant).distinct()
         with self.engine.connect() as connection:
             return sorted(connection.execute(query).scalars())
+
+    def chunk_counts(self) -> dict[tuple[str, str], int]:
+        """Chunks per (tenant, collection): what the vector store must hold (see retrieval.store_health)."""
+        query = select(chunks_table.c.tenant, chunks_table.c.collection, func.count()).group_by(
+            chunks_table.c.tenant, chunks_table.c.collection
+        )
+        with self.engine.connect() as connection:
+            return {(tenant, collection): int(n) for tenant, collection, n in connection.execute(query)}
+
+    def chunk_ids(self, tenant: str, collection: str) -> set[str]:
+        """Ids of every chunk of one tenant's collection."""
+        query = select(chunks_table.c.chunk_id).where(
+            chunks_table.c.tenant == tenant, chunks_table.c.collection == collection
+        )
+        with self.engine.connect() as connection:
+            return set(connection.execute(query).scalars())
+
+    # --- health (rag doctor) ---------------------------------------------------------------------
+    def integrity_errors(self) -> list[str]:
+        """SQLite's PRAGMA integrity_check findings for the whole file; empty when it is sound."""
+        with self.engine.connect() as connection:
+            rows = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA integrity_check")]
+        return [] if rows == ["ok"] else rows
+
+    def keyword_index_drift(self) -> tuple[int, int, str | None]:
+        """(chunks without FTS rows, FTS rows without a chunk, FTS5's own integrity error or None)."""
+        with self.engine.connect() as connection:
+            chunk_rows = set(connection.execute(select(chunks_table.c.id)).scalars())
+            error = self.keyword_index.integrity_error(connection)
+            try:
+                fts_rows = self.keyword_index.rowids(connection)
+            except KeywordIndexDamagedError as damaged:  # too damaged to list: every chunk counts as lost
+                return len(chunk_rows), 0, error or str(damaged.__cause__ or damaged)
+        return len(chunk_rows - fts_rows), len(fts_rows - chunk_rows), error
+
+    def rebuild_keyword_index(self) -> int:
+        """Re-create the FTS table from the chunk rows in one transaction; return the rows written.
+
+        The table is dropped, not emptied: deleting rows from a damaged FTS5 index reads the damaged
+        structures and fails, while dropping it removes its shadow tables whatever they hold."""
+        written = 0
+        with self.engine.begin() as connection:
+            self.keyword_index.reset(connection)
+            rows = connection.execute(
+                select(
+                    chunks_table.c.id, chunks_table.c.chunk_id, chunks_table.c.text, chunks_table.c.metadata
+                )
+            )
+            while batch := rows.fetchmany(SQLITE_MAX_VARIABLES):
+                self.keyword_index.add(
+                    connection,
+                    [
+                        (rowid, Chunk(chunk_id, text, json.loads(meta)))
+                        for rowid, chunk_id, text, meta in batch
+                    ],
+                )
+                written += len(batch)
+        return written
 
     # --- embedding cache -----------------------------------------------------------------------
     def get_vectors(self, model_key: str, hashes: list[str]) -> dict[str, list[float]]:

@@ -89,6 +89,24 @@ class KeywordIndex:
                 f"DELETE FROM {FTS_TABLE} WHERE rowid = ?", [(rowid,) for rowid in rowids]
             )
 
+    def rowids(self, connection: Connection) -> set[int]:
+        """Catalog row ids that have FTS rows (for the doctor's comparison with the chunk table)."""
+        return {rowid for (rowid,) in connection.exec_driver_sql(f"SELECT rowid FROM {FTS_TABLE}")}
+
+    def integrity_error(self, connection: Connection) -> str | None:
+        """FTS5's own consistency check of its index structures; None when sound."""
+        try:
+            connection.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('integrity-check')")
+        except Exception as error:  # noqa: BLE001 - any failure of the check is the finding itself
+            return str(error.__cause__ or getattr(error, "orig", None) or error)
+        return None
+
+    def reset(self, connection: Connection) -> None:
+        """Drop the FTS table with its shadow tables and create it empty (inside the caller's transaction,
+        before a rebuild)."""
+        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {FTS_TABLE}")
+        self.create(connection)
+
     def search(
         self,
         connection: Connection,

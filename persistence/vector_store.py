@@ -20,6 +20,7 @@ from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
 from config.settings import Settings
+from persistence.errors import StoreUnavailableError as StoreUnavailableError  # re-exported (its old home)
 from retrieval.types import Chunk
 
 CHROMA_COLLECTION_PREFIX = "rag_"
@@ -27,10 +28,8 @@ COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
 #: Cosine space: with normalised vectors, similarity = 1 - distance.
 COLLECTION_METADATA = {"hnsw:space": "cosine"}
 UPSERT_BATCH = 1000
-
-
-class StoreUnavailableError(RuntimeError):
-    """The vector store cannot be reached or opened; nothing was changed."""
+#: Ids fetched per page when listing a collection's ids (rag doctor).
+ID_PAGE = 5000
 
 
 TENANT_SEPARATOR = "__"
@@ -176,4 +175,36 @@ class VectorStore:
     def count(self, tenant: str, collection: str) -> int:
         """Number of vectors of a tenant in a collection (0 when it does not exist)."""
         store = self._store(tenant, collection, create=False)
-        return 0 if store is None else store._collection.count()  # noqa: SLF001
+        try:
+            return 0 if store is None else store._collection.count()  # noqa: SLF001
+        except Exception as error:  # noqa: BLE001
+            raise StoreUnavailableError(f"cannot count Chroma collection {collection!r}: {error}") from error
+
+    def ids(self, tenant: str, collection: str) -> set[str]:
+        """Ids of every vector of a tenant in a collection (read in pages; empty when it does not exist)."""
+        store = self._store(tenant, collection, create=False)
+        if store is None:
+            return set()
+        found: set[str] = set()
+        try:
+            while page := store._collection.get(include=[], limit=ID_PAGE, offset=len(found))["ids"]:  # noqa: SLF001
+                found.update(page)
+                if len(page) < ID_PAGE:
+                    break
+        except Exception as error:  # noqa: BLE001
+            raise StoreUnavailableError(f"cannot read Chroma collection {collection!r}: {error}") from error
+        return found
+
+    def scopes(self) -> list[tuple[str, str]]:
+        """(tenant, collection) of every collection this engine created in Chroma."""
+        try:
+            names = [collection.name for collection in chroma_client(self.settings).list_collections()]
+        except StoreUnavailableError:
+            raise
+        except Exception as error:  # noqa: BLE001
+            raise StoreUnavailableError(f"cannot list Chroma collections: {error}") from error
+        return sorted(
+            tuple(name.removeprefix(CHROMA_COLLECTION_PREFIX).split(TENANT_SEPARATOR, 1))  # type: ignore[misc]
+            for name in names
+            if name.startswith(CHROMA_COLLECTION_PREFIX) and TENANT_SEPARATOR in name
+        )
