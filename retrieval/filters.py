@@ -12,6 +12,7 @@ problem, never a stack trace from Chroma or SQLite, and both search paths see ex
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,9 @@ NUMERIC_FIELDS = frozenset(
 INTEGER_FIELDS = frozenset(key for key in NUMERIC_FIELDS if isinstance(CHUNK_METADATA_DEFAULTS[key], int))
 MAX_FILTER_DEPTH = 8
 MAX_LIST_VALUES = 1000
+#: Integers a filter may hold: SQLite and Chroma store 64-bit integers, and a larger one overflows in both.
+MIN_FILTER_INT = -(2**63)
+MAX_FILTER_INT = 2**63 - 1
 
 _SQL_OPERATORS = {"$eq": "=", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
@@ -71,10 +75,7 @@ def parse_filter(raw: str | dict[str, Any] | None) -> FilterNode | None:
     if isinstance(raw, str):
         if not raw.strip():
             return None
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as error:
-            raise FilterError(f"filter is not valid JSON: {error.msg} at position {error.pos}") from None
+        raw = _load_json(raw)
     if not isinstance(raw, dict):
         raise FilterError(f"filter must be a JSON object, got {type(raw).__name__}")
     if not raw:
@@ -82,11 +83,43 @@ def parse_filter(raw: str | dict[str, Any] | None) -> FilterNode | None:
     return _parse_object(raw, path="filter", depth=0)
 
 
+def _load_json(text: str) -> Any:
+    """Filter JSON, refusing what Python's json accepts but no store can compare: NaN, Infinity, numbers
+    that overflow a double (1e400), and nesting deep enough to exhaust the parser's recursion."""
+
+    def refuse_constant(name: str) -> float:
+        raise FilterError(f"filter: {name} is not a number a filter can compare (use a finite number)")
+
+    def finite_float(token: str) -> float:
+        value = float(token)
+        if not math.isfinite(value):
+            raise FilterError(f"filter: number {_abbreviate(token)} is out of range")
+        return value
+
+    try:
+        return json.loads(text, parse_constant=refuse_constant, parse_float=finite_float)
+    except json.JSONDecodeError as error:
+        raise FilterError(f"filter is not valid JSON: {error.msg} at position {error.pos}") from None
+    except RecursionError:
+        raise FilterError(f"filter nested deeper than {MAX_FILTER_DEPTH} levels") from None
+    except FilterError:
+        raise
+    except ValueError:  # Python refuses to parse integers of more than 4300 digits
+        raise FilterError("filter: integer out of range (64-bit integers)") from None
+
+
+def _abbreviate(token: str, limit: int = 24) -> str:
+    return token if len(token) <= limit else f"{token[:limit]}... ({len(token)} characters)"
+
+
 def _parse_object(raw: dict[str, Any], path: str, depth: int) -> FilterNode:
     if depth > MAX_FILTER_DEPTH:
         raise FilterError(f"{path}: filter nested deeper than {MAX_FILTER_DEPTH} levels")
     if not raw:
         raise FilterError(f"{path}: empty object")
+    for key in raw:
+        if not isinstance(key, str):
+            raise FilterError(f"{path}: keys must be strings, got {key!r}")
     nodes = [_parse_entry(key, value, f"{path}.{key}", depth) for key, value in raw.items()]
     return nodes[0] if len(nodes) == 1 else Logical("$and", tuple(nodes))
 
@@ -119,7 +152,17 @@ def _parse_entry(key: str, value: Any, path: str, depth: int) -> FilterNode:
 
 
 def _check_scalar(value: Any, path: str) -> MetadataValue:
-    if isinstance(value, bool | int | float | str):
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if not MIN_FILTER_INT <= value <= MAX_FILTER_INT:
+            raise FilterError(
+                f"{path}: integer of {value.bit_length()} bits is out of range (64-bit integers)"
+            )
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise FilterError(f"{path}: {value!r} is not a number a filter can compare")
         return value
     raise FilterError(f"{path}: value must be a string, number or boolean, got {type(value).__name__}")
 
