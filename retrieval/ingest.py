@@ -27,7 +27,16 @@ from persistence.vector_store import validate_collection_name
 from retrieval.chunking import chunk_text
 from retrieval.embeddings import content_hash
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.loaders import LoaderError, discover_files, load_file
+from retrieval.loaders import (
+    LoaderError,
+    ZipLimits,
+    discover_files,
+    ensure_regular,
+    ensure_supported,
+    load_bytes,
+    read_regular_file,
+    safe_resolve,
+)
 from retrieval.types import (
     CHUNK_METADATA_DEFAULTS,
     Chunk,
@@ -61,6 +70,8 @@ class IngestSummary:
 
     results: list[FileResult] = field(default_factory=list)
     seconds: float = 0.0
+    #: Vectors rebuilt from the catalog because the vector store had lost them (see retrieval.store_health).
+    vectors_restored: int = 0
 
     def count(self, status: FileStatus) -> int:
         """Number of sources with this status."""
@@ -87,6 +98,7 @@ class IngestSummary:
             "chunks": self.chunks,
             "seconds": round(self.seconds, 3),
             "chunks_per_s": round(self.chunks_per_second, 2),
+            "vectors_restored": self.vectors_restored,
             "failures": [
                 {"source": r.source, "reason": r.reason} for r in self.results if r.status == "failed"
             ],
@@ -169,12 +181,10 @@ def build_chunks(
     return chunks
 
 
-def file_hash(path: Path, signature: str) -> str:
+def source_hash(data: bytes, signature: str) -> str:
     """Hash of a file's bytes and the index signature (chunking and model)."""
     digest = hashlib.sha256(signature.encode("utf-8"))
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    digest.update(data)
     return digest.hexdigest()
 
 
@@ -262,15 +272,17 @@ def ingest_paths(
     progress: ProgressCallback = _noop,
     on_files: Callable[[list[Path]], None] | None = None,
 ) -> IngestSummary:
-    """Ingest files and folders into one collection of one tenant (see the module docstring for the order)."""
+    """Ingest files and folders into one collection of one tenant (see the module docstring for the order);
+    vectors the vector store lost are restored first (`restore_lost_vectors`)."""
     started = time.perf_counter()
     collection = validate_collection_name(collection or kb.settings.default_collection)
     tenant = validate_collection_name(tenant or kb.settings.default_tenant, "tenant")
-    files = [path.resolve() for path in discover_files(paths)]
+    files = [safe_resolve(path) for path in discover_files(paths)]
     if on_files:
         on_files(files)
     signature = kb.index_signature()
     summary = IngestSummary()
+    summary.vectors_restored = restore_lost_vectors(kb)
     for path in files:
         summary.results.append(
             _ingest_file(kb, path, signature, tenant=tenant, collection=collection, progress=progress)
@@ -288,26 +300,38 @@ def ingest_paths(
     return summary
 
 
+def restore_lost_vectors(kb: KnowledgeBase) -> int:
+    """Rebuild the vectors the vector store lost (a deleted Chroma folder) from the catalog; return how many.
+
+    Ingestion is where a user expects the index to be made whole again, and the catalog has every chunk's
+    text, so this needs neither the original files nor, thanks to the embedding cache, the model."""
+    from retrieval.store_health import repair_vectors, vector_drift  # it imports this module
+
+    lost = [scope for scope in vector_drift(kb) if scope.missing]
+    return repair_vectors(kb, lost).restored if lost else 0
+
+
 def _ingest_file(
     kb: KnowledgeBase, path: Path, signature: str, *, tenant: str, collection: str, progress: ProgressCallback
 ) -> FileResult:
     source = str(path)
+    settings = kb.settings
     try:
-        size = path.stat().st_size
-        if size > kb.settings.max_file_bytes:
-            raise LoaderError(
-                f"file too large: {size} bytes > {kb.settings.max_file_bytes} (RAG_MAX_FILE_BYTES)"
-            )
-        source_hash = file_hash(path, signature)
+        # One bounded read of a regular file serves both the hash and the parse (see loaders).
+        ensure_regular(path)
+        ensure_supported(path)
+        data = read_regular_file(path, settings.max_file_bytes)
+        digest = source_hash(data, signature)
         known = kb.catalog.document(tenant, collection, source)
-        if known is not None and known.file_hash == source_hash:
+        if known is not None and known.file_hash == digest:
             return FileResult(source, "skipped", known.n_chunks)
-        documents = load_file(path, kb.settings.max_file_bytes)
+        documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits.from_settings(settings))
+        del data
         count = index_documents(
             kb,
             documents,
             source=source,
-            source_hash=source_hash,
+            source_hash=digest,
             tenant=tenant,
             collection=collection,
             progress=progress,

@@ -6,6 +6,7 @@ it rather than opening stores themselves, so a process opens each store once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -25,6 +26,8 @@ class KnowledgeBase:
     settings: Settings
     base_model: Embeddings | None = None
     model_key: str | None = None
+    #: Where a store-health warning goes (retrieval.store_health.warn_once); None = a logging warning.
+    warn: Callable[[str], None] | None = None
 
     @classmethod
     def open(cls, settings: Settings | None = None) -> KnowledgeBase:

@@ -19,6 +19,7 @@ from retrieval.filters import FilterNode, parse_filter, to_chroma_where, to_sql
 from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
 from retrieval.ingest import embedding_input
 from retrieval.knowledge_base import KnowledgeBase
+from retrieval.store_health import warn_once
 from retrieval.types import SearchHit
 
 SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
@@ -46,6 +47,14 @@ def validate_query(query: str, max_chars: int) -> str:
         raise QueryError("empty query: give some text to search for")
     if len(query) > max_chars:
         raise QueryError(f"query too long: {len(query)} characters > {max_chars} (RAG_MAX_QUERY_CHARS)")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError as error:
+        # Python turns undecodable bytes of argv into lone surrogates (\udcff for byte 0xff); SQLite,
+        # the tokenizers and stdout would each fail on them later with a stack trace.
+        bad = query[error.start]
+        shown = f"byte 0x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else f"U+{ord(bad):04X}"
+        raise QueryError(f"query is not valid UTF-8 text: {shown} at character {error.start + 1}") from None
     return query.strip()
 
 
@@ -92,6 +101,7 @@ class Searcher:
 
         dense: list[SearchHit] = []
         if mode in ("dense", "hybrid"):
+            warn_once(self.kb, self.kb.warn)  # a lost vector store is reported once, not silently ignored
             if query_vector is None:
                 started = time.perf_counter()
                 query_vector = self.embed_query(query)
