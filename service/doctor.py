@@ -1,0 +1,211 @@
+"""`rag doctor [--repair] [--json]`: check the stores of a data folder and repair what can be rebuilt.
+
+Why a doctor: the engine keeps four stores that can each be damaged or lost on their own (a deleted Chroma
+folder, a half-copied SQLite file), and before this a loss was silent or a stack trace. The checks are:
+- catalog: SQLite's PRAGMA integrity_check of catalog.sqlite (documents, chunks, embedding cache);
+- keyword index: the FTS5 rows against the chunk rows, plus FTS5's own integrity check;
+- vectors: Chroma's ids against the catalog's, per tenant and collection;
+- checkpoints: PRAGMA integrity_check of checkpoints.sqlite (conversations).
+What `--repair` rebuilds comes from the catalog, the reference: the keyword index (from the chunk rows) and
+the vectors (re-embedded from the stored text through the embedding cache). A damaged catalog is not
+repaired in place; the report says how to rebuild it from the documents. A damaged checkpoint file is moved
+aside (kept, never deleted) so that new conversations work again.
+Exit code 0 when every store is healthy (or was repaired), 1 when damage remains.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+from rich.markup import escape
+
+from config.settings import Settings
+from persistence.errors import StoreUnavailableError
+
+if TYPE_CHECKING:  # the stores import chromadb and SQLAlchemy (seconds): only `rag doctor` pays for them
+    from retrieval.knowledge_base import KnowledgeBase
+
+Status = Literal["ok", "damaged", "repaired"]
+
+#: Seconds the checkpoint check waits for a writer to release the file.
+CHECKPOINT_BUSY_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Finding:
+    """The outcome of one check: which store, where, its status and what was found or done."""
+
+    store: str
+    path: str
+    status: Status
+    detail: str
+    counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class DoctorReport:
+    """Every finding; healthy when no store is left damaged."""
+
+    findings: list[Finding]
+
+    @property
+    def healthy(self) -> bool:
+        """No store left damaged (repaired ones count as healthy)."""
+        return all(finding.status != "damaged" for finding in self.findings)
+
+    def as_dict(self) -> dict[str, object]:
+        """JSON-ready report."""
+        return {"healthy": self.healthy, "checks": [asdict(finding) for finding in self.findings]}
+
+
+def check_catalog(kb: KnowledgeBase) -> Finding:
+    """SQLite integrity of the catalog file (a missing file is a data folder nothing was ingested into)."""
+    from persistence.catalog import CatalogDamagedError, damaged_catalog_message
+
+    path = kb.settings.catalog_path
+    try:
+        problems = kb.catalog.integrity_errors()
+    except CatalogDamagedError as error:
+        return Finding("catalog", str(path), "damaged", str(error))
+    if problems:
+        reason = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
+        return Finding("catalog", str(path), "damaged", damaged_catalog_message(path, reason))
+    counts = {"documents": len(kb.catalog.documents()), "chunks": kb.catalog.count_chunks()}
+    return Finding("catalog", str(path), "ok", "integrity ok", counts)
+
+
+def check_keyword_index(kb: KnowledgeBase, repair: bool) -> Finding:
+    """FTS5 rows against chunk rows; `repair` rebuilds the index from the chunk rows in one transaction."""
+    path = str(kb.settings.catalog_path)
+    missing, extra, error = kb.catalog.keyword_index_drift()
+    counts = {"chunks_without_terms": missing, "terms_without_chunk": extra}
+    if not (missing or extra or error):
+        return Finding("keyword index", path, "ok", "every chunk is indexed", counts)
+    problem = f"{missing} chunks not indexed, {extra} rows without a chunk" + (f", {error}" if error else "")
+    if not repair:
+        return Finding("keyword index", path, "damaged", f"{problem}; run `rag doctor --repair`", counts)
+    rebuilt = kb.catalog.rebuild_keyword_index()
+    return Finding("keyword index", path, "repaired", f"{problem}; rebuilt {rebuilt} rows", counts)
+
+
+def check_vectors(kb: KnowledgeBase, repair: bool) -> Finding:
+    """Chroma's ids against the catalog's; `repair` re-embeds missing chunks (cache) and drops strays."""
+    from retrieval.store_health import repair_vectors, reset_checks, vector_gaps
+
+    where = kb.settings.chroma_host or str(kb.settings.chroma_dir)
+    try:
+        gaps = vector_gaps(kb)
+    except StoreUnavailableError as error:
+        return Finding("vectors", where, "damaged", str(error))
+    counts = {
+        "chunks": sum(gap.catalog_chunks for gap in gaps),
+        "missing": sum(gap.missing for gap in gaps),
+        "strays": sum(gap.strays for gap in gaps),
+    }
+    bad = [gap for gap in gaps if gap.missing or gap.strays]
+    if not bad:
+        return Finding("vectors", where, "ok", f"{len(gaps)} collections agree with the catalog", counts)
+    scopes = ", ".join(f"{gap.tenant}/{gap.collection}" for gap in bad[:5])
+    problem = f"{counts['missing']} chunks without a vector, {counts['strays']} stray vectors ({scopes})"
+    if not repair:
+        return Finding("vectors", where, "damaged", f"{problem}; run `rag doctor --repair`", counts)
+    done = repair_vectors(kb, bad, remove_strays=True)
+    reset_checks()
+    return Finding(
+        "vectors", where, "repaired", f"{problem}; restored {done.restored}, removed {done.removed}", counts
+    )
+
+
+def check_checkpoints(settings: Settings, repair: bool) -> Finding:
+    """SQLite integrity of the checkpoint file; `repair` moves a damaged file aside (kept) for a fresh one."""
+    path = settings.checkpoint_path
+    if not path.exists():
+        return Finding("checkpoints", str(path), "ok", "no conversations stored yet")
+    try:
+        with sqlite3.connect(str(path), timeout=CHECKPOINT_BUSY_TIMEOUT_S) as connection:
+            rows = [str(row[0]) for row in connection.execute("PRAGMA integrity_check")]
+        problems = [] if rows == ["ok"] else rows
+    except sqlite3.DatabaseError as error:
+        problems = [str(error)]
+    if not problems:
+        return Finding("checkpoints", str(path), "ok", "integrity ok")
+    problem = "; ".join(problems[:3])
+    if not repair:
+        return Finding(
+            "checkpoints",
+            str(path),
+            "damaged",
+            f"{problem}; `rag doctor --repair` moves it aside (kept) so that new conversations work",
+        )
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.rename(aside)
+    for suffix in ("-wal", "-shm"):
+        companion = path.with_name(path.name + suffix)
+        if companion.exists():
+            companion.rename(aside.with_name(aside.name + suffix))
+    return Finding("checkpoints", str(path), "repaired", f"{problem}; moved aside to {aside}")
+
+
+def run_doctor(settings: Settings, *, repair: bool = False, kb: KnowledgeBase | None = None) -> DoctorReport:
+    """Check (and with `repair`, rebuild) every store of `settings`' data folder."""
+    from retrieval.knowledge_base import KnowledgeBase
+
+    owned = kb is None
+    kb = kb or KnowledgeBase.open(settings)
+    findings: list[Finding] = []
+    try:
+        if not settings.catalog_path.exists():
+            findings.append(Finding("catalog", str(settings.catalog_path), "ok", "nothing ingested yet"))
+        else:
+            catalog = check_catalog(kb)
+            findings.append(catalog)
+            if catalog.status == "ok":  # the other checks compare against the catalog
+                findings.append(check_keyword_index(kb, repair))
+                findings.append(check_vectors(kb, repair))
+        findings.append(check_checkpoints(settings, repair))
+    finally:
+        if owned:
+            kb.close()
+    return DoctorReport(findings)
+
+
+def doctor(
+    repair: Annotated[
+        bool,
+        typer.Option(
+            "--repair",
+            help="Rebuild the keyword index and vectors from the catalog; move damaged checkpoints aside.",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Check the catalog, keyword index, vectors and checkpoints; --repair rebuilds the keyword index and
+    the vectors from the catalog and moves a damaged checkpoint file aside (kept). A damaged catalog is
+    only reported, with how to rebuild it (ingest your documents again).
+
+    Exit codes: 0 = every store healthy (or repaired); 1 = a store is still damaged or cannot be opened
+    (the report names it and the way to repair it); 2 = invalid settings or options."""
+    from service.cli import EXIT_UNAVAILABLE, console, settings_or_exit, user_errors
+
+    settings = settings_or_exit()
+    with user_errors():
+        report = run_doctor(settings, repair=repair)
+    if as_json:
+        sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
+    else:
+        for finding in report.findings:
+            style = {"ok": "green", "damaged": "bold red", "repaired": "yellow"}[finding.status]
+            console.print(
+                f"[{style}]{finding.status:<8}[/] {finding.store}: {escape(finding.detail)}",
+                highlight=False,
+                soft_wrap=True,
+                markup=True,
+            )
+    if not report.healthy:
+        raise typer.Exit(EXIT_UNAVAILABLE)
