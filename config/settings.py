@@ -46,8 +46,9 @@ class Settings(BaseSettings):
     checkpoint_durability: CheckpointDurability = Field(
         "exit",
         description="When a graph run with the engine's checkpointer saves its state: exit = once per turn "
-        "(when the run ends or fails; ~12x fewer bytes per turn), async / sync = after every step (resumable "
-        "mid-turn). LangGraph's `durability`; a caller's own `durability=` wins.",
+        "(when the run ends or fails; 11 KB instead of 133 KB per turn measured), async / sync = after every "
+        "step (14-24 checkpoints a turn, resumable mid-turn). LangGraph's `durability`; a caller's own "
+        "`durability=` wins.",
     )
     checkpoint_keep: int = Field(
         0,

@@ -7,7 +7,8 @@ The sync and async savers are separate classes: a sync `invoke` on the async sav
 Storage bounds (issue 7 §6). Each SQLite checkpoint holds the thread's whole state, so what a turn costs is
 (checkpoints written per turn) x (state size):
 - checkpoints per turn: graphs compiled with a checkpointer run with `durability=RAG_CHECKPOINT_DURABILITY`
-  ("exit" by default: one checkpoint when the turn ends or fails, instead of one per step, ~12-18 a turn).
+  ("exit" by default: one checkpoint when the turn ends or fails, instead of one per step, 14-24 a turn;
+  `rag eval chaos --suite storage`: 11 KB instead of 133 KB per turn at 10 turns).
   The trade-off: a turn that crashes mid-way restarts from its beginning, never from a half-done step,
   which is what a question-answer turn wants anyway. `with_durability` applies it; a caller's own
   `durability=` wins.
