@@ -8,6 +8,7 @@ use (the LangGraph server imports it at start, as it imports the graphs).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -46,6 +47,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        # Loaded before the first request is accepted, not inside its run limit (Engine.warm_up).
+        await asyncio.to_thread(state.engine.warm_up)
         yield
         state.engine.close()
 

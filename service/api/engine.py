@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import Settings
+from nodes.resources import get_resources
 from service.api.errors import QueueTimeout, RunTimeout
 from service.api.gate import ModelGates, RunMonitor
 from service.runner import Session
 from state.context import Context
+
+logger = logging.getLogger(__name__)
 
 #: How often (s) the request checks the run's limits while nothing arrives from it.
 POLL_S = 0.1
@@ -65,6 +70,23 @@ class Engine:
             if self._session is None:
                 self._session = self._session_factory(self.settings)
             return self._session
+
+    def warm_up(self) -> float:
+        """Open the runner, the knowledge base, the embedding model and the chat models now; return seconds.
+
+        Why: otherwise the first request loads them inside its own run limit, and on a busy machine that
+        alone passed 60 s (a 504 for the first cold answer of a load test). Failures are logged, not raised:
+        a store or model that is down shows in the health route and in the requests that need it."""
+        started = time.monotonic()
+        try:
+            self.session()
+            resources = get_resources()
+            resources.kb().embeddings.embed_query("warm-up")
+            resources.model("generate")
+            resources.model("grade")
+        except Exception as error:  # noqa: BLE001 - reported by health and by the requests themselves
+            logger.warning("warm-up incomplete (%s: %s)", type(error).__name__, error)
+        return time.monotonic() - started
 
     def close(self) -> None:
         """Stop accepting runs (running ones finish in the background)."""
