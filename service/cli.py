@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -24,6 +24,7 @@ from config.settings import SearchMode, Settings, SettingsError, load_settings
 from evals.report import DEFAULT_RESULTS_DIR
 from service.cli_memory import memory_app
 from service.cli_summarize import summarize
+from service.doctor import doctor
 
 app = typer.Typer(
     help="Agentic RAG engine: ingest your documents, search them, ask questions with cited answers.",
@@ -36,6 +37,7 @@ eval_app = typer.Typer(
 )
 app.add_typer(eval_app, name="eval")
 app.command("summarize")(summarize)
+app.command("doctor")(doctor)
 app.add_typer(memory_app, name="memory")
 
 console = Console()
@@ -44,6 +46,8 @@ error_console = Console(stderr=True)
 #: Exit codes: 2 = the user's input was wrong; 1 = a store or model could not be used.
 EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 1
+#: Exit code of `rag ingest` when any file failed to load (the others are indexed; each failure is listed).
+EXIT_FILES_FAILED = 1
 #: Largest --top-k of `rag eval graders` (the context's own bound on top_k).
 MAX_GRADED_TOP_K = 100
 
@@ -56,6 +60,11 @@ def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     """
     error_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def warning(message: str) -> None:
+    """Print one warning line on stderr (escaped and unwrapped, like `fail`)."""
+    error_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 @contextmanager
@@ -157,6 +166,8 @@ def ingest(
             on_files=on_files,
         )
     report = summary.as_dict()
+    if summary.vectors_restored:
+        warning(f"restored {summary.vectors_restored} vectors the vector store had lost (from the catalog)")
     if as_json:
         console.print_json(json.dumps(report))
     else:
@@ -169,7 +180,16 @@ def ingest(
             error_console.print(
                 f"[yellow]failed[/] {escape(str(failure['source']))}: {escape(str(failure['reason']))}",
                 highlight=False,
+                soft_wrap=True,  # one line per file, however long its path
             )
+    if report["failed"]:
+        error_console.print(
+            f"[bold red]error:[/] {report['failed']} of {report['files']} files failed to ingest"
+            + ("" if as_json else " (listed above)"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_FILES_FAILED)
 
 
 @app.command()
@@ -194,6 +214,7 @@ def search(
         if mode is not None and mode not in ("dense", "bm25", "hybrid"):
             raise QueryError(f"unknown search mode {mode!r}; choose one of dense, bm25, hybrid")
         kb = KnowledgeBase.open(settings)
+        kb.warn = warning  # a vector store that lost chunks is reported on stderr, once
         result = Searcher(kb).search(
             query,
             k=k,
@@ -252,9 +273,15 @@ def _context(
         fail(str(error))
 
 
-def _print_answer(result: dict[str, object], show_answer: bool = True) -> None:
-    if show_answer:
-        console.print(str(result.get("answer", "")), highlight=False, markup=False)
+def _print_answer(result: dict[str, object], prefix: str = "") -> None:
+    """The stored answer (once), a warning line for each reason not to trust it, sources and strategy."""
+    from service.answer_warnings import answer_warnings
+
+    if prefix:
+        console.print(prefix, end="")
+    console.print(str(result.get("answer", "")), highlight=False, markup=False)
+    for item in answer_warnings(result):
+        console.print(f"[bold yellow]warning:[/] {escape(item['message'])}", highlight=False, soft_wrap=True)
     citations = result.get("citations") or []
     if citations:
         console.print("\n[bold]Sources[/]")
@@ -307,8 +334,10 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
     conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
 ) -> None:
-    """Answer a question from the indexed documents, with citations; follow-ups with --thread."""
+    """Answer a question from the indexed documents, with citations; follow-ups with --thread.
+    Unsupported sentences and citations the model did not give itself are shown as warnings."""
     from retrieval.filters import parse_filter
+    from service.answer_warnings import answer_warnings
     from service.runner import Session, output_json
 
     if graph not in ("rag", "baseline"):
@@ -317,7 +346,7 @@ def ask(
     context = _context(mode, tenant, collection, max_iterations)
     with user_errors():
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
-        session = Session(settings, graph_name=graph)  # type: ignore[arg-type]
+        session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
         try:
             result = session.ask(
                 question,
@@ -329,9 +358,39 @@ def ask(
         except ValueError as error:
             fail(str(error))
     if as_json:
-        sys.stdout.write(json.dumps(output_json(result), ensure_ascii=False, indent=2, default=str) + "\n")
+        payload = {**output_json(result), "warnings": answer_warnings(result)}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, default=str) + "\n")
     else:
         _print_answer(result)
+
+
+def _chat_turn(
+    session: Any, question: str, *, thread_id: str, context: object, inputs: dict[str, str]
+) -> dict[str, Any]:
+    """Run one chat turn, showing the answer being written as a preview; return the output state.
+
+    Why a preview that disappears: the streamed tokens are a draft, which `cite` renumbers and cleans, a
+    regeneration replaces, or the extractive fallback replaces entirely. Printing the stream and then the
+    stored answer showed two different answers per turn. The preview is erased when the turn ends (and
+    never written when stdout is not a terminal), so the one answer printed is the stored one.
+    """
+    from rich.live import Live
+    from rich.text import Text
+
+    draft: list[str] = []
+    result: dict[str, Any] = {}
+    with Live(Text(""), console=console, transient=True, refresh_per_second=8) as preview:
+        for kind, payload in session.stream(
+            question, thread_id=thread_id, context=context, events=True, **inputs
+        ):
+            if kind == "token":
+                draft.append(payload)
+                preview.update(Text("rag (writing)> " + "".join(draft), style="dim"))
+            elif kind == "event" and payload.get("event") == "generation_start":
+                draft.clear()  # a new attempt replaces the previous draft
+            elif kind == "result":
+                result = payload
+    return result
 
 
 @app.command()
@@ -343,8 +402,9 @@ def chat(
     tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
     conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
 ) -> None:
-    """Interactive conversation: answers stream as they are written; citations and strategy follow.
-    A turn with no evidence in the documents is answered from the conversation (chat mode)."""
+    """Interactive conversation: one answer per turn (the stored one; a preview shows it being written on a
+    terminal), with its warnings, citations and strategy. A turn with no evidence in the documents is
+    answered from the conversation (chat mode). A model or store that is down ends the chat with exit 1."""
     from dataclasses import replace
 
     from persistence.thread_lock import ThreadBusyError
@@ -356,7 +416,7 @@ def chat(
     extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():
-        session = Session(settings)
+        session = Session(settings, interface="cli")
         session.check_access(thread_id, context.tenant)  # another tenant's thread: refused before any turn
     console.print(f"[dim]thread {thread_id} — empty line or Ctrl-D to quit[/]")
     while True:
@@ -366,29 +426,17 @@ def chat(
             break
         if not question.strip():
             break
-        streamed = False
-        try:
-            for kind, payload in session.stream(
-                question,
-                thread_id=thread_id,
-                context=context,  # type: ignore[arg-type]
-                **extra_inputs,
-            ):
-                if kind == "token":
-                    if not streamed:
-                        console.print("[bold blue]rag>[/] ", end="")
-                    streamed = True
-                    console.print(payload, end="", highlight=False, markup=False)
-                else:
-                    console.print()
-                    console.print(
-                        f"[bold blue]answer>[/] {escape(str(payload.get('answer', '')))}", highlight=False
-                    )
-                    _print_answer(payload, show_answer=False)
-        except (ValueError, ThreadBusyError) as error:  # this turn only: the next one may succeed
-            error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
-        except ThreadAccessError as error:
-            fail(str(error))
+        with user_errors():  # a model or store that is down: one line, exit 1
+            try:
+                result = _chat_turn(
+                    session, question, thread_id=thread_id, context=context, inputs=extra_inputs
+                )
+            except (ValueError, ThreadBusyError) as error:  # this turn only: the next one may succeed
+                error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+                continue
+            except ThreadAccessError as error:
+                fail(str(error))
+        _print_answer(result, prefix="[bold blue]rag>[/] ")
 
 
 #: `--tenant` of the `rag threads` commands: each lists and acts on one tenant's threads only.
@@ -813,13 +861,38 @@ def eval_chaos(
     console.print(f"{report['passed']} passed, {report['failed']} failed", highlight=False)
 
 
+@eval_app.command("groundedness")
+def eval_groundedness(
+    fixture: Annotated[
+        Path | None,
+        typer.Option(help="Planted-error cases (JSONL); default: evals/fixtures/planted_errors.jsonl."),
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result here.")] = None,
+) -> None:
+    """How often the score grader's per-sentence groundedness check catches planted errors (wrong names,
+    numbers, dates, titles) and how often it flags correct answers. No model: runs in a second."""
+    from evals.groundedness import main as groundedness_main
+
+    arguments = [
+        *(["--fixture", str(fixture)] if fixture else []),
+        *(["--json", str(json_out)] if json_out else []),
+    ]
+    raise typer.Exit(groundedness_main(arguments))
+
+
+if __name__ == "__main__":
+    # `python -m service.cli` runs this file as `__main__`, a copy the command modules below cannot import
+    # back (they import `service.cli`): run the real module's app, as the `rag` entry point does.
+    from service.cli import app as _module_app
+
+    _module_app()
+
 # Commands in their own modules (they use the helpers above, so they are registered after them).
+from evals import answerability  # noqa: E402
 from service import cli_serve  # noqa: E402
 
 app.command("serve")(cli_serve.serve)
 app.command("delete")(cli_serve.delete)
 app.command("stats")(cli_serve.stats)
 eval_app.command("load")(cli_serve.eval_load)
-
-if __name__ == "__main__":
-    app()
+eval_app.command("answerability")(answerability.eval_answerability)

@@ -59,13 +59,15 @@ class Session:
     settings: Settings
     graph_name: GraphName = "rag"
     persistent: bool = True
+    #: Who runs the turns (cli, api, eval, python): recorded in the audit log by record_turn.
+    interface: str = "python"
 
     def __post_init__(self) -> None:
         self.checkpointer = sqlite_checkpointer(self.settings) if self.persistent else None
         self.graph = compiled_graph(self.graph_name, self.checkpointer)
 
     def _config(self, thread_id: str) -> dict[str, Any]:
-        return {"configurable": {"thread_id": thread_id}}
+        return {"configurable": {"thread_id": thread_id}, "metadata": {"interface": self.interface}}
 
     def owner(self, thread_id: str) -> str | None:
         """The tenant that owns a thread (None: unknown thread, or not owned yet)."""

@@ -175,7 +175,7 @@ def test_cli_ask_writes_the_rows(acme: World, monkeypatch: pytest.MonkeyPatch) -
         thread="cli-1",
         question=QUESTION,
         mode="advanced",
-        interface="python",
+        interface="cli",
         before=before,
     )
 
@@ -193,7 +193,7 @@ def test_rest_api_generate_writes_the_rows(acme: World) -> None:
         thread="api-1",
         question=QUESTION,
         mode="simple",
-        interface="python",
+        interface="api",
         before=before,
     )
 

@@ -58,7 +58,7 @@ class Engine:
         self, settings: Settings, session_factory: Callable[[Settings], Session] | None = None
     ) -> None:
         self.settings = settings
-        self._session_factory = session_factory or (lambda s: Session(s))
+        self._session_factory = session_factory or (lambda s: Session(s, interface="api"))
         self._session: Session | None = None
         self._lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=settings.api_workers, thread_name_prefix="rag-run")
