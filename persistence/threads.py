@@ -14,8 +14,9 @@ server, the HTTP API) creates threads through the graph, and only the graph's ow
 them; a second table would be one more thing to keep in step with deletes, prunes and the server's saver. The
 cost is one checkpoint read per thread for `rag threads list` and `prune`, a housekeeping command.
 
-Every graph step writes a checkpoint, so a long-lived file grows without bound; `prune` keeps the newest
-threads and, within the kept threads, only their latest checkpoint, then reclaims the space.
+Every turn adds a checkpoint (every step, with RAG_CHECKPOINT_DURABILITY=async or in the server), and
+every new thread adds its own, so a long-lived file still grows with the number of threads; `prune` keeps the
+newest threads and, within the kept threads, only their latest checkpoint, then reclaims the space.
 """
 
 from __future__ import annotations
