@@ -403,7 +403,9 @@ def turn_verdict(
 
     A turn whose caller got a clear error (thread busy) was refused, not lost: the user knows. A turn whose
     caller got an answer must be stored exactly once with one AI message right after it, and its standalone
-    question must not carry another turn's word (that would mean it was rewritten with another's history).
+    question must not carry the word of a turn that is not stored before it: that turn was not yet part of
+    its history, so the question was rewritten with another turn's history (overlapping turns). Words of the
+    turns stored before it are its thread's own history, which contextualize may legitimately use.
     """
     figures = {"lost": 0.0, "duplicated": 0.0, "unanswered": 0.0, "mixed": 0.0, "refused": 0.0}
     notes: list[str] = []
@@ -427,7 +429,16 @@ def turn_verdict(
             if following is None or following[0] != "ai":
                 figures["unanswered"] += 1
                 notes.append(f"{word}: no answer right after it")
-        others = [other for other in outcomes if other != word and other in outcome.get("standalone", "")]
+        earlier = {
+            other
+            for other in outcomes
+            if any(k == "human" and other in t for k, t in messages[: positions[0]])
+        }
+        others = [
+            other
+            for other in outcomes
+            if other != word and other not in earlier and other in outcome.get("standalone", "")
+        ]
         if others:
             figures["mixed"] += 1
             notes.append(f"{word}: rewritten with {others}")

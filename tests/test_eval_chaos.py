@@ -43,13 +43,32 @@ def test_lost_duplicated_unanswered_and_mixed_turns_are_counted() -> None:
     outcomes = {
         "kiwi": {"ok": True, "standalone": "Is the kiwi a planet?"},
         "mango": {"ok": True, "standalone": "Is the mango a planet?"},
-        "papaya": {"ok": True, "standalone": "Is the papaya or the kiwi a planet?"},
+        "papaya": {"ok": True, "standalone": "Is the papaya or the mango a planet?"},
     }
     figures, _ = turn_verdict(messages, outcomes)
     assert figures["lost"] == 1  # mango answered to its caller, absent from the thread
     assert figures["duplicated"] == 1  # kiwi stored twice
     assert figures["unanswered"] == 2  # the first kiwi and papaya have no AI message right after them
-    assert figures["mixed"] == 1  # papaya's question carries kiwi: rewritten with another turn's history
+    assert figures["mixed"] == 1  # papaya carries mango, which is not in its history: another turn's
+
+
+def test_a_question_may_use_the_turns_stored_before_it_but_not_later_ones() -> None:
+    messages = [
+        ["human", "Is the kiwi a planet?"],
+        ["ai", "No."],
+        ["human", "Is the papaya a planet?"],
+        ["ai", "No."],
+    ]
+    own_history = {
+        "kiwi": {"ok": True, "standalone": "Is the kiwi a planet?"},
+        "papaya": {"ok": True, "standalone": "Is the papaya a planet? (kiwi)"},
+    }
+    assert turn_verdict(messages, own_history)[0]["mixed"] == 0
+    from_a_later_turn = {
+        "kiwi": {"ok": True, "standalone": "Is the kiwi a planet? (papaya)"},
+        "papaya": {"ok": True, "standalone": "Is the papaya a planet?"},
+    }
+    assert turn_verdict(messages, from_a_later_turn)[0]["mixed"] == 1
 
 
 def test_a_refused_turn_is_not_lost_but_must_not_be_stored() -> None:
