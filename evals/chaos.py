@@ -206,16 +206,18 @@ def leaked(output: str, canaries: Sequence[str] = BRAVO_CANARIES) -> list[str]:
 
 
 def last_json(output: str) -> Any:
-    """The last JSON document a snippet printed (None when there is none)."""
-    for line in reversed(output.strip().splitlines()):
+    """The last JSON document printed: a one-line object or array, or an indented one (`rag ask --json`)
+    starting at a line's first column; None when there is none. A line inside an indented document is never
+    taken for the document (a bare string line such as `"text"` is valid JSON on its own)."""
+    lines = output.strip().splitlines()
+    for start in reversed(range(len(lines))):
+        if not lines[start].startswith(("{", "[")):
+            continue
         try:
-            return json.loads(line)
+            return json.loads("\n".join(lines[start:]))
         except ValueError:
             continue
-    try:
-        return json.loads(output)
-    except ValueError:
-        return None
+    return None
 
 
 # --- suite 1: tenants and threads ------------------------------------------------------------------

@@ -4,6 +4,7 @@ not here); these tests pin the judging logic, and one cheap hostile probe runs e
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -86,6 +87,13 @@ def test_leak_detection_is_case_insensitive_and_names_the_canary() -> None:
 
 def test_last_json_reads_the_last_json_line() -> None:
     assert last_json('noise\n{"a": 1}\n{"b": 2}\n') == {"b": 2}
+
+
+def test_last_json_reads_an_indented_document_not_its_last_string_line() -> None:
+    document = {"answer": "No.", "warnings": [{"sentences": ["The kiwi is a fruit."]}]}
+    printed = "log line\n" + json.dumps(document, indent=2) + "\n"
+    assert '"The kiwi is a fruit."' in [line.strip() for line in printed.splitlines()]  # valid JSON alone
+    assert last_json(printed) == document
     assert last_json("no json here") is None
 
 
