@@ -2,7 +2,7 @@
 # Rerun every benchmark whose results are committed under evals/results, then rebuild the report.
 # The sizes below are the ones committed; raise them with the variables (e.g. CMRC_LIMIT=100).
 # Runs on the embedded defaults unless RAG_* variables point at another model or endpoint.
-# Expects ../shared/data (the evaluation datasets) beside the checkout; about 1.5 hours on 2 cores.
+# Expects ../shared/data (the evaluation datasets) beside the checkout; about 2 hours on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA_DIR:-../shared/data}"
@@ -25,4 +25,19 @@ $RAG eval qa --dataset "$HOTPOT" --pipeline no-retrieval --limit "${DIRECT_LIMIT
 $RAG eval router --llm-limit "${ROUTER_LLM_LIMIT:-12}" --json "$RESULTS/router.json"
 $RAG eval latency --questions "${LATENCY_QUESTIONS:-12}" --json "$RESULTS/latency.json"
 $RAG eval graders --dataset "$HOTPOT" --limit "${GRADER_LIMIT:-10}" --json "$RESULTS/graders_hotpotqa.json"
+$RAG eval groundedness --json "$RESULTS/groundedness.json"
+$RAG eval answerability --dataset evals/fixtures/answerability.json --json "$RESULTS/answerability_dev_extractive.json"
+$RAG eval answerability --dataset "$HOTPOT" --limit 30 --json "$RESULTS/answerability_hotpotqa_extractive.json"
+RAG_MAX_ITERATIONS=1 $RAG eval answerability --dataset "$HOTPOT" --limit 30 --pipeline agentic \
+  --json "$RESULTS/answerability_hotpotqa_agentic.json"
+$RAG eval chaos --json "$RESULTS/chaos_after.json"
+# Load: a fresh data dir, the API on a free port, 16 clients (see README "Serving under load").
+LOAD_DIR=$(mktemp -d)
+RAG_DATA_DIR="$LOAD_DIR/data" $RAG ingest samples/corpus
+RAG_DATA_DIR="$LOAD_DIR/data" $RAG serve --port 8765 > "$LOAD_DIR/serve.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null || true; rm -rf "$LOAD_DIR"' EXIT
+until curl -sf http://127.0.0.1:8765/health >/dev/null; do sleep 1; done
+$RAG eval load --url http://127.0.0.1:8765 --clients 16 --requests 32 --uncached-requests 16 --max-tokens 96 \
+  --json "$RESULTS/load.json"
 $RAG eval report --results-dir "$RESULTS"

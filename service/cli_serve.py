@@ -150,8 +150,9 @@ def eval_load(
         table.add_column(column, justify="right")
     phases = (
         ("cold", "cold"),
+        ("cache hits alone", "cache_hit_alone"),
         ("load", "load"),
-        ("cache hits", "cache_hit"),
+        ("cache hits under load", "cache_hit"),
         ("uncached load", "uncached_load"),
     )
     for name, key in phases:
@@ -167,10 +168,11 @@ def eval_load(
             f"{part.get('throughput_rps') or '-'}",
         )
     console.print(table)
-    ratio = report["hit_to_cold_p50_ratio"]
+    ratio, loaded = report["hit_to_cold_p50_ratio"], report["hit_under_load_to_cold_p50_ratio"]
     console.print(
         f"cache hits {report['load']['cache_hits']} / misses {report['load']['cache_misses']}; "
-        f"hit p50 / cold p50 = {'-' if ratio is None else f'{ratio:.2%}'}; "
+        f"hit p50 / cold p50 = {'-' if ratio is None else f'{ratio:.2%}'} alone, "
+        f"{'-' if loaded is None else f'{loaded:.2%}'} under load; "
         f"errors by status {report['errors_by_status'] or '{}'}; targets {report['targets']}",
         highlight=False,
     )

@@ -97,9 +97,10 @@ def test_phases_cold_then_cached_load_then_uncached_load(
         questions_file=questions_file(tmp_path, QUESTIONS),
         payload={"max_tokens": 64, "use_cache": False},  # the phases decide use_cache, not the caller
     )
-    cold, load, rest = api.received[:2], api.received[2:10], api.received[10:]
-    assert [body["query"] for body in cold] == list(QUESTIONS[:2])
-    assert all(body["use_cache"] is True and body["max_tokens"] == 64 for body in [*cold, *load])
+    cold, again = api.received[:2], api.received[2:4]
+    load, rest = api.received[4:12], api.received[12:]
+    assert [body["query"] for body in cold] == [body["query"] for body in again] == list(QUESTIONS[:2])
+    assert all(body["use_cache"] is True and body["max_tokens"] == 64 for body in [*cold, *again, *load])
     assert len(rest) == 5 and all(body["use_cache"] is False for body in rest)
     assert report["cold"]["requests"] == 2 and report["cold"]["recomputed_with_cache_bypassed"] == 0
     assert (report["load"]["requests"], report["load"]["cache_hits"], report["load"]["cache_misses"]) == (
@@ -108,7 +109,9 @@ def test_phases_cold_then_cached_load_then_uncached_load(
         0,
     )
     assert report["cache_hit"]["requests"] == 8 and report["uncached_load"]["requests"] == 5
+    assert report["cache_hit_alone"]["requests"] == 2 and report["cache_hit_alone"]["misses"] == 0
     assert report["hit_to_cold_p50_ratio"] is not None
+    assert report["hit_under_load_to_cold_p50_ratio"] is not None
     assert report["errors_by_status"] == {} and report["targets"]["zero_errors"] is True
     for phase in ("load", "uncached_load"):
         assert report[phase]["throughput_rps"] > 0 and report[phase]["p50_ms"] <= report[phase]["p95_ms"]
@@ -130,7 +133,7 @@ def test_a_question_cached_by_an_earlier_run_is_computed_again_for_the_cold_phas
     sent = [(body["query"], body["use_cache"]) for body in api.received[:3]]
     assert sent == [(QUESTIONS[0], True), (QUESTIONS[0], False), (QUESTIONS[1], True)]
     assert report["cold"]["requests"] == 2 and report["cold"]["recomputed_with_cache_bypassed"] == 1
-    assert report["uncached_load"] is None and len(api.received) == 5
+    assert report["uncached_load"] is None and len(api.received) == 7  # 3 cold, 2 again, 2 load
 
 
 def test_errors_are_counted_by_status_and_fail_the_target(
@@ -145,15 +148,16 @@ def test_errors_are_counted_by_status_and_fail_the_target(
         uncached_requests=4,
         questions_file=questions_file(tmp_path, QUESTIONS),
     )
-    # "busy" and "slow" each fail once per phase: cold, load (4 requests over 4 questions), uncached load.
-    assert report["errors_by_status"] == {"503": 3, "504": 3}
+    # "busy" and "slow" each fail once per phase: cold, cache-hit (asked again), load (4 requests over 4
+    # questions), uncached load.
+    assert report["errors_by_status"] == {"503": 4, "504": 4}
     assert report["cold"]["errors_by_status"] == {"503": 1, "504": 1}
     assert report["load"]["errors"] == 2 and report["uncached_load"]["errors_by_status"] == {
         "503": 1,
         "504": 1,
     }
     assert report["targets"]["zero_errors"] is False
-    assert report["error_messages"] == {"the server is busy": 3, "the run took too long": 3}
+    assert report["error_messages"] == {"the server is busy": 4, "the run took too long": 4}
 
 
 def test_errors_by_status_names_a_missing_response_0() -> None:
