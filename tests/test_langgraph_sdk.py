@@ -8,12 +8,7 @@ chosen by configuration, exactly as a deployment would point at a real one.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
-import time
-import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +21,7 @@ from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from tests.conftest import REPO_ROOT, isolated_settings, write_corpus
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_langgraph_server import COPY_IGNORE, SERVER_START_TIMEOUT, free_port, request, stop
+from tests.test_langgraph_server import COPY_IGNORE, environment_without_settings, free_port, langgraph_dev
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +32,6 @@ QUESTION = "What is the largest planet in the Solar System?"
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     """`langgraph dev` over an indexed corpus, its models behind the fake endpoint; yields its base URL."""
-    langgraph = Path(sys.executable).parent / "langgraph"
-    if not langgraph.exists():
-        pytest.fail(f"langgraph CLI not installed at {langgraph}: pip install -e '.[server]'")
     with FakeOpenAIServer(REPLY, free_port()) as fake:
         models = {
             "RAG_EMBEDDING_PROVIDER": "openai",
@@ -69,52 +61,18 @@ def server(tmp_path: Path) -> Iterator[str]:
 
         project = tmp_path / "project"
         shutil.copytree(REPO_ROOT, project, ignore=COPY_IGNORE)
-        port = free_port()
-        env = {key: value for key, value in os.environ.items() if not key.startswith("RAG_")}
-        env |= models | {
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            "LANGGRAPH_NO_VERSION_CHECK": "true",
-            "RAG_DATA_DIR": str(data_dir),
-            "RAG_ANALYZER": "heuristic",
-            "RAG_GRADER": "score",
-            "RAG_MAX_ITERATIONS": "1",
-        }
-        log_path = tmp_path / "server.log"
-        with log_path.open("wb") as log:
-            process = subprocess.Popen(
-                [
-                    str(langgraph),
-                    "dev",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(port),
-                    "--no-browser",
-                    "--no-reload",
-                ],
-                cwd=project,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        base = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + SERVER_START_TIMEOUT
-            while True:
-                if process.poll() is not None:
-                    pytest.fail(f"langgraph dev exited:\n{log_path.read_text()[-4000:]}")
-                try:
-                    if request(f"{base}/ok", timeout=2).get("ok") is True:
-                        break
-                except (urllib.error.URLError, ConnectionError, TimeoutError):
-                    pass
-                if time.monotonic() > deadline:
-                    pytest.fail(f"langgraph dev did not start:\n{log_path.read_text()[-4000:]}")
-                time.sleep(0.5)
+        env = (
+            environment_without_settings()
+            | models
+            | {
+                "RAG_DATA_DIR": str(data_dir),
+                "RAG_ANALYZER": "heuristic",
+                "RAG_GRADER": "score",
+                "RAG_MAX_ITERATIONS": "1",
+            }
+        )
+        with langgraph_dev(project, env, tmp_path / "server.log") as base:
             yield base
-        finally:
-            stop(process)
 
 
 def test_sdk_thread_run_custom_events_and_state(server: str) -> None:

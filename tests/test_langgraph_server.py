@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -161,23 +162,15 @@ def request(url: str, payload: dict[str, Any] | None = None, timeout: float = 10
         return json.loads(reply.read())
 
 
-@pytest.fixture
-def dev_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """`langgraph dev` on a copy of the project; yields (base URL, data folder). Always stopped after."""
+@contextmanager
+def langgraph_dev(project: Path, env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """`langgraph dev` in `project` with exactly `env` (plus no analytics or version check); yields its base
+    URL once /ok answers. Always stopped after, its log's tail in the failure when it does not start."""
     langgraph = Path(sys.executable).parent / "langgraph"
     if not langgraph.exists():
         pytest.fail(f"langgraph CLI not installed at {langgraph}: pip install -e '.[server]'")
-    project = tmp_path / "project"
-    shutil.copytree(REPO_ROOT, project, ignore=COPY_IGNORE)
-    data_dir = tmp_path / "data"
     port = free_port()
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RAG_")}
-    env |= {
-        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-        "LANGGRAPH_NO_VERSION_CHECK": "true",
-        "RAG_DATA_DIR": str(data_dir),
-    }
-    log_path = tmp_path / "server.log"
+    env = env | {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true"}
     with log_path.open("wb") as log:
         server = subprocess.Popen(
             [str(langgraph), "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser", "--no-reload"]
@@ -203,9 +196,25 @@ def dev_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 log_tail = log_path.read_text()[-4000:]
                 pytest.fail(f"langgraph dev did not answer /ok in {SERVER_START_TIMEOUT}s:\n{log_tail}")
             time.sleep(0.5)
-        yield base, data_dir
+        yield base
     finally:
         stop(server)
+
+
+def environment_without_settings() -> dict[str, str]:
+    """This process's environment without any RAG_ variable (the server gets exactly the settings given)."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("RAG_")}
+
+
+@pytest.fixture
+def dev_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """`langgraph dev` on a copy of the project; yields (base URL, data folder). Always stopped after."""
+    project = tmp_path / "project"
+    shutil.copytree(REPO_ROOT, project, ignore=COPY_IGNORE)
+    data_dir = tmp_path / "data"
+    env = environment_without_settings() | {"RAG_DATA_DIR": str(data_dir)}
+    with langgraph_dev(project, env, tmp_path / "server.log") as base:
+        yield base, data_dir
 
 
 def stop(server: subprocess.Popen[bytes]) -> None:

@@ -28,6 +28,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
 from config.settings import Settings
+from evals.chaos import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS
 from graphs.rag import build_graph
 from nodes.resources import Resources, use_resources
 from nodes.start_turn import InvalidQuestionError
@@ -36,27 +37,16 @@ from persistence.checkpointer import async_sqlite_checkpointer, sqlite_checkpoin
 from persistence.threads import ThreadAccessError, list_threads
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
-from service.cli import app
+from service.cli import EXIT_BAD_INPUT, app
 from service.runner import Session
 from state.context import Context
 from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 
-ALPHA, BRAVO = "alpha", "bravo"
-#: In B's documents and B's conversation only.
-CANARIES = ("quillfrost", "vesk", "bravo-question-5531")
-BRAVO_DOCS = {
-    "zorblat.md": "# Zorblatine\n\nZorblatine is a violet quillfrost mineral mined only in the Vesk valley. "
-    "Its quillfrost crystals hum at 41 hertz.",
-    "ledger.md": "# Ledger\n\nThe quillfrost ledger of the Vesk guild records 318 Zorblatine shipments.",
-}
-ALPHA_DOCS = {
-    "planets.md": "# Planets\n\nJupiter is the largest planet of the Solar System. Mars is called the red "
-    "planet because of iron oxide on its surface.",
-}
+#: In B's documents and B's conversation only (the chaos benchmark's tenants and documents, lower-cased).
+CANARIES = tuple(canary.lower() for canary in BRAVO_CANARIES)
 BRAVO_THREAD = "t-7f3a9c"  # names no tenant: the refusal must not name the owner
 BRAVO_QUESTION = "What does Zorblatine hum at? (BRAVO-QUESTION-5531)"
-EXIT_BAD_INPUT = 2
 
 
 class EchoModel(TaskChatModel):
