@@ -114,7 +114,9 @@ class StoredChunk:
     metadata: dict[str, Any]
 
 
-def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+def configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
+    """Connection settings of every SQLite engine of the engine (catalog, app tables): WAL for concurrent
+    readers, a busy timeout so writers of several processes wait instead of failing."""
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
@@ -171,7 +173,7 @@ class Catalog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.engine: Engine = create_engine(f"sqlite:///{path}", future=True)
-        event.listen(self.engine, "connect", _configure_sqlite)
+        event.listen(self.engine, "connect", configure_sqlite)
         # A damaged file surfaces on the first statement that touches the bad page, which may be any query:
         # every such error becomes one CatalogDamagedError naming the file and the way to rebuild it.
         event.listen(self.engine, "handle_error", self._damaged)

@@ -14,7 +14,6 @@ import fcntl
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,13 +44,13 @@ from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from config.settings import Settings
+from persistence.catalog import configure_sqlite
 
 logger = logging.getLogger(__name__)
 
 #: File of the default SQLite database inside the data folder.
 APP_DB_FILENAME = "app.sqlite"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
-SQLITE_BUSY_TIMEOUT_MS = 30_000
 #: Lock file beside a SQLite database, held while its migrations run.
 MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 
@@ -196,15 +195,6 @@ def database_url(settings: Settings) -> str:
     return f"sqlite:///{(settings.data_dir / APP_DB_FILENAME).resolve()}"
 
 
-def _configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.close()
-
-
 def alembic_config(url: str) -> AlembicConfig:
     """An Alembic configuration pointing at persistence/migrations (no alembic.ini needed)."""
     config = AlembicConfig()
@@ -277,7 +267,7 @@ def open_database(url: str) -> Database:
         if file is not None:
             file.parent.mkdir(parents=True, exist_ok=True)
         if sqlite:
-            event.listen(engine, "connect", _configure_sqlite)
+            event.listen(engine, "connect", configure_sqlite)
         with _migration_lock(file):
             upgrade(engine)
     except (SQLAlchemyError, OSError, ImportError) as error:
@@ -327,8 +317,3 @@ def database_stats(settings: Settings | None = None) -> dict[str, int]:
 def to_json(value: Any) -> str:
     """Compact JSON for the text columns (ids lists, details)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def epoch() -> float:
-    """Seconds since the epoch (the cache's TTL arithmetic)."""
-    return time.time()

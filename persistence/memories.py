@@ -25,7 +25,7 @@ from sqlalchemy import delete, select
 
 from config.settings import Settings
 from persistence.audit import write_audit
-from persistence.database import Database, MemoryRow, as_utc, get_database, to_json
+from persistence.database import MemoryRow, as_utc, get_database, to_json
 from persistence.vector_store import InvalidCollectionError, validate_collection_name
 
 #: Longest conversation id and kind accepted (the columns' sizes).
@@ -88,10 +88,6 @@ def _settings(settings: Settings | None) -> Settings:
     return get_resources().settings
 
 
-def _database(settings: Settings) -> Database:
-    return get_database(settings)
-
-
 def _check_tenant(tenant: str) -> str:
     """The tenant, named like the tenants of documents and threads (so 'a b!' cannot become a tenant here
     that no other part of the engine could serve)."""
@@ -152,7 +148,7 @@ def add_memory(
         raise InvalidMemoryError("text: empty memory")
     metadata_json = _check_metadata(metadata)
     settings = _settings(settings)
-    database = _database(settings)
+    database = get_database(settings)
     limit = settings.memory_max_chars
     if len(text) > limit:
         raise InvalidMemoryError(f"text: at most {limit} characters (RAG_MEMORY_MAX_CHARS)")
@@ -202,7 +198,7 @@ def search_memories(
     if not text:
         raise InvalidMemoryError("query: empty search")
     settings = _settings(settings)
-    database = _database(settings)
+    database = get_database(settings)
     k = k if k is not None else settings.memory_search_k
     if k < 1:
         raise InvalidMemoryError("k: at least 1")
@@ -222,12 +218,13 @@ def search_memories(
                 stale, embeddings.embed_documents([row.content for row in stale]), strict=True
             ):
                 row.embedding, row.model_key = _vector_bytes(vector), model_key
-        matrix = np.stack([np.frombuffer(row.embedding or b"", dtype=np.float32) for row in rows])
-        probe = np.asarray(embeddings.embed_query(text), dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(probe) or 1.0)
-        scores = matrix @ probe / np.where(norms == 0, 1.0, norms)
-        order = np.argsort(-scores, kind="stable")[:k]
-        return [_memory(rows[index], scores[index]) for index in order]
+    # The query is embedded after the session ends: a model call must not hold a connection and a transaction.
+    matrix = np.stack([np.frombuffer(row.embedding or b"", dtype=np.float32) for row in rows])
+    probe = np.asarray(embeddings.embed_query(text), dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(probe) or 1.0)
+    scores = matrix @ probe / np.where(norms == 0, 1.0, norms)
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [_memory(rows[index], scores[index]) for index in order]
 
 
 def list_memories(
@@ -243,7 +240,7 @@ def list_memories(
     if _check_conversation(conversation_id) is not None:
         statement = statement.where(MemoryRow.conversation_id == conversation_id)
     statement = statement.order_by(MemoryRow.id.desc()).limit(max(1, limit))
-    with _database(_settings(settings)).session() as session:
+    with get_database(_settings(settings)).session() as session:
         return [_memory(row) for row in session.scalars(statement)]
 
 
@@ -268,7 +265,7 @@ def delete_memories(
         statement = statement.where(MemoryRow.id.in_([int(memory_id) for memory_id in memory_ids]))
     if conversation_id is not None:
         statement = statement.where(MemoryRow.conversation_id == conversation_id)
-    database = _database(_settings(settings))
+    database = get_database(_settings(settings))
     with database.session() as session:
         deleted = int(session.execute(statement).rowcount or 0)
     if deleted:

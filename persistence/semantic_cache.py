@@ -35,7 +35,7 @@ from langchain_core.embeddings import Embeddings
 from sqlalchemy import delete, func, select
 
 from config.settings import Settings
-from persistence.database import CacheEntryRow, Database, get_database
+from persistence.database import CacheEntryRow, Database, database_url, get_database
 
 logger = logging.getLogger(__name__)
 
@@ -73,19 +73,23 @@ class CacheHit:
     age_s: float
 
 
+@dataclass(frozen=True)
+class CachedEntry:
+    """One stored answer as a backend returns it."""
+
+    payload: dict[str, Any]
+    question: str
+    created_at: float
+
+
 class CacheBackend(Protocol):
     """Where entries live (SQL table or Redis)."""
 
-    def lookup(
-        self,
-        scope: CacheScope,
-        version: str,
-        vector: np.ndarray,
-        model_key: str,
-        threshold: float,
-        now: float,
-    ) -> CacheHit | None:
-        """The most similar live entry at or above `threshold`, or None."""
+    def candidates(
+        self, scope: CacheScope, version: str, model_key: str, now: float
+    ) -> list[tuple[np.ndarray, CachedEntry]]:
+        """The live entries of this scope, documents version and model (newest first, at most
+        `max_entries`), each with its stored unit vector; SemanticCache picks the most similar."""
         ...
 
     def store(
@@ -137,16 +141,10 @@ class SqlCacheBackend:
         self.ttl_s = ttl_s
         self.max_entries = max_entries
 
-    def lookup(
-        self,
-        scope: CacheScope,
-        version: str,
-        vector: np.ndarray,
-        model_key: str,
-        threshold: float,
-        now: float,
-    ) -> CacheHit | None:
-        """Cosine over the live entries of this tenant, scope and documents version (newest first)."""
+    def candidates(
+        self, scope: CacheScope, version: str, model_key: str, now: float
+    ) -> list[tuple[np.ndarray, CachedEntry]]:
+        """The live rows of this tenant, scope, documents version and model (newest first)."""
         query = (
             select(CacheEntryRow)
             .where(
@@ -161,13 +159,13 @@ class SqlCacheBackend:
         )
         with self.database.session() as session:
             rows = list(session.scalars(query))
-        found = _best(
-            [(np.frombuffer(row.embedding, dtype=np.float32), row) for row in rows], vector, threshold
-        )
-        if found is None:
-            return None
-        similarity, row = found
-        return CacheHit(json.loads(row.payload), similarity, row.question, now - row.created_at)
+        return [
+            (
+                np.frombuffer(row.embedding, dtype=np.float32),
+                CachedEntry(json.loads(row.payload), row.question, row.created_at),
+            )
+            for row in rows
+        ]
 
     def store(
         self,
@@ -240,32 +238,22 @@ class RedisCacheBackend:
         digest = hashlib.sha256(f"{generation}|{scope.key()}|{version}|{model_key}".encode()).hexdigest()[:32]
         return f"{REDIS_PREFIX}:bucket:{digest}"
 
-    def lookup(
-        self,
-        scope: CacheScope,
-        version: str,
-        vector: np.ndarray,
-        model_key: str,
-        threshold: float,
-        now: float,
-    ) -> CacheHit | None:
-        """Cosine over the bucket's live entries."""
+    def candidates(
+        self, scope: CacheScope, version: str, model_key: str, now: float
+    ) -> list[tuple[np.ndarray, CachedEntry]]:
+        """The bucket's live entries (expired ones dropped first)."""
         bucket = self._bucket(scope, version, model_key)
         self.client.zremrangebyscore(bucket, "-inf", now)
         keys = self.client.zrevrange(bucket, 0, self.max_entries - 1)
-        if not keys:
-            return None
-        entries = [json.loads(raw) for raw in self.client.mget(keys) if raw is not None]
-        candidates = [
-            (np.asarray(entry["vector"], dtype=np.float32), entry)
+        entries = [json.loads(raw) for raw in self.client.mget(keys) if raw is not None] if keys else []
+        return [
+            (
+                np.asarray(entry["vector"], dtype=np.float32),
+                CachedEntry(entry["payload"], entry["question"], float(entry["created_at"])),
+            )
             for entry in entries
             if entry.get("tenant") == scope.tenant
         ]
-        found = _best(candidates, vector, threshold)
-        if found is None:
-            return None
-        similarity, entry = found
-        return CacheHit(entry["payload"], similarity, entry["question"], now - float(entry["created_at"]))
 
     def store(
         self,
@@ -372,11 +360,17 @@ class SemanticCache:
     def lookup(self, question: str, scope: CacheScope, docs_version: str) -> CacheHit | None:
         """The cached answer for a question like this one in this scope, or None (counted)."""
         vector, model_key = self.embed(question)
-        hit = self.backend.lookup(
-            scope, docs_version, vector, model_key, self.settings.cache_similarity, self.clock()
+        now = self.clock()
+        found = _best(
+            self.backend.candidates(scope, docs_version, model_key, now),
+            vector,
+            self.settings.cache_similarity,
         )
-        count("hits" if hit else "misses")
-        return hit
+        count("hits" if found else "misses")
+        if found is None:
+            return None
+        similarity, entry = found
+        return CacheHit(entry.payload, similarity, entry.question, now - entry.created_at)
 
     def store(self, question: str, scope: CacheScope, docs_version: str, payload: dict[str, Any]) -> None:
         """Keep an answer for later lookups."""
@@ -422,7 +416,7 @@ def get_semantic_cache(settings: Settings | None = None) -> SemanticCache:
         settings = get_resources().settings
     key = (
         settings.redis_url or "",
-        settings.database_url or str(settings.data_dir.resolve()),
+        database_url(settings),
         str(settings.cache_ttl_s),
         str(settings.cache_similarity),
         str(settings.cache_max_entries),
