@@ -636,6 +636,23 @@ def test_upload_errors_are_the_cli_errors(start_api: Callable[..., Api]) -> None
     assert api.client.get("/api/v1/documents").json()["documents"][0]["source"].endswith("jupiter.md")
 
 
+def test_a_tenant_name_from_a_form_or_query_is_checked_before_any_file_is_written(
+    start_api: Callable[..., Api],
+) -> None:
+    api = start_api()
+    data_dir = api.resources.settings.data_dir
+    before = {path for path in data_dir.parent.rglob("*")}
+    upload = api.client.post(
+        "/api/v1/documents",
+        files={"files": ("escape.md", b"# Escape\n\nOut of the data folder.", "text/markdown")},
+        data={"tenant_id": "../../escaped"},
+    )
+    assert upload.status_code == 422 and upload.json()["field"] == "tenant_id", upload.text
+    assert {path for path in data_dir.parent.rglob("*")} - before == set()  # no folder, no file anywhere
+    listing = api.client.get("/api/v1/documents", params={"tenant_id": "a/b"})
+    assert listing.status_code == 422 and listing.json()["field"] == "tenant_id"
+
+
 def test_reuploading_a_broken_version_keeps_the_previous_one(start_api: Callable[..., Api]) -> None:
     api = start_api()
     good = b'[{"id": "a", "text": "Lanterns are lit at dusk in Vantaport."}]'

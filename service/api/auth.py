@@ -56,7 +56,14 @@ def key_tenant(keys: dict[str, str], key: str | None) -> str | None:
 
 
 def resolve_tenant(authorized: str | None, requested: str | None, default: str) -> str:
-    """The tenant a request acts for: the key's, checked against the requested one (403 when they differ)."""
+    """The tenant a request acts for: the key's, checked against the requested one (403 when they differ).
+    A requested name is checked here, for every route: a query or form field never went through a body
+    schema, and the upload route makes a folder of it (422 naming tenant_id)."""
+    if requested:
+        try:
+            validate_collection_name(requested, "tenant")
+        except ValueError as error:
+            raise ApiError(422, "ValidationError", f"tenant_id: {error}", "tenant_id") from error
     if authorized is None:
         return requested or default
     if requested and requested != authorized:

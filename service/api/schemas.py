@@ -7,9 +7,9 @@ are settings, checked again in the routes against the running configuration.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from persistence.vector_store import validate_collection_name
 from retrieval.filters import FilterError, parse_filter
@@ -30,13 +30,17 @@ def _tenant(value: str | None) -> str | None:
     return None if value is None else validate_collection_name(value, "tenant")
 
 
+#: A tenant named in a request body: checked like every tenant name (letters, digits, `._-`).
+TenantId = Annotated[str | None, AfterValidator(_tenant)]
+
+
 class GenerateRequest(BaseModel):
     """One question and how to answer it."""
 
     model_config = ConfigDict(extra="forbid")
 
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
-    tenant_id: str | None = Field(None, description="Tenant whose documents are searched (the key's tenant).")
+    tenant_id: TenantId = Field(None, description="Tenant whose documents are searched (the key's tenant).")
     thread_id: str | None = Field(
         None, pattern=ID_PATTERN, description="Conversation thread (new if omitted)."
     )
@@ -57,11 +61,6 @@ class GenerateRequest(BaseModel):
         if not value.strip():
             raise ValueError("query is blank")
         return value
-
-    @field_validator("tenant_id")
-    @classmethod
-    def _valid_tenant(cls, value: str | None) -> str | None:
-        return _tenant(value)
 
     @field_validator("filters")
     @classmethod
@@ -87,17 +86,12 @@ class TextDocument(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(min_length=1, max_length=1_000_000)
-    tenant_id: str | None = None
+    tenant_id: TenantId = None
     collection: str | None = None
     title: str = Field("", max_length=500)
     doc_id: str | None = Field(None, pattern=ID_PATTERN)
     event: bool = Field(False, description="Index as one unchunked chunk (a single event).")
     metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
-
-    @field_validator("tenant_id")
-    @classmethod
-    def _valid_tenant(cls, value: str | None) -> str | None:
-        return _tenant(value)
 
     @field_validator("collection")
     @classmethod
@@ -112,12 +106,7 @@ class MemoryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     text: str = Field(min_length=1, max_length=20_000, validation_alias=AliasChoices("text", "content"))
-    tenant_id: str | None = None
+    tenant_id: TenantId = None
     conversation_id: str | None = Field(None, pattern=ID_PATTERN)
     kind: str = Field("note", max_length=64)
     metadata: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
-
-    @field_validator("tenant_id")
-    @classmethod
-    def _valid_tenant(cls, value: str | None) -> str | None:
-        return _tenant(value)
