@@ -45,6 +45,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 
 from config.settings import Settings
 from persistence.catalog import configure_sqlite
+from persistence.errors import StoreUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +56,9 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 
 
-class DatabaseUnavailableError(RuntimeError):
-    """The app database cannot be opened or migrated (server down, unwritable file): exit 1 / HTTP 503."""
+class DatabaseUnavailableError(StoreUnavailableError):
+    """The app database cannot be opened or migrated (server down, unwritable file): exit 1 / HTTP 503, like
+    every store that cannot be used (the CLI's and the API's shared error handling)."""
 
 
 class InvalidDatabaseUrlError(ValueError):

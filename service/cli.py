@@ -408,7 +408,6 @@ def chat(
     from dataclasses import replace
 
     from persistence.thread_lock import ThreadBusyError
-    from persistence.threads import ThreadAccessError
     from service.runner import Session, new_thread_id
 
     settings = settings_or_exit()
@@ -426,7 +425,7 @@ def chat(
             break
         if not question.strip():
             break
-        with user_errors():  # a model or store that is down: one line, exit 1
+        with user_errors():  # a model or store that is down: exit 1; another tenant's thread: exit 2
             try:
                 result = _chat_turn(
                     session, question, thread_id=thread_id, context=context, inputs=extra_inputs
@@ -434,8 +433,6 @@ def chat(
             except (ValueError, ThreadBusyError) as error:  # this turn only: the next one may succeed
                 error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
                 continue
-            except ThreadAccessError as error:
-                fail(str(error))
         _print_answer(result, prefix="[bold blue]rag>[/] ")
 
 

@@ -32,18 +32,13 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 @contextmanager
 def _errors() -> Iterator[Settings]:
-    """The settings of this command (the tables they name), with the CLI's one-line errors plus the app
-    database's own: a malformed RAG_DATABASE_URL is bad input (exit 2), a database that cannot be opened
-    exit 1."""
-    from persistence.database import DatabaseUnavailableError
-    from service.cli import EXIT_UNAVAILABLE, fail, settings_or_exit, user_errors
+    """The settings of this command (the tables they name), with the CLI's one-line errors: a malformed
+    RAG_DATABASE_URL is bad input (exit 2), a database that cannot be opened a store that is down (exit 1)."""
+    from service.cli import settings_or_exit, user_errors
 
     settings = settings_or_exit()
-    try:
-        with user_errors():
-            yield settings
-    except DatabaseUnavailableError as error:
-        fail(str(error), EXIT_UNAVAILABLE)
+    with user_errors():
+        yield settings
 
 
 def _tenant(tenant: str | None, settings: Settings) -> str:

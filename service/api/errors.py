@@ -16,7 +16,6 @@ event and by each item of a batch, so the same failure always reads the same way
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.errors import ModelUnavailableError
+from persistence.thread_lock import ThreadBusyError
 from persistence.vector_store import StoreUnavailableError
 from retrieval.embeddings import EmbeddingError
 
@@ -62,15 +62,6 @@ class ApiError(Exception):
         self.status, self.kind, self.field = status, kind, field
 
 
-def _optional_error(module: str, name: str) -> type[BaseException] | None:
-    """An error class another module defines, or None while that module does not (yet) define it."""
-    try:
-        found = getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
-    return found if isinstance(found, type) and issubclass(found, BaseException) else None
-
-
 @dataclass(frozen=True)
 class ErrorInfo:
     """What a client is told about a failure."""
@@ -97,8 +88,6 @@ class ErrorInfo:
 
 def classify(error: BaseException) -> ErrorInfo:
     """The status, kind and one-line message of an exception."""
-    busy = _optional_error("persistence.thread_lock", "ThreadBusyError")
-    access = _optional_error("persistence.threads", "ThreadAccessError")
     kind = type(error).__name__
     message = str(error) or kind
     if isinstance(error, ApiError):
@@ -109,9 +98,9 @@ def classify(error: BaseException) -> ErrorInfo:
         return ErrorInfo(503, "Busy", message, retry_after_s=error.retry_after_s)
     if isinstance(error, ClientDisconnected):
         return ErrorInfo(CLIENT_CLOSED_REQUEST, "ClientDisconnected", message)
-    if busy is not None and isinstance(error, busy):
+    if isinstance(error, ThreadBusyError):
         return ErrorInfo(409, kind, message)
-    if (access is not None and isinstance(error, access)) or isinstance(error, PermissionError):
+    if isinstance(error, PermissionError):  # ThreadAccessError is one
         return ErrorInfo(403, kind, message)
     if isinstance(error, ModelUnavailableError | StoreUnavailableError | EmbeddingError):
         return ErrorInfo(503, kind, message)
@@ -152,7 +141,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
     # The documented errors by class (a handler for plain Exception would run in Starlette's outermost
     # middleware, which re-raises after answering); anything else is a 500 there.
-    for documented in (*DOCUMENTED_ERRORS, *_thread_errors()):
+    for documented in DOCUMENTED_ERRORS:
         app.add_exception_handler(documented, on_error)
     app.add_exception_handler(Exception, on_error)
 
@@ -163,17 +152,10 @@ DOCUMENTED_ERRORS: tuple[type[BaseException], ...] = (
     RunTimeout,
     QueueTimeout,
     ClientDisconnected,
+    ThreadBusyError,
     ValueError,
     PermissionError,
     ModelUnavailableError,
     StoreUnavailableError,
     EmbeddingError,
 )
-
-
-def _thread_errors() -> list[type[BaseException]]:
-    found = [
-        _optional_error("persistence.thread_lock", "ThreadBusyError"),
-        _optional_error("persistence.threads", "ThreadAccessError"),
-    ]
-    return [error for error in found if error is not None]
