@@ -16,6 +16,7 @@ Without `context=` the nodes get `Context()` (see `run_context`).
 from __future__ import annotations
 
 import asyncio
+import copy
 import os
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
@@ -213,13 +214,27 @@ def _checked(name: str, setting: str, value: Any) -> Any:
         ) from None
 
 
+#: (settings, the Context of their defaults): what every node of a run without `context=` gets, built and
+#: validated once per settings read instead of once per node call.
+_default_context: tuple[Settings, Context] | None = None
+
+
+def default_context() -> Context:
+    """A Context of the defaults (a copy: callers may change it), re-made when the settings are re-read."""
+    global _default_context
+    settings = default_settings()
+    if _default_context is None or _default_context[0] is not settings:
+        _default_context = (settings, Context())
+    return copy.copy(_default_context[1])
+
+
 def context_from(value: Any) -> Context:
     """A Context from what a caller passed: a Context, a dict of overrides (the server's JSON), or None."""
     if isinstance(value, Context):
         return value
     if isinstance(value, dict):
         return Context(**value)
-    return Context()
+    return default_context()
 
 
 def run_context(runtime: Any) -> Context:
