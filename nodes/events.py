@@ -23,18 +23,10 @@ from langgraph.config import get_stream_writer
 
 logger = logging.getLogger(__name__)
 
+#: Every event name a graph node may emit (the REST route adds `done`).
 EventName = Literal[
     "query_rewritten", "documents_retrieved", "generation_start", "token", "generation_complete", "error"
 ]
-#: Every event name a graph node may emit (the REST route adds `done`).
-EVENT_NAMES: tuple[str, ...] = (
-    "query_rewritten",
-    "documents_retrieved",
-    "generation_start",
-    "token",
-    "generation_complete",
-    "error",
-)
 
 
 def emit(name: EventName, data: dict[str, Any]) -> None:

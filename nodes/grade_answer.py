@@ -36,6 +36,7 @@ from retrieval.answer_text import (
     support,
     text_units,
 )
+from retrieval.answerability import CJK_QUESTION_CHARS
 from retrieval.citations import extract_markers
 from retrieval.grounding import GroundingReport, ground_answer
 from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
@@ -89,8 +90,6 @@ META_TERMS = frozenset(
 #: the four dimensions would let a fluent, on-topic hallucination (accuracy 0, the rest 1) reach 0.75,
 #: pass the threshold and win the best-answer comparison ("grounded & useful -> cite" in the design).
 UNQUALIFIED_SCORE_CAP = 0.5
-#: Chinese question words: bigrams containing one of these ("哪里", "是谁") are not terms an answer repeats.
-CJK_QUESTION_CHARS = frozenset("哪什么吗呢谁几怎何")
 #: Upper bound of the LLM grader's reply.
 GRADE_MAX_TOKENS = 256
 

@@ -90,7 +90,8 @@ def not_found_reason(
     The answer is checked against every retrieved passage, not only the ones it cites: a sentence that cites
     the wrong passage but is supported by another shows the documents do answer the question (the wrong
     citation is flagged by `cite` as an unsupported sentence instead)."""
-    pool = [*sources, *documents]
+    # `sources` are normally among `documents`: each passage once (a repeat changes no check, only its cost).
+    pool = list({doc["chunk_id"]: doc for doc in [*sources, *documents]}.values())
     missing = missing_question_anchors(question, pool)
     if missing:
         return f"no passage mentions {', '.join(missing)}"
