@@ -106,14 +106,10 @@ def evaluate(cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the evaluation and print its figures (exit 2 on a missing or malformed fixture)."""
-    parser = argparse.ArgumentParser(prog="python -m evals.groundedness", description=__doc__.splitlines()[0])
-    parser.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE)
-    parser.add_argument("--json", type=Path, default=None, help="write the full result here")
-    args = parser.parse_args(argv)
+def run_groundedness(fixture: Path = DEFAULT_FIXTURE, json_out: Path | None = None) -> int:
+    """Run the evaluation and print its figures; exit code 2 on a missing or malformed fixture."""
     try:
-        result = evaluate(load_cases(args.fixture))
+        result = evaluate(load_cases(fixture))
     except (OSError, ValueError) as error:
         print(f"error: cannot read the fixture: {error}", file=sys.stderr)
         return 2
@@ -126,10 +122,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("missed: " + ", ".join(result["missed"]))
     if result["false_alarm_ids"]:
         print("false alarms: " + ", ".join(result["false_alarm_ids"]))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m evals.groundedness [--fixture FILE] [--json OUT]` (the same as `rag eval groundedness`)."""
+    parser = argparse.ArgumentParser(prog="python -m evals.groundedness", description=__doc__.splitlines()[0])
+    parser.add_argument("--fixture", type=Path, default=DEFAULT_FIXTURE)
+    parser.add_argument("--json", type=Path, default=None, help="write the full result here")
+    args = parser.parse_args(argv)
+    return run_groundedness(args.fixture, args.json)
 
 
 if __name__ == "__main__":

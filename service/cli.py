@@ -868,13 +868,9 @@ def eval_groundedness(
 ) -> None:
     """How often the score grader's per-sentence groundedness check catches planted errors (wrong names,
     numbers, dates, titles) and how often it flags correct answers. No model: runs in a second."""
-    from evals.groundedness import main as groundedness_main
+    from evals.groundedness import DEFAULT_FIXTURE, run_groundedness
 
-    arguments = [
-        *(["--fixture", str(fixture)] if fixture else []),
-        *(["--json", str(json_out)] if json_out else []),
-    ]
-    raise typer.Exit(groundedness_main(arguments))
+    raise typer.Exit(run_groundedness(fixture or DEFAULT_FIXTURE, json_out))
 
 
 if __name__ == "__main__":
