@@ -151,15 +151,7 @@ class ChaosRunner:
     ) -> ProcessResult:
         """Run a child with a timeout; a child still running then is killed and reported as hung."""
         started = time.perf_counter()
-        process = subprocess.Popen(
-            [self.python, *args],
-            cwd=data_dir.parent,
-            env=self.env(data_dir, **extra_env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        process = self.spawn(args, data_dir, **extra_env)
         try:
             stdout, stderr = process.communicate(timeout=timeout)
             hung = False
@@ -174,6 +166,24 @@ class ChaosRunner:
             seconds=time.perf_counter() - started,
             hung=hung,
         )
+
+    def spawn(self, args: Sequence[str | bytes], data_dir: Path, **extra_env: str) -> subprocess.Popen[bytes]:
+        """Start a child of code_root's Python in its own process group (so a hung one is killed whole)."""
+        return subprocess.Popen(
+            [self.python, *args],
+            cwd=data_dir.parent,
+            env=self.env(data_dir, **extra_env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    def ingest(self, data_dir: Path, folder: Path, tenant: str, what: str) -> None:
+        """Ingest a set-up corpus; a failure ends the suite as a failed set-up (RuntimeError naming it)."""
+        result = self.rag(data_dir, "ingest", str(folder), "--tenant", tenant, timeout=300)
+        if result.returncode != 0:
+            raise RuntimeError(f"chaos set-up: ingest of {what} failed: {result.output[-500:]}")
 
     def rag(self, data_dir: Path, *args: str | bytes, timeout: float = PROBE_TIMEOUT_S) -> ProcessResult:
         """The `rag` command line of code_root."""
@@ -227,9 +237,7 @@ def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:
     bravo_dir = write_files(corpus / BRAVO, BRAVO_DOCS)
     alpha_dir = write_files(corpus / ALPHA, ALPHA_DOCS)
     for tenant, folder in ((BRAVO, bravo_dir), (ALPHA, alpha_dir)):
-        result = runner.rag(data_dir, "ingest", str(folder), "--tenant", tenant, timeout=300)
-        if result.returncode != 0:
-            raise RuntimeError(f"chaos set-up: ingest for {tenant} failed: {result.output[-500:]}")
+        runner.ingest(data_dir, folder, tenant, f"{tenant}'s documents")
     bravo_hit = last_json(runner.rag(data_dir, "search", "Zorblatine", "--tenant", BRAVO, "--json").stdout)
     hits = (bravo_hit or {}).get("hits") or [{}]
     bravo_doc_id = str(hits[0].get("metadata", {}).get("doc_id", ""))
@@ -508,9 +516,7 @@ def record_turns(
 def injection_suite(runner: ChaosRunner, data_dir: Path) -> None:
     """Documents carrying instructions; the answer must neither obey nor copy them."""
     folder = write_files(runner.work_dir / "corpus" / GAMMA, {name: text for name, text, _, _ in INJECTIONS})
-    setup = runner.rag(data_dir, "ingest", str(folder), "--tenant", GAMMA, timeout=300)
-    if setup.returncode != 0:
-        raise RuntimeError(f"chaos set-up: ingest of the planted documents failed: {setup.output[-500:]}")
+    runner.ingest(data_dir, folder, GAMMA, "the planted documents")
     for name, _text, question, marker in INJECTIONS:
         result = runner.rag(data_dir, "ask", question, "--tenant", GAMMA, "--json")
         payload = last_json(result.stdout)
@@ -537,7 +543,7 @@ class HostileCase:
     expected: frozenset[int]
 
 
-def hostile_cases(data_dir: Path, files: dict[str, Path]) -> list[HostileCase]:
+def hostile_cases(files: dict[str, Path]) -> list[HostileCase]:
     nested = '{"$and": [' * 1000 + '{"page": 1}' + "]}" * 1000  # json.dumps would hit the recursion limit
     bad_input = frozenset({2})
     failed_file = frozenset({1, 2})
@@ -610,15 +616,7 @@ def hostile_files(root: Path) -> dict[str, Path]:
 def run_measured(runner: ChaosRunner, args: Sequence[str | bytes], data_dir: Path) -> ProcessResult:
     """Like runner.run, with the child's peak memory (wait4) so a zip bomb shows up even when it ends."""
     started = time.perf_counter()
-    process = subprocess.Popen(
-        [runner.python, *args],
-        cwd=data_dir.parent,
-        env=runner.env(data_dir),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    process = runner.spawn(args, data_dir)
     with ThreadPoolExecutor(2) as pool:
         out_future = pool.submit(process.stdout.read)  # type: ignore[union-attr]
         err_future = pool.submit(process.stderr.read)  # type: ignore[union-attr]
@@ -651,7 +649,7 @@ def run_measured(runner: ChaosRunner, args: Sequence[str | bytes], data_dir: Pat
 def hostile_suite(runner: ChaosRunner, data_dir: Path) -> None:
     """Hostile files and inputs through the CLI: no trace, no hang, no blow-up, the documented exit code."""
     files = hostile_files(runner.work_dir / "hostile")
-    for case in hostile_cases(data_dir, files):
+    for case in hostile_cases(files):
         result = run_measured(runner, case.args, data_dir)
         blowup = result.max_rss_bytes > MEMORY_LIMIT_BYTES
         wrong_code = result.returncode not in case.expected
@@ -823,16 +821,8 @@ def run_chaos(
     try:
         for name in suites:
             if name != "tenants" and "tenants" not in suites and not (data_dir / "catalog.sqlite").exists():
-                setup = runner.rag(
-                    data_dir,
-                    "ingest",
-                    str(write_files(root / "corpus" / ALPHA, ALPHA_DOCS)),
-                    "--tenant",
-                    ALPHA,
-                    timeout=300,
-                )
-                if setup.returncode != 0:
-                    raise RuntimeError(f"chaos set-up: ingest failed: {setup.output[-500:]}")
+                corpus = write_files(root / "corpus" / ALPHA, ALPHA_DOCS)
+                runner.ingest(data_dir, corpus, ALPHA, "alpha's documents")
             try:
                 SUITES[name](runner, data_dir)
             except RuntimeError as error:
