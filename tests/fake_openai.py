@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from tests.fakes import hashed_vector
+from tests.helpers.api_server import serve_app
 
 
 def fake_openai_app(reply: str) -> FastAPI:
@@ -90,20 +89,11 @@ class FakeOpenAIServer:
     def __init__(self, reply: str, port: int) -> None:
         self.app = fake_openai_app(reply)
         self.base_url = f"http://127.0.0.1:{port}/v1"
-        self.server = uvicorn.Server(
-            uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning")
-        )
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self._served = serve_app(self.app, port)
 
     def __enter__(self) -> FakeOpenAIServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("the fake OpenAI endpoint did not start")
-            time.sleep(0.02)
+        self._served.__enter__()
         return self
 
-    def __exit__(self, *_exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+    def __exit__(self, *exc: object) -> None:
+        self._served.__exit__(*exc)  # type: ignore[arg-type]

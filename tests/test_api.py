@@ -8,16 +8,15 @@ process-wide resources and the time limits behave as deployed only over a socket
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from langchain_core.messages import AIMessageChunk, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGenerationChunk
@@ -35,6 +34,7 @@ from service.cli import app as cli_app
 from service.runner import Session
 from tests.conftest import write_corpus
 from tests.fakes import TaskChatModel
+from tests.helpers.api_server import serve_app
 
 ANSWER = "Jupiter is the largest planet in the Solar System [1]."
 QUESTION = "What is the largest planet in the Solar System?"
@@ -42,7 +42,6 @@ CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. It has 95 known moons.",
     "tea.md": "# Tea\n\nOolong tea is brewed at 90 degrees for three minutes.",
 }
-SERVER_START_S = 20
 
 
 class StreamingTaskModel(TaskChatModel):
@@ -57,18 +56,14 @@ class StreamingTaskModel(TaskChatModel):
             yield ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else f" {word}"))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class Api:
     """A running server: its base URL, resources, model and a client."""
 
-    def __init__(self, base: str, resources: Resources, model: TaskChatModel, app: FastAPI) -> None:
-        self.base, self.resources, self.model, self.app = base, resources, model, app
-        self.client = httpx.Client(base_url=base, timeout=30)
+    def __init__(
+        self, client: httpx.Client, resources: Resources, model: TaskChatModel, app: FastAPI
+    ) -> None:
+        self.client, self.resources, self.model, self.app = client, resources, model, app
+        self.base = str(client.base_url).rstrip("/")
 
     def gates(self) -> dict[str, dict[str, int]]:
         """The engine's model gates now (size, busy, waiting per model)."""
@@ -97,33 +92,18 @@ def start_api(
     tmp_path: Path, install: Callable[..., Resources], make_kb: Callable[..., KnowledgeBase]
 ) -> Iterator[Callable[..., Api]]:
     """`start_api(model=None, **settings)`: a uvicorn server over the corpus with the fake models."""
-    servers: list[tuple[uvicorn.Server, threading.Thread, Api]] = []
+    with ExitStack() as servers:
 
-    def start(model: TaskChatModel | None = None, **overrides: Any) -> Api:
-        model = model or StreamingTaskModel(replies={"generate": ANSWER})
-        resources = install(model, strength="weak")
-        resources.knowledge_base = make_kb(resources.settings)
-        files = write_corpus(tmp_path / "corpus", CORPUS)
-        ingest_paths(resources.knowledge_base, list(files.values()))
-        settings = resources.settings.model_copy(update=overrides)
-        port = free_port()
-        app = create_app(settings)
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + SERVER_START_S
-        while not server.started:
-            assert time.monotonic() < deadline, "uvicorn did not start"
-            time.sleep(0.02)
-        api = Api(f"http://127.0.0.1:{port}", resources, model, app)
-        servers.append((server, thread, api))
-        return api
+        def start(model: TaskChatModel | None = None, **overrides: Any) -> Api:
+            model = model or StreamingTaskModel(replies={"generate": ANSWER})
+            resources = install(model, strength="weak")
+            resources.knowledge_base = make_kb(resources.settings)
+            files = write_corpus(tmp_path / "corpus", CORPUS)
+            ingest_paths(resources.knowledge_base, list(files.values()))
+            app = create_app(resources.settings.model_copy(update=overrides))
+            return Api(servers.enter_context(serve_app(app)), resources, model, app)
 
-    yield start
-    for server, thread, api in servers:
-        api.client.close()
-        server.should_exit = True
-        thread.join(timeout=15)
+        yield start
 
 
 # --- generate ---------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from nodes.analyze import analyze
 from nodes.resources import Resources, use_resources
 from tests.conftest import runtime
 from tests.fakes import TaskChatModel
+from tests.helpers.api_server import free_port as closed_port
 
 logger = logging.getLogger(__name__)
 
@@ -157,12 +157,6 @@ def test_a_small_served_model_does_not_skip_retrieval(tmp_path: Path, reply: str
     assert update["analysis"]["source"] == source
     assert update["analysis"]["needs_retrieval"] is (source == "heuristic")
     assert model.tasks().count("unknown") == (2 if reply == GARBAGE else 1)  # the self-test ran once
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def test_a_real_client_on_a_closed_port_names_the_endpoint(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from service.answer_warnings import answer_warnings
 from service.cli import app
 from tests.conftest import write_corpus
 from tests.fakes import TaskChatModel
+from tests.helpers.api_server import free_port as closed_port
 
 CORPUS = {
     "paris.md": "# Paris\n\nParis is the capital of France. The Seine river flows through Paris.",
@@ -187,12 +187,6 @@ def test_ingest_exits_1_and_lists_the_files_that_failed(
     again = CliRunner().invoke(app, ["ingest", str(files["paris.md"]), str(files["lyon.md"]), "--json"])
     assert again.exit_code == 0, again.output + again.stderr  # nothing failed: success
     assert json.loads(again.stdout)["failed"] == 0
-
-
-def closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.mark.parametrize("strength", ["auto", "weak"])

@@ -21,7 +21,8 @@ from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from tests.conftest import REPO_ROOT, isolated_settings, write_corpus
 from tests.fake_openai import FakeOpenAIServer
-from tests.test_langgraph_server import COPY_IGNORE, environment_without_settings, free_port, langgraph_dev
+from tests.helpers.api_server import free_port
+from tests.helpers.langgraph_dev import COPY_IGNORE, environment_without_settings, langgraph_dev
 
 pytestmark = pytest.mark.slow
 

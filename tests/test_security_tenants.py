@@ -28,7 +28,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
 from config.settings import Settings
-from evals.chaos import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS
+from evals.chaos import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked
 from graphs.rag import build_graph
 from nodes.resources import Resources, use_resources
 from nodes.start_turn import InvalidQuestionError
@@ -43,10 +43,8 @@ from state.context import Context
 from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 
-#: In B's documents and B's conversation only (the chaos benchmark's tenants and documents, lower-cased).
-CANARIES = tuple(canary.lower() for canary in BRAVO_CANARIES)
 BRAVO_THREAD = "t-7f3a9c"  # names no tenant: the refusal must not name the owner
-BRAVO_QUESTION = "What does Zorblatine hum at? (BRAVO-QUESTION-5531)"
+BRAVO_QUESTION = f"What does Zorblatine hum at? ({BRAVO_CANARIES[2]})"
 
 
 class EchoModel(TaskChatModel):
@@ -57,9 +55,8 @@ class EchoModel(TaskChatModel):
 
 
 def leaks(text: str, bravo_ids: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
-    """B's canaries and chunk ids found in `text`."""
-    lowered = text.lower()
-    return [canary for canary in CANARIES if canary in lowered] + [i for i in bravo_ids if i in text]
+    """B's canaries (the chaos benchmark's judge) and chunk ids found in `text`."""
+    return leaked(text) + [i for i in bravo_ids if i in text]
 
 
 class World:

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 import uvicorn
@@ -30,13 +31,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def serve(settings: Settings, **client_options: object) -> Iterator[httpx.Client]:
-    """Serve `create_app(settings)` (with the process resources installed by the test) and yield a client
-    of it; the server is stopped at the end."""
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning")
-    )
+def serve_app(app: Any, port: int | None = None, **client_options: object) -> Iterator[httpx.Client]:
+    """Serve an ASGI app with uvicorn in a thread on a loopback port and yield a client of it (its
+    `base_url` names the port); the server is stopped at the end."""
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + SERVER_START_S
@@ -51,3 +50,11 @@ def serve(settings: Settings, **client_options: object) -> Iterator[httpx.Client
         client.close()
         server.should_exit = True
         thread.join(timeout=15)
+
+
+@contextmanager
+def serve(settings: Settings, **client_options: object) -> Iterator[httpx.Client]:
+    """Serve `create_app(settings)` (with the process resources installed by the test) and yield a client
+    of it; the server is stopped at the end."""
+    with serve_app(create_app(settings), **client_options) as client:
+        yield client
