@@ -232,7 +232,7 @@ def _prepare(
     model: BaseChatModel, schema: type[BaseModel], call: _Call, max_tokens: int | None
 ) -> tuple[Runnable[Any, Any] | None, _Outcome]:
     """The runnable for a call, or (None, outcome) when the model cannot even be set up for it."""
-    limited = _with_max_tokens(model, max_tokens)
+    limited = with_max_tokens(model, max_tokens)
     if not call.constrained:
         return limited, _Outcome()
     try:
@@ -241,7 +241,7 @@ def _prepare(
         return None, _Outcome(error=f"json_schema output unsupported: {error}", called=False)
 
 
-def _with_max_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatModel:
+def with_max_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatModel:
     """A copy with a completion cap; a copy, not `.bind()`, because `with_structured_output` on a
     binding drops the bound arguments."""
     if max_tokens is None:

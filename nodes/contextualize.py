@@ -19,6 +19,7 @@ from nodes.query_heuristics import heuristic_standalone
 from nodes.resources import get_resources
 from nodes.search_queries import valid_standalone
 from prompts.query import CONTEXTUALIZE_PROMPT, CONTEXTUALIZE_SYSTEM
+from retrieval.answer_text import message_text
 from state.context import Context, run_context
 from state.graph_state import State
 
@@ -26,14 +27,6 @@ from state.graph_state import State
 HISTORY_MESSAGE_CHARS = 600
 #: Completion cap of the rewrite: one question.
 CONTEXTUALIZE_MAX_TOKENS = 96
-
-
-def message_text(message: AnyMessage) -> str:
-    """The text of a message whose content may be a string or a list of content blocks."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
 
 
 def split_history(messages: list[AnyMessage]) -> tuple[list[AnyMessage], str]:

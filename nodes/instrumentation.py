@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
 from models.errors import raise_if_unavailable
-from models.structured import StructuredResult, invoke_structured, usage_of
+from models.structured import StructuredResult, invoke_structured, usage_of, with_max_tokens
 
 NodeFunction = Callable[..., dict[str, Any]]
 
@@ -98,11 +98,7 @@ def text_call(
     node falls back from; only a down endpoint raises (ModelUnavailableError, see models.errors)."""
     started = time.perf_counter()
     try:
-        bound = (
-            model.model_copy(update={"max_tokens": max_tokens})
-            if "max_tokens" in type(model).model_fields
-            else model
-        )
+        bound = with_max_tokens(model, max_tokens)
         message = bound.invoke(messages)
         text = message.content if isinstance(message.content, str) else str(message.content)
         usage, error = usage_of(message), None

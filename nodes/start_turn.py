@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from persistence.threads import check_thread_access, thread_owner
+from retrieval.answer_text import message_text
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_context
 from state.graph_state import State, reset
@@ -31,20 +32,13 @@ class InvalidQuestionError(ValueError):
     """The turn has no usable question (empty, too long, or filters that cannot be applied)."""
 
 
-def _text(message: AnyMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
-
-
 def turn_question(state: State) -> tuple[str, bool]:
     """The question of this turn and whether it must be appended to `messages` as a new human turn."""
     messages = state.get("messages") or []
     question = (state.get("question") or "").strip()
     last = messages[-1] if messages else None
-    if isinstance(last, HumanMessage) and (not question or question == _text(last).strip()):
-        return _text(last).strip(), False
+    if isinstance(last, HumanMessage) and (not question or question == message_text(last).strip()):
+        return message_text(last).strip(), False
     return question, True
 
 

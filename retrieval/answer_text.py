@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
+from langchain_core.messages import BaseMessage
+
 from retrieval.injection import is_instruction_like
 from retrieval.keyword import analyze
 
@@ -283,3 +285,11 @@ class EchoDetector:
     def remove(self, text: str) -> str:
         """`text` without its echoed sentences."""
         return remove_sentences(text, self.is_echo)
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text of a message whose content may be a string or a list of content blocks."""
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return " ".join(part.get("text", "") for part in content if isinstance(part, dict))

@@ -27,11 +27,12 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from config.settings import Settings
+from models.structured import with_max_tokens
 from persistence.checkpointer import sqlite_checkpointer
 from persistence.threads import check_thread_access, thread_owner
 from persistence.vector_store import validate_collection_name
 from prompts.summary import SUMMARY_PROMPT, SUMMARY_SYSTEM
-from retrieval.answer_text import best_sentences, is_garbage
+from retrieval.answer_text import best_sentences, is_garbage, message_text
 from retrieval.ingest import index_documents
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.tokens import count_tokens, truncate_to_tokens
@@ -92,19 +93,12 @@ class SummaryResult:
         return asdict(self)
 
 
-def _text(message: BaseMessage) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content.strip()
-    return " ".join(part.get("text", "") for part in content if isinstance(part, dict)).strip()
-
-
 def turns_from_messages(messages: Sequence[BaseMessage]) -> list[ConversationTurn]:
     """Exchanges of a thread's messages: a human message opens a turn, the AI messages after it answer it
     (tool and system messages are not part of the conversation)."""
     turns: list[tuple[str, list[str]]] = []
     for message in messages:
-        text = _text(message)
+        text = message_text(message).strip()
         if isinstance(message, HumanMessage) and text:
             turns.append((text, []))
         elif isinstance(message, AIMessage) and text and turns:
@@ -151,17 +145,13 @@ def model_summarizer(model: BaseChatModel, max_tokens: int, transcript_tokens: i
             transcript=transcript,
             max_words=max(10, int(max_tokens * WORDS_PER_TOKEN)),
         )
-        bound = (
-            model.model_copy(update={"max_tokens": max_tokens})
-            if "max_tokens" in type(model).model_fields
-            else model
-        )
+        bound = with_max_tokens(model, max_tokens)
         try:
             reply = bound.invoke([SystemMessage(SUMMARY_SYSTEM), HumanMessage(prompt)])
         except Exception as error:  # noqa: BLE001 - a failed call falls back to the extractive summary
             logger.warning("summary model failed (%s); using the extractive summary", error)
             return None
-        return _text(reply)
+        return message_text(reply).strip()
 
     return summarize
 

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from langchain_core.messages import HumanMessage
 
+from models.structured import with_max_tokens
 from nodes.resources import get_resources
 from persistence.keyword_index import FTS_TABLE
 from service.api.metrics import CONTENT_TYPE
@@ -69,11 +70,7 @@ def _probes(state: ApiState) -> dict[str, Callable[[], Any]]:
         chat = resources.model("generate")
         if not state.settings.api_health_model_probe:
             return {"model": type(chat).__name__, "probed": False}
-        bound = (
-            chat.model_copy(update={"max_tokens": PROBE_TOKENS})
-            if "max_tokens" in type(chat).model_fields
-            else chat
-        )
+        bound = with_max_tokens(chat, PROBE_TOKENS)
         bound.invoke([HumanMessage(PROBE_PROMPT)])
         return {"model": state.settings.llm_model, "probed": True}
 
