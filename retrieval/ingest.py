@@ -229,6 +229,34 @@ def index_documents(
     return len(chunks)
 
 
+def _index_text(
+    kb: KnowledgeBase,
+    text: str,
+    *,
+    source: str,
+    title: str,
+    doc_type: str,
+    doc_id: str,
+    unchunked: bool,
+    metadata: dict[str, MetadataValue] | None,
+    tenant: str,
+    collection: str,
+) -> int:
+    """Index one text given by a caller (not read from a file) as one document; return its chunk count."""
+    document = LoadedDocument(
+        source=source,
+        title=title,
+        doc_type=doc_type,
+        sections=[Section(text)],
+        doc_id=doc_id,
+        unchunked=unchunked,
+        metadata=dict(metadata or {}),
+    )
+    return index_documents(
+        kb, [document], source=source, source_hash=content_hash(text), tenant=tenant, collection=collection
+    )
+
+
 def index_event(
     kb: KnowledgeBase,
     text: str,
@@ -242,19 +270,49 @@ def index_event(
     if not text.strip():
         raise LoaderError("empty event: no text")
     source = f"event:{content_hash(text)[:16]}"
-    document = LoadedDocument(
+    _index_text(
+        kb,
+        text,
         source=source,
         title=title,
         doc_type="event",
-        sections=[Section(text)],
         doc_id=source,
         unchunked=True,
-        metadata=dict(metadata or {}),
-    )
-    index_documents(
-        kb, [document], source=source, source_hash=content_hash(text), tenant=tenant, collection=collection
+        metadata=metadata,
+        tenant=tenant,
+        collection=collection,
     )
     return source
+
+
+def index_raw_text(
+    kb: KnowledgeBase,
+    text: str,
+    *,
+    tenant: str,
+    collection: str,
+    title: str = "",
+    doc_id: str | None = None,
+    metadata: dict[str, MetadataValue] | None = None,
+) -> tuple[str, int]:
+    """Index raw text chunked like a file, under the source `text:<doc_id or content hash>`; return the
+    source key and the chunk count (`doc_type` from the metadata, else "text")."""
+    key = doc_id or content_hash(text)[:16]
+    source = f"text:{key}"
+    doc_type = str((metadata or {}).get("doc_type") or "text")
+    chunks = _index_text(
+        kb,
+        text,
+        source=source,
+        title=title or key,
+        doc_type=doc_type,
+        doc_id=doc_id or source,
+        unchunked=False,
+        metadata=metadata,
+        tenant=tenant,
+        collection=collection,
+    )
+    return source, chunks
 
 
 def _under(source: str, roots: Iterable[Path]) -> bool:

@@ -17,14 +17,11 @@ from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from nodes.resources import get_resources
 from persistence.vector_store import validate_collection_name
 from retrieval.deletion import delete_content
-from retrieval.embeddings import content_hash
-from retrieval.ingest import index_documents, index_event, ingest_paths
+from retrieval.ingest import index_event, index_raw_text, ingest_paths
 from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError
 from retrieval.types import (
     CHUNK_METADATA_DEFAULTS,
     ENGINE_METADATA_KEYS,
-    LoadedDocument,
-    Section,
     is_custom_metadata_key,
 )
 from service.api.errors import ApiError
@@ -210,23 +207,14 @@ def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
             )
             chunks = 1
         else:
-            key = body.doc_id or content_hash(body.text)[:16]
-            source = f"text:{key}"
-            document = LoadedDocument(
-                source=source,
-                title=body.title or key,
-                doc_type=str(body.metadata.get("doc_type") or "text"),
-                sections=[Section(body.text)],
-                doc_id=body.doc_id or source,
-                metadata=dict(body.metadata),
-            )
-            chunks = index_documents(
+            source, chunks = index_raw_text(
                 kb,
-                [document],
-                source=source,
-                source_hash=content_hash(body.text),
+                body.text,
                 tenant=tenant,
                 collection=name,
+                title=body.title,
+                doc_id=body.doc_id,
+                metadata=body.metadata,
             )
     except LoaderError as error:
         raise ApiError(422, "IngestError", str(error), "text") from None
