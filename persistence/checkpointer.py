@@ -37,32 +37,17 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Chec
 from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
-from persistence.threads import OwnerCheckedAsyncSqliteSaver, OwnerCheckedSqliteSaver
+from persistence.threads import (
+    PRUNE_STATEMENTS,
+    OwnerCheckedAsyncSqliteSaver,
+    OwnerCheckedSqliteSaver,
+    prune_parameters,
+)
 
 POSTGRES_INSTALL_HINT = "pip install langgraph-checkpoint-postgres 'psycopg[binary]'"
 #: Prune strategies of BaseCheckpointSaver.prune ("delete_all" is the server adapter's name for "delete").
 KEEP_LATEST = "keep_latest"
 DELETE_STRATEGIES = frozenset({"delete", "delete_all"})
-
-# The oldest checkpoint to keep in one namespace of a thread: the N-th newest (NULL when there are fewer,
-# so nothing is deleted). Checkpoint ids are time-ordered (uuid6), as LangGraph's own "latest" query assumes.
-_OLDEST_KEPT = (
-    "(SELECT kept.checkpoint_id FROM checkpoints AS kept WHERE kept.thread_id = ? "
-    "AND kept.checkpoint_ns = {table}.checkpoint_ns ORDER BY kept.checkpoint_id DESC LIMIT 1 OFFSET ?)"
-)
-#: Writes of pruned checkpoints go first (the kept ones' pending writes stay), then the checkpoints.
-PRUNE_STATEMENTS = (
-    "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id < " + _OLDEST_KEPT.format(table="writes"),
-    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < "
-    + _OLDEST_KEPT.format(table="checkpoints"),
-)
-
-
-def prune_parameters(thread_id: str, keep: int) -> tuple[str, str, int]:
-    """Parameters of each PRUNE_STATEMENTS statement: keep the `keep` newest checkpoints (keep >= 1)."""
-    if keep < 1:
-        raise ValueError(f"keep must be at least 1, got {keep}")
-    return (str(thread_id), str(thread_id), keep - 1)
 
 
 def _checked_strategy(strategy: str) -> str:

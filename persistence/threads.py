@@ -123,27 +123,33 @@ class OwnerCheckedSaver:
     Calls outside a run (`get_state`, housekeeping) are not checked here: the runner checks those itself.
     """
 
-    def _check_owner(self, config: RunnableConfig, saved: CheckpointTuple | None) -> None:
+    @staticmethod
+    def _owner_check(
+        config: RunnableConfig, saved: CheckpointTuple | None
+    ) -> tuple[str, str, RunnableConfig | None] | None:
+        """(tenant, thread id, config of the latest root checkpoint to read, or None when `saved` is it) for
+        a run loading a stored root thread; None when there is nothing to check."""
         tenant = _run_tenant(config)
         root = _root_thread(config)
         if tenant is None or root is None or saved is None:
-            return
+            return None
         thread_id, latest_config = root
-        latest = saved
-        if (config.get("configurable") or {}).get("checkpoint_id"):
-            latest = super().get_tuple(latest_config)  # type: ignore[misc]
-        check_thread_access(thread_id, thread_owner(_values(latest)), tenant)
+        asked_older = bool((config.get("configurable") or {}).get("checkpoint_id"))
+        return tenant, thread_id, latest_config if asked_older else None
+
+    def _check_owner(self, config: RunnableConfig, saved: CheckpointTuple | None) -> None:
+        check = self._owner_check(config, saved)
+        if check is not None:
+            tenant, thread_id, latest_config = check
+            latest = saved if latest_config is None else super().get_tuple(latest_config)  # type: ignore[misc]
+            check_thread_access(thread_id, thread_owner(_values(latest)), tenant)
 
     async def _acheck_owner(self, config: RunnableConfig, saved: CheckpointTuple | None) -> None:
-        tenant = _run_tenant(config)
-        root = _root_thread(config)
-        if tenant is None or root is None or saved is None:
-            return
-        thread_id, latest_config = root
-        latest = saved
-        if (config.get("configurable") or {}).get("checkpoint_id"):
-            latest = await super().aget_tuple(latest_config)  # type: ignore[misc]
-        check_thread_access(thread_id, thread_owner(_values(latest)), tenant)
+        check = self._owner_check(config, saved)
+        if check is not None:
+            tenant, thread_id, latest_config = check
+            latest = saved if latest_config is None else await super().aget_tuple(latest_config)  # type: ignore[misc]
+            check_thread_access(thread_id, thread_owner(_values(latest)), tenant)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The stored checkpoint, refused for a run of a tenant that does not own the thread."""
@@ -206,6 +212,27 @@ def list_threads(path: Path, tenant: str | None = None) -> list[ThreadSummary]:
     return [summary for summary in summaries if summary.owner == tenant]
 
 
+# The oldest checkpoint to keep in one namespace of a thread: the N-th newest (NULL when there are fewer,
+# so nothing is deleted). Checkpoint ids are time-ordered (uuid6), as LangGraph's own "latest" query assumes.
+_OLDEST_KEPT = (
+    "(SELECT kept.checkpoint_id FROM checkpoints AS kept WHERE kept.thread_id = ? "
+    "AND kept.checkpoint_ns = {table}.checkpoint_ns ORDER BY kept.checkpoint_id DESC LIMIT 1 OFFSET ?)"
+)
+#: Writes of pruned checkpoints go first (the kept ones' pending writes stay), then the checkpoints.
+PRUNE_STATEMENTS = (
+    "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id < " + _OLDEST_KEPT.format(table="writes"),
+    "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id < "
+    + _OLDEST_KEPT.format(table="checkpoints"),
+)
+
+
+def prune_parameters(thread_id: str, keep: int) -> tuple[str, str, int]:
+    """Parameters of each PRUNE_STATEMENTS statement: keep the `keep` newest checkpoints (keep >= 1)."""
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    return (str(thread_id), str(thread_id), keep - 1)
+
+
 def delete_thread(path: Path, thread_id: str, tenant: str | None = None) -> bool:
     """Remove a thread's checkpoints and writes; False when it did not exist. With `tenant`, a thread of
     another tenant raises ThreadAccessError and is left intact; an unowned thread may be deleted."""
@@ -238,17 +265,11 @@ def prune_threads(
     removed_checkpoints = 0
     for summary in threads[:keep]:
         with guard(summary.thread_id), _connect(path) as connection:
-            latest = connection.execute(
-                "SELECT MAX(checkpoint_id) FROM checkpoints WHERE thread_id = ?", (summary.thread_id,)
-            ).fetchone()[0]
-            cursor = connection.execute(
-                "DELETE FROM checkpoints WHERE thread_id = ? AND checkpoint_id != ?",
-                (summary.thread_id, latest),
-            )
-            removed_checkpoints += cursor.rowcount
-            connection.execute(
-                "DELETE FROM writes WHERE thread_id = ? AND checkpoint_id != ?", (summary.thread_id, latest)
-            )
+            writes, checkpoints = PRUNE_STATEMENTS  # the savers' own keep-newest statements, keeping one
+            connection.execute(writes, prune_parameters(summary.thread_id, 1))
+            removed_checkpoints += connection.execute(
+                checkpoints, prune_parameters(summary.thread_id, 1)
+            ).rowcount
     with _connect(path) as connection:
         connection.execute("VACUUM")
     return {"threads_removed": removed_threads, "checkpoints_removed": removed_checkpoints}
