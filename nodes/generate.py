@@ -124,9 +124,7 @@ def clean_model_answer(
         ANSWER_USER_TEMPLATES[language].format(sources="", question=""),
     ]
     text = EchoDetector(scaffolding, question, exempt=(*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS)).remove(text)
-    planted = planted_tokens(
-        [doc["text"] for doc in sources], [split_sentences(doc["text"]) for doc in sources]
-    )
+    planted = planted_tokens(split_sentences(doc["text"]) for doc in sources)
     text = remove_sentences(
         text, lambda sentence: is_instruction_like(sentence) or carries_planted_token(sentence, planted)
     )

@@ -38,7 +38,7 @@ from retrieval.answer_text import (
 )
 from retrieval.answerability import CJK_QUESTION_CHARS
 from retrieval.citations import extract_markers
-from retrieval.grounding import GroundingReport, ground_answer
+from retrieval.grounding import ground_answer
 from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
 from retrieval.tokens import truncate_to_tokens
 from state.context import Context, run_context
@@ -129,19 +129,17 @@ def _cited_sources(answer: str, sources: list[RetrievedDoc]) -> list[RetrievedDo
     return cited or sources
 
 
-def sentence_grounding(answer: str, sources: list[RetrievedDoc]) -> tuple[bool, float, GroundingReport]:
-    """(grounded, accuracy, report) from the per-sentence check; accuracy falls back to the answer's term
-    support in its cited sources when it has no claim sentence."""
+def sentence_grounding(
+    answer: str, sources: list[RetrievedDoc], answer_terms: set[str], source_terms: set[str]
+) -> tuple[bool, float]:
+    """(grounded, accuracy) from the per-sentence check; without a claim sentence, accuracy is the share of
+    the answer's terms (`answer_terms`) found in its cited sources (`source_terms`)."""
     report = ground_answer(answer, sources)
     if not report.claims:
-        answer_terms = content_terms(answer) - META_TERMS
-        source_terms: set[str] = set()
-        for doc in _cited_sources(answer, sources):
-            source_terms |= content_terms(doc["text"])
         share = support(answer_terms, source_terms)
-        return share >= GROUNDED_THRESHOLD, share, report
+        return share >= GROUNDED_THRESHOLD, share
     share = report.supported_share
-    return not report.wrong_facts and share >= GROUNDED_SENTENCE_SHARE, share, report
+    return not report.wrong_facts and share >= GROUNDED_SENTENCE_SHARE, share
 
 
 def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> AnswerGrade:
@@ -161,7 +159,7 @@ def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> Ans
     source_terms: set[str] = set()
     for doc in _cited_sources(answer, sources):
         source_terms |= content_terms(doc["text"])
-    grounded, groundedness, _report = sentence_grounding(answer, sources)
+    grounded, groundedness = sentence_grounding(answer, sources, answer_terms, source_terms)
     question_terms = {
         term for term in content_terms(question) - META_TERMS if not CJK_QUESTION_CHARS & set(term)
     }

@@ -90,13 +90,13 @@ def _distinctive(token: str) -> bool:
     return len(letters) >= 3 and sum(char.isupper() for char in letters) >= len(letters) - 1
 
 
-def planted_tokens(texts: Iterable[str], sentences_of: Iterable[list[str]]) -> set[str]:
+def planted_tokens(sentences_of: Iterable[list[str]]) -> set[str]:
     """Distinctive tokens (lowercased) that occur in instruction-like sentences of the passages and nowhere
-    else in them. `sentences_of` gives each text's sentences (the caller's splitter, so this module stays
+    else in them. `sentences_of` gives each passage's sentences (the caller's splitter, so this module stays
     free of sentence rules)."""
     planted: set[str] = set()
     honest: set[str] = set()
-    for _text, sentences in zip(texts, sentences_of, strict=True):
+    for sentences in sentences_of:
         for sentence in sentences:
             tokens = {token.lower() for token in _TOKEN.findall(sentence) if _distinctive(token)}
             (planted if is_instruction_like(sentence) else honest).update(tokens)
