@@ -20,7 +20,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from config.settings import Settings, load_settings
-from nodes.resources import Resources, use_resources
+from nodes.resources import Resources, Strength, use_resources
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from tests.fakes import HashEmbeddings
@@ -46,6 +46,19 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     for name, value in CACHE_OFF.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
+
+
+def fake_resources(
+    kb: KnowledgeBase, model: BaseChatModel, *, settings: Settings | None = None, strength: Strength = "weak"
+) -> Resources:
+    """Resources over `kb` with `model` as generator and grader, both of `strength` (no self-test)."""
+    return Resources(
+        settings or kb.settings,
+        knowledge_base=kb,
+        generator=model,
+        grader=model,
+        strengths={"generate": strength, "grade": strength},
+    )
 
 
 def isolated_settings(root: Path, **overrides: object) -> Settings:

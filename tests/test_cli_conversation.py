@@ -16,11 +16,12 @@ from langchain_core.messages import BaseMessage
 from typer.testing import CliRunner
 
 from config.settings import Settings
-from nodes.resources import Resources, use_resources
+from nodes.resources import use_resources
 from prompts.not_found import NOT_FOUND_ANSWER_EN
 from retrieval.ingest import index_event
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import app
+from tests.conftest import fake_resources
 from tests.fakes import TaskChatModel
 
 EVENTS = {
@@ -54,13 +55,7 @@ def events(
         for c, texts in EVENTS.items()
         for text in texts
     }
-    resources = Resources(
-        settings,
-        knowledge_base=kb,
-        generator=model,
-        grader=model,
-        strengths={"generate": "weak", "grade": "weak"},
-    )
+    resources = fake_resources(kb, model, settings=settings)
     with use_resources(resources):
         yield doc_ids
 

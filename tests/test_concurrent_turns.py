@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
-from nodes.resources import Resources, use_resources
+from nodes.resources import use_resources
 from retrieval.knowledge_base import KnowledgeBase
 from service.runner import Session
 from state.context import Context
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, fake_resources
 from tests.helpers.fake_rag import answer_for, turn_model
 
 TURNS = 8
@@ -68,13 +68,7 @@ def stored_messages(settings: Settings, thread_id: str) -> list[tuple[str, str]]
 def test_eight_threads_of_one_process_ask_on_one_thread(settings: Settings, kb: KnowledgeBase) -> None:
     records: list[dict[str, Any]] = []
     model = turn_model(records)
-    resources = Resources(
-        settings,
-        knowledge_base=kb,
-        generator=model,
-        grader=model,
-        strengths={"generate": "strong", "grade": "strong"},
-    )
+    resources = fake_resources(kb, model, settings=settings, strength="strong")
     session = Session(settings)
 
     def turn(fruit: str) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from nodes.resources import Resources, use_resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, REPO_ROOT, write_corpus
+from tests.conftest import FAKE_MODEL_KEY, REPO_ROOT, fake_resources, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 
 CORPUS = {
@@ -226,13 +226,7 @@ def corpus_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBas
 def model(corpus_kb: KnowledgeBase) -> Iterator[TaskChatModel]:
     """A weak fake model installed over the corpus (heuristic analysis, score graders)."""
     fake = TaskChatModel(replies={"generate": ANSWER, "chat": "Hello!"})
-    resources = Resources(
-        corpus_kb.settings,
-        knowledge_base=corpus_kb,
-        generator=fake,
-        grader=fake,
-        strengths={"generate": "weak", "grade": "weak"},
-    )
+    resources = fake_resources(corpus_kb, fake)
     with use_resources(resources):
         yield fake
 

@@ -42,7 +42,7 @@ from service.cli import app
 from state.context import Context
 from state.graph_state import RetrieveTask
 from state.schemas import SearchQuery
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, runtime
+from tests.conftest import FAKE_MODEL_KEY, fake_resources, isolated_settings, runtime
 from tests.fakes import HashEmbeddings, TaskChatModel
 
 TURNS = [
@@ -224,13 +224,7 @@ def thread_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Kn
     monkeypatch.setenv("RAG_DATA_DIR", str(settings.data_dir))
     kb = KnowledgeBase(settings, base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY)
     model = TaskChatModel(fallback="The Maksutov is a good planetary telescope.")
-    resources = Resources(
-        settings,
-        knowledge_base=kb,
-        generator=model,
-        grader=model,
-        strengths={"generate": "weak", "grade": "weak"},
-    )
+    resources = fake_resources(kb, model, settings=settings)
     graph = build_graph(sqlite_checkpointer(settings))
     config = {"configurable": {"thread_id": "t1"}}
     with use_resources(resources):

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from graphs.rag import build_graph
-from nodes.resources import Resources, use_resources
+from nodes.resources import use_resources
 from persistence.checkpointer import sqlite_checkpointer
 from persistence.threads import delete_thread, list_threads, prune_threads
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, REPO_ROOT, isolated_settings, write_corpus
+from tests.conftest import FAKE_MODEL_KEY, REPO_ROOT, fake_resources, isolated_settings, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 
 CORPUS = {
@@ -209,13 +209,7 @@ def test_threads_list_prune_and_delete_on_the_checkpoint_file(conversation: dict
     kb = KnowledgeBase(isolated_settings(root), base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY)
     model = TaskChatModel(replies={"generate": THIRD_ANSWER})
     try:
-        resources = Resources(
-            kb.settings,
-            knowledge_base=kb,
-            generator=model,
-            grader=model,
-            strengths={"generate": "weak", "grade": "weak"},
-        )
+        resources = fake_resources(kb, model)
         with use_resources(resources):
             out = graph.invoke({"question": THIRD}, config=config, context=Context(top_k=2))
     finally:

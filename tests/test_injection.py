@@ -14,12 +14,12 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from graphs.rag import build_graph
-from nodes.resources import Resources, use_resources
+from nodes.resources import use_resources
 from prompts.answer import SOURCES_CLOSE, SOURCES_OPEN, UNTRUSTED_SOURCES_EN
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
+from tests.conftest import FAKE_MODEL_KEY, fake_resources, isolated_settings, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel, garbage_model
 
 PLANTED = {
@@ -54,13 +54,7 @@ def planted_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBa
 
 
 def run(kb: KnowledgeBase, model: TaskChatModel, question: str) -> dict[str, Any]:
-    resources = Resources(
-        kb.settings,
-        knowledge_base=kb,
-        generator=model,
-        grader=model,
-        strengths={"generate": "weak", "grade": "weak"},
-    )
+    resources = fake_resources(kb, model)
     with use_resources(resources):
         return build_graph().invoke({"question": question}, context=Context(top_k=2))
 

@@ -40,7 +40,7 @@ from retrieval.knowledge_base import KnowledgeBase
 from service.cli import EXIT_BAD_INPUT, app
 from service.runner import Session
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
+from tests.conftest import FAKE_MODEL_KEY, fake_resources, isolated_settings, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 
 BRAVO_THREAD = "t-7f3a9c"  # names no tenant: the refusal must not name the owner
@@ -66,13 +66,7 @@ class World:
         self.settings, self.kb, self.model, self.bravo_ids = settings, kb, model, bravo_ids
 
     def resources(self) -> Resources:
-        return Resources(
-            self.settings,
-            knowledge_base=self.kb,
-            generator=self.model,
-            grader=self.model,
-            strengths={"generate": "strong", "grade": "strong"},
-        )
+        return fake_resources(self.kb, self.model, settings=self.settings, strength="strong")
 
     def stored(self) -> tuple[list[list[str]], int, int]:
         """B's thread as stored: its messages (read straight from the saver, no tenant check on this path),

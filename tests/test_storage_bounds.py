@@ -35,7 +35,7 @@ from persistence.threads import ThreadAccessError
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.graph_state import LEGACY_RESET
-from tests.conftest import FAKE_MODEL_KEY, write_corpus
+from tests.conftest import FAKE_MODEL_KEY, fake_resources, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 from tests.test_langgraph_sdk import server as sdk_server  # noqa: F401 (the `langgraph dev` fixture)
 
@@ -101,13 +101,7 @@ def corpus_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBas
 @pytest.fixture
 def model(corpus_kb: KnowledgeBase) -> Iterator[TaskChatModel]:
     fake = TaskChatModel(replies={"generate": answer})
-    resources = Resources(
-        corpus_kb.settings,
-        knowledge_base=corpus_kb,
-        generator=fake,
-        grader=fake,
-        strengths={"generate": "weak", "grade": "weak"},
-    )
+    resources = fake_resources(corpus_kb, fake)
     with use_resources(resources):
         yield fake
 

@@ -18,7 +18,7 @@ from persistence.database import close_databases
 from persistence.semantic_cache import reset_cache_counters, reset_semantic_caches
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
-from tests.conftest import write_corpus
+from tests.conftest import fake_resources, write_corpus
 from tests.fakes import TaskChatModel
 
 ANSWER = "Jupiter is the largest planet in the Solar System [1]."
@@ -56,13 +56,7 @@ def world(
         assert summary.count("indexed") == len(CORPUS)
         folders[tenant] = root / f"corpus-{tenant}"
     model = TaskChatModel(replies={"generate": ANSWER})
-    resources = Resources(
-        settings,
-        knowledge_base=kb,
-        generator=model,
-        grader=model,
-        strengths={"generate": "weak", "grade": "weak"},
-    )
+    resources = fake_resources(kb, model, settings=settings)
     reset_semantic_caches()
     reset_cache_counters()
     try:
