@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from retrieval.answer_text import content_terms, split_sentences, strip_references, support
 from retrieval.citations import extract_markers
@@ -253,6 +254,17 @@ def _cjk_in(term: str, text: str) -> bool:
     return sum(gram in text for gram in grams) / len(grams) >= CJK_BIGRAM_SHARE
 
 
+#: Passages whose factual text is remembered: a turn checks the same passages in grade_retrieval, cite and
+#: answerability, each time against other sentences.
+FACTUAL_TEXT_CACHE = 512
+
+
+@lru_cache(maxsize=FACTUAL_TEXT_CACHE)
+def factual_text(text: str) -> str:
+    """A passage without its instruction-like sentences (planted text is no fact)."""
+    return " ".join(sentence for sentence in split_sentences(text) if not is_instruction_like(sentence))
+
+
 @dataclass(frozen=True)
 class Evidence:
     """The text a sentence may rest on, prepared once."""
@@ -265,11 +277,7 @@ class Evidence:
     @classmethod
     def of(cls, texts: Sequence[str]) -> Evidence:
         """Evidence from passages, without their instruction-like sentences (planted text is no fact)."""
-        kept = [
-            " ".join(sentence for sentence in split_sentences(text) if not is_instruction_like(sentence))
-            for text in texts
-        ]
-        joined = "\n".join(kept)
+        joined = "\n".join(factual_text(text) for text in texts)
         return cls(joined, _squash(joined), frozenset(numbers_in(joined)), frozenset(content_terms(joined)))
 
     def missing(self, anchors: Anchors) -> tuple[str, ...]:
@@ -307,12 +315,12 @@ def ground_answer(
     """Check every sentence of `answer`: a sentence citing [n] against sources[n - 1] (all it cites), an
     uncited one against all of `sources` and `pool` (the other retrieved passages)."""
     texts = [doc["text"] for doc in sources]
-    everything = Evidence.of([*texts, *(doc["text"] for doc in pool)])
-    by_marker: dict[tuple[int, ...], Evidence] = {}
+    every_text = [*texts, *(doc["text"] for doc in pool)]
+    by_marker: dict[tuple[int, ...], Evidence] = {}  # () = uncited: every passage, built when first needed
     checks: list[SentenceCheck] = []
     for sentence in split_sentences(answer):
         cited = tuple(number for number in extract_markers(sentence) if 1 <= number <= len(sources))
-        if cited and cited not in by_marker:
-            by_marker[cited] = Evidence.of([texts[number - 1] for number in cited])
-        checks.append(check_sentence(sentence, cited, by_marker[cited] if cited else everything))
+        if cited not in by_marker:
+            by_marker[cited] = Evidence.of([texts[number - 1] for number in cited] if cited else every_text)
+        checks.append(check_sentence(sentence, cited, by_marker[cited]))
     return GroundingReport(tuple(checks))
