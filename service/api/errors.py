@@ -23,6 +23,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.errors import ModelUnavailableError
@@ -110,11 +111,13 @@ def classify(error: BaseException) -> ErrorInfo:
     return ErrorInfo(500, "InternalError", f"internal error ({kind}); see the server log")
 
 
-def validation_info(error: RequestValidationError) -> ErrorInfo:
-    """A pydantic 422 as one line naming the field (`top_k: Input should be less than or equal to 50`)."""
+def validation_info(error: RequestValidationError | ValidationError, *, located: bool = True) -> ErrorInfo:
+    """A pydantic 422 as one line naming the field (`top_k: Input should be less than or equal to 50`).
+    `located`: the first part of each error's location says where (body, query...), not which field (a
+    request's errors; a model validated on its own, a batch item, has no such part)."""
     first = error.errors()[0] if error.errors() else {}
     location = [str(part) for part in first.get("loc", ())]
-    if location and location[0] in ("body", "query", "path", "form", "header"):  # where, not which field
+    if located and location and location[0] in ("body", "query", "path", "form", "header"):
         location = location[1:]
     field = ".".join(location) or None
     message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")

@@ -23,7 +23,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from service.api.auth import resolve_tenant
 from service.api.engine import RunSpec
-from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify
+from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.runtime import ApiState, api_state
 from service.api.schemas import BatchRequest, GenerateRequest
 from service.runner import new_thread_id
@@ -244,13 +244,6 @@ def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
     return {"index": index, "ok": False, **info.body()}
 
 
-def _validation_info(error: ValidationError) -> ErrorInfo:
-    first = error.errors()[0]
-    field = ".".join(str(part) for part in first.get("loc", ())) or None
-    message = str(first.get("msg", "invalid request")).removeprefix("Value error, ")
-    return ErrorInfo(422, "ValidationError", f"{field}: {message}" if field else message, field)
-
-
 @router.post("/batch")
 async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
     """Answer 1-50 questions concurrently (at most `api_batch_concurrency` at once). Each item is validated
@@ -270,7 +263,7 @@ async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
                 item = GenerateRequest.model_validate(raw)
             except ValidationError as error:
                 state.metrics.record_error("batch", "ValidationError")
-                return _item_error(index, _validation_info(error))
+                return _item_error(index, validation_info(error, located=False))
             try:
                 tenant = resolve_tenant(authorized, item.tenant_id, state.settings.default_tenant)
                 return {"index": index, "ok": True, "status": 200, **(await answer_one(item, tenant, state))}
