@@ -24,6 +24,7 @@ from nodes.resources import Resources, Strength, use_resources
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from tests.fakes import HashEmbeddings
+from tests.helpers.servers import chroma_server, pg_url, throwaway_servers  # noqa: F401 (fixtures)
 
 # tiktoken's BPE files are copied into this cache on first use; by default it lives under ./.rag, which
 # tests must not touch. Set before any test imports trigger `prepare_offline_environment`.
