@@ -298,6 +298,20 @@ class Settings(BaseSettings):
         description="SQLAlchemy URL of the tables sessions, conversations, memories, audit_logs and the "
         "semantic cache; unset = sqlite:///<data_dir>/app.sqlite.",
     )
+    database_connect_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="Seconds to wait for the database server (RAG_DATABASE_URL=postgresql://...) before a "
+        "store-unavailable error (CLI exit 1, HTTP 503).",
+    )
+    database_pool_size: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Connections per process to PostgreSQL for conversations (the LangGraph saver's pool); "
+        "turns waiting for the thread lock hold one more each while they wait.",
+    )
     record_turns: bool = Field(
         True, description="Write every answer to the SQL tables (sessions, conversations, audit_logs)."
     )

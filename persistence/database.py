@@ -38,6 +38,7 @@ from sqlalchemy import (
     event,
     func,
     select,
+    text,
 )
 from sqlalchemy.engine import Engine, make_url
 from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
@@ -54,6 +55,14 @@ APP_DB_FILENAME = "app.sqlite"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: Lock file beside a SQLite database, held while its migrations run.
 MIGRATION_LOCK_SUFFIX = ".migrate-lock"
+#: URL schemes of PostgreSQL (before any "+driver"), and the SQLAlchemy scheme with the installed driver.
+POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
+SQLALCHEMY_POSTGRES_SCHEME = "postgresql+psycopg"
+#: Key of the Postgres advisory lock held while the app tables' migrations run (any fixed 64-bit number
+#: other locks do not use; persistence.thread_lock derives its keys from thread ids by SHA-1).
+MIGRATION_ADVISORY_LOCK_KEY = 0x7261675F6D696772  # "rag_migr"
+#: Seconds to wait for a database server by default (RAG_DATABASE_CONNECT_TIMEOUT_S in the settings).
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 
 class DatabaseUnavailableError(StoreUnavailableError):
@@ -197,6 +206,37 @@ def database_url(settings: Settings) -> str:
     return f"sqlite:///{(settings.data_dir / APP_DB_FILENAME).resolve()}"
 
 
+def is_postgres(url: str | None) -> bool:
+    """Whether a database URL names PostgreSQL (postgresql://, postgres://, postgresql+driver://).
+
+    Why one predicate: this URL alone moves conversations, app tables, catalog and keyword index, and the
+    thread lock onto the server; every store must read it the same way."""
+    if not url or "://" not in url:
+        return False
+    return url.split("://", 1)[0].split("+", 1)[0].lower() in POSTGRES_SCHEMES
+
+
+def postgres_url(settings: Settings) -> str | None:
+    """RAG_DATABASE_URL when it names PostgreSQL, else None (the embedded SQLite files are used)."""
+    return settings.database_url if is_postgres(settings.database_url) else None
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL SQLAlchemy opens: a Postgres URL gets psycopg 3 as its driver (SQLAlchemy's default driver
+    for `postgresql://` is psycopg2, which is not installed); other URLs are returned unchanged."""
+    if not is_postgres(url):
+        return url
+    return f"{SQLALCHEMY_POSTGRES_SCHEME}://{url.split('://', 1)[1]}"
+
+
+def libpq_url(url: str) -> str:
+    """The URL psycopg / libpq opens (the LangGraph saver, advisory locks): `postgresql://` without a
+    SQLAlchemy driver suffix. ValueError for a URL that does not name PostgreSQL."""
+    if not is_postgres(url):
+        raise ValueError(f"not a PostgreSQL URL: {url.split('://', 1)[0]}://...")
+    return f"postgresql://{url.split('://', 1)[1]}"
+
+
 def alembic_config(url: str) -> AlembicConfig:
     """An Alembic configuration pointing at persistence/migrations (no alembic.ini needed)."""
     config = AlembicConfig()
@@ -206,9 +246,17 @@ def alembic_config(url: str) -> AlembicConfig:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Run the migrations up to `revision` on `engine`'s database."""
+    """Run the migrations up to `revision` on `engine`'s database.
+
+    On PostgreSQL the migration transaction first takes an advisory lock (released when it commits): two
+    workers starting at once on an empty database would otherwise both read "no version" and the second
+    would fail creating a table that exists. The second waits, then finds the database at head. SQLite
+    files are serialized by a file lock in open_database instead (the lock must exist before the file)."""
     config = alembic_config(engine.url.render_as_string(hide_password=False))
     with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            lock = text("SELECT pg_advisory_xact_lock(:key)")
+            connection.execute(lock, {"key": MIGRATION_ADVISORY_LOCK_KEY})
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 
@@ -238,7 +286,7 @@ def _migration_lock(file: Path | None) -> Iterator[None]:
     tables; two processes opening a fresh file at once (CLI turns started together, API workers) both read
     "no version" and the second fails with "table already exists". An flock on a file beside the database
     serializes them (the kernel drops it if a process dies); the second then finds the file at head.
-    Server databases need no lock here: their DDL is transactional or guarded by the server."""
+    PostgreSQL is serialized by an advisory lock inside `upgrade`."""
     if file is None:
         yield
         return
@@ -250,9 +298,11 @@ def _migration_lock(file: Path | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def open_database(url: str) -> Database:
+def open_database(url: str, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> Database:
     """Create the engine for `url` and migrate the database to head. InvalidDatabaseUrlError for a URL that
-    cannot name a database, DatabaseUnavailableError for one that cannot be opened or migrated now."""
+    cannot name a database, DatabaseUnavailableError for one that cannot be opened or migrated now (a
+    server that does not answer within `connect_timeout_s`, RAG_DATABASE_CONNECT_TIMEOUT_S)."""
+    url = sqlalchemy_url(url)
     try:
         parsed = make_url(url)
     except Exception as error:  # noqa: BLE001 - any parse failure is a bad setting
@@ -260,7 +310,8 @@ def open_database(url: str) -> Database:
     shown = parsed.render_as_string(hide_password=True)
     sqlite = parsed.get_backend_name() == "sqlite"
     try:
-        engine = create_engine(url, pool_pre_ping=not sqlite)
+        connect_args = {} if sqlite else {"connect_timeout": max(1, round(connect_timeout_s))}
+        engine = create_engine(url, pool_pre_ping=not sqlite, connect_args=connect_args)
     except (NoSuchModuleError, ImportError, SQLAlchemyError, TypeError, ValueError) as error:
         # an unknown dialect, a driver that is not installed, query arguments the driver refuses
         raise InvalidDatabaseUrlError(f"RAG_DATABASE_URL {shown}: {error}") from None
@@ -294,7 +345,7 @@ def get_database(settings: Settings | None = None) -> Database:
     with _lock:
         database = _databases.get(url)
         if database is None:
-            database = _databases[url] = open_database(url)
+            database = _databases[url] = open_database(url, settings.database_connect_timeout_s)
         return database
 
 
