@@ -28,9 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
-
-import typer
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from config.settings import Settings
 from evals.datasets import Passage, QAExample, load_hotpotqa, pool_passages
@@ -41,8 +39,9 @@ if TYPE_CHECKING:
     from service.runner import Session
     from state.context import Context
 
-# The graph, the stores and the models are imported where they are used: `rag` imports this module to
-# register the command, and every other command would pay for them at start-up.
+# The graph, the stores and the models are imported where they are used: `rag` imports this module for the
+# command's default --limit (service/cli/benchmarks.py), and every other command would pay for them at
+# start-up.
 
 logger = logging.getLogger(__name__)
 
@@ -269,47 +268,3 @@ def run_answerability_eval(
         "embedding": settings.embedding_provider,
         "records": records,
     }
-
-
-# --------------------------------------------------------------------------------------------------------
-# The command (registered in service/cli.py)
-
-
-def eval_answerability(
-    dataset: Annotated[
-        Path | None,
-        typer.Option(
-            help="HotpotQA file (default: the sample in ../shared/data) or a development-set JSON such as "
-            "evals/fixtures/answerability.json."
-        ),
-    ] = None,
-    pipeline: Annotated[
-        str, typer.Option(help="extractive (no model: retrieval and grounding only) | agentic (the graph).")
-    ] = "extractive",
-    limit: Annotated[
-        int, typer.Option(help="HotpotQA questions (each asked over the present and the absent corpus).")
-    ] = DEFAULT_LIMIT,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
-) -> None:
-    """Not-found rate where the documents lack the answer (want high) and where they hold it (want low)."""
-    from service.cli import console, fail, progress_bars, settings_or_exit, user_errors, write_json_report
-
-    if pipeline not in PIPELINES:
-        fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    if limit < 1:
-        fail("--limit must be at least 1")
-    path = dataset or HOTPOTQA_SAMPLE
-    if not path.is_file():
-        fail(f"dataset {path} not found (pass --dataset)")
-    settings = settings_or_exit()
-    with user_errors():
-        chosen = load_dev_set(path) if is_dev_set(path) else hotpot_set(path, limit)
-    with user_errors(), progress_bars() as bars:
-        report = run_answerability_eval(chosen, settings, pipeline=pipeline, progress=bars)
-    write_json_report(json_out, report)
-    console.print(
-        f"{report['dataset']} · {report['pipeline']} ({report['model']}): not found where the answer is "
-        f"absent {report['not_found_rate_absent']} (n {report['n_absent']}), where it is present "
-        f"{report['not_found_rate_present']} (n {report['n_present']}); {report['seconds']} s",
-        highlight=False,
-    )

@@ -191,7 +191,7 @@ def doctor(
 
     Exit codes: 0 = every store healthy (or repaired); 1 = a store is still damaged or cannot be opened
     (the report names it and the way to repair it); 2 = invalid settings or options."""
-    from service.cli import EXIT_UNAVAILABLE, console, settings_or_exit, user_errors
+    from service.cli.common import EXIT_UNAVAILABLE, console, settings_or_exit, user_errors
 
     settings = settings_or_exit()
     with user_errors():

@@ -1,9 +1,9 @@
 """`rag memory add | search | list | delete | stats`: the memories table (persistence/memories.py) and the row
 counts of the app tables, from the command line.
 
-Registered in service/cli.py with one line (`app.add_typer(memory_app, name="memory")`); imports stay inside
-the commands so `rag` starts fast. Bad input exits 2 with one line, an app database or embedding model that
-cannot be used exits 1 (service.cli.user_errors does both).
+Registered in service/cli/__init__.py with one line (`app.add_typer(memory_app, name="memory")`); imports
+stay inside the commands so `rag` starts fast. Bad input exits 2 with one line, an app database or embedding
+model that cannot be used exits 1 (service.cli.common.user_errors does both).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 def _errors() -> Iterator[Settings]:
     """The settings of this command (the tables they name), with the CLI's one-line errors: a malformed
     RAG_DATABASE_URL is bad input (exit 2), a database that cannot be opened a store that is down (exit 1)."""
-    from service.cli import settings_or_exit, user_errors
+    from service.cli.common import settings_or_exit, user_errors
 
     settings = settings_or_exit()
     with user_errors():
@@ -63,7 +63,7 @@ def _print_json(value: object) -> None:
 
 
 def _show(memories: list, as_json: bool, empty: str) -> None:  # noqa: ANN001 - list of Memory
-    from service.cli import console
+    from service.cli.common import console
 
     if as_json:
         _print_json([memory.as_dict() for memory in memories])
@@ -92,7 +92,7 @@ def add(
 ) -> None:
     """Store a memory (embedded with the knowledge base's model for search)."""
     from persistence.memories import add_memory
-    from service.cli import console
+    from service.cli.common import console
 
     with _errors() as settings:
         memory = add_memory(
@@ -160,7 +160,7 @@ def delete(
 ) -> None:
     """Delete memories of the tenant by id, by conversation, or all of them (--all)."""
     from persistence.memories import delete_memories
-    from service.cli import console
+    from service.cli.common import console
 
     with _errors() as settings:
         deleted = delete_memories(
@@ -180,7 +180,7 @@ def delete(
 def stats(as_json: JsonOption = False) -> None:
     """Row counts of the app tables: sessions, conversations, memories, audit_logs, semantic_cache."""
     from persistence.database import database_stats
-    from service.cli import console
+    from service.cli.common import console
 
     with _errors() as settings:
         counts = database_stats(settings)

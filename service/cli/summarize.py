@@ -4,8 +4,8 @@ conversation memory (turns as detail events, block summaries above them; retriev
 Why a command (not a node run on every turn): summarizing costs a model call per block with a strong model,
 and memory is worth writing when a conversation has run its course, which the operator (or a scheduled
 job) knows better than the graph. A strong generation model writes the summaries; the embedded one gets the
-extractive summary. Registered in service/cli.py with one line; imports stay inside the function so `rag`
-starts fast.
+extractive summary. Registered in service/cli/__init__.py with one line; imports stay inside the function so
+`rag` starts fast.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def summarize(
     """Write a conversation into the store: each turn as a detail event, with summaries linked above them."""
     from nodes.resources import get_resources
     from retrieval.conversation_summary import summarize_thread
-    from service.cli import console, fail, settings_or_exit, user_errors
+    from service.cli.common import console, fail, settings_or_exit, user_errors
 
     if conversation_id is not None and not conversation_id.strip():
         fail("--conversation-id is empty")

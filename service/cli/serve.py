@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from service.cli import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
+from service.cli.common import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
 
 #: Seconds `rag stats` waits for the server's /metrics.
 STATS_TIMEOUT_S = 10
@@ -124,7 +124,7 @@ def eval_load(
 ) -> None:
     """Throughput, p50/p95, errors, and cold vs cache-hit latency of the HTTP API under N clients."""
     from evals.load import run_load
-    from service.cli import error_console, write_json_report
+    from service.cli.common import error_console, write_json_report
 
     payload = {"max_tokens": max_tokens} if max_tokens else {}
     try:

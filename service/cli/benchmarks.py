@@ -1,0 +1,425 @@
+"""`rag eval ...`: the benchmarks (retrieval, latency, QA, router, graders, chaos, groundedness, report).
+
+Commands that live in other modules (load, answerability, ...) are added to `eval_app` in
+service/cli/__init__.py, after these, in the order `rag eval --help` lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from config.settings import SearchMode
+from evals.answerability import DEFAULT_LIMIT as ANSWERABILITY_LIMIT
+from evals.report import DEFAULT_RESULTS_DIR
+from service.cli.common import (
+    console,
+    error_console,
+    fail,
+    progress_bars,
+    settings_or_exit,
+    user_errors,
+    write_json_report,
+)
+
+eval_app = typer.Typer(
+    help="Benchmarks: retrieval quality and speed, graph latency, QA, routing, relevance graders.",
+    no_args_is_help=True,
+)
+
+#: Largest --top-k of `rag eval graders` (the context's own bound on top_k).
+MAX_GRADED_TOP_K = 100
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Option(help="BEIR folder, or a CMRC 2018 / SQuAD-format file.")],
+    mode: Annotated[
+        list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Retrieval quality (nDCG@10, Recall@10/100, MRR@10) and speed per mode; ingest throughput."""
+    from evals.retrieval import run_retrieval_eval
+
+    settings = settings_or_exit()
+    modes: list[SearchMode] = [m for m in (mode or ["bm25", "dense", "hybrid"])]  # type: ignore[misc]
+    for name in modes:
+        if name not in ("dense", "bm25", "hybrid"):
+            fail(f"unknown search mode {name!r}; choose among dense, bm25, hybrid")
+    with user_errors(), progress_bars() as bars:
+        report = run_retrieval_eval(dataset, settings, modes=modes, limit=limit, progress=bars)
+    write_json_report(json_out, report)
+    table = Table(title=f"{report['dataset']}: {report['queries']} queries ({report['machine']})")
+    metrics = [name for name in next(iter(report["modes"].values())) if name not in ("p50_ms", "p95_ms")]
+    for column in ["mode", *metrics, "p50 ms", "p95 ms"]:
+        table.add_column(column)
+    for name, values in report["modes"].items():
+        table.add_row(
+            name, *[f"{values[m]:.3f}" for m in metrics], f"{values['p50_ms']:.1f}", f"{values['p95_ms']:.1f}"
+        )
+    console.print(table)
+    console.print(
+        f"ingest {report['chunks']} chunks at {report['ingest_chunks_per_s']} chunks/s; re-ingest "
+        f"{report['reingest_seconds']}s ({report['reingest_speedup']}x faster); query embedding p50 "
+        f"{report['embed_query_ms']} ms"
+    )
+
+
+@eval_app.command("latency")
+def eval_latency(
+    questions: Annotated[
+        int, typer.Option(help="Questions to run (cycling through samples/questions.jsonl).")
+    ] = 50,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Per-node time and graph overhead (wall - model - retrieval) with the embedded model."""
+    from evals.latency import run_latency_eval
+
+    if questions < 1:
+        fail("--questions must be at least 1")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        report = run_latency_eval(settings, questions=questions, progress=bars)
+    write_json_report(json_out, report)
+    table = Table(title=f"graph latency over {report['questions']} questions ({report['machine']})")
+    table.add_column("node")
+    table.add_column("mean ms per question", justify="right")
+    for node, value in report["per_node_ms"].items():
+        table.add_row(node, f"{value:.1f}")
+    console.print(table)
+    console.print(
+        f"wall {report['wall_s']}s (model {report['model_s']}s, retrieval {report['retrieval_s']}s); "
+        "overhead "
+        f"{report['overhead_fraction'] * 100:.2f}% = {report['overhead_ms_per_question']} ms/question; "
+        f"{report['llm_calls_per_question']} LLM calls/question"
+    )
+
+
+@eval_app.command("qa")
+def eval_qa(
+    dataset: Annotated[
+        Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
+    ],
+    pipeline: Annotated[str, typer.Option(help="naive | agentic | no-retrieval.")],
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write qa_f1_vs_llm_calls.png into DIR from its QA JSON reports plus this run."),
+    ] = None,
+    results: Annotated[
+        Path | None,
+        typer.Option(
+            help="Per-question JSONL, appended as questions finish; a rerun resumes from it. "
+            "Default: evals/results/runs/<dataset>-<pipeline>-<limit>.jsonl."
+        ),
+    ] = None,
+) -> None:
+    """EM / F1, support recall, citation precision, not-found rate, LLM calls, tokens and latency of a
+    pipeline over the pooled paragraphs of the evaluated questions."""
+    from evals.qa import PIPELINES, run_qa_eval
+    from evals.report import write_qa_plot
+
+    if pipeline not in PIPELINES:
+        fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
+    if limit is not None and limit < 1:
+        fail("--limit must be at least 1")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        report = run_qa_eval(
+            dataset, settings, pipeline=pipeline, limit=limit, results_path=results, progress=bars
+        )
+    write_json_report(json_out, report)
+    table = Table(
+        title=f"{report['dataset']} · {report['pipeline']}: {report['n']} questions ({report['model']})"
+    )
+    for column in (
+        "EM",
+        "F1",
+        "support R@5",
+        "cit. precision",
+        "not found",
+        "LLM calls/q",
+        "tokens/q",
+        "p50 s",
+    ):
+        table.add_column(column, justify="right")
+    table.add_row(
+        *[
+            "-" if report[key] is None else f"{report[key]:.3f}"
+            for key in ("em", "f1", "support_recall@5", "citation_precision", "not_found_rate")
+        ],
+        f"{report['llm_calls_per_question']:.2f}",
+        f"{report['tokens_per_question']:.0f}",
+        "-" if report["latency_p50_s"] is None else f"{report['latency_p50_s']:.2f}",
+    )
+    console.print(table)
+    for title, key in (("strategy", "by_strategy"), ("type", "by_type")):
+        for group, values in report[key].items():
+            console.print(
+                f"  {title} {group}: n {values['n']}  EM {values['em']:.3f}  F1 {values['f1']:.3f}  "
+                f"{values['llm_calls']:.2f} LLM calls",
+                highlight=False,
+            )
+    if report["errors"]:
+        error_console.print(f"[yellow]{report['errors']} questions failed[/] (see {report['results_file']})")
+    console.print(f"[dim]per-question records: {report['results_file']} ({report['resumed']} resumed)[/]")
+    if plot:
+        written = write_qa_plot(plot, extra=[report])
+        console.print(f"plot: {written}")
+
+
+@eval_app.command("router")
+def eval_router(
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    dataset: Annotated[
+        list[Path] | None,
+        typer.Option(
+            help="Extra labelled file (repeatable): HotpotQA format = multi-hop; "
+            "BEIR queries.jsonl, BEIR folder or SQuAD format = single-hop."
+        ),
+    ] = None,
+    llm_limit: Annotated[
+        int | None,
+        typer.Option(
+            help="Questions analysed by the model, an equal share per source (default 100; 0 = none)."
+        ),
+    ] = None,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="Folder with hotpotqa/, beir-scifact/, cmrc2018/ (default: ../shared/data)."),
+    ] = None,
+) -> None:
+    """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side."""
+    from evals.router import DEFAULT_LLM_LIMIT, SHARED_DATA_DIR, run_router_eval
+
+    if llm_limit is not None and llm_limit < 0:
+        fail("--llm-limit must be at least 0")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        report = run_router_eval(
+            settings,
+            data_dir=data_dir or SHARED_DATA_DIR,
+            extra=dataset or [],
+            llm_limit=DEFAULT_LLM_LIMIT if llm_limit is None else llm_limit,
+            progress=bars,
+        )
+    write_json_report(json_out, report)
+    table = Table(title=f"router: {report['n']} labelled questions ({', '.join(report['sources'])})")
+    for column in ("analyzer", "n", "accuracy", "single->multi", "multi->single"):
+        table.add_column(column)
+    rows = [("heuristic", report["n"], report["heuristic_accuracy"], report["confusion"]["heuristic"])]
+    if report["llm_n"]:
+        rows.append(("llm", report["llm_n"], report["llm_accuracy"], report["confusion"]["llm"]))
+    for name, count, accuracy, matrix in rows:
+        table.add_row(
+            name,
+            str(count),
+            f"{accuracy:.3f}",
+            str(matrix["single"]["multi"]),
+            str(matrix["multi"]["single"]),
+        )
+    console.print(table)
+    console.print(
+        f"default analyzer {report['default_analyzer']}: accuracy {report['accuracy']:.3f}"
+        + (
+            f"; heuristic on the LLM subset {report['heuristic_accuracy_on_llm_subset']:.3f}, LLM fallbacks "
+            f"{report['llm_fallback_rate']:.2f}, {report['llm_seconds_per_question']} s/question"
+            if report["llm_n"]
+            else ""
+        ),
+        highlight=False,
+    )
+
+
+@eval_app.command("report")
+def eval_report(
+    results_dir: Annotated[
+        Path, typer.Option(help="Folder of the JSON reports; README.md and the PNGs are written there.")
+    ] = DEFAULT_RESULTS_DIR,
+) -> None:
+    """Write README.md (tables) and PNG plots from the benchmarks' JSON reports."""
+    from evals.report import write_report
+
+    if not results_dir.is_dir():
+        fail(f"results folder not found: {results_dir}")
+    written = write_report(results_dir)
+    counts = ", ".join(f"{count} {kind}" for kind, count in written["reports"].items())
+    console.print(f"wrote {written['readme']} from {counts} report(s)")
+    for path in written["plots"]:
+        console.print(f"  {path}")
+
+
+@eval_app.command("graders")
+def eval_graders(
+    dataset: Annotated[
+        Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
+    ],
+    limit: Annotated[int, typer.Option(help="Grade the passages of the first N questions.")] = 30,
+    top_k: Annotated[int, typer.Option(help="Passages retrieved (and graded) per question, 1-100.")] = 8,
+    no_llm: Annotated[
+        bool, typer.Option("--no-llm", help="Measure only the score grader (no model call).")
+    ] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Accuracy, precision, recall and F1 of the score and LLM relevance graders against the gold supporting
+    passages, with their cost, over the pooled paragraphs of the evaluated questions."""
+    from evals.graders import run_grader_eval
+
+    if limit < 1:
+        fail("--limit must be at least 1")
+    if not 1 <= top_k <= MAX_GRADED_TOP_K:
+        fail(f"--top-k must be between 1 and {MAX_GRADED_TOP_K}")
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        report = run_grader_eval(dataset, settings, limit=limit, top_k=top_k, llm=not no_llm, progress=bars)
+    write_json_report(json_out, report)
+    table = Table(
+        title=f"{report['dataset']}: {report['passages']} passages of {report['questions']} questions "
+        f"(base rate {report['base_rate']}; {report['model']})"
+    )
+    for column in (
+        "grader",
+        "accuracy",
+        "precision",
+        "recall",
+        "F1",
+        "judged rel.",
+        "LLM calls",
+        "ms/q",
+        "failed",
+    ):
+        table.add_column(column, justify="right")
+    for name, values in report["graders"].items():
+        table.add_row(
+            name,
+            *[
+                "-" if values[key] is None else f"{values[key]:.3f}"
+                for key in ("accuracy", "precision", "recall", "f1", "judged_relevant")
+            ],
+            str(values["llm_calls"]),
+            "-" if values["mean_ms_per_question"] is None else f"{values['mean_ms_per_question']:.1f}",
+            str(values["failed_replies"]),
+        )
+    console.print(table)
+    score = report["graders"]["score"]
+    console.print(
+        f"score grader ranking: AUC {score['auc']}, mean score relevant {score['mean_score_relevant']} vs "
+        f"irrelevant {score['mean_score_irrelevant']} (threshold {report['relevance_threshold']}); "
+        f"default grader under these settings: {report['default_grader']}",
+        highlight=False,
+    )
+
+
+@eval_app.command("chaos")
+def eval_chaos(
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    suite: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Suites to run (repeatable): tenants, turns, injection, hostile, storage. Default all."
+        ),
+    ] = None,
+    code_root: Annotated[
+        Path | None,
+        typer.Option(
+            help="Attack another checkout of the engine (for before/after figures). Default: this one."
+        ),
+    ] = None,
+) -> None:
+    """Attack the engine as a hostile tenant would and count harm: tenant leaks, lost or mixed turns, obeyed
+    injections, stack traces, hangs, wrong exit codes, checkpoint bytes per turn. Real models, temp data."""
+    from evals.chaos import REPO_ROOT, SUITES, run_chaos
+
+    with user_errors():
+        report = run_chaos(
+            code_root=code_root or REPO_ROOT,
+            suites=suite or list(SUITES),
+            progress=lambda line: error_console.print(escape(line), highlight=False),
+        )
+    write_json_report(json_out, report)
+    table = Table(title=f"chaos ({report['machine']}, {report['seconds']} s)")
+    table.add_column("figure")
+    table.add_column("count", justify="right")
+    for name, value in report["figures"].items():
+        table.add_row(name, f"{value:g}")
+    if report["bytes_per_turn"] is not None:
+        table.add_row(
+            "bytes per turn", f"{report['bytes_per_turn']:.0f} (target <= {report['bytes_per_turn_target']})"
+        )
+        table.add_row("checkpoints per turn", f"{report['checkpoints_per_turn']:.1f}")
+    console.print(table)
+    for probe in report["probes"]:
+        if not probe["passed"]:
+            console.print(
+                f"FAIL {probe['suite']}/{probe['name']}: {probe['detail']}", highlight=False, markup=False
+            )
+    console.print(f"{report['passed']} passed, {report['failed']} failed", highlight=False)
+
+
+@eval_app.command("groundedness")
+def eval_groundedness(
+    fixture: Annotated[
+        Path | None,
+        typer.Option(help="Planted-error cases (JSONL); default: evals/fixtures/planted_errors.jsonl."),
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result here.")] = None,
+) -> None:
+    """How often the score grader's per-sentence groundedness check catches planted errors (wrong names,
+    numbers, dates, titles) and how often it flags correct answers. No model: runs in a second."""
+    from evals.groundedness import DEFAULT_FIXTURE, run_groundedness
+
+    raise typer.Exit(run_groundedness(fixture or DEFAULT_FIXTURE, json_out))
+
+
+def eval_answerability(
+    dataset: Annotated[
+        Path | None,
+        typer.Option(
+            help="HotpotQA file (default: the sample in ../shared/data) or a development-set JSON such as "
+            "evals/fixtures/answerability.json."
+        ),
+    ] = None,
+    pipeline: Annotated[
+        str, typer.Option(help="extractive (no model: retrieval and grounding only) | agentic (the graph).")
+    ] = "extractive",
+    limit: Annotated[
+        int, typer.Option(help="HotpotQA questions (each asked over the present and the absent corpus).")
+    ] = ANSWERABILITY_LIMIT,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Not-found rate where the documents lack the answer (want high) and where they hold it (want low)."""
+    from evals.answerability import (
+        HOTPOTQA_SAMPLE,
+        PIPELINES,
+        hotpot_set,
+        is_dev_set,
+        load_dev_set,
+        run_answerability_eval,
+    )
+
+    if pipeline not in PIPELINES:
+        fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
+    if limit < 1:
+        fail("--limit must be at least 1")
+    path = dataset or HOTPOTQA_SAMPLE
+    if not path.is_file():
+        fail(f"dataset {path} not found (pass --dataset)")
+    settings = settings_or_exit()
+    with user_errors():
+        chosen = load_dev_set(path) if is_dev_set(path) else hotpot_set(path, limit)
+    with user_errors(), progress_bars() as bars:
+        report = run_answerability_eval(chosen, settings, pipeline=pipeline, progress=bars)
+    write_json_report(json_out, report)
+    console.print(
+        f"{report['dataset']} · {report['pipeline']} ({report['model']}): not found where the answer is "
+        f"absent {report['not_found_rate_absent']} (n {report['n_absent']}), where it is present "
+        f"{report['not_found_rate_present']} (n {report['n_present']}); {report['seconds']} s",
+        highlight=False,
+    )

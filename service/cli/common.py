@@ -1,0 +1,112 @@
+"""What every `rag` command shares: the consoles, the exit codes, one-line errors, settings and progress bars.
+
+Why a module of its own: each command group (service/cli/*.py) and the commands registered from elsewhere
+(service/doctor.py, evals) import these without importing the app, so no module imports the package that
+registers it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from config.settings import Settings, SettingsError, load_settings
+
+console = Console()
+error_console = Console(stderr=True)
+
+#: Exit codes: 2 = the user's input was wrong; 1 = a store or model could not be used.
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 1
+#: Exit code of `rag ingest` when any file failed to load (the others are indexed; each failure is listed).
+EXIT_FILES_FAILED = 1
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
+    """Print one error line and exit.
+
+    The message is escaped because it often quotes user input (a filter, a path), which rich would
+    otherwise read as markup ("[/x]" raises MarkupError); soft wrap keeps it one line at any width.
+    """
+    error_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def warning(message: str) -> None:
+    """Print one warning line on stderr (escaped and unwrapped, like `fail`)."""
+    error_console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def user_errors() -> Iterator[None]:
+    """Turn the engine's documented errors into clear one-line messages."""
+    from models.errors import ModelUnavailableError
+    from persistence.thread_lock import ThreadBusyError
+    from persistence.threads import ThreadAccessError
+    from persistence.vector_store import StoreUnavailableError
+    from retrieval.embeddings import EmbeddingError
+
+    try:
+        yield
+    except (StoreUnavailableError, EmbeddingError, ModelUnavailableError, ThreadBusyError) as error:
+        fail(str(error), EXIT_UNAVAILABLE)
+    except ThreadAccessError as error:  # another tenant's thread: the caller's input was wrong
+        fail(str(error))
+    except (ValueError, FileNotFoundError) as error:  # settings, filters, queries, names, dataset formats
+        fail(str(error))
+
+
+def write_json_report(path: Path | None, report: dict[str, object]) -> None:
+    """Write a benchmark report as JSON when a path was given."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+
+
+def settings_or_exit(**overrides: object) -> Settings:
+    """Settings from the environment, or a clear error naming the variable."""
+    try:
+        return load_settings(**{key: value for key, value in overrides.items() if value is not None})
+    except SettingsError as error:
+        fail(str(error))
+
+
+@contextmanager
+def progress_bars() -> Iterator[Callable[[str, int], Callable[[int], None]]]:
+    """A factory of rich progress bars: `bar = factory(label, total)` then `bar(n)` advances it."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=error_console,
+        transient=False,
+        disable=not error_console.is_terminal,
+    ) as progress:
+
+        def factory(label: str, total: int) -> Callable[[int], None]:
+            task = progress.add_task(label, total=total or None)
+            return lambda n: progress.advance(task, n)
+
+        yield factory
+
+
+def context_or_exit(
+    mode: str | None, tenant: str | None, collection: str | None, max_iterations: int | None
+) -> object:
+    """The run context of ask, chat and threads from their options, or one line naming the bad option."""
+    from state.context import Context
+
+    overrides = {"mode": mode, "tenant": tenant, "collection": collection, "max_iterations": max_iterations}
+    try:
+        return Context(**{key: value for key, value in overrides.items() if value is not None})
+    except ValueError as error:
+        fail(str(error))

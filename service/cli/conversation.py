@@ -1,0 +1,181 @@
+"""`rag ask` and `rag chat`: questions answered with citations, one at a time or as a conversation."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from service.cli.common import (
+    console,
+    context_or_exit,
+    error_console,
+    fail,
+    settings_or_exit,
+    user_errors,
+)
+
+
+def _print_answer(result: dict[str, object], prefix: str = "") -> None:
+    """The stored answer (once), a warning line for each reason not to trust it, sources and strategy."""
+    from service.answer_warnings import answer_warnings
+
+    if prefix:
+        console.print(prefix, end="")
+    console.print(str(result.get("answer", "")), highlight=False, markup=False)
+    for item in answer_warnings(result):
+        console.print(f"[bold yellow]warning:[/] {escape(item['message'])}", highlight=False, soft_wrap=True)
+    citations = result.get("citations") or []
+    if citations:
+        console.print("\n[bold]Sources[/]")
+        for citation in citations:  # type: ignore[union-attr]
+            page = citation.get("page", -1)
+            where = Path(str(citation.get("source", ""))).name + (f" p.{page}" if page and page > 0 else "")
+            flag = " (inferred)" if citation.get("inferred") else ""
+            console.print(
+                f"  \\[{citation['marker']}] {escape(str(citation.get('title') or where))} — {escape(where)} "
+                f"(confidence {citation.get('confidence', 0):.2f}){flag}",
+                highlight=False,
+            )
+    retrieval_rounds, answer_rounds = result.get("retrieval_rounds", 0), result.get("generation_rounds", 0)
+    rounds = f"{retrieval_rounds} retrieval / {answer_rounds} answer rounds"
+    strategy = result.get("strategy") or "-"
+    console.print(f"[dim]strategy {strategy} · {rounds} · thread {result.get('thread_id')}[/]")
+
+
+#: `--conversation-id` of ask and chat: the graph input `conversation_id` (retrieval scoped to it).
+CONVERSATION_OPTION = typer.Option(
+    "--conversation-id",
+    help="Search only this conversation's documents (its events and summaries); RAG_CROSS_CONVERSATION_SHARE "
+    "> 0 adds a minority from other conversations.",
+)
+
+
+def conversation_input(conversation_id: str | None) -> dict[str, str]:
+    """The graph input for `--conversation-id` (none when omitted: a thread keeps its earlier one)."""
+    if conversation_id is None:
+        return {}
+    if not conversation_id.strip():
+        fail("--conversation-id is empty")
+    return {"conversation_id": conversation_id.strip()}
+
+
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Conversation id (new one if omitted).")
+    ] = None,
+    graph: Annotated[str, typer.Option(help="rag (agentic) | baseline (naive RAG).")] = "rag",
+    mode: Annotated[
+        str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
+    collection: Annotated[str | None, typer.Option(help="Collection to search.")] = None,
+    filter_json: Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
+    conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
+) -> None:
+    """Answer a question from the indexed documents, with citations; follow-ups with --thread.
+    Unsupported sentences and citations the model did not give itself are shown as warnings."""
+    from retrieval.filters import parse_filter
+    from service.answer_warnings import answer_warnings
+    from service.runner import Session, output_json
+
+    if graph not in ("rag", "baseline"):
+        fail(f"unknown graph {graph!r}; choose rag or baseline")
+    settings = settings_or_exit()
+    context = context_or_exit(mode, tenant, collection, max_iterations)
+    with user_errors():
+        filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
+        session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
+        try:
+            result = session.ask(
+                question,
+                thread_id=thread,
+                context=context,  # type: ignore[arg-type]
+                filters=filters or {},
+                **conversation_input(conversation_id),
+            )
+        except ValueError as error:
+            fail(str(error))
+    if as_json:
+        payload = {**output_json(result), "warnings": answer_warnings(result)}
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, default=str) + "\n")
+    else:
+        _print_answer(result)
+
+
+def _chat_turn(
+    session: Any, question: str, *, thread_id: str, context: object, inputs: dict[str, str]
+) -> dict[str, Any]:
+    """Run one chat turn, showing the answer being written as a preview; return the output state.
+
+    Why a preview that disappears: the streamed tokens are a draft, which `cite` renumbers and cleans, a
+    regeneration replaces, or the extractive fallback replaces entirely. Printing the stream and then the
+    stored answer showed two different answers per turn. The preview is erased when the turn ends (and
+    never written when stdout is not a terminal), so the one answer printed is the stored one.
+    """
+    from rich.live import Live
+    from rich.text import Text
+
+    draft: list[str] = []
+    result: dict[str, Any] = {}
+    with Live(Text(""), console=console, transient=True, refresh_per_second=8) as preview:
+        for kind, payload in session.stream(
+            question, thread_id=thread_id, context=context, events=True, **inputs
+        ):
+            if kind == "token":
+                draft.append(payload)
+                preview.update(Text("rag (writing)> " + "".join(draft), style="dim"))
+            elif kind == "event" and payload.get("event") == "generation_start":
+                draft.clear()  # a new attempt replaces the previous draft
+            elif kind == "result":
+                result = payload
+    return result
+
+
+def chat(
+    thread: Annotated[str | None, typer.Option("--thread", help="Continue this conversation.")] = None,
+    mode: Annotated[
+        str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
+    conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
+) -> None:
+    """Interactive conversation: one answer per turn (the stored one; a preview shows it being written on a
+    terminal), with its warnings, citations and strategy. A turn with no evidence in the documents is
+    answered from the conversation (chat mode). A model or store that is down ends the chat with exit 1."""
+    from dataclasses import replace
+
+    from persistence.thread_lock import ThreadBusyError
+    from service.runner import Session, new_thread_id
+
+    settings = settings_or_exit()
+    context = replace(context_or_exit(mode, tenant, None, None), answer_source="chat")  # type: ignore[type-var]
+    extra_inputs = conversation_input(conversation_id)
+    thread_id = thread or new_thread_id()
+    with user_errors():
+        session = Session(settings, interface="cli")
+        session.check_access(thread_id, context.tenant)  # another tenant's thread: refused before any turn
+    console.print(f"[dim]thread {thread_id} — empty line or Ctrl-D to quit[/]")
+    while True:
+        try:
+            question = console.input("[bold green]you>[/] ")
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not question.strip():
+            break
+        with user_errors():  # a model or store that is down: exit 1; another tenant's thread: exit 2
+            try:
+                result = _chat_turn(
+                    session, question, thread_id=thread_id, context=context, inputs=extra_inputs
+                )
+            except (ValueError, ThreadBusyError) as error:  # this turn only: the next one may succeed
+                error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+                continue
+        _print_answer(result, prefix="[bold blue]rag>[/] ")

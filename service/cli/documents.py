@@ -1,0 +1,147 @@
+"""`rag ingest` and `rag search`: index documents, search them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from service.cli.common import (
+    EXIT_FILES_FAILED,
+    console,
+    error_console,
+    progress_bars,
+    settings_or_exit,
+    user_errors,
+    warning,
+)
+
+
+def ingest(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Files or folders (.md .txt .html .pdf .docx .json .jsonl).")
+    ],
+    collection: Annotated[str | None, typer.Option(help="Collection (category) to index into.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant that owns these documents.")] = None,
+    prune: Annotated[
+        bool, typer.Option(help="Remove indexed files under PATHS that no longer exist.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Index documents incrementally: unchanged files are skipped, changed files replaced atomically."""
+    from retrieval.ingest import ingest_paths
+    from retrieval.knowledge_base import KnowledgeBase
+
+    settings = settings_or_exit()
+    with user_errors(), progress_bars() as bars:
+        kb = KnowledgeBase.open(settings)
+        bar_files: dict[str, Callable[[int], None]] = {}
+
+        def on_files(files: list[Path]) -> None:
+            bar_files["file"] = bars("files", len(files))
+            bar_files["chunks"] = bars("chunks embedded", 0)
+
+        summary = ingest_paths(
+            kb,
+            paths,
+            collection=collection,
+            tenant=tenant,
+            prune=prune,
+            progress=lambda event, n: bar_files[event](n),
+            on_files=on_files,
+        )
+    report = summary.as_dict()
+    if summary.vectors_restored:
+        warning(f"restored {summary.vectors_restored} vectors the vector store had lost (from the catalog)")
+    if as_json:
+        console.print_json(json.dumps(report))
+    else:
+        console.print(
+            f"files {report['files']}  indexed {report['indexed']}  chunks {report['chunks']}  "
+            f"skipped {report['skipped']}  failed {report['failed']}  pruned {report['pruned']}  "
+            f"in {report['seconds']:.1f}s ({report['chunks_per_s']} chunks/s)"
+        )
+        for failure in report["failures"]:  # type: ignore[union-attr]
+            error_console.print(
+                f"[yellow]failed[/] {escape(str(failure['source']))}: {escape(str(failure['reason']))}",
+                highlight=False,
+                soft_wrap=True,  # one line per file, however long its path
+            )
+    if report["failed"]:
+        error_console.print(
+            f"[bold red]error:[/] {report['failed']} of {report['files']} files failed to ingest"
+            + ("" if as_json else " (listed above)"),
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_FILES_FAILED)
+
+
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int | None, typer.Option("--k", help="Number of results.")] = None,
+    mode: Annotated[str | None, typer.Option(help="dense | bm25 | hybrid.")] = None,
+    filter_json: Annotated[
+        str | None, typer.Option("--filter", help='Metadata filter, e.g. \'{"doc_type": "pdf"}\'.')
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant to search (one per search).")] = None,
+    collection: Annotated[list[str] | None, typer.Option(help="Restrict to these collections.")] = None,
+    mmr: Annotated[bool | None, typer.Option(help="Diversify results with MMR.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+) -> None:
+    """Search the indexed documents."""
+    from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.search import QueryError, Searcher
+
+    settings = settings_or_exit()
+    with user_errors():
+        if mode is not None and mode not in ("dense", "bm25", "hybrid"):
+            raise QueryError(f"unknown search mode {mode!r}; choose one of dense, bm25, hybrid")
+        kb = KnowledgeBase.open(settings)
+        kb.warn = warning  # a vector store that lost chunks is reported on stderr, once
+        result = Searcher(kb).search(
+            query,
+            k=k,
+            mode=mode,
+            filters=filter_json,
+            tenant=tenant,
+            collections=collection,
+            mmr=mmr,  # type: ignore[arg-type]
+        )
+    if as_json:
+        payload = {
+            "query": query,
+            "timings_ms": {key: round(value, 2) for key, value in result.timings_ms.items()},
+            "hits": [
+                {
+                    "chunk_id": hit.chunk_id,
+                    "score": hit.score,
+                    "dense_score": hit.dense_score,
+                    "bm25_score": hit.bm25_score,
+                    "text": hit.text,
+                    "metadata": hit.metadata,
+                }
+                for hit in result.hits
+            ],
+        }
+        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+        return
+    if not result.hits:
+        console.print("no results")
+        return
+    table = Table(show_lines=True)
+    for column in ("#", "score", "source", "text"):
+        table.add_column(column)
+    for rank, hit in enumerate(result.hits, start=1):
+        page = hit.metadata.get("page", -1)
+        where = Path(str(hit.metadata.get("source", ""))).name + (
+            f" p.{page}" if isinstance(page, int) and page > 0 else ""
+        )
+        table.add_row(str(rank), f"{hit.score:.4f}", escape(where), escape(hit.text[:300]))
+    console.print(table)

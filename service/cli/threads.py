@@ -1,0 +1,106 @@
+"""`rag threads list | show | delete | prune`: the tenant's conversations in the checkpoint store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from service.cli.common import console, context_or_exit, fail, settings_or_exit, user_errors
+
+threads_app = typer.Typer(help="Conversations stored in the checkpoint file.", no_args_is_help=True)
+
+
+#: `--tenant` of the `rag threads` commands: each lists and acts on one tenant's threads only.
+THREADS_TENANT_OPTION = typer.Option(
+    "--tenant", help="Tenant whose threads these are (default: the default tenant, as for rag ask)."
+)
+
+
+def _threads_tenant(tenant: str | None) -> str:
+    """The tenant of a `rag threads` command: --tenant, else the one `rag ask` runs as without it."""
+    if tenant is not None and not tenant.strip():
+        fail("--tenant is empty")
+    return str(context_or_exit(None, tenant, None, None).tenant)  # type: ignore[attr-defined]
+
+
+@threads_app.command("list")
+def threads_list(tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None) -> None:
+    """The tenant's conversations, most recent first."""
+    from persistence.threads import list_threads
+
+    settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
+    with user_errors():
+        threads = list_threads(settings.checkpoint_path, owner)
+    for summary in threads:
+        console.print(f"{summary.thread_id}  {summary.checkpoints} checkpoints", highlight=False)
+    if not threads:
+        console.print("no threads")
+
+
+@threads_app.command("show")
+def threads_show(
+    thread_id: Annotated[str, typer.Argument(help="Conversation id.")],
+    tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
+) -> None:
+    """The messages of one of the tenant's conversations."""
+    from service.runner import Session
+
+    settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
+    with user_errors():
+        values = Session(settings).history(thread_id, tenant=owner)
+    if not values:
+        fail(f"unknown thread {thread_id!r}")
+    for message in values.get("messages", []):
+        console.print(f"[bold]{message.type}>[/] {escape(str(message.content))}", highlight=False)
+
+
+@threads_app.command("delete")
+def threads_delete(
+    thread_id: Annotated[str, typer.Argument(help="Conversation id.")],
+    tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
+) -> None:
+    """Delete one of the tenant's conversations (after a turn running on it has finished)."""
+    from persistence.thread_lock import remove_lock_file, thread_lock
+    from persistence.threads import delete_thread
+
+    settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
+    with user_errors():
+        if not settings.checkpoint_path.exists():
+            raise FileNotFoundError(f"no checkpoint file at {settings.checkpoint_path} (no conversation yet)")
+        with thread_lock(settings, thread_id):
+            deleted = delete_thread(settings.checkpoint_path, thread_id, owner)
+            if deleted:
+                remove_lock_file(settings, thread_id)
+    if not deleted:
+        fail(f"unknown thread {thread_id!r}")
+    console.print(f"deleted {thread_id}", highlight=False)
+
+
+@threads_app.command("prune")
+def threads_prune(
+    keep: Annotated[int, typer.Option(help="Newest threads to keep.")] = 50,
+    tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
+) -> None:
+    """Keep the tenant's newest threads (each with its latest checkpoint only) so the file stays bounded;
+    other tenants' threads are not touched."""
+    from functools import partial
+
+    from persistence.thread_lock import thread_lock
+    from persistence.threads import prune_threads
+
+    settings = settings_or_exit()
+    owner = _threads_tenant(tenant)
+    with user_errors():
+        try:
+            guard = partial(thread_lock, settings)  # a turn running on a thread finishes first
+            removed = prune_threads(settings.checkpoint_path, keep, owner, guard=guard)
+        except ValueError as error:
+            fail(str(error))
+    console.print(
+        f"removed {removed['threads_removed']} threads and {removed['checkpoints_removed']} old checkpoints"
+    )
