@@ -38,9 +38,9 @@ from evals.datasets import (
 from evals.environment import machine_description, model_description
 from evals.eval_index import ProgressFactory, no_progress
 from nodes.analyze import llm_analysis, use_llm_analyzer
-from nodes.query_heuristics import heuristic_analysis
 from nodes.resources import Resources, use_resources
 from nodes.select_strategy import choose_strategy
+from query.classification import heuristic_analysis
 from state.context import Context
 from state.schemas import QueryAnalysis
 

@@ -13,9 +13,9 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from nodes.instrumentation import merge_updates, structured_call, timed
-from nodes.query_heuristics import heuristic_analysis
 from nodes.resources import get_resources
 from prompts.query import ANALYZE_PROMPT, ANALYZE_SYSTEM
+from query.classification import heuristic_analysis
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import QueryAnalysis

@@ -15,10 +15,10 @@ from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from nodes.instrumentation import merge_updates, text_call, timed
-from nodes.query_heuristics import heuristic_standalone
 from nodes.resources import get_resources
 from nodes.search_queries import valid_standalone
 from prompts.query import CONTEXTUALIZE_PROMPT, CONTEXTUALIZE_SYSTEM
+from query.follow_ups import heuristic_standalone
 from retrieval.answer_text import message_text
 from state.context import Context, run_context
 from state.graph_state import State

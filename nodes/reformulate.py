@@ -21,20 +21,13 @@ from langgraph.runtime import Runtime
 
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed
-from nodes.query_heuristics import (
-    bridge_terms,
-    capitalised_phrases,
-    heuristic_expansion,
-    heuristic_subquestions,
-    is_chinese,
-    keyword_query,
-    missing_terms,
-    quoted_titles,
-    surface_terms,
-)
 from nodes.resources import get_resources
 from nodes.search_queries import normalized, search_query, valid_query
 from prompts.query import NEXT_HOP_PROMPT, REFORMULATE_PROMPT, REFORMULATE_SYSTEM
+from query.decomposition import heuristic_subquestions
+from query.feedback import bridge_terms, missing_terms, surface_terms
+from query.text import capitalised_phrases, is_chinese, keyword_query, quoted_titles
+from query.variants import heuristic_expansion
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RetrievedDoc, SearchQuery

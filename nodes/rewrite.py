@@ -23,12 +23,6 @@ from langgraph.runtime import Runtime
 
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, text_call, timed
-from nodes.query_heuristics import (
-    heuristic_expansion,
-    heuristic_subquestions,
-    heuristic_variants,
-    question_signals,
-)
 from nodes.resources import get_resources
 from nodes.search_queries import search_query, unique_queries, valid_passage, valid_queries
 from prompts.query import (
@@ -41,6 +35,9 @@ from prompts.query import (
     MULTI_QUERY_PROMPT,
     MULTI_QUERY_SYSTEM,
 )
+from query.decomposition import heuristic_subquestions
+from query.signals import question_signals
+from query.variants import heuristic_expansion, heuristic_variants
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RewrittenQueries, SearchQuery, SubQuestions

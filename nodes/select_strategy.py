@@ -25,7 +25,7 @@ from langgraph.runtime import Runtime
 from pydantic import ValidationError
 
 from nodes.instrumentation import timed
-from nodes.query_heuristics import heuristic_analysis
+from query.classification import heuristic_analysis
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import QueryAnalysis, Strategy

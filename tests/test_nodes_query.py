@@ -13,21 +13,15 @@ from langchain_core.messages import AIMessage, HumanMessage
 from models.errors import ModelUnavailableError
 from nodes.analyze import analyze
 from nodes.contextualize import contextualize, recent_turns, split_history
-from nodes.query_heuristics import (
-    bridge_terms,
-    heuristic_analysis,
-    heuristic_expansion,
-    heuristic_standalone,
-    heuristic_subquestions,
-    heuristic_variants,
-    is_multi_hop,
-    missing_terms,
-    surface_terms,
-)
 from nodes.reformulate import make_new, reformulate
 from nodes.rewrite import rewrite, rewrite_method
 from nodes.search_queries import normalized, search_query, unique_queries, valid_query, valid_standalone
 from nodes.select_strategy import choose_strategy, select_strategy
+from query.classification import heuristic_analysis, is_multi_hop
+from query.decomposition import heuristic_subquestions
+from query.feedback import bridge_terms, missing_terms, surface_terms
+from query.follow_ups import heuristic_standalone
+from query.variants import heuristic_expansion, heuristic_variants
 from state.context import Context
 from state.graph_state import State
 from state.schemas import QueryAnalysis, RetrievedDoc

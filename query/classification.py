@@ -1,0 +1,115 @@
+"""Query analysis without a model: query type, complexity, whether retrieval is needed.
+
+Why heuristics: the embedded model (135M) cannot classify questions reliably, and the LLM analyzer needs a
+documented default when a stronger model returns garbage. These functions are pure, deterministic and cheap
+(microseconds), so they are both the weak-model path and the fallback of the LLM path.
+"""
+
+from __future__ import annotations
+
+import re
+
+from query.lexicons import (
+    AGGREGATION_CUES,
+    ARITHMETIC,
+    ARITHMETIC_PREFIX,
+    CJK_GREETINGS,
+    DETAIL_CUES,
+    GREETINGS,
+    OPEN_CUES,
+    REASONING_CUES,
+)
+from query.signals import (
+    LONG_QUESTION_WORDS,
+    MULTI_HOP_MIN_SCORE,
+    VERY_LONG_QUESTION_WORDS,
+    Signals,
+    question_signals,
+)
+from query.text import (
+    word_count,
+)
+from state.schemas import QueryAnalysis, QueryType
+
+# --- limits -------------------------------------------------------------------------------------------------
+
+#: Highest complexity of a SIMPLE_FACT (so that it stays a direct lookup).
+SIMPLE_FACT_MAX_COMPLEXITY = 3
+#: Base complexity per query type (then adjusted by length and cue strength), clamped to 1-10.
+BASE_COMPLEXITY: dict[str, int] = {
+    "SIMPLE_FACT": 2,
+    "AGGREGATION": 5,
+    "COMPARISON": 5,
+    "MULTI_HOP": 6,
+    "COMPLEX_REASONING": 6,
+    "OPEN_ENDED": 5,
+}
+MIN_COMPLEXITY = 1
+MAX_COMPLEXITY = 10
+
+
+def needs_no_retrieval(question: str) -> bool:
+    """Greetings, thanks, chit-chat and pure arithmetic: nothing in the documents can help."""
+    stripped = question.strip()
+    if not stripped:
+        return True
+    if GREETINGS.match(stripped) or CJK_GREETINGS.match(stripped):
+        return True
+    expression = ARITHMETIC_PREFIX.sub("", stripped).rstrip("?？ ")
+    return (
+        bool(expression)
+        and bool(ARITHMETIC.match(expression))
+        and bool(re.search(r"\d\s*[-+*/×÷^%]\s*\d", expression))
+    )
+
+
+def _query_type(question: str, signals: Signals) -> QueryType:
+    if signals.comparison:
+        return "COMPARISON"
+    if signals.bridge_score >= MULTI_HOP_MIN_SCORE and not signals.claim:
+        return "MULTI_HOP"
+    if OPEN_CUES.search(question):
+        return "OPEN_ENDED"
+    if AGGREGATION_CUES.search(question):
+        return "AGGREGATION"
+    if REASONING_CUES.search(question) and not signals.claim:
+        return "COMPLEX_REASONING"
+    return "SIMPLE_FACT"
+
+
+def _complexity(question: str, query_type: QueryType, signals: Signals) -> int:
+    value = BASE_COMPLEXITY[query_type]
+    words = word_count(question)
+    value += int(words >= LONG_QUESTION_WORDS) + int(words >= VERY_LONG_QUESTION_WORDS)
+    if query_type == "MULTI_HOP":
+        value += max(0, signals.bridge_score - MULTI_HOP_MIN_SCORE - 1)
+    if query_type == "SIMPLE_FACT":
+        value = min(value, SIMPLE_FACT_MAX_COMPLEXITY)
+    return max(MIN_COMPLEXITY, min(MAX_COMPLEXITY, value))
+
+
+def heuristic_analysis(question: str) -> QueryAnalysis:
+    """Classify a question without a model (the weak-model path and the LLM analyzer's default)."""
+    text = question.strip()
+    if needs_no_retrieval(text):
+        return QueryAnalysis(
+            query_type="SIMPLE_FACT",
+            complexity=1,
+            needs_retrieval=False,
+            wants_details=False,
+            source="heuristic",
+        )
+    signals = question_signals(text)
+    query_type = _query_type(text, signals)
+    return QueryAnalysis(
+        query_type=query_type,
+        complexity=_complexity(text, query_type, signals),
+        needs_retrieval=True,
+        wants_details=bool(DETAIL_CUES.search(text)),
+        source="heuristic",
+    )
+
+
+def is_multi_hop(analysis: QueryAnalysis) -> bool:
+    """The router's view: MULTI_HOP and COMPARISON need more than one retrieval."""
+    return analysis.query_type in ("MULTI_HOP", "COMPARISON")

@@ -1,0 +1,119 @@
+"""Follow-up questions made self-contained without a model (pronouns, ellipsis, "what about X?").
+
+Why heuristics: the embedded model cannot rewrite a follow-up reliably; this is its path and the fallback of
+the LLM contextualizer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from query.lexicons import (
+    CJK,
+    CJK_FOLLOW_UP,
+    CJK_FOLLOW_UP_PRONOUN,
+    CJK_SWITCH,
+    FOLLOW_UP_OPENERS,
+    FOLLOW_UP_PRONOUNS,
+    SWITCH_ENTITY,
+)
+from query.text import (
+    capitalised_phrases,
+    content_words,
+    dedupe,
+    is_chinese,
+    norm,
+    quoted_titles,
+    words_of,
+)
+from retrieval.keyword import analyze
+
+#: Terms of the previous question appended to a follow-up, at most.
+MAX_CARRIED_TERMS = 6
+#: A follow-up with at most this many content terms (Chinese: characters) and no name is elliptical.
+ELLIPTICAL_MAX_TERMS = 2
+ELLIPTICAL_MAX_CJK_CHARS = 4
+
+
+def _pronoun_before_name(text: str) -> bool:
+    """A third-person pronoun that cannot point at a name of the same question (it comes first, or there is
+    no name at all): "Does it support PDF?" leans on the conversation, "Did Einstein like his work?" not."""
+    names = capitalised_phrases(text)
+    first_name = min((text.find(name) for name in names if name in text), default=len(text))
+    return any(
+        match.group(0).lower() in FOLLOW_UP_PRONOUNS and match.start() < first_name
+        for match in re.finditer(r"\b[A-Za-z']+\b", text)
+    )
+
+
+def is_follow_up(question: str) -> bool:
+    """Whether a question leans on the conversation (pronouns, ellipsis, "what about ...")."""
+    text = question.strip()
+    if is_chinese(text):
+        return bool(CJK_FOLLOW_UP.search(text)) or len(CJK.findall(text)) <= ELLIPTICAL_MAX_CJK_CHARS
+    if not words_of(text):
+        return False
+    if FOLLOW_UP_OPENERS.match(text) or _pronoun_before_name(text):
+        return True
+    return len(content_words(text)) <= ELLIPTICAL_MAX_TERMS and not capitalised_phrases(text)
+
+
+def salient_terms(text: str) -> list[str]:
+    """The terms that carry a question's topic: titles and names first, then the other content words."""
+    if is_chinese(text):
+        return dedupe([*quoted_titles(text), *content_words(text)])
+    names = [*quoted_titles(text), *capitalised_phrases(text)]
+    covered = {word.lower() for name in names for word in words_of(name)}
+    others = [word for word in content_words(text) if word.lower() not in covered]
+    return dedupe([*names, *others])
+
+
+def _switched_subject(question: str, previous: str) -> str | None:
+    """ "What about Tesla?" after "Who founded SpaceX?" -> "Who founded Tesla?" (the same question asked of
+    another entity); None when the follow-up is not of that form or the previous question names nothing."""
+    if is_chinese(question):
+        match = CJK_SWITCH.match(question.strip())
+        if not match or CJK_FOLLOW_UP_PRONOUN.search(match.group(1)):
+            return None
+        new_subject = match.group(1).strip()
+        old_subjects = [*quoted_titles(previous), *content_words(previous)]
+    else:
+        match = SWITCH_ENTITY.match(question.strip())
+        if not match:
+            return None
+        new_subject = (match.group(1) or match.group(2) or "").strip()
+        if not capitalised_phrases(new_subject) and not quoted_titles(new_subject):
+            return None
+        old_subjects = [*quoted_titles(previous), *capitalised_phrases(previous)]
+    if not new_subject or not old_subjects or old_subjects[0] not in previous:
+        return None
+    return previous.replace(old_subjects[0], new_subject, 1)
+
+
+def heuristic_standalone(question: str, history_texts: Sequence[str]) -> str:
+    """A follow-up made self-contained from the previous user questions (`history_texts`, oldest first).
+
+    "What about X?" / "那X呢？" re-asks the previous question about X; any other follow-up (pronouns,
+    ellipsis) gets the salient terms of the latest previous question appended in parentheses. A
+    self-contained question comes back unchanged, and so does any question when there is no history.
+    """
+    text = question.strip()
+    if not history_texts or not is_follow_up(text):
+        return text
+    switched = _switched_subject(text, history_texts[-1])
+    if switched:
+        return switched
+    present = {norm(term) for term in content_words(text)}
+    text_terms = set(analyze(text))
+    for previous in reversed(history_texts):
+        carried = [
+            term
+            for term in salient_terms(previous)
+            if norm(term) not in present and not set(analyze(term)) <= text_terms
+        ][:MAX_CARRIED_TERMS]
+        if carried:
+            if is_chinese(text):
+                return f"{text}（{' '.join(carried)}）"
+            return f"{text} ({' '.join(carried)})"
+    return text

@@ -1,0 +1,306 @@
+"""Cues that a question is a comparison or a bridge (multi-hop) question, in English and Chinese.
+
+How single-hop and multi-hop questions are told apart:
+- a declarative sentence without a question word is a claim to verify: single-hop;
+- a comparison names two entities and asks which one, or whether both, share a property;
+- a bridge question describes a second entity inside the question (a relative clause, a participle phrase,
+  a relational noun such as "the director of ...", a possessive, a quoted title plus a relation), so one
+  retrieval finds that entity and a second one answers about it. Each cue adds to a score; the sum decides.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from query.lexicons import (
+    AUXILIARIES,
+    CJK_BRIDGE,
+    CJK_COMPARISON,
+    CJK_JOIN,
+    CJK_QUESTION_WORDS,
+    CJK_RELATIONAL,
+    COMPARATIVES,
+    COMPARISON_WORDS,
+    COPULAS,
+    DEFINING_MAX_INDEX,
+    DEFINING_OPENERS,
+    DETERMINERS,
+    IMPERATIVES,
+    IRREGULAR_PARTICIPLES,
+    NAMING_NOUNS,
+    NON_RELATIVE_HEADS,
+    NOT_PARTICIPLES,
+    PARTICIPLE_PHRASE,
+    PASSIVE_HELPERS,
+    POSSESSIVE,
+    PREPOSITIONS,
+    RELATIONAL_NOUNS,
+    RELATIVE_PRONOUN,
+    SUPERLATIVE_DESCRIPTION,
+    THAT_VERBS,
+    WH_WORDS,
+)
+from query.text import (
+    capitalised_phrases,
+    first_word,
+    is_chinese,
+    quoted_titles,
+    words_of,
+)
+from retrieval.keyword import ENGLISH_STOP_WORDS
+
+# --- limits -------------------------------------------------------------------------------------------------
+
+#: Bridge score from which an English question counts as multi-hop: one strong cue (a relative clause, a
+#: participle phrase, a relational noun) or two weak ones (two names, a quoted title, a long question...).
+MULTI_HOP_MIN_SCORE = 2
+STRONG_CUE = 2
+WEAK_CUE = 1
+#: Word counts from which a question gets a length cue / extra complexity.
+LONG_QUESTION_WORDS = 14
+VERY_LONG_QUESTION_WORDS = 22
+
+
+@dataclass
+class Signals:
+    """What the analysis saw in a question (kept for debugging and tests)."""
+
+    chinese: bool
+    claim: bool = False
+    comparison: bool = False
+    bridge_score: int = 0
+    cues: list[str] = field(default_factory=list)
+
+
+def is_interrogative(question: str) -> bool:
+    """A question (mark, question word, auxiliary or imperative opening) rather than a statement."""
+    stripped = question.strip()
+    if stripped.endswith(("?", "？")):
+        return True
+    first = first_word(stripped)
+    if first in WH_WORDS or first in AUXILIARIES or first in IMPERATIVES:
+        return True
+    if is_chinese(stripped):
+        return bool(CJK_QUESTION_WORDS.search(stripped))
+    # Mid-sentence "which" / "where" / "when" are mostly relative words in statements; "what" is not.
+    return bool(re.search(r"\b(what|whom)\b", stripped, re.IGNORECASE))
+
+
+@dataclass(frozen=True)
+class RelativeClause:
+    """A relative clause found in a question: the noun it describes and where it starts."""
+
+    head: str
+    head_index: int
+    """Words before the head noun."""
+    head_end: int
+    """Character offset just after the head noun."""
+    clause_start: int
+    """Character offset of the relative word (or of the preposition before it)."""
+    pronoun: str
+    comma: bool
+
+
+def relative_clauses(question: str) -> list[RelativeClause]:
+    """Relative clauses: "the woman who portrayed", "the league for which", "the casino that X is on"."""
+    found: list[RelativeClause] = []
+    for match in RELATIVE_PRONOUN.finditer(question):
+        head, comma, preposition, pronoun, _following = match.groups()
+        lowered = head.lower()
+        before = words_of(question[: match.start()])
+        if lowered in WH_WORDS or lowered in NON_RELATIVE_HEADS or not before and not comma:
+            continue
+        if preposition and pronoun.lower() not in ("which", "whom"):
+            continue
+        if pronoun.lower() == "that" and not preposition and not comma:
+            after_determiner = bool(before) and before[-1].lower() in DETERMINERS
+            if (lowered in THAT_VERBS or lowered.endswith("ed")) and not after_determiner:
+                continue
+        found.append(
+            RelativeClause(
+                head=head,
+                head_index=len(before),
+                head_end=match.end(1),
+                clause_start=match.start(3) if preposition else match.start(4),
+                pronoun=pronoun.lower(),
+                comma=bool(comma),
+            )
+        )
+    return found
+
+
+def defining(lowered: list[str], index: int) -> bool:
+    """Whether a description at word `index` defines the answer itself ("Who is the man who ...",
+    "What is the name of the company that ..."): then it names no second entity."""
+    if len(lowered) < 2 or lowered[0] not in DEFINING_OPENERS or lowered[1] not in COPULAS:
+        return False
+    naming = len(lowered) > 3 and lowered[3] in NAMING_NOUNS
+    return index <= DEFINING_MAX_INDEX or naming and index <= DEFINING_MAX_INDEX + 3
+
+
+def relational(word: str) -> bool:
+    lowered = word.lower().removeprefix("co-")
+    return lowered in RELATIONAL_NOUNS or lowered.endswith("s") and lowered[:-1] in RELATIONAL_NOUNS
+
+
+def _participle(word: str) -> bool:
+    return (
+        word in IRREGULAR_PARTICIPLES
+        or len(word) >= 5
+        and word.endswith("ed")
+        and word not in NOT_PARTICIPLES
+    )
+
+
+def joined_entities(question: str) -> tuple[str, str] | None:
+    """Two capitalised phrases joined by "and" ("Scott Derrickson and Ed Wood"), or None."""
+    names = capitalised_phrases(question)
+    for left in names:
+        for right in names:
+            if left != right and re.search(
+                re.escape(left) + r",?\s+and\s+(?:the\s+)?" + re.escape(right), question
+            ):
+                return left, right
+    return None
+
+
+def _english_comparison(question: str, lowered: list[str]) -> str | None:
+    """The comparison cue of an English question, or None."""
+    first = lowered[0] if lowered else ""
+    comparative = any(word in COMPARATIVES for word in lowered)
+    names = capitalised_phrases(question) + quoted_titles(question)
+    joined = joined_entities(question)
+    if " or " in f" {question.lower()} " and (
+        first in WH_WORDS or comparative or "which" in lowered or "who" in lowered
+    ):
+        return "choice between two"
+    if COMPARISON_WORDS.search(question) and (" and " in question or " between " in question.lower()):
+        return "shared or different property"
+    if joined and first in AUXILIARIES:
+        return "yes/no about two entities"
+    if joined and comparative:
+        return "comparative between two"
+    if joined and (
+        re.search(r"\b(are|were|have|do)\b", question) or all(len(side.split()) > 1 for side in joined)
+    ):
+        return "question about two entities"
+    if comparative and len(names) >= 2 and (first in AUXILIARIES or re.search(r"\bthan\b", question)):
+        return "comparative between two"
+    return None
+
+
+def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tuple[int, list[str]]:
+    """Score of the cues that a second entity is described inside the question."""
+    score = 0
+    cues: list[str] = []
+    first = lowered[0] if lowered else ""
+    clauses = relative_clauses(question)
+    if clauses:
+        clause = clauses[0]
+        if defining(lowered, clause.head_index) and not clause.comma:
+            cues.append("relative clause defining the answer")
+            score += WEAK_CUE
+        else:
+            cues.append(f"relative clause ({clause.head} {clause.pronoun})")
+            score += STRONG_CUE
+    # "When was X built in ...", "Was X directed by ...": the first participle is the main (passive) verb.
+    passive_opening = first in AUXILIARIES or (
+        len(lowered) > 1 and first in WH_WORDS - DEFINING_OPENERS and lowered[1] in COPULAS
+    )
+    for number, match in enumerate(PARTICIPLE_PHRASE.finditer(question)):
+        before, participle, preposition = (
+            match.group(1).lower(),
+            match.group(2).lower(),
+            match.group(3).lower(),
+        )
+        if not _participle(participle):
+            continue
+        index = len(words_of(question[: match.start()]))
+        main_verb = passive_opening and number == 0 or defining(lowered, index)
+        if before in PASSIVE_HELPERS or main_verb:
+            if preposition == "by":
+                cues.append(f"passive ({participle} by)")
+                score += WEAK_CUE
+        elif before not in ENGLISH_STOP_WORDS and before not in WH_WORDS:
+            cues.append(f"participle phrase ({before} {participle})")
+            score += STRONG_CUE
+        break
+    for index, word in enumerate(lowered[:-1]):
+        if relational(word) and lowered[index + 1] == "of" and not defining(lowered, index - 1):
+            cues.append(f"relational noun ({word} of)")
+            score += STRONG_CUE
+            break
+    possessive = POSSESSIVE.search(question)
+    if possessive:
+        index = len(words_of(question[: possessive.start()]))
+        strong = relational(possessive.group(2)) and not defining(lowered, index)
+        cues.append("possessive relation" if strong else "possessive")
+        score += STRONG_CUE if strong else WEAK_CUE
+    if SUPERLATIVE_DESCRIPTION.search(question):
+        cues.append("superlative description")
+        score += WEAK_CUE
+    titles = quoted_titles(question)
+    names = capitalised_phrases(question)
+    if titles:
+        cues.append("quoted title")
+        score += WEAK_CUE
+    if len(names) + len([title for title in titles if title not in names]) >= 2:
+        cues.append("two named entities")
+        score += WEAK_CUE
+    if len(words) >= LONG_QUESTION_WORDS:
+        cues.append("long question")
+        score += WEAK_CUE
+    if len(words) >= VERY_LONG_QUESTION_WORDS:
+        score += WEAK_CUE
+    if first not in WH_WORDS | AUXILIARIES | IMPERATIVES | PREPOSITIONS:
+        if re.search(r"\b(what|which|who|whom|whose|when|where|how)\b", question, re.IGNORECASE):
+            cues.append("statement with an embedded question")
+            score += WEAK_CUE
+    if "also" in lowered:
+        cues.append("also: a second fact about the same entity")
+        score += WEAK_CUE
+    if lowered.count("of") >= 2:
+        cues.append("nested of-phrases")
+        score += WEAK_CUE
+    return score, cues
+
+
+def english_signals(question: str) -> Signals:
+    """Comparison and bridge cues of an English question."""
+    words = words_of(question)
+    lowered = [word.lower() for word in words]
+    signals = Signals(chinese=False)
+    if not is_interrogative(question):
+        signals.claim = True
+        signals.cues.append("statement: a claim to verify")
+        return signals
+    comparison = _english_comparison(question, lowered)
+    if comparison:
+        signals.comparison = True
+        signals.cues.append(comparison)
+    signals.bridge_score, cues = _english_bridge(question, words, lowered)
+    signals.cues.extend(cues)
+    return signals
+
+
+def chinese_signals(question: str) -> Signals:
+    """Comparison and bridge cues of a Chinese question."""
+    signals = Signals(chinese=True)
+    comparison = CJK_COMPARISON.search(question)
+    two_things = bool(CJK_JOIN.search(question)) or "还是" in question
+    if comparison and two_things:
+        signals.comparison = True
+        signals.cues.append(f"比较 ({comparison.group(0)})")
+    if CJK_BRIDGE.search(question):
+        signals.bridge_score += MULTI_HOP_MIN_SCORE
+        signals.cues.append("定语从句描述另一实体")
+    if CJK_RELATIONAL.search(question):
+        signals.bridge_score += MULTI_HOP_MIN_SCORE
+        signals.cues.append("关系名词链")
+    return signals
+
+
+def question_signals(question: str) -> Signals:
+    """The cues of a question in its language."""
+    return chinese_signals(question) if is_chinese(question) else english_signals(question)
