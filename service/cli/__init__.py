@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli import benchmarks, conversation, documents, serve
+from service.cli import benchmarks, conversation, documents, eval_scale, serve
 from service.cli.benchmarks import eval_app
 from service.cli.common import (
     EXIT_BAD_INPUT,
@@ -92,3 +92,4 @@ app.add_typer(threads_app, name="threads")
 # Benchmarks defined outside service/cli/benchmarks.py, listed after its own.
 eval_app.command("load")(serve.eval_load)
 eval_app.command("answerability")(benchmarks.eval_answerability)
+eval_app.command("scale")(eval_scale.eval_scale)
