@@ -145,7 +145,7 @@ def prepare_corpus(examples: list[QAExample], settings: Settings, name: str) -> 
 
 
 def default_results_path(dataset_path: Path, pipeline: str, limit: int | None) -> Path:
-    """evals/results/runs/<dataset>-<pipeline>-<limit or all>.jsonl"""
+    """results/runs/<dataset>-<pipeline>-<limit or all>.jsonl"""
     return (
         DEFAULT_RESULTS_DIR
         / RUNS_DIR_NAME

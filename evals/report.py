@@ -1,4 +1,4 @@
-"""`rag eval report`: evals/results/README.md (tables) and PNG plots from the benchmarks' JSON reports.
+"""`rag eval report`: results/README.md (tables) and PNG plots from the benchmarks' JSON reports.
 
 Why a generated README: the numbers in a hand-edited table drift from the runs; this one is rebuilt from
 the JSON files each benchmark writes (`--json`), so it shows exactly what was measured, with the machine
@@ -23,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 #: Where the benchmark commands write their JSON reports and `rag eval report` reads them (relative to the
 #: working directory: the repository root when run from there).
-DEFAULT_RESULTS_DIR = Path("evals/results")
+DEFAULT_RESULTS_DIR = Path("results")
 README_NAME = "README.md"
 QA_PLOT = "qa_f1_vs_llm_calls.png"
 LATENCY_PLOT = "latency_per_node.png"
@@ -133,7 +133,7 @@ def retrieval_section(results: Results, written: set[str]) -> list[str]:
         return [
             *lines,
             "No retrieval report yet: "
-            "`rag eval retrieval --dataset DIR --json evals/results/retrieval_NAME.json`.",
+            "`rag eval retrieval --dataset DIR --json results/retrieval_NAME.json`.",
             "",
         ]
     for _stem, report in results.retrieval:
@@ -171,7 +171,7 @@ def qa_section(results: Results, written: set[str]) -> list[str]:
         return [
             *lines,
             "No QA report yet: "
-            "`rag eval qa --dataset FILE --pipeline agentic --json evals/results/qa_NAME.json`.",
+            "`rag eval qa --dataset FILE --pipeline agentic --json results/qa_NAME.json`.",
             "",
         ]
     reports = sorted(
@@ -239,7 +239,7 @@ def graders_section(results: Results) -> list[str]:
         return [
             *lines,
             "No graders report yet: "
-            "`rag eval graders --dataset FILE --json evals/results/graders_NAME.json`.",
+            "`rag eval graders --dataset FILE --json results/graders_NAME.json`.",
             "",
         ]
     reports = sorted((report for _stem, report in results.graders), key=lambda r: str(r.get("dataset")))
@@ -306,7 +306,7 @@ def router_section(results: Results) -> list[str]:
     """Single- vs multi-hop accuracy of each analyzer, confusion matrices and per-source accuracy."""
     lines = ["## Query routing (single- vs multi-hop)", ""]
     if not results.router:
-        return [*lines, "No router report yet: `rag eval router --json evals/results/router.json`.", ""]
+        return [*lines, "No router report yet: `rag eval router --json results/router.json`.", ""]
     for stem, report in results.router:
         lines += [f"### {stem}: {report.get('n')} labelled questions ({report.get('mapping', '')})", ""]
         lines += table(
@@ -359,7 +359,7 @@ def latency_section(results: Results, written: set[str]) -> list[str]:
     """Where a question's time goes: per-node means and the graph's own overhead."""
     lines = ["## Latency per node", ""]
     if not results.latency:
-        return [*lines, "No latency report yet: `rag eval latency --json evals/results/latency.json`.", ""]
+        return [*lines, "No latency report yet: `rag eval latency --json results/latency.json`.", ""]
     for stem, report in results.latency:
         lines += [
             f"### {stem}: {report.get('questions')} questions",

@@ -13,7 +13,7 @@ MIN_QUESTION_COVERAGE was chosen on the invented development set evals/fixtures/
 questions, `rag eval answerability --dataset evals/fixtures/answerability.json`, extractive pipeline): the
 value with the best balanced accuracy, ties to the lower one. 0.5 said "not found" for 9/14 unanswerable and
 0/14 answerable questions; 0.6 for 13/14 and 1/14; 0.7 for 14/14 and 4/14. The held-out figures (HotpotQA,
-not used for tuning) are in evals/results/answerability_*.json.
+not used for tuning) are in results/answerability_*.json.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Rerun every benchmark whose results are committed under evals/results, then rebuild the report.
+# Rerun every benchmark whose results are committed under results/, then rebuild the report.
 # The sizes below are the ones committed; raise them with the variables (e.g. CMRC_LIMIT=100).
 # Runs on the embedded defaults unless RAG_* variables point at another model or endpoint.
 # Expects ../shared/data (the evaluation datasets) beside the checkout; about 2 hours on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA_DIR:-../shared/data}"
-RESULTS=evals/results
+RESULTS=results
 RAG=.venv/bin/rag
 HOTPOT="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"

@@ -117,7 +117,7 @@ def eval_qa(
         Path | None,
         typer.Option(
             help="Per-question JSONL, appended as questions finish; a rerun resumes from it. "
-            "Default: evals/results/runs/<dataset>-<pipeline>-<limit>.jsonl."
+            "Default: results/runs/<dataset>-<pipeline>-<limit>.jsonl."
         ),
     ] = None,
 ) -> None:
