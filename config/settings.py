@@ -312,6 +312,12 @@ class Settings(BaseSettings):
         description="Connections per process to PostgreSQL for conversations (the LangGraph saver's pool); "
         "turns waiting for the thread lock hold one more each while they wait.",
     )
+    pg_keyword_backend: Literal["bm25", "ts_rank", "ts_rank_cd"] = Field(
+        "bm25",
+        description="Keyword index when the catalog is on PostgreSQL (RAG_DATABASE_URL): bm25 = a postings "
+        "table ranked like the embedded FTS5 index; ts_rank / ts_rank_cd = Postgres full text (tsvector + "
+        "GIN). Chosen by measurement: `rag eval keyword-backends`.",
+    )
     record_turns: bool = Field(
         True, description="Write every answer to the SQL tables (sessions, conversations, audit_logs)."
     )

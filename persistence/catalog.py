@@ -1,8 +1,10 @@
-"""The catalog: one SQLite file (SQLAlchemy) with what is indexed, the keyword index and the embedding cache.
+"""The catalog: one SQLite file (SQLAlchemy) with what is indexed, the keyword index and the embedding cache;
+or, when RAG_DATABASE_URL names PostgreSQL, the same tables in that database, shared by every worker.
 
-Why one file: replacing a document's chunks must be atomic. The document row, its chunk rows and their
+Why one database: replacing a document's chunks must be atomic. The document row, its chunk rows and their
 keyword-index rows change in one SQLite transaction, so a crash or a bad file never leaves a half-written
-document behind. Chroma (not transactional) is written before this commit and cleaned after it, and searches
+document behind (on Postgres: one transaction, and readers see the old or the new document, never a mix).
+Chroma (not transactional) is written before this commit and cleaned after it, and searches
 only trust dense hits that the catalog knows (see retrieval.search), so the two stores never disagree in
 what a user sees.
 """
@@ -15,7 +17,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from sqlalchemy import (
@@ -38,11 +40,16 @@ from sqlalchemy import (
     insert,
     select,
 )
-from sqlalchemy.engine import Connection, ExceptionContext
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.engine import Connection, ExceptionContext, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.sql.elements import ColumnElement
 
-from persistence.errors import StoreDamagedError
-from persistence.keyword_index import KeywordIndex
+from config.settings import Settings
+from persistence.errors import StoreDamagedError, StoreUnavailableError
+from persistence.keyword_index import KeywordHit, KeywordIndex
+from persistence.pg_keyword_index import PgKeywordBackend, pg_keyword_index
 from retrieval.types import Chunk
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -51,6 +58,9 @@ SQLITE_MAX_VARIABLES = 900
 SQLITE_DAMAGE_CODES = frozenset({11, 26})
 #: SQLite's extended code for a damaged virtual table: here the FTS5 keyword index, rebuilt from the chunks.
 SQLITE_CORRUPT_VTAB = 267
+#: Advisory-lock key (any constant) under which one worker at a time creates the catalog tables on Postgres:
+#: CREATE TABLE IF NOT EXISTS is not safe against a concurrent twin.
+PG_SCHEMA_LOCK_KEY = 0x52414701
 
 metadata_obj = MetaData()
 
@@ -137,6 +147,35 @@ def damaged_catalog_message(path: Path, reason: str) -> str:
     )
 
 
+class CatalogUnavailableError(StoreUnavailableError):
+    """The catalog's database server cannot be reached (down, refused, wrong credentials): exit 1 / 503."""
+
+
+def unavailable_catalog_message(shown: str, reason: str) -> str:
+    """One line naming the unreachable catalog database and what to check."""
+    return (
+        f"cannot reach the catalog database {shown} ({reason}); is the server running? "
+        "`rag doctor` checks every store"
+    )
+
+
+def is_postgres_url(location: Path | str) -> bool:
+    """Whether a catalog location is a PostgreSQL URL (postgresql://, postgres://, postgresql+driver://)."""
+    if not isinstance(location, str):
+        return False
+    return location.split(":", 1)[0].split("+", 1)[0] in {"postgresql", "postgres"}
+
+
+def engine_url(url: str) -> str:
+    """The SQLAlchemy URL of a Postgres URL (psycopg 3 as the driver), by the shared helper when present."""
+    try:
+        from persistence.database import sqlalchemy_url  # late: persistence.database imports this module
+    except ImportError:
+        scheme, rest = url.split("://", 1)
+        return f"postgresql+psycopg://{rest}" if "+" not in scheme else url
+    return str(sqlalchemy_url(url))
+
+
 class KeywordIndexDamagedError(StoreDamagedError):
     """The FTS5 keyword index inside the catalog is damaged; the chunks are not, so it can be rebuilt."""
 
@@ -167,20 +206,43 @@ def _batches(items: Sequence[Any], size: int = SQLITE_MAX_VARIABLES) -> Iterable
 
 
 class Catalog:
-    """Documents, chunks, keyword index and embedding cache in one SQLite database."""
+    """Documents, chunks, keyword index and embedding cache in one SQLite file or one Postgres database."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.engine: Engine = create_engine(f"sqlite:///{path}", future=True)
-        event.listen(self.engine, "connect", configure_sqlite)
-        # A damaged file surfaces on the first statement that touches the bad page, which may be any query:
-        # every such error becomes one CatalogDamagedError naming the file and the way to rebuild it.
-        event.listen(self.engine, "handle_error", self._damaged)
-        self.keyword_index = KeywordIndex()
+    def __init__(self, location: Path | str, *, pg_keyword_backend: PgKeywordBackend = "bm25") -> None:
+        """`location`: the SQLite file, or a PostgreSQL URL (keyword index: `pg_keyword_backend`)."""
+        self.keyword_index: Any
+        if is_postgres_url(location):
+            self.path = Path(str(location))  # only named in messages; `shown` hides the password
+            self.shown = make_url(engine_url(str(location))).render_as_string(hide_password=True)
+            self.engine: Engine = create_engine(engine_url(str(location)), pool_pre_ping=True)
+            self.keyword_index = pg_keyword_index(pg_keyword_backend)
+            event.listen(self.engine, "handle_error", self._unreachable)
+        else:
+            path = Path(location)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.path = path
+            self.shown = str(path)
+            self.engine = create_engine(f"sqlite:///{path}", future=True)
+            event.listen(self.engine, "connect", configure_sqlite)
+            # A damaged file surfaces on the first statement that touches the bad page, which may be any
+            # query: every such error becomes one CatalogDamagedError naming the file and how to rebuild it.
+            event.listen(self.engine, "handle_error", self._damaged)
+            self.keyword_index = KeywordIndex()
+        self.dialect: Literal["sqlite", "postgresql"] = (
+            "postgresql" if self.engine.dialect.name == "postgresql" else "sqlite"
+        )
         with self.engine.begin() as connection:
+            if self.dialect == "postgresql":
+                connection.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (PG_SCHEMA_LOCK_KEY,))
             metadata_obj.create_all(connection)
             self.keyword_index.create(connection)
+
+    def _unreachable(self, context: ExceptionContext) -> None:
+        error = context.sqlalchemy_exception
+        if isinstance(error, OperationalError) and (context.is_disconnect or context.connection is None):
+            text = str(context.original_exception).strip()
+            reason = text.splitlines()[0] if text else type(context.original_exception).__name__
+            raise CatalogUnavailableError(unavailable_catalog_message(self.shown, reason)) from error
 
     def _damaged(self, context: ExceptionContext) -> None:
         error = context.original_exception
@@ -234,6 +296,7 @@ class Catalog:
     ) -> list[str]:
         """Atomically make `chunks` the content of `source`; return the chunk ids it had before."""
         with self.engine.begin() as connection:
+            self._lock_source(connection, tenant, collection, source)
             existing = connection.execute(
                 select(documents_table.c.id).where(
                     documents_table.c.tenant == tenant,
@@ -278,9 +341,20 @@ class Catalog:
                 self.keyword_index.add(connection, [(ids[chunk.chunk_id], chunk) for chunk in chunks])
         return old_ids
 
+    def _lock_source(self, connection: Connection, tenant: str, collection: str, source: str) -> None:
+        """On Postgres, one writer per source at a time until the transaction ends. Why: two workers ingesting
+        the same file both find no row under READ COMMITTED and the second insert would fail on the unique
+        source; SQLite needs nothing (one writer per file)."""
+        if self.dialect == "postgresql":
+            connection.exec_driver_sql(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"{tenant}\x1f{collection}\x1f{source}",),
+            )
+
     def delete_document(self, record: DocumentRecord) -> list[str]:
         """Remove a source and its chunks; return the removed chunk ids."""
         with self.engine.begin() as connection:
+            self._lock_source(connection, record.tenant, record.collection, record.source)
             old_ids = self.chunk_ids_of(connection, record.id)
             self._delete_document(connection, record.id)
         return old_ids
@@ -299,6 +373,12 @@ class Catalog:
     def chunks_by_id(self, chunk_ids: Sequence[str], tenant: str) -> dict[str, StoredChunk]:
         """Stored chunks among `chunk_ids` that belong to `tenant` (others are silently absent)."""
         found: dict[str, StoredChunk] = {}
+        if self.dialect == "postgresql":
+            sql = "SELECT chunk_id, text, metadata FROM chunks WHERE chunk_id = ANY(%s) AND tenant = %s"
+            with self.engine.connect() as connection:
+                for chunk_id, text, metadata in connection.exec_driver_sql(sql, (list(chunk_ids), tenant)):
+                    found[chunk_id] = StoredChunk(chunk_id, text, json.loads(metadata))
+            return found
         with self.engine.connect() as connection:
             for batch in _batches(list(chunk_ids)):
                 marks = ", ".join("?" for _ in batch)
@@ -358,9 +438,52 @@ class Catalog:
         with self.engine.connect() as connection:
             return set(connection.execute(query).scalars())
 
+    def metadata_value(self, field: str) -> ColumnElement[Any]:
+        """A chunk metadata value as SQL text in this database's JSON dialect (to select chunks by it)."""
+        if self.dialect == "postgresql":
+            return func.jsonb_extract_path_text(chunks_table.c.metadata.cast(JSONB), field)
+        return func.json_extract(chunks_table.c.metadata, f"$.{field}")
+
+    def keyword_search(
+        self,
+        query: str,
+        *,
+        tenant: str,
+        collections: Sequence[str],
+        filter_sql: str,
+        filter_params: Sequence[Any],
+        limit: int,
+        title_weight: float,
+    ) -> list[KeywordHit]:
+        """Top `limit` keyword matches of `tenant` in `collections`; `filter_sql` comes from
+        `retrieval.filters.to_sql(node, column="c.metadata", dialect=catalog.dialect)`."""
+        with self.engine.connect() as connection:
+            return list(
+                self.keyword_index.search(
+                    connection,
+                    query,
+                    tenant=tenant,
+                    collections=collections,
+                    filter_sql=filter_sql,
+                    filter_params=filter_params,
+                    limit=limit,
+                    title_weight=title_weight,
+                )
+            )
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics after a bulk load (Postgres; SQLite needs nothing). Why: right
+        after a large insert the planner still believes the keyword tables are empty and picks scans."""
+        if self.dialect == "postgresql":
+            with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+                connection.exec_driver_sql("VACUUM ANALYZE")
+
     # --- health (rag doctor) ---------------------------------------------------------------------
     def integrity_errors(self) -> list[str]:
-        """SQLite's PRAGMA integrity_check findings for the whole file; empty when it is sound."""
+        """SQLite's PRAGMA integrity_check findings for the whole file; empty when it is sound (a Postgres
+        server guards its own pages: nothing to check from here)."""
+        if self.dialect == "postgresql":
+            return []
         with self.engine.connect() as connection:
             rows = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA integrity_check")]
         return [] if rows == ["ok"] else rows
@@ -423,7 +546,18 @@ class Catalog:
             for key, vector in vectors.items()
         ]
         with self.engine.begin() as connection:
-            connection.execute(insert(embedding_cache_table).prefix_with("OR IGNORE"), rows)
+            if self.dialect == "postgresql":
+                connection.execute(pg_insert(embedding_cache_table).on_conflict_do_nothing(), rows)
+            else:
+                connection.execute(insert(embedding_cache_table).prefix_with("OR IGNORE"), rows)
+
+
+def open_catalog(settings: Settings) -> Catalog:
+    """The catalog of `settings`: in the Postgres database of RAG_DATABASE_URL when it names one (shared by
+    every worker), else the SQLite file `<data_dir>/catalog.sqlite`."""
+    if settings.database_url and is_postgres_url(settings.database_url):
+        return Catalog(settings.database_url, pg_keyword_backend=settings.pg_keyword_backend)
+    return Catalog(settings.catalog_path)
 
 
 def _document(row: Any) -> DocumentRecord:

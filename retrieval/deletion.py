@@ -78,13 +78,11 @@ def _delete_chunks(
     if collection:
         query = query.where(chunks_table.c.collection == collection)
     if doc_id:
-        query = query.where(func.json_extract(chunks_table.c.metadata, "$.doc_id") == doc_id)
+        query = query.where(catalog.metadata_value("doc_id") == doc_id)
     if conversation_id:
-        query = query.where(
-            func.json_extract(chunks_table.c.metadata, "$.conversation_id") == conversation_id
-        )
+        query = query.where(catalog.metadata_value("conversation_id") == conversation_id)
     if source:
-        query = query.where(func.json_extract(chunks_table.c.metadata, "$.source") == source)
+        query = query.where(catalog.metadata_value("source") == source)
     summary = DeleteSummary()
     by_collection: dict[str, list[str]] = defaultdict(list)
     with catalog.engine.begin() as connection:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from retrieval.types import CHUNK_METADATA_DEFAULTS, MetadataValue, is_custom_metadata_key
 
@@ -66,6 +66,8 @@ class Logical:
 
 
 FilterNode = Condition | Logical
+#: SQL dialects a filter renders to: the embedded catalog (SQLite) and the shared one (PostgreSQL).
+SqlDialect = Literal["sqlite", "postgresql"]
 
 
 def parse_filter(raw: str | dict[str, Any] | None) -> FilterNode | None:
@@ -230,18 +232,25 @@ def and_where(*parts: dict[str, Any] | None) -> dict[str, Any] | None:
     return present[0] if len(present) == 1 else {"$and": present}
 
 
-def to_sql(node: FilterNode | None, column: str = "metadata") -> tuple[str, list[MetadataValue]]:
-    """Render a validated filter as a SQL boolean expression over a JSON column, with its parameters."""
+def to_sql(
+    node: FilterNode | None, column: str = "metadata", dialect: SqlDialect = "sqlite"
+) -> tuple[str, list[Any]]:
+    """Render a validated filter as a SQL boolean expression over a JSON text column, with its parameters:
+    SQLite's json_extract with `?` marks, or PostgreSQL's jsonb with `%s` marks (values sent as JSON, so a
+    number compares as a number and a string as a string; range operators only match stored numbers, as
+    `matches` and Chroma do)."""
     if node is None:
-        return "1", []
+        return ("1" if dialect == "sqlite" else "TRUE"), []
     if isinstance(node, Logical):
         parts, params = [], []
         for child in node.children:
-            sql, child_params = to_sql(child, column)
+            sql, child_params = to_sql(child, column, dialect)
             parts.append(f"({sql})")
             params.extend(child_params)
         joiner = " AND " if node.operator == "$and" else " OR "
         return joiner.join(parts), params
+    if dialect == "postgresql":
+        return _to_postgres(node, column)
     target = f"json_extract({column}, '$.{node.field}')"
     if node.operator in LIST_OPERATORS:
         assert isinstance(node.value, tuple)
@@ -250,6 +259,20 @@ def to_sql(node: FilterNode | None, column: str = "metadata") -> tuple[str, list
         return f"{target} {negation}IN ({marks})", list(node.value)
     # Chroma's $ne keeps records whose value differs; a missing key never occurs (all keys are stored).
     return f"{target} {_SQL_OPERATORS[node.operator]} ?", [node.value]
+
+
+def _to_postgres(node: Condition, column: str) -> tuple[str, list[Any]]:
+    # Field names are validated identifiers (see _parse_entry), so they can be written into the SQL.
+    target = f"(({column})::jsonb -> '{node.field}')"
+    if node.operator in LIST_OPERATORS:
+        assert isinstance(node.value, tuple)
+        marks = ", ".join("%s::jsonb" for _ in node.value)
+        negation = "NOT " if node.operator == "$nin" else ""
+        return f"{target} {negation}IN ({marks})", [json.dumps(value) for value in node.value]
+    sql = f"{target} {_SQL_OPERATORS[node.operator]} %s::jsonb"
+    if node.operator in RANGE_OPERATORS:
+        sql = f"jsonb_typeof({target}) = 'number' AND {sql}"
+    return sql, [json.dumps(node.value)]
 
 
 def matches(node: FilterNode | None, metadata: dict[str, Any]) -> bool:

@@ -13,7 +13,7 @@ from functools import cached_property
 from langchain_core.embeddings import Embeddings
 
 from config.settings import Settings, get_settings
-from persistence.catalog import Catalog
+from persistence.catalog import Catalog, open_catalog
 from persistence.vector_store import VectorStore
 from retrieval.chunking import ChunkingConfig
 from retrieval.embeddings import CachedEmbeddings, base_embeddings
@@ -36,8 +36,8 @@ class KnowledgeBase:
 
     @cached_property
     def catalog(self) -> Catalog:
-        """Documents, chunks, keyword index and embedding cache (SQLite)."""
-        return Catalog(self.settings.catalog_path)
+        """Documents, chunks, keyword index and embedding cache (SQLite, or RAG_DATABASE_URL's Postgres)."""
+        return open_catalog(self.settings)
 
     @cached_property
     def embeddings(self) -> CachedEmbeddings:

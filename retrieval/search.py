@@ -1,4 +1,5 @@
-"""Search: dense (Chroma), keyword (BM25 over FTS5) and hybrid (weighted RRF, dedupe, optional MMR).
+"""Search: dense (Chroma), keyword (BM25 over FTS5 or the Postgres keyword index) and hybrid (weighted RRF,
+dedupe, optional MMR).
 
 Tenant isolation is enforced here, not left to Chroma: every search names exactly one tenant; the tenant is
 added to the Chroma `where` and to the SQL of the keyword index, filters may not mention it, and every hit
@@ -163,18 +164,17 @@ class Searcher:
     def _keyword(
         self, query: str, tenant: str, scope: list[str], node: FilterNode | None, limit: int
     ) -> list[SearchHit]:
-        filter_sql, params = to_sql(node, column="c.metadata")
-        with self.kb.catalog.engine.connect() as connection:
-            found = self.kb.catalog.keyword_index.search(
-                connection,
-                query,
-                tenant=tenant,
-                collections=scope,
-                filter_sql=filter_sql,
-                filter_params=params,
-                limit=limit,
-                title_weight=self.settings.bm25_title_weight,
-            )
+        catalog = self.kb.catalog
+        filter_sql, params = to_sql(node, column="c.metadata", dialect=catalog.dialect)
+        found = catalog.keyword_search(
+            query,
+            tenant=tenant,
+            collections=scope,
+            filter_sql=filter_sql,
+            filter_params=params,
+            limit=limit,
+            title_weight=self.settings.bm25_title_weight,
+        )
         return [
             SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.score, bm25_score=hit.score) for hit in found
         ]
