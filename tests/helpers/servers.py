@@ -109,21 +109,28 @@ def _admin(url: str, statement: str) -> None:
         conn.execute(statement)  # type: ignore[arg-type]
 
 
+@contextmanager
+def fresh_database(servers: Servers) -> Iterator[str]:
+    """A new, empty database on the session's server (`postgresql://...`), dropped at the end."""
+    name = f"test_{secrets.token_hex(6)}"
+    try:
+        _admin(servers.database_url, f'CREATE DATABASE "{name}"')
+    except Exception as error:  # noqa: BLE001 - any connection failure is the same verdict for the test
+        pytest.fail(f"cannot create a test database on {servers.database_url}: {error}", pytrace=False)
+    try:
+        yield _with_database(servers.database_url, name)
+    finally:
+        try:
+            _admin(servers.database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        except Exception:  # noqa: BLE001,S110 - a database left behind goes with the throwaway cluster
+            pass
+
+
 @pytest.fixture
 def pg_url(throwaway_servers: Servers) -> Iterator[str]:
     """A fresh, empty database of its own for this test (`postgresql://...`), dropped after it."""
-    name = f"test_{secrets.token_hex(6)}"
-    try:
-        _admin(throwaway_servers.database_url, f'CREATE DATABASE "{name}"')
-    except Exception as error:  # noqa: BLE001 - any connection failure is the same verdict for the test
-        pytest.fail(
-            f"cannot create a test database on {throwaway_servers.database_url}: {error}", pytrace=False
-        )
-    yield _with_database(throwaway_servers.database_url, name)
-    try:
-        _admin(throwaway_servers.database_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    except Exception:  # noqa: BLE001,S110 - a database left behind is removed with the throwaway cluster
-        pass
+    with fresh_database(throwaway_servers) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -159,6 +166,11 @@ class Worker:
 
     def start(self) -> Worker:
         """Start `rag serve` on this worker's port and wait until /health answers."""
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the `rag serve` process (its own process group: stopping it stops all it started)."""
         rag = Path(sys.executable).parent / "rag"
         if not rag.exists():
             pytest.fail(f"the rag command is not installed at {rag}: pip install -e .", pytrace=False)
@@ -171,6 +183,10 @@ class Worker:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def wait_ready(self) -> Worker:
+        """Wait until /health answers 200; fail with the log's tail when it exits or takes too long."""
+        assert self.process is not None, "launch() first"
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while True:
             if self.process.poll() is not None:
@@ -182,8 +198,8 @@ class Worker:
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"worker {self.name} did not answer /health in {WORKER_START_TIMEOUT_S}s:\n"
-                            f"{self.log_tail()}")  # fmt: skip
+                late = f"worker {self.name} did not answer /health in {WORKER_START_TIMEOUT_S}s"
+                pytest.fail(f"{late}:\n{self.log_tail()}")
             time.sleep(0.5)
 
     def stop(self, *, kill: bool = False) -> None:
@@ -220,8 +236,10 @@ def rag_workers(
         env = base_env | {"RAG_DATA_DIR": str(data_dir)} | dict(settings)
         workers.append(Worker(f"worker{index}", free_port(), env, folder / "serve.log"))
     try:
+        for worker in workers:  # all load at once, then each is waited for
+            worker.launch()
         for worker in workers:
-            worker.start()
+            worker.wait_ready()
         yield workers
     finally:
         for worker in workers:
