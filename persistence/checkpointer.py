@@ -1,7 +1,11 @@
 """Checkpointers: where conversations (thread state) are stored, and how that storage stays bounded.
 
 SQLite by default (`<data_dir>/checkpoints.sqlite`), sync for `graph.invoke` and async for the server and
-`ainvoke`; Postgres to scale out (`RAG_CHECKPOINT_URL=postgresql://...`, needs the `postgres` extra).
+`ainvoke`; PostgreSQL when RAG_DATABASE_URL names it (`postgresql://user@host:port/db`): the same URL as the
+app tables, so several processes and machines share conversations with no code change
+(persistence.postgres_checkpoints: LangGraph's Postgres savers with the same owner check and bounds).
+`checkpointer_for` / `async_checkpointer_for` / `server_checkpointer` pick the backend from the settings;
+`sqlite_checkpointer` stays for callers that want the file explicitly.
 The sync and async savers are separate classes: a sync `invoke` on the async saver raises.
 
 Storage bounds (issue 7 §6). Each SQLite checkpoint holds the thread's whole state, so what a turn costs is
@@ -25,10 +29,10 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -37,14 +41,18 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Chec
 from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
+from persistence.database import postgres_url
 from persistence.threads import (
     PRUNE_STATEMENTS,
+    CheckpointLocation,
     OwnerCheckedAsyncSqliteSaver,
     OwnerCheckedSqliteSaver,
     prune_parameters,
 )
 
-POSTGRES_INSTALL_HINT = "pip install langgraph-checkpoint-postgres 'psycopg[binary]'"
+if TYPE_CHECKING:
+    from persistence.postgres_checkpoints import PruningAsyncPostgresSaver, PruningPostgresSaver
+
 #: Prune strategies of BaseCheckpointSaver.prune ("delete_all" is the server adapter's name for "delete").
 KEEP_LATEST = "keep_latest"
 DELETE_STRATEGIES = frozenset({"delete", "delete_all"})
@@ -173,16 +181,83 @@ async def async_sqlite_checkpointer(
         yield saver
 
 
+def checkpoint_location(settings: Settings | None = None) -> CheckpointLocation:
+    """Where conversations live: the PostgreSQL database of RAG_DATABASE_URL when it names one, else the
+    SQLite file `<data_dir>/checkpoints.sqlite` (what persistence.threads' housekeeping takes)."""
+    settings = settings or get_settings()
+    url = postgres_url(settings)
+    if url is None:
+        return settings.checkpoint_path
+    from persistence.postgres_checkpoints import PostgresLocation
+
+    return PostgresLocation(url, settings.database_pool_size, settings.database_connect_timeout_s)
+
+
+def postgres_checkpointer(
+    settings: Settings | None = None, url: str | None = None, *, keep: int | None = None
+) -> PruningPostgresSaver:
+    """A sync Postgres saver (process-wide pool) on `url` (default RAG_DATABASE_URL), keeping `keep`
+    checkpoints per thread (default RAG_CHECKPOINT_KEEP); CheckpointStoreUnavailableError when the server
+    cannot be reached within RAG_DATABASE_CONNECT_TIMEOUT_S."""
+    from persistence.postgres_checkpoints import postgres_saver
+
+    settings = settings or get_settings()
+    target = url or postgres_url(settings)
+    if target is None:
+        raise ValueError("RAG_DATABASE_URL does not name a PostgreSQL database (postgresql://...)")
+    return postgres_saver(
+        target,
+        keep=settings.checkpoint_keep if keep is None else keep,
+        pool_size=settings.database_pool_size,
+        connect_timeout_s=settings.database_connect_timeout_s,
+    )
+
+
+def checkpointer_for(
+    settings: Settings | None = None, *, keep: int | None = None
+) -> PruningSqliteSaver | PruningPostgresSaver:
+    """The sync saver the settings name: PostgreSQL when RAG_DATABASE_URL does, else the SQLite file (the
+    runner, the CLI and the HTTP API all come through here, so the URL alone moves them)."""
+    settings = settings or get_settings()
+    if postgres_url(settings) is not None:
+        return postgres_checkpointer(settings, keep=keep)
+    return sqlite_checkpointer(settings, keep=keep)
+
+
 @asynccontextmanager
-async def server_checkpointer() -> AsyncIterator[PruningAsyncSqliteSaver]:
-    """The factory langgraph.json names: server conversations go to the same SQLite file as the CLI's.
+async def async_checkpointer_for(
+    settings: Settings | None = None, *, keep: int | None = None
+) -> AsyncIterator[PruningAsyncSqliteSaver | PruningAsyncPostgresSaver]:
+    """The async saver the settings name (see checkpointer_for)."""
+    settings = settings or get_settings()
+    keep = settings.checkpoint_keep if keep is None else keep
+    url = postgres_url(settings)
+    if url is None:
+        async with async_sqlite_checkpointer(settings, keep=keep) as saver:
+            yield saver
+        return
+    from persistence.postgres_checkpoints import async_postgres_saver
+
+    async with async_postgres_saver(
+        url,
+        keep=keep,
+        pool_size=settings.database_pool_size,
+        connect_timeout_s=settings.database_connect_timeout_s,
+    ) as saver:
+        yield saver
+
+
+@asynccontextmanager
+async def server_checkpointer() -> AsyncIterator[PruningAsyncSqliteSaver | PruningAsyncPostgresSaver]:
+    """The factory langgraph.json names: server conversations go where the CLI's go (the SQLite file, or
+    the PostgreSQL database of RAG_DATABASE_URL).
 
     The server runs graphs with its own durability (a checkpoint per step), so this saver always prunes:
     it keeps max(RAG_CHECKPOINT_KEEP, RAG_SERVER_CHECKPOINT_KEEP) checkpoints per thread (time travel
     over the last steps still works), and implements `aprune` for the server's thread pruning."""
     settings = get_settings()
     keep = max(settings.checkpoint_keep, settings.server_checkpoint_keep)
-    async with async_sqlite_checkpointer(settings, keep=keep) as saver:
+    async with async_checkpointer_for(settings, keep=keep) as saver:
         yield saver
 
 
@@ -203,15 +278,3 @@ def with_durability(
 def durability_of(graph: Any) -> str | None:
     """The default durability a compiled graph runs with (None = LangGraph's own, "async")."""
     return ((getattr(graph, "config", None) or {}).get("configurable") or {}).get(CONFIG_KEY_DURABILITY)
-
-
-@contextmanager
-def postgres_checkpointer(url: str) -> Iterator[BaseCheckpointSaver]:
-    """A Postgres saver for scale-out deployments."""
-    try:
-        from langgraph.checkpoint.postgres import PostgresSaver  # type: ignore[import-not-found]
-    except ImportError as error:
-        raise RuntimeError(f"Postgres checkpointing needs: {POSTGRES_INSTALL_HINT}") from error
-    with PostgresSaver.from_conn_string(url) as saver:
-        saver.setup()
-        yield saver

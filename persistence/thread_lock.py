@@ -12,6 +12,13 @@ A caller waits up to `RAG_THREAD_LOCK_TIMEOUT_S`, then gets ThreadBusyError (CLI
 refusal the user can retry, never a silently lost turn. The file name is a hash, so any thread id (slashes,
 dots, very long) is a safe name.
 
+Across machines: when RAG_DATABASE_URL names PostgreSQL (conversations shared by several workers, maybe on
+several hosts, where a file lock excludes nobody) the lock is a session-level advisory lock on that database
+instead, `pg_try_advisory_lock(key)` with key = the first 8 bytes of SHA-1("rag-thread:" + thread id), held on
+a connection of its own for the turn. Same semantics: the server drops it when the holder's connection dies,
+a waiter polls until RAG_THREAD_LOCK_TIMEOUT_S, and a server that cannot be reached is a
+StoreUnavailableError (exit 1, HTTP 503), not a stuck turn.
+
 Re-entrant per OS thread: a caller holding the lock (`with thread_lock(...)`: the HTTP API, a notebook) may
 call `Session.ask` on the same thread inside it without deadlocking on itself.
 """
@@ -27,8 +34,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Protocol
+
+import psycopg
 
 from config.settings import Settings
+from persistence.database import libpq_url, postgres_url
+from persistence.errors import StoreUnavailableError
 
 #: Folder under the data directory that holds the lock files.
 LOCK_DIR = "locks"
@@ -42,9 +54,118 @@ class ThreadBusyError(RuntimeError):
     """Another turn is running on this thread and did not finish within RAG_THREAD_LOCK_TIMEOUT_S."""
 
 
-#: Lock files this process holds: path -> (holding OS thread, depth, descriptor). Guarded by _HELD_GUARD.
-_HELD: dict[str, tuple[int, int, int]] = {}
+#: Prefix of the text hashed into a thread's advisory lock key (keeps them apart from other advisory locks).
+ADVISORY_KEY_PREFIX = "rag-thread:"
+
+
+class _Held(Protocol):
+    """A held lock: released exactly once."""
+
+    def release(self) -> None: ...
+
+
+class _FileLock:
+    """A flock held on an open lock file."""
+
+    def __init__(self, descriptor: int) -> None:
+        self.descriptor = descriptor
+
+    def release(self) -> None:
+        fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+        os.close(self.descriptor)
+
+
+class _AdvisoryLock:
+    """A session-level Postgres advisory lock, held by the connection it was taken on."""
+
+    def __init__(self, connection: psycopg.Connection[Any], key: int) -> None:
+        self.connection = connection
+        self.key = key
+
+    def release(self) -> None:
+        try:
+            self.connection.execute("SELECT pg_advisory_unlock(%s)", (self.key,))
+        except psycopg.Error:
+            pass  # the connection is gone: the server has released the lock with it
+        finally:
+            self.connection.close()
+
+
+#: Locks this process holds: lock name -> (holding OS thread, depth, lock). Guarded by _HELD_GUARD.
+_HELD: dict[str, tuple[int, int, _Held]] = {}
 _HELD_GUARD = threading.Lock()
+
+
+def advisory_key(thread_id: str) -> int:
+    """The signed 64-bit advisory lock key of a thread (Postgres' bigint)."""
+    digest = hashlib.sha1(f"{ADVISORY_KEY_PREFIX}{thread_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+class _Locker(Protocol):
+    """One attempt to take a thread's lock: the held lock, or None when another holder has it."""
+
+    name: str
+
+    def attempt(self) -> _Held | None: ...
+
+
+class _FileLocker:
+    def __init__(self, settings: Settings, thread_id: str) -> None:
+        self.path = lock_path(settings, thread_id)
+        self.name = str(self.path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def attempt(self) -> _Held | None:
+        descriptor = _try_lock(self.path)
+        return None if descriptor is None else _FileLock(descriptor)
+
+
+class _AdvisoryLocker:
+    """Takes the advisory lock on a connection of its own, opened once for all attempts of one wait."""
+
+    def __init__(self, url: str, thread_id: str, connect_timeout_s: float) -> None:
+        self.url = url
+        self.key = advisory_key(thread_id)
+        self.name = f"pg:{libpq_url(url)}#{self.key}"
+        self.connect_timeout_s = connect_timeout_s
+        self.connection: psycopg.Connection[Any] | None = None
+
+    def _unavailable(self, error: psycopg.Error) -> StoreUnavailableError:
+        from persistence.postgres_checkpoints import unavailable_message
+
+        return StoreUnavailableError(unavailable_message(self.url, error, what="thread lock database"))
+
+    def attempt(self) -> _Held | None:
+        try:
+            if self.connection is None:
+                self.connection = psycopg.connect(
+                    libpq_url(self.url),
+                    autocommit=True,
+                    connect_timeout=max(1, round(self.connect_timeout_s)),
+                )
+            row = self.connection.execute("SELECT pg_try_advisory_lock(%s)", (self.key,)).fetchone()
+        except psycopg.Error as error:
+            self.close()
+            raise self._unavailable(error) from error
+        if row is None or not row[0]:
+            return None
+        held, self.connection = _AdvisoryLock(self.connection, self.key), None
+        return held
+
+    def close(self) -> None:
+        """Close the waiting connection (a lock never taken on it)."""
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+def _locker(settings: Settings, thread_id: str) -> _FileLocker | _AdvisoryLocker:
+    """The lock kind the settings call for: advisory on PostgreSQL, a lock file otherwise."""
+    url = postgres_url(settings)
+    if url is None:
+        return _FileLocker(settings, thread_id)
+    return _AdvisoryLocker(url, thread_id, settings.database_connect_timeout_s)
 
 
 def lock_path(settings: Settings, thread_id: str) -> Path:
@@ -79,14 +200,15 @@ def _try_lock(path: Path) -> int | None:
 @contextmanager
 def thread_lock(settings: Settings, thread_id: str, timeout_s: float | None = None) -> Iterator[None]:
     """Hold the thread's lock for the block; wait up to `timeout_s` (default RAG_THREAD_LOCK_TIMEOUT_S),
-    then raise ThreadBusyError("thread X is busy: another turn is running")."""
-    path = lock_path(settings, thread_id)
-    key = str(path)
+    then raise ThreadBusyError("thread X is busy: another turn is running"). A Postgres advisory lock when
+    RAG_DATABASE_URL names PostgreSQL (StoreUnavailableError when it cannot be reached), a lock file
+    otherwise."""
+    locker = _locker(settings, thread_id)
     me = threading.get_ident()
     with _HELD_GUARD:
-        held = _HELD.get(key)
+        held = _HELD.get(locker.name)
         if held is not None and held[0] == me:
-            _HELD[key] = (me, held[1] + 1, held[2])
+            _HELD[locker.name] = (me, held[1] + 1, held[2])
             reentered = True
         else:
             reentered = False
@@ -95,39 +217,43 @@ def thread_lock(settings: Settings, thread_id: str, timeout_s: float | None = No
             yield
         finally:
             with _HELD_GUARD:
-                owner, depth, descriptor = _HELD[key]
-                _HELD[key] = (owner, depth - 1, descriptor)
+                owner, depth, lock = _HELD[locker.name]
+                _HELD[locker.name] = (owner, depth - 1, lock)
         return
 
     wait = settings.thread_lock_timeout_s if timeout_s is None else timeout_s
-    path.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + wait
     pause = POLL_FIRST_S
-    descriptor = _try_lock(path)
-    while descriptor is None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise ThreadBusyError(
-                f"thread {thread_id!r} is busy: another turn is running "
-                f"(waited {wait:g} s, RAG_THREAD_LOCK_TIMEOUT_S); try again when it has finished"
-            )
-        time.sleep(min(pause, remaining))
-        pause = min(pause * 2, POLL_MAX_S)
-        descriptor = _try_lock(path)
+    try:
+        lock = locker.attempt()
+        while lock is None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ThreadBusyError(
+                    f"thread {thread_id!r} is busy: another turn is running "
+                    f"(waited {wait:g} s, RAG_THREAD_LOCK_TIMEOUT_S); try again when it has finished"
+                )
+            time.sleep(min(pause, remaining))
+            pause = min(pause * 2, POLL_MAX_S)
+            lock = locker.attempt()
+    finally:
+        if isinstance(locker, _AdvisoryLocker):
+            locker.close()
     with _HELD_GUARD:
-        _HELD[key] = (me, 1, descriptor)
+        _HELD[locker.name] = (me, 1, lock)
     try:
         yield
     finally:
         with _HELD_GUARD:
-            del _HELD[key]
-        fcntl.flock(descriptor, fcntl.LOCK_UN)
-        os.close(descriptor)
+            del _HELD[locker.name]
+        lock.release()
 
 
 def remove_lock_file(settings: Settings, thread_id: str) -> None:
     """Remove a deleted thread's lock file; call it while holding that thread's lock (waiters that opened
-    the old file notice the removal and retry on a new one)."""
+    the old file notice the removal and retry on a new one). Advisory locks leave nothing to remove."""
+    if postgres_url(settings) is not None:
+        return
     try:
         lock_path(settings, thread_id).unlink()
     except FileNotFoundError:

@@ -1,8 +1,12 @@
-"""Threads (conversations) of the SQLite checkpoint file: who owns them, and list / delete / prune per tenant.
+"""Threads (conversations) of the checkpoint store: who owns them, and list / delete / prune per tenant.
+
+The store is the SQLite file `<data_dir>/checkpoints.sqlite`, or the PostgreSQL database of
+RAG_DATABASE_URL (persistence.postgres_checkpoints); every function here takes either location
+(persistence.checkpointer.checkpoint_location) and behaves the same on both.
 
 Ownership: a thread belongs to the tenant of its first turn. `start_turn` writes that tenant to the state
 channel `owner_tenant` on the first turn and never again, and refuses a turn whose context names another
-tenant. Before a run, the runner (service.runner.Session) and the checkpoint savers of
+tenant. Before a run, the runner (graphs.runner.Session) and the checkpoint savers of
 persistence.checkpointer (through OwnerCheckedSaver below) check the owner again, so that a refused caller
 writes nothing into the other tenant's thread (LangGraph stores a run's input before the first node runs)
 and cannot replay it (`invoke(None, config)` on a finished thread runs no node at all, it only returns the
@@ -26,12 +30,19 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+if TYPE_CHECKING:
+    from persistence.postgres_checkpoints import PostgresLocation, PruningPostgresSaver
+
+#: Where a deployment's conversations live: the SQLite checkpoint file, or (RAG_DATABASE_URL=postgresql://)
+#: the PostgreSQL database; persistence.checkpointer.checkpoint_location(settings) says which.
+CheckpointLocation: TypeAlias = "Path | PostgresLocation"
 
 #: Where LangGraph puts the run's Runtime (and so its context) in the config it hands the checkpointer.
 RUNTIME_CONFIG_KEY = "__pregel_runtime"
@@ -188,21 +199,53 @@ def _owners(connection: sqlite3.Connection, thread_ids: list[str]) -> dict[str, 
     return owners
 
 
-def stored_owner(path: Path, thread_id: str) -> str | None:
-    """The owner of one thread of the checkpoint file (None when unknown or not owned yet)."""
-    with _connect(path) as connection:
+def _postgres(location: CheckpointLocation) -> PruningPostgresSaver | None:
+    """The Postgres saver of a location, None for a SQLite file."""
+    if isinstance(location, Path):
+        return None
+    return location.saver()
+
+
+def _saver_owners(saver: PruningPostgresSaver, thread_ids: list[str]) -> dict[str, str | None]:
+    """Each thread's owner read through a saver (outside a run, so not owner-checked itself)."""
+    return {
+        thread_id: thread_owner(
+            _values(saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}))
+        )
+        for thread_id in thread_ids
+    }
+
+
+def require_checkpoints(location: CheckpointLocation) -> None:
+    """FileNotFoundError when no conversation was ever stored at a SQLite location (a database server
+    always has a place for them: an empty one just holds no thread)."""
+    if isinstance(location, Path) and not location.exists():
+        raise FileNotFoundError(f"no checkpoint file at {location} (no conversation yet)")
+
+
+def stored_owner(location: CheckpointLocation, thread_id: str) -> str | None:
+    """The owner of one stored thread (None when unknown or not owned yet)."""
+    saver = _postgres(location)
+    if saver is not None:
+        return _saver_owners(saver, [thread_id])[thread_id]
+    with _connect(location) as connection:  # type: ignore[arg-type]
         return _owners(connection, [thread_id])[thread_id]
 
 
-def list_threads(path: Path, tenant: str | None = None) -> list[ThreadSummary]:
+def list_threads(location: CheckpointLocation, tenant: str | None = None) -> list[ThreadSummary]:
     """Threads, most recently active first (checkpoint ids are time-ordered); with `tenant`, only that
     tenant's threads (threads nobody owns yet are nobody's to list)."""
-    with _connect(path) as connection:
-        rows = connection.execute(
-            "SELECT thread_id, COUNT(*), MAX(checkpoint_id) FROM checkpoints "
-            "GROUP BY thread_id ORDER BY MAX(checkpoint_id) DESC"
-        ).fetchall()
-        owners = _owners(connection, [str(thread) for thread, _, _ in rows])
+    saver = _postgres(location)
+    if saver is not None:
+        rows = saver.thread_rows()
+        owners = _saver_owners(saver, [thread for thread, _, _ in rows])
+    else:
+        with _connect(location) as connection:  # type: ignore[arg-type]
+            rows = connection.execute(
+                "SELECT thread_id, COUNT(*), MAX(checkpoint_id) FROM checkpoints "
+                "GROUP BY thread_id ORDER BY MAX(checkpoint_id) DESC"
+            ).fetchall()
+            owners = _owners(connection, [str(thread) for thread, _, _ in rows])
     summaries = [
         ThreadSummary(str(thread), int(count), str(latest), owners[str(thread)])
         for thread, count, latest in rows
@@ -233,10 +276,21 @@ def prune_parameters(thread_id: str, keep: int) -> tuple[str, str, int]:
     return (str(thread_id), str(thread_id), keep - 1)
 
 
-def delete_thread(path: Path, thread_id: str, tenant: str | None = None) -> bool:
-    """Remove a thread's checkpoints and writes; False when it did not exist. With `tenant`, a thread of
-    another tenant raises ThreadAccessError and is left intact; an unowned thread may be deleted."""
-    with _connect(path) as connection:
+def delete_thread(location: CheckpointLocation, thread_id: str, tenant: str | None = None) -> bool:
+    """Remove a thread's checkpoints and writes (the saver's own delete_thread); False when it did not
+    exist. With `tenant`, a thread of another tenant raises ThreadAccessError and is left intact; an unowned
+    thread may be deleted."""
+    saver = _postgres(location)
+    if saver is not None:
+        root = {"configurable": {"thread_id": str(thread_id), "checkpoint_ns": ""}}
+        saved = saver.get_tuple(root)
+        if saved is None and not any(row[0] == str(thread_id) for row in saver.thread_rows()):
+            return False
+        if tenant is not None:
+            check_thread_access(thread_id, thread_owner(_values(saved)), tenant)
+        saver.delete_thread(str(thread_id))
+        return True
+    with _connect(location) as connection:  # type: ignore[arg-type]
         found = connection.execute(
             "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1", (thread_id,)
         ).fetchone()
@@ -249,29 +303,39 @@ def delete_thread(path: Path, thread_id: str, tenant: str | None = None) -> bool
     return True
 
 
+def _keep_latest_checkpoint(location: CheckpointLocation, thread_id: str) -> int:
+    """Drop all but the thread's newest checkpoint with the savers' own keep-newest statements; returns
+    how many checkpoints went."""
+    saver = _postgres(location)
+    if saver is not None:
+        return saver.keep_newest(thread_id, 1)
+    with _connect(location) as connection:  # type: ignore[arg-type]
+        writes, checkpoints = PRUNE_STATEMENTS
+        connection.execute(writes, prune_parameters(thread_id, 1))
+        return int(connection.execute(checkpoints, prune_parameters(thread_id, 1)).rowcount)
+
+
 def prune_threads(
-    path: Path, keep: int, tenant: str | None = None, guard: ThreadGuard = _unguarded
+    location: CheckpointLocation, keep: int, tenant: str | None = None, guard: ThreadGuard = _unguarded
 ) -> dict[str, int]:
     """Keep the `keep` newest threads (each with only its latest checkpoint); return what was removed.
     With `tenant`, only that tenant's threads are counted, kept and removed. Each thread is handled inside
-    `guard(thread_id)` (the thread lock: a turn running on it finishes first)."""
+    `guard(thread_id)` (the thread lock: a turn running on it finishes first). A SQLite file is compacted
+    at the end (VACUUM); PostgreSQL reclaims the space by its own autovacuum."""
     if keep < 0:
         raise ValueError(f"--keep must be >= 0, got {keep}")
-    threads = list_threads(path, tenant)
+    threads = list_threads(location, tenant)
     removed_threads = 0
     for summary in threads[keep:]:
         with guard(summary.thread_id):
-            removed_threads += int(delete_thread(path, summary.thread_id))
+            removed_threads += int(delete_thread(location, summary.thread_id))
     removed_checkpoints = 0
     for summary in threads[:keep]:
-        with guard(summary.thread_id), _connect(path) as connection:
-            writes, checkpoints = PRUNE_STATEMENTS  # the savers' own keep-newest statements, keeping one
-            connection.execute(writes, prune_parameters(summary.thread_id, 1))
-            removed_checkpoints += connection.execute(
-                checkpoints, prune_parameters(summary.thread_id, 1)
-            ).rowcount
-    with _connect(path) as connection:
-        connection.execute("VACUUM")
+        with guard(summary.thread_id):
+            removed_checkpoints += _keep_latest_checkpoint(location, summary.thread_id)
+    if isinstance(location, Path):
+        with _connect(location) as connection:
+            connection.execute("VACUUM")
     return {"threads_removed": removed_threads, "checkpoints_removed": removed_checkpoints}
 
 

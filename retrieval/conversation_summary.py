@@ -28,7 +28,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from config.settings import Settings
 from models.structured import with_max_tokens
-from persistence.checkpointer import sqlite_checkpointer
+from persistence.checkpointer import PruningSqliteSaver, checkpointer_for
+from persistence.database import postgres_url
 from persistence.threads import check_thread_access, thread_owner
 from persistence.vector_store import validate_collection_name
 from prompts.summary import SUMMARY_PROMPT, SUMMARY_SYSTEM
@@ -262,14 +263,16 @@ def index_conversation(
 
 
 def thread_values(settings: Settings, thread_id: str) -> dict[str, Any]:
-    """The latest stored state of a thread (its channel values), read from the SQLite checkpointer."""
-    if not settings.checkpoint_path.exists():
+    """The latest stored state of a thread (its channel values), read from the settings' checkpointer
+    (the SQLite file, or PostgreSQL when RAG_DATABASE_URL names it)."""
+    if postgres_url(settings) is None and not settings.checkpoint_path.exists():
         raise ThreadNotFoundError(f"unknown thread {thread_id!r} (no conversation stored yet)")
-    saver = sqlite_checkpointer(settings)
+    saver = checkpointer_for(settings)
     try:
         stored = saver.get_tuple({"configurable": {"thread_id": thread_id}})
     finally:
-        saver.conn.close()
+        if isinstance(saver, PruningSqliteSaver):  # Postgres savers share the process's pool
+            saver.conn.close()
     if stored is None:
         raise ThreadNotFoundError(f"unknown thread {thread_id!r}")
     return dict(stored.checkpoint.get("channel_values") or {})
