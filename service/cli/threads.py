@@ -28,12 +28,13 @@ def _threads_tenant(tenant: str | None) -> str:
 @threads_app.command("list")
 def threads_list(tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None) -> None:
     """The tenant's conversations, most recent first."""
+    from persistence.checkpointer import checkpoint_location
     from persistence.threads import list_threads
 
     settings = settings_or_exit()
     owner = _threads_tenant(tenant)
     with user_errors():
-        threads = list_threads(settings.checkpoint_path, owner)
+        threads = list_threads(checkpoint_location(settings), owner)
     for summary in threads:
         console.print(f"{summary.thread_id}  {summary.checkpoints} checkpoints", highlight=False)
     if not threads:
@@ -64,16 +65,17 @@ def threads_delete(
     tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
 ) -> None:
     """Delete one of the tenant's conversations (after a turn running on it has finished)."""
+    from persistence.checkpointer import checkpoint_location
     from persistence.thread_lock import remove_lock_file, thread_lock
-    from persistence.threads import delete_thread
+    from persistence.threads import delete_thread, require_checkpoints
 
     settings = settings_or_exit()
     owner = _threads_tenant(tenant)
     with user_errors():
-        if not settings.checkpoint_path.exists():
-            raise FileNotFoundError(f"no checkpoint file at {settings.checkpoint_path} (no conversation yet)")
+        location = checkpoint_location(settings)
+        require_checkpoints(location)
         with thread_lock(settings, thread_id):
-            deleted = delete_thread(settings.checkpoint_path, thread_id, owner)
+            deleted = delete_thread(location, thread_id, owner)
             if deleted:
                 remove_lock_file(settings, thread_id)
     if not deleted:
@@ -90,6 +92,7 @@ def threads_prune(
     other tenants' threads are not touched."""
     from functools import partial
 
+    from persistence.checkpointer import checkpoint_location
     from persistence.thread_lock import thread_lock
     from persistence.threads import prune_threads
 
@@ -98,7 +101,7 @@ def threads_prune(
     with user_errors():
         try:
             guard = partial(thread_lock, settings)  # a turn running on a thread finishes first
-            removed = prune_threads(settings.checkpoint_path, keep, owner, guard=guard)
+            removed = prune_threads(checkpoint_location(settings), keep, owner, guard=guard)
         except ValueError as error:
             fail(str(error))
     console.print(
