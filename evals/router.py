@@ -1,9 +1,16 @@
 """`rag eval router`: how often analyze + select_strategy tell single-hop from multi-hop questions.
 
 The labelled set comes from datasets whose questions are single- or multi-hop by construction: every HotpotQA
-question needs two paragraphs (multi-hop: bridge or comparison), while SciFact claims and CMRC 2018 questions
-are answered from one passage (single-hop). Extra files can be added: HotpotQA-format files are multi-hop,
-BEIR queries files (or folders) and SQuAD-format files single-hop.
+question needs two paragraphs (multi-hop: bridge or comparison), while SciFact claims, CMRC 2018 questions and
+SQuAD questions are answered from one passage (single-hop). SQuAD is there because its questions are often
+long and name two entities, the English single-hop shape a rule-based router most easily mistakes for
+multi-hop. Extra files can be added: HotpotQA-format files are multi-hop, BEIR queries files (or folders)
+and SQuAD-format files single-hop.
+
+Held-out measurement: every labelled question falls, by a hash of its source and id, into a development half
+(the rules in query/ may be tuned on it; its misclassified questions are listed) or a test half (never read
+while writing rules: the report gives its figures, never its questions). The headline `accuracy` is the
+test half's; `dev` holds the same figures for the development half, shown separately as tuning data.
 
 Which prediction is scored: the analysis's query type, MULTI_HOP and COMPARISON meaning multi-hop and every
 other type single-hop. The type is what the classifier decides; the strategy adds the run's configuration
@@ -11,14 +18,16 @@ other type single-hop. The type is what the classifier decides; the strategy add
 beside, as a distribution and as `strategy_accuracy` (ITERATIVE / HYBRID / QUERY_DECOMPOSITION = multi).
 
 Both analyzers are measured side by side: the heuristic on every question (microseconds each), the model's
-analysis (the analyze node's LLM path, structured output) on a stratified subset because it costs a model
-call per question. `accuracy` is the analyzer the engine uses by default under these settings (`auto`: the
-heuristic for the weak embedded model, the model for a strong endpoint).
+analysis (the analyze node's LLM path, structured output) on a stratified subset of the test half because it
+costs a model call per question. `accuracy` is the analyzer the engine uses by default under these settings
+(`auto`: the heuristic for the weak embedded model, the model for a strong endpoint).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -45,6 +54,7 @@ from state.context import Context
 from state.schemas import QueryAnalysis
 
 Label = Literal["single", "multi"]
+Split = Literal["dev", "test"]
 LABELS: tuple[Label, Label] = ("single", "multi")
 #: Query types that mean "needs more than one retrieval" (the scored mapping; see the module doc).
 MULTI_HOP_TYPES = frozenset({"MULTI_HOP", "COMPARISON"})
@@ -60,9 +70,18 @@ SCIFACT_DIR = "beir-scifact"
 CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
 #: CMRC questions in the labelled set (the first ones: deterministic, and as many as SciFact's test claims).
 CMRC_QUESTIONS = 300
+#: English single-hop questions (SQuAD 2.0 dev sample; provenance in data/squad/README.md), in the repository.
+SQUAD_FILE = Path(__file__).resolve().parents[1] / "data" / "squad" / "squad2_dev_sample600.json.gz"
+#: Share of the labelled questions in the test half (by hash, so a question never changes half).
+TEST_SHARE = 0.5
 DEFAULT_LLM_LIMIT = 100
-#: Misclassified questions listed per analyzer in the report (for reading, not for the numbers).
+#: Misclassified questions listed per analyzer in the dev half's report (for reading, not for the numbers).
 MISCLASSIFIED_SHOWN = 8
+#: The reported slice of long questions naming two entities: at least this many words...
+SLICE_MIN_WORDS = 14
+#: ... and at least this many capitalised names after the first word (counted here, not by the router).
+SLICE_MIN_NAMES = 2
+_SLICE_WORD = re.compile(r"[A-Za-z0-9][\w'’.\-]*")
 DIGITS = 4
 
 LLMAnalyzer = Callable[[str, QueryAnalysis], QueryAnalysis]
@@ -76,6 +95,17 @@ class LabelledQuestion:
     text: str
     label: Label
     source: str
+
+    @property
+    def split(self) -> Split:
+        """dev or test, from a hash of source and id: stable across runs, machines and added questions."""
+        digest = hashlib.sha256(f"{self.source}:{self.qid}".encode()).digest()
+        return "test" if int.from_bytes(digest[:8], "big") / 2**64 < TEST_SHARE else "dev"
+
+
+def split_questions(questions: Sequence[LabelledQuestion], split: Split) -> list[LabelledQuestion]:
+    """The questions of one half, order kept."""
+    return [question for question in questions if question.split == split]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -99,8 +129,11 @@ def squad_questions(path: Path, source: str, limit: int | None = None) -> list[L
     return [LabelledQuestion(e.qid, e.question, "single", source) for e in examples]
 
 
-def default_labelled_set(data_dir: Path = SHARED_DATA_DIR) -> list[LabelledQuestion]:
-    """HotpotQA (multi-hop) + SciFact test claims + the first CMRC_QUESTIONS CMRC questions (single-hop)."""
+def default_labelled_set(
+    data_dir: Path = SHARED_DATA_DIR, squad_file: Path | None = SQUAD_FILE
+) -> list[LabelledQuestion]:
+    """HotpotQA (multi-hop) + SciFact test claims + the first CMRC_QUESTIONS CMRC questions + the SQuAD sample
+    (single-hop); `squad_file=None` leaves SQuAD out."""
     data_dir = Path(data_dir)
     hotpot_files = sorted((data_dir / HOTPOTQA_DIR).glob(HOTPOTQA_PATTERN))
     if not hotpot_files:
@@ -109,6 +142,8 @@ def default_labelled_set(data_dir: Path = SHARED_DATA_DIR) -> list[LabelledQuest
     questions += beir_questions(data_dir / SCIFACT_DIR, "scifact")
     cmrc = load_cmrc(data_dir / CMRC_FILE)[:CMRC_QUESTIONS]
     questions += [LabelledQuestion(e.qid, e.question, "single", "cmrc2018") for e in cmrc]
+    if squad_file is not None:
+        questions += squad_questions(Path(squad_file), "squad")
     return questions
 
 
@@ -212,8 +247,24 @@ def predict(question: LabelledQuestion, analysis: QueryAnalysis, context: Contex
     return Prediction(question, analysis, choose_strategy(analysis, context))
 
 
-def summarize(predictions: Sequence[Prediction]) -> dict[str, Any]:
-    """Accuracy, confusion, per-source accuracy, strategy and type distributions of one analyzer."""
+def long_with_two_names(text: str) -> bool:
+    """Whether a question is long and names two entities (runs of capitalised words after its first word).
+
+    Counted independently of query/ so that the slice does not move when the router's name finder does."""
+    words = _SLICE_WORD.findall(text)
+    runs = 0
+    previous_capitalised = False
+    for word in words[1:]:
+        capitalised = word[0].isupper()
+        runs += capitalised and not previous_capitalised
+        previous_capitalised = capitalised
+    return len(words) >= SLICE_MIN_WORDS and runs >= SLICE_MIN_NAMES
+
+
+def summarize(predictions: Sequence[Prediction], list_misclassified: bool = True) -> dict[str, Any]:
+    """Accuracy, confusion, per-source accuracy, strategy and type distributions of one analyzer.
+
+    `list_misclassified=False` for the test half: its questions must not be read while writing rules."""
     truth = [p.question.label for p in predictions]
     guessed = [p.predicted for p in predictions]
     per_source: dict[str, dict[str, Any]] = {}
@@ -227,6 +278,10 @@ def summarize(predictions: Sequence[Prediction]) -> dict[str, Any]:
         strategies.setdefault(source, Counter())[prediction.strategy] += 1
         types[prediction.question.label][prediction.analysis.query_type] += 1
     wrong = [p for p in predictions if p.predicted != p.question.label][:MISCLASSIFIED_SHOWN]
+    sliced: dict[str, list[Prediction]] = {}
+    for prediction in predictions:
+        if long_with_two_names(prediction.question.text):
+            sliced.setdefault(prediction.question.source, []).append(prediction)
     return {
         "n": len(predictions),
         "accuracy": accuracy(truth, guessed),
@@ -240,6 +295,13 @@ def summarize(predictions: Sequence[Prediction]) -> dict[str, Any]:
             }
             for source, entry in per_source.items()
         },
+        "long_two_names": {
+            source: {
+                "n": len(members),
+                "accuracy": accuracy([p.question.label for p in members], [p.predicted for p in members]),
+            }
+            for source, members in sliced.items()
+        },
         "strategies": {source: dict(counts.most_common()) for source, counts in strategies.items()},
         "query_types": {label: dict(counts.most_common()) for label, counts in types.items()},
         "misclassified": [
@@ -250,7 +312,7 @@ def summarize(predictions: Sequence[Prediction]) -> dict[str, Any]:
                 "query_type": p.analysis.query_type,
                 "text": p.question.text,
             }
-            for p in wrong
+            for p in (wrong if list_misclassified else [])
         ],
     }
 
@@ -267,6 +329,7 @@ def evaluate_router(
     llm_limit: int = DEFAULT_LLM_LIMIT,
     default_analyzer: Literal["heuristic", "llm"] = "heuristic",
     progress: ProgressFactory = no_progress,
+    list_misclassified: bool = True,
 ) -> dict[str, Any]:
     """Score the heuristic on every question and `llm_analyze` on a stratified subset of `llm_limit`.
 
@@ -280,7 +343,7 @@ def evaluate_router(
     for question in questions:
         heuristic.append(predict(question, heuristic_analysis(question.text), context))
         advance(1)
-    heuristic_summary = summarize(heuristic)
+    heuristic_summary = summarize(heuristic, list_misclassified)
     by_id = {(p.question.source, p.question.qid): p for p in heuristic}
     subset = stratified_subset(questions, llm_limit) if llm_analyze is not None else []
     llm: list[Prediction] = []
@@ -293,7 +356,7 @@ def evaluate_router(
             llm.append(predict(question, llm_analyze(question.text, default), context))
             seconds.append(time.perf_counter() - started)
             advance(1)
-    llm_summary = summarize(llm) if llm else None
+    llm_summary = summarize(llm, list_misclassified) if llm else None
     subset_heuristic = [by_id[(q.source, q.qid)] for q in subset]
     labels = Counter(question.label for question in questions)
     default_summary = llm_summary if default_analyzer == "llm" and llm_summary else heuristic_summary
@@ -321,6 +384,43 @@ def evaluate_router(
     }
 
 
+def evaluate_halves(
+    questions: Sequence[LabelledQuestion],
+    *,
+    context: Context,
+    llm_analyze: LLMAnalyzer | None = None,
+    llm_limit: int = DEFAULT_LLM_LIMIT,
+    default_analyzer: Literal["heuristic", "llm"] = "heuristic",
+    progress: ProgressFactory = no_progress,
+) -> dict[str, Any]:
+    """The test half's report (figures only, the model on a subset of it) with the dev half's under "dev"
+    (heuristic only, misclassified questions listed: the material for tuning rules)."""
+    test, dev = split_questions(questions, "test"), split_questions(questions, "dev")
+    if not test or not dev:
+        raise ValueError(f"need questions in both halves (dev {len(dev)}, test {len(test)})")
+    report = evaluate_router(
+        test,
+        context=context,
+        llm_analyze=llm_analyze,
+        llm_limit=llm_limit,
+        default_analyzer=default_analyzer,
+        progress=progress,
+        list_misclassified=False,
+    )
+    dev_report = evaluate_router(dev, context=context, llm_analyze=None, progress=progress)
+    return {
+        **report,
+        "split": {
+            "rule": f"sha256(source:qid) below {TEST_SHARE} of the range -> test, else dev",
+            "test_n": len(test),
+            "dev_n": len(dev),
+        },
+        "dev": {
+            key: dev_report[key] for key in ("n", "labels", "heuristic_accuracy", "confusion", "heuristic")
+        },
+    }
+
+
 def run_router_eval(
     settings: Settings,
     *,
@@ -343,7 +443,7 @@ def run_router_eval(
 
     with use_resources(Resources(settings)):
         default_analyzer: Literal["heuristic", "llm"] = "llm" if use_llm_analyzer(context) else "heuristic"
-        report = evaluate_router(
+        report = evaluate_halves(
             questions,
             context=context,
             llm_analyze=analyze_with_model if llm_limit else None,

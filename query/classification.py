@@ -23,6 +23,7 @@ from query.signals import (
     LONG_QUESTION_WORDS,
     MULTI_HOP_MIN_SCORE,
     VERY_LONG_QUESTION_WORDS,
+    WEAK_ONLY_MIN_SCORE,
     Signals,
     question_signals,
 )
@@ -63,10 +64,17 @@ def needs_no_retrieval(question: str) -> bool:
     )
 
 
+def bridge(signals: Signals) -> bool:
+    """A bridge question: enough cue score, and a strong cue (a second entity described) or many weak."""
+    if signals.claim or signals.bridge_score < MULTI_HOP_MIN_SCORE:
+        return False
+    return signals.strong_cues > 0 or signals.bridge_score >= WEAK_ONLY_MIN_SCORE
+
+
 def _query_type(question: str, signals: Signals) -> QueryType:
     if signals.comparison:
         return "COMPARISON"
-    if signals.bridge_score >= MULTI_HOP_MIN_SCORE and not signals.claim:
+    if bridge(signals):
         return "MULTI_HOP"
     if OPEN_CUES.search(question):
         return "OPEN_ENDED"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from core.keyword import ENGLISH_STOP_WORDS
 from query.lexicons import (
     AUXILIARIES,
     CJK_BRIDGE,
@@ -48,7 +49,6 @@ from query.text import (
     quoted_titles,
     words_of,
 )
-from retrieval.keyword import ENGLISH_STOP_WORDS
 
 # --- limits -------------------------------------------------------------------------------------------------
 
@@ -56,6 +56,9 @@ from retrieval.keyword import ENGLISH_STOP_WORDS
 #: participle phrase, a relational noun) or two weak ones (two names, a quoted title, a long question...).
 MULTI_HOP_MIN_SCORE = 2
 STRONG_CUE = 2
+#: Score from which weak cues alone (names, length, an in-situ question word...) make a question multi-hop:
+#: long single-hop questions (SQuAD's) collect two or three of them without describing a second entity.
+WEAK_ONLY_MIN_SCORE = 3
 WEAK_CUE = 1
 #: Word counts from which a question gets a length cue / extra complexity.
 LONG_QUESTION_WORDS = 14
@@ -70,6 +73,7 @@ class Signals:
     claim: bool = False
     comparison: bool = False
     bridge_score: int = 0
+    strong_cues: int = 0
     cues: list[str] = field(default_factory=list)
 
 
@@ -190,20 +194,48 @@ def _english_comparison(question: str, lowered: list[str]) -> str | None:
     return None
 
 
-def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tuple[int, list[str]]:
-    """Score of the cues that a second entity is described inside the question."""
-    score = 0
+def names_in(text: str) -> bool:
+    """Whether a piece of a question names something (a capitalised name, a quoted title or a number)."""
+    return bool(capitalised_phrases(text) or quoted_titles(text) or re.search(r"\d", text))
+
+
+def _clause_text(question: str, start: int) -> str:
+    """The words of a clause from `start` to the next comma (or the end of the question)."""
+    return question[start:].split(",", 1)[0]
+
+
+#: "After X died, who ...": a leading adverbial clause, then the question proper after a comma.
+_QUESTION_AFTER_COMMA = re.compile(r",\s*(what|which|who|whom|whose|when|where|how)\b", re.IGNORECASE)
+
+
+def question_start(question: str, lowered: list[str]) -> int:
+    """Offset of the question proper: after a leading adverbial clause ("If ..., what ...", "During ...,
+    who ..."), else 0. Its question word is then no relative pronoun and no embedded question."""
+    if lowered[:1] and lowered[0] in WH_WORDS | AUXILIARIES:
+        return 0
+    match = _QUESTION_AFTER_COMMA.search(question)
+    return match.start(1) if match else 0
+
+
+def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tuple[int, int, list[str]]:
+    """Score of the cues that a second entity is described inside the question, and how many were strong."""
+    score = strong = 0
     cues: list[str] = []
     first = lowered[0] if lowered else ""
-    clauses = relative_clauses(question)
+    start = question_start(question, lowered)
+    clauses = [clause for clause in relative_clauses(question) if not start or clause.clause_start != start]
     if clauses:
         clause = clauses[0]
         if defining(lowered, clause.head_index) and not clause.comma:
             cues.append("relative clause defining the answer")
             score += WEAK_CUE
-        else:
+        elif names_in(_clause_text(question, clause.clause_start)):
             cues.append(f"relative clause ({clause.head} {clause.pronoun})")
             score += STRONG_CUE
+            strong += 1
+        else:
+            cues.append(f"relative clause without a name ({clause.head} {clause.pronoun})")
+            score += WEAK_CUE
     # "When was X built in ...", "Was X directed by ...": the first participle is the main (passive) verb.
     passive_opening = first in AUXILIARIES or (
         len(lowered) > 1 and first in WH_WORDS - DEFINING_OPENERS and lowered[1] in COPULAS
@@ -217,26 +249,38 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
         if not _participle(participle):
             continue
         index = len(words_of(question[: match.start()]))
-        main_verb = passive_opening and number == 0 or defining(lowered, index)
+        # "Which group benefited from ...": right after the question word's noun it is the main verb.
+        after_wh_noun = index == 1 and first in WH_WORDS
+        main_verb = passive_opening and number == 0 or defining(lowered, index) or after_wh_noun
         if before in PASSIVE_HELPERS or main_verb:
             if preposition == "by":
                 cues.append(f"passive ({participle} by)")
                 score += WEAK_CUE
         elif before not in ENGLISH_STOP_WORDS and before not in WH_WORDS:
-            cues.append(f"participle phrase ({before} {participle})")
-            score += STRONG_CUE
+            named = names_in(_clause_text(question, match.start(3)))
+            cues.append(f"participle phrase ({before} {participle})" + ("" if named else " without a name"))
+            score += STRONG_CUE if named else WEAK_CUE
+            strong += named
         break
     for index, word in enumerate(lowered[:-1]):
-        if relational(word) and lowered[index + 1] == "of" and not defining(lowered, index - 1):
+        pointing = lowered[index + 2 : index + 3] in (["this"], ["these"], ["that"], ["those"])
+        if (
+            relational(word)
+            and lowered[index + 1] == "of"
+            and not defining(lowered, index - 1)
+            and not pointing
+        ):
             cues.append(f"relational noun ({word} of)")
             score += STRONG_CUE
+            strong += 1
             break
     possessive = POSSESSIVE.search(question)
     if possessive:
         index = len(words_of(question[: possessive.start()]))
-        strong = relational(possessive.group(2)) and not defining(lowered, index)
-        cues.append("possessive relation" if strong else "possessive")
-        score += STRONG_CUE if strong else WEAK_CUE
+        relation = relational(possessive.group(2)) and not defining(lowered, index)
+        cues.append("possessive relation" if relation else "possessive")
+        score += STRONG_CUE if relation else WEAK_CUE
+        strong += relation
     if SUPERLATIVE_DESCRIPTION.search(question):
         cues.append("superlative description")
         score += WEAK_CUE
@@ -253,7 +297,7 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
         score += WEAK_CUE
     if len(words) >= VERY_LONG_QUESTION_WORDS:
         score += WEAK_CUE
-    if first not in WH_WORDS | AUXILIARIES | IMPERATIVES | PREPOSITIONS:
+    if first not in WH_WORDS | AUXILIARIES | IMPERATIVES | PREPOSITIONS and not start:
         if re.search(r"\b(what|which|who|whom|whose|when|where|how)\b", question, re.IGNORECASE):
             cues.append("statement with an embedded question")
             score += WEAK_CUE
@@ -263,7 +307,7 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
     if lowered.count("of") >= 2:
         cues.append("nested of-phrases")
         score += WEAK_CUE
-    return score, cues
+    return score, strong, cues
 
 
 def english_signals(question: str) -> Signals:
@@ -279,7 +323,7 @@ def english_signals(question: str) -> Signals:
     if comparison:
         signals.comparison = True
         signals.cues.append(comparison)
-    signals.bridge_score, cues = _english_bridge(question, words, lowered)
+    signals.bridge_score, signals.strong_cues, cues = _english_bridge(question, words, lowered)
     signals.cues.extend(cues)
     return signals
 
@@ -294,9 +338,11 @@ def chinese_signals(question: str) -> Signals:
         signals.cues.append(f"比较 ({comparison.group(0)})")
     if CJK_BRIDGE.search(question):
         signals.bridge_score += MULTI_HOP_MIN_SCORE
+        signals.strong_cues += 1
         signals.cues.append("定语从句描述另一实体")
     if CJK_RELATIONAL.search(question):
         signals.bridge_score += MULTI_HOP_MIN_SCORE
+        signals.strong_cues += 1
         signals.cues.append("关系名词链")
     return signals
 

@@ -1,6 +1,8 @@
-"""The router benchmark: labelling of datasets, the single/multi mapping, confusion and accuracy math, the
-stratified LLM subset (with a scripted analyzer instead of a model), the CLI, and the heuristic's accuracy
-on the real shared data when it is there."""
+"""The router benchmark: labelling of datasets, the dev/test split, the single/multi mapping, confusion and
+accuracy math, the stratified LLM subset (with a scripted analyzer instead of a model), the CLI, and the
+heuristic's accuracy on the real shared data when it is there.
+
+Every question in this file is invented (never one of the evaluation sets')."""
 
 from __future__ import annotations
 
@@ -11,16 +13,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from evals.datasets import load_squad
 from evals.router import (
     CMRC_FILE,
     SHARED_DATA_DIR,
+    SQUAD_FILE,
     LabelledQuestion,
     accuracy,
     confusion_matrix,
     default_labelled_set,
+    evaluate_halves,
     evaluate_router,
     extra_questions,
     label_of,
+    long_with_two_names,
+    split_questions,
     strategy_label,
     stratified_subset,
 )
@@ -31,11 +38,15 @@ from state.schemas import QUERY_TYPES, QueryAnalysis
 #: The issue's target for single- vs multi-hop accuracy with the embedded model.
 TARGET_ACCURACY = 0.85
 
-SINGLE_QUESTIONS = ("What is the capital of France?", "Vitamin D deficiency increases the risk of fractures.")
-MULTI_QUESTIONS = (
-    "Which magazine was started first, Arthur's Magazine or First for Women?",
-    "The director of the romantic comedy Big Stone Gap is based in what New York city?",
+SINGLE_QUESTIONS = (
+    "What is the boiling point of the Varnholt solvent?",
+    "Daily stretching lowers tendon injuries in amateur rowers.",
 )
+MULTI_QUESTIONS = (
+    "Which bakery opened first, Halvorsen Breads or Pell Street Ovens?",
+    "The founder of the Marrowby Glassworks was born in which Danish town?",
+)
+CMRC_QUESTIONS = ("青石桥是哪一年建成的？", "《山风集》的作者是谁？")
 
 
 def _hotpot_lines(questions: tuple[str, ...]) -> str:
@@ -81,7 +92,7 @@ def data_dir(tmp_path: Path) -> Path:
     cmrc = root / CMRC_FILE
     cmrc.parent.mkdir(parents=True)
     with gzip.open(cmrc, "wt", encoding="utf-8") as handle:
-        handle.write(_squad(("锣鼓经是什么？", "《战国无双3》是什么时候发售的？")))
+        handle.write(_squad(CMRC_QUESTIONS))
     return root
 
 
@@ -126,8 +137,14 @@ def test_stratified_subset_takes_an_equal_share_of_each_source() -> None:
     assert stratified_subset(questions, 0) == []
 
 
-def test_labelled_set_from_the_data_folder(data_dir: Path) -> None:
-    questions = default_labelled_set(data_dir)
+def test_labelled_set_from_the_data_folder(data_dir: Path, tmp_path: Path) -> None:
+    squad = tmp_path / "squad.json"
+    squad.write_text(_squad(SINGLE_QUESTIONS), encoding="utf-8")
+    assert [(q.source, q.label) for q in default_labelled_set(data_dir, squad)][-2:] == [
+        ("squad", "single"),
+        ("squad", "single"),
+    ]
+    questions = default_labelled_set(data_dir, squad_file=None)
     assert [(q.source, q.label) for q in questions] == [
         ("hotpotqa", "multi"),
         ("hotpotqa", "multi"),
@@ -211,17 +228,73 @@ def test_cli_router_heuristic_only(data_dir: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
-    assert {"n", "accuracy", "heuristic_accuracy", "confusion", "default_analyzer"} <= set(report)
-    assert report["n"] == 6 and report["default_analyzer"] == "heuristic"
+    assert {"n", "accuracy", "heuristic_accuracy", "confusion", "default_analyzer", "dev"} <= set(report)
+    # 6 questions of the miniature folder + the committed SQuAD sample, split in two halves
+    squad_n = len(load_squad(SQUAD_FILE))
+    assert report["split"]["test_n"] + report["split"]["dev_n"] == 6 + squad_n
+    assert report["n"] == report["split"]["test_n"] and report["dev"]["n"] == report["split"]["dev_n"]
+    assert report["default_analyzer"] == "heuristic" and report["accuracy"] == report["heuristic_accuracy"]
+    assert report["heuristic"]["misclassified"] == []  # the test half's questions are never listed
+    assert "test half" in result.output and "test accuracy" in result.output
     bad = CliRunner().invoke(
         app, ["eval", "router", "--data-dir", str(tmp_path / "none"), "--llm-limit", "0"]
     )
     assert bad.exit_code == 2 and "HotpotQA" in bad.output
 
 
+def test_split_is_stable_disjoint_and_about_half() -> None:
+    questions = [*_labelled("a", "multi", 400), *_labelled("b", "single", 400)]
+    dev, test = split_questions(questions, "dev"), split_questions(questions, "test")
+    assert {q.qid for q in dev}.isdisjoint({q.qid for q in test}) and len(dev) + len(test) == 800
+    for source in "ab":
+        in_test = sum(q.source == source for q in test)
+        assert 160 <= in_test <= 240, in_test  # 400 fair coin flips: 200 +- 4 standard deviations
+    # a question's half depends on its source and id only, not on the other questions of the run
+    alone = [split_questions([q], "test") == [q] for q in questions[:50]]
+    assert alone == [q in test for q in questions[:50]]
+    renamed = LabelledQuestion(questions[0].qid, "another text", "single", questions[0].source)
+    assert renamed.split == questions[0].split
+
+
+def test_halves_report_test_figures_and_list_dev_mistakes_only() -> None:
+    # the heuristic calls every plain English question single-hop: labelling them multi makes mistakes
+    questions = [
+        LabelledQuestion(f"q{i}", f"What colour is the Tarrow lamp number {i}?", "multi", "invented")
+        for i in range(40)
+    ]
+    report = evaluate_halves(questions, context=Context(), llm_analyze=None)
+    test_ids = {q.qid for q in split_questions(questions, "test")}
+    assert report["n"] == len(test_ids) and report["dev"]["n"] == 40 - len(test_ids)
+    assert report["heuristic_accuracy"] == 0.0 and report["dev"]["heuristic_accuracy"] == 0.0
+    assert report["heuristic"]["misclassified"] == []
+    listed = {entry["qid"] for entry in report["dev"]["heuristic"]["misclassified"]}
+    assert listed and listed.isdisjoint(test_ids)
+    with pytest.raises(ValueError):
+        evaluate_halves(questions[:1], context=Context())
+
+
+def test_long_questions_with_two_names_slice() -> None:
+    assert long_with_two_names(
+        "In which year did the Orvell Society move its archive from Kesterby to the old customs house?"
+    )
+    assert not long_with_two_names("Where did the Orvell Society move its archive from Kesterby?")  # short
+    assert not long_with_two_names(
+        "In which year did the society move its archive from the harbour town to the old customs house?"
+    )
+
+
+def test_the_committed_squad_sample_is_single_hop_english() -> None:
+    examples = load_squad(SQUAD_FILE)
+    assert len(examples) == 600 and len({e.qid for e in examples}) == 600
+    assert all(e.answers and e.question.strip() for e in examples)
+    assert (SQUAD_FILE.parent / "README.md").is_file()
+
+
 @pytest.mark.skipif(not (SHARED_DATA_DIR / "hotpotqa").is_dir(), reason="shared data not present")
-def test_heuristic_reaches_the_target_on_the_shared_data() -> None:
-    """HotpotQA (500) + SciFact test (300) + CMRC (300): the issue's >= 85% target, heuristic only (~1 s)."""
-    report = evaluate_router(default_labelled_set(), context=Context(), llm_analyze=None)
-    assert report["n"] == 1100
+def test_heuristic_reaches_the_floor_on_the_shared_data() -> None:
+    """HotpotQA (500) + SciFact test (300) + CMRC (300) + SQuAD (600), test half: heuristic only (~2 s).
+
+    The floor is the earlier issue's 85%; issue 8's 90% (each source 85%) is reported, not asserted."""
+    report = evaluate_halves(default_labelled_set(), context=Context(), llm_analyze=None)
+    assert report["split"]["test_n"] + report["split"]["dev_n"] == 1700
     assert report["heuristic_accuracy"] >= TARGET_ACCURACY

@@ -198,6 +198,7 @@ def eval_router(
 ) -> None:
     """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side."""
     from evals.router import DEFAULT_LLM_LIMIT, SHARED_DATA_DIR, run_router_eval
+    from service.cli.router_report import print_router_report
 
     if llm_limit is not None and llm_limit < 0:
         fail("--llm-limit must be at least 0")
@@ -211,31 +212,7 @@ def eval_router(
             progress=bars,
         )
     write_json_report(json_out, report)
-    table = Table(title=f"router: {report['n']} labelled questions ({', '.join(report['sources'])})")
-    for column in ("analyzer", "n", "accuracy", "single->multi", "multi->single"):
-        table.add_column(column)
-    rows = [("heuristic", report["n"], report["heuristic_accuracy"], report["confusion"]["heuristic"])]
-    if report["llm_n"]:
-        rows.append(("llm", report["llm_n"], report["llm_accuracy"], report["confusion"]["llm"]))
-    for name, count, accuracy, matrix in rows:
-        table.add_row(
-            name,
-            str(count),
-            f"{accuracy:.3f}",
-            str(matrix["single"]["multi"]),
-            str(matrix["multi"]["single"]),
-        )
-    console.print(table)
-    console.print(
-        f"default analyzer {report['default_analyzer']}: accuracy {report['accuracy']:.3f}"
-        + (
-            f"; heuristic on the LLM subset {report['heuristic_accuracy_on_llm_subset']:.3f}, LLM fallbacks "
-            f"{report['llm_fallback_rate']:.2f}, {report['llm_seconds_per_question']} s/question"
-            if report["llm_n"]
-            else ""
-        ),
-        highlight=False,
-    )
+    print_router_report(report)
 
 
 @eval_app.command("report")
