@@ -35,8 +35,8 @@ from evals.datasets import Passage, QAExample, load_hotpotqa, pool_passages
 
 if TYPE_CHECKING:
     from evals.eval_index import ProgressFactory
+    from graphs.runner import Session
     from nodes.resources import Resources
-    from service.runner import Session
     from state.context import Context
 
 # The graph, the stores and the models are imported where they are used: `rag` imports this module for the
@@ -218,8 +218,8 @@ def run_answerability_eval(
     from evals.environment import machine_description, model_description
     from evals.eval_index import eval_root, index_settings, ingest_corpus, no_progress, write_corpus_once
     from evals.qa import corpus_key
+    from graphs.runner import Session
     from nodes.resources import Resources, use_resources
-    from service.runner import Session
     from state.context import Context
 
     progress = progress or no_progress

@@ -391,7 +391,7 @@ THREADED_TURNS_SNIPPET = """
 import json
 from concurrent.futures import ThreadPoolExecutor
 from config.settings import get_settings
-from service.runner import Session
+from graphs.runner import Session
 from state.context import Context
 session = Session(get_settings())
 words = WORDS

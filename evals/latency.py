@@ -18,10 +18,10 @@ from typing import Any
 from config.settings import Settings
 from evals.metrics import percentile
 from evals.retrieval import machine_description
+from graphs.runner import Session, new_thread_id
 from nodes.resources import Resources, use_resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
-from service.runner import Session, new_thread_id
 from state.context import Context
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

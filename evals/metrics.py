@@ -24,22 +24,13 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+from core.text import CJK_CHAR, CJK_RANGES
+
 #: Qrels grade from which a document counts as relevant (pytrec_eval's default relevance_level).
 RELEVANCE_THRESHOLD = 1
 
-#: Characters treated as CJK: unified ideographs (basic, extensions A-F, compatibility) and Japanese kana.
-#: Hangul is left out on purpose: Korean writes spaces between words, so word tokens suit it better.
-_CJK_RANGES = (
-    "\u3040-\u309f"  # Hiragana
-    "\u30a0-\u30ff"  # Katakana
-    "\u3400-\u4dbf"  # CJK Unified Ideographs Extension A
-    "\u4e00-\u9fff"  # CJK Unified Ideographs
-    "\uf900-\ufaff"  # CJK Compatibility Ideographs
-    "\U00020000-\U0002ebef"  # CJK Unified Ideographs Extensions B-F
-)
-_CJK_CHAR = re.compile(f"[{_CJK_RANGES}]")
 #: A space next to a CJK character carries no meaning ("北京 大学" is "北京大学").
-_SPACE_NEXT_TO_CJK = re.compile(f"(?<=[{_CJK_RANGES}]) +| +(?=[{_CJK_RANGES}])")
+_SPACE_NEXT_TO_CJK = re.compile(f"(?<=[{CJK_RANGES}]) +| +(?=[{CJK_RANGES}])")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCTUATION = frozenset(string.punctuation)
 #: Unicode general categories removed by normalisation: every punctuation (P*) and symbol (S*) category.
@@ -153,11 +144,6 @@ def mean_of_defined(values: Iterable[float | None]) -> float | None:
 # Extractive QA
 
 
-def contains_cjk(text: str) -> bool:
-    """Whether `text` has at least one CJK ideograph or kana, i.e. needs character-level tokens."""
-    return _CJK_CHAR.search(text) is not None
-
-
 def _is_removed_char(char: str) -> bool:
     """Punctuation or symbol, ASCII or not (Chinese full-width marks included)."""
     return char in _ASCII_PUNCTUATION or unicodedata.category(char).startswith(_REMOVED_CATEGORY_PREFIXES)
@@ -185,7 +171,7 @@ def answer_tokens(text: str) -> list[str]:
     tokens: list[str] = []
     current: list[str] = []
     for char in normalize_answer(text):
-        if char.isspace() or _CJK_CHAR.match(char):
+        if char.isspace() or CJK_CHAR.match(char):
             if current:
                 tokens.append("".join(current))
                 current = []

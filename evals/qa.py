@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from config.settings import Settings
+from core.text import contains_cjk
 from evals.datasets import (
     LANGUAGE_CHINESE,
     LANGUAGE_ENGLISH,
@@ -46,11 +47,10 @@ from evals.eval_index import (
     no_progress,
     write_corpus_once,
 )
-from evals.metrics import contains_cjk
 from evals.qa_scoring import aggregate, error_record, question_record
 from evals.report import DEFAULT_RESULTS_DIR
+from graphs.runner import GraphName, Session
 from nodes.resources import Resources, use_resources
-from service.runner import GraphName, Session
 from state.context import Context
 
 logger = logging.getLogger(__name__)

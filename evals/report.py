@@ -132,8 +132,7 @@ def retrieval_section(results: Results, written: set[str]) -> list[str]:
     if not results.retrieval:
         return [
             *lines,
-            "No retrieval report yet: "
-            "`rag eval retrieval --dataset DIR --json results/retrieval_NAME.json`.",
+            "No retrieval report yet: `rag eval retrieval --dataset DIR --json results/retrieval_NAME.json`.",
             "",
         ]
     for _stem, report in results.retrieval:
@@ -170,8 +169,7 @@ def qa_section(results: Results, written: set[str]) -> list[str]:
     if not results.qa:
         return [
             *lines,
-            "No QA report yet: "
-            "`rag eval qa --dataset FILE --pipeline agentic --json results/qa_NAME.json`.",
+            "No QA report yet: `rag eval qa --dataset FILE --pipeline agentic --json results/qa_NAME.json`.",
             "",
         ]
     reports = sorted(
@@ -238,8 +236,7 @@ def graders_section(results: Results) -> list[str]:
     if not results.graders:
         return [
             *lines,
-            "No graders report yet: "
-            "`rag eval graders --dataset FILE --json results/graders_NAME.json`.",
+            "No graders report yet: `rag eval graders --dataset FILE --json results/graders_NAME.json`.",
             "",
         ]
     reports = sorted((report for _stem, report in results.graders), key=lambda r: str(r.get("dataset")))

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from config.settings import SearchMode, Settings
+from core.types import LoadedDocument, Section
 from evals import scale_corpus
 from evals.environment import machine_description
 from evals.eval_index import ProgressFactory, no_progress
@@ -40,7 +41,6 @@ from retrieval.embeddings import content_hash
 from retrieval.ingest import build_chunks
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
-from retrieval.types import LoadedDocument, Section
 
 DEFAULT_SIZES = (5_000, 50_000, 500_000)
 MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from core.text import split_sentences
 from evals.datasets import iter_beir_corpus, read_beir_queries
-from retrieval.answer_text import split_sentences
 
 #: Consecutive sentences taken from the primary passage (inclusive range).
 PRIMARY_SENTENCES = (2, 4)

@@ -20,7 +20,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage
 from langgraph.runtime import Runtime
 
-from evals.metrics import contains_cjk
+from core.text import contains_cjk
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed, with_temperature
 from nodes.resources import get_resources

@@ -13,13 +13,13 @@ from typing import Any
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from core.keyword import analyze
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
 from prompts.grading import RELEVANCE_GRADER_PROMPT, RELEVANCE_GRADER_SYSTEM
 from retrieval.answerability import missing_question_anchors
 from retrieval.injection import neutralize
-from retrieval.keyword import analyze
 from retrieval.tokens import truncate_to_tokens
 from state.context import Context, run_context
 from state.graph_state import RetrievalDecision, State

@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
-from evals.metrics import contains_cjk
+from core.text import contains_cjk
 from nodes.events import emit
 from nodes.instrumentation import timed
 from prompts.not_found import (

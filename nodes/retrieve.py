@@ -16,11 +16,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from core.types import SearchHit
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
 from persistence.vector_store import StoreUnavailableError
 from retrieval.search import Searcher
-from retrieval.types import SearchHit
 from state.context import Context, run_context
 from state.graph_state import RetrieveTask
 from state.schemas import RetrievedDoc

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from retrieval.keyword import analyze
+from core.keyword import analyze
 from state.schemas import SearchQuery
 
 #: Longest model-written search query kept, in characters (longer replies are paragraphs, not queries).

@@ -47,10 +47,10 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
 from config.settings import Settings
+from core.types import Chunk
 from persistence.errors import StoreDamagedError, StoreUnavailableError
 from persistence.keyword_index import KeywordHit, KeywordIndex
 from persistence.pg_keyword_index import PgKeywordBackend, pg_keyword_index
-from retrieval.types import Chunk
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_MAX_VARIABLES = 900

@@ -2,7 +2,7 @@
 
 Why FTS5: it is persistent and incremental (adding or removing one document touches only its rows, no
 rebuild), ranks with BM25 in C, and lives in the catalog's SQLite file, so it changes in the same
-transaction as the chunks it indexes. Text is analysed by `retrieval.keyword.analyze` (stemming, stop
+transaction as the chunks it indexes. Text is analysed by `core.keyword.analyze` (stemming, stop
 words, Chinese bigrams) before it reaches FTS5, which then only splits on spaces.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from retrieval.keyword import analyze
-from retrieval.types import Chunk
+from core.keyword import analyze
+from core.types import Chunk
 
 FTS_TABLE = "chunk_terms"
 #: BM25 weight of a chunk's document title relative to its body (settings.bm25_title_weight).

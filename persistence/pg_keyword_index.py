@@ -6,7 +6,7 @@ ranks exactly like the embedded FTS5 index (same analyzer, same formula, title w
 of one row per (term, chunk). Which one serves is the setting `pg_keyword_backend`, and its default is the
 one that won the measurement (`rag eval keyword-backends`, results/keyword_backends.json).
 
-Both index the terms of `retrieval.keyword.analyze` (stemming, stop words, Chinese bigrams), so tokenisation
+Both index the terms of `core.keyword.analyze` (stemming, stop words, Chinese bigrams), so tokenisation
 never depends on the server's locale or text-search configuration; both change in the caller's transaction,
 so a document's chunks and their keyword rows appear and disappear together for every reader.
 """
@@ -20,9 +20,9 @@ from typing import Any, Literal
 
 from sqlalchemy.engine import Connection
 
+from core.keyword import analyze
+from core.types import Chunk
 from persistence.keyword_index import MAX_QUERY_TERMS, KeywordHit, scope_token
-from retrieval.keyword import analyze
-from retrieval.types import Chunk
 
 PgKeywordBackend = Literal["bm25", "ts_rank", "ts_rank_cd"]
 PG_KEYWORD_BACKENDS: tuple[PgKeywordBackend, ...] = ("bm25", "ts_rank", "ts_rank_cd")

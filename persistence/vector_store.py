@@ -20,8 +20,8 @@ from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
 from config.settings import Settings
+from core.types import Chunk
 from persistence.errors import StoreUnavailableError as StoreUnavailableError  # re-exported (its old home)
-from retrieval.types import Chunk
 
 CHROMA_COLLECTION_PREFIX = "rag_"
 COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")

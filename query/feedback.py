@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from core.keyword import analyze
 from query.lexicons import (
     CJK,
     COMMON_CAPITALISED,
@@ -23,7 +24,6 @@ from query.text import (
     norm,
     quoted_titles,
 )
-from retrieval.keyword import analyze
 
 #: Relevance a document needs to count for `missing_terms` / `bridge_terms` (ungraded ones, -1, always count).
 RELEVANT_MIN = 0.35

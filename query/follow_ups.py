@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from core.keyword import analyze
 from query.lexicons import (
     CJK,
     CJK_FOLLOW_UP,
@@ -27,7 +28,6 @@ from query.text import (
     quoted_titles,
     words_of,
 )
-from retrieval.keyword import analyze
 
 #: Terms of the previous question appended to a follow-up, at most.
 MAX_CARRIED_TERMS = 6

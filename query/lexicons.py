@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from retrieval.keyword import ENGLISH_STOP_WORDS
+from core.keyword import ENGLISH_STOP_WORDS
 
 # --- word lists --------------------------------------------------------------------------------------------
 

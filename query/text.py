@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from core.keyword import ENGLISH_STOP_WORDS
 from query.lexicons import (
     AUXILIARIES,
     CJK,
@@ -22,7 +23,6 @@ from query.lexicons import (
     SENTENCE_BREAK,
     WH_WORDS,
 )
-from retrieval.keyword import ENGLISH_STOP_WORDS
 
 #: Chinese characters that count as one English word when measuring length.
 CJK_CHARS_PER_WORD = 2

@@ -1,9 +1,9 @@
-"""Plain-text analysis of generated answers: sentence spans, term support, and garbage detection.
+"""Plain-text analysis of generated answers: term support and garbage detection (sentences: core.text).
 
 Why one module: citation resolution, the score-based answer grader and the generation fallback all need the
 same notion of "sentence", "content term" and "garbage output"; sharing it keeps a sentence that citations
 flag as unsupported the same sentence the grader counts. Everything here is pure and model-free, and works
-for English and Chinese (terms come from retrieval.keyword.analyze: stemmed words, CJK bigrams).
+for English and Chinese (terms come from core.keyword.analyze: stemmed words, CJK bigrams).
 """
 
 from __future__ import annotations
@@ -13,22 +13,10 @@ from collections.abc import Callable, Iterable
 
 from langchain_core.messages import BaseMessage
 
+from core.keyword import analyze
+from core.text import sentence_spans, split_sentences
 from retrieval.injection import is_instruction_like
-from retrieval.keyword import analyze
 
-#: Sentence-ending punctuation run, then closing quotes/parentheses, then bracketed references such as
-#: "[1]" or "【2】" (they belong to the sentence they follow).
-_SENTENCE_END = re.compile(
-    r"(?P<punct>[.!?]+|[。！？]+)[\"'”’」』)）]*(?:[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】])*"
-)
-#: Latin terminal punctuation only ends a sentence before whitespace or the end of the line (not "3.5").
-_LATIN_TERMINALS = frozenset(".!?")
-#: Words after which a period does not end a sentence.
-ABBREVIATIONS = frozenset(
-    {"e.g", "i.e", "mr", "mrs", "ms", "dr", "prof", "vs", "fig", "no", "st", "cf", "approx"}
-)
-_WORD_BEFORE = re.compile(r"([A-Za-z](?:\.?[A-Za-z])*)$")
-_LINE = re.compile(r"[^\n]+")
 #: Text units for repetition checks: Latin words and single CJK characters.
 _UNIT = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 #: A letter or digit of any script; text without one is punctuation/symbols only.
@@ -48,51 +36,6 @@ MIN_LOOP_UNITS = 12
 MIN_DISTINCT_TRIGRAM_SHARE = 0.3
 #: Distinct-trigram share is only meaningful from this many units on.
 REPETITION_MIN_UNITS = 30
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`, whitespace trimmed, in order.
-
-    A sentence ends at terminal punctuation (Latin before whitespace, CJK anywhere) together with any
-    bracketed references right after it, or at a line break (list items and headings are sentences).
-    """
-    spans: list[tuple[int, int]] = []
-    for line in _LINE.finditer(text):
-        start = line.start()
-        for match in _SENTENCE_END.finditer(text, line.start(), line.end()):
-            if not _ends_sentence(text, match, line.end()):
-                continue
-            spans.append((start, match.end()))
-            start = match.end()
-        spans.append((start, line.end()))
-    return [trimmed for span in spans if (trimmed := _trim(text, span)) is not None]
-
-
-def _ends_sentence(text: str, match: re.Match[str], line_end: int) -> bool:
-    punct = match.group("punct")
-    if punct[0] not in _LATIN_TERMINALS:
-        return True
-    if match.end() < line_end and not text[match.end()].isspace():
-        return False
-    if punct == ".":
-        word = _WORD_BEFORE.search(text, 0, match.start())
-        if word and (word.group(1).lower() in ABBREVIATIONS or len(word.group(1)) == 1):
-            return False
-    return True
-
-
-def _trim(text: str, span: tuple[int, int]) -> tuple[int, int] | None:
-    start, end = span
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if end > start else None
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of `text` (English and Chinese), see `sentence_spans`."""
-    return [text[start:end] for start, end in sentence_spans(text)]
 
 
 def strip_references(text: str) -> str:

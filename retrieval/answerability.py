@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from retrieval.answer_text import content_terms, split_sentences
+from core.text import split_sentences
+from retrieval.answer_text import content_terms
 from retrieval.grounding import META_TERMS, Anchors, Evidence, anchors_of, ground_answer
 from state.schemas import RetrievedDoc
 

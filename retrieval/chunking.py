@@ -12,11 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from core.text import split_sentences
 from retrieval.tokens import count_tokens, decode, encode
 
 PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-#: Sentence ends: ASCII terminators followed by space, or CJK terminators (no space needed in Chinese).
-SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；…])")
 REPLACEMENT_CHARACTER = "\ufffd"
 
 
@@ -39,11 +38,6 @@ class ChunkingConfig:
 class _Unit:
     text: str
     tokens: int
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of `text`, cut after . ! ? ; and their Chinese forms."""
-    return [part.strip() for part in SENTENCE_END.split(text) if part and part.strip()]
 
 
 def _hard_split(text: str, size: int) -> list[_Unit]:

@@ -5,7 +5,7 @@ actually write: marker variants ([1], [1, 2], [1][2], [1-3], 【1】, [Source 1]
 malformed (dropped), numbering with gaps (cited sources renumbered 1..m in order of first appearance, the
 text rewritten to match), and, because weak models rarely cite at all, answers without a single valid
 marker (citations inferred by term support, marked `inferred`). Support is term overlap with
-retrieval.keyword.analyze (stemmed English, CJK bigrams), so it works offline and in both languages.
+core.keyword.analyze (stemmed English, CJK bigrams), so it works offline and in both languages.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Literal
 
-from retrieval.answer_text import content_terms, matches_phrase, sentence_spans, support
+from core.text import sentence_spans
+from retrieval.answer_text import content_terms, matches_phrase, support
 from state.schemas import Citation, RetrievedDoc
 
 RenderFormat = Literal["markdown", "html", "plain"]

@@ -27,6 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from config.settings import Settings
+from core.types import LoadedDocument, MetadataValue, Section
 from models.structured import with_max_tokens
 from persistence.checkpointer import PruningSqliteSaver, checkpointer_for
 from persistence.database import postgres_url
@@ -37,7 +38,6 @@ from retrieval.answer_text import best_sentences, is_garbage, message_text
 from retrieval.ingest import index_documents
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.tokens import count_tokens, truncate_to_tokens
-from retrieval.types import LoadedDocument, MetadataValue, Section
 
 logger = logging.getLogger(__name__)
 

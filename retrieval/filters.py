@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from retrieval.types import CHUNK_METADATA_DEFAULTS, MetadataValue, is_custom_metadata_key
+from core.types import CHUNK_METADATA_DEFAULTS, MetadataValue, is_custom_metadata_key
 
 COMPARISON_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 LIST_OPERATORS = ("$in", "$nin")

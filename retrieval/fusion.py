@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from retrieval.types import SearchHit
+from core.types import SearchHit
 
 
 def dedupe_best(hits: Sequence[SearchHit]) -> list[SearchHit]:

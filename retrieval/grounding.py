@@ -21,10 +21,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from retrieval.answer_text import content_terms, split_sentences, strip_references, support
+from core.keyword import ENGLISH_STOP_WORDS
+from core.text import split_sentences
+from retrieval.answer_text import content_terms, strip_references, support
 from retrieval.citations import extract_markers
 from retrieval.injection import is_instruction_like
-from retrieval.keyword import ENGLISH_STOP_WORDS
 from state.schemas import RetrievedDoc
 
 #: Share of a sentence's terms its evidence must contain (same bar as citations.SUPPORT_THRESHOLD).

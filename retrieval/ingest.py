@@ -23,6 +23,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from core.types import (
+    CHUNK_METADATA_DEFAULTS,
+    Chunk,
+    LoadedDocument,
+    MetadataValue,
+    Section,
+    is_custom_metadata_key,
+)
 from persistence.vector_store import validate_collection_name
 from retrieval.chunking import chunk_text
 from retrieval.embeddings import content_hash
@@ -36,14 +44,6 @@ from retrieval.loaders import (
     load_bytes,
     read_regular_file,
     safe_resolve,
-)
-from retrieval.types import (
-    CHUNK_METADATA_DEFAULTS,
-    Chunk,
-    LoadedDocument,
-    MetadataValue,
-    Section,
-    is_custom_metadata_key,
 )
 
 logger = logging.getLogger(__name__)

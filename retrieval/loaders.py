@@ -30,7 +30,7 @@ from docx.table import Table
 from pypdf import PdfReader
 
 from config.settings import Settings
-from retrieval.types import LoadedDocument, MetadataValue, Section, is_custom_metadata_key
+from core.types import LoadedDocument, MetadataValue, Section, is_custom_metadata_key
 
 __all__ = [
     "SUPPORTED_SUFFIXES",

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import SearchMode
+from core.types import SearchHit
 from persistence.vector_store import validate_collection_name
 from retrieval.filters import FilterNode, parse_filter, to_chroma_where, to_sql
 from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
 from retrieval.ingest import embedding_input
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.store_health import warn_once
-from retrieval.types import SearchHit
 
 SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
 #: Embedding providers trained on English only.

@@ -14,10 +14,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from core.types import Chunk
 from persistence.errors import StoreUnavailableError
 from retrieval.ingest import EMBED_BATCH_CHUNKS, embedding_input
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.types import Chunk
 
 logger = logging.getLogger(__name__)
 

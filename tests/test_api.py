@@ -23,6 +23,7 @@ from langchain_core.outputs import ChatGenerationChunk
 from typer.testing import CliRunner
 
 from evals.load import run_load
+from graphs.runner import Session
 from models.local_llm import LOCAL_MODEL_ALIAS
 from nodes.resources import Resources
 from retrieval.ingest import ingest_paths
@@ -31,7 +32,6 @@ from retrieval.search import Searcher
 from service.api.app import create_app
 from service.api.gate import ModelGate, ModelGates, RunAbandoned
 from service.cli import app as cli_app
-from service.runner import Session
 from tests.conftest import write_corpus
 from tests.fakes import TaskChatModel
 from tests.helpers.api_server import serve_app

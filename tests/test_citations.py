@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from retrieval.answer_text import is_garbage, split_sentences
+from core.text import split_sentences
+from retrieval.answer_text import is_garbage
 from retrieval.citations import CitedAnswer, extract_markers, render, resolve_citations
 from state.schemas import RetrievedDoc
 

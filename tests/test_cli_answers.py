@@ -120,7 +120,7 @@ def doubtful_answer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         "strategy": "DIRECT",
     }
     monkeypatch.setattr(
-        "service.runner.Session.ask", lambda self, question, **kw: {**state, "thread_id": kw.get("thread_id")}
+        "graphs.runner.Session.ask", lambda self, question, **kw: {**state, "thread_id": kw.get("thread_id")}
     )
 
 

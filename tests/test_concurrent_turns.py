@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from graphs.runner import Session
 from nodes.resources import use_resources
 from retrieval.knowledge_base import KnowledgeBase
-from service.runner import Session
 from state.context import Context
 from tests.conftest import REPO_ROOT, fake_resources
 from tests.helpers.fake_rag import answer_for, turn_model

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from core.types import is_custom_metadata_key
 from retrieval.filters import FilterError, parse_filter
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.loaders import load_file
 from retrieval.search import Searcher
-from retrieval.types import is_custom_metadata_key
 from tests.conftest import write_corpus
 
 WORD = "lantern"

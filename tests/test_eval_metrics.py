@@ -9,10 +9,10 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from core.text import contains_cjk
 from evals.metrics import (
     answer_tokens,
     citation_precision,
-    contains_cjk,
     dedupe_to_documents,
     exact_match,
     f1_score,

@@ -21,9 +21,9 @@ from evals.qa import (
     select_examples,
 )
 from evals.qa_scoring import SUPPORT_RECALL_KEY, aggregate, error_record, question_record
+from graphs.runner import Session
 from nodes.resources import Resources
 from retrieval.knowledge_base import KnowledgeBase
-from service.runner import Session
 from tests.fakes import HashEmbeddings, TaskChatModel
 
 REQUIRED_REPORT_KEYS = {

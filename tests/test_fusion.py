@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from core.types import SearchHit
 from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
-from retrieval.types import SearchHit
 
 
 def hit(chunk_id: str, score: float, *, dense: float | None = None, bm25: float | None = None) -> SearchHit:

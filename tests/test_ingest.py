@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
+from core.types import CHUNK_METADATA_DEFAULTS
 from persistence.catalog import chunks_table
 from persistence.vector_store import chroma_client, chroma_collection_name
 from retrieval.embeddings import EmbeddingError
@@ -22,7 +23,6 @@ from retrieval.knowledge_base import KnowledgeBase
 from retrieval.loaders import LoaderError
 from retrieval.search import Searcher
 from retrieval.tokens import count_tokens
-from retrieval.types import CHUNK_METADATA_DEFAULTS
 from tests.conftest import SAMPLE_CORPUS, write_corpus
 from tests.fakes import FailingEmbeddings, HashEmbeddings
 

@@ -17,8 +17,8 @@ import docx
 import pytest
 from reportlab.pdfgen import canvas
 
+from core.types import LoadedDocument
 from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError, discover_files, load_file
-from retrieval.types import LoadedDocument
 
 MAX_BYTES = 1_000_000
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "samples" / "corpus"

@@ -30,6 +30,7 @@ from typer.testing import CliRunner
 from config.settings import Settings
 from evals.chaos import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked
 from graphs.rag import build_graph
+from graphs.runner import Session
 from nodes.resources import Resources, use_resources
 from nodes.start_turn import InvalidQuestionError
 from persistence.catalog import chunks_table
@@ -38,7 +39,6 @@ from persistence.threads import ThreadAccessError, list_threads
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import EXIT_BAD_INPUT, app
-from service.runner import Session
 from state.context import Context
 from tests.conftest import FAKE_MODEL_KEY, fake_resources, isolated_settings, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel

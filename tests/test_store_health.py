@@ -217,7 +217,7 @@ def test_doctor_repair_removes_stray_vectors(
 ) -> None:
     """A vector without a catalog row (a crash between the two writes) is harmless to search but reported;
     --repair removes it."""
-    from retrieval.types import Chunk
+    from core.types import Chunk
 
     kb = make_kb(settings)
     stray = Chunk("stray-1", "orphan", {"tenant": "default"})

@@ -20,9 +20,9 @@ import pytest
 from typer.testing import CliRunner
 
 from config.settings import Settings
+from graphs.runner import Session
 from persistence.thread_lock import ThreadBusyError, lock_path, remove_lock_file, thread_lock
 from service.cli import app
-from service.runner import Session
 from state.context import Context
 from tests.conftest import REPO_ROOT
 

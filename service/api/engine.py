@@ -1,4 +1,4 @@
-"""Running the agentic graph for HTTP requests: through the project's runner (service.runner.Session), in a
+"""Running the agentic graph for HTTP requests: through the project's runner (graphs.runner.Session), in a
 bounded pool of worker threads, with the API's time limits and the graph's events streamed live.
 
 Why threads: the runner drives the graph synchronously with the SQLite checkpointer (sync and async savers
@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import Settings
+from graphs.runner import Session
 from nodes.resources import get_resources
 from service.api.errors import QueueTimeout, RunTimeout
 from service.api.gate import ModelGates, RunMonitor
-from service.runner import Session
 from state.context import Context
 
 logger = logging.getLogger(__name__)

@@ -14,16 +14,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 
+from core.types import (
+    CHUNK_METADATA_DEFAULTS,
+    ENGINE_METADATA_KEYS,
+    is_custom_metadata_key,
+)
 from nodes.resources import get_resources
 from persistence.vector_store import validate_collection_name
 from retrieval.deletion import delete_content
 from retrieval.ingest import index_event, index_raw_text, ingest_paths
 from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError
-from retrieval.types import (
-    CHUNK_METADATA_DEFAULTS,
-    ENGINE_METADATA_KEYS,
-    is_custom_metadata_key,
-)
 from service.api.errors import ApiError
 from service.api.runtime import api_state
 from service.api.schemas import TextDocument

@@ -21,12 +21,12 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from sse_starlette.sse import EventSourceResponse
 
+from graphs.runner import new_thread_id
 from service.api.auth import resolve_tenant
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.runtime import ApiState, api_state
 from service.api.schemas import BatchRequest, GenerateRequest
-from service.runner import new_thread_id
 from state.context import Context
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag"])

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from service.cli import benchmarks, conversation, documents, eval_scale, serve
+from service.cli import benchmarks, conversation, documents, eval_keyword_backends, eval_models, eval_scale, serve
 from service.cli.benchmarks import eval_app
 from service.cli.common import (
     EXIT_BAD_INPUT,
@@ -93,3 +93,5 @@ app.add_typer(threads_app, name="threads")
 eval_app.command("load")(serve.eval_load)
 eval_app.command("answerability")(benchmarks.eval_answerability)
 eval_app.command("scale")(eval_scale.eval_scale)
+eval_app.command("keyword-backends")(eval_keyword_backends.eval_keyword_backends)
+eval_app.command("models")(eval_models.eval_models)

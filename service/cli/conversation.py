@@ -82,9 +82,9 @@ def ask(
 ) -> None:
     """Answer a question from the indexed documents, with citations; follow-ups with --thread.
     Unsupported sentences and citations the model did not give itself are shown as warnings."""
+    from graphs.runner import Session, output_json
     from retrieval.filters import parse_filter
     from service.answer_warnings import answer_warnings
-    from service.runner import Session, output_json
 
     if graph not in ("rag", "baseline"):
         fail(f"unknown graph {graph!r}; choose rag or baseline")
@@ -152,8 +152,8 @@ def chat(
     answered from the conversation (chat mode). A model or store that is down ends the chat with exit 1."""
     from dataclasses import replace
 
+    from graphs.runner import Session, new_thread_id
     from persistence.thread_lock import ThreadBusyError
-    from service.runner import Session, new_thread_id
 
     settings = settings_or_exit()
     context = replace(context_or_exit(mode, tenant, None, None), answer_source="chat")  # type: ignore[type-var]

@@ -47,7 +47,7 @@ def threads_show(
     tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None,
 ) -> None:
     """The messages of one of the tenant's conversations."""
-    from service.runner import Session
+    from graphs.runner import Session
 
     settings = settings_or_exit()
     owner = _threads_tenant(tenant)

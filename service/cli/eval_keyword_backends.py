@@ -1,0 +1,73 @@
+"""`rag eval keyword-backends`: the keyword index on PostgreSQL (table BM25 vs tsvector ts_rank/ts_rank_cd)
+against the embedded FTS5 index, quality and latency on SciFact (evals/keyword_backends.py).
+
+Its own module because it needs a Postgres server (RAG_TEST_DATABASE_URL from scripts/servers.sh, or
+--database-url); registered in service/cli/__init__.py like every benchmark.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from service.cli.common import console, fail, settings_or_exit, user_errors, write_json_report
+
+
+def eval_keyword_backends(
+    database_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Postgres server whose fresh databases hold the backends (default RAG_TEST_DATABASE_URL)."
+        ),
+    ] = None,
+    copies: Annotated[int, typer.Option(help="Copies of the corpus for the second latency size.")] = 10,
+    queries: Annotated[int, typer.Option(help="Queries timed per backend and size.")] = 300,
+    scifact: Annotated[
+        Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+) -> None:
+    """Keyword backends on SciFact (train qrels as dev): nDCG@10, recall, p50/p95; names the best."""
+    from evals.keyword_backends import run_keyword_backends_eval
+    from evals.router import SHARED_DATA_DIR
+
+    url = database_url or os.environ.get("RAG_TEST_DATABASE_URL")
+    if not url or not url.startswith(("postgresql", "postgres")):
+        fail(
+            'give --database-url postgresql://... (or start servers: eval "$(bash scripts/servers.sh start)")'
+        )
+    if copies < 1 or queries < 1:
+        fail("--copies and --queries must be at least 1")
+    folder = scifact or SHARED_DATA_DIR / "beir-scifact"
+    if not folder.is_dir():
+        fail(f"SciFact folder not found: {folder}")
+    settings = settings_or_exit()
+    with user_errors():
+        report = run_keyword_backends_eval(
+            settings,
+            scifact_dir=folder,
+            database_url=url,
+            work_dir=settings.data_dir / "eval" / "keyword-backends",
+            copies=copies,
+            latency_queries=queries,
+            progress=lambda message: console.print(f"[dim]{message}[/dim]"),
+        )
+    write_json_report(json_out, report)
+    table = Table(title=f"keyword backends ({report['dataset']}; {report['machine']})")
+    sizes = list(next(iter(report["backends"].values()))["latency"])
+    for column in ("backend", "nDCG@10", "R@100", *(f"p50/p95 ms @{size}" for size in sizes)):
+        table.add_column(column, justify="right")
+    for name, entry in report["backends"].items():
+        cells = [
+            f"{entry['latency'][size]['p50_ms']:.1f} / {entry['latency'][size]['p95_ms']:.1f}"
+            for size in sizes
+        ]
+        table.add_row(
+            name, f"{entry['quality']['ndcg@10']:.4f}", f"{entry['quality']['recall@100']:.4f}", *cells
+        )
+    console.print(table)
+    console.print(f"chosen for Postgres: {report['chosen']}")
