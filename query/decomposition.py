@@ -82,8 +82,8 @@ def _comparison_entities(question: str) -> tuple[list[str], str]:
 def _bridge_split(question: str) -> tuple[str, str] | None:
     """(inner question, outer question) of an English bridge question, or None when none is found.
 
-    "What position was held by the woman who portrayed X?" -> ("Who is the woman who portrayed X?",
-    "What position was held by the woman?"): the inner one finds the bridge entity, the outer one is asked
+    "What office was held by the woman who played X?" -> ("Who is the woman who played X?",
+    "What office was held by the woman?"): the inner one finds the bridge entity, the outer one is asked
     about it once it is known.
     """
     text = _strip_question(question)

@@ -34,7 +34,7 @@ TITLE_BONUS = 2.0
 SENTENCE_OVERLAP_WEIGHT = 2.0
 #: Bridge names kept must score at least this share of the best one (names as prominent as the top one).
 BRIDGE_MIN_SHARE = 0.5
-#: Weight of a one-word name ("American", "Ghana") against a multi-word one ("Shirley Temple").
+#: Weight of a one-word name ("American", "Ghana") against a multi-word one ("Nora Vance").
 SINGLE_WORD_WEIGHT = 0.5
 
 
@@ -49,7 +49,7 @@ def missing_terms(
 ) -> list[str]:
     """The question's content words (surface form) found in no relevant document: what to search for next.
 
-    Words are compared by their index terms (stems; Chinese bigrams), so "portrayed" is found in "portray".
+    Words are compared by their index terms (stems; Chinese bigrams), so "played" is found in "play".
     """
     relevant = _relevant(documents, min_relevance)
     covered: set[str] = set()
@@ -111,7 +111,7 @@ def bridge_terms(
         if scores[key] < BRIDGE_MIN_SHARE * scores[ranked[0]]:
             break
         if any(terms <= set(analyze(other)) or terms >= set(analyze(other)) for other in chosen):
-            continue  # "Shirley Temple Black" after "Shirley Temple": the same entity
+            continue  # "Nora Vance Hale" after "Nora Vance": the same entity
         chosen.append(spelled[key])
         if len(chosen) == limit:
             break

@@ -107,7 +107,7 @@ class RelativeClause:
 
 
 def relative_clauses(question: str) -> list[RelativeClause]:
-    """Relative clauses: "the woman who portrayed", "the league for which", "the casino that X is on"."""
+    """Relative clauses: "the woman who played", "the league for which", "the casino that X is on"."""
     found: list[RelativeClause] = []
     for match in RELATIVE_PRONOUN.finditer(question):
         head, comma, preposition, pronoun, _following = match.groups()
@@ -158,7 +158,7 @@ def _participle(word: str) -> bool:
 
 
 def joined_entities(question: str) -> tuple[str, str] | None:
-    """Two capitalised phrases joined by "and" ("Scott Derrickson and Ed Wood"), or None."""
+    """Two capitalised phrases joined by "and" ("Alma Brecht and Tomas Ferrer"), or None."""
     names = capitalised_phrases(question)
     for left in names:
         for right in names:

@@ -62,7 +62,7 @@ def quoted_titles(text: str) -> list[str]:
 
 def capitalised_phrases(text: str) -> list[str]:
     """Runs of capitalised words (names, titles), joined across connectors ("of", "de") and title-internal
-    function words ("The Great Locomotive Chase"), as spelled in the text ("Gerald R. Ford"); a sentence's
+    function words ("The Long Night Express"), as spelled in the text ("Harold T. Vane"); a sentence's
     first word counts only when it is not a common word ("The", "Which", "In")."""
     phrases: list[str] = []
     for sentence in SENTENCE_BREAK.split(text):

@@ -1,6 +1,9 @@
 """Tests of query understanding: the heuristics (English and Chinese), search-query checks, and the nodes
 contextualize, analyze, select_strategy, rewrite and reformulate with scripted fake models (LLM path,
-garbage replies, unreachable model, weak model without calls)."""
+garbage replies, unreachable model, weak model without calls).
+
+Every question, name and passage here is invented: none comes from an evaluation set (../shared/data,
+HotpotQA, SciFact, CMRC, SQuAD), so the router's measured accuracy is not a score on its own test cases."""
 
 from __future__ import annotations
 
@@ -28,10 +31,10 @@ from state.schemas import QueryAnalysis, RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import BrokenChatModel, scripted
 
-BRIDGE = (
-    "What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?"
-)
-COMPARISON = "Were Scott Derrickson and Ed Wood of the same nationality?"
+BRIDGE = "What government office was held by the woman who played Marta Kell in the film Harbour Lights?"
+BRIDGE_INNER = "Who is the woman who played Marta Kell in the film Harbour Lights?"
+COMPARISON = "Were Alma Brecht and Tomas Ferrer of the same nationality?"
+COMPARISON_PARTS = ["Alma Brecht nationality", "Tomas Ferrer nationality"]
 
 
 def broken() -> BrokenChatModel:
@@ -55,15 +58,15 @@ def doc(index: int, title: str, text: str, *, relevance: float = 0.8, score: flo
 
 KISS = doc(
     1,
-    "Kiss and Tell (1945 film)",
-    "Kiss and Tell is a 1945 American comedy film starring 17-year-old Shirley Temple as Corliss Archer.",
+    "Harbour Lights (1951 film)",
+    "Harbour Lights is a 1951 British drama film starring 19-year-old Nora Vance as Marta Kell.",
     relevance=0.8,
     score=2.0,
 )
 TEMPLE = doc(
     2,
-    "Shirley Temple",
-    "Shirley Temple Black was an American actress who was Hollywood's number one box-office draw.",
+    "Nora Vance",
+    "Nora Vance Hale was a British actress who was the country's most popular screen star.",
     relevance=0.5,
 )
 NOISE = doc(3, "Bananas", "Bananas are rich in potassium.", relevance=0.05, score=3.0)
@@ -76,15 +79,15 @@ NOISE = doc(3, "Bananas", "Bananas are rich in potassium.", relevance=0.05, scor
     ("question", "query_type"),
     [
         (BRIDGE, "MULTI_HOP"),
-        ("The director of the romantic comedy 'Big Stuff' is from what city?", "MULTI_HOP"),
-        ("When was the company that owns Bonifacio High Street founded?", "MULTI_HOP"),
-        ("What is the age range of the league for which the Bobby Smith Trophy is awarded?", "MULTI_HOP"),
+        ("The director of the thriller 'Cold Harbour' is from what city?", "MULTI_HOP"),
+        ("When was the company that owns Lindqvist Arcade founded?", "MULTI_HOP"),
+        ("What is the age range of the league for which the Harlow Cup is awarded?", "MULTI_HOP"),
         ("In which country was the director of Titanic born?", "MULTI_HOP"),
         (COMPARISON, "COMPARISON"),
-        ("Which is older, Gallery or Dime Magazine?", "COMPARISON"),
-        ("Who was born first, Connie Willis or Margaret Landon?", "COMPARISON"),
+        ("Which is older, Ferrow Review or Quill Monthly?", "COMPARISON"),
+        ("Who was born first, Edith Marlow or Jonas Perrin?", "COMPARISON"),
         (
-            "Are both Elko Regional Airport and Gerald R. Ford International Airport located in Michigan?",
+            "Are both Pellham Regional Airport and Victor A. Crane International Airport located in Ohio?",
             "COMPARISON",
         ),
         ("执导《霸王别姬》的导演出生于哪一年？", "MULTI_HOP"),
@@ -103,10 +106,10 @@ def test_multi_hop_questions_are_recognised(question: str, query_type: str) -> N
 @pytest.mark.parametrize(
     "question",
     [
-        "0-dimensional biomaterials show inductive properties.",
-        "ALDH1 expression is associated with poorer prognosis for breast cancer primary tumors.",
-        "CD28 initiates tonic signaling in conventional T cells, which causes an exhaustion phenotype.",
-        "Students who perform poorly in the early years of medical school are at increased risk later.",
+        "Low-dose aspirin reduces migraine frequency in adolescents.",
+        "Higher KRT7 levels predict shorter survival in gastric tumours.",
+        "IL-9 signalling in mast cells, which drives airway remodelling, is reduced by fasting.",
+        "Nurses who work night shifts in the first years of training are at increased risk later.",
         "What is the capital of France?",
         "Who wrote Pride and Prejudice?",
         "Who is the author of Hamlet?",
@@ -114,10 +117,10 @@ def test_multi_hop_questions_are_recognised(question: str, query_type: str) -> N
         "What is the name of the company that makes the iPhone?",
         "When was the Eiffel Tower built in Paris?",
         "What is the risk associated with smoking?",
-        "《战国无双3》是由哪两个公司合作开发的？",
-        "2015年马赛出席了哪个中国内地歌手的新碟发布会？",
-        "乙二醛是有机还是无机化合物？",
-        "教堂内除了举办定期的弥撒外，还是一个什么场所？",
+        "《山海行记》由哪家公司发行？",
+        "2016年林岚参加了哪位歌手的演唱会？",
+        "丙三醇属于醇类还是酚类？",
+        "这座图书馆除了借书以外还是一个什么场所？",
     ],
 )
 def test_single_hop_questions_and_claims_are_not_multi_hop(question: str) -> None:
@@ -127,7 +130,7 @@ def test_single_hop_questions_and_claims_are_not_multi_hop(question: str) -> Non
 
 
 def test_simple_facts_stay_simple() -> None:
-    for question in ("What is the capital of France?", "Who directed the film Inception?", "邓飏是哪里人？"):
+    for question in ("What is the capital of France?", "Who directed the film Inception?", "周岚是哪里人？"):
         analysis = heuristic_analysis(question)
         assert analysis.query_type == "SIMPLE_FACT" and analysis.complexity <= 3
 
@@ -198,21 +201,19 @@ def test_standalone_chinese_pronoun() -> None:
 
 
 def test_subquestions_of_comparisons_name_one_entity_each() -> None:
-    assert heuristic_subquestions(COMPARISON, 4) == ["Scott Derrickson nationality", "Ed Wood nationality"]
-    either = heuristic_subquestions("Who was born first, Connie Willis or Margaret Landon?", 4)
-    assert (
-        len(either) == 2 and either[0].startswith("Connie Willis") and either[1].startswith("Margaret Landon")
-    )
+    assert heuristic_subquestions(COMPARISON, 4) == COMPARISON_PARTS
+    either = heuristic_subquestions("Who was born first, Edith Marlow or Jonas Perrin?", 4)
+    assert len(either) == 2 and either[0].startswith("Edith Marlow") and either[1].startswith("Jonas Perrin")
     assert heuristic_subquestions("李白和杜甫谁更早出生？", 4) == ["李白出生", "杜甫出生"]
 
 
 def test_subquestions_of_a_bridge_question_are_inner_then_outer() -> None:
     inner, outer = heuristic_subquestions(BRIDGE, 4)
-    assert inner == "Who is the woman who portrayed Corliss Archer in the film Kiss and Tell?"
-    assert outer == "What government position was held by the woman?"
-    founded = heuristic_subquestions("When was the company that owns Bonifacio High Street founded?", 4)
+    assert inner == BRIDGE_INNER
+    assert outer == "What government office was held by the woman?"
+    founded = heuristic_subquestions("When was the company that owns Lindqvist Arcade founded?", 4)
     assert founded == [
-        "What is the company that owns Bonifacio High Street?",
+        "What is the company that owns Lindqvist Arcade?",
         "When was the company founded?",
     ]
 
@@ -224,8 +225,8 @@ def test_subquestions_split_and_clauses_and_respect_max_n() -> None:
     ]
     assert len(heuristic_subquestions("What is BM25 and how does it rank documents?", 1)) == 1
     assert heuristic_subquestions("What is the capital of France?", 4) == []
-    assert heuristic_subquestions("乙二醛的分子式是什么；它有什么用途？", 4) == [
-        "乙二醛的分子式是什么？",
+    assert heuristic_subquestions("丙三醇的分子式是什么；它有什么用途？", 4) == [
+        "丙三醇的分子式是什么？",
         "它有什么用途？",
     ]
 
@@ -235,7 +236,7 @@ def test_variants_are_distinct_bounded_and_never_the_question() -> None:
         BRIDGE,
         COMPARISON,
         "What is the capital of France?",
-        "《战国无双3》是由哪两个公司合作开发的？",
+        "《山海行记》由哪家公司发行？",
     ):
         variants = heuristic_variants(question, 3)
         assert 1 <= len(variants) <= 3
@@ -253,21 +254,21 @@ def test_expansion_adds_inflections() -> None:
 def test_missing_and_bridge_terms_from_documents() -> None:
     documents = [KISS, TEMPLE, NOISE]
     missing = missing_terms(BRIDGE, documents)
-    assert "government" in missing and "position" in missing
-    assert "portrayed" in missing and "Corliss" not in missing and "film" not in missing
-    assert bridge_terms(BRIDGE, documents, 3) == ["Shirley Temple"]  # not "Shirley Temple Black" too
+    assert "government" in missing and "office" in missing
+    assert "played" in missing and "Marta" not in missing and "film" not in missing
+    assert bridge_terms(BRIDGE, documents, 3) == ["Nora Vance"]  # not "Nora Vance Hale" too
     assert bridge_terms(BRIDGE, [NOISE], 3) == [] and bridge_terms(BRIDGE, [NOISE], 3, min_relevance=0.0)
-    assert surface_terms(BRIDGE, ["govern", "posit"]) == ["government", "position"]
+    assert surface_terms(BRIDGE, ["govern", "offic"]) == ["government", "office"]
 
 
 # --- search-query checks --------------------------------------------------------------------------------
 
 
 def test_model_queries_are_cleaned_and_checked() -> None:
-    assert valid_query('Query: "Shirley Temple government position"\nbecause...', "government") == (
-        "Shirley Temple government position"
+    assert valid_query('Query: "Nora Vance government office"\nbecause...', "government") == (
+        "Nora Vance government office"
     )
-    assert valid_query("lol no", "government position") is None
+    assert valid_query("lol no", "government office") is None
     assert valid_query("x" * 400) is None
     assert valid_standalone("When was SpaceX founded?", "When was it founded?", "Who founded SpaceX?", 4000)
     assert valid_standalone("word " * 200, "When was it founded?", "", 4000) is None
@@ -534,12 +535,9 @@ def test_rewrite_iterative_first_hop(install: Any) -> None:
     model = broken()
     install(model)
     bridge = rewrite(rewrite_state(BRIDGE, "ITERATIVE"), runtime())
-    assert texts(bridge) == [
-        BRIDGE,
-        "Who is the woman who portrayed Corliss Archer in the film Kiss and Tell?",
-    ]
+    assert texts(bridge) == [BRIDGE, BRIDGE_INNER]
     comparison = rewrite(rewrite_state(COMPARISON, "ITERATIVE"), runtime())
-    assert texts(comparison) == [COMPARISON, "Scott Derrickson nationality", "Ed Wood nationality"]
+    assert texts(comparison) == [COMPARISON, *COMPARISON_PARTS]
     assert model.received == []
 
 
@@ -573,7 +571,7 @@ def test_rewrite_chinese(install: Any) -> None:
 def test_reformulate_next_hop_searches_the_bridge_entity(install: Any) -> None:
     model = broken()
     install(model, strength="weak")
-    tried = [BRIDGE, "Who is the woman who portrayed Corliss Archer in the film Kiss and Tell?"]
+    tried = [BRIDGE, BRIDGE_INNER]
     state: State = {
         "standalone_question": BRIDGE,
         "strategy": "ITERATIVE",
@@ -582,7 +580,7 @@ def test_reformulate_next_hop_searches_the_bridge_entity(install: Any) -> None:
         "hops": 0,
     }
     update = reformulate(state, runtime())
-    assert texts(update)[0] == "What government position was held by the woman Shirley Temple"
+    assert texts(update)[0] == "What government office was held by the woman Nora Vance"
     assert update["hops"] == 1 and update["retrieval_rounds"] == 1
     assert all(query["purpose"] == "hop" for query in update["queries"])
     assert not {normalized(text) for text in texts(update)} & {normalized(text) for text in tried}
@@ -591,16 +589,16 @@ def test_reformulate_next_hop_searches_the_bridge_entity(install: Any) -> None:
 
 def test_reformulate_after_poor_grades_stresses_missing_terms(install: Any) -> None:
     install(broken(), strength="weak")
-    question = "What government position did Shirley Temple hold?"
+    question = "What government office did Nora Vance hold?"
     state: State = {
         "standalone_question": question,
         "strategy": "DIRECT",
         "documents": [TEMPLE, NOISE],
-        "missing_terms": ["govern", "posit", "hold"],
+        "missing_terms": ["govern", "offic", "hold"],
         "queries_run": [question],
     }
     update = reformulate(state, runtime())
-    assert texts(update)[0] == "What government position did Shirley Temple hold government position hold"
+    assert texts(update)[0] == "What government office did Nora Vance hold government office hold"
     assert "hops" not in update and update["queries"][0]["purpose"] == "reformulation"
 
 
@@ -638,7 +636,7 @@ def test_make_new_adds_terms_when_every_candidate_was_tried() -> None:
 
 
 def test_reformulate_strong_model_writes_the_query(install: Any) -> None:
-    model = scripted("Query: Shirley Temple government position ambassador")
+    model = scripted("Query: Nora Vance government office ambassador")
     install(model)
     state: State = {
         "standalone_question": BRIDGE,
@@ -647,9 +645,9 @@ def test_reformulate_strong_model_writes_the_query(install: Any) -> None:
         "queries_run": [BRIDGE],
     }
     update = reformulate(state, runtime())
-    assert texts(update) == ["Shirley Temple government position ambassador"]
+    assert texts(update) == ["Nora Vance government office ambassador"]
     assert update["llm_calls"] == 1 and update["hops"] == 1
-    assert "Shirley Temple" in model.received[0][-1].content
+    assert "Nora Vance" in model.received[0][-1].content
 
 
 @pytest.mark.parametrize("reply", ["lol no", "", BRIDGE])
@@ -659,11 +657,11 @@ def test_reformulate_unusable_or_repeated_model_query_falls_back(install: Any, r
         "standalone_question": BRIDGE,
         "strategy": "DIRECT",
         "documents": [KISS],
-        "missing_terms": ["govern", "posit"],
+        "missing_terms": ["govern", "offic"],
         "queries_run": [BRIDGE],
     }
     update = reformulate(state, runtime())
-    assert texts(update)[0].endswith("government position") and update["llm_calls"] == 1
+    assert texts(update)[0].endswith("government office") and update["llm_calls"] == 1
     assert normalized(BRIDGE) not in {normalized(text) for text in texts(update)}
 
 
