@@ -22,7 +22,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings
 from nodes.start_turn import check_input_tenant
-from persistence.checkpointer import sqlite_checkpointer
+from persistence.checkpointer import checkpointer_for
 from persistence.thread_lock import thread_lock
 from persistence.threads import check_thread_access, thread_owner
 from state.context import Context
@@ -54,7 +54,8 @@ def compiled_graph(name: GraphName, checkpointer: BaseCheckpointSaver | None) ->
 
 @dataclass
 class Session:
-    """A graph with the SQLite checkpointer of a data directory: conversations persist across processes."""
+    """A graph with the settings' checkpointer (the data directory's SQLite file, or PostgreSQL when
+    RAG_DATABASE_URL names it): conversations persist across processes, and across machines on Postgres."""
 
     settings: Settings
     graph_name: GraphName = "rag"
@@ -63,7 +64,7 @@ class Session:
     interface: str = "python"
 
     def __post_init__(self) -> None:
-        self.checkpointer = sqlite_checkpointer(self.settings) if self.persistent else None
+        self.checkpointer = checkpointer_for(self.settings) if self.persistent else None
         self.graph = compiled_graph(self.graph_name, self.checkpointer)
 
     def _config(self, thread_id: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
@@ -29,6 +30,7 @@ from config.settings import Settings
 from persistence.errors import StoreUnavailableError
 
 if TYPE_CHECKING:  # the stores import chromadb and SQLAlchemy (seconds): only `rag doctor` pays for them
+    from persistence.postgres_checkpoints import PostgresLocation
     from retrieval.knowledge_base import KnowledgeBase
 
 Status = Literal["ok", "damaged", "repaired"]
@@ -122,8 +124,24 @@ def check_vectors(kb: KnowledgeBase, repair: bool) -> Finding:
     )
 
 
+def check_postgres_checkpoints(location: PostgresLocation) -> Finding:
+    """Conversations on PostgreSQL (RAG_DATABASE_URL): the server answers and the saver's tables are there
+    (integrity is the server's own business); an unreachable server is a store that cannot be opened."""
+    try:
+        threads = len(location.saver().thread_rows())
+    except StoreUnavailableError as error:
+        return Finding("checkpoints", str(location), "damaged", str(error))
+    return Finding("checkpoints", str(location), "ok", f"PostgreSQL answers; {threads} threads stored")
+
+
 def check_checkpoints(settings: Settings, repair: bool) -> Finding:
-    """SQLite integrity of the checkpoint file; `repair` moves a damaged file aside (kept) for a fresh one."""
+    """SQLite integrity of the checkpoint file; `repair` moves a damaged file aside (kept) for a fresh one.
+    On PostgreSQL, whether the server answers (check_postgres_checkpoints)."""
+    from persistence.checkpointer import checkpoint_location
+
+    location = checkpoint_location(settings)
+    if not isinstance(location, Path):
+        return check_postgres_checkpoints(location)
     path = settings.checkpoint_path
     if not path.exists():
         return Finding("checkpoints", str(path), "ok", "no conversations stored yet")

@@ -11,11 +11,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from service.runner import Session
 from typer.testing import CliRunner
 
 from config.settings import get_settings
 from graphs.rag import build_graph
+from graphs.runner import Session
 from persistence.checkpointer import (
     async_checkpointer_for,
     checkpoint_location,

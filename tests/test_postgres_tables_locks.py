@@ -195,3 +195,16 @@ def test_cli_with_a_down_server_exits_1_with_one_line(
         errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and "PostgreSQL" in errors[0], result.stderr
         assert "Traceback" not in result.output
+
+
+@pytest.mark.servers
+def test_doctor_checks_the_postgres_checkpoints(tmp_path: Path, pg_url: str) -> None:
+    from service.doctor import check_checkpoints
+
+    finding = check_checkpoints(pg_settings(tmp_path, pg_url), repair=False)
+    assert finding.status == "ok" and "0 threads" in finding.detail and finding.path == libpq_url(pg_url)
+    down = check_checkpoints(
+        pg_settings(tmp_path, closed_port_url(), database_connect_timeout_s=2), repair=True
+    )
+    assert down.status == "damaged" and "PostgreSQL" in down.detail
+    assert not (tmp_path / "rag" / "checkpoints.sqlite").exists()

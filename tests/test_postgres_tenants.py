@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from service.runner import Session
 from typer.testing import CliRunner
 
 from evals.chaos import ALPHA, BRAVO, BRAVO_CANARIES, leaked
 from graphs.rag import build_graph
+from graphs.runner import Session
 from persistence.checkpointer import async_checkpointer_for, checkpoint_location, checkpointer_for
 from persistence.threads import ThreadAccessError, delete_thread, list_threads, prune_threads, stored_owner
 from service.cli import EXIT_BAD_INPUT, app
