@@ -1,0 +1,313 @@
+"""The shared index (issue 10 §2): with RAG_DATABASE_URL on PostgreSQL the catalog and the keyword index live
+in that database, and Chroma runs as a server; every worker sees the same documents.
+
+Each test works in a fresh database (`pg_url`) and its own tenant names on the shared Chroma server.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.settings import load_settings
+from core.types import Chunk
+from persistence.catalog import Catalog, CatalogUnavailableError
+from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS
+from retrieval.deletion import delete_content
+from retrieval.filters import FilterError, matches, parse_filter, to_sql
+from retrieval.ingest import index_raw_text, ingest_paths
+from retrieval.search import Searcher
+from tests.conftest import write_corpus
+from tests.helpers.servers import server_settings, unique_tenant
+
+pytestmark = pytest.mark.servers
+
+# Texts written for these tests (no evaluation data).
+GARDEN = [
+    "Tomatoes ripen faster when the greenhouse stays warm at night.",
+    "A compost heap needs nitrogen from grass and carbon from dry leaves.",
+    "Slugs avoid copper tape, so gardeners wrap it around raised beds.",
+    "Bees visit lavender and borage more than any other herb in the garden.",
+    "Watering tomatoes at the roots keeps the leaves dry and free of blight.",
+    "Dry leaves shredded by a mower break down in a single season of compost.",
+]
+
+
+def _chunk(tenant: str, collection: str, index: int, text: str, **extra: Any) -> Chunk:
+    metadata = {"tenant": tenant, "collection": collection, "title": f"note {index}", "page": index, **extra}
+    return Chunk(f"{tenant}-{collection}-{index}", text, metadata)
+
+
+def _load(catalog: Catalog, tenant: str, texts: list[str], collection: str = "garden", **extra: Any) -> None:
+    catalog.replace_document(
+        tenant=tenant,
+        collection=collection,
+        source=f"{tenant}.txt",
+        file_hash="h",
+        doc_type="txt",
+        title="",
+        chunks=[_chunk(tenant, collection, index, text, **extra) for index, text in enumerate(texts)],
+    )
+
+
+def _search(catalog: Catalog, query: str, tenant: str, node: Any = None, limit: int = 20) -> list[Any]:
+    sql, params = to_sql(node, column="c.metadata", dialect=catalog.dialect)
+    return catalog.keyword_search(
+        query,
+        tenant=tenant,
+        collections=["garden"],
+        filter_sql=sql,
+        filter_params=params,
+        limit=limit,
+        title_weight=1.0,
+    )
+
+
+def test_postgres_bm25_ranks_like_the_embedded_fts5_index(pg_url: str, tmp_path: Path) -> None:
+    """The table BM25 is FTS5's formula: same chunks, same order, same scores (FTS5 is the reference)."""
+    embedded = Catalog(tmp_path / "catalog.sqlite")
+    shared = Catalog(pg_url, pg_keyword_backend="bm25")
+    try:
+        for catalog in (embedded, shared):
+            _load(catalog, "alice", GARDEN)
+        # Unlike FTS5 (statistics over the whole table), the Postgres statistics are the searched
+        # collections': another tenant's documents never shift alice's scores.
+        _load(shared, "bob", ["Compost compost compost, and tomatoes.", "Leaves, leaves and lavender."])
+        for query in ("compost leaves", "tomatoes blight", "copper slugs beds", "lavender"):
+            reference = _search(embedded, query, "alice")
+            found = _search(shared, query, "alice")
+            assert reference, query
+            assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in reference], query
+            for ours, theirs in zip(found, reference, strict=True):
+                assert ours.score == pytest.approx(theirs.score, rel=1e-4, abs=1e-9), query
+    finally:
+        embedded.close()
+        shared.close()
+
+
+@pytest.mark.parametrize("backend", PG_KEYWORD_BACKENDS)
+def test_another_tenants_chunks_are_never_returned(pg_url: str, backend: str) -> None:
+    """As an attacker: tenant eve searches for alice's canary words, names alice's chunk ids, and tries a
+    tenant filter; nothing of alice's comes back, while eve's own filters still work."""
+    catalog = Catalog(pg_url, pg_keyword_backend=backend)  # type: ignore[arg-type]
+    try:
+        _load(catalog, "alice", [*GARDEN, "The canary word is xylophonic marmalade."])
+        _load(catalog, "eve", ["Eve keeps notes about compost and tomatoes.", "Eve's page two: leaves."])
+        assert _search(catalog, "xylophonic marmalade", "eve") == []
+        leaked = [
+            hit for hit in _search(catalog, "compost tomatoes leaves", "eve") if "alice" in hit.chunk_id
+        ]
+        assert leaked == []
+        alice_ids = [f"alice-garden-{index}" for index in range(len(GARDEN) + 1)]
+        assert catalog.chunks_by_id(alice_ids, "eve") == {}
+        assert set(catalog.chunks_by_id(alice_ids, "alice")) == set(alice_ids)
+        with pytest.raises(FilterError):
+            parse_filter({"tenant": "alice"})
+        # filters still apply inside eve's scope (page is the chunk's index here)
+        only_page_one = _search(catalog, "compost leaves", "eve", parse_filter({"page": {"$gte": 1}}))
+        assert [hit.chunk_id for hit in only_page_one] == ["eve-garden-1"]
+        # an $or that would match alice's canary text still only sees eve's rows
+        either = parse_filter({"$or": [{"page": 0}, {"page": 6}]})
+        assert [hit.chunk_id for hit in _search(catalog, "marmalade compost", "eve", either)] == [
+            "eve-garden-0"
+        ]
+    finally:
+        catalog.close()
+
+
+FILTERS = [
+    {"page": {"$gt": 2}},
+    {"page": {"$lte": 1}},
+    {"page": {"$in": [0, 4, 5]}},
+    {"page": {"$nin": [0, 4, 5]}},
+    {"page": {"$ne": 3}},
+    {"$and": [{"page": {"$gte": 1}}, {"doc_type": "txt"}]},
+    {"$or": [{"page": 1}, {"page": 5}]},
+]
+
+
+@pytest.mark.parametrize("backend", PG_KEYWORD_BACKENDS)
+def test_filters_on_postgres_select_what_the_reference_semantics_select(pg_url: str, backend: str) -> None:
+    catalog = Catalog(pg_url, pg_keyword_backend=backend)  # type: ignore[arg-type]
+    try:
+        _load(catalog, "alice", GARDEN, doc_type="txt")
+        everything = {
+            hit.chunk_id: hit.metadata
+            for hit in _search(catalog, "tomatoes compost leaves slugs bees", "alice")
+        }
+        assert len(everything) == len(GARDEN)
+        for raw in FILTERS:
+            node = parse_filter(raw)
+            expected = {chunk_id for chunk_id, metadata in everything.items() if matches(node, metadata)}
+            found = {
+                hit.chunk_id for hit in _search(catalog, "tomatoes compost leaves slugs bees", "alice", node)
+            }
+            assert found == expected, raw
+    finally:
+        catalog.close()
+
+
+def test_knowledge_base_on_postgres_and_chroma_server(
+    pg_url: str, chroma_server: tuple[str, int], tmp_path: Path, make_kb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ingest, search (dense, bm25, hybrid), delete by doc id: everything through the servers, and a second
+    knowledge base (another worker) sees the same documents."""
+    for name, value in server_settings(pg_url, chroma_server).items():
+        monkeypatch.setenv(name, value)
+    tenant = unique_tenant()
+    files = write_corpus(
+        tmp_path / "docs", {"tomato.md": GARDEN[0] + "\n\n" + GARDEN[4], "bees.md": GARDEN[3]}
+    )
+    first = make_kb(load_settings(data_dir=tmp_path / "one"))
+    assert first.catalog.dialect == "postgresql"
+    ingest_paths(first, [files["tomato.md"], files["bees.md"]], tenant=tenant)
+    other = make_kb(load_settings(data_dir=tmp_path / "two"))  # nothing local: all shared
+    for mode in ("dense", "bm25", "hybrid"):
+        hits = Searcher(other).search("lavender borage bees", tenant=tenant, mode=mode, k=3).hits
+        assert hits and hits[0].text.startswith("Bees visit lavender"), mode
+    assert Searcher(other).search("lavender borage bees", tenant=unique_tenant(), mode="hybrid").hits == []
+    index_raw_text(
+        first, "A note on quinces and medlars.", tenant=tenant, collection="default", doc_id="note-1"
+    )
+    assert Searcher(other).search("quinces medlars", tenant=tenant, mode="bm25").hits
+    delete_content(other, tenant, doc_id="note-1")
+    assert Searcher(first).search("quinces medlars", tenant=tenant, mode="bm25").hits == []
+    assert other.catalog.keyword_index_drift() == (0, 0, None)
+
+
+ROTATING_CHUNKS = 6
+EXTRA_DOCS = 12
+
+
+def _writer(url: str, rounds: int) -> None:
+    """Replace one document's chunks with the next version, and add a new document, `rounds` times."""
+    catalog = Catalog(url)
+    try:
+        for version in range(1, rounds + 1):
+            texts = [f"zebra rotation version{version} part {index}" for index in range(ROTATING_CHUNKS)]
+            catalog.replace_document(
+                tenant="alice",
+                collection="garden",
+                source="rotating.txt",
+                file_hash=str(version),
+                doc_type="txt",
+                title="",
+                chunks=[
+                    Chunk(
+                        f"rot-{version}-{index}",
+                        text,
+                        {"tenant": "alice", "collection": "garden", "v": version},
+                    )
+                    for index, text in enumerate(texts)
+                ],
+            )
+            if version <= EXTRA_DOCS:
+                _load_extra(catalog, version)
+    finally:
+        catalog.close()
+
+
+def _load_extra(catalog: Catalog, number: int) -> None:
+    catalog.replace_document(
+        tenant="alice",
+        collection="garden",
+        source=f"extra-{number}.txt",
+        file_hash="x",
+        doc_type="txt",
+        title="",
+        chunks=[
+            Chunk(
+                f"extra-{number}",
+                f"unique{number}word appears once",
+                {"tenant": "alice", "collection": "garden"},
+            )
+        ],
+    )
+
+
+def _reader(url: str, seconds: float, queue: Any) -> None:
+    """Search the rotating document until time is up; report the versions seen and any inconsistency."""
+    catalog = Catalog(url)
+    seen: set[int] = set()
+    problems: list[str] = []
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            hits = _search(catalog, "zebra rotation", "alice", limit=50)
+            versions = {int(hit.metadata["v"]) for hit in hits}
+            if len(versions) != 1 or len(hits) != ROTATING_CHUNKS:
+                problems.append(f"{len(hits)} hits of versions {sorted(versions)}")
+            seen |= versions
+    except Exception as error:  # noqa: BLE001 - any error is the finding, reported to the test
+        problems.append(f"{type(error).__name__}: {error}")
+    finally:
+        catalog.close()
+    queue.put((sorted(seen), problems[:5]))
+
+
+@pytest.mark.parametrize("backend", ["bm25"])
+def test_ingestion_while_other_processes_serve(pg_url: str, backend: str) -> None:
+    """One process rewrites a document (and adds others) while two processes search it: no errors, every
+    search sees exactly one whole version, and nothing written is lost."""
+    first = Catalog(pg_url, pg_keyword_backend=backend)  # type: ignore[arg-type]
+    _writer(pg_url, 1)  # version 1 exists before the readers start
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    readers = [context.Process(target=_reader, args=(pg_url, 8.0, queue)) for _ in range(2)]
+    for reader in readers:
+        reader.start()
+    writer = context.Process(target=_writer, args=(pg_url, 30))
+    writer.start()
+    writer.join(120)
+    results = [queue.get(timeout=120) for _ in readers]
+    for reader in readers:
+        reader.join(30)
+    assert writer.exitcode == 0
+    for versions, problems in results:
+        assert problems == []
+        assert versions and set(versions) <= set(range(1, 31))
+    final = _search(first, "zebra rotation", "alice", limit=50)
+    assert {hit.metadata["v"] for hit in final} == {30} and len(final) == ROTATING_CHUNKS
+    for number in range(1, EXTRA_DOCS + 1):
+        assert [hit.chunk_id for hit in _search(first, f"unique{number}word", "alice")] == [f"extra-{number}"]
+    assert first.keyword_index_drift() == (0, 0, None)
+    first.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_a_catalog_server_that_is_down_is_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://rag@127.0.0.1:{_closed_port()}/nothing"
+    with pytest.raises(CatalogUnavailableError) as raised:
+        Catalog(url)
+    message = str(raised.value)
+    assert "\n" not in message and message.startswith("cannot reach the catalog database postgresql")
+    env = {
+        "RAG_DATABASE_URL": url,
+        "RAG_DATA_DIR": str(tmp_path / "rag"),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "service.cli", "search", "compost", "--mode", "bm25"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "cannot reach the catalog database" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
