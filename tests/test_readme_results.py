@@ -1,0 +1,147 @@
+"""The README's router and QA tables say what the committed result files say.
+
+Why: the numbers in the README are the project's claims; they must come from `rag eval ...` JSON files in
+results/, not be typed by hand. Each cell is compared with its JSON value rounded to the decimals the README
+shows, so a re-run benchmark without a README update (or the reverse) fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+RESULTS = ROOT / "results"
+
+#: QA table column (lower case) -> key of a results/qa_<dataset>_<pipeline>.json report.
+QA_COLUMNS = {
+    "n": "n",
+    "em": "em",
+    "f1": "f1",
+    "answer accuracy": "answer_accuracy",
+    "support r@5": "support_recall@5",
+    "citation precision": "citation_precision",
+    "not-found": "not_found_rate",
+    "not found": "not_found_rate",
+    "llm calls/q": "llm_calls_per_question",
+    "tokens/q": "tokens_per_question",
+    "p50 s": "latency_p50_s",
+}
+#: Columns every QA table must have (the rest are compared when present).
+QA_REQUIRED = {"n", "em", "f1"}
+
+
+def section(text: str, heading: str) -> str:
+    """The README text under the `### <heading>...` line, up to the next heading of level 2 or 3."""
+    match = re.search(rf"^### {re.escape(heading)}.*$", text, re.MULTILINE)
+    assert match, f"README has no '### {heading}' section"
+    rest = text[match.end() :]
+    end = re.search(r"^#{2,3} ", rest, re.MULTILINE)
+    return rest[: end.start()] if end else rest
+
+
+def tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
+    """Markdown tables of a text: (header cells lower-cased, rows of cells), cells stripped of ** marks."""
+    found: list[tuple[list[str], list[list[str]]]] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        if (
+            lines[index].startswith("|")
+            and index + 1 < len(lines)
+            and re.match(r"^\|[-| :]+\|$", lines[index + 1])
+        ):
+            header = [cell.lower() for cell in _cells(lines[index])]
+            rows: list[list[str]] = []
+            index += 2
+            while index < len(lines) and lines[index].startswith("|"):
+                rows.append(_cells(lines[index]))
+                index += 1
+            found.append((header, rows))
+        else:
+            index += 1
+    return found
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip().replace("**", "") for cell in line.strip().strip("|").split("|")]
+
+
+def matches(cell: str, value: Any) -> bool:
+    """A README cell equals a JSON value at the README's own precision ("-" or "–" for a missing value)."""
+    if cell in ("-", "–"):
+        return value is None
+    if value is None:
+        return False
+    decimals = len(cell.split(".", 1)[1]) if "." in cell else 0
+    return abs(float(cell.replace(",", "")) - float(value)) <= 0.5 * 10**-decimals + 1e-9
+
+
+def test_cells_compare_at_the_readme_precision() -> None:
+    assert matches("0.073", 0.0727) and not matches("0.074", 0.0727)
+    assert matches("1068", 1068.0) and matches("10.5", 10.495) and not matches("10.4", 10.495)
+    assert matches("-", None) and not matches("-", 0.0) and not matches("0.000", None)
+    header, rows = tables("x\n| a | **b** |\n|---|---|\n| 1 | **2** |\n\ny")[0]
+    assert header == ["a", "b"] and rows == [["1", "2"]]
+
+
+def test_readme_router_table_matches_results_router_json() -> None:
+    """The router section names its file and has one row per half and source, each equal to the JSON."""
+    text = section(README.read_text(encoding="utf-8"), "Router")
+    assert "results/router.json" in text, "the README's router section must name results/router.json"
+    report = json.loads((RESULTS / "router.json").read_text(encoding="utf-8"))
+    candidates = [table for table in tables(text) if table[0][:2] == ["half", "source"]]
+    assert candidates, "the README's router section has no '| half | source | label | n | accuracy |' table"
+    header, rows = candidates[0]
+    column = {name: position for position, name in enumerate(header)}
+    seen: set[tuple[str, str]] = set()
+    for row in rows:
+        half, source = row[column["half"]], row[column["source"]]
+        figures = report if half == "test" else report["dev"] if half.startswith("dev") else None
+        assert figures is not None, f"unknown half {half!r} in the README's router table"
+        if source == "all":
+            expected = {"n": figures["n"], "accuracy": figures["heuristic_accuracy"]}
+        elif source.endswith(", long with two names"):
+            expected = figures["heuristic"]["long_two_names"][source.split(",")[0]]
+        else:
+            expected = figures["heuristic"]["per_source"][source]
+        for name in ("n", "accuracy"):
+            assert matches(row[column[name]], expected[name]), (
+                f"README router row {half}/{source}: {name} {row[column[name]]} != {expected[name]}"
+            )
+        seen.add((half.split()[0], source))
+    wanted = {("test", "all")} | {("test", source) for source in report["heuristic"]["per_source"]}
+    assert wanted <= seen, f"README router table lacks {sorted(wanted - seen)}"
+
+
+def test_readme_qa_table_matches_results_qa_json() -> None:
+    """Every row of the QA table is results/qa_<dataset>_<pipeline>.json, cell by cell."""
+    text = section(README.read_text(encoding="utf-8"), "Question answering")
+    candidates = [table for table in tables(text) if table[0][:2] == ["dataset", "pipeline"]]
+    assert candidates, "the README's QA section has no '| dataset | pipeline | ...' table"
+    header, rows = candidates[0]
+    assert QA_REQUIRED <= set(header), f"QA table lacks {sorted(QA_REQUIRED - set(header))}"
+    assert rows
+    for row in rows:
+        dataset, pipeline = row[0], row[1]
+        path = RESULTS / f"qa_{dataset}_{pipeline}.json"
+        assert path.is_file(), f"README QA row {dataset}/{pipeline}: no {path.relative_to(ROOT)}"
+        report = json.loads(path.read_text(encoding="utf-8"))
+        for name, cell in zip(header[2:], row[2:], strict=True):
+            key = QA_COLUMNS.get(name)
+            if key is None:
+                continue
+            assert key in report, f"{path.name} has no {key!r} for the README column {name!r}"
+            assert matches(cell, report[key]), (
+                f"README QA {dataset}/{pipeline} {name}: {cell} != {report[key]}"
+            )
+
+
+@pytest.mark.parametrize("name", ["router.json", "qa_hotpotqa_naive.json"])
+def test_the_compared_result_files_are_committed_json(name: str) -> None:
+    assert isinstance(json.loads((RESULTS / name).read_text(encoding="utf-8")), dict)
