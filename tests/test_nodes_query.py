@@ -129,6 +129,33 @@ def test_single_hop_questions_and_claims_are_not_multi_hop(question: str) -> Non
     assert analysis.needs_retrieval
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "After the flood ended, who rebuilt the Kessing Mill?",  # leading clause, then the question
+        "In what era did some members of this guild move to the coast?",  # "of this": no second entity
+        "What is an example of a metal that resists corrosion in salt water?",  # clause names nothing
+        "The Varna Accord was signed in what Baltic port city?",  # weak cues only (names, in-situ "what")
+        "Which group benefited from the grants paid by the Orlen Trust?",  # main verb after "Which group"
+    ],
+)
+def test_long_single_hop_questions_with_weak_cues_are_not_multi_hop(question: str) -> None:
+    """Reading-comprehension questions (one passage answers them) look complex without describing a second
+    entity; every one of these was MULTI_HOP before the rules were tuned on the router's dev half."""
+    assert not is_multi_hop(heuristic_analysis(question))
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What river flows through the city where Jonas Perrin was born?",
+        "Which river flows past the town that hosted the 1931 Harlow Cup final?",
+    ],
+)
+def test_a_clause_describing_a_named_second_entity_stays_multi_hop(question: str) -> None:
+    assert heuristic_analysis(question).query_type == "MULTI_HOP"
+
+
 def test_simple_facts_stay_simple() -> None:
     for question in ("What is the capital of France?", "Who directed the film Inception?", "周岚是哪里人？"):
         analysis = heuristic_analysis(question)
