@@ -26,6 +26,9 @@ Preference = Literal["accuracy", "speed", "balanced"]
 GraderKind = Literal["llm", "score", "auto"]
 AnalyzerKind = Literal["llm", "heuristic", "auto"]
 AnswerSource = Literal["rag", "chat"]
+#: Who writes the short answer: the model, the extractive answerer (no model call), or the model with the
+#: extractive answer when the model's is not grounded in the passages (nodes/generate.py).
+Answerer = Literal["auto", "model", "extractive"]
 CheckpointDurability = Literal["exit", "async", "sync"]
 
 #: Input windows (in model tokens) of the embedded embedding models; chunks must fit in them.
@@ -162,6 +165,11 @@ class Settings(BaseSettings):
     )
     preference: Preference = Field(
         "balanced", description="accuracy | speed | balanced: how much work to spend."
+    )
+    answerer: Answerer = Field(
+        "auto",
+        description="Short answer: auto (the model's, or the extractive span when the model's is not in the "
+        "passages) | model | extractive (no model call).",
     )
     analyzer: AnalyzerKind = Field(
         "auto", description="Query analysis: llm | heuristic | auto (heuristic for weak models)."

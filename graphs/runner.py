@@ -154,6 +154,7 @@ def output_json(result: dict[str, Any]) -> dict[str, Any]:
         "thread_id": result.get("thread_id"),
         "question": result.get("question"),
         "standalone_question": result.get("standalone_question"),
+        "short_answer": result.get("short_answer") or "",
         "answer": result.get("answer"),
         "not_found": result.get("not_found", False),
         "citations": result.get("citations", []),

@@ -21,6 +21,7 @@ from nodes.events import emit, source_summary
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
 from persistence.semantic_cache import CacheScope, count, documents_version, get_semantic_cache
+from retrieval.answer_text import short_answer_of
 from state.context import Context, run_context
 from state.graph_state import State
 
@@ -49,6 +50,7 @@ def hit_update(payload: dict[str, Any]) -> dict[str, Any]:
     return {
         **analysis,
         "answer": answer,
+        "short_answer": short_answer_of(answer),
         "citations": list(payload.get("citations") or []),
         "sources": sources,
         "retrieved": sources,

@@ -23,6 +23,7 @@ from nodes.generate import current_question, language_of
 from nodes.grade_answer import is_not_found_answer
 from nodes.instrumentation import timed
 from prompts.answer import NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
+from retrieval.answer_text import short_answer_of
 from retrieval.answerability import not_found_reason
 from retrieval.citations import resolve_citations
 from retrieval.grounding import ground_answer
@@ -75,13 +76,15 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "sources": [source_summary(dict(doc)) for doc in cited.sources],
         },
     )
+    not_found = is_not_found_answer(cited.text)
     return {
         "answer": cited.text,
+        "short_answer": "" if not_found else short_answer_of(cited.text),
         "citations": cited.citations,
         "sources": cited.sources,
         "renderings": cited.renderings,
         "unsupported_sentences": cited.unsupported_sentences,
-        "not_found": is_not_found_answer(cited.text),
+        "not_found": not_found,
         "retrieved": ranked_documents(state.get("documents") or []),
         # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
         # each passage's text once, not twice (issue 7 §6: bytes per turn).

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langgraph.runtime import Runtime
 
@@ -25,6 +26,7 @@ from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed, with_temperature
 from nodes.resources import get_resources
 from prompts.answer import (
+    ANSWER_STOP_SEQUENCES,
     ANSWER_SYSTEM_PROMPTS,
     ANSWER_USER_TEMPLATES,
     MODEL_FAILED_EN,
@@ -37,13 +39,19 @@ from prompts.answer import (
     OPERATOR_INSTRUCTIONS,
     REVISION_NOTES,
 )
+from retrieval.answer_span import answer_type, choice_options, extract_answer
 from retrieval.answer_text import (
     EchoDetector,
     answer_body,
     best_sentences,
+    compose_answer,
+    content_terms,
     is_garbage,
+    matches_phrase,
+    normalized,
     remove_sentences,
     split_sentences,
+    split_short_answer,
     strip_preamble,
 )
 from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
@@ -96,11 +104,15 @@ def conversation_history(messages: list[AnyMessage], max_turns: int) -> list[tup
 def extractive_answer(
     question: str, documents: list[RetrievedDoc], language: str, max_tokens: int
 ) -> tuple[str, list[RetrievedDoc]]:
-    """The fallback draft and its source: the sentences of the first document that has usable ones (not
-    instruction-like) that best overlap the question, cited [1]. Without documents the apology; when every
-    passage is only planted instructions, the not-found sentence (nothing else there to say)."""
+    """The draft without the model: the typed short answer of the extractive answerer (retrieval.answer_span)
+    and the sentence it was read from, cited; when no span fits, the sentences of the first document that
+    has usable ones (not instruction-like) that best overlap the question, cited [1]. Without documents the
+    apology; when every passage is only planted instructions, the not-found sentence (nothing else to say)."""
     if not documents:
         return (MODEL_FAILED_ZH if language == "zh" else MODEL_FAILED_EN), []
+    extracted = extractive_short_answer(question, documents, max_tokens)
+    if extracted is not None:
+        return extracted
     for doc in documents:
         sentences = best_sentences(question, doc["text"], FALLBACK_SENTENCES)
         joiner = "" if contains_cjk(doc["text"]) else " "  # the source's script, not the question's
@@ -108,6 +120,98 @@ def extractive_answer(
         if answer_body(body):
             return f"{body}{joiner}[1]", [doc]
     return (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), []
+
+
+def extractive_short_answer(
+    question: str, documents: list[RetrievedDoc], max_tokens: int
+) -> tuple[str, list[RetrievedDoc]] | None:
+    """The extractive answerer's draft and its source: the short answer, then the sentence it was read from,
+    cited [1]; None when no span of the expected type is in the passages."""
+    span = extract_answer(question, [doc["text"] for doc in documents])
+    if span is None or not span.text.strip():
+        return None
+    source = documents[span.passage]
+    sentence = truncate_to_tokens(span.sentence.strip(), max_tokens).rstrip("\ufffd").strip()
+    joiner = "" if contains_cjk(sentence) else " "
+    if not answer_body(sentence):
+        return span.text, [source]
+    return compose_answer(span.text, f"{sentence}{joiner}[1]"), [source]
+
+
+def is_grounded_short_answer(short: str, question: str, documents: list[RetrievedDoc]) -> bool:
+    """Whether a short answer can be read in the passages: yes/no to a yes/no question, one of the named
+    options of a choice question, or else a span whose terms all occur in one passage and are not merely the
+    question's own (a model that repeats the question has not answered it)."""
+    if not short.strip():
+        return False
+    kind = answer_type(question)
+    if kind == "yes_no":
+        return normalized(short) in YES_NO_ANSWERS
+    if kind == "choice":
+        return any(normalized(option) == normalized(short) for option in choice_options(question) or ())
+    terms = content_terms(short)
+    if not terms:
+        return any(normalized(short) in normalized(doc["text"]) for doc in documents)
+    if terms <= content_terms(question):
+        return False
+    return any(terms <= content_terms(doc["text"]) for doc in documents)
+
+
+#: Normalised short answers that answer a yes/no question.
+YES_NO_ANSWERS = frozenset({"yes", "no", "是", "不是", "否", "对", "不对"})
+
+
+def _extractive_short(
+    question: str,
+    text: str,
+    sources: list[RetrievedDoc],
+    used: list[RetrievedDoc],
+    info: dict[str, Any],
+    max_tokens: int,
+) -> tuple[str, list[RetrievedDoc]]:
+    """The draft when the model's short answer is missing or not in the passages: the extractive answerer's
+    span in front of the model's text when that text names it (the model answered, without the format), else
+    the extractive draft instead (the model's explanation argues for an ungrounded answer). Unchanged when no
+    span of the expected type is in the passages."""
+    span = extract_answer(question, [doc["text"] for doc in used])
+    if span is None or not span.text.strip():
+        return text, sources
+    info["short_answer_source"] = "extractive"
+    short, explanation = split_short_answer(text)
+    if not short and normalized(span.text) in normalized(text):
+        return compose_answer(span.text, text), sources
+    info["model_short_answer"] = short
+    return extractive_short_answer(question, used, max_tokens) or (text, sources)
+
+
+def with_stop(model: BaseChatModel, stops: tuple[str, ...]) -> BaseChatModel:
+    """A copy of the model that stops at `stops` (a model without a `stop` field is returned as is)."""
+    if "stop" not in type(model).model_fields:
+        return model
+    return model.model_copy(update={"stop": list(stops)})
+
+
+def model_draft(
+    raw: str, system: str, question: str, language: str, sources: list[RetrievedDoc]
+) -> tuple[str, str]:
+    """(draft, short answer) of a model reply: "Answer: X / Explanation: Y" becomes the short answer on its
+    own line, then the explanation cleaned of echoes and planted instructions (clean_model_answer). An
+    honest "not found" is kept whole, without a short answer."""
+    bare = strip_preamble(strip_source_headers(raw))
+    if is_not_found_text(bare):
+        return clean_model_answer(raw, system, question, language, sources), ""
+    short, explanation = split_short_answer(strip_source_headers(raw))
+    if short and (is_garbage(short) or is_instruction_like(short)):
+        short = ""
+    cleaned = clean_model_answer(explanation, system, question, language, sources) if explanation else ""
+    if not short:
+        return cleaned, ""
+    return compose_answer(short, cleaned), short
+
+
+def is_not_found_text(text: str) -> bool:
+    """Whether a reply is the engine's refusal sentence or a close paraphrase of it."""
+    return matches_phrase(text, (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS))
 
 
 def clean_model_answer(
@@ -182,16 +286,26 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         context_share=context.context_share,
         user_template=ANSWER_USER_TEMPLATES[language],
     )
+    used = prompt.used_documents or documents
+    info = dict(prompt.prompt_info)
+    info["generation_fallback"] = None
+    answerer = context.answerer if used else "model"
+    info["short_answer_source"] = None
+    if answerer == "extractive":
+        info["short_answer_source"] = "extractive"
+        text, sources = extractive_answer(question, used, language, context.generation_reserve)
+        return {"draft": text, "sources": sources, "prompt_info": info, "generation_rounds": 1}
     model = with_temperature(get_resources().model("generate", context), context.temperature)
     emit(
         "generation_start",
         {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
     )
-    raw, error, usage = text_call(model, prompt.messages, max_tokens=context.generation_reserve)
+    stopping = with_stop(model, ANSWER_STOP_SEQUENCES) if used else model
+    raw, error, usage = text_call(stopping, prompt.messages, max_tokens=context.generation_reserve)
     sources = prompt.used_documents
-    text = clean_model_answer(raw, str(prompt.messages[0].content), question, language, sources)
-    info = dict(prompt.prompt_info)
-    info["generation_fallback"] = None
+    text, short = model_draft(raw, str(prompt.messages[0].content), question, language, sources)
+    if short:
+        info["short_answer_source"] = "model"
     if error is not None or is_garbage(text):
         if error is not None:
             reason = f"model error: {error}"
@@ -201,8 +315,13 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             reason = "model output echoed the prompt or a planted instruction"
         logger.warning("generate: %s; using the extractive fallback", reason)
         info["generation_fallback"] = reason
-        text, sources = extractive_answer(
-            question, prompt.used_documents or documents, language, context.generation_reserve
-        )
+        info["short_answer_source"] = "extractive"
+        text, sources = extractive_answer(question, used, language, context.generation_reserve)
+    elif (
+        answerer == "auto"
+        and not is_not_found_text(text)
+        and not is_grounded_short_answer(short, question, used)
+    ):
+        text, sources = _extractive_short(question, text, sources, used, info, context.generation_reserve)
     update = {"draft": text, "sources": sources, "prompt_info": info, "generation_rounds": 1}
     return merge_updates(update, usage)

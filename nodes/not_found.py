@@ -32,6 +32,7 @@ def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     emit("generation_complete", {"answer": answer, "citations": [], "sources": [], "not_found": True})
     return {
         "answer": answer,
+        "short_answer": "",
         "not_found": True,
         "citations": [],
         "sources": [],

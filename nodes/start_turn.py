@@ -99,6 +99,7 @@ def start_turn(state: State, runtime: Runtime[Context], config: RunnableConfig) 
         "unsupported_sentences": [],
         "draft": "",
         "answer": "",
+        "short_answer": "",
         "not_found": False,
         "error": "",
         "prompt_info": {},

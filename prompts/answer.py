@@ -45,11 +45,48 @@ NOT_FOUND_VARIANTS: tuple[str, ...] = (
 MODEL_FAILED_EN = "I could not produce an answer to this message right now. Please try again."
 MODEL_FAILED_ZH = "暂时无法回答这条消息，请稍后再试。"
 
+#: The shape of every answer: a short answer line (a few words, a name, a number, a date, or yes/no), then
+#: the cited explanation. Small models copy a shape they are shown far better than one they are told about,
+#: so the rule comes with worked examples (invented here: never questions of an evaluation set).
+ANSWER_LABEL_EN = "Answer:"
+EXPLANATION_LABEL_EN = "Explanation:"
+ANSWER_LABEL_ZH = "答案："
+EXPLANATION_LABEL_ZH = "解释："
+ANSWER_FORMAT_EN = f"""Reply in exactly two lines:
+{ANSWER_LABEL_EN} the short answer only: a name, a number, a date, a few words, or yes / no.
+{EXPLANATION_LABEL_EN} one sentence from the sources that supports it, ending with its source number like [1].
+
+Example:
+Sources: [1] The Velmar Bridge opened in 1931 and crosses the Ostra river. [2] Ostra is a river in Lindavia.
+Question: In which year did the bridge over the Ostra open?
+{ANSWER_LABEL_EN} 1931
+{EXPLANATION_LABEL_EN} The Velmar Bridge crosses the Ostra river and opened in 1931 [1].
+
+Example:
+Sources: [1] Hana Korvel wrote the novel The Glass Orchard. [2] Hana Korvel was born in Tallow, a port town.
+Question: Where was the author of The Glass Orchard born?
+{ANSWER_LABEL_EN} Tallow
+{EXPLANATION_LABEL_EN} The Glass Orchard is by Hana Korvel [1], who was born in Tallow [2].
+
+Example:
+Sources: [1] Redfin Lake is 40 metres deep. [2] Marrow Lake is 12 metres deep.
+Question: Is Redfin Lake deeper than Marrow Lake?
+{ANSWER_LABEL_EN} yes
+{EXPLANATION_LABEL_EN} Redfin Lake is 40 metres deep [1] and Marrow Lake 12 metres [2]."""
+ANSWER_FORMAT_ZH = f"""请严格按两行回答：
+{ANSWER_LABEL_ZH}只写简短答案：人名、数字、日期、几个词，或"是"/"不是"。
+{EXPLANATION_LABEL_ZH}用一句资料中的话说明依据，句末写资料编号，例如 [1]。
+
+示例：
+资料：[1] 青石桥建于1931年，横跨澄河。[2] 澄河位于林州。
+问题：横跨澄河的桥建于哪一年？
+{ANSWER_LABEL_ZH}1931年
+{EXPLANATION_LABEL_ZH}青石桥横跨澄河，建于1931年 [1]。"""
+
 ANSWER_SYSTEM_SIMPLE_EN = f"""You answer questions using only the numbered sources given with the question.
-Write a short, direct answer. After each fact, put the number of its source in brackets, like [1].
 If the sources do not contain the answer, reply exactly: {NOT_FOUND_EN}
 {UNTRUSTED_SOURCES_EN}
-Answer in the language of the question."""
+{ANSWER_FORMAT_EN}"""
 
 ANSWER_SYSTEM_ADVANCED_EN = f"""You answer questions using only the numbered sources given with the question.
 - Combine facts from several sources when the question needs it, and explain briefly how they connect.
@@ -58,6 +95,8 @@ ANSWER_SYSTEM_ADVANCED_EN = f"""You answer questions using only the numbered sou
 - If the sources answer only part of the question, answer that part and say what the sources do not cover.
 - If the sources do not contain the answer at all, reply exactly: {NOT_FOUND_EN}
 - {UNTRUSTED_SOURCES_EN}
+Start with the line "{ANSWER_LABEL_EN} <short answer>", then "{EXPLANATION_LABEL_EN}" and the cited
+explanation.
 Answer in the language of the question."""
 
 ANSWER_SYSTEM_PRECISE_EN = f"""You answer questions strictly from the numbered sources given with the
@@ -68,13 +107,14 @@ question.
 - Leave out anything the sources do not state, even if you believe it is true.
 - If the sources do not contain the answer, reply exactly: {NOT_FOUND_EN}
 {UNTRUSTED_SOURCES_EN}
+Start with the line "{ANSWER_LABEL_EN} <short answer>", then "{EXPLANATION_LABEL_EN}" and the cited
+explanation.
 Answer in the language of the question."""
 
 ANSWER_SYSTEM_SIMPLE_ZH = f"""你只能根据问题后面给出的编号资料回答问题。
-回答要简短直接。每个事实后面用方括号写出资料编号，例如 [1]。
 如果资料中没有答案，请原样回答：{NOT_FOUND_ZH}
 {UNTRUSTED_SOURCES_ZH}
-请用中文回答。"""
+{ANSWER_FORMAT_ZH}"""
 
 ANSWER_SYSTEM_ADVANCED_ZH = f"""你只能根据问题后面给出的编号资料回答问题。
 - 需要时综合多条资料，并简要说明它们之间的联系。
@@ -83,6 +123,7 @@ ANSWER_SYSTEM_ADVANCED_ZH = f"""你只能根据问题后面给出的编号资料
 - 如果资料只回答了问题的一部分，就回答这一部分，并说明资料没有涉及的内容。
 - 如果资料中完全没有答案，请原样回答：{NOT_FOUND_ZH}
 - {UNTRUSTED_SOURCES_ZH}
+第一行写"{ANSWER_LABEL_ZH}简短答案"，第二行写"{EXPLANATION_LABEL_ZH}"和带编号的解释。
 请用中文回答。"""
 
 ANSWER_SYSTEM_PRECISE_ZH = f"""你必须严格依据问题后面给出的编号资料回答问题。
@@ -91,6 +132,7 @@ ANSWER_SYSTEM_PRECISE_ZH = f"""你必须严格依据问题后面给出的编号�
 - 资料没有说明的内容一律不写，即使你认为它是正确的。
 - 如果资料中没有答案，请原样回答：{NOT_FOUND_ZH}
 {UNTRUSTED_SOURCES_ZH}
+第一行写"{ANSWER_LABEL_ZH}简短答案"，第二行写"{EXPLANATION_LABEL_ZH}"和带编号的解释。
 请用中文回答。"""
 
 #: System prompt per (mode, language); language is "en" or "zh".
@@ -102,6 +144,10 @@ ANSWER_SYSTEM_PROMPTS: dict[tuple[str, str], str] = {
     ("advanced", "zh"): ANSWER_SYSTEM_ADVANCED_ZH,
     ("precise", "zh"): ANSWER_SYSTEM_PRECISE_ZH,
 }
+
+#: Where a model reply must end: it starts another example or question, or echoes the source fence. Small
+#: models continue the few-shot pattern with invented questions when nothing stops them.
+ANSWER_STOP_SEQUENCES: tuple[str, ...] = ("\nQuestion:", "\nExample:", "\n问题：", "\n示例：", SOURCES_OPEN)
 
 #: The human message holding the numbered sources and the question ({sources}, {question}).
 ANSWER_USER_TEMPLATE_EN = (

@@ -236,3 +236,85 @@ def message_text(message: BaseMessage) -> str:
     if isinstance(content, str):
         return content
     return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+#: The label a reply puts before its short answer ("Answer:", "Short answer:", "答案：").
+_ANSWER_LABEL = re.compile(
+    r"^\s*\**\s*(?:(?:the\s+)?(?:short\s+|final\s+)?answer|答案)\s*\**\s*[:：]\s*", re.I
+)
+#: The label before the explanation, at a line start or inside the first line.
+_EXPLANATION_LABEL = re.compile(
+    r"\s*\**\s*(?:explanation|reason|evidence|解释|说明|依据)\s*\**\s*[:：]\s*", re.I
+)
+#: A short answer is at most this many words (a CJK character counts as half a word): longer is a sentence.
+SHORT_ANSWER_MAX_WORDS = 12
+_SHORT_TRAILING = " \t.,;:!?。，；！？\"'”’"
+
+
+def _word_count(text: str) -> float:
+    cjk = len(re.findall(r"[\u3400-\u4dbf\u4e00-\u9fff]", text))
+    return len(re.sub(r"[\u3400-\u4dbf\u4e00-\u9fff]", " ", text).split()) + cjk / 2
+
+
+def clean_short_answer(text: str) -> str:
+    """A short answer without its label, reference markers, surrounding quotes and trailing punctuation;
+    "" when it is longer than SHORT_ANSWER_MAX_WORDS words (then it is a sentence, not a short answer)."""
+    bare = strip_references(_ANSWER_LABEL.sub("", text.strip(), count=1)).strip().strip(_SHORT_TRAILING)
+    bare = bare.strip("*").strip()
+    if not _WORD_CHAR.search(bare) or _word_count(bare) > SHORT_ANSWER_MAX_WORDS:
+        return ""
+    return bare
+
+
+def split_short_answer(reply: str) -> tuple[str, str]:
+    """(short answer, explanation) of a reply shaped "Answer: X / Explanation: Y" (labels optional, on one
+    line or two). Without a short first line, or for a one-line reply without the label (a sentence such
+    as "Paris is the capital [1]."), the short answer is "" and the whole reply is the explanation.
+
+        Why tolerant: small models drop a label, put both parts on one line, or skip the explanation; each of
+        these still has a usable short answer.
+    """
+    lines = [
+        line
+        for line in reply.strip().splitlines()
+        if line.strip() and not _LABEL_ONLY.match(line) and not _QUESTION_LABEL.match(line)
+    ]
+    if not lines:
+        return "", ""
+    first, rest = lines[0], "\n".join(lines[1:])
+    labelled = _ANSWER_LABEL.match(first) is not None
+    inline = _EXPLANATION_LABEL.search(first)
+    if inline is not None and inline.start() > 0:
+        first, rest = first[: inline.start()], (first[inline.end() :] + "\n" + rest).strip()
+    rest = _EXPLANATION_LABEL.sub("", rest, count=1) if _EXPLANATION_LABEL.match(rest) else rest
+    short = clean_short_answer(first)
+    if not short or (not labelled and not rest):
+        body = _ANSWER_LABEL.sub("", reply.strip(), count=1)
+        return "", _EXPLANATION_LABEL.sub(" ", body).strip()
+    return short, rest.strip()
+
+
+def compose_answer(short: str, explanation: str) -> str:
+    """The answer text: the short answer on its own line, then the cited explanation (either may be "")."""
+    return "\n\n".join(part for part in (short.strip(), explanation.strip()) if part)
+
+
+def answer_parts(answer: str) -> tuple[str, str]:
+    """(short answer, explanation) of an answer text (see compose_answer): the explanation is what follows
+    the short answer's paragraph, or the whole answer when it opens with a sentence ("" short answer)."""
+    paragraphs = [part for part in re.split(r"\n\s*\n", answer.strip(), maxsplit=1) if part.strip()]
+    if not paragraphs:
+        return "", ""
+    first = paragraphs[0]
+    if len(paragraphs) == 1 and len(sentence_spans(first)) > 1:
+        return "", answer.strip()
+    short = clean_short_answer(first)
+    if not short:
+        return "", answer.strip()
+    return short, paragraphs[1].strip() if len(paragraphs) > 1 else ""
+
+
+def short_answer_of(answer: str) -> str:
+    """The short answer an answer text starts with (see compose_answer): its first paragraph when that is
+    short; "" when the answer opens with a sentence."""
+    return answer_parts(answer)[0]

@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from config.settings import (
     AnalyzerKind,
+    Answerer,
     AnswerMode,
     AnswerSource,
     GraderKind,
@@ -158,6 +159,7 @@ class Context:
     temperature: float = _override(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
     system_prompt: str = _from_settings("system_prompt")
     answer_source: AnswerSource = _from_settings("answer_source")
+    answerer: Answerer = _from_settings("answerer")
     use_cache: bool = _from_settings("use_cache")
     """Answer from the semantic cache when an equivalent question was answered before; False bypasses it
     for this run (the cache is used only when RAG_CACHE_ENABLED is on too)."""

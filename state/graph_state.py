@@ -104,6 +104,9 @@ class OutputState(TypedDict, total=False):
     question: str
     standalone_question: str
     answer: str
+    short_answer: str
+    """The short answer `answer` starts with (a name, a number, a date, a few words, yes/no), without
+    citation markers; "" when the answer is "not found" or opens with a sentence (retrieval.answer_text)."""
     citations: list[Citation]
     sources: list[RetrievedDoc]
     """The passages the answer cites, renumbered to match its [n] markers."""

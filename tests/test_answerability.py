@@ -95,7 +95,9 @@ def ask(kb: KnowledgeBase, model: TaskChatModel, *questions: str, **context: Any
 
 def test_an_answerable_question_keeps_its_cited_answer(kb: KnowledgeBase) -> None:
     out = ask(kb, TaskChatModel(replies={"generate": ANSWER}), ANSWERABLE, max_iterations=1)
-    assert out["answer"] == ANSWER and not out["not_found"]
+    # Every answer starts with its short answer (the span the model's sentence names), then the sentence.
+    assert out["answer"] == f"612 metres\n\n{ANSWER}" and not out["not_found"]
+    assert out["short_answer"] == "612 metres"
     assert [citation["title"] for citation in out["citations"]] == ["Tarrow viaduct"]
 
 

@@ -48,7 +48,11 @@ def test_temperature_max_tokens_and_system_prompt_reach_the_answer_call(install:
     model = Sampling(messages=iter([AIMessage(ANSWER)]), seen=[])
     install(model)
     context = runtime(
-        temperature=0.7, generation_reserve=64, system_prompt="Answer like a pirate.", mode="simple"
+        temperature=0.7,
+        generation_reserve=64,
+        system_prompt="Answer like a pirate.",
+        mode="simple",
+        answerer="model",
     )
     update = generate({"question": QUESTION, "documents": [PARIS]}, context)
 

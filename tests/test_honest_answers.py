@@ -22,10 +22,8 @@ VIADUCT_TEXT = (
     "The Tarrow viaduct carries the valley railway. The Tarrow viaduct is 612 metres long and has 14 arches. "
     "Its piers are of local granite."
 )
-EXTRACTIVE = (
-    "The Tarrow viaduct carries the valley railway. "
-    "The Tarrow viaduct is 612 metres long and has 14 arches. [1]"
-)
+#: The extractive answerer's draft: the number with its unit asked by "how long", then its sentence cited.
+EXTRACTIVE = "612 metres\n\nThe Tarrow viaduct is 612 metres long and has 14 arches. [1]"
 
 
 def passage(index: int, text: str, *, relevance: float = 0.9) -> RetrievedDoc:
@@ -75,7 +73,8 @@ def test_prompt_echoes_fall_back_to_the_extractive_answer(install: Any, reply: s
 def test_an_echoed_note_before_a_real_answer_is_removed_and_the_answer_kept(install: Any) -> None:
     install(scripted(REVISION_NOTE_EN.strip() + "\nThe Tarrow viaduct is 612 metres long [1]."))
     update = generate({"question": QUESTION, "documents": [VIADUCT]}, runtime())
-    assert update["draft"] == "The Tarrow viaduct is 612 metres long [1]."
+    # The model's sentence names the extractive span, which goes in front as the short answer.
+    assert update["draft"] == "612 metres\n\nThe Tarrow viaduct is 612 metres long [1]."
     assert update["prompt_info"]["generation_fallback"] is None
 
 

@@ -68,7 +68,9 @@ def test_generate_uses_relevant_documents_mode_prompt_and_history(install: Any) 
     }
     update = generate(state, runtime(mode="precise"))
 
-    assert update["draft"] == GOOD_ANSWER
+    # The model answered without the "Answer:" line: the extractive answerer's span, which the model's
+    # sentence names, goes in front as the short answer.
+    assert update["draft"] == f"Paris\n\n{GOOD_ANSWER}"
     assert update["sources"] == [PARIS, TOWER]  # relevant only, by relevance (NOISE is below 0.35)
     assert update["generation_rounds"] == 1 and update["llm_calls"] == 1
     assert {"generate", "model"} <= set(update["timings_ms"])
@@ -107,7 +109,7 @@ def test_generate_falls_back_to_extractive_answer_on_garbage(install: Any, reply
     install(scripted(reply))
     update = generate({"question": QUESTION, "documents": [PARIS, TOWER]}, runtime())
 
-    assert update["draft"] == "France is a country in Europe. Paris is the capital of France. [1]"
+    assert update["draft"] == "Paris\n\nParis is the capital of France. [1]"
     assert update["sources"] == [PARIS]
     assert update["prompt_info"]["generation_fallback"] == "unusable model output"
 
@@ -169,17 +171,18 @@ def test_generate_chinese_question_uses_chinese_prompts_and_fallback(install: An
     system, human = model.received[0]
     assert system.content == ANSWER_SYSTEM_PROMPTS[("advanced", "zh")]
     assert human.content.startswith("资料：") and human.content.endswith("问题：法国的首都是哪里？")
-    assert update["draft"] == "巴黎是法国的首都。[1]"
+    assert update["draft"] == "巴黎\n\n巴黎是法国的首都。[1]"
 
 
 def test_generate_strips_echoed_headers_and_cross_language_fallback_keeps_spacing(install: Any) -> None:
     install(scripted("[1] (File: doc1.md, Page: 1)\nParis is the capital of France [1]."))
     update = generate({"question": QUESTION, "documents": [PARIS]}, runtime())
-    assert update["draft"] == "Paris is the capital of France [1]."
+    assert update["draft"] == "Paris\n\nParis is the capital of France [1]."
 
     install(scripted("(File: doc1.md)"))
     update = generate({"question": "巴黎是哪个国家的首都？Paris capital", "documents": [PARIS]}, runtime())
-    assert update["draft"] == "Paris is the capital of France. [1]"  # a space: the source is English
+    # The short answer (the country asked for), then the sentence with a space: the source is English.
+    assert update["draft"] == "France\n\nParis is the capital of France. [1]"
 
 
 def test_generate_uses_generation_reserve_as_max_tokens(install: Any) -> None:
@@ -191,7 +194,9 @@ def test_generate_uses_generation_reserve_as_max_tokens(install: Any) -> None:
             return super()._generate(messages, *args, **kwargs)
 
     install(Bounded(messages=iter([AIMessage(GOOD_ANSWER)])))
-    update = generate({"question": QUESTION, "documents": [PARIS]}, runtime(generation_reserve=77))
+    update = generate(
+        {"question": QUESTION, "documents": [PARIS]}, runtime(generation_reserve=77, answerer="model")
+    )
     assert update["draft"] == GOOD_ANSWER and update["prompt_info"]["reserve"] == 77
 
 
@@ -386,7 +391,7 @@ def test_loop_gives_up_at_the_bound_and_cites_the_best_answer(install: Any) -> N
     install(scripted(PARTIAL_ANSWER, UNGROUNDED_ANSWER, "Lyon [1]"), strength="weak")
     result = answer_loop().invoke(
         {"question": QUESTION, "documents": [PARIS]},
-        context=Context(max_iterations=3, quality_threshold=1.0),
+        context=Context(max_iterations=3, quality_threshold=1.0, answerer="model"),
     )
     assert result["generation_rounds"] == 3 and result["next_action"] == "give_up"
     assert result["answer"] == PARTIAL_ANSWER

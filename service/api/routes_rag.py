@@ -135,6 +135,7 @@ def response_body(
         for query in event["data"]["queries"]
     ]
     return {
+        "short_answer": str(result.get("short_answer") or ""),
         "answer": answer,
         "citations": citations,
         "sources": [

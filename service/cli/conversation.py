@@ -22,11 +22,18 @@ from service.cli.common import (
 
 def _print_answer(result: dict[str, object], prefix: str = "") -> None:
     """The stored answer (once), a warning line for each reason not to trust it, sources and strategy."""
+    from retrieval.answer_text import answer_parts
     from service.answer_warnings import answer_warnings
 
     if prefix:
         console.print(prefix, end="")
-    console.print(str(result.get("answer", "")), highlight=False, markup=False)
+    short, explanation = answer_parts(str(result.get("answer") or ""))
+    if short:  # the short answer first, on its own line, then the cited explanation
+        console.print(f"[bold]{escape(short)}[/]", highlight=False)
+        if explanation:
+            console.print(explanation, highlight=False, markup=False)
+    else:
+        console.print(str(result.get("answer", "")), highlight=False, markup=False)
     for item in answer_warnings(result):
         console.print(f"[bold yellow]warning:[/] {escape(item['message'])}", highlight=False, soft_wrap=True)
     citations = result.get("citations") or []

@@ -1,0 +1,180 @@
+"""The extractive answerer (retrieval.answer_span) and the short-answer shape of answers
+(retrieval.answer_text): typed spans picked from invented passages, replies split into short answer and
+explanation, and the node's choice between the model's short answer and the extractive one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nodes.generate import generate, is_grounded_short_answer
+from retrieval.answer_span import answer_type, choice_options, extract_answer
+from retrieval.answer_text import answer_parts, compose_answer, short_answer_of, split_short_answer
+from state.schemas import RetrievedDoc
+from tests.conftest import runtime
+from tests.fakes import ScriptedChatModel, scripted
+
+GLASSWORKS = (
+    "The Orrin Glassworks was founded in 1874 by Mara Velt in the town of Kessby. "
+    "It employed 312 workers at its peak."
+)
+KESSBY = "Kessby is a harbour town in the province of Vantor. Its mayor is Ilse Brann."
+HALL = "Tamsin Hall opened in 1931."
+
+
+def doc(index: int, text: str) -> RetrievedDoc:
+    return RetrievedDoc(
+        chunk_id=f"chunk-{index}",
+        text=text,
+        source=f"/corpus/doc{index}.md",
+        title=f"Doc {index}",
+        page=index,
+        doc_id=f"doc{index}",
+        score=1.0,
+        relevance=0.9,
+        query="",
+        metadata={},
+    )
+
+
+LODGE = "Corven Lodge opened in 1908."
+
+
+@pytest.mark.parametrize(
+    ("question", "kind"),
+    [
+        ("Who founded the Orrin Glassworks?", "person"),
+        ("When was the Orrin Glassworks founded?", "date"),
+        ("In what year did the glassworks open?", "date"),
+        ("How many workers did the glassworks employ?", "number"),
+        ("Where was the Orrin Glassworks founded?", "place"),
+        ("Is Kessby a harbour town?", "yes_no"),
+        ("Which opened first, Tamsin Hall or Corven Lodge?", "choice"),
+        ("What company did the founder of Kessby's glassworks start?", "entity"),
+        ("What age did the rower who won the race retire at?", "entity"),  # "who" is a relative pronoun
+        ("青石桥建于哪一年？", "date"),
+        ("澄河流经几个省？", "number"),
+    ],
+)
+def test_answer_type_follows_the_question(question: str, kind: str) -> None:
+    assert answer_type(question) == kind
+
+
+def test_choice_options_are_the_two_named_alternatives() -> None:
+    assert choice_options("Which opened first, Tamsin Hall or the Corven Lodge?") == (
+        "Tamsin Hall",
+        "Corven Lodge",
+    )
+    assert choice_options("Who founded the Orrin Glassworks?") is None
+
+
+@pytest.mark.parametrize(
+    ("question", "passages", "answer", "passage"),
+    [
+        ("Who founded the Orrin Glassworks?", [GLASSWORKS], "Mara Velt", 0),
+        ("When was the Orrin Glassworks founded?", [GLASSWORKS], "1874", 0),
+        ("How many workers did the Orrin Glassworks employ at its peak?", [GLASSWORKS], "312", 0),
+        ("Who is the mayor of Kessby?", [GLASSWORKS, KESSBY], "Ilse Brann", 1),
+        ("Which opened first, Tamsin Hall or Corven Lodge?", [HALL, LODGE], "Corven Lodge", 1),
+        ("Which opened later, Tamsin Hall or Corven Lodge?", [HALL, LODGE], "Tamsin Hall", 0),
+        ("Is Kessby a harbour town?", [KESSBY], "yes", 0),
+        ("Is Kessby a mining town?", ["Kessby is not a mining town; it is a harbour town."], "no", 0),
+    ],
+)
+def test_extract_answer_picks_the_typed_span(
+    question: str, passages: list[str], answer: str, passage: int
+) -> None:
+    span = extract_answer(question, passages)
+    assert span is not None
+    assert (span.text, span.passage) == (answer, passage)
+    assert span.text.lower() in span.sentence.lower() or span.text in ("yes", "no")
+
+
+def test_extract_answer_without_a_span_of_the_type_gives_none() -> None:
+    assert extract_answer("When was the Orrin Glassworks founded?", [KESSBY]) is None
+    assert extract_answer("Who founded it?", []) is None
+
+
+@pytest.mark.parametrize(
+    ("reply", "short", "explanation"),
+    [
+        (
+            "Answer: Mara Velt\nExplanation: She founded it in 1874 [1].",
+            "Mara Velt",
+            "She founded it in 1874 [1].",
+        ),
+        ("Answer: 1874. Explanation: Founded in 1874 [1].", "1874", "Founded in 1874 [1]."),
+        ("**Answer:** yes\nKessby is a harbour town [2].", "yes", "Kessby is a harbour town [2]."),
+        ("Mara Velt founded the glassworks [1].", "", "Mara Velt founded the glassworks [1]."),
+        ("Answer: " + "a very long reply " * 5 + "[1].", "", ("a very long reply " * 5).strip() + " [1]."),
+        ("Sources:\nQuestion: Who founded it?\nAnswer:", "", ""),
+        ("答案：1874年\n解释：玻璃厂建于1874年 [1]。", "1874年", "玻璃厂建于1874年 [1]。"),
+    ],
+)
+def test_split_short_answer(reply: str, short: str, explanation: str) -> None:
+    assert split_short_answer(reply) == (short, explanation)
+
+
+def test_the_answer_text_starts_with_its_short_answer() -> None:
+    answer = compose_answer("Mara Velt", "The glassworks was founded by Mara Velt [1].")
+    assert answer == "Mara Velt\n\nThe glassworks was founded by Mara Velt [1]."
+    assert short_answer_of(answer) == "Mara Velt"
+    assert answer_parts(answer) == ("Mara Velt", "The glassworks was founded by Mara Velt [1].")
+    sentences = "The glassworks was founded in 1874 [1]. It employed 312 workers [1]."
+    assert short_answer_of(sentences) == "" and answer_parts(sentences) == ("", sentences)
+    assert short_answer_of("1874 [1]") == "1874"
+
+
+def test_grounded_short_answers_are_read_in_the_passages() -> None:
+    passages = [doc(1, GLASSWORKS)]
+    assert is_grounded_short_answer("Mara Velt", "Who founded the Orrin Glassworks?", passages)
+    assert not is_grounded_short_answer("Tom Ferro", "Who founded the Orrin Glassworks?", passages)
+    assert not is_grounded_short_answer("Orrin Glassworks", "Who founded the Orrin Glassworks?", passages)
+    assert is_grounded_short_answer("no", "Is Kessby a harbour town?", passages)
+    assert not is_grounded_short_answer("Kessby", "Is Kessby a harbour town?", passages)
+    assert not is_grounded_short_answer("", "Who founded the Orrin Glassworks?", passages)
+
+
+QUESTION = "Who founded the Orrin Glassworks?"
+
+
+def test_a_grounded_model_short_answer_is_kept(install: Any) -> None:
+    install(scripted("Answer: Mara Velt\nExplanation: Mara Velt founded it in 1874 [1]."))
+    update = generate({"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}, runtime())
+    assert update["draft"] == "Mara Velt\n\nMara Velt founded it in 1874 [1]."
+    assert update["prompt_info"]["short_answer_source"] == "model"
+
+
+def test_an_ungrounded_model_short_answer_is_replaced_by_the_extractive_one(install: Any) -> None:
+    install(scripted("Answer: Tom Ferro\nExplanation: Tom Ferro founded it [1]."))
+    update = generate({"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}, runtime())
+    assert update["draft"] == f"Mara Velt\n\n{GLASSWORKS.split('. ')[0]}. [1]"
+    assert update["prompt_info"]["short_answer_source"] == "extractive"
+    assert update["prompt_info"]["model_short_answer"] == "Tom Ferro"
+
+
+def test_answerer_model_keeps_the_model_answer_and_extractive_calls_no_model(install: Any) -> None:
+    install(scripted("Answer: Tom Ferro\nExplanation: Tom Ferro founded it [1]."))
+    documents = [doc(1, GLASSWORKS)]
+    update = generate({"question": QUESTION, "documents": documents}, runtime(answerer="model"))
+    assert update["draft"] == "Tom Ferro\n\nTom Ferro founded it [1]."
+
+    model = scripted("Answer: Tom Ferro")
+    install(model)
+    update = generate({"question": QUESTION, "documents": documents}, runtime(answerer="extractive"))
+    assert update["draft"].startswith("Mara Velt\n\n") and model.received == []
+    assert "llm_calls" not in update
+
+
+def test_the_answer_prompt_stops_before_a_new_example(install: Any) -> None:
+    """The embedded model continues the few-shot pattern unless stopped; the stop sequences reach it."""
+    from nodes.generate import with_stop
+    from prompts.answer import ANSWER_STOP_SEQUENCES
+
+    class Stoppable(ScriptedChatModel):
+        stop: list[str] | None = None
+
+    model = Stoppable(messages=iter([]))
+    assert with_stop(model, ANSWER_STOP_SEQUENCES).stop == list(ANSWER_STOP_SEQUENCES)
+    assert "\nQuestion:" in ANSWER_STOP_SEQUENCES
