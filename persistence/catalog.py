@@ -488,6 +488,11 @@ class Catalog:
             rows = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA integrity_check")]
         return [] if rows == ["ok"] else rows
 
+    def keyword_rows(self) -> int:
+        """Rows of the keyword index, whichever backend holds it."""
+        with self.engine.connect() as connection:
+            return int(self.keyword_index.count(connection))
+
     def keyword_index_drift(self) -> tuple[int, int, str | None]:
         """(chunks without FTS rows, FTS rows without a chunk, FTS5's own integrity error or None)."""
         with self.engine.connect() as connection:

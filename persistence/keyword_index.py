@@ -93,6 +93,10 @@ class KeywordIndex:
         """Catalog row ids that have FTS rows (for the doctor's comparison with the chunk table)."""
         return {rowid for (rowid,) in connection.exec_driver_sql(f"SELECT rowid FROM {FTS_TABLE}")}
 
+    def count(self, connection: Connection) -> int:
+        """Indexed rows (the health probe's figure)."""
+        return int(connection.exec_driver_sql(f"SELECT count(*) FROM {FTS_TABLE}").scalar_one())
+
     def integrity_error(self, connection: Connection) -> str | None:
         """FTS5's own consistency check of its index structures; None when sound."""
         try:

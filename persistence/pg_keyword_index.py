@@ -147,6 +147,10 @@ class PgBm25Index:
         """Catalog row ids that have keyword rows (for the doctor's comparison with the chunk table)."""
         return {rowid for (rowid,) in connection.exec_driver_sql(f"SELECT chunk_row FROM {DOCS_TABLE}")}
 
+    def count(self, connection: Connection) -> int:
+        """Indexed rows (the health probe's figure)."""
+        return int(connection.exec_driver_sql(f"SELECT count(*) FROM {DOCS_TABLE}").scalar_one())
+
     def integrity_error(self, connection: Connection) -> str | None:
         """Whether the stats rows agree with the indexed rows (the server guards the tables themselves)."""
         drift = connection.exec_driver_sql(
@@ -267,6 +271,10 @@ class PgTsvectorIndex:
     def rowids(self, connection: Connection) -> set[int]:
         """Catalog row ids that have keyword rows."""
         return {rowid for (rowid,) in connection.exec_driver_sql(f"SELECT chunk_row FROM {TSV_TABLE}")}
+
+    def count(self, connection: Connection) -> int:
+        """Indexed rows (the health probe's figure)."""
+        return int(connection.exec_driver_sql(f"SELECT count(*) FROM {TSV_TABLE}").scalar_one())
 
     def integrity_error(self, connection: Connection) -> str | None:
         """Nothing of its own to check: the server guards the table and its index."""

@@ -180,6 +180,7 @@ def test_knowledge_base_on_postgres_and_chroma_server(
     delete_content(other, tenant, doc_id="note-1")
     assert Searcher(first).search("quinces medlars", tenant=tenant, mode="bm25").hits == []
     assert other.catalog.keyword_index_drift() == (0, 0, None)
+    assert other.catalog.keyword_rows() == other.catalog.count_chunks() > 0
 
 
 ROTATING_CHUNKS = 6

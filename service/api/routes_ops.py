@@ -21,7 +21,6 @@ from langchain_core.messages import HumanMessage
 
 from models.structured import with_max_tokens
 from nodes.resources import get_resources
-from persistence.keyword_index import FTS_TABLE
 from service.api.metrics import CONTENT_TYPE
 from service.api.runtime import ApiState, api_state
 
@@ -59,9 +58,7 @@ def _probes(state: ApiState) -> dict[str, Callable[[], Any]]:
         return {"chunks": resources.kb().catalog.count_chunks()}
 
     def keyword_index() -> Any:
-        with resources.kb().catalog.engine.connect() as connection:
-            rows = connection.exec_driver_sql(f"SELECT count(*) FROM {FTS_TABLE}").scalar_one()
-        return {"rows": int(rows)}
+        return {"rows": resources.kb().catalog.keyword_rows()}
 
     def embeddings() -> Any:
         return {"dimensions": len(resources.kb().embeddings.embed_query("health check"))}
