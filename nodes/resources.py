@@ -18,6 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from config.settings import Settings, get_settings
 from models.capability import SelfTest, run_self_test
 from models.factory import chat_model, model_strength, strength_setting, supports_json_schema
+from persistence.process import install_process_resources
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 from state.context import Context
@@ -125,3 +126,8 @@ def use_resources(resources: Resources) -> Iterator[Resources]:
         yield resources
     finally:
         _default = previous
+
+
+# The stores' functions called without settings or a model (memories, the semantic cache, the app tables)
+# use these resources: persistence cannot import this layer, so it is installed there.
+install_process_resources(get_resources)

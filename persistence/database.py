@@ -338,9 +338,9 @@ def get_database(settings: Settings | None = None) -> Database:
     """The migrated database of `settings` (the process resources' settings by default), opened once per
     URL and process."""
     if settings is None:
-        from nodes.resources import get_resources  # late: nodes import persistence, not the reverse at load
+        from persistence.process import process_settings  # only needed without settings
 
-        settings = get_resources().settings
+        settings = process_settings()
     url = database_url(settings)
     with _lock:
         database = _databases.get(url)

@@ -26,6 +26,7 @@ from sqlalchemy import delete, select
 from config.settings import Settings
 from persistence.audit import write_audit
 from persistence.database import MemoryRow, as_utc, get_database, to_json
+from persistence.process import process_knowledge_base, process_settings
 from persistence.vector_store import InvalidCollectionError, validate_collection_name
 
 #: Longest conversation id and kind accepted (the columns' sizes).
@@ -73,9 +74,7 @@ def _memory(row: MemoryRow, score: float | None = None) -> Memory:
 
 def _embeddings() -> tuple[Embeddings, str]:
     """The knowledge base's embedding model and its key (the one retrieval uses)."""
-    from nodes.resources import get_resources  # late: the resources import the knowledge base
-
-    embeddings = get_resources().kb().embeddings
+    embeddings = process_knowledge_base().embeddings
     return embeddings, embeddings.model_key
 
 
@@ -83,9 +82,7 @@ def _settings(settings: Settings | None) -> Settings:
     """The given settings, else the process resources' (those the graph and the knowledge base use)."""
     if settings is not None:
         return settings
-    from nodes.resources import get_resources
-
-    return get_resources().settings
+    return process_settings()
 
 
 def _check_tenant(tenant: str) -> str:

@@ -36,6 +36,7 @@ from sqlalchemy import delete, func, select
 
 from config.settings import Settings
 from persistence.database import CacheEntryRow, Database, database_url, get_database
+from persistence.process import process_knowledge_base, process_settings
 
 logger = logging.getLogger(__name__)
 
@@ -385,16 +386,12 @@ class SemanticCache:
 
 
 def _knowledge_base_embeddings() -> Embeddings:
-    from nodes.resources import get_resources  # late: the resources import the knowledge base
-
-    return get_resources().kb().embeddings
+    return process_knowledge_base().embeddings
 
 
 def documents_version(tenant: str) -> str:
     """The tenant's documents version from the process's knowledge base catalog."""
-    from nodes.resources import get_resources
-
-    return get_resources().kb().catalog.documents_version(tenant)
+    return process_knowledge_base().catalog.documents_version(tenant)
 
 
 def make_backend(settings: Settings) -> CacheBackend:
@@ -411,9 +408,7 @@ _caches_lock = threading.Lock()
 def get_semantic_cache(settings: Settings | None = None) -> SemanticCache:
     """The process's cache for `settings` (the resources' settings by default), built once per backend."""
     if settings is None:
-        from nodes.resources import get_resources
-
-        settings = get_resources().settings
+        settings = process_settings()
     key = (
         settings.redis_url or "",
         database_url(settings),

@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -39,6 +39,15 @@ def _errors() -> Iterator[Settings]:
     settings = settings_or_exit()
     with user_errors():
         yield settings
+
+
+def _model() -> dict[str, Any]:
+    """The knowledge base's embedding model and its key (the ones retrieval uses), for add and search: the
+    stores take them from the caller (persistence does not reach up to the process's resources)."""
+    from nodes.resources import get_resources
+
+    embeddings = get_resources().kb().embeddings
+    return {"embeddings": embeddings, "model_key": embeddings.model_key}
 
 
 def _tenant(tenant: str | None, settings: Settings) -> str:
@@ -102,6 +111,7 @@ def add(
             kind=kind,
             metadata=_metadata(metadata),
             settings=settings,
+            **_model(),
         )
     if as_json:
         _print_json(memory.as_dict())
@@ -124,7 +134,12 @@ def search(
 
     with _errors() as settings:
         found = search_memories(
-            query, tenant=_tenant(tenant, settings), conversation_id=conversation_id, k=k, settings=settings
+            query,
+            tenant=_tenant(tenant, settings),
+            conversation_id=conversation_id,
+            k=k,
+            settings=settings,
+            **_model(),
         )
     _show(found, as_json, "no memories")
 

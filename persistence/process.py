@@ -1,0 +1,60 @@
+"""The process's defaults for the stores' functions called without settings or an embedding model.
+
+Why a hook: those defaults are the process's resources (nodes.resources: the settings the graph runs with and
+the knowledge base it searches), a layer above persistence. nodes.resources installs its accessor here when it
+is imported (so `use_resources` in tests and benchmarks changes what the stores see too), and persistence
+never imports a layer above it (tests/test_layering.py checks it). Without an installed accessor the
+settings are the environment's (what the resources would be built from) and there is no knowledge base:
+callers outside the graph pass the embedding model themselves (the CLI and the API do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from config.settings import Settings, get_settings
+from persistence.catalog import Catalog
+
+
+class KnowledgeBaseView(Protocol):
+    """What the stores use of the knowledge base: its embedding model and its catalog."""
+
+    @property
+    def embeddings(self) -> Any:
+        """A langchain Embeddings with a `model_key` (the key its vectors are stored under)."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+
+class ProcessResources(Protocol):
+    """What the stores use of the process's resources."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    def kb(self) -> KnowledgeBaseView: ...
+
+
+_accessor: Callable[[], ProcessResources] | None = None
+
+
+def install_process_resources(accessor: Callable[[], ProcessResources]) -> None:
+    """Make `accessor` (nodes.resources.get_resources) the source of the defaults below."""
+    global _accessor
+    _accessor = accessor
+
+
+def process_settings() -> Settings:
+    """The settings of the process's resources, else the environment's."""
+    return _accessor().settings if _accessor is not None else get_settings()
+
+
+def process_knowledge_base() -> KnowledgeBaseView:
+    """The process's knowledge base; a clear error when no resources were installed (pass the model)."""
+    if _accessor is None:
+        raise RuntimeError(
+            "no process resources installed: import nodes.resources, or pass the embedding model explicitly"
+        )
+    return _accessor().kb()

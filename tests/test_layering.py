@@ -1,0 +1,64 @@
+"""The package layering (issue 8 §4): no import cycle between top-level packages, none of the forbidden
+edges, and a graph check that can fail (a planted cycle is found)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("import_graph", REPO_ROOT / "scripts" / "import_graph.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("import_graph", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+graph_tools = _script()
+
+
+def test_the_packages_import_each_other_without_a_cycle() -> None:
+    graph = graph_tools.import_graph()
+    assert {"core", "nodes", "persistence", "retrieval", "evals", "service", "graphs"} <= set(graph)
+    found = graph_tools.cycles(graph)
+    detail = {
+        f"{a} -> {b}": graph[a][b][:5]
+        for component in found
+        for a in component
+        for b in component
+        if b in graph[a]
+    }
+    assert found == [], f"import cycles {found}; edges: {detail}"
+
+
+def test_no_forbidden_edge() -> None:
+    assert graph_tools.forbidden_edges(graph_tools.import_graph()) == []
+
+
+def test_the_check_finds_a_planted_cycle_and_a_late_import(tmp_path: Path) -> None:
+    for name, body in {
+        "low": "def f():\n    from high.x import y  # a late import is still an edge\n",
+        "high": "import low.a\n",
+        "alone": "import json\n",
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "a.py").write_text(body)
+    graph = graph_tools.import_graph(tmp_path)
+    assert graph == {"alone": {}, "high": {"low": ["high/a.py:1"]}, "low": {"high": ["low/a.py:2"]}}
+    assert graph_tools.cycles(graph) == [["high", "low"]]
+
+
+def test_a_forbidden_edge_is_reported_with_its_file(tmp_path: Path) -> None:
+    for name, body in {"nodes": "from evals.metrics import f\n", "evals": ""}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "a.py").write_text(body)
+    problems = graph_tools.forbidden_edges(graph_tools.import_graph(tmp_path))
+    assert len(problems) == 1 and problems[0].startswith("nodes -> evals") and "nodes/a.py:1" in problems[0]
