@@ -8,7 +8,6 @@ retry costs a whole model call, so the parser repairs what it can and reports wh
 
 from __future__ import annotations
 
-import ast
 import enum
 import json
 import math
@@ -19,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+import json_repair
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
@@ -35,8 +35,6 @@ TRUE_WORDS = frozenset({"true", "yes", "y", "t", "1", "on", "correct", "relevant
 FALSE_WORDS = frozenset(
     {"false", "no", "n", "f", "0", "off", "not", "incorrect", "irrelevant", "unsupported", "none"}
 )
-#: Python spellings of JSON literals.
-PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 #: Keys under which models wrap the answer when they echo the schema.
 WRAPPER_KEYS = ("properties", "answer", "output", "result", "response", "data", "json")
 
@@ -58,134 +56,27 @@ class Coerced(Generic[M]):
 
 
 def extract_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in a reply (fenced blocks first), repaired if needed; None if there is none."""
+    """The first JSON object in a reply (fenced blocks first), repaired if needed; None if there is none.
+
+    The repair is json-repair's (prose around the object, single quotes, trailing commas, bare keys and
+    words, Python literals, a reply cut off mid-object); what is left here is choosing the candidate text and
+    the first object among what it recovers.
+    """
     candidates = [match.group(1) for match in FENCE_RE.finditer(text)] + [text]
     for candidate in candidates:
-        start = candidate.find("{")
-        tries = 0
-        while start != -1 and tries < MAX_OBJECT_STARTS:
+        start, tries = candidate.find("{"), 0
+        while start != -1 and tries < MAX_OBJECT_STARTS:  # "{maybe} ... {"a": 1}": the next "{" may be it
             tries += 1
-            for block in _object_blocks(candidate, start):
-                data = loads_lenient(block)
-                if isinstance(data, dict):
-                    return data
+            try:
+                data = json_repair.loads(candidate[start:])
+            except (ValueError, RecursionError):
+                data = None
+            objects = data if isinstance(data, list) else [data]
+            first = next((item for item in objects if isinstance(item, dict) and item), None)
+            if first is not None:
+                return first
             start = candidate.find("{", start + 1)
     return None
-
-
-def loads_lenient(block: str) -> Any:
-    """json.loads that also accepts single quotes, trailing commas, bare keys and Python literals."""
-    for attempt in (block, _repair(block)):
-        try:
-            return json.loads(attempt, strict=False)
-        except (ValueError, RecursionError):
-            pass
-    try:
-        return ast.literal_eval(block)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return None
-
-
-def _object_blocks(text: str, start: int) -> list[str]:
-    """The balanced {...} block from `start`, or, for a reply cut off mid-object, closed repairs of it."""
-    closers: list[str] = []
-    quote: str | None = None
-    escaped = False
-    cut_points: list[tuple[int, list[str]]] = []  # (index of a comma outside strings, open brackets there)
-    for index in range(start, len(text)):
-        char = text[index]
-        if quote is not None:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == quote:
-                quote = None
-            continue
-        if char in "\"'":
-            quote = char
-        elif char in "{[":
-            closers.append("}" if char == "{" else "]")
-        elif char in "}]":
-            if not closers or closers[-1] != char:
-                return []  # mismatched: not an object starting here
-            closers.pop()
-            if not closers:
-                return [text[start : index + 1]]
-        elif char == ",":
-            cut_points.append((index, list(closers)))
-    # Truncated: close the open string and brackets as they are, or drop the unfinished last member.
-    tail = text[start:].rstrip()
-    repairs = [tail + (quote or "") + "".join(reversed(closers))]
-    if cut_points:
-        index, open_at_cut = cut_points[-1]
-        repairs.append(text[start:index] + "".join(reversed(open_at_cut)))
-    return repairs
-
-
-def _repair(block: str) -> str:
-    """Rewrite near-JSON as JSON: quote conversion, bare words, Python literals, trailing commas."""
-    out: list[str] = []
-    index, length = 0, len(block)
-    while index < length:
-        char = block[index]
-        if char == '"':
-            end = _string_end(block, index, '"')
-            out.append(block[index:end])
-            index = end
-        elif char == "'":
-            end = _string_end(block, index, "'")
-            body = block[index + 1 : end - 1] if end - 1 > index else block[index + 1 : end]
-            out.append(json.dumps(body.replace("\\'", "'")))
-            index = end
-        elif char.isdigit() or (char in "-+." and block[index + 1 : index + 2].isdigit()):
-            match = NUMBER_RE.match(block, index)
-            end = match.end() if match else index + 1
-            number = block[index:end].lstrip("+")
-            out.append("0" + number if number.startswith(".") else number.replace("-.", "-0."))
-            index = end
-        elif char.isalpha() or char == "_":
-            end = index
-            while end < length and (block[end].isalnum() or block[end] in "_-"):
-                end += 1
-            word = block[index:end]
-            rest = block[end:].lstrip()
-            if word in PY_LITERALS:
-                out.append(PY_LITERALS[word])
-            elif word in ("true", "false", "null"):
-                out.append(word)
-            elif rest.startswith(":"):
-                out.append(json.dumps(word))  # bare key
-            else:
-                # a bare word value: take the words up to the next delimiter as one string
-                stop = end
-                while stop < length and block[stop] not in ",}]\n":
-                    stop += 1
-                out.append(json.dumps(block[index:stop].strip()))
-                end = stop
-            index = end
-        elif char == ",":
-            rest = block[index + 1 :].lstrip()
-            if not rest.startswith(("}", "]")):
-                out.append(char)
-            index += 1
-        else:
-            out.append(char)
-            index += 1
-    return "".join(out)
-
-
-def _string_end(text: str, start: int, quote: str) -> int:
-    """Index just past the string opened at `start` (or the end of text when it is never closed)."""
-    index = start + 1
-    while index < len(text):
-        if text[index] == "\\":
-            index += 2
-            continue
-        if text[index] == quote:
-            return index + 1
-        index += 1
-    return len(text)
 
 
 # --- fitting the object to the schema ------------------------------------------------------------------
