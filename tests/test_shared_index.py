@@ -19,6 +19,7 @@ import pytest
 from config.settings import load_settings
 from core.types import Chunk
 from persistence.catalog import Catalog, CatalogUnavailableError
+from persistence.errors import StoreUnavailableError
 from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS
 from retrieval.deletion import delete_content
 from retrieval.filters import FilterError, matches, parse_filter, to_sql
@@ -312,3 +313,21 @@ def test_a_catalog_server_that_is_down_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert "cannot reach the catalog database" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_a_chroma_server_that_is_down_is_one_line_and_nothing_is_half_written(
+    pg_url: str, tmp_path: Path, make_kb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in server_settings(pg_url, ("127.0.0.1", _closed_port())).items():
+        monkeypatch.setenv(name, value)
+    kb = make_kb(load_settings(data_dir=tmp_path / "rag"))
+    tenant = unique_tenant()
+    with pytest.raises(StoreUnavailableError) as raised:
+        index_raw_text(kb, GARDEN[1], tenant=tenant, collection="default", doc_id="compost")
+    assert "\n" not in str(raised.value) and "Chroma" in str(raised.value)
+    assert kb.catalog.count_chunks(tenant) == 0  # the catalog is written after Chroma: nothing half-indexed
+    _load(kb.catalog, tenant, GARDEN)  # indexed while Chroma was up: searches must now reach it
+    with pytest.raises(StoreUnavailableError) as raised:
+        Searcher(kb).search("compost", tenant=tenant, mode="dense", collections=["garden"])
+    assert "\n" not in str(raised.value)
+    assert Searcher(kb).search("compost", tenant=tenant, mode="bm25").hits  # the keyword index still serves
