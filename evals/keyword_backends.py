@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from core.types import Chunk
 from evals.datasets import Passage, iter_beir_corpus, load_beir
 from evals.environment import machine_description
 from evals.metrics import dedupe_to_documents, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from persistence.catalog import Catalog
 from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS
 from retrieval.chunking import ChunkingConfig, chunk_text
-from core.types import Chunk
 
 #: SciFact's qrels split whose queries tune and choose (it has no dev split; test stays unread).
 DEV_SPLIT = "train"
@@ -86,7 +86,7 @@ def load_catalog(catalog: Catalog, documents: Sequence[list[Chunk]], copy: int) 
             title="",
             chunks=batch,
         )
-    catalog.analyze()
+    catalog.analyze_keyword_index()
     return time.perf_counter() - started
 
 

@@ -471,7 +471,7 @@ class Catalog:
                 )
             )
 
-    def analyze(self) -> None:
+    def analyze_keyword_index(self) -> None:
         """Refresh the planner's statistics after a bulk load (Postgres; SQLite needs nothing). Why: right
         after a large insert the planner still believes the keyword tables are empty and picks scans."""
         if self.dialect == "postgresql":
