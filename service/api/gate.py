@@ -30,7 +30,7 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 
-from models.local_llm import LOCAL_MODEL_ALIAS
+from models.local_catalog import LOCAL_ALIASES
 
 #: How often (s) a waiting call re-checks whether its run was abandoned.
 WAIT_POLL_S = 0.1
@@ -103,7 +103,7 @@ class ModelGates:
         """How many calls `model` takes at once (0 = no gate)."""
         if self.concurrency:
             return self.concurrency
-        return 1 if model == LOCAL_MODEL_ALIAS else 0
+        return 1 if model in LOCAL_ALIASES else 0
 
     def gate(self, model: str) -> ModelGate | None:
         """The gate of `model` (None when it has none)."""

@@ -1,0 +1,85 @@
+"""`rag eval models`: the embedded models compared (evals/models.py) on the gold-passage reading test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from config.settings import LocalModelName
+from service.cli.common import EXIT_UNAVAILABLE, console, error_console, fail, settings_or_exit, user_errors
+
+#: Where the comparison is written (one entry per model; rerunning a model replaces its entry).
+DEFAULT_MODELS_RESULTS = Path("results/models.json")
+
+
+def eval_models(
+    model: Annotated[
+        list[str] | None,
+        typer.Option(help="Catalog model to measure (repeatable); default every model of the catalog."),
+    ] = None,
+    hotpotqa: Annotated[
+        int, typer.Option(min=0, help="HotpotQA questions (gold paragraphs in the prompt).")
+    ] = 100,
+    cmrc: Annotated[int, typer.Option(min=0, help="CMRC 2018 questions (the question's paragraph).")] = 50,
+    json_questions: Annotated[
+        int, typer.Option(min=0, help="Questions (in run order) also asked with json_schema output.")
+    ] = 30,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="The shared data folder (default ../shared/data).")
+    ] = None,
+    json_out: Annotated[
+        Path, typer.Option("--json", help="Results file (merged per model).")
+    ] = DEFAULT_MODELS_RESULTS,
+) -> None:
+    """EM, F1, answer accuracy, JSON-schema validity and speed of each embedded model (RAG_LOCAL_MODEL)."""
+    from evals.models import SHARED_DATA_DIR, run_models_eval
+    from models.local_catalog import LOCAL_MODEL_NAMES
+
+    names = model or list(LOCAL_MODEL_NAMES)
+    unknown = [name for name in names if name not in LOCAL_MODEL_NAMES]
+    if unknown:
+        fail(f"unknown model {unknown[0]!r}; choose among {', '.join(LOCAL_MODEL_NAMES)}")
+    if hotpotqa + cmrc == 0:
+        fail("--hotpotqa and --cmrc are both 0: nothing to measure")
+    settings = settings_or_exit()
+    chosen: list[LocalModelName] = [name for name in names]  # type: ignore[misc]  # checked above
+    import httpx
+
+    with user_errors():
+        try:
+            report = run_models_eval(
+                chosen,
+                settings,
+                results_path=json_out,
+                data_dir=data_dir or SHARED_DATA_DIR,
+                hotpotqa=hotpotqa,
+                cmrc=cmrc,
+                json_questions=json_questions,
+                progress=console.print,
+            )
+        except httpx.HTTPError as error:  # the model's own server stopped answering: a model that is down
+            error_console.print(
+                f"error: the embedded model's server failed ({type(error).__name__}: {error})"
+            )
+            raise typer.Exit(EXIT_UNAVAILABLE) from None
+    table = Table(title=f"embedded models ({report['machine']})")
+    for column in ["model", "n", "EM", "F1", "acc", "JSON ok", "pp tok/s", "gen tok/s", "s/q", "1500-tok s"]:
+        table.add_column(column)
+    for name, row in report["models"].items():
+        table.add_row(
+            name,
+            str(row["questions"]),
+            str(row["em"]),
+            str(row["f1"]),
+            str(row["accuracy"]),
+            str(row["json_valid"]),
+            str(row["prompt_tok_s"]),
+            str(row["gen_tok_s"]),
+            str(row["s_per_question"]),
+            f"{row['long_prompt']['alone_s']} (wall {row['long_prompt']['wall_s']})",
+        )
+    console.print(table)
+    console.print(f"default by measurement: {report['default']}; written to {json_out}")

