@@ -27,6 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
@@ -253,6 +254,51 @@ def build_store(
     return record
 
 
+def build_database(
+    kb: KnowledgeBase,
+    base: scale_corpus.BasePassages,
+    size: int,
+    *,
+    seed: int,
+    progress: ProgressFactory = no_progress,
+) -> dict[str, Any]:
+    """The server set-up's catalog and keyword index in the database of `kb` (its Chroma is the embedded
+    store's folder, served), built once: the build record is kept in a table of that database."""
+    from sqlalchemy import text
+
+    engine = kb.catalog.engine
+    with engine.begin() as connection:
+        connection.execute(text("CREATE TABLE IF NOT EXISTS scale_built (record TEXT NOT NULL)"))
+        row = connection.execute(text("SELECT record FROM scale_built")).first()
+    if row is not None:
+        found = json.loads(row[0])
+        if found.get("size") == size and found.get("seed") == seed:
+            return dict(found)
+    other = other_tenant_size(size)
+    advance = progress(f"build database of {size}", size + other)
+    started = time.perf_counter()
+    written = write_corpus(kb, base, size, seed=seed, tenant=SCALE_TENANT, vectors=False, advance=advance)
+    written += write_corpus(
+        kb, base, other, seed=seed + 1, tenant=OTHER_TENANT, vectors=False, advance=advance
+    )
+    analyze = getattr(kb.catalog, "analyze_keyword_index", None)
+    if analyze is not None:
+        analyze()
+    elapsed = time.perf_counter() - started
+    record: dict[str, Any] = {
+        "size": size,
+        "seed": seed,
+        "chunks_written": written,
+        "build_s": round(elapsed, 1),
+    }
+    record["chunks_per_s"] = round(written / max(elapsed, 1e-9), 1)
+    record["keyword_backend"] = str(getattr(kb.settings, "pg_keyword_backend", "unknown"))
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM scale_built"))
+        connection.execute(text("INSERT INTO scale_built (record) VALUES (:r)"), {"r": json.dumps(record)})
+    return record
+
+
 def fresh_dir(data_dir: Path) -> None:
     """Remove the leftovers of an interrupted build (no marker) so it restarts from nothing."""
     if data_dir.exists() and built_marker(data_dir) is None:
@@ -344,6 +390,21 @@ def server_settings(
     return settings.model_copy(update=update)
 
 
+def size_database(url: str, size: int) -> str:
+    """The database of one size's server set-up on the server of `url` (`scale_<size>`), created when
+    missing: each size keeps its own catalog and keyword index, built once like the embedded stores."""
+    import psycopg
+
+    from persistence.database import libpq_url
+
+    name = f"scale_{size}"
+    with psycopg.connect(libpq_url(url), autocommit=True) as connection:
+        exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            connection.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
 def run_scale_eval(
     settings: Settings,
     *,
@@ -357,11 +418,15 @@ def run_scale_eval(
     embed: Callable[[list[str]], list[list[float]]],
     embed_query: Callable[[str], list[float]],
     base_model: Any = None,
+    build_only: bool = False,
     progress: ProgressFactory = no_progress,
 ) -> dict[str, Any]:
-    """Build (once) and measure every size in every set-up; the report is what scale.json holds."""
+    """Build (once) and measure every size in every set-up; the report is what scale.json holds.
+    `build_only` builds the stores and measures nothing (a large store can be built apart, then measured)."""
     root.mkdir(parents=True, exist_ok=True)
-    base = scale_corpus.load_base(scifact_dir, root / "scifact-minilm.npy", embed)
+    base = scale_corpus.load_base(
+        scifact_dir, root / "scifact-minilm.npy", embed, limit=scale_corpus.BASE_PASSAGES
+    )
     texts = scale_corpus.read_scifact_queries(scifact_dir, queries, seed)
     pairs, embed_times = embed_queries(texts, embed_query)
     report: dict[str, Any] = {
@@ -378,32 +443,35 @@ def run_scale_eval(
     }
     for size in sizes:
         entry: dict[str, Any] = {}
+        report["sizes"][str(size)] = entry
         embedded = store_settings(settings, root, size)
         fresh_dir(embedded.data_dir)
         kb = KnowledgeBase(embedded, base_model=base_model, model_key="minilm-l6-v2")
         try:
             entry["build"] = build_store(kb, base, size, seed=seed, progress=progress)
-            if "embedded" in setups:
+            if "embedded" in setups and not build_only:
                 entry["embedded"] = measure_modes(kb, pairs)
         finally:
             kb.close()
             release_embedded_chroma(embedded)
-        if "server" in setups:
+        if "server" in setups and not (build_only and not database_url):
             with chroma_server(embedded.chroma_dir, root / f"chroma-{size}.log") as port:
-                served = server_settings(settings, root, size, port, database_url)
+                database = size_database(database_url, size) if database_url else None
+                served = server_settings(settings, root, size, port, database)
                 kb = KnowledgeBase(served, base_model=base_model, model_key="minilm-l6-v2")
                 try:
-                    if database_url:
-                        entry["server_build"] = build_store(
-                            kb, base, size, seed=seed, vectors=False, progress=progress
-                        )
+                    if database:
+                        entry["server_build"] = build_database(kb, base, size, seed=seed, progress=progress)
+                    if build_only:
+                        continue
                     entry["server"] = measure_modes(kb, pairs)
                     entry["server"]["keyword_store"] = (
-                        "database" if database_url else "sqlite-fts5 (embedded)"
+                        f"postgresql ({entry['server_build']['keyword_backend']})"
+                        if database
+                        else "sqlite-fts5 (embedded catalog)"
                     )
                 finally:
                     kb.close()
-        report["sizes"][str(size)] = entry
     return report
 
 

@@ -167,3 +167,23 @@ def test_an_interrupted_build_is_removed_before_a_rebuild(tmp_path: Path) -> Non
     (folder / scale.MARKER_FILE).write_text('{"size": 300}', encoding="utf-8")
     scale.fresh_dir(folder)
     assert (folder / "chroma").exists()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["--sizes", "5k"], "--sizes"),
+        (["--sizes", "0"], "--sizes"),
+        (["--setup", "cloud"], "--setup"),
+        (["--queries", "0"], "--queries"),
+    ],
+)
+def test_bad_options_are_one_line_and_exit_2(arguments: list[str], named: str) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import EXIT_BAD_INPUT, app
+
+    result = CliRunner().invoke(app, ["eval", "scale", *arguments])
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert named in result.output
+    assert "Traceback" not in result.output

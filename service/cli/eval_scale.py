@@ -45,11 +45,15 @@ def eval_scale(
     scifact: Annotated[
         Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
     ] = None,
+    build_only: Annotated[
+        bool, typer.Option("--build-only", help="Build the stores, measure nothing.")
+    ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
 ) -> None:
     """Dense, keyword and hybrid p50/p95 at each size (synthetic SciFact corpus; stores built once)."""
     from evals.router import SHARED_DATA_DIR
     from evals.scale import run_scale_eval
+    from evals.scale_corpus import base_encoder
     from retrieval.embeddings import MiniLMEmbeddings
 
     chosen = SETUPS if setup == "both" else (setup,)
@@ -73,12 +77,17 @@ def eval_scale(
             seed=seed,
             database_url=database_url,
             scifact_dir=folder,
-            embed=model.embed_documents,
+            embed=base_encoder(model),
             embed_query=model.embed_query,
             base_model=model,
+            build_only=build_only,
             progress=bars,
         )
     write_json_report(json_out, report)
+    if build_only:
+        for size, entry in report["sizes"].items():
+            console.print(f"{size}: built ({entry['build']['build_s']} s)")
+        return
     table = Table(
         title=f"retrieval latency, ms (k={report['k']}, {report['queries']} queries; {report['machine']})"
     )
