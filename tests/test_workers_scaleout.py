@@ -136,8 +136,8 @@ class Cluster:
         rag = Path(sys.executable).parent / "rag"
         return subprocess.run([str(rag), *args], env=self.env, capture_output=True, text=True, timeout=120)
 
-    def messages(self, thread_id: str, tenant_name: str) -> list[tuple[str, str]]:
-        """(type, text) of a thread's stored messages, read by `rag threads show` in another process."""
+    def shown_messages(self, thread_id: str, tenant_name: str) -> list[tuple[str, str]]:
+        """(type, text) of a thread's messages as `rag threads show` prints them from another process."""
         shown = self.rag("threads", "show", thread_id, "--tenant", TENANTS[tenant_name])
         assert shown.returncode == 0, shown.stdout + shown.stderr
         pairs = []
@@ -146,6 +146,16 @@ class Cluster:
             if separator and kind in ("human", "ai"):
                 pairs.append((kind, text.strip()))
         return pairs
+
+    def messages(self, thread_id: str) -> list[tuple[str, str]]:
+        """(type, text) of a thread's messages in its latest checkpoint, read straight from PostgreSQL with
+        LangGraph's own saver (an oracle independent of the engine's code, and no process to start)."""
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(self.env["RAG_DATABASE_URL"]) as saver:
+            saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        assert saved is not None, f"no checkpoint of thread {thread_id}"
+        return [(m.type, str(m.content)) for m in saved.checkpoint["channel_values"].get("messages", [])]
 
 
 @pytest.fixture(scope="module")
@@ -210,9 +220,10 @@ def test_ingest_on_one_worker_ask_on_another_follow_up_on_a_third(cluster: Clust
     ok(cluster.ask(2, "flow", follow_up, thread_id=thread_id))
     # worker 2 wrote its prompt with the turn worker 1 answered: the history came from the shared store
     assert cluster.endpoint.prompts_with(follow_up, first), "the third worker's prompts lack the first turn"
-    messages = cluster.messages(thread_id, "flow")
+    messages = cluster.shown_messages(thread_id, "flow")  # the product's own reader, in another process
     assert questions_of(messages) == [first, follow_up]
     assert [kind for kind, _ in messages] == ["human", "ai", "human", "ai"]
+    assert questions_of(cluster.messages(thread_id)) == [first, follow_up]
 
 
 def test_concurrent_conversations_across_workers_lose_and_mix_nothing(cluster: Cluster) -> None:
@@ -239,13 +250,14 @@ def test_concurrent_conversations_across_workers_lose_and_mix_nothing(cluster: C
 
     assert [statuses for _, statuses in results] == [[200] * turns] * conversations
     for c, (thread_id, _) in enumerate(results):
-        messages = cluster.messages(thread_id, "load")
+        messages = cluster.messages(thread_id)
         assert questions_of(messages) == questions[c]  # all turns, in order, none from another thread
         assert [kind for kind, _ in messages] == ["human", "ai"] * turns
 
 
 def test_two_turns_at_once_on_one_thread_on_two_workers_are_not_interleaved(cluster: Cluster) -> None:
     opening = "Where does the Kestrel reactor stand?"
+    ok(cluster.upload(2, "lock", "kestrel.md", KESTREL))  # documents, so that every turn calls the model
     thread_id = ok(cluster.ask(0, "lock", opening))["thread_id"]
     racing = {1: "First racing question about the reactor?", 2: "Second racing question about the reactor?"}
     cluster.endpoint.delay_s = SLOW_CHAT_S
@@ -260,7 +272,7 @@ def test_two_turns_at_once_on_one_thread_on_two_workers_are_not_interleaved(clus
         cluster.endpoint.delay_s = 0.0
     assert set(statuses.values()) <= {200, 409}, statuses
     assert 200 in statuses.values(), statuses
-    messages = cluster.messages(thread_id, "lock")
+    messages = cluster.messages(thread_id)
     answered = [racing[worker] for worker, status in statuses.items() if status == 200]
     assert questions_of(messages)[0] == opening
     assert sorted(questions_of(messages)[1:]) == sorted(
@@ -275,6 +287,7 @@ def test_a_worker_killed_mid_turn_and_restarted_the_conversation_continues(clust
         "What year was the Kestrel reactor finished?",
         "Is the Kestrel reactor still running on molten salt?",
     )
+    ok(cluster.upload(2, "restart", "kestrel.md", KESTREL))  # documents, so that every turn calls the model
     thread_id = ok(cluster.ask(0, "restart", first))["thread_id"]
     worker = cluster.workers[1]
     cluster.endpoint.delay_s = SLOW_CHAT_S
@@ -295,7 +308,7 @@ def test_a_worker_killed_mid_turn_and_restarted_the_conversation_continues(clust
 
     ok(cluster.ask(1, "restart", resumed, thread_id=thread_id))
     assert cluster.endpoint.prompts_with(resumed, first), "the restarted worker's prompt lacks the first turn"
-    messages = cluster.messages(thread_id, "restart")
+    messages = cluster.messages(thread_id)
     asked = questions_of(messages)
     assert asked[0] == first and asked[-1] == resumed and set(asked) <= {first, cut, resumed}
     assert messages[0] == ("human", first) and messages[1][0] == "ai" and messages[-1][0] == "ai"
@@ -318,6 +331,6 @@ def test_tenants_stay_apart_across_workers(cluster: Cluster) -> None:
     listed = cluster.rag("threads", "list", "--tenant", TENANTS["beta"])
     assert listed.returncode == 0, listed.stderr
     assert alpha["thread_id"] not in listed.stdout and beta["thread_id"] in listed.stdout
-    assert questions_of(cluster.messages(alpha["thread_id"], "alpha")) == [
+    assert questions_of(cluster.messages(alpha["thread_id"])) == [
         "Where does the Heron telescope watch the sky?"
     ]
