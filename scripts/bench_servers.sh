@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The server set-up's half of the side-by-side benchmarks (issue 10 §5): the same `rag eval retrieval`
+# (BEIR SciFact) and `rag eval load` that scripts/run_benchmarks.sh runs on the embedded set-up, with every
+# store shared through a throwaway PostgreSQL (RAG_DATABASE_URL: catalog, keyword index, checkpoints, tables)
+# and a Chroma server (RAG_CHROMA_HOST/PORT), both started by scripts/servers.sh and stopped at the end.
+#
+#   bash scripts/bench_servers.sh                 # both; ONLY=retrieval or ONLY=load for one
+#
+# Writes results/retrieval_scifact_servers.json and results/load_servers.json (beside retrieval_scifact.json
+# and load.json). `rag eval load` takes one URL, so the load runs against one `rag serve` worker; its data
+# folder is empty: the corpus is ingested by another process into the shared stores first.
+# The SciFact ingest embeds 12k chunks again (the embedding cache lives in the fresh database): ~10 min.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${DATA_DIR:-../shared/data}"
+RESULTS=results
+RAG=.venv/bin/rag
+ONLY="${ONLY:-retrieval load}"
+WORK=$(mktemp -d /tmp/rag-bench-servers.XXXXXX)
+SERVER=""
+cleanup() {
+  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; fi
+  bash scripts/servers.sh stop "$WORK/servers"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+eval "$(bash scripts/servers.sh start "$WORK/servers")"
+export RAG_DATABASE_URL="$RAG_TEST_DATABASE_URL"
+export RAG_CHROMA_HOST="$RAG_TEST_CHROMA_HOST" RAG_CHROMA_PORT="$RAG_TEST_CHROMA_PORT"
+
+if [[ " $ONLY " == *" retrieval "* ]]; then
+  RAG_DATA_DIR="$WORK/eval" $RAG eval retrieval --dataset "$DATA/beir-scifact" \
+    --json "$RESULTS/retrieval_scifact_servers.json"
+fi
+
+if [[ " $ONLY " == *" load "* ]]; then
+  # Same corpus, clients, sizes and embedded model as load.json (scripts/run_benchmarks.sh; measured with
+  # SmolLM2-135M before qwen2.5-coder-0.5b became the default). SETUP=embedded runs the same load on the
+  # embedded set-up (no servers) into load_embedded_rerun.json, for a comparison under the same machine load.
+  export RAG_LOCAL_MODEL="${RAG_LOCAL_MODEL:-smollm2-135m}"
+  OUT="$RESULTS/load_servers.json"
+  if [ "${SETUP:-servers}" = embedded ]; then
+    unset RAG_DATABASE_URL RAG_CHROMA_HOST RAG_CHROMA_PORT
+    OUT="$RESULTS/load_embedded_rerun.json"
+  fi
+  INGEST_DIR="$WORK/ingest"
+  if [ "${SETUP:-servers}" = embedded ]; then INGEST_DIR="$WORK/worker"; fi  # embedded: the worker's folder
+  RAG_DATA_DIR="$INGEST_DIR" $RAG ingest samples/corpus
+  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  RAG_DATA_DIR="$WORK/worker" $RAG serve --port "$PORT" >"$WORK/serve.log" 2>&1 &
+  SERVER=$!
+  for _ in $(seq 1 300); do
+    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
+    kill -0 "$SERVER" 2>/dev/null || { tail -n 30 "$WORK/serve.log"; exit 1; }
+    sleep 1
+  done
+  $RAG eval load --url "http://127.0.0.1:$PORT" --clients 16 --requests 32 --uncached-requests 16 \
+    --max-tokens 96 --json "$OUT"
+fi
