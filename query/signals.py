@@ -59,6 +59,8 @@ STRONG_CUE = 2
 #: Score from which weak cues alone (names, length, an in-situ question word...) make a question multi-hop:
 #: long single-hop questions (SQuAD's) collect two or three of them without describing a second entity.
 WEAK_ONLY_MIN_SCORE = 3
+#: Multi-word names from which a question counts as relating two entities (a strong cue).
+TWO_FULL_NAMES = 2
 WEAK_CUE = 1
 #: Word counts from which a question gets a length cue / extra complexity.
 LONG_QUESTION_WORDS = 14
@@ -292,6 +294,12 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
     if len(names) + len([title for title in titles if title not in names]) >= 2:
         cues.append("two named entities")
         score += WEAK_CUE
+        # Two full names ("Alma Brecht", "Harlow Cup Final"): a question relating two entities, which a single
+        # passage rarely covers; one-word names ("Warsaw", "Kublai") are mostly a passage's own topic.
+        if sum(len(name.split()) > 1 for name in names) >= TWO_FULL_NAMES:
+            cues.append("two multi-word names")
+            score += WEAK_CUE
+            strong += 1
     if len(words) >= LONG_QUESTION_WORDS:
         cues.append("long question")
         score += WEAK_CUE

@@ -137,6 +137,7 @@ def test_single_hop_questions_and_claims_are_not_multi_hop(question: str) -> Non
         "What is an example of a metal that resists corrosion in salt water?",  # clause names nothing
         "The Varna Accord was signed in what Baltic port city?",  # weak cues only (names, in-situ "what")
         "Which group benefited from the grants paid by the Orlen Trust?",  # main verb after "Which group"
+        "What prize did Brecht win in Varna?",  # one-word names: the passage's own topic
     ],
 )
 def test_long_single_hop_questions_with_weak_cues_are_not_multi_hop(question: str) -> None:
@@ -150,6 +151,7 @@ def test_long_single_hop_questions_with_weak_cues_are_not_multi_hop(question: st
     [
         "What river flows through the city where Jonas Perrin was born?",
         "Which river flows past the town that hosted the 1931 Harlow Cup final?",
+        "What prize did Alma Brecht win for her role in Cold Harbour Nights?",  # two full names
     ],
 )
 def test_a_clause_describing_a_named_second_entity_stays_multi_hop(question: str) -> None:
