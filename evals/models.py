@@ -514,3 +514,38 @@ def _report(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "models": rows,
         "default": choose_default(rows),
     }
+
+
+def markdown_table(report: dict[str, Any]) -> list[str]:
+    """The README table of a results file (every number read from it; `partial` rows say how far they got)."""
+    lines = [
+        "| model | questions (HotpotQA+CMRC) | EM | F1 | answer acc. | JSON-schema valid | prompt tok/s "
+        "| gen tok/s | s/question | ~1500-token prompt s (alone / wall) | self-test "
+        "| load avg before -> after |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, row in report["models"].items():
+        by = row["by_dataset"]
+        long = row["long_prompt"]
+        json_cell = (
+            "-" if row.get("json_valid") is None else f"{row['json_valid']:.2f} of {row['json_questions']}"
+        )
+        notes = (" (base model)" if not row["instruct"] else "") + (
+            " (partial)" if row.get("partial") else ""
+        )
+        lines.append(
+            f"| {name}{notes} "
+            f"| {by['hotpotqa']['questions']}+{by['cmrc']['questions']} | {row['em']:.2f} | {row['f1']:.2f} "
+            f"| {row['accuracy']:.2f} | {json_cell} | {row['prompt_tok_s']} | {row['gen_tok_s']} "
+            f"| {row['s_per_question']:.1f} | {long.get('alone_s', '-')} / {long['wall_s']} "
+            f"| {row['self_test']['strength']} | {row['loadavg_before'][0]} -> {row['loadavg_after'][0]} |"
+        )
+    return lines
+
+
+if (
+    __name__ == "__main__"
+):  # print the README table of a results file: python -m evals.models results/models.json
+    import sys
+
+    print("\n".join(markdown_table(json.loads(Path(sys.argv[1]).read_text()))))

@@ -278,3 +278,26 @@ def test_the_default_embedded_model_answers_and_is_self_tested(tmp_path: Path) -
         factory.clear_model_cache()
         local_llm.shutdown_local_server()
     assert sys.modules.get("xllamacpp") is not None
+
+
+def test_the_readme_table_reads_every_number_from_the_results() -> None:
+    summary = {"questions": 1}
+    row = {
+        **_row("gemma3-270m", 0.25, 0.5, instruct=False, partial=True),
+        "em": 0.125,
+        "json_valid": None,
+        "json_questions": 0,
+        "prompt_tok_s": 123.4,
+        "gen_tok_s": 45.6,
+        "s_per_question": 2.25,
+        "long_prompt": {"alone_s": 17.5, "wall_s": 99.0},
+        "self_test": {"strength": "weak"},
+        "loadavg_before": [3.5, 1, 1],
+        "loadavg_after": [7.25, 1, 1],
+        "by_dataset": {"hotpotqa": {**summary, "questions": 6}, "cmrc": {**summary, "questions": 3}},
+    }
+    lines = model_eval.markdown_table({"models": {"gemma3-270m": row}})
+    assert lines[-1] == (
+        "| gemma3-270m (base model) (partial) | 6+3 | 0.12 | 0.50 | 0.25 | - | 123.4 | 45.6 | 2.2 "
+        "| 17.5 / 99.0 | weak | 3.5 -> 7.25 |"
+    )
