@@ -19,7 +19,6 @@ from nodes.resources import get_resources
 from nodes.search_queries import valid_standalone
 from prompts.query import CONTEXTUALIZE_PROMPT, CONTEXTUALIZE_SYSTEM
 from query.follow_ups import heuristic_standalone
-from retrieval.answer_text import message_text
 from state.context import Context, run_context
 from state.graph_state import State
 
@@ -33,7 +32,7 @@ def split_history(messages: list[AnyMessage]) -> tuple[list[AnyMessage], str]:
     """(messages before the last human message, that message's text); ([], "") without a human message."""
     for index in range(len(messages) - 1, -1, -1):
         if isinstance(messages[index], HumanMessage):
-            return messages[:index], message_text(messages[index]).strip()
+            return messages[:index], messages[index].text.strip()
     return [], ""
 
 
@@ -52,7 +51,7 @@ def format_history(messages: list[AnyMessage]) -> str:
     lines = []
     for message in messages:
         speaker = "User" if isinstance(message, HumanMessage) else "Assistant"
-        text = " ".join(message_text(message).split())
+        text = " ".join(message.text.split())
         if text:
             lines.append(f"{speaker}: {text[:HISTORY_MESSAGE_CHARS]}")
     return "\n".join(lines)
@@ -70,7 +69,7 @@ def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     turns = recent_turns(history, context.history_turns)
     if not turns:
         return {"standalone_question": question}
-    user_texts = [message_text(message) for message in turns if isinstance(message, HumanMessage)]
+    user_texts = [message.text for message in turns if isinstance(message, HumanMessage)]
     fallback = heuristic_standalone(question, user_texts)
     resources = get_resources()
     if resources.strength("generate", context) == "weak":

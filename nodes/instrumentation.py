@@ -100,7 +100,7 @@ def text_call(
     try:
         bound = with_max_tokens(model, max_tokens)
         message = bound.invoke(messages)
-        text = message.content if isinstance(message.content, str) else str(message.content)
+        text = str(message.text)
         usage, error = usage_of(message), None
     except Exception as failure:  # noqa: BLE001 - a failed call falls back to a documented default
         raise_if_unavailable(failure, model)

@@ -22,7 +22,6 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from persistence.threads import check_thread_access, thread_owner
-from retrieval.answer_text import message_text
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_context
 from state.graph_state import State, reset
@@ -37,8 +36,8 @@ def turn_question(state: State) -> tuple[str, bool]:
     messages = state.get("messages") or []
     question = (state.get("question") or "").strip()
     last = messages[-1] if messages else None
-    if isinstance(last, HumanMessage) and (not question or question == message_text(last).strip()):
-        return message_text(last).strip(), False
+    if isinstance(last, HumanMessage) and (not question or question == last.text.strip()):
+        return last.text.strip(), False
     return question, True
 
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 
-from langchain_core.messages import BaseMessage
-
 from core.keyword import analyze
 from core.text import sentence_spans, split_sentences
 from retrieval.injection import is_instruction_like
@@ -228,14 +226,6 @@ class EchoDetector:
     def remove(self, text: str) -> str:
         """`text` without its echoed sentences."""
         return remove_sentences(text, self.is_echo)
-
-
-def message_text(message: BaseMessage) -> str:
-    """The text of a message whose content may be a string or a list of content blocks."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
 
 
 #: The label a reply puts before its short answer ("Answer:", "Short answer:", "答案：").

@@ -34,7 +34,7 @@ from persistence.database import postgres_url
 from persistence.threads import check_thread_access, thread_owner
 from persistence.vector_store import validate_collection_name
 from prompts.summary import SUMMARY_PROMPT, SUMMARY_SYSTEM
-from retrieval.answer_text import best_sentences, is_garbage, message_text
+from retrieval.answer_text import best_sentences, is_garbage
 from retrieval.ingest import index_documents
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.tokens import count_tokens, truncate_to_tokens
@@ -99,7 +99,7 @@ def turns_from_messages(messages: Sequence[BaseMessage]) -> list[ConversationTur
     (tool and system messages are not part of the conversation)."""
     turns: list[tuple[str, list[str]]] = []
     for message in messages:
-        text = message_text(message).strip()
+        text = message.text.strip()
         if isinstance(message, HumanMessage) and text:
             turns.append((text, []))
         elif isinstance(message, AIMessage) and text and turns:
@@ -152,7 +152,7 @@ def model_summarizer(model: BaseChatModel, max_tokens: int, transcript_tokens: i
         except Exception as error:  # noqa: BLE001 - a failed call falls back to the extractive summary
             logger.warning("summary model failed (%s); using the extractive summary", error)
             return None
-        return message_text(reply).strip()
+        return reply.text.strip()
 
     return summarize
 

@@ -141,7 +141,7 @@ def _history_turns(history: list[tuple[str, str]]) -> list[list[BaseMessage]]:
 
 
 def _message_tokens(messages: list[BaseMessage]) -> int:
-    return sum(count_tokens(str(message.content)) + MESSAGE_OVERHEAD_TOKENS for message in messages)
+    return sum(count_tokens(message.text) + MESSAGE_OVERHEAD_TOKENS for message in messages)
 
 
 def _pack_history(history: list[tuple[str, str]], limit: int) -> list[list[BaseMessage]]:

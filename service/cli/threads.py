@@ -56,7 +56,7 @@ def threads_show(
     if not values:
         fail(f"unknown thread {thread_id!r}")
     for message in values.get("messages", []):
-        console.print(f"[bold]{message.type}>[/] {escape(str(message.content))}", highlight=False)
+        console.print(f"[bold]{message.type}>[/] {escape(message.text)}", highlight=False)
 
 
 @threads_app.command("delete")
