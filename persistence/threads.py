@@ -188,10 +188,17 @@ def _connect(path: Path) -> Iterator[sqlite3.Connection]:
         connection.close()
 
 
+def _reader(connection: sqlite3.Connection) -> SqliteSaver:
+    """LangGraph's saver on an open checkpoint file, for its own reads and deletes (the tables exist: the
+    threads were found in them)."""
+    saver = SqliteSaver(connection)
+    saver.is_setup = True
+    return saver
+
+
 def _owners(connection: sqlite3.Connection, thread_ids: list[str]) -> dict[str, str | None]:
     """Each thread's owner, from its latest root checkpoint (read with the saver's own deserializer)."""
-    saver = SqliteSaver(connection)
-    saver.is_setup = True  # reading only: the tables exist (the threads were listed from them)
+    saver = _reader(connection)
     owners: dict[str, str | None] = {}
     for thread_id in thread_ids:
         saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
@@ -298,8 +305,7 @@ def delete_thread(location: CheckpointLocation, thread_id: str, tenant: str | No
             return False
         if tenant is not None:
             check_thread_access(thread_id, _owners(connection, [thread_id])[thread_id], tenant)
-        connection.execute("DELETE FROM checkpoints WHERE thread_id = ?", (thread_id,))
-        connection.execute("DELETE FROM writes WHERE thread_id = ?", (thread_id,))
+        _reader(connection).delete_thread(thread_id)
     return True
 
 

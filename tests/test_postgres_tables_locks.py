@@ -208,3 +208,40 @@ def test_doctor_checks_the_postgres_checkpoints(tmp_path: Path, pg_url: str) -> 
     )
     assert down.status == "damaged" and "PostgreSQL" in down.detail
     assert not (tmp_path / "rag" / "checkpoints.sqlite").exists()
+
+
+@pytest.mark.servers
+def test_memories_and_the_semantic_cache_work_on_postgres(tmp_path: Path, pg_url: str) -> None:
+    """The app tables' users (memories: vectors as bytea; the cache's SQL backend: eviction per tenant)."""
+    from persistence.database import close_databases
+    from persistence.memories import add_memory, delete_memories, list_memories, search_memories
+    from persistence.semantic_cache import CacheScope, SemanticCache, SqlCacheBackend
+    from tests.fakes import HashEmbeddings
+
+    settings = pg_settings(tmp_path, pg_url)
+    fake = {"settings": settings, "embeddings": HashEmbeddings(), "model_key": "fake"}
+    try:
+        first = add_memory("Ganymede is the largest moon of Jupiter.", tenant="acme", **fake)  # type: ignore[arg-type]
+        add_memory("Mars is red because of iron oxide.", tenant="acme", metadata={"tag": "mars"}, **fake)  # type: ignore[arg-type]
+        add_memory("Ganymede secrets of another tenant.", tenant="globex", **fake)  # type: ignore[arg-type]
+        found = search_memories("largest moon Ganymede", tenant="acme", k=1, **fake)  # type: ignore[arg-type]
+        assert [memory.id for memory in found] == [first.id]
+        assert {memory.tenant for memory in list_memories(tenant="acme", settings=settings)} == {"acme"}
+        delete_memories(tenant="acme", memory_ids=[first.id], settings=settings)
+        assert rows(pg_url, "SELECT tenant, COUNT(*) FROM memories GROUP BY tenant ORDER BY 1") == [
+            ("acme", 1),
+            ("globex", 1),
+        ]
+        database = open_database(pg_url)
+        cache = SemanticCache(settings, SqlCacheBackend(database, 3600, 2), embeddings=HashEmbeddings)
+        payload = {"answer": "Jupiter [1].", "citations": [], "sources": []}
+        for word in ("one", "two", "three"):
+            cache.store(f"question {word}", CacheScope(tenant="acme"), "v1", payload)
+        cache.store("question one", CacheScope(tenant="globex"), "v1", payload)
+        assert rows(pg_url, "SELECT tenant, COUNT(*) FROM semantic_cache GROUP BY tenant ORDER BY 1") == [
+            ("acme", 2),
+            ("globex", 1),
+        ]
+        database.close()
+    finally:
+        close_databases()
