@@ -146,6 +146,22 @@ class Settings(BaseSettings):
         "is English-only (minilm): its vectors barely rank CJK text (CMRC 2018 Recall@5 0.39 vs BM25 0.995).",
     )
     bm25_title_weight: float = Field(1.0, ge=0.0, description="BM25 weight of the title field vs the body.")
+    bm25_prune_min_chunks: int = Field(
+        20_000,
+        ge=0,
+        description="Keyword index size (chunks) from which queries drop their most common terms (SQLite "
+        "FTS5; smaller indexes rank with every term). See persistence/keyword_pruning.py, `rag eval scale`.",
+    )
+    bm25_max_df_fraction: float = Field(
+        0.1,
+        gt=0.0,
+        le=1.0,
+        description="On a pruned index, query terms found in more than this share of the chunks are dropped "
+        "(1 = never): their posting lists are the cost of a query, their IDF is low.",
+    )
+    bm25_min_query_terms: int = Field(
+        2, ge=1, description="Rarest query terms kept when pruning would leave fewer."
+    )
     mmr_enabled: bool = Field(False, description="Re-rank fused results with maximal marginal relevance.")
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 = relevance only.")
     similarity_threshold: float = Field(

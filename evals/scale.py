@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -370,8 +371,11 @@ def measure_modes(
     started = time.perf_counter()
     searcher.search(first_text, k=LATENCY_K, mode="hybrid", tenant=SCALE_TENANT, query_vector=first_vector)
     report: dict[str, Any] = {"first_search_ms": round((time.perf_counter() - started) * 1000, 1)}
+    load_before = os.getloadavg()[0]
     for mode in modes:
         report[mode] = time_searches(searcher, queries, mode, tenant=SCALE_TENANT).summary()
+    # The machine is shared: the 1-minute load average says how many processes competed for its 2 cores.
+    report["load_average_1min"] = [round(load_before, 2), round(os.getloadavg()[0], 2)]
     return report
 
 

@@ -50,6 +50,7 @@ from config.settings import Settings
 from core.types import Chunk
 from persistence.errors import StoreDamagedError, StoreUnavailableError
 from persistence.keyword_index import KeywordHit, KeywordIndex
+from persistence.keyword_pruning import pruning_policy
 from persistence.pg_keyword_index import PgKeywordBackend, pg_keyword_index
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -562,7 +563,9 @@ def open_catalog(settings: Settings) -> Catalog:
     every worker), else the SQLite file `<data_dir>/catalog.sqlite`."""
     if settings.database_url and is_postgres_url(settings.database_url):
         return Catalog(settings.database_url, pg_keyword_backend=settings.pg_keyword_backend)
-    return Catalog(settings.catalog_path)
+    catalog = Catalog(settings.catalog_path)
+    catalog.keyword_index.pruning = pruning_policy(settings)  # type: ignore[union-attr]
+    return catalog
 
 
 def _document(row: Any) -> DocumentRecord:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,13 @@ from sqlalchemy.engine import Connection
 
 from core.keyword import analyze
 from core.types import Chunk
+from persistence.keyword_pruning import (
+    PruningPolicy,
+    create_vocabulary,
+    document_frequencies,
+    prune_terms,
+    total_chunks,
+)
 
 FTS_TABLE = "chunk_terms"
 #: BM25 weight of a chunk's document title relative to its body (settings.bm25_title_weight).
@@ -44,10 +51,14 @@ def scope_token(tenant: str, collection: str) -> str:
     return "s" + hashlib.sha1(f"{tenant}\x1f{collection}".encode()).hexdigest()[:20]
 
 
-def match_expression(query: str, scopes: Sequence[str] = ()) -> str | None:
-    """FTS5 MATCH expression: the query's terms OR-ed (each quoted), restricted to the scope tokens; None
-    when the query has no indexable term."""
+def match_expression(
+    query: str, scopes: Sequence[str] = (), keep: Callable[[list[str]], list[str]] | None = None
+) -> str | None:
+    """FTS5 MATCH expression: the query's terms (those `keep` returns, when given) OR-ed (each quoted),
+    restricted to the scope tokens; None when the query has no indexable term."""
     terms = list(dict.fromkeys(analyze(query)))[:MAX_QUERY_TERMS]
+    if keep is not None and terms:
+        terms = keep(terms)
     if not terms:
         return None
     expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -60,12 +71,16 @@ def match_expression(query: str, scopes: Sequence[str] = ()) -> str | None:
 class KeywordIndex:
     """FTS5 rows keyed by the catalog's chunk row id: columns scope (tenant+collection), title, body."""
 
+    #: Query-term pruning on large indexes (persistence/keyword_pruning.py); None = every term, always.
+    pruning: PruningPolicy | None = None
+
     def create(self, connection: Connection) -> None:
         """Create the FTS5 table when missing."""
         connection.exec_driver_sql(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} "
             "USING fts5(scope, title, body, tokenize='unicode61')"
         )
+        create_vocabulary(connection, FTS_TABLE)
 
     def add(self, connection: Connection, rows: Sequence[tuple[int, Chunk]]) -> None:
         """Index chunks under their catalog row ids (inside the caller's transaction)."""
@@ -111,6 +126,13 @@ class KeywordIndex:
         connection.exec_driver_sql(f"DROP TABLE IF EXISTS {FTS_TABLE}")
         self.create(connection)
 
+    def _pruner(self, connection: Connection) -> Callable[[list[str]], list[str]] | None:
+        """The term filter of this index's pruning policy, or None when the index is too small to prune."""
+        policy = self.pruning
+        if policy is None or not policy.applies(total := total_chunks(connection)):
+            return None
+        return lambda terms: prune_terms(terms, document_frequencies(connection, terms), total, policy)
+
     def search(
         self,
         connection: Connection,
@@ -127,7 +149,9 @@ class KeywordIndex:
 
         Without a metadata filter the ranking runs inside FTS5 and only the top rows are joined to the chunk
         table; with one, every match is joined and tested. The tenant is checked in SQL either way."""
-        expression = match_expression(query, [scope_token(tenant, name) for name in collections])
+        expression = match_expression(
+            query, [scope_token(tenant, name) for name in collections], self._pruner(connection)
+        )
         if expression is None or not collections:
             return []
         rank = f"bm25({FTS_TABLE}, 0.0, {float(title_weight)!r}, 1.0)"

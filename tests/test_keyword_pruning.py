@@ -1,0 +1,76 @@
+"""Query-term pruning of the keyword index: which terms are dropped, and that search uses it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from config.settings import Settings
+from core.types import Chunk
+from persistence.keyword_index import scope_token
+from persistence.keyword_pruning import PruningPolicy, document_frequencies, prune_terms
+from retrieval.knowledge_base import KnowledgeBase
+
+POLICY = PruningPolicy(min_chunks=100, max_df_fraction=0.1, min_terms=2)
+
+
+def test_common_terms_are_dropped_and_order_is_kept() -> None:
+    frequencies = {"cell": 400, "mitochondria": 3, "apoptosis": 8, "increas": 250}
+    kept = prune_terms(["cell", "mitochondria", "increas", "apoptosis"], frequencies, 1000, POLICY)
+    assert kept == ["mitochondria", "apoptosis"]
+
+
+def test_the_rarest_terms_are_kept_when_every_term_is_common() -> None:
+    frequencies = {"cell": 400, "increas": 250, "associ": 300}
+    # The two rarest (increas 250, associ 300) stay, in query order; cell (400) goes.
+    assert prune_terms(["cell", "increas", "associ"], frequencies, 1000, POLICY) == ["increas", "associ"]
+    assert prune_terms(["cell"], frequencies, 1000, POLICY) == ["cell"]
+
+
+def test_unseen_terms_count_as_rare_and_small_indexes_are_not_pruned() -> None:
+    # zebrafish is not in the index (df 0): kept; cell is common but kept as one of the min_terms rarest.
+    assert prune_terms(["zebrafish", "cell"], {"cell": 900}, 1000, POLICY) == ["zebrafish", "cell"]
+    assert prune_terms(["zebrafish", "cell", "fin"], {"cell": 900}, 1000, POLICY) == ["zebrafish", "fin"]
+    assert not POLICY.applies(99)
+    assert POLICY.applies(100)
+    assert not PruningPolicy(0, 1.0, 2).applies(10**9)
+
+
+def test_search_drops_a_term_every_chunk_has(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    # Index of 40 chunks: every one says "report", one says "glacier" and another "volcano".
+    kb = make_kb(make_settings(bm25_prune_min_chunks=10, bm25_max_df_fraction=0.5, bm25_min_query_terms=1))
+    texts = [f"Field report number {index}." for index in range(38)]
+    texts += ["Field report on the glacier.", "Field report on the volcano."]
+    chunks = [
+        Chunk(f"c{index}", text, {"tenant": "t", "collection": "c", "title": ""})
+        for index, text in enumerate(texts)
+    ]
+    kb.catalog.replace_document(
+        tenant="t", collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
+    )
+    with kb.catalog.engine.connect() as connection:
+        assert document_frequencies(connection, ["report", "glacier"]) == {"report": 40, "glacier": 1}
+    hits = kb.catalog.keyword_search(
+        "glacier report",
+        tenant="t",
+        collections=["c"],
+        filter_sql="1",
+        filter_params=[],
+        limit=10,
+        title_weight=1.0,
+    )
+    assert [hit.chunk_id for hit in hits] == ["c38"]  # "report" was dropped: only the glacier chunk matches
+
+    unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_max_df_fraction=1.0))
+    hits = unpruned.catalog.keyword_search(
+        "glacier report",
+        tenant="t",
+        collections=["c"],
+        filter_sql="1",
+        filter_params=[],
+        limit=10,
+        title_weight=1.0,
+    )
+    assert hits[0].chunk_id == "c38" and len(hits) == 10  # every term: all 40 chunks match "report"
+    assert scope_token("t", "c") != scope_token("t", "d")
