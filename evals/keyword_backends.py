@@ -53,9 +53,8 @@ class BackendTarget:
     pg_backend: str = "bm25"
 
 
-def corpus_chunks(passages: Iterable[Passage], config: ChunkingConfig, copy: int = 0) -> list[list[Chunk]]:
-    """Chunks per document as ingestion makes them (title in metadata, doc id kept for scoring); copy > 0
-    gives the same texts under other ids (a bigger corpus with the same vocabulary)."""
+def corpus_chunks(passages: Iterable[Passage], config: ChunkingConfig) -> list[list[Chunk]]:
+    """Chunks per document as ingestion makes them (title in metadata, doc id kept for scoring)."""
     documents = []
     for passage in passages:
         chunks = []
@@ -66,10 +65,19 @@ def corpus_chunks(passages: Iterable[Passage], config: ChunkingConfig, copy: int
                 "title": passage.title,
                 "doc_id": passage.passage_id,
             }
-            chunks.append(Chunk(f"{passage.passage_id}#{index}~{copy}", text, metadata))
+            chunks.append(Chunk(f"{passage.passage_id}#{index}", text, metadata))
         if chunks:
             documents.append(chunks)
     return documents
+
+
+def copied(documents: Sequence[list[Chunk]], copy: int) -> list[list[Chunk]]:
+    """The same chunks under other ids: a bigger corpus with the same vocabulary (copy 0 = the original)."""
+    if copy == 0:
+        return list(documents)
+    return [
+        [Chunk(f"{chunk.chunk_id}~{copy}", chunk.text, chunk.metadata) for chunk in doc] for doc in documents
+    ]
 
 
 def load_catalog(catalog: Catalog, documents: Sequence[list[Chunk]], copy: int) -> float:
@@ -195,7 +203,7 @@ def run_keyword_backends_eval(
             if copies > 1:
                 progress(f"{name}: loading {copies - 1} more copies")
                 for copy in range(1, copies):
-                    load_catalog(catalog, corpus_chunks(passages, config, copy), copy)
+                    load_catalog(catalog, copied(base, copy), copy)
                 entry["latency"][str(n_chunks * copies)] = latency(catalog, timed, title_weight)
             results[name] = entry
         finally:
