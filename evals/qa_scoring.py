@@ -2,7 +2,11 @@
 
 Why records first and numbers second: a record holds everything measured for one question (prediction,
 retrieved and cited passages, cost), so an interrupted run resumes from its records and any aggregate can be
-recomputed, or broken down another way, without running a model again. Metrics that are undefined for a
+recomputed, or broken down another way, without running a model again. Three answer scores, each on the
+full answer and on its short answer (`short_answer`, the phrase or yes/no the answer starts with; the full
+answer when a record has none): EM, F1, and answer accuracy, whether a gold answer is contained in the
+prediction (normalised, on token boundaries), as in the Adaptive-RAG paper (Jeong et al., 2024), which
+credits a correct answer inside a longer reply that EM rejects. Metrics that are undefined for a
 question (support recall without a gold passage in the corpus, citation precision of an uncited answer) are
 None in the record and left out of their mean rather than counted as 0 or 1. EM and F1 are computed on the
 answer without its citation markers ("Paris [1]." scores as "Paris."): the markers are the engine's
@@ -16,6 +20,7 @@ from typing import Any
 
 from evals.datasets import QAExample
 from evals.metrics import (
+    answer_tokens,
     citation_precision,
     exact_match,
     f1_score,
@@ -33,6 +38,41 @@ NO_GROUP = "NONE"
 #: Keys of `timings_ms` that are costs summed over nodes, not nodes (see evals/latency.py).
 COST_TIMING_KEYS = frozenset({"model", "retrieval"})
 DIGITS = 4
+
+
+def answer_accuracy(prediction: str, gold_answers: Sequence[str]) -> float:
+    """1.0 when a gold answer's normalised tokens occur, in order and contiguous, in the prediction's.
+
+    Token boundaries matter: "1931" is not found in "19310"; for Chinese the tokens are characters (CMRC's
+    segmentation). An unanswerable question (no gold answer) is accurate only with an empty prediction.
+    """
+    predicted = answer_tokens(prediction)
+    golds = [tokens for tokens in (answer_tokens(gold) for gold in gold_answers) if tokens]
+    if not golds:
+        return float(not predicted)
+    for gold in golds:
+        width = len(gold)
+        if any(predicted[start : start + width] == gold for start in range(len(predicted) - width + 1)):
+            return 1.0
+    return 0.0
+
+
+def answer_scores(prediction: str, short: str, gold_answers: Sequence[str]) -> dict[str, float]:
+    """EM, F1 and accuracy of the answer (markers stripped) and of its short answer (the answer when none)."""
+    full = strip_references(prediction)
+    short = strip_references(short) if short.strip() else full
+    return {
+        "em": exact_match(full, gold_answers),
+        "f1": round(f1_score(full, gold_answers), DIGITS),
+        "accuracy": answer_accuracy(full, gold_answers),
+        "short_em": exact_match(short, gold_answers),
+        "short_f1": round(f1_score(short, gold_answers), DIGITS),
+        "short_accuracy": answer_accuracy(short, gold_answers),
+    }
+
+
+#: The per-record answer scores (answer_scores) and how each aggregate names their mean.
+SCORE_KEYS: tuple[str, ...] = ("em", "f1", "accuracy", "short_em", "short_f1", "short_accuracy")
 
 
 def ranked_doc_ids(items: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -59,7 +99,8 @@ def question_record(
     recall is not charged for passages the dataset itself left out (HotpotQA questions without context).
     """
     prediction = str(result.get("answer") or "")
-    scored = strip_references(prediction)
+    short = str(result.get("short_answer") or "")
+    info = result.get("prompt_info") or {}
     supporting = gold_passages(example, in_corpus)
     retrieved = ranked_doc_ids(result.get("retrieved") or result.get("sources") or [])
     cited = ranked_doc_ids(result.get("citations") or [])
@@ -71,8 +112,12 @@ def question_record(
         "question": example.question,
         "answers": list(example.answers),
         "prediction": prediction,
-        "em": exact_match(scored, example.answers),
-        "f1": _round(f1_score(scored, example.answers)),
+        "short_answer": short,
+        **answer_scores(prediction, short, example.answers),
+        # Who wrote the short answer (model / extractive) and, when the extractive answer replaced it, the
+        # model's own: the model alone can be scored from the same run.
+        "short_answer_source": info.get("short_answer_source"),
+        "model_short_answer": info.get("model_short_answer"),
         "retrieved": retrieved,
         "supporting": sorted(supporting),
         SUPPORT_RECALL_KEY: _round(support_recall_at_k(retrieved, supporting, SUPPORT_RECALL_K))
@@ -106,8 +151,8 @@ def error_record(
         "question": example.question,
         "answers": list(example.answers),
         "prediction": "",
-        "em": exact_match("", example.answers),
-        "f1": _round(f1_score("", example.answers)),
+        "short_answer": "",
+        **answer_scores("", "", example.answers),
         "retrieved": [],
         "supporting": sorted(supporting),
         SUPPORT_RECALL_KEY: 0.0 if supporting else None,
@@ -131,14 +176,31 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def group_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """n, EM, F1, LLM calls and support recall of a group of records (a strategy, a question type)."""
+    """n, the answer scores, LLM calls and support recall of a group of records (a strategy, a type)."""
     return {
         "n": len(records),
-        "em": round(_mean([record["em"] for record in records]), DIGITS),
-        "f1": round(_mean([record["f1"] for record in records]), DIGITS),
+        **score_means(records),
         "llm_calls": round(_mean([record["llm_calls"] for record in records]), 2),
         SUPPORT_RECALL_KEY: _round(mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in records)),
     }
+
+
+def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record with the answer scores it lacks computed from its prediction (records written before
+    accuracy and short answers were measured have neither; their short answer is the whole answer)."""
+    if all(key in record for key in SCORE_KEYS):
+        return dict(record)
+    prediction = str(record.get("prediction") or "")
+    scores = answer_scores(
+        prediction, str(record.get("short_answer") or ""), list(record.get("answers") or [])
+    )
+    return {**scores, **record}  # scores the record already has are kept
+
+
+def score_means(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The mean of each answer score over `records` (rescored when they predate a score)."""
+    complete = [rescored(record) for record in records]
+    return {key: round(_mean([float(record[key]) for record in complete]), DIGITS) for key in SCORE_KEYS}
 
 
 def _breakdown(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, dict[str, Any]]:
@@ -163,11 +225,12 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             if node not in COST_TIMING_KEYS:
                 per_node[node] = per_node.get(node, 0.0) + float(value)
     has_kinds = any(record.get("kind") for record in records)
+    sources = [str(record.get("short_answer_source") or "none") for record in answered]
     return {
         "n": len(records),
         "errors": len(records) - len(answered),
-        "em": round(_mean([record["em"] for record in records]), DIGITS),
-        "f1": round(_mean([record["f1"] for record in records]), DIGITS),
+        **score_means(records),
+        "short_answer_sources": {name: sources.count(name) for name in sorted(set(sources))},
         SUPPORT_RECALL_KEY: _round(mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in records)),
         "citation_precision": _round(mean_of_defined(record.get("citation_precision") for record in records)),
         "citation_rate": round(_mean([float(bool(record.get("cited"))) for record in answered]), DIGITS),

@@ -20,7 +20,15 @@ from evals.qa import (
     run_qa_eval,
     select_examples,
 )
-from evals.qa_scoring import SUPPORT_RECALL_KEY, aggregate, error_record, question_record
+from evals.qa_scoring import (
+    SUPPORT_RECALL_KEY,
+    aggregate,
+    answer_accuracy,
+    answer_scores,
+    error_record,
+    question_record,
+    score_means,
+)
 from graphs.runner import Session
 from nodes.resources import Resources
 from retrieval.knowledge_base import KnowledgeBase
@@ -351,7 +359,8 @@ def test_aggregate_means_rates_percentiles_and_breakdowns() -> None:
     assert report["latency_p50_s"] == 2.0 and report["latency_mean_s"] == 2.0
     assert report["per_node_ms"] == {"generate": round(400 / 3, 2), "retrieve": round(50 / 3, 2)}
     assert set(report["by_strategy"]) == {"ITERATIVE", "HYBRID", "NONE"}
-    assert report["by_strategy"]["ITERATIVE"] == {
+    iterative = report["by_strategy"]["ITERATIVE"]
+    assert {key: iterative[key] for key in ("n", "em", "f1", "llm_calls", SUPPORT_RECALL_KEY)} == {
         "n": 2,
         "em": 0.5,
         "f1": 0.5,
@@ -519,3 +528,36 @@ def test_records_of_another_model_are_run_again(
     )
     assert report["resumed"] == 0 and len(model.calls) == 3
     assert read_records(results)["h1"]["model"] == report["model"] != "some-other-model"
+
+
+@pytest.mark.parametrize(
+    ("prediction", "golds", "accurate"),
+    [
+        ("The bridge opened in 1931 [1].", ["1931"], 1.0),
+        ("It opened in 19310.", ["1931"], 0.0),  # token boundaries, not substrings
+        ("The Velmar Bridge", ["Velmar Bridge", "the bridge"], 1.0),
+        ("Velmar", ["Velmar Bridge"], 0.0),  # the whole gold answer must be there
+        ("青石桥建于1931年。", ["1931年"], 1.0),
+        ("", [], 1.0),  # unanswerable: only the empty answer is right
+        ("1931", [], 0.0),
+    ],
+)
+def test_answer_accuracy_is_gold_contained(prediction: str, golds: list[str], accurate: float) -> None:
+    assert answer_accuracy(prediction, golds) == accurate
+
+
+def test_answer_scores_on_the_answer_and_on_its_short_answer() -> None:
+    scores = answer_scores(
+        "Velmar Bridge\n\nThe Velmar Bridge opened in 1931 [1].", "Velmar Bridge", ["Velmar Bridge"]
+    )
+    assert (scores["short_em"], scores["short_f1"], scores["short_accuracy"]) == (1.0, 1.0, 1.0)
+    assert scores["em"] == 0.0 and scores["accuracy"] == 1.0 and 0.0 < scores["f1"] < 1.0
+    # Without a short answer the answer itself is scored as the short one.
+    assert answer_scores("1931 [1]", "", ["1931"])["short_em"] == 1.0
+
+
+def test_records_before_short_answers_are_rescored_from_their_prediction() -> None:
+    old = {"prediction": "It opened in 1931 [1].", "answers": ["1931"], "em": 0.0, "f1": 0.5}
+    means = score_means([old])
+    assert means["em"] == 0.0 and means["f1"] == 0.5  # the record's own scores are kept
+    assert means["accuracy"] == 1.0 and means["short_accuracy"] == 1.0 and means["short_em"] == 0.0

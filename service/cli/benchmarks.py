@@ -142,6 +142,10 @@ def eval_qa(
     for column in (
         "EM",
         "F1",
+        "acc.",
+        "short EM",
+        "short F1",
+        "short acc.",
         "support R@5",
         "cit. precision",
         "not found",
@@ -153,7 +157,10 @@ def eval_qa(
     table.add_row(
         *[
             "-" if report[key] is None else f"{report[key]:.3f}"
-            for key in ("em", "f1", "support_recall@5", "citation_precision", "not_found_rate")
+            for key in (
+                *("em", "f1", "accuracy", "short_em", "short_f1", "short_accuracy"),
+                *("support_recall@5", "citation_precision", "not_found_rate"),
+            )
         ],
         f"{report['llm_calls_per_question']:.2f}",
         f"{report['tokens_per_question']:.0f}",
@@ -164,7 +171,8 @@ def eval_qa(
         for group, values in report[key].items():
             console.print(
                 f"  {title} {group}: n {values['n']}  EM {values['em']:.3f}  F1 {values['f1']:.3f}  "
-                f"{values['llm_calls']:.2f} LLM calls",
+                f"acc. {values['accuracy']:.3f}  short EM {values['short_em']:.3f}  "
+                f"short F1 {values['short_f1']:.3f}  {values['llm_calls']:.2f} LLM calls",
                 highlight=False,
             )
     if report["errors"]:
