@@ -4,12 +4,18 @@ The prompt is budgeted by retrieval.prompt_budget (fixed part kept, context capp
 generation reserve), worded by the context's mode (simple / advanced / precise) in the question's language.
 The model is called through its `invoke` (via text_call), so `stream_mode="messages"` streams its tokens.
 
+Short answer first: the prompt asks for "Answer: <short answer>" then "Explanation: <sentence> [n]" (few-shot,
+stop sequences), and the draft is the short answer on its own line, then the explanation
+(retrieval.answer_text.compose_answer). With `answerer="auto"` a short answer that is missing or not found in
+the passages is replaced by the extractive answerer's (retrieval.answer_span); `model` keeps the model's;
+`extractive` calls no model.
+
 Fallback (documented, never raises): when the model fails or returns garbage (empty, punctuation only, or a
 phrase looping) or nothing but an echo of its prompt ("The answer to this question is:", a line of its
 instructions or revision note, the question) or of an instruction planted in a passage, the draft is
-extractive: the sentences of the top source that best overlap the question, cited [1], never an
-instruction-like sentence (retrieval.injection). Without sources the fallback is a short apology
-(MODEL_FAILED_*).
+extractive: the typed span and its sentence, or else the sentences of the top source that best overlap the
+question, cited [1], never an instruction-like sentence (retrieval.injection). Without sources the fallback
+is a short apology (MODEL_FAILED_*).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AnyMessage
 from langgraph.runtime import Runtime
 
-from core.text import contains_cjk
+from core.text import contains_cjk, split_sentences
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed, with_temperature
 from nodes.resources import get_resources
@@ -50,7 +56,6 @@ from retrieval.answer_text import (
     matches_phrase,
     normalized,
     remove_sentences,
-    split_sentences,
     split_short_answer,
     strip_preamble,
 )
@@ -96,7 +101,7 @@ def conversation_history(messages: list[AnyMessage], max_turns: int) -> list[tup
     The last message is this turn's question when it is a human message, so it is left out.
     """
     previous = messages[:-1] if messages and messages[-1].type == "human" else messages
-    turns = [(message.type, message.text.strip()) for message in previous]
+    turns: list[tuple[str, str]] = [(message.type, message.text.strip()) for message in previous]
     turns = [(role, text) for role, text in turns if role in ("human", "ai") and text]
     return turns[-2 * max_turns :] if max_turns > 0 else []
 
