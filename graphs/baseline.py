@@ -4,10 +4,12 @@ citation handling), so comparisons isolate the agentic parts."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 
+from graphs.types import GraphType
 from nodes.baseline_retrieve import baseline_retrieve
 from nodes.cite import cite
 from nodes.generate import generate
@@ -20,7 +22,7 @@ from state.graph_state import InputState, OutputState, State
 GRAPH_NAME = "baseline"
 
 
-def build_baseline_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_baseline_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphType:
     """Assemble and compile the baseline graph."""
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     builder.add_node("start_turn", start_turn)

@@ -6,10 +6,12 @@ analysis says a question needs no documents.
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 
+from graphs.types import GraphType
 from nodes.cite import cite
 from nodes.generate import generate
 from nodes.start_turn import start_turn
@@ -20,7 +22,7 @@ from state.graph_state import InputState, OutputState, State
 GRAPH_NAME = "direct"
 
 
-def build_direct_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_direct_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphType:
     """Assemble and compile the no-retrieval graph."""
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     builder.add_node("start_turn", start_turn)

@@ -12,9 +12,10 @@ the context's `max_iterations` / `iterative_hops`; `recursion_limit` is only a b
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
 
 from graphs.routing import (
     fan_out_queries,
@@ -23,6 +24,7 @@ from graphs.routing import (
     route_after_cache_lookup,
     route_after_retrieval_grade,
 )
+from graphs.types import GraphType
 from nodes.analyze import analyze
 from nodes.cache_lookup import cache_lookup
 from nodes.cite import cite
@@ -46,7 +48,7 @@ GRAPH_NAME = "rag"
 RECURSION_LIMIT = 100
 
 
-def build_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphType:
     """Assemble and compile the agentic graph (with a checkpointer for conversations, or none)."""
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     builder.add_node("start_turn", start_turn)

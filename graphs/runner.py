@@ -14,18 +14,20 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from langchain_core.messages import AIMessageChunk
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings
+from graphs.types import GraphType
 from nodes.start_turn import check_input_tenant
 from persistence.checkpointer import checkpointer_for
 from persistence.thread_lock import thread_lock
 from persistence.threads import check_thread_access, thread_owner
 from state.context import Context
+from state.graph_state import InputState
 
 GraphName = Literal["rag", "baseline", "direct"]
 #: Nodes whose model tokens are shown while streaming (the answer being written).
@@ -37,7 +39,7 @@ def new_thread_id() -> str:
     return uuid.uuid4().hex[:12]
 
 
-def compiled_graph(name: GraphName, checkpointer: BaseCheckpointSaver | None) -> CompiledStateGraph:
+def compiled_graph(name: GraphName, checkpointer: BaseCheckpointSaver[Any] | None) -> GraphType:
     """The named graph compiled with `checkpointer`."""
     if name == "baseline":
         from graphs.baseline import build_baseline_graph
@@ -50,6 +52,11 @@ def compiled_graph(name: GraphName, checkpointer: BaseCheckpointSaver | None) ->
     from graphs.rag import build_graph
 
     return build_graph(checkpointer)
+
+
+def _input(question: str, inputs: dict[str, Any]) -> InputState:
+    """The graph input of a turn: the question and the caller's other input fields (the graph validates)."""
+    return cast(InputState, {"question": question, **inputs})
 
 
 @dataclass
@@ -67,7 +74,7 @@ class Session:
         self.checkpointer = checkpointer_for(self.settings) if self.persistent else None
         self.graph = compiled_graph(self.graph_name, self.checkpointer)
 
-    def _config(self, thread_id: str) -> dict[str, Any]:
+    def _config(self, thread_id: str) -> RunnableConfig:
         return {"configurable": {"thread_id": thread_id}, "metadata": {"interface": self.interface}}
 
     def owner(self, thread_id: str) -> str | None:
@@ -99,7 +106,7 @@ class Session:
         context = context or Context()
         with self.turn(thread_id, context, inputs):
             result = self.graph.invoke(
-                {"question": question, **inputs}, config=self._config(thread_id), context=context
+                _input(question, inputs), config=self._config(thread_id), context=context
             )
         return {**result, "thread_id": thread_id}
 
@@ -123,12 +130,13 @@ class Session:
             config["callbacks"] = callbacks
         context = context or Context()
         with self.turn(thread_id, context, inputs):
-            for mode, payload in self.graph.stream(
-                {"question": question, **inputs},
+            for part in self.graph.stream(
+                _input(question, inputs),
                 config=config,
                 context=context,
                 stream_mode=["messages", "values", "custom"] if events else ["messages", "values"],
             ):
+                mode, payload = cast(tuple[str, Any], part)  # several stream modes: (mode, payload) pairs
                 if mode == "custom":
                     yield "event", payload
                 elif mode == "messages":

@@ -17,20 +17,18 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from nodes.generate import answer_mode
-from nodes.instrumentation import timed
+from nodes.instrumentation import NodeFunction, timed
 from nodes.resources import get_resources
 from persistence.audit import TurnRecord, record_turn_rows
 from persistence.database import get_database
 from persistence.semantic_cache import CacheScope, count, get_semantic_cache
-from state.context import Context, run_context
+from state.context import Context, run_config, run_context
 from state.graph_state import State
 
 logger = logging.getLogger(__name__)
@@ -49,14 +47,6 @@ CACHED_FIELDS = (
     "strategy",
     "analysis",
 )
-
-
-def run_config() -> RunnableConfig:
-    """The run's config ({} outside a run, e.g. a node called directly)."""
-    try:
-        return get_config()
-    except RuntimeError:
-        return {}
 
 
 def thread_of(config: RunnableConfig) -> str:
@@ -125,7 +115,7 @@ def store_answer(state: State) -> None:
     get_semantic_cache().store(key["question"], CacheScope(**key["scope"]), key["docs_version"], payload)
 
 
-def record_turn_node(graph: str) -> Callable[[State, Runtime[Context]], dict[str, Any]]:
+def record_turn_node(graph: str) -> NodeFunction:
     """The record_turn node of the graph named `graph` (the name goes into the audit row)."""
 
     @timed("record_turn")

@@ -91,26 +91,25 @@ def scoped_search(
     `outside_conversation_k` of k from other conversations and the rest inside."""
     collections = [context.collection] if context.collection else None
     vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
-    common = {
-        "mode": context.search_mode,
-        "tenant": tenant,
-        "collections": collections,
-        "query_vector": vector,
-    }
+
+    def search(k: int, scope: dict[str, Any] | None) -> list[SearchHit]:
+        return searcher.search(
+            text,
+            k=k,
+            filters=scope,
+            mode=context.search_mode,
+            tenant=tenant,
+            collections=collections,
+            query_vector=vector,
+        ).hits
+
     if not conversation_id:
-        return searcher.search(text, k=context.top_k, filters=filters, **common).hits
+        return search(context.top_k, filters)
     outside_k = outside_conversation_k(context.top_k, context.cross_conversation_share)
-    inside = searcher.search(
-        text,
-        k=context.top_k - outside_k or 1,
-        filters=_and(filters, {"conversation_id": conversation_id}),
-        **common,
-    ).hits
+    inside = search(context.top_k - outside_k or 1, _and(filters, {"conversation_id": conversation_id}))
     outside: list[SearchHit] = []
     if outside_k:
-        outside = searcher.search(
-            text, k=outside_k, filters=_and(filters, {"conversation_id": {"$ne": conversation_id}}), **common
-        ).hits
+        outside = search(outside_k, _and(filters, {"conversation_id": {"$ne": conversation_id}}))
     return inside + outside
 
 

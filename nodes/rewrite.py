@@ -91,7 +91,7 @@ def _model_queries(
 def multi_queries(question: str, context: Context) -> tuple[list[SearchQuery], Accounting]:
     """The question plus up to `query_variants` alternative phrasings."""
     fallback = heuristic_variants(question, context.query_variants)
-    variants, accounting = fallback, {}
+    variants, accounting = fallback, Accounting()
     if _strong(context):
         prompt = MULTI_QUERY_PROMPT.format(question=question, n=context.query_variants)
         variants, accounting = _model_queries(question, MULTI_QUERY_SYSTEM, prompt, context, fallback)
@@ -101,7 +101,7 @@ def multi_queries(question: str, context: Context) -> tuple[list[SearchQuery], A
 def expansion_queries(question: str, context: Context) -> tuple[list[SearchQuery], Accounting]:
     """Keyword queries with synonyms and related terms (model), or the heuristic expansion."""
     fallback = [heuristic_expansion(question)]
-    expansions, accounting = fallback, {}
+    expansions, accounting = fallback, Accounting()
     if _strong(context):
         prompt = EXPAND_PROMPT.format(question=question, n=context.query_variants)
         expansions, accounting = _model_queries(question, EXPAND_SYSTEM, prompt, context, fallback)
@@ -128,7 +128,7 @@ def hyde_queries(question: str, context: Context) -> tuple[list[SearchQuery], Ac
 def decomposition_queries(question: str, context: Context) -> tuple[list[SearchQuery], Accounting]:
     """The question plus 2..`max_subquestions` simpler questions (model, else the heuristic split)."""
     fallback = heuristic_subquestions(question, context.max_subquestions)
-    subquestions, accounting = fallback, {}
+    subquestions, accounting = fallback, Accounting()
     if _strong(context):
         resources = get_resources()
         prompt = DECOMPOSE_PROMPT.format(question=question, max_n=context.max_subquestions)

@@ -23,7 +23,7 @@ from langgraph.runtime import Runtime
 
 from persistence.threads import check_thread_access, thread_owner
 from retrieval.filters import FilterError, parse_filter
-from state.context import Context, run_context
+from state.context import Context, run_config, run_context
 from state.graph_state import State, reset
 
 
@@ -56,12 +56,12 @@ def thread_id_of(config: RunnableConfig | None) -> str:
     return str(((config or {}).get("configurable") or {}).get("thread_id") or "")
 
 
-def start_turn(state: State, runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Check the caller may use the thread, validate and reset; raise ThreadAccessError for another tenant's
     thread and InvalidQuestionError on bad input."""
     context = run_context(runtime)
     owner = thread_owner(state, legacy=False)  # state holds this run's input already
-    check_thread_access(thread_id_of(config), owner, context.tenant)
+    check_thread_access(thread_id_of(run_config()), owner, context.tenant)
     check_input_tenant(state.get("tenant"), context.tenant)
     question, append = turn_question(state)
     if not question:

@@ -32,7 +32,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
 from langchain_core.runnables import RunnableConfig
@@ -261,9 +261,13 @@ async def server_checkpointer() -> AsyncIterator[PruningAsyncSqliteSaver | Pruni
         yield saver
 
 
+#: A compiled graph of any state, context and I/O types (with_durability returns the graph's own type).
+GraphT = TypeVar("GraphT", bound="CompiledStateGraph[Any, Any, Any, Any]")
+
+
 def with_durability(
-    graph: CompiledStateGraph, checkpointer: BaseCheckpointSaver | None, settings: Settings | None = None
-) -> CompiledStateGraph:
+    graph: GraphT, checkpointer: BaseCheckpointSaver[Any] | None, settings: Settings | None = None
+) -> GraphT:
     """`graph` running with `durability=RAG_CHECKPOINT_DURABILITY` by default when it has a checkpointer.
 
     Set through LangGraph's own config key, which `invoke` / `stream` read when the caller passes no

@@ -24,6 +24,8 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from pydantic import TypeAdapter, ValidationError
 
 from config.settings import (
@@ -198,7 +200,7 @@ def _adapter(setting: str) -> tuple[TypeAdapter[Any], tuple[str, ...]]:
     """A validator of one setting's type and constraints (ge/le/min_length...), and its Literal choices."""
     info = Settings.model_fields[setting]
     annotation: Any = info.annotation
-    constrained = Annotated[(annotation, *info.metadata)] if info.metadata else annotation
+    constrained: Any = Annotated[(annotation, *info.metadata)] if info.metadata else annotation
     choices = get_args(annotation) if getattr(annotation, "__origin__", None) is Literal else ()
     return TypeAdapter(constrained), tuple(str(choice) for choice in choices)
 
@@ -248,6 +250,14 @@ def run_context(runtime: Any) -> Context:
     is accepted here too.
     """
     return context_from(getattr(runtime, "context", None))
+
+
+def run_config() -> RunnableConfig:
+    """The run's config ({} outside a run, e.g. a node called directly)."""
+    try:
+        return get_config()
+    except RuntimeError:
+        return {}
 
 
 try:  # read once at import (see default_settings); an invalid environment is reported by Context()

@@ -52,7 +52,7 @@ def merge_documents(current: list[RetrievedDoc] | None, update: list[RetrievedDo
 
 def add_count(current: int | None, update: int) -> int:
     """Counter: adds increments. Loop bounds read these counters."""
-    return _value(current, 0) + int(update)
+    return int(_value(current, 0)) + int(update)
 
 
 def add_numbers(current: dict[str, float] | None, update: dict[str, float]) -> dict[str, float]:
@@ -75,8 +75,8 @@ def keep_best_answer(
     if update is None:
         return None
     current = _value(current, None)
-    if current is None or update["score"] >= current["score"]:  # type: ignore[index]
-        return update  # type: ignore[return-value]
+    if current is None or update["score"] >= current["score"]:
+        return update
     return current
 
 

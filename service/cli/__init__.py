@@ -17,7 +17,15 @@ from typing import Annotated
 
 import typer
 
-from service.cli import benchmarks, conversation, documents, eval_keyword_backends, eval_models, eval_scale, serve
+from service.cli import (
+    benchmarks,
+    conversation,
+    documents,
+    eval_keyword_backends,
+    eval_models,
+    eval_scale,
+    serve,
+)
 from service.cli.benchmarks import eval_app
 from service.cli.common import (
     EXIT_BAD_INPUT,
