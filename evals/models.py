@@ -478,7 +478,7 @@ def run_models_eval(
 
     def save(name: str, row: dict[str, Any]) -> dict[str, Any]:
         rows[name] = {**row, "question_set": questions}
-        _write(results_path, _report(rows))
+        _write(results_path, build_report(rows))
         return rows[name]
 
     for name in models:
@@ -493,7 +493,7 @@ def run_models_eval(
                 checkpoint=lambda row, name=name: save(name, row),  # type: ignore[misc]
             ),
         )
-    return _report(rows)
+    return build_report(rows)
 
 
 def _write(path: Path, report: dict[str, Any]) -> None:
@@ -503,7 +503,8 @@ def _write(path: Path, report: dict[str, Any]) -> None:
     partial.replace(path)
 
 
-def _report(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def build_report(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The results file's content for these model rows (rows of separate runs can be combined)."""
     return {
         "benchmark": "models",
         "machine": machine_description(),
