@@ -266,9 +266,10 @@ def test_the_default_embedded_model_answers_and_is_self_tested(tmp_path: Path) -
     settings = load_settings(_env_file=None, data_dir=tmp_path / "rag", local_n_ctx=2048, llm_strength="auto")
     factory.clear_model_cache()
     try:
-        model = factory.chat_model(settings).bind(max_tokens=16)
+        model = factory.chat_model(settings).bind(max_tokens=32)
         reply = model.invoke(
-            "Passage: The Tarnell Bridge opened in 1931.\nIn which year did it open? Answer:"
+            "Passage: The Tarnell Bridge opened in 1931.\nIn which year did the Tarnell Bridge open? "
+            "Reply with the year only."
         )
         assert "1931" in str(reply.content)
         strength = factory.model_strength(settings)
