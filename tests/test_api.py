@@ -36,7 +36,9 @@ from tests.conftest import write_corpus
 from tests.fakes import TaskChatModel
 from tests.helpers.api_server import serve_app
 
-ANSWER = "Jupiter is the largest planet in the Solar System [1]."
+REPLY = "Jupiter is the largest planet in the Solar System [1]."
+#: What the engine answers to REPLY: the short answer on its own line first, then the cited sentence.
+ANSWER = "Jupiter\n\nJupiter is the largest planet in the Solar System [1]."
 QUESTION = "What is the largest planet in the Solar System?"
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. It has 95 known moons.",
@@ -95,7 +97,7 @@ def start_api(
     with ExitStack() as servers:
 
         def start(model: TaskChatModel | None = None, **overrides: Any) -> Api:
-            model = model or StreamingTaskModel(replies={"generate": ANSWER})
+            model = model or StreamingTaskModel(replies={"generate": REPLY})
             resources = install(model, strength="weak")
             resources.knowledge_base = make_kb(resources.settings)
             files = write_corpus(tmp_path / "corpus", CORPUS)
@@ -132,7 +134,7 @@ def test_generate_fields_reach_the_model(start_api: Callable[..., Api]) -> None:
     api = start_api()
     payload = {"query": QUESTION, "system_prompt": "Answer in one line.", "include_citations": False}
     body = api.post("/api/v1/rag/generate", payload).json()
-    assert body["answer"] == "Jupiter is the largest planet in the Solar System."
+    assert body["answer"] == "Jupiter\n\nJupiter is the largest planet in the Solar System."
     assert body["citations"] == []
     (prompt,) = api.model.prompts("generate")
     system = next(message.content for message in prompt if isinstance(message, SystemMessage))
@@ -202,7 +204,7 @@ def test_stream_events_come_in_the_graph_order(start_api: Callable[..., Api]) ->
     firsts = [names.index(name) for name in order]
     assert firsts == sorted(firsts), names
     tokens = "".join(data["text"] for name, data in events if name == "token")
-    assert tokens == ANSWER
+    assert tokens == REPLY
     complete = dict(events)["generation_complete"]
     assert complete["answer"] == ANSWER and complete["citations"][0]["marker"] == 1
     assert complete["sources"][0]["source"].endswith("jupiter.md")
@@ -213,7 +215,7 @@ def test_stream_events_come_in_the_graph_order(start_api: Callable[..., Api]) ->
 def test_stream_reports_a_failure_as_an_error_event(start_api: Callable[..., Api]) -> None:
     def slow(_messages: list[BaseMessage]) -> str:
         time.sleep(1.5)
-        return ANSWER
+        return REPLY
 
     api = start_api(StreamingTaskModel(replies={"generate": slow}), api_model_timeout_s=0.3)
     events = api.sse({"query": QUESTION})
@@ -293,7 +295,7 @@ def test_api_keys_map_to_tenants(start_api: Callable[..., Api]) -> None:
 def test_model_and_run_time_limits_answer_504(start_api: Callable[..., Api]) -> None:
     def slow(_messages: list[BaseMessage]) -> str:
         time.sleep(1.5)
-        return ANSWER
+        return REPLY
 
     api = start_api(StreamingTaskModel(replies={"generate": slow}), api_model_timeout_s=0.3)
     started = time.monotonic()
@@ -335,7 +337,7 @@ class Concurrency:
         time.sleep(self.seconds)
         with self._lock:
             self.inside -= 1
-        return ANSWER
+        return REPLY
 
 
 def concurrent_posts(api: Api, payloads: list[dict[str, Any]]) -> list[httpx.Response]:

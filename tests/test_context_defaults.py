@@ -36,7 +36,9 @@ CORPUS = {
     "saturn.md": "# Saturn\n\nSaturn is the second largest planet; its rings are made of ice.",
 }
 QUESTION = "Which planet is the largest?"
-ANSWER = "Jupiter is the largest planet in the Solar System [1]."
+REPLY = "Jupiter is the largest planet in the Solar System [1]."
+#: What the engine answers to REPLY: the short answer on its own line first, then the cited sentence.
+ANSWER = "Jupiter\n\nJupiter is the largest planet in the Solar System [1]."
 
 #: A non-default value for every field the context shares with the settings, as a `.env` line would set
 #: it, and the Python value both must then hold.
@@ -67,6 +69,7 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "system_prompt": ("Answer briefly.", "Answer briefly."),
     "answer_source": ("chat", "chat"),
     "cache_enabled": ("false", False),
+    "answerer": ("extractive", "extractive"),
 }
 
 
@@ -225,7 +228,7 @@ def corpus_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KnowledgeBas
 @pytest.fixture
 def model(corpus_kb: KnowledgeBase) -> Iterator[TaskChatModel]:
     """A weak fake model installed over the corpus (heuristic analysis, score graders)."""
-    fake = TaskChatModel(replies={"generate": ANSWER, "chat": "Hello!"})
+    fake = TaskChatModel(replies={"generate": REPLY, "chat": "Hello!"})
     resources = fake_resources(corpus_kb, fake)
     with use_resources(resources):
         yield fake
@@ -291,7 +294,7 @@ def test_the_readme_snippet_runs_as_written(
     tmp_path: Path, corpus_kb: KnowledgeBase, capsys: pytest.CaptureFixture[str], fresh_settings: None
 ) -> None:
     """The snippet's checkpointer goes to `.rag/` of the working directory (this test's tmp_path)."""
-    fake = TaskChatModel(replies={"generate": ANSWER})
+    fake = TaskChatModel(replies={"generate": REPLY})
     resources = Resources(
         corpus_kb.settings,
         knowledge_base=corpus_kb,
@@ -302,6 +305,6 @@ def test_the_readme_snippet_runs_as_written(
     with use_resources(resources):
         exec(compile(readme_python_snippet(), "README.md", "exec"), {"__name__": "readme"})  # noqa: S102
     printed = capsys.readouterr().out
-    assert ANSWER in printed
+    assert REPLY in printed
     assert (tmp_path / ".rag" / "checkpoints.sqlite").is_file()
     assert fake.tasks().count("generate") >= 3  # three questions answered

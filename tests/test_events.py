@@ -73,7 +73,7 @@ def test_agentic_run_emits_rewrite_retrieval_generation_and_completion_in_order(
     retrieved = next(event["data"] for event in events if event["event"] == "documents_retrieved")
     assert retrieved["count"] >= 1 and retrieved["decision"] == "generate"
     complete = events[-1]["data"]
-    assert complete["answer"].startswith("Jupiter is the largest planet")
+    assert complete["answer"].startswith("Jupiter\n\nJupiter is the largest planet")
     assert complete["sources"] and complete["sources"][0]["source"] == str(files["jupiter.md"])
     assert "text" not in complete["sources"][0]  # summaries only, not whole passages
     assert [citation["marker"] for citation in complete["citations"]] == [1]

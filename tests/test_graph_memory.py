@@ -77,7 +77,7 @@ with use_resources(resources):
         out = graph.invoke(
             {"question": question},
             config={"configurable": {"thread_id": thread}},
-            context=Context(top_k=2),
+            context=Context(top_k=2, answerer="model"),  # the reply kept as is: this test is about memory
         )
         calls = model.calls[before:]
         turns.append(
@@ -211,7 +211,7 @@ def test_threads_list_prune_and_delete_on_the_checkpoint_file(conversation: dict
     try:
         resources = fake_resources(kb, model)
         with use_resources(resources):
-            out = graph.invoke({"question": THIRD}, config=config, context=Context(top_k=2))
+            out = graph.invoke({"question": THIRD}, config=config, context=Context(top_k=2, answerer="model"))
     finally:
         kb.close()
     assert len(out["messages"]) == 6 and out["messages"][-1].content == THIRD_ANSWER

@@ -27,6 +27,8 @@ from tests.helpers.langgraph_dev import COPY_IGNORE, environment_without_setting
 pytestmark = pytest.mark.slow
 
 REPLY = "Jupiter is the largest planet in the Solar System [1]."
+#: What the engine answers to REPLY: the short answer on its own line first, then the cited sentence.
+ANSWER = "Jupiter\n\nJupiter is the largest planet in the Solar System [1]."
 QUESTION = "What is the largest planet in the Solar System?"
 
 
@@ -90,11 +92,11 @@ def test_sdk_thread_run_custom_events_and_state(server: str) -> None:
     assert names[0] == "query_rewritten" and names[-1] == "generation_complete"
     assert names.index("documents_retrieved") < names.index("generation_start")
     complete = custom[-1]["data"]
-    assert complete["answer"] == REPLY and complete["sources"][0]["source"].endswith("jupiter.md")
+    assert complete["answer"] == ANSWER and complete["sources"][0]["source"].endswith("jupiter.md")
 
     state = client.threads.get_state(thread["thread_id"])
     values = state["values"]
-    assert values["answer"] == REPLY and values["sources"][0]["source"].endswith("jupiter.md")
+    assert values["answer"] == ANSWER and values["sources"][0]["source"].endswith("jupiter.md")
     assert [message["type"] for message in values["messages"]] == ["human", "ai"]
 
     client.runs.wait(thread["thread_id"], "rag", input={"question": "How hot is oolong tea brewed?"})
@@ -111,7 +113,7 @@ def test_the_rest_api_is_mounted_on_the_same_server(server: str) -> None:
         reply = client.post("/api/v1/rag/generate", json={"query": QUESTION})
         assert reply.status_code == 200, reply.text
         body = reply.json()
-        assert body["answer"] == REPLY and body["sources"][0]["source"].endswith("jupiter.md")
+        assert body["answer"] == ANSWER and body["sources"][0]["source"].endswith("jupiter.md")
         assert body["metadata"]["model"] == "fake"
         health = client.get("/api/v1/rag/health").json()
         assert health["status"] == "ok", health

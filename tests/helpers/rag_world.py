@@ -21,7 +21,9 @@ from retrieval.knowledge_base import KnowledgeBase
 from tests.conftest import fake_resources, write_corpus
 from tests.fakes import TaskChatModel
 
-ANSWER = "Jupiter is the largest planet in the Solar System [1]."
+REPLY = "Jupiter is the largest planet in the Solar System [1]."
+#: What the engine answers to REPLY: the short answer on its own line first, then the cited sentence.
+ANSWER = "Jupiter\n\nJupiter is the largest planet in the Solar System [1]."
 QUESTION = "What is the largest planet in the Solar System?"
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. It has 95 known moons.",
@@ -55,7 +57,7 @@ def world(
         summary = ingest_paths(kb, list(files.values()), tenant=tenant)
         assert summary.count("indexed") == len(CORPUS)
         folders[tenant] = root / f"corpus-{tenant}"
-    model = TaskChatModel(replies={"generate": ANSWER})
+    model = TaskChatModel(replies={"generate": REPLY})
     resources = fake_resources(kb, model, settings=settings)
     reset_semantic_caches()
     reset_cache_counters()
