@@ -102,10 +102,10 @@ def test_ranking_quality_means_gap_and_auc() -> None:
 
 MAGAZINES = QAExample(
     qid="h1",
-    question="Which magazine was started first, Arthur's Magazine or First for Women?",
-    answers=["Arthur's Magazine"],
+    question="Which magazine was started first, Harbor Quarterly or Lantern Review?",
+    answers=["Harbor Quarterly"],
     passages=[],
-    supporting={"Arthur's Magazine", "First for Women"},
+    supporting={"Harbor Quarterly", "Lantern Review"},
     kind="comparison",
     language=LANGUAGE_ENGLISH,
 )
@@ -129,11 +129,11 @@ def _doc(number: int, doc_id: str, text: str, dense: float | None) -> RetrievedD
 def test_grade_question_labels_scores_and_maps_llm_numbers_to_passages(settings: Settings) -> None:
     example = MAGAZINES
     docs = [
-        _doc(1, "Radio City", "Radio City is India's first private FM radio station.", 0.1),
+        _doc(1, "Kestrel FM", "Kestrel FM is the first private radio station of Varnholm.", 0.1),
         _doc(
-            2, "Arthur's Magazine", "Arthur's Magazine was an American literary magazine, started first.", 0.9
+            2, "Harbor Quarterly", "Harbor Quarterly was an American literary magazine, started first.", 0.9
         ),
-        _doc(3, "First for Women", "First for Women is a woman's magazine, started in 1989.", 0.8),
+        _doc(3, "Lantern Review", "Lantern Review is a science magazine, started in 1992.", 0.8),
     ]
     model = TaskChatModel(replies={GRADER_TASK: '{"relevant": [2, 3]}'})
     with use_resources(Resources(settings, generator=model, grader=model)):
@@ -147,7 +147,7 @@ def test_grade_question_labels_scores_and_maps_llm_numbers_to_passages(settings:
 
 def test_unusable_llm_reply_keeps_the_score_verdicts(settings: Settings) -> None:
     example = MAGAZINES
-    docs = [_doc(1, "Radio City", "Radio City is a radio station.", 0.0)]
+    docs = [_doc(1, "Kestrel FM", "Kestrel FM is a radio station.", 0.0)]
     model = TaskChatModel(replies={GRADER_TASK: GARBAGE})
     with use_resources(Resources(settings, generator=model, grader=model)):
         grades = grade_question(example, docs, Context(), llm=True)
@@ -239,7 +239,7 @@ def test_run_with_a_perfect_grading_model(hotpot_file: Path, settings: Settings)
 def test_failed_replies_are_counted_and_fall_back_to_the_score_grader(
     hotpot_file: Path, settings: Settings
 ) -> None:
-    model = TaskChatModel(replies={GRADER_TASK: oracle_reply(garbage_for="Big Stone Gap")})
+    model = TaskChatModel(replies={GRADER_TASK: oracle_reply(garbage_for="Quarry Hollow")})
     report = run_grader_eval(hotpot_file, settings, limit=3, top_k=TOP_K, resources=fake_resources(model))
     llm = report["graders"][LLM_GRADER]
     assert llm["failed_replies"] == 1 and llm["fallback_passages"] == TOP_K

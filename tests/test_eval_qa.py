@@ -56,51 +56,51 @@ FAKE_REPLY = "Yes [1]."
 HOTPOT_RECORDS: list[dict[str, Any]] = [
     {
         "_id": "h1",
-        "question": "Which magazine was started first, Arthur's Magazine or First for Women?",
-        "answer": "Arthur's Magazine",
+        "question": "Which magazine was started first, Harbor Quarterly or Lantern Review?",
+        "answer": "Harbor Quarterly",
         "type": "comparison",
         "level": "hard",
-        "supporting_facts": [["Arthur's Magazine", 0], ["First for Women", 0]],
+        "supporting_facts": [["Harbor Quarterly", 0], ["Lantern Review", 0]],
         "context": [
-            ["Arthur's Magazine", ["Arthur's Magazine (1844-1846) was an American literary periodical."]],
+            ["Harbor Quarterly", ["Harbor Quarterly (1851-1860) was an American literary periodical."]],
             [
-                "First for Women",
+                "Lantern Review",
                 [
-                    "First for Women is a woman's magazine published by Bauer Media Group.",
-                    "It was started in 1989.",
+                    "Lantern Review is a science magazine published by Orrel Press.",
+                    "It was started in 1992.",
                 ],
             ],
-            ["Radio City", ["Radio City is India's first private FM radio station."]],
+            ["Kestrel FM", ["Kestrel FM is the first private radio station of Varnholm."]],
         ],
     },
     {
         "_id": "h2",
-        "question": "The director of the romantic comedy Big Stone Gap is based in what New York city?",
-        "answer": "Greenwich Village, New York City",
+        "question": "The director of the comedy Quarry Hollow is based in what district of Clarion City?",
+        "answer": "Elm Terrace, Clarion City",
         "type": "bridge",
         "level": "hard",
-        "supporting_facts": [["Big Stone Gap (film)", 0], ["Adriana Trigiani", 0]],
+        "supporting_facts": [["Quarry Hollow (film)", 0], ["Mirela Voss", 0]],
         "context": [
             [
-                "Big Stone Gap (film)",
-                ["Big Stone Gap is a 2014 romantic comedy film directed by Adriana Trigiani."],
+                "Quarry Hollow (film)",
+                ["Quarry Hollow is a 2014 romantic comedy film directed by Mirela Voss."],
             ],
             [
-                "Adriana Trigiani",
-                ["Adriana Trigiani is a best-selling author based in Greenwich Village, New York City."],
+                "Mirela Voss",
+                ["Mirela Voss is a best-selling author based in Elm Terrace, Clarion City."],
             ],
         ],
     },
     {
         "_id": "h3",
-        "question": "Were Scott Derrickson and Ed Wood of the same nationality?",
+        "question": "Were Tobin Marsh and Idris Calloway of the same nationality?",
         "answer": "yes",
         "type": "comparison",
         "level": "hard",
-        "supporting_facts": [["Scott Derrickson", 0], ["Ed Wood", 0]],
+        "supporting_facts": [["Tobin Marsh", 0], ["Idris Calloway", 0]],
         "context": [
-            ["Scott Derrickson", ["Scott Derrickson is an American director, screenwriter and producer."]],
-            ["Ed Wood", ["Edward Davis Wood Jr. was an American filmmaker, actor, writer and producer."]],
+            ["Tobin Marsh", ["Tobin Marsh is an American director, screenwriter and producer."]],
+            ["Idris Calloway", ["Idris Owen Calloway Jr. was an American filmmaker, actor and producer."]],
         ],
     },
 ]
@@ -110,22 +110,22 @@ CMRC_DOCUMENT = {
     "data": [
         {
             "id": "DEV_0",
-            "title": "《战国无双3》",
+            "title": "《星河旅人2》",
             "paragraphs": [
                 {
                     "id": "DEV_0_P0",
-                    "context": "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。"
-                    "本作于2010年12月发售。",
+                    "context": "《星河旅人2》是由青石工作室和北辰互动开发的星河旅人系列的正统第二续作。"
+                    "本作于2011年9月发售。",
                     "qas": [
                         {
                             "id": "DEV_0_Q0",
-                            "question": "《战国无双3》是由哪两个公司合作开发的？",
-                            "answers": [{"text": "光荣和ω-force", "answer_start": 11}],
+                            "question": "《星河旅人2》是由哪两个公司合作开发的？",
+                            "answers": [{"text": "青石工作室和北辰互动", "answer_start": 9}],
                         },
                         {
                             "id": "DEV_0_Q1",
-                            "question": "《战国无双3》是什么时候发售的？",
-                            "answers": [{"text": "2010年12月", "answer_start": 40}],
+                            "question": "《星河旅人2》是什么时候发售的？",
+                            "answers": [{"text": "2011年9月", "answer_start": 39}],
                         },
                     ],
                 }
@@ -133,16 +133,16 @@ CMRC_DOCUMENT = {
         },
         {
             "id": "DEV_1",
-            "title": "锣鼓经",
+            "title": "竹编灯",
             "paragraphs": [
                 {
                     "id": "DEV_1_P0",
-                    "context": "锣鼓经是指由大锣、小锣、铙钹和鼓等打击乐器演奏的程式化节奏型。",
+                    "context": "竹编灯是指用细竹条编成骨架、外糊彩纸的传统手工灯具。",
                     "qas": [
                         {
                             "id": "DEV_1_Q0",
-                            "question": "锣鼓经是什么？",
-                            "answers": [{"text": "打击乐器演奏的程式化节奏型", "answer_start": 17}],
+                            "question": "竹编灯是什么？",
+                            "answers": [{"text": "外糊彩纸的传统手工灯具", "answer_start": 14}],
                         },
                     ],
                 }
@@ -202,7 +202,7 @@ def test_hotpotqa_jsonl_and_array_are_detected(hotpot_file: Path, tmp_path: Path
     assert [example.qid for example in examples] == ["h1", "h2", "h3"]
     assert [example.kind for example in examples] == ["comparison", "bridge", "comparison"]
     assert examples[0].language == LANGUAGE_ENGLISH
-    assert examples[1].supporting == {"Big Stone Gap (film)", "Adriana Trigiani"}
+    assert examples[1].supporting == {"Quarry Hollow (film)", "Mirela Voss"}
     as_array = tmp_path / "hotpot_array.json"
     as_array.write_text(json.dumps(HOTPOT_RECORDS), encoding="utf-8")
     assert [example.qid for example in load_qa_examples(as_array)] == ["h1", "h2", "h3"]
@@ -451,7 +451,7 @@ def test_a_failing_question_is_recorded_and_the_run_goes_on(
     original = Session.ask
 
     def flaky(self: Session, question: str, **kwargs: Any) -> dict[str, Any]:
-        if "Big Stone Gap" in question:
+        if "Quarry Hollow" in question:
             raise RuntimeError("boom")
         return original(self, question, **kwargs)
 
