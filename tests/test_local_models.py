@@ -94,7 +94,7 @@ def test_catalog_pins_every_package_and_hashes_every_split_file() -> None:
 
 
 def test_the_setting_chooses_the_model_and_rejects_unknown_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert load_settings(_env_file=None).local_model == "qwen2.5-coder-0.5b"
+    assert load_settings(_env_file=None).local_model == "smollm2-135m"
     monkeypatch.setenv("RAG_LOCAL_MODEL", "smollm2-135m")
     assert load_settings(_env_file=None).local_model == "smollm2-135m"
     monkeypatch.setenv("RAG_LOCAL_MODEL", "llama-70b")
@@ -125,7 +125,7 @@ def test_auto_strength_of_the_embedded_model_is_measured_per_model(monkeypatch: 
         return capability.SelfTest("strong" if key[1] == "qwen2.5-coder-0.5b" else "weak", "", 0.0, 1, "")
 
     monkeypatch.setattr(factory, "measured_strength", fake_measured)
-    qwen = load_settings(_env_file=None, llm_strength="auto")
+    qwen = load_settings(_env_file=None, llm_strength="auto", local_model="qwen2.5-coder-0.5b")
     smol = load_settings(_env_file=None, llm_strength="auto", local_model="smollm2-135m")
     assert factory.model_strength(qwen) == "strong"
     assert factory.model_strength(smol) == "weak"
@@ -250,11 +250,12 @@ def test_the_default_is_the_most_accurate_instruct_model_within_the_time_budget(
 
 @pytest.mark.slow
 def test_installed_weights_say_which_models_are_chat_models() -> None:
-    """The default and the old model carry a chat template; the Gemma 3 270M package is the base model."""
+    """Both installed models (the default SmolLM2 and Qwen-0.5B) carry a chat template; the Gemma 3 270M
+    package is the base model."""
+    qwen = read_gguf_metadata(local_llm.find_local_model("qwen2.5-coder-0.5b"))
     default = read_gguf_metadata(local_llm.find_local_model(DEFAULT_LOCAL_MODEL))
-    smol = read_gguf_metadata(local_llm.find_local_model("smollm2-135m"))
-    assert "Instruct" in default["general.finetune"] and default["tokenizer.chat_template"]
-    assert smol["tokenizer.chat_template"]
+    assert "Instruct" in qwen["general.finetune"] and qwen["tokenizer.chat_template"]
+    assert default["tokenizer.chat_template"]
     gemma_parts = [local_catalog._part_path(*part) for part in CATALOG["gemma3-270m"].parts]
     if all(gemma_parts):  # installed only on request (RAG_LOCAL_MODEL=gemma3-270m bash scripts/install.sh)
         gemma = read_gguf_metadata(local_llm.find_local_model("gemma3-270m"))
