@@ -22,9 +22,9 @@ LLMProvider = Literal["local", "openai", "init_chat_model"]
 ModelStrength = Literal["auto", "weak", "strong"]
 #: Embedded models of models/local_catalog.py (the catalog says where each one's weights come from).
 LocalModelName = Literal["qwen2.5-coder-0.5b", "smollm2-135m", "gemma3-270m", "qwen2.5-coder-1.5b"]
-#: The best embedded model that answers a ~1500-token prompt in <= 30 s on 2 cores (`rag eval models`).
-#: SmolLM2-135M stays the default: with Qwen2.5-Coder-0.5B (better at reading comprehension, results/models.json)
-#: the README's own sample question ends in "not found" end to end; see README "The embedded model".
+#: SmolLM2-135M stays the default: Qwen2.5-Coder-0.5B reads better with gold passages (results/models.json,
+#: partial), but end to end the README's own sample question ends in "not found" with it; see the README's
+#: "The embedded model".
 DEFAULT_LOCAL_MODEL: LocalModelName = "smollm2-135m"
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
