@@ -34,8 +34,8 @@ if [[ " $ONLY " == *" retrieval "* ]]; then
 fi
 
 if [[ " $ONLY " == *" load "* ]]; then
-  # Same corpus, clients, sizes and embedded model as load.json (scripts/run_benchmarks.sh; measured with
-  # SmolLM2-135M before qwen2.5-coder-0.5b became the default). SETUP=embedded runs the same load on the
+  # Same corpus, clients, sizes and embedded model (SmolLM2-135M, the default) as load.json
+  # (scripts/run_benchmarks.sh). SETUP=embedded runs the same load on the
   # embedded set-up (no servers) into load_embedded_rerun.json, for a comparison under the same machine load.
   export RAG_LOCAL_MODEL="${RAG_LOCAL_MODEL:-smollm2-135m}"
   OUT="$RESULTS/load_servers.json"
