@@ -45,7 +45,7 @@ from prompts.answer import (
     OPERATOR_INSTRUCTIONS,
     REVISION_NOTES,
 )
-from retrieval.answer_span import answer_type, choice_options, extract_answer
+from retrieval.answer_span import SpanAnswer, answer_type, choice_options, extract_answer
 from retrieval.answer_text import (
     EchoDetector,
     answer_body,
@@ -115,9 +115,9 @@ def extractive_answer(
     apology; when every passage is only planted instructions, the not-found sentence (nothing else to say)."""
     if not documents:
         return (MODEL_FAILED_ZH if language == "zh" else MODEL_FAILED_EN), []
-    extracted = extractive_short_answer(question, documents, max_tokens)
-    if extracted is not None:
-        return extracted
+    span = extract_answer(question, [doc["text"] for doc in documents])
+    if span is not None and span.text.strip():
+        return span_draft(span, documents, max_tokens)
     for doc in documents:
         sentences = best_sentences(question, doc["text"], FALLBACK_SENTENCES)
         joiner = "" if contains_cjk(doc["text"]) else " "  # the source's script, not the question's
@@ -127,14 +127,11 @@ def extractive_answer(
     return (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), []
 
 
-def extractive_short_answer(
-    question: str, documents: list[RetrievedDoc], max_tokens: int
-) -> tuple[str, list[RetrievedDoc]] | None:
+def span_draft(
+    span: SpanAnswer, documents: list[RetrievedDoc], max_tokens: int
+) -> tuple[str, list[RetrievedDoc]]:
     """The extractive answerer's draft and its source: the short answer, then the sentence it was read from,
-    cited [1]; None when no span of the expected type is in the passages."""
-    span = extract_answer(question, [doc["text"] for doc in documents])
-    if span is None or not span.text.strip():
-        return None
+    cited [1] (`span` was read from `documents`)."""
     source = documents[span.passage]
     sentence = truncate_to_tokens(span.sentence.strip(), max_tokens).rstrip("\ufffd").strip()
     joiner = "" if contains_cjk(sentence) else " "
@@ -186,7 +183,7 @@ def _extractive_short(
     if not short and normalized(span.text) in normalized(text):
         return compose_answer(span.text, text), sources
     info["model_short_answer"] = short
-    return extractive_short_answer(question, used, max_tokens) or (text, sources)
+    return span_draft(span, used, max_tokens)
 
 
 def with_stop(model: BaseChatModel, stops: tuple[str, ...]) -> BaseChatModel:
@@ -308,7 +305,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     stopping = with_stop(model, ANSWER_STOP_SEQUENCES) if used else model
     raw, error, usage = text_call(stopping, prompt.messages, max_tokens=context.generation_reserve)
     sources = prompt.used_documents
-    text, short = model_draft(raw, str(prompt.messages[0].content), question, language, sources)
+    text, short = model_draft(raw, prompt.messages[0].text, question, language, sources)
     if short:
         info["short_answer_source"] = "model"
     if error is not None or is_garbage(text):
