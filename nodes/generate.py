@@ -199,10 +199,10 @@ def model_draft(
     """(draft, short answer) of a model reply: "Answer: X / Explanation: Y" becomes the short answer on its
     own line, then the explanation cleaned of echoes and planted instructions (clean_model_answer). An
     honest "not found" is kept whole, without a short answer."""
-    bare = strip_preamble(strip_source_headers(raw))
-    if is_not_found_text(bare):
+    headless = strip_source_headers(raw)
+    if is_not_found_text(strip_preamble(headless)):
         return clean_model_answer(raw, system, question, language, sources), ""
-    short, explanation = split_short_answer(strip_source_headers(raw))
+    short, explanation = split_short_answer(headless)
     if short and (is_garbage(short) or is_instruction_like(short)):
         short = ""
     cleaned = clean_model_answer(explanation, system, question, language, sources) if explanation else ""
