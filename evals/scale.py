@@ -220,6 +220,24 @@ def other_tenant_size(size: int) -> int:
     return max(CHUNKS_PER_SOURCE, int(size * OTHER_TENANT_SHARE))
 
 
+def write_tenants(
+    kb: KnowledgeBase,
+    base: scale_corpus.BasePassages,
+    size: int,
+    *,
+    seed: int,
+    vectors: bool,
+    advance: Callable[[int], None],
+) -> int:
+    """`size` chunks of SCALE_TENANT and `other_tenant_size(size)` of OTHER_TENANT (its own seed); returns
+    the chunks written."""
+    written = write_corpus(kb, base, size, seed=seed, tenant=SCALE_TENANT, vectors=vectors, advance=advance)
+    other = other_tenant_size(size)
+    return written + write_corpus(
+        kb, base, other, seed=seed + 1, tenant=OTHER_TENANT, vectors=vectors, advance=advance
+    )
+
+
 def build_store(
     kb: KnowledgeBase,
     base: scale_corpus.BasePassages,
@@ -237,10 +255,7 @@ def build_store(
     other = other_tenant_size(size)
     advance = progress(f"build {data_dir.name}", size + other)
     started = time.perf_counter()
-    written = write_corpus(kb, base, size, seed=seed, tenant=SCALE_TENANT, vectors=vectors, advance=advance)
-    written += write_corpus(
-        kb, base, other, seed=seed + 1, tenant=OTHER_TENANT, vectors=vectors, advance=advance
-    )
+    written = write_tenants(kb, base, size, seed=seed, vectors=vectors, advance=advance)
     record = {
         "size": size,
         "seed": seed,
@@ -275,13 +290,9 @@ def build_database(
         found = json.loads(row[0])
         if found.get("size") == size and found.get("seed") == seed:
             return dict(found)
-    other = other_tenant_size(size)
-    advance = progress(f"build database of {size}", size + other)
+    advance = progress(f"build database of {size}", size + other_tenant_size(size))
     started = time.perf_counter()
-    written = write_corpus(kb, base, size, seed=seed, tenant=SCALE_TENANT, vectors=False, advance=advance)
-    written += write_corpus(
-        kb, base, other, seed=seed + 1, tenant=OTHER_TENANT, vectors=False, advance=advance
-    )
+    written = write_tenants(kb, base, size, seed=seed, vectors=False, advance=advance)
     analyze = getattr(kb.catalog, "analyze_keyword_index", None)
     if analyze is not None:
         analyze()
@@ -291,9 +302,9 @@ def build_database(
         "seed": seed,
         "chunks_written": written,
         "build_s": round(elapsed, 1),
+        "chunks_per_s": round(written / max(elapsed, 1e-9), 1),
+        "keyword_backend": str(getattr(kb.settings, "pg_keyword_backend", "unknown")),
     }
-    record["chunks_per_s"] = round(written / max(elapsed, 1e-9), 1)
-    record["keyword_backend"] = str(getattr(kb.settings, "pg_keyword_backend", "unknown"))
     with engine.begin() as connection:
         connection.execute(text("DELETE FROM scale_built"))
         connection.execute(text("INSERT INTO scale_built (record) VALUES (:r)"), {"r": json.dumps(record)})
