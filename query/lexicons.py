@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from core.keyword import ENGLISH_STOP_WORDS
+from core.text import CJK_CHAR
 
 # --- word lists --------------------------------------------------------------------------------------------
 
@@ -161,7 +162,8 @@ NAME_CONNECTORS = frozenset(
 
 # --- Chinese cues -------------------------------------------------------------------------------------------
 
-CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: The one CJK detector (core.text), under the name the query modules import.
+CJK = CJK_CHAR
 CJK_TITLE = re.compile(r"[《「『“\"]([^》」』”\"]{1,40})[》」』”\"]")
 CJK_COMPARISON = re.compile(
     r"((?<!是)还是(?!一)(?=.*(哪|谁|更))|哪个更|哪一个更|谁更|哪位更|哪家更|哪部更|更早|更晚|更大|更小|更多|更少|更高|更长|较早|较晚|"

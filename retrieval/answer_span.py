@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from core.keyword import analyze
-from core.text import split_sentences
+from core.text import CJK_CHAR, split_sentences
 from retrieval.answer_text import content_terms
 from retrieval.injection import is_instruction_like
 
@@ -117,7 +117,6 @@ _NOT_NAMES = frozenset(
 )
 #: Chinese clause separators (a Chinese candidate is a clause when no number or date fits).
 _CLAUSE_ZH = re.compile(r"[，,；;：:、（）()《》「」“”]")
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
 
 
 @dataclass(frozen=True)
@@ -167,7 +166,7 @@ def _candidates(sentence: str, kind: AnswerType) -> list[str]:
         return [match.group(0) for match in _DATE.finditer(sentence)]
     if kind == "number":
         return [match.group(0).strip() for match in _NUMBER.finditer(sentence)]
-    if _CJK.search(sentence):
+    if CJK_CHAR.search(sentence):
         return [clause.strip() for clause in _CLAUSE_ZH.split(sentence.rstrip("。！？")) if clause.strip()]
     spans: list[str] = []
     for match in _ENTITY.finditer(sentence):
@@ -208,9 +207,9 @@ def _candidate_weight(candidate: str, question_terms: set[str], question: str) -
     terms = set(analyze(candidate))
     if not terms:
         return 0.0
-    if _CJK.search(candidate):
-        fresh = [char for char in candidate if _CJK.match(char) and char not in question]
-        return min(1.0, len(fresh) / max(1, len(_CJK.findall(candidate))))
+    if CJK_CHAR.search(candidate):
+        fresh = [char for char in candidate if CJK_CHAR.match(char) and char not in question]
+        return min(1.0, len(fresh) / max(1, len(CJK_CHAR.findall(candidate))))
     if terms <= question_terms:
         return QUESTION_ECHO_FACTOR
     return DEMONYM_FACTOR if _DEMONYM.match(candidate) else 1.0
@@ -236,7 +235,7 @@ def _yes_no(question: str, passages: Sequence[str]) -> SpanAnswer:
                 best = (shared, sentence, index)
     _, sentence, index = best
     negated = bool(_NEGATION.search(sentence)) and not _NEGATION.search(question)
-    if _CJK.search(question):
+    if CJK_CHAR.search(question):
         return SpanAnswer("不是" if negated else "是", sentence, index, 1.0)
     return SpanAnswer("no" if negated else "yes", sentence, index, 1.0)
 
@@ -314,7 +313,7 @@ def extract_answer(question: str, passages: Sequence[str]) -> SpanAnswer | None:
             if shared == 0 and index > 0:
                 continue
             for candidate in _candidates(sentence, kind):
-                if _CJK.search(candidate):
+                if CJK_CHAR.search(candidate):
                     candidate = _trim_clause(candidate, question)
                 weight = _candidate_weight(candidate, question_terms, question)
                 if weight == 0.0:

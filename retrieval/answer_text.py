@@ -12,11 +12,11 @@ import re
 from collections.abc import Callable, Iterable
 
 from core.keyword import analyze
-from core.text import sentence_spans, split_sentences
+from core.text import CJK_CHAR, CJK_RANGES, sentence_spans, split_sentences
 from retrieval.injection import is_instruction_like
 
 #: Text units for repetition checks: Latin words and single CJK characters.
-_UNIT = re.compile(r"[a-z0-9]+|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_UNIT = re.compile(f"[a-z0-9]+|[{CJK_RANGES}]")
 #: A letter or digit of any script; text without one is punctuation/symbols only.
 _WORD_CHAR = re.compile(r"[^\W_]")
 #: Tokens a model emits when it breaks: replacement chars, leaked special tokens, long symbol runs.
@@ -242,8 +242,8 @@ _SHORT_TRAILING = " \t.,;:!?。，；！？\"'”’"
 
 
 def _word_count(text: str) -> float:
-    cjk = len(re.findall(r"[\u3400-\u4dbf\u4e00-\u9fff]", text))
-    return len(re.sub(r"[\u3400-\u4dbf\u4e00-\u9fff]", " ", text).split()) + cjk / 2
+    cjk = len(CJK_CHAR.findall(text))
+    return len(CJK_CHAR.sub(" ", text).split()) + cjk / 2
 
 
 def clean_short_answer(text: str) -> str:

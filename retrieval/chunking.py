@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.text import split_sentences
+from core.text import contains_cjk, split_sentences
 from retrieval.tokens import count_tokens, decode, encode
 
 PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -87,7 +87,7 @@ def _units(text: str, size: int) -> list[_Unit]:
 def _joiner(left: str, right: str) -> str:
     """No space after a Chinese sentence or before Chinese text; else one space (units are paragraphs or
     sentences, joined as running text)."""
-    if left.endswith(("。", "！", "？", "；", "…")) or right[:1] and "\u4e00" <= right[0] <= "\u9fff":
+    if left.endswith(("。", "！", "？", "；", "…")) or contains_cjk(right[:1]):
         return ""
     return " "
 

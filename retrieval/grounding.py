@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from core.keyword import ENGLISH_STOP_WORDS
-from core.text import split_sentences
+from core.text import CJK_RANGES, split_sentences
 from retrieval.answer_text import content_terms, strip_references, support
 from retrieval.citations import extract_markers
 from retrieval.injection import is_instruction_like
@@ -81,7 +81,7 @@ _WORD = re.compile(r"[A-Za-z]+")
 _CJK_DIGITS = {char: value for value, char in enumerate("零一二三四五六七八九")} | {"〇": 0, "两": 2}
 _CJK_UNITS = {"十": 10, "百": 100, "千": 1000}
 _CJK_NUMERAL = re.compile(r"[零〇一二两三四五六七八九十百千万]+")
-_CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+_CJK_RUN = re.compile(f"[{CJK_RANGES}]+")
 #: Function characters that separate Chinese terms (particles, copulas, prepositions, pronouns, question
 #: words).
 CJK_FUNCTION_CHARS = frozenset(
