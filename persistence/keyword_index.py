@@ -51,12 +51,17 @@ def scope_token(tenant: str, collection: str) -> str:
     return "s" + hashlib.sha1(f"{tenant}\x1f{collection}".encode()).hexdigest()[:20]
 
 
+def query_terms(query: str) -> list[str]:
+    """The distinct analysed terms of a query, at most MAX_QUERY_TERMS (what every keyword backend seeks)."""
+    return list(dict.fromkeys(analyze(query)))[:MAX_QUERY_TERMS]
+
+
 def match_expression(
     query: str, scopes: Sequence[str] = (), keep: Callable[[list[str]], list[str]] | None = None
 ) -> str | None:
     """FTS5 MATCH expression: the query's terms (those `keep` returns, when given) OR-ed (each quoted),
     restricted to the scope tokens; None when the query has no indexable term."""
-    terms = list(dict.fromkeys(analyze(query)))[:MAX_QUERY_TERMS]
+    terms = query_terms(query)
     if keep is not None and terms:
         terms = keep(terms)
     if not terms:

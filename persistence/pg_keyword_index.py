@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from core.keyword import analyze
 from core.types import Chunk
-from persistence.keyword_index import MAX_QUERY_TERMS, KeywordHit, scope_token
+from persistence.keyword_index import KeywordHit, query_terms, scope_token
 
 PgKeywordBackend = Literal["bm25", "ts_rank", "ts_rank_cd"]
 PG_KEYWORD_BACKENDS: tuple[PgKeywordBackend, ...] = ("bm25", "ts_rank", "ts_rank_cd")
@@ -45,11 +45,6 @@ NO_FILTER_SQL = frozenset({"1", "TRUE"})
 def is_filtered(filter_sql: str, filter_params: Sequence[Any]) -> bool:
     """Whether a rendered filter restricts anything (the unfiltered plan joins the chunk table last)."""
     return bool(filter_params) or filter_sql.strip().upper() not in NO_FILTER_SQL
-
-
-def query_terms(query: str) -> list[str]:
-    """The distinct analysed terms of a query, at most MAX_QUERY_TERMS (as the FTS5 MATCH expression)."""
-    return list(dict.fromkeys(analyze(query)))[:MAX_QUERY_TERMS]
 
 
 def _chunk_terms(chunk: Chunk) -> tuple[str, list[str], list[str]]:
