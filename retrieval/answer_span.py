@@ -19,8 +19,7 @@ from typing import Literal
 
 from core.keyword import analyze
 from core.text import CJK_CHAR, split_sentences
-from retrieval.answer_text import content_terms
-from retrieval.injection import is_instruction_like
+from retrieval.answer_text import content_terms, factual_sentences
 
 AnswerType = Literal["yes_no", "choice", "person", "place", "date", "number", "entity"]
 
@@ -188,9 +187,8 @@ def _ranked_sentences(
     """(sentence, weighted shared question terms) of the passage's best sentences, best first. A shared
     relation word of the question ("mayor", "founded") weighs RELATION_WEIGHT, a shared name 1: the answer
     sits beside what is asked about, not merely beside the name the question starts from."""
-    sentences = [sentence for sentence in split_sentences(text) if not is_instruction_like(sentence)]
     scored: list[tuple[str, float]] = []
-    for sentence in sentences:
+    for sentence in factual_sentences(text):
         shared = content_terms(sentence) & question_terms
         scored.append((sentence, len(shared) + (RELATION_WEIGHT - 1) * len(shared & relation_terms)))
     ranked = sorted(scored, key=lambda item: -item[1])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 
 from core.keyword import analyze
 from core.text import CJK_CHAR, CJK_RANGES, sentence_spans, split_sentences
@@ -118,6 +119,18 @@ def matches_phrase(text: str, phrases: Iterable[str]) -> bool:
     return any(key and key in body for key in (normalized(phrase) for phrase in phrases))
 
 
+#: Passages whose factual sentences are remembered: a turn reads the same passages in grade_retrieval, the
+#: extractive answerer, cite and answerability.
+FACTUAL_SENTENCES_CACHE = 512
+
+
+@lru_cache(maxsize=FACTUAL_SENTENCES_CACHE)
+def factual_sentences(text: str) -> tuple[str, ...]:
+    """The sentences of a passage without its instruction-like ones (retrieval.injection): planted text is
+    no fact, and copying it into an answer would deliver the injection."""
+    return tuple(sentence for sentence in split_sentences(text) if not is_instruction_like(sentence))
+
+
 def best_sentences(question: str, text: str, limit: int) -> list[str]:
     """Up to `limit` sentences of `text` sharing the most terms with `question`, in text order.
 
@@ -126,7 +139,7 @@ def best_sentences(question: str, text: str, limit: int) -> list[str]:
     (text planted to steer a model, retrieval.injection) are never taken: copying them would deliver the
     injection; so a passage made only of them gives no sentence.
     """
-    sentences = [sentence for sentence in split_sentences(text) if not is_instruction_like(sentence)]
+    sentences = factual_sentences(text)
     question_terms = content_terms(question)
     overlaps = [len(content_terms(sentence) & question_terms) for sentence in sentences]
     ranked = sorted(

@@ -19,13 +19,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from core.keyword import ENGLISH_STOP_WORDS
 from core.text import CJK_RANGES, split_sentences
-from retrieval.answer_text import content_terms, strip_references, support
+from retrieval.answer_text import content_terms, factual_sentences, strip_references, support
 from retrieval.citations import extract_markers
-from retrieval.injection import is_instruction_like
 from state.schemas import RetrievedDoc
 
 #: Share of a sentence's terms its evidence must contain (same bar as citations.SUPPORT_THRESHOLD).
@@ -255,15 +253,9 @@ def _cjk_in(term: str, text: str) -> bool:
     return sum(gram in text for gram in grams) / len(grams) >= CJK_BIGRAM_SHARE
 
 
-#: Passages whose factual text is remembered: a turn checks the same passages in grade_retrieval, cite and
-#: answerability, each time against other sentences.
-FACTUAL_TEXT_CACHE = 512
-
-
-@lru_cache(maxsize=FACTUAL_TEXT_CACHE)
 def factual_text(text: str) -> str:
     """A passage without its instruction-like sentences (planted text is no fact)."""
-    return " ".join(sentence for sentence in split_sentences(text) if not is_instruction_like(sentence))
+    return " ".join(factual_sentences(text))
 
 
 @dataclass(frozen=True)
