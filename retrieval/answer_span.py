@@ -294,13 +294,12 @@ def extract_answer(question: str, passages: Sequence[str]) -> SpanAnswer | None:
     """The best short answer to `question` from `passages` (best first), or None when no span fits."""
     if not passages:
         return None
+    options = choice_options(question)  # answer_type's first check: "choice" exactly when there are options
+    if options is not None:
+        return _choice(question, options, passages)
     kind = answer_type(question)
     if kind == "yes_no":
         return _yes_no(question, passages)
-    if kind == "choice":
-        options = choice_options(question)
-        if options is not None:
-            return _choice(question, options, passages)
     question_terms = content_terms(question)
     relations = relation_terms(question)
     votes: dict[str, float] = {}
