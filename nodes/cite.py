@@ -85,7 +85,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "renderings": cited.renderings,
         "unsupported_sentences": cited.unsupported_sentences,
         "not_found": not_found,
-        "retrieved": ranked_documents(state.get("documents") or []),
+        "retrieved": ranked_documents(documents),
         # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
         # each passage's text once, not twice (issue 7 §6: bytes per turn).
         "documents": reset([]),
