@@ -8,6 +8,7 @@ registers it.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -69,6 +70,12 @@ def write_json_report(path: Path | None, report: dict[str, object]) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+
+
+def print_json(value: object, *, indent: int | None = 2) -> None:
+    """What `--json` prints: JSON on stdout, non-ASCII kept, outside rich (no markup, no wrapping), so a
+    script can parse it; `indent=None` for one line per result."""
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=indent, default=str) + "\n")
 
 
 def settings_or_exit(**overrides: object) -> Settings:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,6 +14,7 @@ from service.cli.common import (
     context_or_exit,
     error_console,
     fail,
+    print_json,
     settings_or_exit,
     user_errors,
 )
@@ -112,7 +112,7 @@ def ask(
             fail(str(error))
     if as_json:
         payload = {**output_json(result), "warnings": answer_warnings(result)}
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2, default=str) + "\n")
+        print_json(payload)
     else:
         _print_answer(result)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +15,7 @@ from service.cli.common import (
     EXIT_FILES_FAILED,
     console,
     error_console,
+    print_json,
     progress_bars,
     settings_or_exit,
     user_errors,
@@ -130,7 +130,7 @@ def search(
                 for hit in result.hits
             ],
         }
-        sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+        print_json(payload)
         return
     if not result.hits:
         console.print("no results")

@@ -9,7 +9,6 @@ model that cannot be used exits 1 (service.cli.common.user_errors does both).
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -67,15 +66,11 @@ def _metadata(raw: str | None) -> dict[str, object] | None:
     return value
 
 
-def _print_json(value: object) -> None:
-    sys.stdout.write(json.dumps(value, ensure_ascii=False) + "\n")
-
-
 def _show(memories: list, as_json: bool, empty: str) -> None:  # noqa: ANN001 - list of Memory
-    from service.cli.common import console
+    from service.cli.common import console, print_json
 
     if as_json:
-        _print_json([memory.as_dict() for memory in memories])
+        print_json([memory.as_dict() for memory in memories], indent=None)
         return
     if not memories:
         console.print(empty, highlight=False, markup=False)
@@ -101,7 +96,7 @@ def add(
 ) -> None:
     """Store a memory (embedded with the knowledge base's model for search)."""
     from persistence.memories import add_memory
-    from service.cli.common import console
+    from service.cli.common import console, print_json
 
     with _errors() as settings:
         memory = add_memory(
@@ -114,7 +109,7 @@ def add(
             **_model(),
         )
     if as_json:
-        _print_json(memory.as_dict())
+        print_json(memory.as_dict(), indent=None)
     else:
         console.print(f"added memory {memory.id} for tenant {memory.tenant}", highlight=False, markup=False)
 
@@ -175,7 +170,7 @@ def delete(
 ) -> None:
     """Delete memories of the tenant by id, by conversation, or all of them (--all)."""
     from persistence.memories import delete_memories
-    from service.cli.common import console
+    from service.cli.common import console, print_json
 
     with _errors() as settings:
         deleted = delete_memories(
@@ -186,7 +181,7 @@ def delete(
             settings=settings,
         )
     if as_json:
-        _print_json({"deleted": deleted})
+        print_json({"deleted": deleted}, indent=None)
     else:
         console.print(f"deleted {deleted} memories", highlight=False, markup=False)
 
@@ -195,12 +190,12 @@ def delete(
 def stats(as_json: JsonOption = False) -> None:
     """Row counts of the app tables: sessions, conversations, memories, audit_logs, semantic_cache."""
     from persistence.database import database_stats
-    from service.cli.common import console
+    from service.cli.common import console, print_json
 
     with _errors() as settings:
         counts = database_stats(settings)
     if as_json:
-        _print_json(counts)
+        print_json(counts, indent=None)
         return
     for table, rows in counts.items():
         console.print(f"{table:<16}{rows:>10}", highlight=False, markup=False)

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import json
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,7 +11,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from service.cli.common import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
+from service.cli.common import EXIT_UNAVAILABLE, console, fail, print_json, settings_or_exit, user_errors
 
 #: Seconds `rag stats` waits for the server's /metrics.
 STATS_TIMEOUT_S = 10
@@ -62,7 +60,7 @@ def delete(
             conversation_id=conversation,
         )
     if as_json:
-        sys.stdout.write(json.dumps(summary.as_dict(), indent=2) + "\n")
+        print_json(summary.as_dict())
     elif not summary.chunks and not summary.documents:
         fail("nothing matched: no document, collection or conversation deleted")
     else:
@@ -91,7 +89,7 @@ def stats(
         catalog = KnowledgeBase.open(settings).catalog
         figures["index"] = {"documents": len(catalog.documents()), "chunks": catalog.count_chunks()}
     if as_json:
-        sys.stdout.write(json.dumps(figures, indent=2) + "\n")
+        print_json(figures)
         return
     table = Table(title=f"rag stats ({base})")
     table.add_column("figure")

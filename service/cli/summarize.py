@@ -10,8 +10,6 @@ extractive summary. Registered in service/cli/__init__.py with one line; imports
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated
 
 import typer
@@ -34,7 +32,7 @@ def summarize(
     """Write a conversation into the store: each turn as a detail event, with summaries linked above them."""
     from nodes.resources import get_resources
     from retrieval.conversation_summary import summarize_thread
-    from service.cli.common import console, fail, settings_or_exit, user_errors
+    from service.cli.common import console, fail, print_json, settings_or_exit, user_errors
 
     if conversation_id is not None and not conversation_id.strip():
         fail("--conversation-id is empty")
@@ -51,7 +49,7 @@ def summarize(
             model=resources.model("generate") if strong else None,
         )
     if as_json:
-        sys.stdout.write(json.dumps(result.as_dict(), ensure_ascii=False) + "\n")
+        print_json(result.as_dict(), indent=None)
         return
     verb = "summarized" if result.status == "indexed" else "unchanged, kept"
     console.print(
