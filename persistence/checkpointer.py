@@ -27,7 +27,6 @@ Storage bounds (issue 7 §6). Each SQLite checkpoint holds the thread's whole st
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -35,36 +34,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
-from langchain_core.runnables import RunnableConfig
 from langgraph._internal._constants import CONFIG_KEY_DURABILITY
-from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
 from persistence.database import postgres_url
 from persistence.threads import (
+    KEEP_LATEST,
     PRUNE_STATEMENTS,
+    AsyncKeepNewestSaver,
     CheckpointLocation,
+    KeepNewestSaver,
     OwnerCheckedAsyncSqliteSaver,
     OwnerCheckedSqliteSaver,
     prune_parameters,
+    prune_strategy,
 )
 
 if TYPE_CHECKING:
     from persistence.postgres_checkpoints import PruningAsyncPostgresSaver, PruningPostgresSaver
 
-#: Prune strategies of BaseCheckpointSaver.prune ("delete_all" is the server adapter's name for "delete").
-KEEP_LATEST = "keep_latest"
-DELETE_STRATEGIES = frozenset({"delete", "delete_all"})
 
-
-def _checked_strategy(strategy: str) -> str:
-    if strategy != KEEP_LATEST and strategy not in DELETE_STRATEGIES:
-        raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-    return strategy
-
-
-class PruningSqliteSaver(OwnerCheckedSqliteSaver):
+class PruningSqliteSaver(KeepNewestSaver, OwnerCheckedSqliteSaver):
     """The owner-checked SqliteSaver (a run of one tenant cannot load another's thread) that keeps at
     most `keep` checkpoints per thread (0 = all) and can prune on demand."""
 
@@ -72,34 +64,23 @@ class PruningSqliteSaver(OwnerCheckedSqliteSaver):
         super().__init__(conn)
         self.keep = keep
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
-        saved = super().put(config, checkpoint, metadata, new_versions)
-        if self.keep:
-            self._keep_newest(str(saved["configurable"]["thread_id"]), self.keep)
-        return saved
-
-    def _keep_newest(self, thread_id: str, keep: int) -> None:
+    def keep_newest(self, thread_id: str, keep: int) -> int:
+        """Drop the thread's checkpoints beyond the newest `keep` (their writes first)."""
         with self.cursor() as cur:
             for statement in PRUNE_STATEMENTS:
                 cur.execute(statement, prune_parameters(thread_id, keep))
+            return int(cur.rowcount)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
         """'keep_latest': each thread keeps only its newest checkpoint; 'delete': threads are removed."""
         for thread_id in thread_ids:
-            if _checked_strategy(strategy) == KEEP_LATEST:
-                self._keep_newest(str(thread_id), 1)
+            if prune_strategy(strategy) == KEEP_LATEST:
+                self.keep_newest(str(thread_id), 1)
             else:
                 self.delete_thread(str(thread_id))
 
 
-class PruningAsyncSqliteSaver(OwnerCheckedAsyncSqliteSaver):
+class PruningAsyncSqliteSaver(AsyncKeepNewestSaver, OwnerCheckedAsyncSqliteSaver):
     """The owner-checked AsyncSqliteSaver with the same bounds, and the `aprune` the LangGraph server asks
     custom savers for."""
 
@@ -107,46 +88,22 @@ class PruningAsyncSqliteSaver(OwnerCheckedAsyncSqliteSaver):
         super().__init__(conn)
         self.keep = keep
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
-        saved = await super().aput(config, checkpoint, metadata, new_versions)
-        if self.keep:
-            await self._akeep_newest(str(saved["configurable"]["thread_id"]), self.keep)
-        return saved
-
-    async def _akeep_newest(self, thread_id: str, keep: int) -> None:
+    async def akeep_newest(self, thread_id: str, keep: int) -> int:
+        """Async `PruningSqliteSaver.keep_newest`."""
         await self.setup()
         async with self.lock, self.conn.cursor() as cur:
             for statement in PRUNE_STATEMENTS:
                 await cur.execute(statement, prune_parameters(thread_id, keep))
             await self.conn.commit()
+            return int(cur.rowcount)
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
         """'keep_latest': each thread keeps only its newest checkpoint; 'delete': threads are removed."""
         for thread_id in thread_ids:
-            if _checked_strategy(strategy) == KEEP_LATEST:
-                await self._akeep_newest(str(thread_id), 1)
+            if prune_strategy(strategy) == KEEP_LATEST:
+                await self.akeep_newest(str(thread_id), 1)
             else:
                 await self.adelete_thread(str(thread_id))
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
-        """Sync `aprune`, called from another thread than the saver's event loop (like its other sync
-        methods)."""
-        try:
-            if asyncio.get_running_loop() is self.loop:
-                raise asyncio.InvalidStateError(
-                    "Synchronous calls to AsyncSqliteSaver are only allowed from a different thread; "
-                    "use `await saver.aprune(...)` here"
-                )
-        except RuntimeError:
-            pass
-        asyncio.run_coroutine_threadsafe(self.aprune(thread_ids, strategy=strategy), self.loop).result()
 
 
 def _path(settings: Settings | None, path: Path | None) -> Path:

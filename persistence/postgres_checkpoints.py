@@ -28,8 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import DictRow, dict_row
@@ -38,11 +36,14 @@ from sqlalchemy.engine import make_url
 
 from persistence.database import libpq_url
 from persistence.errors import StoreUnavailableError
-from persistence.threads import OwnerCheckedSaver
+from persistence.threads import (
+    KEEP_LATEST,
+    AsyncKeepNewestSaver,
+    KeepNewestSaver,
+    OwnerCheckedSaver,
+    prune_strategy,
+)
 
-#: Prune strategies of BaseCheckpointSaver.prune ("delete_all" is the server adapter's name for "delete").
-KEEP_LATEST = "keep_latest"
-DELETE_STRATEGIES = frozenset({"delete", "delete_all"})
 #: Advisory lock key held while the checkpoint tables are created or migrated ("rag_ckpt").
 SETUP_ADVISORY_LOCK_KEY = 0x7261675F636B7074
 
@@ -208,16 +209,7 @@ def freed_blobs(thread_id: str, deleted: Sequence[DictRow]) -> dict[str, Any]:
     }
 
 
-def _checked_strategy(strategy: str) -> str:
-    """The native saver's strategy name for ours ("delete_all" is the server's name for "delete")."""
-    if strategy == KEEP_LATEST:
-        return KEEP_LATEST
-    if strategy in DELETE_STRATEGIES:
-        return "delete"
-    raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
-
-
-class PruningPostgresSaver(OwnerCheckedSaver, PostgresSaver):
+class PruningPostgresSaver(KeepNewestSaver, OwnerCheckedSaver, PostgresSaver):
     """LangGraph's sync Postgres saver, owner-checked, keeping at most `keep` checkpoints per thread (0 =
     all); connection failures are CheckpointStoreUnavailableError."""
 
@@ -243,19 +235,6 @@ class PruningPostgresSaver(OwnerCheckedSaver, PostgresSaver):
                     with conn.cursor(binary=True, row_factory=dict_row) as cur:
                         yield cur
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
-        saved = super().put(config, checkpoint, metadata, new_versions)
-        if self.keep:
-            self.keep_newest(str(saved["configurable"]["thread_id"]), self.keep)
-        return saved
-
     def keep_newest(self, thread_id: str, keep: int) -> int:
         """Drop the thread's checkpoints beyond the newest `keep` (and what only they used), in one
         transaction; returns how many checkpoints were dropped."""
@@ -271,7 +250,7 @@ class PruningPostgresSaver(OwnerCheckedSaver, PostgresSaver):
     def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
         """'keep_latest': each thread keeps only its newest checkpoint; 'delete': threads are removed
         (LangGraph's own Postgres prune, which also handles subgraph namespaces)."""
-        super().prune([str(thread) for thread in thread_ids], strategy=_checked_strategy(strategy))
+        super().prune([str(thread) for thread in thread_ids], strategy=prune_strategy(strategy))
 
     def thread_rows(self) -> list[tuple[str, int, str]]:
         """(thread id, checkpoints, latest checkpoint id) of every thread, most recently active first."""
@@ -280,7 +259,7 @@ class PruningPostgresSaver(OwnerCheckedSaver, PostgresSaver):
             return [(str(r["thread_id"]), int(r["checkpoints"]), str(r["latest"])) for r in cur.fetchall()]
 
 
-class PruningAsyncPostgresSaver(OwnerCheckedSaver, AsyncPostgresSaver):
+class PruningAsyncPostgresSaver(AsyncKeepNewestSaver, OwnerCheckedSaver, AsyncPostgresSaver):
     """LangGraph's async Postgres saver (server, `ainvoke`) with the same checks and bounds."""
 
     def __init__(self, conn: Any, url: str, *, keep: int = 0) -> None:
@@ -304,19 +283,6 @@ class PruningAsyncPostgresSaver(OwnerCheckedSaver, AsyncPostgresSaver):
                     async with conn.cursor(binary=True, row_factory=dict_row) as cur:
                         yield cur
 
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
-        saved = await super().aput(config, checkpoint, metadata, new_versions)
-        if self.keep:
-            await self.akeep_newest(str(saved["configurable"]["thread_id"]), self.keep)
-        return saved
-
     async def akeep_newest(self, thread_id: str, keep: int) -> int:
         """Async `PruningPostgresSaver.keep_newest`."""
         parameters = keep_parameters(thread_id, keep)
@@ -330,19 +296,7 @@ class PruningAsyncPostgresSaver(OwnerCheckedSaver, AsyncPostgresSaver):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
         """'keep_latest': each thread keeps only its newest checkpoint; 'delete': threads are removed."""
-        await super().aprune([str(thread) for thread in thread_ids], strategy=_checked_strategy(strategy))
-
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
-        """Sync `aprune`, from another thread than the saver's event loop (like its other sync methods)."""
-        try:
-            if asyncio.get_running_loop() is self.loop:
-                raise asyncio.InvalidStateError(
-                    "Synchronous calls to AsyncPostgresSaver are only allowed from a different thread; "
-                    "use `await saver.aprune(...)` here"
-                )
-        except RuntimeError:
-            pass
-        asyncio.run_coroutine_threadsafe(self.aprune(thread_ids, strategy=strategy), self.loop).result()
+        await super().aprune([str(thread) for thread in thread_ids], strategy=prune_strategy(strategy))
 
 
 def postgres_saver(

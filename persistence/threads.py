@@ -25,15 +25,16 @@ newest threads and, within the kept threads, only their latest checkpoint, then 
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
@@ -173,6 +174,83 @@ class OwnerCheckedSaver:
         saved = await super().aget_tuple(config)  # type: ignore[misc]
         await self._acheck_owner(config, saved)
         return saved
+
+
+#: Prune strategies of BaseCheckpointSaver.prune ("delete_all" is the server adapter's name for "delete").
+KEEP_LATEST = "keep_latest"
+DELETE_STRATEGIES = frozenset({"delete", "delete_all"})
+
+
+def prune_strategy(strategy: str) -> str:
+    """KEEP_LATEST or "delete" for a strategy the server may pass; ValueError for any other."""
+    if strategy == KEEP_LATEST:
+        return KEEP_LATEST
+    if strategy in DELETE_STRATEGIES:
+        return "delete"
+    raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
+
+
+class KeepNewestSaver:
+    """Mixin for a sync checkpoint saver that keeps at most `keep` checkpoints per thread (0 = all): after
+    each save it drops the older ones with the backend's own `keep_newest`."""
+
+    keep: int = 0
+
+    def keep_newest(self, thread_id: str, keep: int) -> int:
+        """Drop the thread's checkpoints beyond the newest `keep`; how many were dropped."""
+        raise NotImplementedError
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
+        saved: RunnableConfig = super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+        if self.keep:
+            self.keep_newest(str(saved["configurable"]["thread_id"]), self.keep)
+        return saved
+
+
+class AsyncKeepNewestSaver:
+    """The async KeepNewestSaver (server, `ainvoke`), with the sync `prune` of the saver's other sync
+    methods: `aprune` run on the saver's event loop from another thread."""
+
+    keep: int = 0
+    loop: asyncio.AbstractEventLoop
+
+    async def akeep_newest(self, thread_id: str, keep: int) -> int:
+        """Drop the thread's checkpoints beyond the newest `keep`; how many were dropped."""
+        raise NotImplementedError
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Save, then drop the thread's checkpoints beyond the newest `keep`."""
+        saved: RunnableConfig = await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+        if self.keep:
+            await self.akeep_newest(str(saved["configurable"]["thread_id"]), self.keep)
+        return saved
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = KEEP_LATEST) -> None:
+        """Sync `aprune`, called from another thread than the saver's event loop (like its other sync
+        methods)."""
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                raise asyncio.InvalidStateError(
+                    f"Synchronous calls to {type(self).__name__} are only allowed from a different thread; "
+                    "use `await saver.aprune(...)` here"
+                )
+        except RuntimeError:
+            pass
+        aprune = self.aprune(thread_ids, strategy=strategy)  # type: ignore[attr-defined]  # the saver's own
+        asyncio.run_coroutine_threadsafe(aprune, self.loop).result()
 
 
 @contextmanager
