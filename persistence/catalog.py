@@ -50,8 +50,8 @@ from config.settings import Settings
 from core.types import Chunk
 from persistence.errors import StoreDamagedError, StoreUnavailableError
 from persistence.keyword_index import KeywordHit, KeywordIndex
-from persistence.keyword_pruning import pruning_policy
-from persistence.pg_keyword_index import PgKeywordBackend, pg_keyword_index
+from persistence.keyword_pruning import PruningPolicy, pruning_policy
+from persistence.pg_keyword_index import PgBm25Index, PgKeywordBackend, PgTsvectorIndex, pg_keyword_index
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_MAX_VARIABLES = 900
@@ -209,9 +209,16 @@ def _batches(items: Sequence[Any], size: int = SQLITE_MAX_VARIABLES) -> Iterable
 class Catalog:
     """Documents, chunks, keyword index and embedding cache in one SQLite file or one Postgres database."""
 
-    def __init__(self, location: Path | str, *, pg_keyword_backend: PgKeywordBackend = "bm25") -> None:
-        """`location`: the SQLite file, or a PostgreSQL URL (keyword index: `pg_keyword_backend`)."""
-        self.keyword_index: Any
+    def __init__(
+        self,
+        location: Path | str,
+        *,
+        pg_keyword_backend: PgKeywordBackend = "bm25",
+        pruning: PruningPolicy | None = None,
+    ) -> None:
+        """`location`: the SQLite file (its FTS5 index prunes query terms by `pruning`), or a PostgreSQL URL
+        (keyword index: `pg_keyword_backend`)."""
+        self.keyword_index: KeywordIndex | PgBm25Index | PgTsvectorIndex
         if is_postgres_url(location):
             self.path = Path(str(location))  # only named in messages; `shown` hides the password
             self.shown = make_url(engine_url(str(location))).render_as_string(hide_password=True)
@@ -228,7 +235,7 @@ class Catalog:
             # A damaged file surfaces on the first statement that touches the bad page, which may be any
             # query: every such error becomes one CatalogDamagedError naming the file and how to rebuild it.
             event.listen(self.engine, "handle_error", self._damaged)
-            self.keyword_index = KeywordIndex()
+            self.keyword_index = KeywordIndex(pruning)
         self.dialect: Literal["sqlite", "postgresql"] = (
             "postgresql" if self.engine.dialect.name == "postgresql" else "sqlite"
         )
@@ -563,9 +570,7 @@ def open_catalog(settings: Settings) -> Catalog:
     every worker), else the SQLite file `<data_dir>/catalog.sqlite`."""
     if settings.database_url and is_postgres_url(settings.database_url):
         return Catalog(settings.database_url, pg_keyword_backend=settings.pg_keyword_backend)
-    catalog = Catalog(settings.catalog_path)
-    catalog.keyword_index.pruning = pruning_policy(settings)  # type: ignore[union-attr]
-    return catalog
+    return Catalog(settings.catalog_path, pruning=pruning_policy(settings))
 
 
 def _document(row: Any) -> DocumentRecord:

@@ -76,8 +76,10 @@ def match_expression(
 class KeywordIndex:
     """FTS5 rows keyed by the catalog's chunk row id: columns scope (tenant+collection), title, body."""
 
-    #: Query-term pruning on large indexes (persistence/keyword_pruning.py); None = every term, always.
-    pruning: PruningPolicy | None = None
+    def __init__(self, pruning: PruningPolicy | None = None) -> None:
+        """`pruning`: query-term pruning on large indexes (persistence/keyword_pruning.py); None = every term,
+        always."""
+        self.pruning = pruning
 
     def create(self, connection: Connection) -> None:
         """Create the FTS5 table when missing."""
