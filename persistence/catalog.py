@@ -161,20 +161,17 @@ def unavailable_catalog_message(shown: str, reason: str) -> str:
 
 
 def is_postgres_url(location: Path | str) -> bool:
-    """Whether a catalog location is a PostgreSQL URL (postgresql://, postgres://, postgresql+driver://)."""
-    if not isinstance(location, str):
-        return False
-    return location.split(":", 1)[0].split("+", 1)[0] in {"postgresql", "postgres"}
+    """Whether a catalog location is a PostgreSQL URL, read by persistence.database's one predicate."""
+    from persistence.database import is_postgres  # late: persistence.database imports this module
+
+    return isinstance(location, str) and is_postgres(location)
 
 
 def engine_url(url: str) -> str:
-    """The SQLAlchemy URL of a Postgres URL (psycopg 3 as the driver), by the shared helper when present."""
-    try:
-        from persistence.database import sqlalchemy_url  # late: persistence.database imports this module
-    except ImportError:
-        scheme, rest = url.split("://", 1)
-        return f"postgresql+psycopg://{rest}" if "+" not in scheme else url
-    return str(sqlalchemy_url(url))
+    """The SQLAlchemy URL of a Postgres URL (psycopg 3 as the driver)."""
+    from persistence.database import sqlalchemy_url  # late: persistence.database imports this module
+
+    return sqlalchemy_url(url)
 
 
 class KeywordIndexDamagedError(StoreDamagedError):
