@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from config.settings import LocalModelName
-from service.cli.common import EXIT_UNAVAILABLE, console, error_console, fail, settings_or_exit, user_errors
+from service.cli.common import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
 
 #: Where the comparison is written (one entry per model; rerunning a model replaces its entry).
 DEFAULT_MODELS_RESULTS = Path("results/models.json")
@@ -61,10 +61,7 @@ def eval_models(
                 progress=console.print,
             )
         except httpx.HTTPError as error:  # the model's own server stopped answering: a model that is down
-            error_console.print(
-                f"error: the embedded model's server failed ({type(error).__name__}: {error})"
-            )
-            raise typer.Exit(EXIT_UNAVAILABLE) from None
+            fail(f"the embedded model's server failed ({type(error).__name__}: {error})", EXIT_UNAVAILABLE)
     table = Table(title=f"embedded models ({report['machine']})")
     for column in ["model", "n", "EM", "F1", "acc", "JSON ok", "pp tok/s", "gen tok/s", "s/q", "1500-tok s"]:
         table.add_column(column)
