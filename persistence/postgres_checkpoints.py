@@ -127,6 +127,12 @@ def connection_kwargs(connect_timeout_s: float) -> dict[str, Any]:
     }
 
 
+def pool_options(connect_timeout_s: float) -> dict[str, Any]:
+    """Options the savers' pools share, sync and async: connections as connection_kwargs, and a wait of at
+    most `connect_timeout_s` for one."""
+    return {"min_size": 1, "kwargs": connection_kwargs(connect_timeout_s), "timeout": connect_timeout_s}
+
+
 _SET_UP: set[str] = set()
 _SET_UP_GUARD = threading.Lock()
 
@@ -162,12 +168,10 @@ def shared_pool(
         if pool is None or pool.closed:
             pool = ConnectionPool(
                 key[0],
-                min_size=1,
                 max_size=size,
-                kwargs=connection_kwargs(connect_timeout_s),
-                timeout=connect_timeout_s,
                 check=ConnectionPool.check_connection,
                 open=False,
+                **pool_options(connect_timeout_s),
             )
             pool.open(wait=False)
             _POOLS[key] = pool
@@ -317,12 +321,10 @@ async def async_postgres_saver(
     await asyncio.to_thread(setup_checkpoint_tables, url, connect_timeout_s)
     pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]] = AsyncConnectionPool(
         libpq_url(url),
-        min_size=1,
         max_size=pool_size,
-        kwargs=connection_kwargs(connect_timeout_s),
-        timeout=connect_timeout_s,
         check=AsyncConnectionPool.check_connection,
         open=False,
+        **pool_options(connect_timeout_s),
     )
     await pool.open(wait=False)
     try:
