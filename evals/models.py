@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import convert_to_messages
 from pydantic import BaseModel, Field
 
 from config.settings import LocalModelName, Settings
@@ -35,6 +35,7 @@ from evals.datasets import LANGUAGE_CHINESE, Passage, QAExample, load_cmrc, load
 from evals.environment import machine_description
 from evals.metrics import exact_match, f1_score, normalize_answer
 from models.capability import SelfTest, run_self_test
+from models.factory import PLACEHOLDER_API_KEY
 from models.local_catalog import CATALOG, LocalModel, find_model_file
 from models.local_llm import LocalLLMServer
 from prompts.reading import (
@@ -218,7 +219,7 @@ class BenchServer:
         return ChatOpenAI(
             model=self.name,
             base_url=self.server.base_url,
-            api_key="not-needed",  # type: ignore[arg-type]
+            api_key=PLACEHOLDER_API_KEY,  # type: ignore[arg-type]
             temperature=0,
             max_tokens=max_tokens,  # type: ignore[call-arg]
             timeout=HTTP_TIMEOUT_S,
@@ -229,14 +230,7 @@ class BenchServer:
 def json_answer(bench: BenchServer, example: QAExample) -> tuple[bool, str, float]:
     """(schema-valid, answer or what was wrong, seconds) of the JSON-schema call on the same messages (the
     grammar forces the form; a model that never closes the object within the cap is invalid)."""
-    messages = [
-        SystemMessage(message["content"])
-        if message["role"] == "system"
-        else AIMessage(message["content"])
-        if message["role"] == "assistant"
-        else HumanMessage(message["content"])
-        for message in reading_messages(example)
-    ]
+    messages = convert_to_messages(reading_messages(example))
     structured = bench.chat_model(JSON_MAX_TOKENS).with_structured_output(
         ReadingAnswer, method="json_schema", include_raw=True
     )
