@@ -256,6 +256,12 @@ class PruningPostgresSaver(KeepNewestSaver, OwnerCheckedSaver, PostgresSaver):
         (LangGraph's own Postgres prune, which also handles subgraph namespaces)."""
         super().prune([str(thread) for thread in thread_ids], strategy=prune_strategy(strategy))
 
+    def has_thread(self, thread_id: str) -> bool:
+        """Whether the thread has any checkpoint (in any namespace)."""
+        with self._cursor() as cur:
+            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1", (str(thread_id),))
+            return cur.fetchone() is not None
+
     def thread_rows(self) -> list[tuple[str, int, str]]:
         """(thread id, checkpoints, latest checkpoint id) of every thread, most recently active first."""
         with self._cursor() as cur:

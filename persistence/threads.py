@@ -369,7 +369,7 @@ def delete_thread(location: CheckpointLocation, thread_id: str, tenant: str | No
     if saver is not None:
         root = {"configurable": {"thread_id": str(thread_id), "checkpoint_ns": ""}}
         saved = saver.get_tuple(root)
-        if saved is None and not any(row[0] == str(thread_id) for row in saver.thread_rows()):
+        if saved is None and not saver.has_thread(thread_id):
             return False
         if tenant is not None:
             check_thread_access(thread_id, thread_owner(_values(saved)), tenant)
