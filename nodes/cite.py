@@ -20,10 +20,9 @@ from langgraph.runtime import Runtime
 
 from nodes.events import emit, source_summary
 from nodes.generate import current_question, language_of
-from nodes.grade_answer import is_not_found_answer
 from nodes.instrumentation import timed
 from prompts.answer import NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
-from retrieval.answer_text import short_answer_of
+from retrieval.answer_text import is_not_found_answer, short_answer_of
 from retrieval.answerability import not_found_reason
 from retrieval.citations import resolve_citations
 from retrieval.grounding import ground_answer

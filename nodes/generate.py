@@ -53,7 +53,7 @@ from retrieval.answer_text import (
     compose_answer,
     content_terms,
     is_garbage,
-    matches_phrase,
+    is_not_found_answer,
     normalized,
     remove_sentences,
     split_short_answer,
@@ -200,7 +200,7 @@ def model_draft(
     own line, then the explanation cleaned of echoes and planted instructions (clean_model_answer). An
     honest "not found" is kept whole, without a short answer."""
     headless = strip_source_headers(raw)
-    if is_not_found_text(strip_preamble(headless)):
+    if is_not_found_answer(strip_preamble(headless)):
         return clean_model_answer(raw, system, question, language, sources), ""
     short, explanation = split_short_answer(headless)
     if short and (is_garbage(short) or is_instruction_like(short)):
@@ -209,11 +209,6 @@ def model_draft(
     if not short:
         return cleaned, ""
     return compose_answer(short, cleaned), short
-
-
-def is_not_found_text(text: str) -> bool:
-    """Whether a reply is the engine's refusal sentence or a close paraphrase of it."""
-    return matches_phrase(text, (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS))
 
 
 def clean_model_answer(
@@ -321,7 +316,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         text, sources = extractive_answer(question, used, language, context.generation_reserve)
     elif (
         answerer == "auto"
-        and not is_not_found_text(text)
+        and not is_not_found_answer(text)
         and not is_grounded_short_answer(short, question, used)
     ):
         text, sources = _extractive_short(question, text, sources, used, info, context.generation_reserve)

@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from nodes.generate import current_question
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
-from prompts.answer import ANSWER_GRADER_PROMPT, ANSWER_GRADER_SYSTEM, NOT_FOUND_TEXTS, NOT_FOUND_VARIANTS
+from prompts.answer import ANSWER_GRADER_PROMPT, ANSWER_GRADER_SYSTEM
 from retrieval.answer_text import (
     REPETITION_MIN_UNITS,
     content_terms,
@@ -31,7 +31,7 @@ from retrieval.answer_text import (
     garbage_token_share,
     has_phrase_loop,
     is_garbage,
-    matches_phrase,
+    is_not_found_answer,
     strip_references,
     support,
     text_units,
@@ -96,11 +96,6 @@ GRADE_MAX_TOKENS = 256
 
 def _clamp(value: float) -> float:
     return max(0.0, min(1.0, value))
-
-
-def is_not_found_answer(answer: str) -> bool:
-    """Whether the answer is the engine's honest refusal (or a close paraphrase of it)."""
-    return matches_phrase(answer, (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS))
 
 
 def clarity_score(answer: str) -> float:

@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from core.keyword import analyze
 from core.text import CJK_CHAR, CJK_RANGES, sentence_spans, split_sentences
+from prompts.answer import NOT_FOUND_TEXTS, NOT_FOUND_VARIANTS
 from retrieval.injection import is_instruction_like
 
 #: Text units for repetition checks: Latin words and single CJK characters.
@@ -117,6 +118,12 @@ def matches_phrase(text: str, phrases: Iterable[str]) -> bool:
     """Whether `text` contains one of `phrases`, ignoring case, spacing and punctuation."""
     body = normalized(text)
     return any(key and key in body for key in (normalized(phrase) for phrase in phrases))
+
+
+def is_not_found_answer(answer: str) -> bool:
+    """Whether an answer is the engine's honest refusal (or a close paraphrase of it): the one check that
+    generate (a model that declines), grade_answer and cite share."""
+    return matches_phrase(answer, (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS))
 
 
 #: Passages whose factual sentences are remembered: a turn reads the same passages in grade_retrieval, the
