@@ -98,12 +98,9 @@ def threads_prune(
 
     settings = settings_or_exit()
     owner = _threads_tenant(tenant)
-    with user_errors():
-        try:
-            guard = partial(thread_lock, settings)  # a turn running on a thread finishes first
-            removed = prune_threads(checkpoint_location(settings), keep, owner, guard=guard)
-        except ValueError as error:
-            fail(str(error))
+    with user_errors():  # a bad --keep (ValueError) is bad input there, like every other command's
+        guard = partial(thread_lock, settings)  # a turn running on a thread finishes first
+        removed = prune_threads(checkpoint_location(settings), keep, owner, guard=guard)
     console.print(
         f"removed {removed['threads_removed']} threads and {removed['checkpoints_removed']} old checkpoints"
     )
