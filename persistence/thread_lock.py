@@ -109,6 +109,8 @@ class _Locker(Protocol):
 
     def attempt(self) -> _Held | None: ...
 
+    def close(self) -> None: ...
+
 
 class _FileLocker:
     def __init__(self, settings: Settings, thread_id: str) -> None:
@@ -119,6 +121,9 @@ class _FileLocker:
     def attempt(self) -> _Held | None:
         descriptor = _try_lock(self.path)
         return None if descriptor is None else _FileLock(descriptor)
+
+    def close(self) -> None:
+        """Nothing to close: each attempt opens and keeps (or closes) its own descriptor."""
 
 
 class _AdvisoryLocker:
@@ -237,8 +242,7 @@ def thread_lock(settings: Settings, thread_id: str, timeout_s: float | None = No
             pause = min(pause * 2, POLL_MAX_S)
             lock = locker.attempt()
     finally:
-        if isinstance(locker, _AdvisoryLocker):
-            locker.close()
+        locker.close()
     with _HELD_GUARD:
         _HELD[locker.name] = (me, 1, lock)
     try:
