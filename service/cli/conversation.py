@@ -100,16 +100,13 @@ def ask(
     with user_errors():
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
         session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
-        try:
-            result = session.ask(
-                question,
-                thread_id=thread,
-                context=context,  # type: ignore[arg-type]
-                filters=filters or {},
-                **conversation_input(conversation_id),
-            )
-        except ValueError as error:
-            fail(str(error))
+        result = session.ask(
+            question,
+            thread_id=thread,
+            context=context,  # type: ignore[arg-type]
+            filters=filters or {},
+            **conversation_input(conversation_id),
+        )
     if as_json:
         payload = {**output_json(result), "warnings": answer_warnings(result)}
         print_json(payload)
