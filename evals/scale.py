@@ -39,7 +39,7 @@ from evals.environment import machine_description
 from evals.eval_index import ProgressFactory, no_progress
 from evals.metrics import percentile
 from persistence import vector_store
-from retrieval.embeddings import content_hash
+from retrieval.embeddings import MiniLMEmbeddings, content_hash
 from retrieval.ingest import build_chunks
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
@@ -461,7 +461,7 @@ def run_scale_eval(
         report["sizes"][str(size)] = entry
         embedded = store_settings(settings, root, size)
         fresh_dir(embedded.data_dir)
-        kb = KnowledgeBase(embedded, base_model=base_model, model_key="minilm-l6-v2")
+        kb = KnowledgeBase(embedded, base_model=base_model, model_key=MiniLMEmbeddings.model_key)
         try:
             entry["build"] = build_store(kb, base, size, seed=seed, progress=progress)
             if "embedded" in setups and not build_only:
@@ -473,7 +473,7 @@ def run_scale_eval(
             with chroma_server(embedded.chroma_dir, root / f"chroma-{size}.log") as port:
                 database = size_database(database_url, size) if database_url else None
                 served = server_settings(settings, root, size, port, database)
-                kb = KnowledgeBase(served, base_model=base_model, model_key="minilm-l6-v2")
+                kb = KnowledgeBase(served, base_model=base_model, model_key=MiniLMEmbeddings.model_key)
                 try:
                     if database:
                         entry["server_build"] = build_database(kb, base, size, seed=seed, progress=progress)
