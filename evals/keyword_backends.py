@@ -28,6 +28,7 @@ from evals.metrics import dedupe_to_documents, mrr_at_k, ndcg_at_k, percentile, 
 from persistence.catalog import Catalog
 from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS
 from retrieval.chunking import ChunkingConfig, chunk_text
+from retrieval.filters import to_sql
 
 #: SciFact's qrels split whose queries tune and choose (it has no dev split; test stays unread).
 DEV_SPLIT = "train"
@@ -99,12 +100,13 @@ def load_catalog(catalog: Catalog, documents: Sequence[list[Chunk]], copy: int) 
 
 
 def _search(catalog: Catalog, query: str, limit: int, title_weight: float) -> list[str]:
+    no_filter, params = to_sql(None, dialect=catalog.dialect)
     hits = catalog.keyword_search(
         query,
         tenant=EVAL_TENANT,
         collections=[EVAL_COLLECTION],
-        filter_sql="1" if catalog.dialect == "sqlite" else "TRUE",
-        filter_params=[],
+        filter_sql=no_filter,
+        filter_params=params,
         limit=limit,
         title_weight=title_weight,
     )

@@ -51,6 +51,15 @@ def scope_token(tenant: str, collection: str) -> str:
     return "s" + hashlib.sha1(f"{tenant}\x1f{collection}".encode()).hexdigest()[:20]
 
 
+#: What `retrieval.filters.to_sql` renders for "no filter" (SQLite's and PostgreSQL's spelling).
+NO_FILTER_SQL = frozenset({"1", "TRUE"})
+
+
+def is_filtered(filter_sql: str, filter_params: Sequence[Any]) -> bool:
+    """Whether a rendered filter restricts anything (the unfiltered plan joins the chunk table last)."""
+    return bool(filter_params) or filter_sql.strip().upper() not in NO_FILTER_SQL
+
+
 def query_terms(query: str) -> list[str]:
     """The distinct analysed terms of a query, at most MAX_QUERY_TERMS (what every keyword backend seeks)."""
     return list(dict.fromkeys(analyze(query)))[:MAX_QUERY_TERMS]
@@ -162,7 +171,7 @@ class KeywordIndex:
         if expression is None or not collections:
             return []
         rank = f"bm25({FTS_TABLE}, 0.0, {float(title_weight)!r}, 1.0)"
-        if filter_params or filter_sql.strip() != "1":
+        if is_filtered(filter_sql, filter_params):
             sql = (
                 f"SELECT c.chunk_id, c.text, c.metadata, {rank} AS rank "
                 f"FROM {FTS_TABLE} JOIN chunks AS c ON c.id = {FTS_TABLE}.rowid "

@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 
 from core.keyword import analyze
 from core.types import Chunk
-from persistence.keyword_index import KeywordHit, query_terms, scope_token
+from persistence.keyword_index import KeywordHit, is_filtered, query_terms, scope_token
 
 PgKeywordBackend = Literal["bm25", "ts_rank", "ts_rank_cd"]
 PG_KEYWORD_BACKENDS: tuple[PgKeywordBackend, ...] = ("bm25", "ts_rank", "ts_rank_cd")
@@ -38,13 +38,6 @@ POSTINGS_TABLE = "keyword_postings"
 DOCS_TABLE = "keyword_docs"
 STATS_TABLE = "keyword_stats"
 TSV_TABLE = "keyword_tsv"
-#: What `retrieval.filters.to_sql` renders for "no filter" (SQLite's and PostgreSQL's spelling).
-NO_FILTER_SQL = frozenset({"1", "TRUE"})
-
-
-def is_filtered(filter_sql: str, filter_params: Sequence[Any]) -> bool:
-    """Whether a rendered filter restricts anything (the unfiltered plan joins the chunk table last)."""
-    return bool(filter_params) or filter_sql.strip().upper() not in NO_FILTER_SQL
 
 
 def _chunk_terms(chunk: Chunk) -> tuple[str, list[str], list[str]]:
