@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from config.settings import Settings
 from core.types import Chunk
-from persistence.keyword_index import scope_token
+from persistence.keyword_index import KeywordHit, scope_token
 from persistence.keyword_pruning import PruningPolicy, document_frequencies, prune_terms
 from retrieval.knowledge_base import KnowledgeBase
 
@@ -35,6 +35,18 @@ def test_unseen_terms_count_as_rare_and_small_indexes_are_not_pruned() -> None:
     assert not PruningPolicy(0, 1.0, 2).applies(10**9)
 
 
+def _glacier_report(kb: KnowledgeBase) -> list[KeywordHit]:
+    return kb.catalog.keyword_search(
+        "glacier report",
+        tenant="t",
+        collections=["c"],
+        filter_sql="1",
+        filter_params=[],
+        limit=10,
+        title_weight=1.0,
+    )
+
+
 def test_search_drops_a_term_every_chunk_has(
     make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
 ) -> None:
@@ -51,26 +63,10 @@ def test_search_drops_a_term_every_chunk_has(
     )
     with kb.catalog.engine.connect() as connection:
         assert document_frequencies(connection, ["report", "glacier"]) == {"report": 40, "glacier": 1}
-    hits = kb.catalog.keyword_search(
-        "glacier report",
-        tenant="t",
-        collections=["c"],
-        filter_sql="1",
-        filter_params=[],
-        limit=10,
-        title_weight=1.0,
-    )
+    hits = _glacier_report(kb)
     assert [hit.chunk_id for hit in hits] == ["c38"]  # "report" was dropped: only the glacier chunk matches
 
     unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_max_df_fraction=1.0))
-    hits = unpruned.catalog.keyword_search(
-        "glacier report",
-        tenant="t",
-        collections=["c"],
-        filter_sql="1",
-        filter_params=[],
-        limit=10,
-        title_weight=1.0,
-    )
+    hits = _glacier_report(unpruned)
     assert hits[0].chunk_id == "c38" and len(hits) == 10  # every term: all 40 chunks match "report"
     assert scope_token("t", "c") != scope_token("t", "d")
