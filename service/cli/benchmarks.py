@@ -17,6 +17,7 @@ from config.settings import SearchMode
 from evals.answerability import DEFAULT_LIMIT as ANSWERABILITY_LIMIT
 from evals.report import DEFAULT_RESULTS_DIR
 from service.cli.common import (
+    JsonReportOption,
     console,
     error_console,
     fail,
@@ -42,7 +43,7 @@ def eval_retrieval(
         list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
 ) -> None:
     """Retrieval quality (nDCG@10, Recall@10/100, MRR@10) and speed per mode; ingest throughput."""
     from evals.retrieval import run_retrieval_eval
@@ -76,7 +77,7 @@ def eval_latency(
     questions: Annotated[
         int, typer.Option(help="Questions to run (cycling through samples/questions.jsonl).")
     ] = 50,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
 ) -> None:
     """Per-node time and graph overhead (wall - model - retrieval) with the embedded model."""
     from evals.latency import run_latency_eval
@@ -108,7 +109,7 @@ def eval_qa(
     ],
     pipeline: Annotated[str, typer.Option(help="naive | agentic | no-retrieval.")],
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
     plot: Annotated[
         Path | None,
         typer.Option(help="Write qa_f1_vs_llm_calls.png into DIR from its QA JSON reports plus this run."),
@@ -185,7 +186,7 @@ def eval_qa(
 
 @eval_app.command("router")
 def eval_router(
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
     dataset: Annotated[
         list[Path] | None,
         typer.Option(
@@ -251,7 +252,7 @@ def eval_graders(
     no_llm: Annotated[
         bool, typer.Option("--no-llm", help="Measure only the score grader (no model call).")
     ] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
 ) -> None:
     """Accuracy, precision, recall and F1 of the score and LLM relevance graders against the gold supporting
     passages, with their cost, over the pooled paragraphs of the evaluated questions."""
@@ -304,7 +305,7 @@ def eval_graders(
 
 @eval_app.command("chaos")
 def eval_chaos(
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
     suite: Annotated[
         list[str] | None,
         typer.Option(
@@ -377,7 +378,7 @@ def eval_answerability(
     limit: Annotated[
         int, typer.Option(help="HotpotQA questions (each asked over the present and the absent corpus).")
     ] = ANSWERABILITY_LIMIT,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
 ) -> None:
     """Not-found rate where the documents lack the answer (want high) and where they hold it (want low)."""
     from evals.answerability import (

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -63,6 +63,10 @@ def user_errors() -> Iterator[None]:
         fail(str(error))
     except (ValueError, FileNotFoundError) as error:  # settings, filters, queries, names, dataset formats
         fail(str(error))
+
+
+#: `--json` of the benchmarks: the file their report is written to (write_json_report).
+JsonReportOption = Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")]
 
 
 def write_json_report(path: Path | None, report: dict[str, object]) -> None:

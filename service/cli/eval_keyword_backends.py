@@ -14,7 +14,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from service.cli.common import console, fail, settings_or_exit, user_errors, write_json_report
+from service.cli.common import (
+    JsonReportOption,
+    console,
+    fail,
+    settings_or_exit,
+    user_errors,
+    write_json_report,
+)
 
 
 def eval_keyword_backends(
@@ -29,7 +36,7 @@ def eval_keyword_backends(
     scifact: Annotated[
         Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
     ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
 ) -> None:
     """Keyword backends on SciFact (train qrels as dev): nDCG@10, recall, p50/p95; names the best."""
     from evals.keyword_backends import run_keyword_backends_eval

@@ -12,7 +12,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from service.cli.common import console, fail, progress_bars, settings_or_exit, user_errors, write_json_report
+from service.cli.common import (
+    JsonReportOption,
+    console,
+    fail,
+    progress_bars,
+    settings_or_exit,
+    user_errors,
+    write_json_report,
+)
 
 SETUPS = ("embedded", "server")
 
@@ -48,7 +56,7 @@ def eval_scale(
     build_only: Annotated[
         bool, typer.Option("--build-only", help="Build the stores, measure nothing.")
     ] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
 ) -> None:
     """Dense, keyword and hybrid p50/p95 at each size (synthetic SciFact corpus; stores built once)."""
     from evals.router import SHARED_DATA_DIR

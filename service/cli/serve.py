@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from service.cli.common import EXIT_UNAVAILABLE, console, fail, print_json, settings_or_exit, user_errors
+from service.cli.common import (
+    EXIT_UNAVAILABLE,
+    JsonReportOption,
+    console,
+    fail,
+    print_json,
+    settings_or_exit,
+    user_errors,
+)
 
 #: Seconds `rag stats` waits for the server's /metrics.
 STATS_TIMEOUT_S = 10
@@ -118,7 +125,7 @@ def eval_load(
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="max_tokens of every request.")] = None,
     api_key: Annotated[str | None, typer.Option(help="X-API-Key header, when the API has keys.")] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    json_out: JsonReportOption = None,
 ) -> None:
     """Throughput, p50/p95, errors, and cold vs cache-hit latency of the HTTP API under N clients."""
     from evals.load import run_load
