@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,14 +65,9 @@ def query_terms(query: str) -> list[str]:
     return list(dict.fromkeys(analyze(query)))[:MAX_QUERY_TERMS]
 
 
-def match_expression(
-    query: str, scopes: Sequence[str] = (), keep: Callable[[list[str]], list[str]] | None = None
-) -> str | None:
-    """FTS5 MATCH expression: the query's terms (those `keep` returns, when given) OR-ed (each quoted),
-    restricted to the scope tokens; None when the query has no indexable term."""
-    terms = query_terms(query)
-    if keep is not None and terms:
-        terms = keep(terms)
+def match_expression(terms: Sequence[str], scopes: Sequence[str] = ()) -> str | None:
+    """FTS5 MATCH expression: the terms OR-ed (each quoted), restricted to the scope tokens; None when there
+    is no term."""
     if not terms:
         return None
     expression = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
@@ -142,12 +137,12 @@ class KeywordIndex:
         connection.exec_driver_sql(f"DROP TABLE IF EXISTS {FTS_TABLE}")
         self.create(connection)
 
-    def _pruner(self, connection: Connection) -> Callable[[list[str]], list[str]] | None:
-        """The term filter of this index's pruning policy, or None when the index is too small to prune."""
+    def _pruned(self, connection: Connection, terms: list[str]) -> list[str]:
+        """The terms this index's pruning policy keeps (all of them when the index is too small to prune)."""
         policy = self.pruning
-        if policy is None or not policy.applies(total := total_chunks(connection)):
-            return None
-        return lambda terms: prune_terms(terms, document_frequencies(connection, terms), total, policy)
+        if not terms or policy is None or not policy.applies(total := total_chunks(connection)):
+            return terms
+        return prune_terms(terms, document_frequencies(connection, terms), total, policy)
 
     def search(
         self,
@@ -165,10 +160,12 @@ class KeywordIndex:
 
         Without a metadata filter the ranking runs inside FTS5 and only the top rows are joined to the chunk
         table; with one, every match is joined and tested. The tenant is checked in SQL either way."""
+        if not collections:
+            return []
         expression = match_expression(
-            query, [scope_token(tenant, name) for name in collections], self._pruner(connection)
+            self._pruned(connection, query_terms(query)), [scope_token(tenant, name) for name in collections]
         )
-        if expression is None or not collections:
+        if expression is None:
             return []
         rank = f"bm25({FTS_TABLE}, 0.0, {float(title_weight)!r}, 1.0)"
         if is_filtered(filter_sql, filter_params):
