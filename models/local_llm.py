@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.offline import prepare_offline_environment
 from models.errors import ModelUnavailableError
-from models.local_catalog import CATALOG, DEFAULT_LOCAL_MODEL, LocalModelName, find_model_file
+from models.local_catalog import CATALOG, DEFAULT_LOCAL_MODEL, find_model_file
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -36,14 +36,6 @@ PARALLEL_SLOTS = 4
 LOOPBACK_HOST = "127.0.0.1"
 #: llama.cpp log threshold: 0 keeps the server silent (errors surface as exceptions here instead).
 SERVER_VERBOSITY = 0
-
-
-def find_local_model(name: LocalModelName = DEFAULT_LOCAL_MODEL) -> Path:
-    """Path of an embedded model's GGUF file (assembled from its packages on first use; no network).
-
-    Raises ModelUnavailableError naming the packages to install when the weights are not there.
-    """
-    return find_model_file(name)
 
 
 class LocalLLMServer:
@@ -169,7 +161,7 @@ def get_local_server(settings: Settings) -> LocalLLMServer:
             return _server
         model = CATALOG[settings.local_model]
         server = LocalLLMServer(
-            find_local_model(model.name),
+            find_model_file(model.name),  # assembled from its packages on first use, no network
             n_ctx=settings.local_n_ctx,
             threads=settings.local_threads,
             alias=model.name,

