@@ -18,15 +18,11 @@ from sqlalchemy.engine import Connection
 
 from core.keyword import analyze
 from core.types import Chunk
-from persistence.keyword_pruning import (
-    PruningPolicy,
-    create_vocabulary,
-    document_frequencies,
-    prune_terms,
-    total_chunks,
-)
+from persistence.keyword_pruning import PruningPolicy, prune_terms
 
 FTS_TABLE = "chunk_terms"
+#: fts5vocab view of FTS_TABLE: each term's document frequency, for query-term pruning.
+VOCAB_TABLE = "chunk_terms_vocab"
 #: BM25 weight of a chunk's document title relative to its body (settings.bm25_title_weight).
 DEFAULT_TITLE_WEIGHT = 1.0
 #: Most distinct query terms sent to FTS5 (longer queries keep their first terms).
@@ -77,6 +73,28 @@ def match_expression(terms: Sequence[str], scopes: Sequence[str] = ()) -> str | 
     return f"({expression}) AND ({scope})"
 
 
+def create_vocabulary(connection: Connection) -> None:
+    """The fts5vocab view of the keyword index (no data of its own: it reads the FTS5 index)."""
+    connection.exec_driver_sql(
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab({FTS_TABLE}, 'row')"
+    )
+
+
+def document_frequencies(connection: Connection, terms: Sequence[str]) -> dict[str, int]:
+    """Chunks that contain each term (any column), read from FTS5's vocabulary."""
+    if not terms:
+        return {}
+    marks = ", ".join("?" for _ in terms)
+    sql = f"SELECT term, doc FROM {VOCAB_TABLE} WHERE term IN ({marks})"
+    return {term: int(doc) for term, doc in connection.exec_driver_sql(sql, tuple(terms))}
+
+
+def total_chunks(connection: Connection) -> int:
+    """The number of chunks, from the largest chunk row id (O(1); deletions make it an over-estimate, which
+    only makes pruning a little stricter)."""
+    return int(connection.exec_driver_sql("SELECT coalesce(max(id), 0) FROM chunks").scalar() or 0)
+
+
 class KeywordIndex:
     """FTS5 rows keyed by the catalog's chunk row id: columns scope (tenant+collection), title, body."""
 
@@ -91,7 +109,7 @@ class KeywordIndex:
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} "
             "USING fts5(scope, title, body, tokenize='unicode61')"
         )
-        create_vocabulary(connection, FTS_TABLE)
+        create_vocabulary(connection)
 
     def add(self, connection: Connection, rows: Sequence[tuple[int, Chunk]]) -> None:
         """Index chunks under their catalog row ids (inside the caller's transaction)."""

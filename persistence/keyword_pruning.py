@@ -11,8 +11,9 @@ The price, on real SciFact (train queries, keyword search alone, whole abstracts
 with 0.1 (0.696 with 0.2, 0.670 with 0.05). Lucene's "common terms" query makes the same trade.
 
 Only corpora of at least `bm25_prune_min_chunks` chunks are pruned: on small ones every query is cheap and the
-exact ranking is kept. Document frequencies come from FTS5's own vocabulary (fts5vocab), counted over the
-whole index (all tenants): a term common in the index is expensive whatever the tenant.
+exact ranking is kept. This module is the policy alone; the index that prunes supplies its document
+frequencies (the FTS5 index: from its own vocabulary, fts5vocab, counted over the whole index, all tenants: a
+term common in the index is expensive whatever the tenant; see persistence.keyword_index).
 """
 
 from __future__ import annotations
@@ -20,11 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from sqlalchemy.engine import Connection
-
 from config.settings import Settings
-
-VOCAB_TABLE = "chunk_terms_vocab"
 
 
 @dataclass(frozen=True)
@@ -61,25 +58,3 @@ def prune_terms(
         rarest = sorted(terms, key=lambda term: (frequencies.get(term, 0), terms.index(term)))
         kept.update(rarest[: policy.min_terms])
     return [term for term in terms if term in kept]
-
-
-def create_vocabulary(connection: Connection, fts_table: str) -> None:
-    """The fts5vocab view of the keyword index (no data of its own: it reads the FTS5 index)."""
-    connection.exec_driver_sql(
-        f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB_TABLE} USING fts5vocab({fts_table}, 'row')"
-    )
-
-
-def document_frequencies(connection: Connection, terms: Sequence[str]) -> dict[str, int]:
-    """Chunks that contain each term (any column), read from FTS5's vocabulary."""
-    if not terms:
-        return {}
-    marks = ", ".join("?" for _ in terms)
-    sql = f"SELECT term, doc FROM {VOCAB_TABLE} WHERE term IN ({marks})"
-    return {term: int(doc) for term, doc in connection.exec_driver_sql(sql, tuple(terms))}
-
-
-def total_chunks(connection: Connection) -> int:
-    """The number of chunks, from the largest chunk row id (O(1); deletions make it an over-estimate, which
-    only makes pruning a little stricter)."""
-    return int(connection.exec_driver_sql("SELECT coalesce(max(id), 0) FROM chunks").scalar() or 0)

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from config.settings import Settings
 from core.types import Chunk
-from persistence.keyword_index import KeywordHit, scope_token
-from persistence.keyword_pruning import PruningPolicy, document_frequencies, prune_terms
+from persistence.keyword_index import KeywordHit, document_frequencies, scope_token
+from persistence.keyword_pruning import PruningPolicy, prune_terms
 from retrieval.knowledge_base import KnowledgeBase
 
 POLICY = PruningPolicy(min_chunks=100, max_df_fraction=0.1, min_terms=2)
