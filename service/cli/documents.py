@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -60,7 +59,7 @@ def ingest(
     if summary.vectors_restored:
         warning(f"restored {summary.vectors_restored} vectors the vector store had lost (from the catalog)")
     if as_json:
-        console.print_json(json.dumps(report))
+        print_json(report)
     else:
         console.print(
             f"files {report['files']}  indexed {report['indexed']}  chunks {report['chunks']}  "
