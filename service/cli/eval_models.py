@@ -9,10 +9,11 @@ import typer
 from rich.table import Table
 
 from config.settings import LocalModelName
+from evals.report import DEFAULT_RESULTS_DIR
 from service.cli.common import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
 
 #: Where the comparison is written (one entry per model; rerunning a model replaces its entry).
-DEFAULT_MODELS_RESULTS = Path("results/models.json")
+DEFAULT_MODELS_RESULTS = DEFAULT_RESULTS_DIR / "models.json"
 
 
 def eval_models(
