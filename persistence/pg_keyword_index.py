@@ -14,7 +14,7 @@ so a document's chunks and their keyword rows appear and disappear together for 
 from __future__ import annotations
 
 import json
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -83,7 +83,7 @@ class PgBm25Index:
         """Index chunks under their catalog row ids (inside the caller's transaction)."""
         postings: list[tuple[str, str, int, float, float, float]] = []
         docs: list[tuple[int, str, float]] = []
-        totals: Counter[str] = Counter()
+        totals: defaultdict[str, float] = defaultdict(float)
         counts: Counter[str] = Counter()
         for rowid, chunk in rows:
             scope, title, body = _chunk_terms(chunk)
@@ -125,7 +125,7 @@ class PgBm25Index:
             f"DELETE FROM {DOCS_TABLE} WHERE chunk_row = ANY(%s) RETURNING scope, length", (list(rowids),)
         ).fetchall()
         connection.exec_driver_sql(f"DELETE FROM {POSTINGS_TABLE} WHERE chunk_row = ANY(%s)", (list(rowids),))
-        totals: Counter[str] = Counter()
+        totals: defaultdict[str, float] = defaultdict(float)
         counts: Counter[str] = Counter()
         for scope, length in gone:
             totals[scope] -= float(length)
