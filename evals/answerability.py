@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from config.settings import Settings
-from evals.datasets import Passage, QAExample, load_hotpotqa, pool_passages
+from evals.datasets import HOTPOTQA_FILE, SHARED_DATA_DIR, Passage, QAExample, load_hotpotqa, pool_passages
 
 if TYPE_CHECKING:
     from evals.eval_index import ProgressFactory
@@ -49,8 +49,7 @@ Pipeline = Literal["extractive", "agentic"]
 PIPELINES: tuple[str, ...] = get_args(Pipeline)
 DEV_SET = Path(__file__).resolve().parent / "fixtures" / "answerability.json"
 #: The repository's sibling `shared/data` folder (as evals.router).
-SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
-HOTPOTQA_SAMPLE = SHARED_DATA_DIR / "hotpotqa" / "hotpot_dev_distractor_sample500_amor.jsonl.gz"
+HOTPOTQA_SAMPLE = SHARED_DATA_DIR / HOTPOTQA_FILE
 #: Questions of the held-out set when --limit is not given (each is asked over both corpora).
 DEFAULT_LIMIT = 30
 COLLECTION = "answerability"

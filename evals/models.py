@@ -31,7 +31,16 @@ from langchain_core.messages import convert_to_messages
 from pydantic import BaseModel, Field
 
 from config.settings import LocalModelName, Settings
-from evals.datasets import LANGUAGE_CHINESE, Passage, QAExample, load_cmrc, load_hotpotqa
+from evals.datasets import (
+    CMRC_FILE,
+    HOTPOTQA_FILE,
+    LANGUAGE_CHINESE,
+    SHARED_DATA_DIR,
+    Passage,
+    QAExample,
+    load_cmrc,
+    load_hotpotqa,
+)
 from evals.environment import machine_description
 from evals.metrics import exact_match, f1_score, normalize_answer
 from models.capability import SelfTest, run_self_test
@@ -53,9 +62,6 @@ from prompts.reading import (
 
 logger = logging.getLogger(__name__)
 
-SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
-HOTPOTQA_FILE = Path("hotpotqa") / "hotpot_dev_distractor_sample500_amor.jsonl.gz"
-CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
 DEFAULT_HOTPOTQA = 100
 DEFAULT_CMRC = 50
 #: Questions (in run order) that also get the JSON-schema call: enough for a validity rate, and each call

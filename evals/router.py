@@ -37,6 +37,8 @@ from typing import Any, Literal
 
 from config.settings import Settings
 from evals.datasets import (
+    CMRC_FILE,
+    SHARED_DATA_DIR,
     load_beir,
     load_cmrc,
     load_hotpotqa,
@@ -63,11 +65,9 @@ MULTI_HOP_STRATEGIES = frozenset({"ITERATIVE", "HYBRID", "QUERY_DECOMPOSITION"})
 MAPPING_DESCRIPTION = "query type: MULTI_HOP or COMPARISON -> multi-hop; any other type -> single-hop"
 
 #: The repository's sibling `shared/data` folder (overridable with --data-dir).
-SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOTQA_DIR = "hotpotqa"
 HOTPOTQA_PATTERN = "*.json*"
 SCIFACT_DIR = "beir-scifact"
-CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
 #: CMRC questions in the labelled set (the first ones: deterministic, and as many as SciFact's test claims).
 CMRC_QUESTIONS = 300
 #: English single-hop questions (SQuAD 2.0 dev sample; provenance in data/squad/README.md), in the repository.

@@ -206,7 +206,8 @@ def eval_router(
     ] = None,
 ) -> None:
     """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side."""
-    from evals.router import DEFAULT_LLM_LIMIT, SHARED_DATA_DIR, run_router_eval
+    from evals.datasets import SHARED_DATA_DIR
+    from evals.router import DEFAULT_LLM_LIMIT, run_router_eval
     from service.cli.router_report import print_router_report
 
     if llm_limit is not None and llm_limit < 0:

@@ -39,8 +39,8 @@ def eval_keyword_backends(
     json_out: JsonReportOption = None,
 ) -> None:
     """Keyword backends on SciFact (train qrels as dev): nDCG@10, recall, p50/p95; names the best."""
+    from evals.datasets import SHARED_DATA_DIR
     from evals.keyword_backends import run_keyword_backends_eval
-    from evals.router import SHARED_DATA_DIR
 
     url = database_url or os.environ.get("RAG_TEST_DATABASE_URL")
     if not url or not url.startswith(("postgresql", "postgres")):

@@ -36,7 +36,8 @@ def eval_models(
     ] = DEFAULT_MODELS_RESULTS,
 ) -> None:
     """EM, F1, answer accuracy, JSON-schema validity and speed of each embedded model (RAG_LOCAL_MODEL)."""
-    from evals.models import SHARED_DATA_DIR, run_models_eval
+    from evals.datasets import SHARED_DATA_DIR
+    from evals.models import run_models_eval
     from models.local_catalog import LOCAL_MODEL_NAMES
 
     names = model or list(LOCAL_MODEL_NAMES)

@@ -59,7 +59,7 @@ def eval_scale(
     json_out: JsonReportOption = None,
 ) -> None:
     """Dense, keyword and hybrid p50/p95 at each size (synthetic SciFact corpus; stores built once)."""
-    from evals.router import SHARED_DATA_DIR
+    from evals.datasets import SHARED_DATA_DIR
     from evals.scale import run_scale_eval
     from evals.scale_corpus import base_encoder
     from retrieval.embeddings import MiniLMEmbeddings
