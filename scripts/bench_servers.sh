@@ -24,9 +24,13 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-eval "$(bash scripts/servers.sh start "$WORK/servers")"
-export RAG_DATABASE_URL="$RAG_TEST_DATABASE_URL"
-export RAG_CHROMA_HOST="$RAG_TEST_CHROMA_HOST" RAG_CHROMA_PORT="$RAG_TEST_CHROMA_PORT"
+if [ "${SETUP:-servers}" != embedded ]; then  # the embedded set-up needs no servers
+  eval "$(bash scripts/servers.sh start "$WORK/servers")"
+  export RAG_DATABASE_URL="$RAG_TEST_DATABASE_URL"
+  export RAG_CHROMA_HOST="$RAG_TEST_CHROMA_HOST" RAG_CHROMA_PORT="$RAG_TEST_CHROMA_PORT"
+else
+  unset RAG_DATABASE_URL RAG_CHROMA_HOST RAG_CHROMA_PORT
+fi
 
 if [[ " $ONLY " == *" retrieval "* ]]; then
   RAG_DATA_DIR="$WORK/eval" $RAG eval retrieval --dataset "$DATA/beir-scifact" \
@@ -35,13 +39,12 @@ fi
 
 if [[ " $ONLY " == *" load "* ]]; then
   # Same corpus, clients, sizes and embedded model (SmolLM2-135M, the default) as load.json
-  # (scripts/run_benchmarks.sh). SETUP=embedded runs the same load on the
-  # embedded set-up (no servers) into load_embedded_rerun.json, for a comparison under the same machine load.
+  # (scripts/run_benchmarks.sh, which runs this block with SETUP=embedded OUT=results/load.json). SETUP=embedded
+  # runs the load on the embedded set-up (no servers) into load_embedded_rerun.json unless OUT names a file.
   export RAG_LOCAL_MODEL="${RAG_LOCAL_MODEL:-smollm2-135m}"
-  OUT="$RESULTS/load_servers.json"
+  OUT="${OUT:-$RESULTS/load_servers.json}"
   if [ "${SETUP:-servers}" = embedded ]; then
-    unset RAG_DATABASE_URL RAG_CHROMA_HOST RAG_CHROMA_PORT
-    OUT="$RESULTS/load_embedded_rerun.json"
+    OUT="${OUT/load_servers.json/load_embedded_rerun.json}"
   fi
   INGEST_DIR="$WORK/ingest"
   if [ "${SETUP:-servers}" = embedded ]; then INGEST_DIR="$WORK/worker"; fi  # embedded: the worker's folder

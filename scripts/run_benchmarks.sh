@@ -31,13 +31,7 @@ $RAG eval answerability --dataset "$HOTPOT" --limit 30 --json "$RESULTS/answerab
 RAG_MAX_ITERATIONS=1 $RAG eval answerability --dataset "$HOTPOT" --limit 30 --pipeline agentic \
   --json "$RESULTS/answerability_hotpotqa_agentic.json"
 $RAG eval chaos --json "$RESULTS/chaos_after.json"
-# Load: a fresh data dir, the API on a free port, 16 clients (see README "Serving under load").
-LOAD_DIR=$(mktemp -d)
-RAG_DATA_DIR="$LOAD_DIR/data" $RAG ingest samples/corpus
-RAG_DATA_DIR="$LOAD_DIR/data" $RAG serve --port 8765 > "$LOAD_DIR/serve.log" 2>&1 &
-SERVER=$!
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$LOAD_DIR"' EXIT
-until curl -sf http://127.0.0.1:8765/health >/dev/null; do sleep 1; done
-$RAG eval load --url http://127.0.0.1:8765 --clients 16 --requests 32 --uncached-requests 16 --max-tokens 96 \
-  --json "$RESULTS/load.json"
+# Load (see README "Serving under load"): the same run as the server set-up's side-by-side one, on the
+# embedded set-up, written to load.json: one script starts the worker, waits for it and stops it.
+ONLY=load SETUP=embedded OUT="$RESULTS/load.json" bash scripts/bench_servers.sh
 $RAG eval report --results-dir "$RESULTS"
