@@ -137,6 +137,13 @@ class Settings(BaseSettings):
         "benchmarks that need deeper lists pass k explicitly).",
     )
     candidate_k: int = Field(100, ge=1, le=5000, description="Candidates each retriever hands to fusion.")
+    hybrid_search_threads: int = Field(
+        8,
+        ge=0,
+        le=64,
+        description="Threads that run the keyword half of hybrid searches while the dense half runs in the "
+        "caller's (0 = one after the other); shared by the process.",
+    )
     search_mode: SearchMode = Field("hybrid", description="dense | bm25 | hybrid.")
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     dense_weight: float = Field(1.0, ge=0.0, description="Weight of the dense ranking in fusion.")
@@ -152,7 +159,8 @@ class Settings(BaseSettings):
         20_000,
         ge=0,
         description="Keyword index size (chunks) from which queries drop their most common terms (SQLite "
-        "FTS5; smaller indexes rank with every term). See persistence/keyword_pruning.py, `rag eval scale`.",
+        "FTS5 and Postgres BM25; smaller indexes rank with every term). See persistence/keyword_pruning.py, "
+        "`rag eval scale`, `rag eval keyword-pruning`.",
     )
     bm25_max_df_fraction: float = Field(
         0.1,
@@ -163,6 +171,12 @@ class Settings(BaseSettings):
     )
     bm25_min_query_terms: int = Field(
         2, ge=1, description="Rarest query terms kept when pruning would leave fewer."
+    )
+    bm25_max_query_postings: int = Field(
+        10_000,
+        ge=0,
+        description="On a pruned index, the kept query terms' document frequencies add up to at most this "
+        "(rarest first; 0 = no budget): it bounds one keyword query's work at any corpus size.",
     )
     mmr_enabled: bool = Field(False, description="Re-rank fused results with maximal marginal relevance.")
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 = relevance only.")

@@ -214,13 +214,13 @@ class Catalog:
         pruning: PruningPolicy | None = None,
     ) -> None:
         """`location`: the SQLite file (its FTS5 index prunes query terms by `pruning`), or a PostgreSQL URL
-        (keyword index: `pg_keyword_backend`)."""
+        (keyword index: `pg_keyword_backend`; its BM25 prunes by `pruning` too)."""
         self.keyword_index: KeywordIndex | PgBm25Index | PgTsvectorIndex
         if is_postgres_url(location):
             self.path = Path(str(location))  # only named in messages; `shown` hides the password
             self.shown = make_url(engine_url(str(location))).render_as_string(hide_password=True)
             self.engine: Engine = create_engine(engine_url(str(location)), pool_pre_ping=True)
-            self.keyword_index = pg_keyword_index(pg_keyword_backend)
+            self.keyword_index = pg_keyword_index(pg_keyword_backend, pruning)
             event.listen(self.engine, "handle_error", self._unreachable)
         else:
             path = Path(location)
@@ -566,7 +566,8 @@ def open_catalog(settings: Settings) -> Catalog:
     """The catalog of `settings`: in the Postgres database of RAG_DATABASE_URL when it names one (shared by
     every worker), else the SQLite file `<data_dir>/catalog.sqlite`."""
     if settings.database_url and is_postgres_url(settings.database_url):
-        return Catalog(settings.database_url, pg_keyword_backend=settings.pg_keyword_backend)
+        backend = settings.pg_keyword_backend
+        return Catalog(settings.database_url, pg_keyword_backend=backend, pruning=pruning_policy(settings))
     return Catalog(settings.catalog_path, pruning=pruning_policy(settings))
 
 

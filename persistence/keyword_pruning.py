@@ -10,10 +10,19 @@ short: at 50k chunks the keyword query's p50 fell from 140 to 49 ms with 0.1 (76
 The price, on real SciFact (train queries, keyword search alone, whole abstracts): nDCG@10 0.697 -> 0.684
 with 0.1 (0.696 with 0.2, 0.670 with 0.05). Lucene's "common terms" query makes the same trade.
 
+A share of the corpus alone does not bound the cost: at 500k chunks a 10% term still has 50,000 postings.
+So the kept terms also share a posting budget (`bm25_max_query_postings`): the rarest are kept first while
+their document frequencies add up to at most the budget (the `bm25_min_query_terms` rarest always stay),
+which caps the work of one query whatever the corpus size (FTS5 spent ~2.5 us per posting at 50k chunks
+here). Its price in quality is measured by `rag eval keyword-pruning` (results/keyword_pruning.json) on real
+SciFact with the budget scaled to the same share of the corpus as at 500k chunks.
+
 Only corpora of at least `bm25_prune_min_chunks` chunks are pruned: on small ones every query is cheap and the
 exact ranking is kept. This module is the policy alone; the index that prunes supplies its document
 frequencies (the FTS5 index: from its own vocabulary, fts5vocab, counted over the whole index, all tenants: a
-term common in the index is expensive whatever the tenant; see persistence.keyword_index).
+term common in the index is expensive whatever the tenant; see persistence.keyword_index. The Postgres BM25
+index: from its per-(term, collection) frequency table, over the searched collections, whose postings are the
+ones it reads; see persistence.pg_keyword_index).
 """
 
 from __future__ import annotations
@@ -27,34 +36,51 @@ from config.settings import Settings
 @dataclass(frozen=True)
 class PruningPolicy:
     """When and how much to prune (from settings: bm25_prune_min_chunks, bm25_max_df_fraction,
-    bm25_min_query_terms); `min_chunks = 0` with `max_df_fraction = 1` prunes nothing."""
+    bm25_min_query_terms, bm25_max_query_postings); `max_df_fraction = 1` with no posting budget prunes
+    nothing."""
 
     min_chunks: int
     max_df_fraction: float
     min_terms: int
+    max_postings: int | None = None
 
     def applies(self, total_chunks: int) -> bool:
         """Whether a corpus of this size is pruned at all."""
-        return self.max_df_fraction < 1.0 and total_chunks >= self.min_chunks
+        prunes = self.max_df_fraction < 1.0 or self.max_postings is not None
+        return prunes and total_chunks >= self.min_chunks
 
 
 def pruning_policy(settings: Settings) -> PruningPolicy:
     """The pruning policy the settings name."""
     return PruningPolicy(
-        settings.bm25_prune_min_chunks, settings.bm25_max_df_fraction, settings.bm25_min_query_terms
+        settings.bm25_prune_min_chunks,
+        settings.bm25_max_df_fraction,
+        settings.bm25_min_query_terms,
+        settings.bm25_max_query_postings or None,
     )
 
 
 def prune_terms(
     terms: Sequence[str], frequencies: Mapping[str, int], total: int, policy: PruningPolicy
 ) -> list[str]:
-    """The terms to search, in their query order: those in at most `max_df_fraction` of `total` chunks, or
-    the `min_terms` rarest when fewer remain. A term absent from `frequencies` counts as unseen (df 0)."""
+    """The terms to search, in their query order: those in at most `max_df_fraction` of `total` chunks whose
+    frequencies, rarest first, fit in `max_postings`; at least the `min_terms` rarest. A term absent from
+    `frequencies` counts as unseen (df 0)."""
     if not terms or total <= 0:
         return list(terms)
+
+    def df(term: str) -> int:
+        return frequencies.get(term, 0)
+
+    rarest = sorted(terms, key=lambda term: (df(term), terms.index(term)))
     limit = policy.max_df_fraction * total
-    kept = {term for term in terms if frequencies.get(term, 0) <= limit}
-    if len(kept) < policy.min_terms:
-        rarest = sorted(terms, key=lambda term: (frequencies.get(term, 0), terms.index(term)))
-        kept.update(rarest[: policy.min_terms])
+    budget = policy.max_postings
+    kept: set[str] = set()
+    spent = 0
+    for term in rarest:
+        within = df(term) <= limit and (budget is None or spent + df(term) <= budget)
+        if not within and len(kept) >= policy.min_terms:
+            break
+        kept.add(term)
+        spent += df(term)
     return [term for term in terms if term in kept]

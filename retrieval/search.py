@@ -9,8 +9,10 @@ is checked again against the catalog rows of that tenant before it is returned.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +30,22 @@ SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
 ENGLISH_ONLY_EMBEDDINGS = frozenset({"minilm"})
 CJK_PATTERN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 MAX_K = 1000
+
+
+_keyword_pool: ThreadPoolExecutor | None = None
+_keyword_pool_lock = threading.Lock()
+
+
+def keyword_pool(threads: int) -> ThreadPoolExecutor:
+    """The process's threads for the keyword half of hybrid searches (created on first use, shared by every
+    searcher; its size is the first caller's `hybrid_search_threads`). Why threads: both halves wait in C
+    (SQLite, Postgres, Chroma) with the GIL released, so a hybrid search takes the longer half, not the sum;
+    a bounded pool keeps many concurrent requests from starting a thread each."""
+    global _keyword_pool
+    with _keyword_pool_lock:
+        if _keyword_pool is None:
+            _keyword_pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="keyword-search")
+        return _keyword_pool
 
 
 class QueryError(ValueError):
@@ -100,21 +118,32 @@ class Searcher:
             return SearchResult([], timings)
         candidates = max(settings.candidate_k, k)
 
+        keyword_future: Future[list[SearchHit]] | None = None
+        if mode == "hybrid" and settings.hybrid_search_threads > 0:
+            keyword_future = keyword_pool(settings.hybrid_search_threads).submit(
+                self._timed_keyword, query, tenant, scope, node, candidates, timings
+            )
         dense: list[SearchHit] = []
-        if mode in ("dense", "hybrid"):
-            warn_once(self.kb, self.kb.warn)  # a lost vector store is reported once, not silently ignored
-            if query_vector is None:
+        try:
+            if mode in ("dense", "hybrid"):
+                warn_once(self.kb, self.kb.warn)  # a lost vector store is reported once, not silently ignored
+                if query_vector is None:
+                    started = time.perf_counter()
+                    query_vector = self.embed_query(query)
+                    timings["embed_ms"] = (time.perf_counter() - started) * 1000
                 started = time.perf_counter()
-                query_vector = self.embed_query(query)
-                timings["embed_ms"] = (time.perf_counter() - started) * 1000
-            started = time.perf_counter()
-            dense = self._dense(query_vector, tenant, scope, node, candidates)
-            timings["dense_ms"] = (time.perf_counter() - started) * 1000
-        keyword: list[SearchHit] = []
-        if mode in ("bm25", "hybrid"):
-            started = time.perf_counter()
-            keyword = self._keyword(query, tenant, scope, node, candidates)
-            timings["bm25_ms"] = (time.perf_counter() - started) * 1000
+                dense = self._dense(query_vector, tenant, scope, node, candidates)
+                timings["dense_ms"] = (time.perf_counter() - started) * 1000
+        except BaseException:
+            if keyword_future is not None:  # nothing of this search keeps running after it has failed
+                wait([keyword_future])
+            raise
+        if keyword_future is not None:
+            keyword = keyword_future.result()
+        elif mode in ("bm25", "hybrid"):
+            keyword = self._timed_keyword(query, tenant, scope, node, candidates, timings)
+        else:
+            keyword = []
 
         started = time.perf_counter()
         if mode == "dense":
@@ -160,6 +189,21 @@ class Searcher:
             if (stored := known.get(hit.chunk_id)) is not None
         ]
         return dedupe_best(hits)[:limit]
+
+    def _timed_keyword(
+        self,
+        query: str,
+        tenant: str,
+        scope: list[str],
+        node: FilterNode | None,
+        limit: int,
+        timings: dict[str, float],
+    ) -> list[SearchHit]:
+        started = time.perf_counter()
+        try:
+            return self._keyword(query, tenant, scope, node, limit)
+        finally:
+            timings["bm25_ms"] = (time.perf_counter() - started) * 1000
 
     def _keyword(
         self, query: str, tenant: str, scope: list[str], node: FilterNode | None, limit: int

@@ -35,6 +35,21 @@ def test_unseen_terms_count_as_rare_and_small_indexes_are_not_pruned() -> None:
     assert not PruningPolicy(0, 1.0, 2).applies(10**9)
 
 
+def test_the_posting_budget_keeps_the_rarest_terms_that_fit() -> None:
+    budget = PruningPolicy(min_chunks=100, max_df_fraction=1.0, min_terms=1, max_postings=100)
+    frequencies = {"cell": 90, "mitochondria": 3, "apoptosis": 8, "increas": 60, "fission": 40}
+    terms = ["cell", "mitochondria", "increas", "apoptosis", "fission"]
+    # Rarest first: 3 + 8 + 40 = 51 fit; + 60 would be 111 > 100, so increas and cell go; query order kept.
+    assert prune_terms(terms, frequencies, 1000, budget) == ["mitochondria", "apoptosis", "fission"]
+    # The min_terms rarest stay even when the rarest alone is over the budget.
+    assert prune_terms(["cell", "increas"], frequencies, 1000, budget) == ["increas"]
+    two = PruningPolicy(min_chunks=100, max_df_fraction=1.0, min_terms=2, max_postings=10)
+    assert prune_terms(["cell", "increas", "fission"], frequencies, 1000, two) == ["increas", "fission"]
+    # A budget alone makes a policy prune; with no budget and no fraction it prunes nothing.
+    assert PruningPolicy(0, 1.0, 1, max_postings=5).applies(1)
+    assert not PruningPolicy(0, 1.0, 1).applies(10**9)
+
+
 def _glacier_report(kb: KnowledgeBase) -> list[KeywordHit]:
     return kb.catalog.keyword_search(
         "glacier report",

@@ -20,7 +20,8 @@ from config.settings import load_settings
 from core.types import Chunk
 from persistence.catalog import Catalog, CatalogUnavailableError
 from persistence.errors import StoreUnavailableError
-from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS
+from persistence.keyword_pruning import PruningPolicy
+from persistence.pg_keyword_index import DF_TABLE, PG_KEYWORD_BACKENDS, POSTINGS_TABLE
 from retrieval.deletion import delete_content
 from retrieval.filters import FilterError, matches, parse_filter, to_sql
 from retrieval.ingest import index_raw_text, ingest_paths
@@ -91,6 +92,73 @@ def test_postgres_bm25_ranks_like_the_embedded_fts5_index(pg_url: str, tmp_path:
     finally:
         embedded.close()
         shared.close()
+
+
+def test_postgres_bm25_prunes_common_terms_like_fts5(pg_url: str, tmp_path: Path) -> None:
+    """With a pruning policy both indexes drop the same common terms and still rank alike."""
+    policy = PruningPolicy(min_chunks=4, max_df_fraction=0.3, min_terms=1, max_postings=3)
+    embedded = Catalog(tmp_path / "catalog.sqlite", pruning=policy)
+    shared = Catalog(pg_url, pg_keyword_backend="bm25", pruning=policy)
+    unpruned = Catalog(pg_url, pg_keyword_backend="bm25")
+    try:
+        for catalog in (embedded, shared):
+            _load(catalog, "alice", GARDEN)
+        # "leaves" is in 3 of 6 chunks (over 30%): dropped; "lavender" (1 chunk) is searched alone.
+        pruned = _search(shared, "leaves lavender", "alice")
+        assert [hit.chunk_id for hit in pruned] == ["alice-garden-3"]
+        assert len(_search(unpruned, "leaves lavender", "alice")) == 4
+        for query in ("compost leaves", "tomatoes blight", "dry leaves compost lavender"):
+            reference = _search(embedded, query, "alice")
+            found = _search(shared, query, "alice")
+            assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in reference], query
+            for ours, theirs in zip(found, reference, strict=True):
+                assert ours.score == pytest.approx(theirs.score, rel=1e-4, abs=1e-9), query
+    finally:
+        embedded.close()
+        shared.close()
+        unpruned.close()
+
+
+def _frequencies(catalog: Catalog) -> dict[tuple[str, str], int]:
+    with catalog.engine.connect() as connection:
+        rows = connection.exec_driver_sql(f"SELECT term, scope, n FROM {DF_TABLE}").fetchall()
+    return {(term, scope): n for term, scope, n in rows}
+
+
+def _counted(catalog: Catalog) -> dict[tuple[str, str], int]:
+    with catalog.engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            f"SELECT term, scope, count(*) FROM {POSTINGS_TABLE} GROUP BY term, scope"
+        ).fetchall()
+    return {(term, scope): n for term, scope, n in rows}
+
+
+def test_document_frequencies_follow_every_change_and_are_rebuilt_for_old_databases(pg_url: str) -> None:
+    catalog = Catalog(pg_url, pg_keyword_backend="bm25")
+    try:
+        _load(catalog, "alice", GARDEN)
+        _load(catalog, "bob", GARDEN[:2])
+        assert _frequencies(catalog) == _counted(catalog) and _counted(catalog)
+        _load(catalog, "alice", GARDEN[3:])  # replaces alice's document: old postings gone, counts down
+        assert _frequencies(catalog) == _counted(catalog)
+        bob = catalog.document("bob", "garden", "bob.txt")
+        assert bob is not None
+        catalog.delete_document(bob)
+        assert _frequencies(catalog) == _counted(catalog)
+        assert all(n > 0 for n in _frequencies(catalog).values())
+        expected = _counted(catalog)
+        # A database indexed before the df table existed: opening it fills the table from the postings.
+        with catalog.engine.begin() as connection:
+            connection.exec_driver_sql(f"DROP TABLE {DF_TABLE}")
+    finally:
+        catalog.close()
+    reopened = Catalog(pg_url, pg_keyword_backend="bm25")
+    try:
+        assert _frequencies(reopened) == expected
+        # alice now holds GARDEN[3:]: the bees-and-lavender note is her chunk 0.
+        assert [hit.chunk_id for hit in _search(reopened, "lavender bees", "alice")] == ["alice-garden-0"]
+    finally:
+        reopened.close()
 
 
 @pytest.mark.parametrize("backend", PG_KEYWORD_BACKENDS)
