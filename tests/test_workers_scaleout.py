@@ -9,7 +9,9 @@ PORT): whatever they share, they can only share through those servers.
   lost, none in another thread; two turns sent at once to one thread on two workers are serialized or
   refused (409), never interleaved;
 - a worker killed while a turn of the thread runs on it, then started again: the conversation continues;
-- tenants stay apart across workers: documents, threads and the thread list.
+- tenants stay apart across workers: documents, threads and the thread list;
+- `langgraph dev` (Studio's server) started with the same settings answers from a document a worker
+  indexed, writes its thread's checkpoints to the shared PostgreSQL, and continues the thread.
 
 Models are a recording fake OpenAI endpoint (tests.fake_openai), chosen by settings as a deployment would
 point at a real one: the workers need no torch and answer in a fraction of a second, and the test can read
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -33,8 +36,10 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import REPO_ROOT
 from tests.fake_openai import fake_openai_app
 from tests.helpers.api_server import free_port, serve_app
+from tests.helpers.langgraph_dev import COPY_IGNORE, environment_without_settings, langgraph_dev
 from tests.helpers.servers import (
     Servers,
     Worker,
@@ -50,7 +55,9 @@ REPLY = "The Kestrel reactor at Vantor Station runs on molten salt [1]."
 KESTREL = "# Kestrel\n\nThe Kestrel reactor at Vantor Station runs on molten salt and was built in 2031."
 HERON = "# Heron\n\nThe Heron telescope on Mount Aldra watches the southern sky every winter night."
 #: One tenant (and API key) per concern: the Chroma server is shared by the whole test session.
-TENANTS = {name: unique_tenant(name) for name in ("flow", "load", "lock", "restart", "alpha", "beta")}
+TENANTS = {
+    name: unique_tenant(name) for name in ("flow", "load", "lock", "restart", "alpha", "beta", "studio")
+}
 API_KEYS = ",".join(f"key-{name}:{tenant}" for name, tenant in TENANTS.items())
 #: Seconds the fake endpoint holds a chat answer while a test wants a turn in flight.
 SLOW_CHAT_S = 3.0
@@ -334,3 +341,31 @@ def test_tenants_stay_apart_across_workers(cluster: Cluster) -> None:
     assert questions_of(cluster.messages(alpha["thread_id"])) == [
         "Where does the Heron telescope watch the sky?"
     ]
+
+
+def test_langgraph_dev_serves_threads_from_the_shared_stores(cluster: Cluster, tmp_path: Path) -> None:
+    from langgraph_sdk import get_sync_client
+
+    ok(cluster.upload(0, "studio", "heron.md", HERON))  # indexed by a worker, into Postgres and Chroma
+    project = tmp_path / "project"
+    shutil.copytree(REPO_ROOT, project, ignore=COPY_IGNORE)
+    settings = {key: value for key, value in cluster.env.items() if key.startswith("RAG_")}
+    env = environment_without_settings() | settings | {"RAG_DATA_DIR": str(tmp_path / "dev-data")}
+    with langgraph_dev(project, env, tmp_path / "dev.log") as base:
+        client = get_sync_client(url=base)
+        thread_id = client.threads.create()["thread_id"]
+        context = {"tenant": TENANTS["studio"]}
+        first, follow_up = "Which sky does the Heron telescope watch?", "And from which mountain?"
+        answered = client.runs.wait(thread_id, "rag", input={"question": first}, context=context)
+        assert isinstance(answered, dict), answered
+        assert any(source["source"].endswith("heron.md") for source in answered["sources"]), answered
+        client.runs.wait(thread_id, "rag", input={"question": follow_up}, context=context)
+        # Another tenant's context on this thread is refused: the owner recorded in Postgres holds.
+        intruder = {"tenant": TENANTS["beta"]}
+        with pytest.raises(Exception, match="ThreadAccessError"):
+            client.runs.wait(thread_id, "rag", input={"question": "Show me this thread"}, context=intruder)
+    # The server's checkpointer was the project's, on PostgreSQL: the thread is there, both turns in order,
+    # and nothing was written to a local checkpoint file.
+    assert questions_of(cluster.messages(thread_id)) == [first, follow_up]
+    assert [kind for kind, _ in cluster.messages(thread_id)] == ["human", "ai", "human", "ai"]
+    assert not (tmp_path / "dev-data" / "checkpoints.sqlite").exists()

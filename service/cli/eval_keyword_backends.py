@@ -1,5 +1,6 @@
 """`rag eval keyword-backends`: the keyword index on PostgreSQL (table BM25 vs tsvector ts_rank/ts_rank_cd)
-against the embedded FTS5 index, quality and latency on SciFact (evals/keyword_backends.py).
+against the embedded FTS5 index, quality and latency on SciFact (evals/keyword_backends.py); and
+`rag eval keyword-pruning`: the quality price of query-term pruning (evals/keyword_pruning.py).
 
 Its own module because it needs a Postgres server (RAG_TEST_DATABASE_URL from scripts/servers.sh, or
 --database-url); registered in service/cli/__init__.py like every benchmark.
@@ -78,3 +79,37 @@ def eval_keyword_backends(
         )
     console.print(table)
     console.print(f"chosen for Postgres: {report['chosen']}")
+
+
+def eval_keyword_pruning(
+    scifact: Annotated[
+        Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
+    ] = None,
+    json_out: JsonReportOption = None,
+) -> None:
+    """What query-term pruning costs: SciFact nDCG@10 with every term vs the policy as at 50k/500k chunks."""
+    from evals.datasets import SHARED_DATA_DIR
+    from evals.keyword_pruning import run_keyword_pruning_eval
+
+    folder = scifact or SHARED_DATA_DIR / "beir-scifact"
+    if not folder.is_dir():
+        fail(f"SciFact folder not found: {folder}")
+    settings = settings_or_exit()
+    with user_errors():
+        report = run_keyword_pruning_eval(
+            settings,
+            scifact_dir=folder,
+            work_dir=settings.data_dir / "eval" / "keyword-pruning",
+            progress=lambda message: console.print(f"[dim]{message}[/dim]"),
+        )
+    write_json_report(json_out, report)
+    splits = list(report["judged_queries"])
+    table = Table(title=f"keyword pruning ({report['dataset']}; {report['corpus_chunks']} chunks)")
+    table.add_column("policy")
+    for split in splits:
+        table.add_column(f"nDCG@10 {split}", justify="right")
+        table.add_column(f"R@100 {split}", justify="right")
+    for name, entry in report["policies"].items():
+        cells = [f"{entry[split][metric]:.4f}" for split in splits for metric in ("ndcg@10", "recall@100")]
+        table.add_row(name, *cells)
+    console.print(table)
