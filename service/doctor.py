@@ -67,24 +67,25 @@ class DoctorReport:
 
 
 def check_catalog(kb: KnowledgeBase) -> Finding:
-    """SQLite integrity of the catalog file (a missing file is a data folder nothing was ingested into)."""
+    """SQLite integrity of the catalog file (a missing file is a data folder nothing was ingested into); a
+    Postgres catalog is the server's to guard: its counts say it answers."""
     from persistence.catalog import CatalogDamagedError, damaged_catalog_message
 
-    path = kb.settings.catalog_path
+    path = kb.catalog.shown
     try:
         problems = kb.catalog.integrity_errors()
     except CatalogDamagedError as error:
-        return Finding("catalog", str(path), "damaged", str(error))
+        return Finding("catalog", path, "damaged", str(error))
     if problems:
         reason = "; ".join(problems[:3]) + (f" (+{len(problems) - 3} more)" if len(problems) > 3 else "")
-        return Finding("catalog", str(path), "damaged", damaged_catalog_message(path, reason))
+        return Finding("catalog", path, "damaged", damaged_catalog_message(kb.catalog.path, reason))
     counts = {"documents": len(kb.catalog.documents()), "chunks": kb.catalog.count_chunks()}
-    return Finding("catalog", str(path), "ok", "integrity ok", counts)
+    return Finding("catalog", path, "ok", "integrity ok", counts)
 
 
 def check_keyword_index(kb: KnowledgeBase, repair: bool) -> Finding:
-    """FTS5 rows against chunk rows; `repair` rebuilds the index from the chunk rows in one transaction."""
-    path = str(kb.settings.catalog_path)
+    """Keyword rows against chunk rows; `repair` rebuilds the index from the chunk rows in one transaction."""
+    path = kb.catalog.shown
     missing, extra, error = kb.catalog.keyword_index_drift()
     counts = {"chunks_without_terms": missing, "terms_without_chunk": extra}
     if not (missing or extra or error):
@@ -170,6 +171,13 @@ def check_checkpoints(settings: Settings, repair: bool) -> Finding:
     return Finding("checkpoints", str(path), "repaired", f"{problem}; moved aside to {aside}")
 
 
+def on_postgres(settings: Settings) -> bool:
+    """Whether the catalog lives in the database of RAG_DATABASE_URL (no local catalog file to look for)."""
+    from persistence.database import is_postgres
+
+    return bool(settings.database_url) and is_postgres(str(settings.database_url))
+
+
 def run_doctor(settings: Settings, *, repair: bool = False, kb: KnowledgeBase | None = None) -> DoctorReport:
     """Check (and with `repair`, rebuild) every store of `settings`' data folder."""
     from retrieval.knowledge_base import KnowledgeBase
@@ -178,7 +186,7 @@ def run_doctor(settings: Settings, *, repair: bool = False, kb: KnowledgeBase | 
     kb = kb or KnowledgeBase.open(settings)
     findings: list[Finding] = []
     try:
-        if not settings.catalog_path.exists():
+        if not on_postgres(settings) and not settings.catalog_path.exists():
             findings.append(Finding("catalog", str(settings.catalog_path), "ok", "nothing ingested yet"))
         else:
             catalog = check_catalog(kb)

@@ -400,3 +400,49 @@ def test_a_chroma_server_that_is_down_is_one_line_and_nothing_is_half_written(
         Searcher(kb).search("compost", tenant=tenant, mode="dense", collections=["garden"])
     assert "\n" not in str(raised.value)
     assert Searcher(kb).search("compost", tenant=tenant, mode="bm25").hits  # the keyword index still serves
+
+
+def test_doctor_checks_and_repairs_the_shared_stores(
+    pg_url: str, chroma_server: tuple[str, int], tmp_path: Path, make_kb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rag doctor` on the server set-up compares Chroma's ids and the Postgres keyword rows with the Postgres
+    catalog (there is no local catalog file to find), and `--repair` restores both from it."""
+    from service.doctor import run_doctor
+
+    for name, value in server_settings(pg_url, chroma_server).items():
+        monkeypatch.setenv(name, value)
+    tenant = unique_tenant()
+    files = write_corpus(tmp_path / "docs", {"garden.md": "\n\n".join(GARDEN)})
+    settings = load_settings(data_dir=tmp_path / "worker", chunk_size=20, chunk_overlap=0)
+    kb = make_kb(settings)
+    ingest_paths(kb, [files["garden.md"]], tenant=tenant)
+    chunk_ids = sorted(kb.catalog.chunk_ids(tenant, "default"))
+    assert len(chunk_ids) >= 3
+
+    healthy = run_doctor(settings, kb=kb)
+    assert healthy.healthy and {f.store: f.status for f in healthy.findings}["vectors"] == "ok"
+    assert not settings.catalog_path.exists()  # nothing local was created by the check
+
+    kb.vectors.delete(tenant, "default", chunk_ids[:2])  # vectors lost on the Chroma server
+    with kb.catalog.engine.begin() as connection:  # and one chunk's keyword rows lost in Postgres
+        (row,) = connection.exec_driver_sql("SELECT min(chunk_row) FROM keyword_docs").one()
+        connection.exec_driver_sql("DELETE FROM keyword_docs WHERE chunk_row = %s", (row,))
+        connection.exec_driver_sql(f"DELETE FROM {POSTINGS_TABLE} WHERE chunk_row = %s", (row,))
+    found = {f.store: f for f in run_doctor(settings, kb=kb).findings}
+    assert found["vectors"].status == "damaged" and found["keyword index"].status == "damaged"
+    assert found["keyword index"].counts["chunks_without_terms"] == 1
+
+    repaired = run_doctor(settings, repair=True, kb=kb)
+    assert repaired.healthy
+    assert {f.store: f.status for f in repaired.findings}["vectors"] == "repaired"
+    assert kb.vectors.ids(tenant, "default") == set(chunk_ids)
+    assert kb.catalog.keyword_index_drift() == (0, 0, None)
+    with kb.catalog.engine.connect() as connection:  # the rebuild recounted the document frequencies too
+        counted = connection.exec_driver_sql(
+            f"SELECT count(*) FROM (SELECT term, scope, count(*) AS n FROM {POSTINGS_TABLE} GROUP BY 1, 2) p "
+            f"FULL JOIN {DF_TABLE} d USING (term, scope) WHERE p.n IS DISTINCT FROM d.n"
+        ).scalar_one()
+    assert counted == 0
+    for mode in ("dense", "bm25"):
+        hits = Searcher(kb).search("lavender borage bees", tenant=tenant, mode=mode, k=3).hits
+        assert hits and "lavender" in hits[0].text, mode
