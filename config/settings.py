@@ -178,6 +178,13 @@ class Settings(BaseSettings):
         description="On a pruned index, the kept query terms' document frequencies add up to at most this "
         "(rarest first; 0 = no budget): it bounds one keyword query's work at any corpus size.",
     )
+    bm25_rescore_pool: int = Field(
+        200,
+        ge=0,
+        le=5000,
+        description="When pruning dropped query terms, this many best candidates get their exact BM25 score "
+        "with every term (0 = rank by the kept terms only). See persistence/bm25.py.",
+    )
     mmr_enabled: bool = Field(False, description="Re-rank fused results with maximal marginal relevance.")
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 = relevance only.")
     similarity_threshold: float = Field(

@@ -10,13 +10,15 @@ vocabularies roughly do; it is a proxy, reported as one.
 
 Reported on both qrels splits: train (SciFact has no dev split; the budget was chosen by latency on the
 synthetic corpus, not here) and test. The rows are: every term (the exact ranking served below
-`bm25_prune_min_chunks`), the share rule alone, and the settings' full policy as it acts at each size.
+`bm25_prune_min_chunks`), the share rule alone, and the settings' full policy as it acts at each size, with
+and without the rescoring of the best candidates (persistence/bm25.py).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -51,9 +53,12 @@ def scaled_policies(
         budget = None
         if configured.max_postings is not None:
             budget = max(1, round(configured.max_postings * n_chunks / size))
-        policies[f"settings as at {size} chunks (budget {budget})"] = PruningPolicy(
-            0, configured.max_df_fraction, configured.min_terms, budget
+        scaled = PruningPolicy(
+            0, configured.max_df_fraction, configured.min_terms, budget, configured.rescore_pool
         )
+        policies[f"settings as at {size} chunks (budget {budget}, rescore {scaled.rescore_pool})"] = scaled
+        if scaled.rescore_pool:
+            policies[f"  same, no rescoring (budget {budget})"] = replace(scaled, rescore_pool=0)
     return policies
 
 
@@ -99,6 +104,7 @@ def run_keyword_pruning_eval(
             "bm25_max_df_fraction": settings.bm25_max_df_fraction,
             "bm25_min_query_terms": settings.bm25_min_query_terms,
             "bm25_max_query_postings": settings.bm25_max_query_postings,
+            "bm25_rescore_pool": settings.bm25_rescore_pool,
         },
         "machine": machine_description(),
         "policies": results,

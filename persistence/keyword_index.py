@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,11 +19,14 @@ from sqlalchemy.engine import Connection
 
 from core.keyword import analyze
 from core.types import Chunk
+from persistence import bm25
 from persistence.keyword_pruning import PruningPolicy, prune_terms
 
 FTS_TABLE = "chunk_terms"
 #: fts5vocab view of FTS_TABLE: each term's document frequency, for query-term pruning.
 VOCAB_TABLE = "chunk_terms_vocab"
+#: FTS5's "averages" record (row 1 of its %_data table): row count, then each column's total tokens.
+AVERAGES_SQL = f"SELECT block FROM {FTS_TABLE}_data WHERE id = 1"
 #: BM25 weight of a chunk's document title relative to its body (settings.bm25_title_weight).
 DEFAULT_TITLE_WEIGHT = 1.0
 #: Most distinct query terms sent to FTS5 (longer queries keep their first terms).
@@ -87,6 +91,32 @@ def document_frequencies(connection: Connection, terms: Sequence[str]) -> dict[s
     marks = ", ".join("?" for _ in terms)
     sql = f"SELECT term, doc FROM {VOCAB_TABLE} WHERE term IN ({marks})"
     return {term: int(doc) for term, doc in connection.exec_driver_sql(sql, tuple(terms))}
+
+
+def read_varints(data: bytes) -> list[int]:
+    """SQLite's varints (big-endian, 7 bits a byte, a 9th byte of 8 bits), as FTS5 writes its records."""
+    values, index = [], 0
+    while index < len(data):
+        value = 0
+        for position in range(9):
+            byte = data[index]
+            index += 1
+            if position == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values
+
+
+def index_averages(connection: Connection) -> tuple[int, float]:
+    """(rows, mean tokens per row over every column) as FTS5's bm25() reads them, from its averages record."""
+    block = connection.exec_driver_sql(AVERAGES_SQL).scalar()
+    values = read_varints(bytes(block)) if block else []
+    rows = values[0] if values else 0
+    return rows, sum(values[1:]) / max(rows, 1)
 
 
 def total_chunks(connection: Connection) -> int:
@@ -155,12 +185,36 @@ class KeywordIndex:
         connection.exec_driver_sql(f"DROP TABLE IF EXISTS {FTS_TABLE}")
         self.create(connection)
 
-    def _pruned(self, connection: Connection, terms: list[str]) -> list[str]:
-        """The terms this index's pruning policy keeps (all of them when the index is too small to prune)."""
+    def _pruned(self, connection: Connection, terms: list[str]) -> tuple[list[str], dict[str, int]]:
+        """The terms this index's pruning policy keeps (all of them when the index is too small to prune),
+        and the document frequencies read to decide (empty when not pruned)."""
         policy = self.pruning
         if not terms or policy is None or not policy.applies(total := total_chunks(connection)):
-            return terms
-        return prune_terms(terms, document_frequencies(connection, terms), total, policy)
+            return terms, {}
+        frequencies = document_frequencies(connection, terms)
+        return prune_terms(terms, frequencies, total, policy), frequencies
+
+    def _rescored(
+        self,
+        connection: Connection,
+        rows: Sequence[tuple[int, str, str, float]],
+        dropped: Sequence[str],
+        frequencies: dict[str, int],
+        title_weight: float,
+        limit: int,
+    ) -> list[tuple[int, float]]:
+        """The best `limit` of (row id, title terms, body terms, FTS5 rank over the kept terms) with the
+        dropped terms' shares added (exact BM25 over every term; persistence/bm25.py)."""
+        n_rows, avgdl = index_averages(connection)
+        weights = {term: bm25.idf(n_rows, frequencies.get(term, 0)) for term in dropped}
+        candidates, counts = [], {}
+        for rowid, title, body, rank in rows:
+            title_terms, body_terms = title.split(), body.split()
+            # Every column's tokens count in a row's length, the scope column's one token included.
+            candidates.append(bm25.Candidate(rowid, -rank, 1 + len(title_terms) + len(body_terms)))
+            in_title, in_body = Counter(title_terms), Counter(body_terms)
+            counts[rowid] = {term: title_weight * in_title[term] + in_body[term] for term in dropped}
+        return bm25.rescore(candidates, counts, weights, avgdl)[:limit]
 
     def search(
         self,
@@ -180,12 +234,28 @@ class KeywordIndex:
         table; with one, every match is joined and tested. The tenant is checked in SQL either way."""
         if not collections:
             return []
-        expression = match_expression(
-            self._pruned(connection, query_terms(query)), [scope_token(tenant, name) for name in collections]
-        )
+        terms = query_terms(query)
+        kept, frequencies = self._pruned(connection, terms)
+        expression = match_expression(kept, [scope_token(tenant, name) for name in collections])
         if expression is None:
             return []
         rank = f"bm25({FTS_TABLE}, 0.0, {float(title_weight)!r}, 1.0)"
+        dropped = [term for term in terms if term not in kept]
+        pool = self.pruning.rescore_pool if self.pruning is not None else 0
+        if dropped and pool > 0:
+            return self._search_rescored(
+                connection,
+                expression,
+                dropped,
+                frequencies,
+                tenant=tenant,
+                filter_sql=filter_sql,
+                filter_params=filter_params,
+                limit=limit,
+                pool=max(pool, limit),
+                rank=rank,
+                title_weight=title_weight,
+            )
         if is_filtered(filter_sql, filter_params):
             sql = (
                 f"SELECT c.chunk_id, c.text, c.metadata, {rank} AS rank "
@@ -202,3 +272,51 @@ class KeywordIndex:
             params = (expression, limit, tenant)
         rows = connection.exec_driver_sql(sql, params).fetchall()
         return [KeywordHit(chunk_id, text, json.loads(meta), -rank) for chunk_id, text, meta, rank in rows]
+
+    def _search_rescored(
+        self,
+        connection: Connection,
+        expression: str,
+        dropped: Sequence[str],
+        frequencies: dict[str, int],
+        *,
+        tenant: str,
+        filter_sql: str,
+        filter_params: Sequence[Any],
+        limit: int,
+        pool: int,
+        rank: str,
+        title_weight: float,
+    ) -> list[KeywordHit]:
+        """A pruned search: the best `pool` rows by the kept terms (with their analysed title and body, stored
+        in the FTS table), rescored with the dropped terms, then the best `limit` joined to their chunks."""
+        if is_filtered(filter_sql, filter_params):
+            sql = (
+                f"SELECT {FTS_TABLE}.rowid, {FTS_TABLE}.title, {FTS_TABLE}.body, {rank} AS rank "
+                f"FROM {FTS_TABLE} JOIN chunks AS c ON c.id = {FTS_TABLE}.rowid "
+                f"WHERE {FTS_TABLE} MATCH ? AND c.tenant = ? AND ({filter_sql}) ORDER BY rank LIMIT ?"
+            )
+            params: tuple[Any, ...] = (expression, tenant, *filter_params, pool)
+        else:
+            sql = (
+                f"SELECT rowid, title, body, {rank} AS rank FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH ? ORDER BY rank LIMIT ?"
+            )
+            params = (expression, pool)
+        rows = connection.exec_driver_sql(sql, params).fetchall()
+        best = self._rescored(connection, rows, dropped, frequencies, title_weight, limit)
+        if not best:
+            return []
+        marks = ", ".join("?" for _ in best)
+        found = {
+            rowid: (chunk_id, text, meta)
+            for rowid, chunk_id, text, meta in connection.exec_driver_sql(
+                f"SELECT id, chunk_id, text, metadata FROM chunks WHERE id IN ({marks}) AND tenant = ?",
+                (*(rowid for rowid, _ in best), tenant),
+            )
+        }
+        return [
+            KeywordHit(found[rowid][0], found[rowid][1], json.loads(found[rowid][2]), score)
+            for rowid, score in best
+            if rowid in found
+        ]

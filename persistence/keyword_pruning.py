@@ -36,13 +36,15 @@ from config.settings import Settings
 @dataclass(frozen=True)
 class PruningPolicy:
     """When and how much to prune (from settings: bm25_prune_min_chunks, bm25_max_df_fraction,
-    bm25_min_query_terms, bm25_max_query_postings); `max_df_fraction = 1` with no posting budget prunes
-    nothing."""
+    bm25_min_query_terms, bm25_max_query_postings, bm25_rescore_pool); `max_df_fraction = 1` with no posting
+    budget prunes nothing."""
 
     min_chunks: int
     max_df_fraction: float
     min_terms: int
     max_postings: int | None = None
+    #: Best candidates of a pruned query rescored with every term (persistence/bm25.py); 0 = none.
+    rescore_pool: int = 0
 
     def applies(self, total_chunks: int) -> bool:
         """Whether a corpus of this size is pruned at all."""
@@ -57,6 +59,7 @@ def pruning_policy(settings: Settings) -> PruningPolicy:
         settings.bm25_max_df_fraction,
         settings.bm25_min_query_terms,
         settings.bm25_max_query_postings or None,
+        settings.bm25_rescore_pool,
     )
 
 

@@ -14,7 +14,6 @@ so a document's chunks and their keyword rows appear and disappear together for 
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -23,16 +22,12 @@ from sqlalchemy.engine import Connection
 
 from core.keyword import analyze
 from core.types import Chunk
+from persistence import bm25
 from persistence.keyword_index import KeywordHit, is_filtered, query_terms, scope_token
 from persistence.keyword_pruning import PruningPolicy, prune_terms
 
 PgKeywordBackend = Literal["bm25", "ts_rank", "ts_rank_cd"]
 PG_KEYWORD_BACKENDS: tuple[PgKeywordBackend, ...] = ("bm25", "ts_rank", "ts_rank_cd")
-#: FTS5's BM25 constants, so the Postgres ranking equals the embedded one.
-BM25_K1 = 1.2
-BM25_B = 0.75
-#: FTS5's floor for the idf of a term found in more than half of the rows.
-BM25_MIN_IDF = 1e-6
 #: tsvector positions stop at 16383: later words of a long chunk share the last position.
 TSVECTOR_MAX_POSITION = 16383
 
@@ -229,37 +224,84 @@ class PgBm25Index:
                 (terms, scopes),
             )
         }
+        everything = [term for term in terms if frequencies.get(term, 0) > 0]
+        kept = everything
         if self.pruning is not None and self.pruning.applies(int(n_docs)):
-            terms = prune_terms(terms, frequencies, int(n_docs), self.pruning)
-        terms = [term for term in terms if frequencies.get(term, 0) > 0]
-        if not terms:
+            kept = prune_terms(everything, frequencies, int(n_docs), self.pruning)
+        if not kept:
             return []
-        weights = [bm25_idf(n_docs, frequencies[term]) for term in terms]
+        dropped = [term for term in everything if term not in kept]
+        pool = self.pruning.rescore_pool if self.pruning is not None else 0
         filtered = is_filtered(filter_sql, filter_params)
         join = "JOIN chunks AS c ON c.id = p.chunk_row" if filtered else ""
         where = f"AND c.tenant = %s AND ({filter_sql})" if filtered else ""
         frequency = f"({float(title_weight)!r} * p.tf_title + p.tf_body)"
-        norm = f"{BM25_K1} * (1 - {BM25_B} + {BM25_B} * p.length / {max(float(avgdl), 1.0)!r})"
-        sql = (
-            f"WITH top AS (SELECT p.chunk_row, sum(w.idf * {frequency} * {BM25_K1 + 1} "
-            f"/ ({frequency} + {norm})) AS score "
+        norm = f"{bm25.K1} * (1 - {bm25.B} + {bm25.B} * p.length / {max(float(avgdl), 1.0)!r})"
+        top = (
+            f"SELECT p.chunk_row, sum(w.idf * {frequency} * {bm25.K1 + 1} / ({frequency} + {norm})) "
+            "AS score, min(p.length) AS length "
             f"FROM {POSTINGS_TABLE} AS p JOIN unnest(%s::text[], %s::float8[]) AS w(term, idf) "
             f"ON w.term = p.term {join} WHERE p.term = ANY(%s) AND p.scope = ANY(%s) {where} "
-            "GROUP BY p.chunk_row ORDER BY score DESC, p.chunk_row LIMIT %s) "
-            "SELECT c.chunk_id, c.text, c.metadata, top.score "
+            "GROUP BY p.chunk_row ORDER BY score DESC, p.chunk_row LIMIT %s"
+        )
+        params: tuple[Any, ...] = (kept, [bm25.idf(n_docs, frequencies[term]) for term in kept], kept, scopes)
+        if filtered:
+            params = (*params, tenant, *filter_params)
+        if dropped and pool > 0:
+            candidates = [
+                bm25.Candidate(int(row), float(score), float(length))
+                for row, score, length in connection.exec_driver_sql(top, (*params, max(pool, limit)))
+            ]
+            weights = {term: bm25.idf(n_docs, frequencies[term]) for term in dropped}
+            best = self._rescored(connection, candidates, weights, scopes, avgdl, title_weight)
+            return self._chunks(connection, best[:limit], tenant)
+        sql = (
+            f"WITH top AS ({top}) SELECT c.chunk_id, c.text, c.metadata, top.score "
             "FROM top JOIN chunks AS c ON c.id = top.chunk_row "
             "WHERE c.tenant = %s ORDER BY top.score DESC, top.chunk_row"
         )
-        params: tuple[Any, ...] = (terms, weights, terms, scopes)
-        if filtered:
-            params = (*params, tenant, *filter_params)
-        rows = connection.exec_driver_sql(sql, (*params, limit, tenant)).fetchall()
-        return _hits(rows)
+        return _hits(connection.exec_driver_sql(sql, (*params, limit, tenant)).fetchall())
 
+    def _rescored(
+        self,
+        connection: Connection,
+        candidates: Sequence[bm25.Candidate],
+        weights: dict[str, float],
+        scopes: Sequence[str],
+        avgdl: float,
+        title_weight: float,
+    ) -> list[tuple[int, float]]:
+        """The candidates with the dropped terms' (`weights`: term -> idf) shares added, their postings
+        read by primary key."""
+        if not candidates:
+            return []
+        counts: defaultdict[int, dict[str, float]] = defaultdict(dict)
+        for row, term, tf_title, tf_body in connection.exec_driver_sql(
+            f"SELECT chunk_row, term, tf_title, tf_body FROM {POSTINGS_TABLE} "
+            "WHERE term = ANY(%s) AND scope = ANY(%s) AND chunk_row = ANY(%s)",
+            (list(weights), list(scopes), [candidate.row for candidate in candidates]),
+        ):
+            counts[int(row)][str(term)] = title_weight * float(tf_title) + float(tf_body)
+        return bm25.rescore(candidates, counts, weights, avgdl)
 
-def bm25_idf(n_docs: float, df: int) -> float:
-    """FTS5's inverse document frequency of a term in `df` of `n_docs` rows (floored at BM25_MIN_IDF)."""
-    return max(math.log((n_docs - df + 0.5) / (df + 0.5)), BM25_MIN_IDF)
+    def _chunks(
+        self, connection: Connection, best: Sequence[tuple[int, float]], tenant: str
+    ) -> list[KeywordHit]:
+        """The chunks of `best` (row, score), in that order, that belong to `tenant`."""
+        if not best:
+            return []
+        found = {
+            int(row): (chunk_id, text, meta)
+            for row, chunk_id, text, meta in connection.exec_driver_sql(
+                "SELECT id, chunk_id, text, metadata FROM chunks WHERE id = ANY(%s) AND tenant = %s",
+                ([row for row, _ in best], tenant),
+            )
+        }
+        return [
+            KeywordHit(found[row][0], found[row][1], json.loads(found[row][2]), score)
+            for row, score in best
+            if row in found
+        ]
 
 
 def tsvector_literal(title: Sequence[str], body: Sequence[str]) -> str:

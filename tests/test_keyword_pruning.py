@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from config.settings import Settings
+from core.keyword import analyze
 from core.types import Chunk
-from persistence.keyword_index import KeywordHit, document_frequencies, scope_token
+from persistence import bm25
+from persistence.keyword_index import (
+    KeywordHit,
+    document_frequencies,
+    index_averages,
+    read_varints,
+    scope_token,
+)
 from persistence.keyword_pruning import PruningPolicy, prune_terms
 from retrieval.knowledge_base import KnowledgeBase
 
@@ -85,3 +95,81 @@ def test_search_drops_a_term_every_chunk_has(
     hits = _glacier_report(unpruned)
     assert hits[0].chunk_id == "c38" and len(hits) == 10  # every term: all 40 chunks match "report"
     assert scope_token("t", "c") != scope_token("t", "d")
+
+
+def test_rescoring_adds_the_dropped_terms_share() -> None:
+    candidates = [bm25.Candidate(1, 2.0, 10), bm25.Candidate(2, 2.5, 10), bm25.Candidate(3, 1.0, 30)]
+    weights = {"cell": 0.5}
+    counts = {1: {"cell": 3.0}, 3: {"cell": 1.0}}
+    ranked = bm25.rescore(candidates, counts, weights, avgdl=10.0)
+    expected = {
+        1: 2.0 + bm25.term_score(0.5, 3.0, 10, 10.0),
+        2: 2.5,
+        3: 1.0 + bm25.term_score(0.5, 1.0, 30, 10.0),
+    }
+    assert [row for row, _ in ranked] == sorted(expected, key=lambda row: -expected[row])
+    assert dict(ranked) == expected
+    # FTS5's per-term formula: idf x f x (k1 + 1) / (f + k1 x (1 - b + b x D / avgdl)).
+    assert bm25.term_score(2.0, 1.0, 10, 10.0) == 2.0 * 2.2 / (1.0 + 1.2)
+    assert bm25.idf(100, 99) == bm25.MIN_IDF
+
+
+def test_fts5_averages_record_is_read_as_bm25_reads_it(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    kb = make_kb(make_settings())
+    texts = ["Field report on the glacier.", "Short note.", "A much longer field report " * 40]
+    chunks = [
+        Chunk(f"c{i}", text, {"tenant": "t", "collection": "c", "title": "Notes"})
+        for i, text in enumerate(texts)
+    ]
+    kb.catalog.replace_document(
+        tenant="t", collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
+    )
+    with kb.catalog.engine.connect() as connection:
+        rows, avgdl = index_averages(connection)
+    # Every column's tokens: one scope token, the analysed title and body of each row.
+    tokens = sum(1 + len(analyze("Notes")) + len(analyze(text)) for text in texts)
+    assert (rows, avgdl) == (3, tokens / 3)
+    assert read_varints(bytes([0x81, 0x00, 0x05])) == [128, 5]
+
+
+def test_a_rescored_pruned_search_gives_the_exact_scores(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    # "report" is in 12 of 40 chunks (over the 20% share: dropped, yet its idf is positive); three chunks say
+    # "glacier", one of them "report" three times.
+    pruning = {"bm25_prune_min_chunks": 10, "bm25_max_df_fraction": 0.2, "bm25_min_query_terms": 1}
+    kb = make_kb(make_settings(bm25_rescore_pool=50, **pruning))
+    texts = [f"Field note number {index}." for index in range(28)]
+    texts += [f"Field report number {index}." for index in range(8)]
+    texts += [
+        "Glacier report.",
+        "Glacier report, report, report.",
+        "Glacier survey and report.",
+        "Volcano report.",
+    ]
+    chunks = [
+        Chunk(f"c{index}", text, {"tenant": "t", "collection": "c", "title": ""})
+        for index, text in enumerate(texts)
+    ]
+    kb.catalog.replace_document(
+        tenant="t", collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
+    )
+    with kb.catalog.engine.connect() as connection:
+        assert document_frequencies(connection, ["report", "glacier"]) == {"report": 12, "glacier": 3}
+    unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_max_df_fraction=1.0))
+    exact = _glacier_report(unpruned)  # FTS5's own bm25() over both terms: the reference
+    rescored = _glacier_report(kb)
+    assert {hit.chunk_id for hit in rescored} == {"c36", "c37", "c38"}  # found by "glacier" alone
+    glacier_first = [hit for hit in exact if hit.chunk_id in {"c36", "c37", "c38"}]
+    assert [hit.chunk_id for hit in rescored] == [hit.chunk_id for hit in glacier_first]
+    for ours, reference in zip(rescored, glacier_first, strict=True):
+        assert ours.score == pytest.approx(reference.score, rel=1e-9)
+
+    flat = _glacier_report(
+        make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_rescore_pool=0, **pruning))
+    )
+    assert {hit.chunk_id for hit in flat} == {"c36", "c37", "c38"}
+    by_id = {hit.chunk_id: hit.score for hit in rescored}
+    assert all(hit.score < by_id[hit.chunk_id] for hit in flat)  # without rescoring "report" adds nothing

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -94,9 +95,13 @@ def test_postgres_bm25_ranks_like_the_embedded_fts5_index(pg_url: str, tmp_path:
         shared.close()
 
 
-def test_postgres_bm25_prunes_common_terms_like_fts5(pg_url: str, tmp_path: Path) -> None:
-    """With a pruning policy both indexes drop the same common terms and still rank alike."""
-    policy = PruningPolicy(min_chunks=4, max_df_fraction=0.3, min_terms=1, max_postings=3)
+@pytest.mark.parametrize("rescore_pool", [0, 10], ids=["kept-terms", "rescored"])
+def test_postgres_bm25_prunes_common_terms_like_fts5(pg_url: str, tmp_path: Path, rescore_pool: int) -> None:
+    """With a pruning policy both indexes drop the same common terms and still rank alike; with rescoring,
+    both give the found chunks their exact scores over every term."""
+    policy = PruningPolicy(
+        min_chunks=4, max_df_fraction=0.3, min_terms=1, max_postings=3, rescore_pool=rescore_pool
+    )
     embedded = Catalog(tmp_path / "catalog.sqlite", pruning=policy)
     shared = Catalog(pg_url, pg_keyword_backend="bm25", pruning=policy)
     unpruned = Catalog(pg_url, pg_keyword_backend="bm25")
@@ -107,12 +112,24 @@ def test_postgres_bm25_prunes_common_terms_like_fts5(pg_url: str, tmp_path: Path
         pruned = _search(shared, "leaves lavender", "alice")
         assert [hit.chunk_id for hit in pruned] == ["alice-garden-3"]
         assert len(_search(unpruned, "leaves lavender", "alice")) == 4
-        for query in ("compost leaves", "tomatoes blight", "dry leaves compost lavender"):
+        inexact = 0
+        for query in (
+            "compost leaves",
+            "tomatoes blight",
+            "dry leaves compost lavender",
+            "watering dry leaves",
+        ):
             reference = _search(embedded, query, "alice")
             found = _search(shared, query, "alice")
+            assert found, query
             assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in reference], query
             for ours, theirs in zip(found, reference, strict=True):
                 assert ours.score == pytest.approx(theirs.score, rel=1e-4, abs=1e-9), query
+            exact = {hit.chunk_id: hit.score for hit in _search(unpruned, query, "alice")}
+            matches_exact = [hit.score == pytest.approx(exact[hit.chunk_id], rel=1e-9) for hit in found]
+            assert all(matches_exact) or not rescore_pool, query
+            inexact += not all(matches_exact)
+        assert inexact == 0 if rescore_pool else inexact > 0  # the kept terms alone score lower somewhere
     finally:
         embedded.close()
         shared.close()
@@ -402,14 +419,30 @@ def test_a_chroma_server_that_is_down_is_one_line_and_nothing_is_half_written(
     assert Searcher(kb).search("compost", tenant=tenant, mode="bm25").hits  # the keyword index still serves
 
 
+@pytest.fixture
+def private_chroma(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """A Chroma server of this test's own (`chroma run` on a free loopback port), stopped after it."""
+    from evals.scale import chroma_server
+
+    with chroma_server(tmp_path / "chroma", tmp_path / "chroma.log") as port:
+        yield "127.0.0.1", port
+
+
 def test_doctor_checks_and_repairs_the_shared_stores(
-    pg_url: str, chroma_server: tuple[str, int], tmp_path: Path, make_kb: Any, monkeypatch: pytest.MonkeyPatch
+    pg_url: str,
+    private_chroma: tuple[str, int],
+    tmp_path: Path,
+    make_kb: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`rag doctor` on the server set-up compares Chroma's ids and the Postgres keyword rows with the Postgres
-    catalog (there is no local catalog file to find), and `--repair` restores both from it."""
+    catalog (there is no local catalog file to find), and `--repair` restores both from it.
+
+    A Chroma server of its own: the session's is shared by tests whose catalogs are other databases, and to
+    the doctor their vectors are strays (a deployment pairs one Chroma server with one catalog database)."""
     from service.doctor import run_doctor
 
-    for name, value in server_settings(pg_url, chroma_server).items():
+    for name, value in server_settings(pg_url, private_chroma).items():
         monkeypatch.setenv(name, value)
     tenant = unique_tenant()
     files = write_corpus(tmp_path / "docs", {"garden.md": "\n\n".join(GARDEN)})
@@ -420,7 +453,8 @@ def test_doctor_checks_and_repairs_the_shared_stores(
     assert len(chunk_ids) >= 3
 
     healthy = run_doctor(settings, kb=kb)
-    assert healthy.healthy and {f.store: f.status for f in healthy.findings}["vectors"] == "ok"
+    assert healthy.healthy, healthy.as_dict()
+    assert {f.store: f.status for f in healthy.findings}["vectors"] == "ok"
     assert not settings.catalog_path.exists()  # nothing local was created by the check
 
     kb.vectors.delete(tenant, "default", chunk_ids[:2])  # vectors lost on the Chroma server
