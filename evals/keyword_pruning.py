@@ -45,7 +45,7 @@ def scaled_policies(
     configured = pruning_policy(settings)
     policies: dict[str, PruningPolicy | None] = {
         "every term": None,
-        f"df share <= {configured.max_df_fraction}": PruningPolicy(
+        f"df share <= {configured.max_df_fraction} only (no budget, no rescoring)": PruningPolicy(
             0, configured.max_df_fraction, configured.min_terms
         ),
     }

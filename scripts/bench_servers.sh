@@ -7,7 +7,8 @@
 #   bash scripts/bench_servers.sh                 # both; ONLY=retrieval or ONLY=load for one
 #
 # Writes results/retrieval_scifact_servers.json and results/load_servers.json (beside retrieval_scifact.json
-# and load.json). `rag eval load` takes one URL, so the load runs against one `rag serve` worker; its data
+# and load.json); SETUP=embedded runs the same on the embedded stores (*_embedded_rerun.json), for a side by
+# side taken on the same machine state. `rag eval load` takes one URL, so the load runs against one `rag serve` worker; its data
 # folder is empty: the corpus is ingested by another process into the shared stores first.
 # The SciFact ingest embeds 12k chunks again (the embedding cache lives in the fresh database): ~10 min.
 set -euo pipefail
@@ -33,8 +34,10 @@ else
 fi
 
 if [[ " $ONLY " == *" retrieval "* ]]; then
-  RAG_DATA_DIR="$WORK/eval" $RAG eval retrieval --dataset "$DATA/beir-scifact" \
-    --json "$RESULTS/retrieval_scifact_servers.json"
+  # SETUP=embedded: the same run on the embedded stores, back to back, into retrieval_scifact_embedded_rerun.json.
+  RETRIEVAL_OUT="$RESULTS/retrieval_scifact_servers.json"
+  if [ "${SETUP:-servers}" = embedded ]; then RETRIEVAL_OUT="$RESULTS/retrieval_scifact_embedded_rerun.json"; fi
+  RAG_DATA_DIR="$WORK/eval" $RAG eval retrieval --dataset "$DATA/beir-scifact" --json "$RETRIEVAL_OUT"
 fi
 
 if [[ " $ONLY " == *" load "* ]]; then

@@ -71,7 +71,7 @@ def check_catalog(kb: KnowledgeBase) -> Finding:
     Postgres catalog is the server's to guard: its counts say it answers."""
     from persistence.catalog import CatalogDamagedError, damaged_catalog_message
 
-    path = kb.catalog.shown
+    path = catalog_location(kb.settings)
     try:
         problems = kb.catalog.integrity_errors()
     except CatalogDamagedError as error:
@@ -85,7 +85,7 @@ def check_catalog(kb: KnowledgeBase) -> Finding:
 
 def check_keyword_index(kb: KnowledgeBase, repair: bool) -> Finding:
     """Keyword rows against chunk rows; `repair` rebuilds the index from the chunk rows in one transaction."""
-    path = kb.catalog.shown
+    path = catalog_location(kb.settings)
     missing, extra, error = kb.catalog.keyword_index_drift()
     counts = {"chunks_without_terms": missing, "terms_without_chunk": extra}
     if not (missing or extra or error):
@@ -176,6 +176,18 @@ def on_postgres(settings: Settings) -> bool:
     from persistence.database import is_postgres
 
     return bool(settings.database_url) and is_postgres(str(settings.database_url))
+
+
+def catalog_location(settings: Settings) -> str:
+    """Where the catalog is, as the report shows it (a Postgres URL without its password), found without
+    opening it: a damaged file must be named, not opened."""
+    if on_postgres(settings):
+        from sqlalchemy.engine import make_url
+
+        from persistence.database import sqlalchemy_url
+
+        return make_url(sqlalchemy_url(str(settings.database_url))).render_as_string(hide_password=True)
+    return str(settings.catalog_path)
 
 
 def run_doctor(settings: Settings, *, repair: bool = False, kb: KnowledgeBase | None = None) -> DoctorReport:

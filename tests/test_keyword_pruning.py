@@ -11,6 +11,8 @@ from core.keyword import analyze
 from core.types import Chunk
 from persistence import bm25
 from persistence.keyword_index import (
+    DF_TABLE,
+    VOCAB_TABLE,
     KeywordHit,
     document_frequencies,
     index_averages,
@@ -173,3 +175,49 @@ def test_a_rescored_pruned_search_gives_the_exact_scores(
     assert {hit.chunk_id for hit in flat} == {"c36", "c37", "c38"}
     by_id = {hit.chunk_id: hit.score for hit in rescored}
     assert all(hit.score < by_id[hit.chunk_id] for hit in flat)  # without rescoring "report" adds nothing
+
+
+def _df_table_and_vocabulary(kb: KnowledgeBase) -> tuple[dict[str, int], dict[str, int]]:
+    with kb.catalog.engine.connect() as connection:
+        table = dict(connection.exec_driver_sql(f"SELECT term, n FROM {DF_TABLE}").fetchall())
+        vocabulary = dict(connection.exec_driver_sql(f"SELECT term, doc FROM {VOCAB_TABLE}").fetchall())
+    return table, vocabulary
+
+
+def test_the_document_frequency_table_follows_every_change_and_is_filled_for_old_catalogs(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    settings = make_settings()
+    kb = make_kb(settings)
+
+    def load(source: str, texts: list[str], title: str = "") -> None:
+        chunks = [
+            Chunk(f"{source}-{i}", text, {"tenant": "t", "collection": "c", "title": title})
+            for i, text in enumerate(texts)
+        ]
+        kb.catalog.replace_document(
+            tenant="t",
+            collection="c",
+            source=source,
+            file_hash=str(len(texts)),
+            doc_type="txt",
+            title="",
+            chunks=chunks,
+        )
+
+    load("a", ["Glacier report on ice.", "Ice cores and glacier melt."], title="Glacier notes")
+    load("b", ["Volcano report.", "Lava flows."])
+    table, vocabulary = _df_table_and_vocabulary(kb)
+    assert table == vocabulary and table["glacier"] == 2 and table["report"] == 2
+    load("a", ["Only one chunk now."])  # replaced: its old rows' terms are counted out
+    kb.catalog.delete_document(kb.catalog.document("t", "c", "b"))  # type: ignore[arg-type]
+    table, vocabulary = _df_table_and_vocabulary(kb)
+    assert table == vocabulary and "glacier" not in table and "volcano" not in table
+    kb.catalog.rebuild_keyword_index()
+    assert _df_table_and_vocabulary(kb)[0] == vocabulary
+
+    with kb.catalog.engine.begin() as connection:  # a catalog from before the table existed
+        connection.exec_driver_sql(f"DROP TABLE {DF_TABLE}")
+    reopened = make_kb(settings)
+    table, vocabulary = _df_table_and_vocabulary(reopened)
+    assert table == vocabulary and table
