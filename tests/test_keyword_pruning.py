@@ -221,3 +221,67 @@ def test_the_document_frequency_table_follows_every_change_and_is_filled_for_old
     reopened = make_kb(settings)
     table, vocabulary = _df_table_and_vocabulary(reopened)
     assert table == vocabulary and table
+
+
+def test_a_large_index_search_without_the_scope_first_still_returns_only_the_tenants_best(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+) -> None:
+    # Tenant a holds 30 of 40 chunks (over half: its terms are searched without the scope first); tenant b's
+    # 10 chunks say "glacier" more often, so they fill the first unscoped pool of 5 rows.
+    kb = make_kb(make_settings(bm25_prune_min_chunks=10, bm25_rescore_pool=5))
+
+    def load(tenant: str, texts: list[str]) -> None:
+        chunks = [
+            Chunk(f"{tenant}{i}", text, {"tenant": tenant, "collection": "c", "title": ""})
+            for i, text in enumerate(texts)
+        ]
+        kb.catalog.replace_document(
+            tenant=tenant, collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
+        )
+
+    load(
+        "a", [f"Harbour log {i}." for i in range(27)] + ["Glacier melt.", "A glacier survey.", "Old glacier."]
+    )
+    load("b", [f"Glacier glacier glacier {i}." for i in range(10)])
+
+    def glacier(tenant: str, limit: int) -> list[str]:
+        hits = kb.catalog.keyword_search(
+            "glacier",
+            tenant=tenant,
+            collections=["c"],
+            filter_sql="1",
+            filter_params=[],
+            limit=limit,
+            title_weight=1.0,
+        )
+        return [hit.chunk_id for hit in hits]
+
+    # The unscoped pool holds only b's rows: a's search falls back to the scoped query and finds its own.
+    assert sorted(glacier("a", 3)) == ["a27", "a28", "a29"]
+    # b is under half of the index: scoped from the start, its own rows only.
+    assert set(glacier("b", 10)) == {f"b{i}" for i in range(10)}
+    assert not set(glacier("a", 10)) & {f"b{i}" for i in range(10)}
+    harbour = kb.catalog.keyword_search(
+        "harbour log",
+        tenant="a",
+        collections=["c"],
+        filter_sql="1",
+        filter_params=[],
+        limit=3,
+        title_weight=1.0,
+    )
+    assert len(harbour) == 3 and all(
+        hit.chunk_id.startswith("a") for hit in harbour
+    )  # the unscoped pool sufficed
+    assert (
+        kb.catalog.keyword_search(
+            "harbour log",
+            tenant="b",
+            collections=["c"],
+            filter_sql="1",
+            filter_params=[],
+            limit=3,
+            title_weight=1.0,
+        )
+        == []
+    )
