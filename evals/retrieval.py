@@ -83,6 +83,8 @@ def _ingest(kb: KnowledgeBase, dataset: RetrievalDataset, progress: ProgressFact
     )
     if first.chunks:
         stats = {"seconds": first.seconds, "chunks": first.chunks, "chunks_per_s": first.chunks_per_second}
+        # On the server set-up nothing else is written to the data folder: it may not exist yet.
+        stats_path.parent.mkdir(parents=True, exist_ok=True)
         stats_path.write_text(json.dumps(stats))
     elif stats_path.exists():
         stats = json.loads(stats_path.read_text())
