@@ -58,7 +58,8 @@ class PgBm25Index:
     lengths in a stats row and per-(term, scope) document frequencies in a df table, so a query reads one
     stats row per collection, one df row per term, then only the postings of the terms it keeps (the
     primary key's (term, scope) prefix). On large collections the most common query terms are dropped
-    (persistence/keyword_pruning.py), as on the embedded FTS5 index."""
+    (persistence/keyword_pruning.py) and the best candidates rescored with them (persistence/bm25.py), as on
+    the embedded FTS5 index."""
 
     name: PgKeywordBackend = "bm25"
 
