@@ -9,7 +9,6 @@ Its own module because it needs a Postgres server (RAG_TEST_DATABASE_URL from sc
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -17,8 +16,10 @@ from rich.table import Table
 
 from service.cli.common import (
     JsonReportOption,
+    ScifactOption,
     console,
     fail,
+    scifact_folder,
     settings_or_exit,
     user_errors,
     write_json_report,
@@ -34,13 +35,10 @@ def eval_keyword_backends(
     ] = None,
     copies: Annotated[int, typer.Option(help="Copies of the corpus for the second latency size.")] = 10,
     queries: Annotated[int, typer.Option(help="Queries timed per backend and size.")] = 300,
-    scifact: Annotated[
-        Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
-    ] = None,
+    scifact: ScifactOption = None,
     json_out: JsonReportOption = None,
 ) -> None:
     """Keyword backends on SciFact (train qrels as dev): nDCG@10, recall, p50/p95; names the best."""
-    from evals.datasets import SHARED_DATA_DIR
     from evals.keyword_backends import run_keyword_backends_eval
 
     url = database_url or os.environ.get("RAG_TEST_DATABASE_URL")
@@ -50,9 +48,7 @@ def eval_keyword_backends(
         )
     if copies < 1 or queries < 1:
         fail("--copies and --queries must be at least 1")
-    folder = scifact or SHARED_DATA_DIR / "beir-scifact"
-    if not folder.is_dir():
-        fail(f"SciFact folder not found: {folder}")
+    folder = scifact_folder(scifact)
     settings = settings_or_exit()
     with user_errors():
         report = run_keyword_backends_eval(
@@ -82,18 +78,13 @@ def eval_keyword_backends(
 
 
 def eval_keyword_pruning(
-    scifact: Annotated[
-        Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
-    ] = None,
+    scifact: ScifactOption = None,
     json_out: JsonReportOption = None,
 ) -> None:
     """What query-term pruning costs: SciFact nDCG@10 with every term vs the policy as at 50k/500k chunks."""
-    from evals.datasets import SHARED_DATA_DIR
     from evals.keyword_pruning import run_keyword_pruning_eval
 
-    folder = scifact or SHARED_DATA_DIR / "beir-scifact"
-    if not folder.is_dir():
-        fail(f"SciFact folder not found: {folder}")
+    folder = scifact_folder(scifact)
     settings = settings_or_exit()
     with user_errors():
         report = run_keyword_pruning_eval(

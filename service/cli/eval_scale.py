@@ -14,9 +14,11 @@ from rich.table import Table
 
 from service.cli.common import (
     JsonReportOption,
+    ScifactOption,
     console,
     fail,
     progress_bars,
+    scifact_folder,
     settings_or_exit,
     user_errors,
     write_json_report,
@@ -50,16 +52,13 @@ def eval_scale(
         str | None,
         typer.Option(help="Database of the server set-up's catalog and keyword index (postgresql://...)."),
     ] = None,
-    scifact: Annotated[
-        Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
-    ] = None,
+    scifact: ScifactOption = None,
     build_only: Annotated[
         bool, typer.Option("--build-only", help="Build the stores, measure nothing.")
     ] = False,
     json_out: JsonReportOption = None,
 ) -> None:
     """Dense, keyword and hybrid p50/p95 at each size (synthetic SciFact corpus; stores built once)."""
-    from evals.datasets import SHARED_DATA_DIR
     from evals.scale import run_scale_eval
     from evals.scale_corpus import base_encoder
     from retrieval.embeddings import MiniLMEmbeddings
@@ -70,9 +69,7 @@ def eval_scale(
     if queries < 1:
         fail("--queries must be at least 1")
     size_list = _sizes(sizes)
-    folder = scifact or SHARED_DATA_DIR / "beir-scifact"
-    if not folder.is_dir():
-        fail(f"SciFact folder not found: {folder}")
+    folder = scifact_folder(scifact)
     settings = settings_or_exit()
     model = MiniLMEmbeddings(batch_size=settings.embedding_batch_size)
     with user_errors(), progress_bars() as bars:
