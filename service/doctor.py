@@ -171,34 +171,26 @@ def check_checkpoints(settings: Settings, repair: bool) -> Finding:
     return Finding("checkpoints", str(path), "repaired", f"{problem}; moved aside to {aside}")
 
 
-def on_postgres(settings: Settings) -> bool:
-    """Whether the catalog lives in the database of RAG_DATABASE_URL (no local catalog file to look for)."""
-    from persistence.database import is_postgres
-
-    return bool(settings.database_url) and is_postgres(str(settings.database_url))
-
-
 def catalog_location(settings: Settings) -> str:
     """Where the catalog is, as the report shows it (a Postgres URL without its password), found without
     opening it: a damaged file must be named, not opened."""
-    if on_postgres(settings):
-        from sqlalchemy.engine import make_url
+    from persistence.database import postgres_url
+    from persistence.postgres_checkpoints import shown_url
 
-        from persistence.database import sqlalchemy_url
-
-        return make_url(sqlalchemy_url(str(settings.database_url))).render_as_string(hide_password=True)
-    return str(settings.catalog_path)
+    url = postgres_url(settings)
+    return shown_url(url) if url else str(settings.catalog_path)
 
 
 def run_doctor(settings: Settings, *, repair: bool = False, kb: KnowledgeBase | None = None) -> DoctorReport:
     """Check (and with `repair`, rebuild) every store of `settings`' data folder."""
+    from persistence.database import postgres_url
     from retrieval.knowledge_base import KnowledgeBase
 
     owned = kb is None
     kb = kb or KnowledgeBase.open(settings)
     findings: list[Finding] = []
     try:
-        if not on_postgres(settings) and not settings.catalog_path.exists():
+        if postgres_url(settings) is None and not settings.catalog_path.exists():
             findings.append(Finding("catalog", str(settings.catalog_path), "ok", "nothing ingested yet"))
         else:
             catalog = check_catalog(kb)
