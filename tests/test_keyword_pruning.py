@@ -62,16 +62,45 @@ def test_the_posting_budget_keeps_the_rarest_terms_that_fit() -> None:
     assert not PruningPolicy(0, 1.0, 1).applies(10**9)
 
 
-def _glacier_report(kb: KnowledgeBase) -> list[KeywordHit]:
+def _index(
+    kb: KnowledgeBase,
+    texts: list[str],
+    *,
+    tenant: str = "t",
+    source: str = "s",
+    prefix: str = "c",
+    title: str = "",
+) -> None:
+    """One document of `texts` (chunk ids prefix0, prefix1, ...) in collection "c", replacing `source`."""
+    chunks = [
+        Chunk(f"{prefix}{index}", text, {"tenant": tenant, "collection": "c", "title": title})
+        for index, text in enumerate(texts)
+    ]
+    kb.catalog.replace_document(
+        tenant=tenant,
+        collection="c",
+        source=source,
+        file_hash=str(len(texts)),
+        doc_type="txt",
+        title="",
+        chunks=chunks,
+    )
+
+
+def _search(kb: KnowledgeBase, query: str, tenant: str = "t", limit: int = 10) -> list[KeywordHit]:
     return kb.catalog.keyword_search(
-        "glacier report",
-        tenant="t",
+        query,
+        tenant=tenant,
         collections=["c"],
         filter_sql="1",
         filter_params=[],
-        limit=10,
+        limit=limit,
         title_weight=1.0,
     )
+
+
+def _glacier_report(kb: KnowledgeBase) -> list[KeywordHit]:
+    return _search(kb, "glacier report")
 
 
 def test_search_drops_a_term_every_chunk_has(
@@ -81,13 +110,7 @@ def test_search_drops_a_term_every_chunk_has(
     kb = make_kb(make_settings(bm25_prune_min_chunks=10, bm25_max_df_fraction=0.5, bm25_min_query_terms=1))
     texts = [f"Field report number {index}." for index in range(38)]
     texts += ["Field report on the glacier.", "Field report on the volcano."]
-    chunks = [
-        Chunk(f"c{index}", text, {"tenant": "t", "collection": "c", "title": ""})
-        for index, text in enumerate(texts)
-    ]
-    kb.catalog.replace_document(
-        tenant="t", collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
-    )
+    _index(kb, texts)
     with kb.catalog.engine.connect() as connection:
         assert document_frequencies(connection, ["report", "glacier"]) == {"report": 40, "glacier": 1}
     hits = _glacier_report(kb)
@@ -121,13 +144,7 @@ def test_fts5_averages_record_is_read_as_bm25_reads_it(
 ) -> None:
     kb = make_kb(make_settings())
     texts = ["Field report on the glacier.", "Short note.", "A much longer field report " * 40]
-    chunks = [
-        Chunk(f"c{i}", text, {"tenant": "t", "collection": "c", "title": "Notes"})
-        for i, text in enumerate(texts)
-    ]
-    kb.catalog.replace_document(
-        tenant="t", collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
-    )
+    _index(kb, texts, title="Notes")
     with kb.catalog.engine.connect() as connection:
         rows, avgdl = index_averages(connection)
     # Every column's tokens: one scope token, the analysed title and body of each row.
@@ -151,13 +168,7 @@ def test_a_rescored_pruned_search_gives_the_exact_scores(
         "Glacier survey and report.",
         "Volcano report.",
     ]
-    chunks = [
-        Chunk(f"c{index}", text, {"tenant": "t", "collection": "c", "title": ""})
-        for index, text in enumerate(texts)
-    ]
-    kb.catalog.replace_document(
-        tenant="t", collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
-    )
+    _index(kb, texts)
     with kb.catalog.engine.connect() as connection:
         assert document_frequencies(connection, ["report", "glacier"]) == {"report": 12, "glacier": 3}
     unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_max_df_fraction=1.0))
@@ -190,26 +201,19 @@ def test_the_document_frequency_table_follows_every_change_and_is_filled_for_old
     settings = make_settings()
     kb = make_kb(settings)
 
-    def load(source: str, texts: list[str], title: str = "") -> None:
-        chunks = [
-            Chunk(f"{source}-{i}", text, {"tenant": "t", "collection": "c", "title": title})
-            for i, text in enumerate(texts)
-        ]
-        kb.catalog.replace_document(
-            tenant="t",
-            collection="c",
-            source=source,
-            file_hash=str(len(texts)),
-            doc_type="txt",
-            title="",
-            chunks=chunks,
-        )
-
-    load("a", ["Glacier report on ice.", "Ice cores and glacier melt."], title="Glacier notes")
-    load("b", ["Volcano report.", "Lava flows."])
+    _index(
+        kb,
+        ["Glacier report on ice.", "Ice cores and glacier melt."],
+        source="a",
+        prefix="a-",
+        title="Glacier notes",
+    )
+    _index(kb, ["Volcano report.", "Lava flows."], source="b", prefix="b-")
     table, vocabulary = _df_table_and_vocabulary(kb)
     assert table == vocabulary and table["glacier"] == 2 and table["report"] == 2
-    load("a", ["Only one chunk now."])  # replaced: its old rows' terms are counted out
+    _index(
+        kb, ["Only one chunk now."], source="a", prefix="a-"
+    )  # replaced: its old rows' terms are counted out
     kb.catalog.delete_document(kb.catalog.document("t", "c", "b"))  # type: ignore[arg-type]
     table, vocabulary = _df_table_and_vocabulary(kb)
     assert table == vocabulary and "glacier" not in table and "volcano" not in table
@@ -230,58 +234,20 @@ def test_a_large_index_search_without_the_scope_first_still_returns_only_the_ten
     # 10 chunks say "glacier" more often, so they fill the first unscoped pool of 5 rows.
     kb = make_kb(make_settings(bm25_prune_min_chunks=10, bm25_rescore_pool=5))
 
-    def load(tenant: str, texts: list[str]) -> None:
-        chunks = [
-            Chunk(f"{tenant}{i}", text, {"tenant": tenant, "collection": "c", "title": ""})
-            for i, text in enumerate(texts)
-        ]
-        kb.catalog.replace_document(
-            tenant=tenant, collection="c", source="s", file_hash="h", doc_type="txt", title="", chunks=chunks
-        )
-
-    load(
-        "a", [f"Harbour log {i}." for i in range(27)] + ["Glacier melt.", "A glacier survey.", "Old glacier."]
-    )
-    load("b", [f"Glacier glacier glacier {i}." for i in range(10)])
+    harbour_and_glacier = [f"Harbour log {i}." for i in range(27)]
+    harbour_and_glacier += ["Glacier melt.", "A glacier survey.", "Old glacier."]
+    _index(kb, harbour_and_glacier, tenant="a", prefix="a")
+    _index(kb, [f"Glacier glacier glacier {i}." for i in range(10)], tenant="b", prefix="b")
 
     def glacier(tenant: str, limit: int) -> list[str]:
-        hits = kb.catalog.keyword_search(
-            "glacier",
-            tenant=tenant,
-            collections=["c"],
-            filter_sql="1",
-            filter_params=[],
-            limit=limit,
-            title_weight=1.0,
-        )
-        return [hit.chunk_id for hit in hits]
+        return [hit.chunk_id for hit in _search(kb, "glacier", tenant, limit)]
 
     # The unscoped pool holds only b's rows: a's search falls back to the scoped query and finds its own.
     assert sorted(glacier("a", 3)) == ["a27", "a28", "a29"]
     # b is under half of the index: scoped from the start, its own rows only.
     assert set(glacier("b", 10)) == {f"b{i}" for i in range(10)}
     assert not set(glacier("a", 10)) & {f"b{i}" for i in range(10)}
-    harbour = kb.catalog.keyword_search(
-        "harbour log",
-        tenant="a",
-        collections=["c"],
-        filter_sql="1",
-        filter_params=[],
-        limit=3,
-        title_weight=1.0,
-    )
-    assert len(harbour) == 3 and all(
-        hit.chunk_id.startswith("a") for hit in harbour
-    )  # the unscoped pool sufficed
-    assert (
-        kb.catalog.keyword_search(
-            "harbour log",
-            tenant="b",
-            collections=["c"],
-            filter_sql="1",
-            filter_params=[],
-            limit=3,
-            title_weight=1.0,
-        )
-        == []
-    )
+    harbour = _search(kb, "harbour log", "a", 3)
+    # the unscoped pool sufficed
+    assert len(harbour) == 3 and all(hit.chunk_id.startswith("a") for hit in harbour)
+    assert _search(kb, "harbour log", "b", 3) == []
