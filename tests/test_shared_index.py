@@ -73,6 +73,17 @@ def _search(catalog: Catalog, query: str, tenant: str, node: Any = None, limit: 
     )
 
 
+def _ranks_alike(embedded: Catalog, shared: Catalog, query: str) -> list[Any]:
+    """alice's hits for `query` on Postgres, checked against FTS5's: some, same chunks, order and scores."""
+    reference = _search(embedded, query, "alice")
+    found = _search(shared, query, "alice")
+    assert reference, query
+    assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in reference], query
+    for ours, theirs in zip(found, reference, strict=True):
+        assert ours.score == pytest.approx(theirs.score, rel=1e-4, abs=1e-9), query
+    return found
+
+
 def test_postgres_bm25_ranks_like_the_embedded_fts5_index(pg_url: str, tmp_path: Path) -> None:
     """The table BM25 is FTS5's formula: same chunks, same order, same scores (FTS5 is the reference)."""
     embedded = Catalog(tmp_path / "catalog.sqlite")
@@ -84,12 +95,7 @@ def test_postgres_bm25_ranks_like_the_embedded_fts5_index(pg_url: str, tmp_path:
         # collections': another tenant's documents never shift alice's scores.
         _load(shared, "bob", ["Compost compost compost, and tomatoes.", "Leaves, leaves and lavender."])
         for query in ("compost leaves", "tomatoes blight", "copper slugs beds", "lavender"):
-            reference = _search(embedded, query, "alice")
-            found = _search(shared, query, "alice")
-            assert reference, query
-            assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in reference], query
-            for ours, theirs in zip(found, reference, strict=True):
-                assert ours.score == pytest.approx(theirs.score, rel=1e-4, abs=1e-9), query
+            _ranks_alike(embedded, shared, query)
     finally:
         embedded.close()
         shared.close()
@@ -119,12 +125,7 @@ def test_postgres_bm25_prunes_common_terms_like_fts5(pg_url: str, tmp_path: Path
             "dry leaves compost lavender",
             "watering dry leaves",
         ):
-            reference = _search(embedded, query, "alice")
-            found = _search(shared, query, "alice")
-            assert found, query
-            assert [hit.chunk_id for hit in found] == [hit.chunk_id for hit in reference], query
-            for ours, theirs in zip(found, reference, strict=True):
-                assert ours.score == pytest.approx(theirs.score, rel=1e-4, abs=1e-9), query
+            found = _ranks_alike(embedded, shared, query)
             exact = {hit.chunk_id: hit.score for hit in _search(unpruned, query, "alice")}
             matches_exact = [hit.score == pytest.approx(exact[hit.chunk_id], rel=1e-9) for hit in found]
             assert all(matches_exact) or not rescore_pool, query
