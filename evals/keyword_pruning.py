@@ -78,21 +78,25 @@ def run_keyword_pruning_eval(
     n_chunks = sum(len(document) for document in documents)
     work_dir.mkdir(parents=True, exist_ok=True)
     path = work_dir / f"pruning-{uuid.uuid4().hex[:8]}.sqlite"
-    catalog = Catalog(path)
     results: dict[str, Any] = {}
     try:
         progress(f"loading {n_chunks} chunks")
-        load_catalog(catalog, documents, 0)
-        index = catalog.keyword_index
+        loader = Catalog(path)
+        try:
+            load_catalog(loader, documents, 0)
+        finally:
+            loader.close()
         for name, policy in scaled_policies(settings, n_chunks, sizes).items():
             progress(name)
-            index.pruning = policy  # type: ignore[union-attr]  # the SQLite catalog's FTS5 index
-            results[name] = {
-                split: quality(catalog, data.queries, data.qrels, settings.bm25_title_weight)
-                for split, data in splits.items()
-            }
+            catalog = Catalog(path, pruning=policy)  # the same file, searched under this policy
+            try:
+                results[name] = {
+                    split: quality(catalog, data.queries, data.qrels, settings.bm25_title_weight)
+                    for split, data in splits.items()
+                }
+            finally:
+                catalog.close()
     finally:
-        catalog.close()
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     return {
