@@ -118,6 +118,20 @@ def select_examples(examples: list[QAExample], limit: int | None) -> list[QAExam
     return examples[:limit] if limit else list(examples)
 
 
+def pool_examples(
+    every_example: list[QAExample], examples: list[QAExample], pool: int | Literal["all"] | None
+) -> list[QAExample]:
+    """The questions whose paragraphs make the corpus: the answered `examples`, the first `pool` of the
+    file (never fewer than the answered ones), or all of them."""
+    if pool is None:
+        return examples
+    if pool == "all":
+        return list(every_example)
+    if pool < 1:
+        raise ValueError(f"--pool must be at least 1 or 'all', got {pool}")
+    return every_example[: max(pool, len(examples))]
+
+
 # --------------------------------------------------------------------------------------------------------
 # Corpus and index
 
@@ -214,6 +228,7 @@ def run_qa_eval(
     *,
     pipeline: str,
     limit: int | None = None,
+    pool: int | Literal["all"] | None = None,
     results_path: Path | None = None,
     progress: ProgressFactory = no_progress,
     resources: ResourcesFactory = Resources,
@@ -221,18 +236,24 @@ def run_qa_eval(
     """Run the first `limit` questions through `pipeline`, appending records to `results_path`; return the
     report (aggregate over the selected questions, resumed ones included).
 
+    `pool` sets the corpus apart from the questions answered: the paragraphs of the first `pool` questions
+    ("all": every question of the file; None: the answered ones). A fixed pool lets a long run grow with
+    `limit` and resume, always over the same index, and makes retrieval compete with more distractors.
+
     `resources` builds the models and stores for the benchmark's data directory (tests pass fakes).
     """
     if pipeline not in PIPELINE_GRAPHS:
         raise ValueError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
     dataset_path = Path(dataset_path)
     name = dataset_name(dataset_path)
-    examples = select_examples(load_qa_examples(dataset_path), limit)
+    every_example = load_qa_examples(dataset_path)
+    examples = select_examples(every_example, limit)
     if not examples:
         raise ValueError(f"{dataset_path}: no questions")
+    pooled = pool_examples(every_example, examples, pool)
     results_path = results_path or default_results_path(dataset_path, pipeline, limit)
     retrieves = pipeline in RETRIEVING_PIPELINES
-    corpus_file, passages = prepare_corpus(examples, settings, name)
+    corpus_file, passages = prepare_corpus(pooled, settings, name)
     in_corpus = {passage.passage_id for passage in passages}
     eval_settings = index_settings(settings, f"qa-{name}", corpus_file)
     installed = resources(eval_settings)
@@ -280,6 +301,7 @@ def run_qa_eval(
         "graph": PIPELINE_GRAPHS[pipeline],
         "dataset": name,
         "limit": limit,
+        "pool_questions": len(pooled),
         **aggregate(ordered),
         "resumed": resumed,
         "corpus_passages": len(passages),

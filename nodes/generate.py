@@ -6,9 +6,10 @@ The model is called through its `invoke` (via text_call), so `stream_mode="messa
 
 Short answer first: the prompt asks for "Answer: <short answer>" then "Explanation: <sentence> [n]" (few-shot,
 stop sequences), and the draft is the short answer on its own line, then the explanation
-(retrieval.answer_text.compose_answer). With `answerer="auto"` a short answer that is missing or not found in
-the passages is replaced by the extractive answerer's (retrieval.answer_span); `model` keeps the model's;
-`extractive` calls no model.
+(retrieval.answer_text.compose_answer). A model that gives only the short answer ("Jupiter") gets the
+sentence of the sources that states it as its cited explanation (explained_short_answer). With
+`answerer="auto"` a short answer that is missing or not found in the passages is replaced by the extractive
+answerer's (retrieval.answer_span); `model` keeps the model's; `extractive` calls no model.
 
 Fallback (documented, never raises): when the model fails or returns garbage (empty, punctuation only, or a
 phrase looping) or nothing but an echo of its prompt ("The answer to this question is:", a line of its
@@ -58,6 +59,7 @@ from retrieval.answer_text import (
     remove_sentences,
     split_short_answer,
     strip_preamble,
+    supporting_sentence,
 )
 from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
 from retrieval.prompt_budget import build_answer_prompt, strip_source_headers
@@ -138,6 +140,18 @@ def span_draft(
     if not answer_body(sentence):
         return span.text, [source]
     return compose_answer(span.text, f"{sentence}{joiner}[1]"), [source]
+
+
+def explained_short_answer(short: str, question: str, sources: list[RetrievedDoc], max_tokens: int) -> str:
+    """A bare short answer ("Jupiter", the model gave no explanation) followed by the sentence of the sources
+    that states it, cited with that source's number; the short answer alone when no sentence states it."""
+    found = supporting_sentence(short, question, [doc["text"] for doc in sources])
+    if found is None:
+        return short
+    index, sentence = found
+    sentence = truncate_to_tokens(sentence.strip(), max_tokens).rstrip("\ufffd").strip()
+    joiner = "" if contains_cjk(sentence) else " "
+    return compose_answer(short, f"{sentence}{joiner}[{index + 1}]")
 
 
 def is_grounded_short_answer(short: str, question: str, documents: list[RetrievedDoc]) -> bool:
@@ -320,5 +334,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         and not is_grounded_short_answer(short, question, used)
     ):
         text, sources = _extractive_short(question, text, sources, used, info, context.generation_reserve)
+    if short and info["short_answer_source"] == "model" and text.strip() == short.strip():
+        text = explained_short_answer(short, question, sources, context.generation_reserve)
     update = {"draft": text, "sources": sources, "prompt_info": info, "generation_rounds": 1}
     return merge_updates(update, usage)

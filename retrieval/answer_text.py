@@ -156,6 +156,27 @@ def best_sentences(question: str, text: str, limit: int) -> list[str]:
     return [sentences[index] for index in sorted(chosen)]
 
 
+def supporting_sentence(short: str, question: str, passages: list[str]) -> tuple[int, str] | None:
+    """(passage index, sentence) of the factual sentence that states `short` and shares the most terms with
+    `question` (the earlier passage on a tie); None when no sentence holds all of the short answer's terms.
+
+    Why: a model that gives only the short answer ("Jupiter") still owes the reader its evidence; the
+    sentence it was read from, cited, is that evidence, and it is a quote, so it cannot be unsupported."""
+    short_terms = content_terms(short)
+    question_terms = content_terms(question)
+    best: tuple[int, int, str] | None = None
+    for index, text in enumerate(passages):
+        for sentence in factual_sentences(text):
+            terms = content_terms(sentence)
+            states = short_terms <= terms if short_terms else normalized(short) in normalized(sentence)
+            if not states:
+                continue
+            overlap = len(terms & question_terms)
+            if best is None or overlap > best[0]:
+                best = (overlap, index, sentence)
+    return None if best is None else (best[1], best[2])
+
+
 #: Boilerplate that small models put before the answer ("The answer is:", "Answer:", "The answer to this
 #: question is:", "Here is the answer:", "答案是：").
 _PREAMBLE = re.compile(
@@ -258,6 +279,9 @@ _EXPLANATION_LABEL = re.compile(
 )
 #: A short answer is at most this many words (a CJK character counts as half a word): longer is a sentence.
 SHORT_ANSWER_MAX_WORDS = 12
+#: A one-line reply without label or citation of at most this many words is a bare short answer ("Jupiter"):
+#: instruct models of 0.5B drop the template and give only the phrase. Longer, it is read as a sentence.
+BARE_ANSWER_MAX_WORDS = 5
 _SHORT_TRAILING = " \t.,;:!?。，；！？\"'”’"
 
 
@@ -276,10 +300,16 @@ def clean_short_answer(text: str) -> str:
     return bare
 
 
+def _is_bare_phrase(line: str) -> bool:
+    """A line that is a phrase, not a sentence: no citation and at most BARE_ANSWER_MAX_WORDS words."""
+    return _REFERENCE.search(line) is None and _word_count(line.strip()) <= BARE_ANSWER_MAX_WORDS
+
+
 def split_short_answer(reply: str) -> tuple[str, str]:
     """(short answer, explanation) of a reply shaped "Answer: X / Explanation: Y" (labels optional, on one
-    line or two). Without a short first line, or for a one-line reply without the label (a sentence such
-    as "Paris is the capital [1]."), the short answer is "" and the whole reply is the explanation.
+    line or two). A one-line reply that is a bare phrase ("Jupiter") is a short answer without explanation.
+    Without a short first line, or for a one-line reply that is a sentence (such as "Paris is the capital
+    [1]."), the short answer is "" and the whole reply is the explanation.
 
         Why tolerant: small models drop a label, put both parts on one line, or skip the explanation; each of
         these still has a usable short answer.
@@ -298,7 +328,8 @@ def split_short_answer(reply: str) -> tuple[str, str]:
         first, rest = first[: inline.start()], (first[inline.end() :] + "\n" + rest).strip()
     rest = _EXPLANATION_LABEL.sub("", rest, count=1) if _EXPLANATION_LABEL.match(rest) else rest
     short = clean_short_answer(first)
-    if not short or (not labelled and not rest):
+    bare = not labelled and not rest and _is_bare_phrase(first)
+    if not short or (not labelled and not rest and not bare):
         body = _ANSWER_LABEL.sub("", reply.strip(), count=1)
         return "", _EXPLANATION_LABEL.sub(" ", body).strip()
     return short, rest.strip()

@@ -94,7 +94,7 @@ def test_catalog_pins_every_package_and_hashes_every_split_file() -> None:
 
 
 def test_the_setting_chooses_the_model_and_rejects_unknown_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert load_settings(_env_file=None).local_model == "smollm2-135m"
+    assert load_settings(_env_file=None).local_model == "qwen2.5-coder-0.5b"
     monkeypatch.setenv("RAG_LOCAL_MODEL", "smollm2-135m")
     assert load_settings(_env_file=None).local_model == "smollm2-135m"
     monkeypatch.setenv("RAG_LOCAL_MODEL", "llama-70b")
@@ -250,7 +250,7 @@ def test_the_default_is_the_most_accurate_instruct_model_within_the_time_budget(
 
 @pytest.mark.slow
 def test_installed_weights_say_which_models_are_chat_models() -> None:
-    """Both installed models (the default SmolLM2 and Qwen-0.5B) carry a chat template; the Gemma 3 270M
+    """Both installed models (the default Qwen-0.5B and SmolLM2) carry a chat template; the Gemma 3 270M
     package is the base model."""
     qwen = read_gguf_metadata(local_catalog.find_model_file("qwen2.5-coder-0.5b"))
     default = read_gguf_metadata(local_catalog.find_model_file(DEFAULT_LOCAL_MODEL))

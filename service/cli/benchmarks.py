@@ -7,7 +7,7 @@ service/cli/__init__.py, after these, in the order `rag eval --help` lists them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 from rich.markup import escape
@@ -102,6 +102,15 @@ def eval_latency(
     )
 
 
+def parse_pool(pool: str | None) -> int | Literal["all"] | None:
+    """--pool's value: None, "all", or a positive number of questions (anything else exits with a message)."""
+    if pool is None or pool == "all":
+        return pool
+    if not pool.isdigit() or int(pool) < 1:
+        fail(f"--pool must be a positive number of questions or 'all', got {pool!r}")
+    return int(pool)
+
+
 @eval_app.command("qa")
 def eval_qa(
     dataset: Annotated[
@@ -109,6 +118,13 @@ def eval_qa(
     ],
     pipeline: Annotated[str, typer.Option(help="naive | agentic | no-retrieval.")],
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            help="Corpus: the paragraphs of the first N questions, or 'all' of the file's (default: of the "
+            "evaluated questions). A fixed pool lets a run grow with --limit and resume over one index."
+        ),
+    ] = None,
     json_out: JsonReportOption = None,
     plot: Annotated[
         Path | None,
@@ -131,10 +147,17 @@ def eval_qa(
         fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
     if limit is not None and limit < 1:
         fail("--limit must be at least 1")
+    pool_size = parse_pool(pool)
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:
         report = run_qa_eval(
-            dataset, settings, pipeline=pipeline, limit=limit, results_path=results, progress=bars
+            dataset,
+            settings,
+            pipeline=pipeline,
+            limit=limit,
+            pool=pool_size,
+            results_path=results,
+            progress=bars,
         )
     write_json_report(json_out, report)
     table = Table(
