@@ -84,7 +84,7 @@ def model_strength(settings: Settings, role: Role = "generate") -> Strength:
     `weak` / `strong` are taken as set. `auto` is measured, not guessed from the provider: the model gets
     the one-call JSON self-test of models/capability.py the first time this is asked in a process (cached
     per resolved model). The embedded model is measured like any other (keyed by its catalog name,
-    `RAG_LOCAL_MODEL`): SmolLM2-135M fails the test, a larger embedded model may pass it.
+    `RAG_LOCAL_MODEL`): SmolLM2-135M and Qwen2.5-Coder-0.5B fail the test, Qwen2.5-Coder-1.5B passes it.
     Asking starts the model under `auto` (never at import); a down endpoint raises ModelUnavailableError.
     """
     setting = strength_setting(settings, role)

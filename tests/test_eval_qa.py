@@ -16,6 +16,7 @@ from evals.qa import (
     PIPELINES,
     append_record,
     load_qa_examples,
+    pool_examples,
     read_records,
     run_qa_eval,
     select_examples,
@@ -421,6 +422,48 @@ def test_every_pipeline_runs_with_fake_models(hotpot_file: Path, settings: Setti
     assert len(indexes) == 1
 
 
+def test_the_pool_sets_the_corpus_apart_from_the_answered_questions(
+    hotpot_file: Path, settings: Settings, tmp_path: Path
+) -> None:
+    examples = load_qa_examples(hotpot_file)
+    first = select_examples(examples, 1)
+    assert pool_examples(examples, first, None) == first
+    assert pool_examples(examples, first, 2) == examples[:2]
+    assert pool_examples(examples, select_examples(examples, 2), 1) == examples[:2]  # never fewer
+    assert pool_examples(examples, first, "all") == examples
+    with pytest.raises(ValueError, match="--pool"):
+        pool_examples(examples, first, 0)
+    results = tmp_path / "naive.jsonl"
+    reports = [
+        run_qa_eval(
+            hotpot_file,
+            settings,
+            pipeline="naive",
+            limit=limit,
+            pool="all",
+            results_path=results,
+            resources=fake_resources(recording_model()),
+        )
+        for limit in (1, 2)
+    ]
+    # one question answered over every question's paragraphs, then a second one over the same index
+    assert [report["n"] for report in reports] == [1, 2] and reports[1]["resumed"] == 1
+    assert {report["corpus_passages"] for report in reports} == {7}
+    assert {report["pool_questions"] for report in reports} == {3}
+    assert len([path for path in (settings.data_dir / "eval").iterdir() if path.is_dir()]) == 1
+
+
+@pytest.mark.parametrize("pool", ["0", "some", "-3"])
+def test_the_cli_names_a_bad_pool(hotpot_file: Path, pool: str) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    arguments = ["eval", "qa", "--dataset", str(hotpot_file), "--pipeline", "naive", "--pool", pool]
+    result = CliRunner().invoke(app, arguments)
+    assert result.exit_code == 2 and "--pool" in result.output and "Traceback" not in result.output
+
+
 def test_run_resumes_without_rerunning_recorded_questions(
     hotpot_file: Path, settings: Settings, tmp_path: Path
 ) -> None:
@@ -504,7 +547,7 @@ def test_unknown_pipeline_is_refused(hotpot_file: Path, settings: Settings) -> N
 def test_smoke_run_of_each_pipeline_with_the_real_models(
     hotpot_file: Path, settings: Settings, tmp_path: Path
 ) -> None:
-    """Embedded SmolLM2 + MiniLM, three questions per pipeline: the structure, not the quality."""
+    """Embedded default model + MiniLM, three questions per pipeline: the structure, not the quality."""
     for pipeline in PIPELINES:
         report = run_qa_eval(
             hotpot_file, settings, pipeline=pipeline, results_path=tmp_path / f"{pipeline}.jsonl"

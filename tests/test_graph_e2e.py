@@ -1,6 +1,6 @@
-"""End to end with the real models: the embedded SmolLM2 (llama.cpp) and MiniLM over the sample corpus.
+"""End to end with the real models: the embedded default model (llama.cpp) and MiniLM over the sample corpus.
 
-What a 135M model writes cannot be asserted word for word, so these tests check the structure every answer
+What a small model writes cannot be asserted word for word, so these tests check the structure every answer
 must have whatever the model says: a non-empty answer, citations that point at retrieved passages of the
 ingested files, counters within their bounds, per-node timings; and that a follow-up on the same SQLite
 thread sees the first turn. The agentic graph answers two questions, the baseline one.

@@ -1,5 +1,5 @@
 """Tests of the model layer: lenient JSON recovery, the structured-output strategy, the factory, and (slow)
-the real embedded SmolLM2 server."""
+the real embedded model server."""
 
 from __future__ import annotations
 

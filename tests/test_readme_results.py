@@ -151,3 +151,18 @@ def test_readme_qa_table_matches_results_qa_json() -> None:
 @pytest.mark.parametrize("name", ["router.json", "qa_hotpotqa_naive.json"])
 def test_the_compared_result_files_are_committed_json(name: str) -> None:
     assert isinstance(json.loads((RESULTS / name).read_text(encoding="utf-8")), dict)
+
+
+def test_readme_model_table_is_the_one_of_results_models_json() -> None:
+    """The embedded-model table is `python -m evals.models results/models.json`, row for row, and the
+    README names as default the model the results file chose."""
+    from config.settings import DEFAULT_LOCAL_MODEL
+    from evals.models import markdown_table
+
+    report = json.loads((RESULTS / "models.json").read_text(encoding="utf-8"))
+    text = section(README.read_text(encoding="utf-8"), "The embedded model")
+    lines = set(text.splitlines())
+    missing = [line for line in markdown_table(report) if line not in lines]
+    assert not missing, f"README model table lacks {missing}"
+    assert report["default"] == DEFAULT_LOCAL_MODEL
+    assert f"**Default: `{DEFAULT_LOCAL_MODEL}`" in text
