@@ -111,25 +111,31 @@ def load_qa_examples(path: Path) -> list[QAExample]:
     return load_hotpotqa(path)
 
 
-def select_examples(examples: list[QAExample], limit: int | None) -> list[QAExample]:
-    """The first `limit` questions (all when None): deterministic, so reruns and resumes agree."""
+def select_examples(examples: list[QAExample], limit: int | None, skip: int = 0) -> list[QAExample]:
+    """The first `limit` questions after the first `skip` (all when None): deterministic, so reruns and
+    resumes agree. `skip` sets a development split apart: the questions after the reported ones."""
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be at least 1, got {limit}")
-    return examples[:limit] if limit else list(examples)
+    if skip < 0:
+        raise ValueError(f"--skip must be at least 0, got {skip}")
+    remaining = examples[skip:]
+    return remaining[:limit] if limit else list(remaining)
 
 
 def pool_examples(
     every_example: list[QAExample], examples: list[QAExample], pool: int | Literal["all"] | None
 ) -> list[QAExample]:
-    """The questions whose paragraphs make the corpus: the answered `examples`, the first `pool` of the
-    file (never fewer than the answered ones), or all of them."""
+    """The questions whose paragraphs make the corpus: the answered `examples`, or the first `pool` of the
+    file and the answered ones (which may lie beyond them with --skip), or all of them."""
     if pool is None:
         return examples
     if pool == "all":
         return list(every_example)
     if pool < 1:
         raise ValueError(f"--pool must be at least 1 or 'all', got {pool}")
-    return every_example[: max(pool, len(examples))]
+    head = every_example[:pool]
+    pooled = {example.qid for example in head}
+    return head + [example for example in examples if example.qid not in pooled]
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -228,6 +234,7 @@ def run_qa_eval(
     *,
     pipeline: str,
     limit: int | None = None,
+    skip: int = 0,
     pool: int | Literal["all"] | None = None,
     results_path: Path | None = None,
     progress: ProgressFactory = no_progress,
@@ -247,7 +254,7 @@ def run_qa_eval(
     dataset_path = Path(dataset_path)
     name = dataset_name(dataset_path)
     every_example = load_qa_examples(dataset_path)
-    examples = select_examples(every_example, limit)
+    examples = select_examples(every_example, limit, skip)
     if not examples:
         raise ValueError(f"{dataset_path}: no questions")
     pooled = pool_examples(every_example, examples, pool)
@@ -301,6 +308,7 @@ def run_qa_eval(
         "graph": PIPELINE_GRAPHS[pipeline],
         "dataset": name,
         "limit": limit,
+        "skip": skip,
         "pool_questions": len(pooled),
         **aggregate(ordered),
         "resumed": resumed,

@@ -216,7 +216,7 @@ def model_draft(
     headless = strip_source_headers(raw)
     if is_not_found_answer(strip_preamble(headless)):
         return clean_model_answer(raw, system, question, language, sources), ""
-    short, explanation = split_short_answer(headless)
+    short, explanation = split_short_answer(headless, allow_bare=bool(sources))
     if short and (is_garbage(short) or is_instruction_like(short)):
         short = ""
     cleaned = clean_model_answer(explanation, system, question, language, sources) if explanation else ""

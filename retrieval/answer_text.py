@@ -186,7 +186,10 @@ _PREAMBLE = re.compile(
     re.IGNORECASE,
 )
 #: A line that is only a label of the prompt's scaffolding ("Sources:", "Question:", "资料：").
-_LABEL_ONLY = re.compile(r"^\s*(?:sources?|question|answer|资料|问题|答案)\s*[:：]\s*$", re.IGNORECASE)
+_LABEL_ONLY = re.compile(
+    r"^\s*\**\s*(?:sources?|question|answer|explanation|资料|问题|答案|解释)\s*\**\s*[:：]\s*\**\s*$",
+    re.IGNORECASE,
+)
 #: A leading "Question:" label (a model echoing the prompt's framing before the question).
 _QUESTION_LABEL = re.compile(r"^\s*(?:question|问题)\s*[:：]\s*", re.IGNORECASE)
 #: An echoed sentence copies the prompt: its normalised text (at least MIN_ECHO_CHARS) is part of the
@@ -282,6 +285,9 @@ SHORT_ANSWER_MAX_WORDS = 12
 #: A one-line reply without label or citation of at most this many words is a bare short answer ("Jupiter"):
 #: instruct models of 0.5B drop the template and give only the phrase. Longer, it is read as a sentence.
 BARE_ANSWER_MAX_WORDS = 5
+#: ...and a bare phrase that ends with a full stop has at most this many words (longer, it is a sentence).
+BARE_PHRASE_WITH_STOP_WORDS = 2
+_SENTENCE_STOPS = (".", "!", "?", "。", "！", "？")
 _SHORT_TRAILING = " \t.,;:!?。，；！？\"'”’"
 
 
@@ -301,13 +307,20 @@ def clean_short_answer(text: str) -> str:
 
 
 def _is_bare_phrase(line: str) -> bool:
-    """A line that is a phrase, not a sentence: no citation and at most BARE_ANSWER_MAX_WORDS words."""
-    return _REFERENCE.search(line) is None and _word_count(line.strip()) <= BARE_ANSWER_MAX_WORDS
+    """A line that is a phrase, not a sentence: no citation, at most BARE_ANSWER_MAX_WORDS words, and not
+    ending like a sentence unless it is a name of two words or less ("Mara Velt." is a phrase, "Your
+    bicycle is called Zephyrine." a sentence)."""
+    text = line.strip()
+    words = _word_count(text)
+    if _REFERENCE.search(text) is not None or words > BARE_ANSWER_MAX_WORDS:
+        return False
+    return words <= BARE_PHRASE_WITH_STOP_WORDS or not text.endswith(_SENTENCE_STOPS)
 
 
-def split_short_answer(reply: str) -> tuple[str, str]:
+def split_short_answer(reply: str, *, allow_bare: bool = False) -> tuple[str, str]:
     """(short answer, explanation) of a reply shaped "Answer: X / Explanation: Y" (labels optional, on one
-    line or two). A one-line reply that is a bare phrase ("Jupiter") is a short answer without explanation.
+    line or two). With `allow_bare` (a reply to sources), a one-line reply that is a bare phrase
+    ("Jupiter") is a short answer without explanation; without it ("Hi there!" in a chat) the reply stays.
     Without a short first line, or for a one-line reply that is a sentence (such as "Paris is the capital
     [1]."), the short answer is "" and the whole reply is the explanation.
 
@@ -328,7 +341,7 @@ def split_short_answer(reply: str) -> tuple[str, str]:
         first, rest = first[: inline.start()], (first[inline.end() :] + "\n" + rest).strip()
     rest = _EXPLANATION_LABEL.sub("", rest, count=1) if _EXPLANATION_LABEL.match(rest) else rest
     short = clean_short_answer(first)
-    bare = not labelled and not rest and _is_bare_phrase(first)
+    bare = allow_bare and not labelled and not rest and _is_bare_phrase(first)
     if not short or (not labelled and not rest and not bare):
         body = _ANSWER_LABEL.sub("", reply.strip(), count=1)
         return "", _EXPLANATION_LABEL.sub(" ", body).strip()

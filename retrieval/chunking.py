@@ -84,12 +84,17 @@ def _units(text: str, size: int) -> list[_Unit]:
     return units
 
 
+#: Endings of running text: a unit ending in one of these continues on the same line.
+RUNNING_TEXT_ENDINGS = (".", "!", "?", ":", ";", ",", '"', "'", ")", "]", "\u201d", "\u2019", "\u2026")
+
+
 def _joiner(left: str, right: str) -> str:
-    """No space after a Chinese sentence or before Chinese text; else one space (units are paragraphs or
-    sentences, joined as running text)."""
+    """No space after a Chinese sentence or before Chinese text; one space after running text (units are
+    paragraphs or sentences, joined as running text); a line break after a unit that does not end like a
+    sentence (a heading, a title, a list item), so "Jupiter" + "Jupiter is..." never reads as one sentence."""
     if left.endswith(("。", "！", "？", "；", "…")) or contains_cjk(right[:1]):
         return ""
-    return " "
+    return " " if left.rstrip().endswith(RUNNING_TEXT_ENDINGS) else "\n"
 
 
 def _tail(text: str, tokens: int) -> str:

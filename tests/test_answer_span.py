@@ -117,13 +117,25 @@ def test_extract_answer_without_a_span_of_the_type_gives_none() -> None:
         ("Sources:\nQuestion: Who founded it?\nAnswer:", "", ""),
         ("答案：1874年\n解释：玻璃厂建于1874年 [1]。", "1874年", "玻璃厂建于1874年 [1]。"),
         ("Mara Velt", "Mara Velt", ""),
+        ("Explanation:\nMara Velt founded it in 1874 [1].", "", "Mara Velt founded it in 1874 [1]."),
+        (
+            "**Answer:**\nno\nExplanation: Kessby is a harbour town [2].",
+            "no",
+            "Kessby is a harbour town [2].",
+        ),
         ("Mara Velt.", "Mara Velt", ""),
+        ("She founded the glassworks.", "", "She founded the glassworks."),
         ("Mara Velt founded it [1]", "", "Mara Velt founded it [1]"),
         ("It was founded by Mara Velt in Kessby", "", "It was founded by Mara Velt in Kessby"),
     ],
 )
 def test_split_short_answer(reply: str, short: str, explanation: str) -> None:
-    assert split_short_answer(reply) == (short, explanation)
+    assert split_short_answer(reply, allow_bare=True) == (short, explanation)
+
+
+def test_a_bare_phrase_is_an_answer_only_to_sources() -> None:
+    assert split_short_answer("Hi there!") == ("", "Hi there!")
+    assert split_short_answer("Hi there!", allow_bare=True) == ("Hi there", "")
 
 
 def test_the_answer_text_starts_with_its_short_answer() -> None:

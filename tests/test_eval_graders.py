@@ -177,8 +177,8 @@ def _supporting(question: str) -> set[str]:
 
 
 def oracle_reply(garbage_for: str = "") -> Callable[[list[BaseMessage]], str]:
-    """A grading model that names exactly the gold passages (by the title each listed chunk starts with),
-    or answers garbage for the question containing `garbage_for`."""
+    """A grading model that names exactly the gold passages (by the title each listed chunk starts with, on
+    its own line or not), or answers garbage for the question containing `garbage_for`."""
 
     def reply(messages: list[BaseMessage]) -> str:
         prompt = str(next(m for m in messages if isinstance(m, HumanMessage)).content)
@@ -188,7 +188,7 @@ def oracle_reply(garbage_for: str = "") -> Callable[[list[BaseMessage]], str]:
         numbers = [
             int(number)
             for number, text in _NUMBERED.findall(prompt)
-            if any(text.startswith(f"{title} ") for title in gold)
+            if any(text == title or text.startswith(f"{title} ") for title in gold)
         ]
         return json.dumps({"relevant": numbers})
 

@@ -430,6 +430,10 @@ def test_the_pool_sets_the_corpus_apart_from_the_answered_questions(
     assert pool_examples(examples, first, None) == first
     assert pool_examples(examples, first, 2) == examples[:2]
     assert pool_examples(examples, select_examples(examples, 2), 1) == examples[:2]  # never fewer
+    assert select_examples(examples, 1, skip=2) == examples[2:]
+    assert pool_examples(examples, select_examples(examples, 1, skip=2), 1) == [examples[0], examples[2]]
+    with pytest.raises(ValueError, match="--skip"):
+        select_examples(examples, 1, skip=-1)
     assert pool_examples(examples, first, "all") == examples
     with pytest.raises(ValueError, match="--pool"):
         pool_examples(examples, first, 0)

@@ -23,6 +23,7 @@ from service.cli import (
     documents,
     eval_keyword_backends,
     eval_models,
+    eval_prompts,
     eval_scale,
     serve,
 )
@@ -104,3 +105,4 @@ eval_app.command("scale")(eval_scale.eval_scale)
 eval_app.command("keyword-backends")(eval_keyword_backends.eval_keyword_backends)
 eval_app.command("keyword-pruning")(eval_keyword_backends.eval_keyword_pruning)
 eval_app.command("models")(eval_models.eval_models)
+eval_app.command("prompts")(eval_prompts.eval_prompts)

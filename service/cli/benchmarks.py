@@ -118,6 +118,12 @@ def eval_qa(
     ],
     pipeline: Annotated[str, typer.Option(help="naive | agentic | no-retrieval.")],
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
+    skip: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Start after the first N questions (a development split beside the reported ones)."
+        ),
+    ] = 0,
     pool: Annotated[
         str | None,
         typer.Option(
@@ -155,6 +161,7 @@ def eval_qa(
             settings,
             pipeline=pipeline,
             limit=limit,
+            skip=skip,
             pool=pool_size,
             results_path=results,
             progress=bars,
