@@ -125,27 +125,39 @@ def test_readme_router_table_matches_results_router_json() -> None:
     assert wanted <= seen, f"README router table lacks {sorted(wanted - seen)}"
 
 
-def test_readme_qa_table_matches_results_qa_json() -> None:
-    """Every row of the QA table is results/qa_<dataset>_<pipeline>.json, cell by cell."""
-    text = section(README.read_text(encoding="utf-8"), "Question answering")
-    candidates = [table for table in tables(text) if table[0][:2] == ["dataset", "pipeline"]]
-    assert candidates, "the README's QA section has no '| dataset | pipeline | ...' table"
-    header, rows = candidates[0]
-    assert QA_REQUIRED <= set(header), f"QA table lacks {sorted(QA_REQUIRED - set(header))}"
-    assert rows
-    for row in rows:
-        dataset, pipeline = row[0], row[1]
-        path = RESULTS / f"qa_{dataset}_{pipeline}.json"
-        assert path.is_file(), f"README QA row {dataset}/{pipeline}: no {path.relative_to(ROOT)}"
-        report = json.loads(path.read_text(encoding="utf-8"))
-        for name, cell in zip(header[2:], row[2:], strict=True):
-            key = QA_COLUMNS.get(name)
-            if key is None:
-                continue
-            assert key in report, f"{path.name} has no {key!r} for the README column {name!r}"
-            assert matches(cell, report[key]), (
-                f"README QA {dataset}/{pipeline} {name}: {cell} != {report[key]}"
-            )
+def qa_sections(text: str) -> list[str]:
+    """Every README section whose heading starts with "### Question answering"."""
+    starts = [match.end() for match in re.finditer(r"^### Question answering.*$", text, re.MULTILINE)]
+    assert starts, "README has no '### Question answering' section"
+    found = []
+    for start in starts:
+        rest = text[start:]
+        end = re.search(r"^#{2,3} ", rest, re.MULTILINE)
+        found.append(rest[: end.start()] if end else rest)
+    return found
+
+
+def test_readme_qa_tables_match_results_qa_json() -> None:
+    """Every row of each QA table is results/qa_<dataset>_<pipeline>.json, cell by cell."""
+    for text in qa_sections(README.read_text(encoding="utf-8")):
+        candidates = [table for table in tables(text) if table[0][:2] == ["dataset", "pipeline"]]
+        assert candidates, "a README QA section has no '| dataset | pipeline | ...' table"
+        header, rows = candidates[0]
+        assert QA_REQUIRED <= set(header), f"QA table lacks {sorted(QA_REQUIRED - set(header))}"
+        assert rows
+        for row in rows:
+            dataset, pipeline = row[0], row[1]
+            path = RESULTS / f"qa_{dataset}_{pipeline}.json"
+            assert path.is_file(), f"README QA row {dataset}/{pipeline}: no {path.relative_to(ROOT)}"
+            report = json.loads(path.read_text(encoding="utf-8"))
+            for name, cell in zip(header[2:], row[2:], strict=True):
+                key = QA_COLUMNS.get(name)
+                if key is None:
+                    continue
+                assert key in report, f"{path.name} has no {key!r} for the README column {name!r}"
+                assert matches(cell, report[key]), (
+                    f"README QA {dataset}/{pipeline} {name}: {cell} != {report[key]}"
+                )
 
 
 @pytest.mark.parametrize("name", ["router.json", "qa_hotpotqa_naive.json"])
