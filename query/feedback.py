@@ -11,10 +11,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from core.keyword import analyze
+from core.text import split_sentences
 from query.lexicons import (
     CJK,
     COMMON_CAPITALISED,
-    SENTENCE_SPLIT,
 )
 from query.text import (
     capitalised_phrases,
@@ -88,7 +88,7 @@ def bridge_terms(
         weight = 1.0 / (rank + 1)
         title = re.sub(r"\s*\([^)]*\)\s*$", "", str(doc.get("title", ""))).strip()
         candidates = [(title, TITLE_BONUS)] if title else []
-        for sentence in SENTENCE_SPLIT.split(str(doc.get("text", ""))):
+        for sentence in split_sentences(str(doc.get("text", ""))):
             # A name in a sentence that shares the question's words is likelier the entity asked about.
             overlap = len(set(analyze(sentence)) & question_terms) / max(1, len(question_terms))
             found = [

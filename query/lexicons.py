@@ -154,8 +154,9 @@ COMMON_CAPITALISED = (
     | MONTHS_AND_DAYS
     | frozenset("""i in on at after before during while although however also yes no""".split())
 )
-SENTENCE_SPLIT = re.compile(r"(?<=[a-z0-9)\]][.!?])\s+(?=[A-Z\"“'])|(?<=[。！？])")
-SENTENCE_BREAK = re.compile(r"(?<=[a-z][a-z][.!?])\s+|[;:,()\[\]\"“”]")
+#: Where a run of capitalised words ends: a sentence end or punctuation inside a sentence (not a sentence
+#: splitter: core.text.split_sentences is the one).
+PHRASE_BREAK = re.compile(r"(?<=[a-z][a-z][.!?])\s+|[;:,()\[\]\"“”]")
 NAME_CONNECTORS = frozenset(
     {"of", "the", "de", "la", "le", "von", "van", "da", "del", "du", "di", "&", "y", "des"}
 )

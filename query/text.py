@@ -19,8 +19,8 @@ from query.lexicons import (
     CJK_TITLE,
     COMMON_CAPITALISED,
     NAME_CONNECTORS,
+    PHRASE_BREAK,
     QUOTED,
-    SENTENCE_BREAK,
     WH_WORDS,
 )
 
@@ -65,7 +65,7 @@ def capitalised_phrases(text: str) -> list[str]:
     function words ("The Long Night Express"), as spelled in the text ("Harold T. Vane"); a sentence's
     first word counts only when it is not a common word ("The", "Which", "In")."""
     phrases: list[str] = []
-    for sentence in SENTENCE_BREAK.split(text):
+    for sentence in PHRASE_BREAK.split(text):
         tokens = list(WORD.finditer(sentence))
         run: list[re.Match[str]] = []
         for index, match in enumerate(tokens):
