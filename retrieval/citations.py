@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Literal
 
-from core.text import sentence_spans
+from core.text import contains_cjk, sentence_spans
 from retrieval.answer_text import content_terms, matches_phrase, support
 from state.schemas import Citation, RetrievedDoc
 
@@ -47,7 +47,6 @@ _ITEM_SPLIT = re.compile(r"[,，、;；]")
 _RANGE = re.compile(r"^(\d+)\s*[-–—~]\s*(\d+)$")
 _CANONICAL = re.compile(r"\[(\d+)\]")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _TRAILING_PUNCT = re.compile(r"[.!?。！？:：;；]+[\"'”’」』)）]*$")
 
 
@@ -145,7 +144,7 @@ def _insert_marker(sentence: str, marker: int) -> str:
     tail = _TRAILING_PUNCT.search(sentence)
     cut = tail.start() if tail else len(sentence)
     body = sentence[:cut].rstrip()
-    space = "" if body and _CJK.match(body[-1]) else " "
+    space = "" if body and contains_cjk(body[-1]) else " "
     return f"{body}{space}[{marker}]{sentence[cut:]}"
 
 

@@ -8,7 +8,6 @@ is checked again against the catalog rows of that tenant before it is returned.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import SearchMode
+from core.text import contains_cjk
 from core.types import SearchHit
 from persistence.vector_store import validate_collection_name
 from retrieval.filters import FilterNode, parse_filter, to_chroma_where, to_sql
@@ -28,7 +28,6 @@ from retrieval.store_health import warn_once
 SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
 #: Embedding providers trained on English only.
 ENGLISH_ONLY_EMBEDDINGS = frozenset({"minilm"})
-CJK_PATTERN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 MAX_K = 1000
 
 
@@ -163,7 +162,7 @@ class Searcher:
     def dense_weight(self, query: str) -> float:
         """The dense ranking's fusion weight for this query: lowered for CJK text when the embedding model
         only knows English, whose vectors would otherwise drag good keyword results down."""
-        if self.settings.embedding_provider in ENGLISH_ONLY_EMBEDDINGS and CJK_PATTERN.search(query):
+        if self.settings.embedding_provider in ENGLISH_ONLY_EMBEDDINGS and contains_cjk(query):
             return self.settings.dense_weight * self.settings.cjk_dense_weight_factor
         return self.settings.dense_weight
 
