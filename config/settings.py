@@ -35,6 +35,12 @@ AnswerSource = Literal["rag", "chat"]
 #: Who writes the short answer: the model, the extractive answerer (no model call), or the model with the
 #: extractive answer when the model's is not grounded in the passages (nodes/generate.py).
 Answerer = Literal["auto", "model", "extractive"]
+#: How the model writes the answer: free text ("Answer: ... / Explanation: ..."), or a JSON object
+#: {"answer", "explanation"} forced by the endpoint's JSON-schema grammar; auto = JSON schema for weak models
+#: whose endpoint takes a schema. Default text: the grammar made the embedded model give its short answer in
+#: form far more often (`rag eval prompts`, results/prompts.json), but end to end on development questions it
+#: answered no better, with more calls and no token stream (README "Answer prompt and decoding").
+AnswerDecoding = Literal["auto", "text", "json_schema"]
 CheckpointDurability = Literal["exit", "async", "sync"]
 
 #: Input windows (in model tokens) of the embedded embedding models; chunks must fit in them.
@@ -213,6 +219,11 @@ class Settings(BaseSettings):
         "auto",
         description="Short answer: auto (the model's, or the extractive span when the model's is not in the "
         "passages) | model | extractive (no model call).",
+    )
+    answer_decoding: AnswerDecoding = Field(
+        "text",
+        description="Answer decoding: text (streams) | json_schema ({answer, explanation} forced by the "
+        "endpoint's grammar; not streamed) | auto (json_schema for a weak model whose endpoint takes one).",
     )
     analyzer: AnalyzerKind = Field(
         "auto", description="Query analysis: llm | heuristic | auto (heuristic for weak models)."

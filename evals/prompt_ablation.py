@@ -11,7 +11,8 @@ the engine's:
   sequences on;
 - `zero-shot`: the same template without its worked examples;
 - `no-stop`: `few-shot` without stop sequences;
-- `json-schema`: `few-shot`'s messages answered through `with_structured_output(method="json_schema")`;
+- `json-schema`: `few-shot`'s messages answered as the JSON object {"answer", "explanation"}
+  (nodes.generate.json_schema_draft: the product's path under RAG_ANSWER_DECODING=json_schema);
 - `advanced`: the "advanced" template (what the naive baseline uses), stop sequences on.
 
 Questions: a development split, never the reported QA questions. HotpotQA questions from DEV_HOTPOTQA_START on
@@ -32,7 +33,6 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from langchain_core.messages import BaseMessage
-from pydantic import BaseModel, Field
 
 from config.settings import LocalModelName, Settings
 from evals.datasets import (
@@ -47,9 +47,8 @@ from evals.datasets import (
 from evals.environment import machine_description
 from evals.models import BenchServer, score_answer
 from models.structured import usage_of
-from nodes.generate import is_grounded_short_answer, model_draft
+from nodes.generate import is_grounded_short_answer, json_schema_draft, model_draft
 from prompts.answer import ANSWER_STOP_SEQUENCES, ANSWER_SYSTEM_PROMPTS, ANSWER_USER_TEMPLATES
-from retrieval.answer_text import compose_answer
 from retrieval.prompt_budget import build_answer_prompt
 from state.context import Context
 from state.schemas import RetrievedDoc
@@ -70,13 +69,6 @@ DEV_PASSAGES = 5
 _EXAMPLE_MARKERS = ("\n\nExample:", "\n\n示例：")
 
 Progress = Callable[[str], None]
-
-
-class ShortAnswerReply(BaseModel):
-    """The JSON-schema variant's reply: the product's two lines as two fields."""
-
-    answer: str = Field(description="the short answer only: a name, a number, a date, a few words, or yes/no")
-    explanation: str = Field(description="one sentence from the sources that supports it, ending like [1]")
 
 
 def development_examples(data_dir: Path, hotpotqa: int, cmrc: int) -> list[QAExample]:
@@ -144,13 +136,8 @@ def ask(
     """(reply text, completion tokens) of one call in the variant's decoding."""
     model = bench.chat_model(max_tokens)
     if variant == "json-schema":
-        structured = model.with_structured_output(ShortAnswerReply, method="json_schema", include_raw=True)
-        result = structured.invoke(messages)
-        tokens = usage_of(result.get("raw")).get("completion_tokens", 0)
-        parsed = result.get("parsed")
-        if parsed is None:
-            return str(getattr(result.get("raw"), "content", "")), tokens
-        return compose_answer(f"Answer: {parsed.answer}", f"Explanation: {parsed.explanation}"), tokens
+        text, _error, accounting = json_schema_draft(model, messages, max_tokens)
+        return text, int(accounting["usage"]["completion_tokens"])
     stop = [] if variant == "no-stop" else list(ANSWER_STOP_SEQUENCES)
     reply = model.invoke(messages, stop=stop or None)
     return str(reply.content), usage_of(reply).get("completion_tokens", 0)

@@ -63,10 +63,13 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             logger.info("cite: answering not found (%s)", reason)
             text, sources = not_found_text, []
     cited = resolve_citations(text, sources, non_claims=NOT_FOUND_TEXTS)
+    not_found = is_not_found_answer(cited.text)
     # Sentences whose name, number or date is missing from their evidence are unsupported too, however many
-    # words they share with a passage (retrieval.grounding).
-    wrong = [check.sentence for check in ground_answer(cited.text, cited.sources, documents).wrong_facts]
-    cited.unsupported_sentences += [s for s in wrong if s not in cited.unsupported_sentences]
+    # words they share with a passage (retrieval.grounding). The engine's own "not found" sentence states no
+    # fact (its Chinese words would otherwise count as terms no passage holds).
+    wrong = [] if not_found else ground_answer(cited.text, cited.sources, documents).wrong_facts
+    flagged = cited.unsupported_sentences
+    flagged += [check.sentence for check in wrong if check.sentence not in flagged]
     emit(
         "generation_complete",
         {
@@ -75,7 +78,6 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "sources": [source_summary(dict(doc)) for doc in cited.sources],
         },
     )
-    not_found = is_not_found_answer(cited.text)
     return {
         "answer": cited.text,
         "short_answer": "" if not_found else short_answer_of(cited.text),

@@ -30,6 +30,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from config.settings import (
     AnalyzerKind,
+    AnswerDecoding,
     Answerer,
     AnswerMode,
     AnswerSource,
@@ -162,6 +163,7 @@ class Context:
     system_prompt: str = _from_settings("system_prompt")
     answer_source: AnswerSource = _from_settings("answer_source")
     answerer: Answerer = _from_settings("answerer")
+    answer_decoding: AnswerDecoding = _from_settings("answer_decoding")
     use_cache: bool = _from_settings("use_cache")
     """Answer from the semantic cache when an equivalent question was answered before; False bypasses it
     for this run (the cache is used only when RAG_CACHE_ENABLED is on too)."""

@@ -59,6 +59,23 @@ class HypotheticalPassage(BaseModel):
     passage: str = Field("", description="A short encyclopedic passage answering the question.")
 
 
+#: Longest explanation the grammar allows: one sentence; without a bound a small model may copy passages
+#: until the token reserve runs out and the object never closes.
+EXPLANATION_MAX_CHARS = 400
+
+
+class AnswerReply(BaseModel):
+    """The answer as a JSON object (answer_decoding=json_schema): the two lines of the answer prompt as two
+    required fields, so the grammar makes a small model give both. No default: the node's fallback is the
+    extractive draft."""
+
+    answer: str = Field(description="the short answer only: a name, a number, a date, a few words, or yes/no")
+    explanation: str = Field(
+        description="one sentence from the sources that supports it, ending like [1]",
+        max_length=EXPLANATION_MAX_CHARS,
+    )
+
+
 class RelevanceGrades(BaseModel):
     """LLM relevance grades of numbered passages. Default: none judged relevant by the model."""
 

@@ -225,3 +225,64 @@ def test_the_answer_prompt_stops_before_a_new_example(install: Any) -> None:
     model = Stoppable(messages=iter([]))
     assert with_stop(model, ANSWER_STOP_SEQUENCES).stop == list(ANSWER_STOP_SEQUENCES)
     assert "\nQuestion:" in ANSWER_STOP_SEQUENCES
+
+
+# --- JSON-schema answer decoding ---------------------------------------------------------------------------
+
+JSON_REPLY = '{"answer": "Mara Velt", "explanation": "Mara Velt founded it in 1874 [1]."}'
+
+
+def test_a_json_schema_answer_becomes_the_two_part_draft(install: Any) -> None:
+    model = scripted(JSON_REPLY)
+    install(model)
+    context = runtime(answer_decoding="json_schema")
+    update = generate({"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}, context)
+    assert update["draft"] == "Mara Velt\n\nMara Velt founded it in 1874 [1]."
+    assert update["prompt_info"]["short_answer_source"] == "model" and update["llm_calls"] == 1
+    assert "answer" in model.received[0][-1].text  # the fake gets the JSON request in its prompt
+
+
+def test_an_unusable_json_answer_falls_back_to_the_extractive_draft(install: Any) -> None:
+    install(scripted("no json here", "still none"))
+    update = generate(
+        {"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}, runtime(answer_decoding="json_schema")
+    )
+    assert update["draft"].startswith("Mara Velt\n\n") and update["llm_calls"] == 2
+    assert update["prompt_info"]["generation_fallback"].startswith("model error")
+
+
+def test_auto_decoding_asks_json_of_weak_models_whose_endpoint_takes_a_schema(install: Any) -> None:
+    from nodes.generate import uses_json_schema
+    from state.context import Context
+
+    auto = Context(answer_decoding="auto")
+    resources = install(scripted(), strength="weak")
+    assert not uses_json_schema(auto)  # an injected fake takes no schema
+    resources.json_schema["generate"] = True
+    assert uses_json_schema(auto)
+    assert not uses_json_schema(Context())  # the default is text (measured end to end: no better)
+    resources.strengths["generate"] = "strong"
+    assert not uses_json_schema(auto) and uses_json_schema(Context(answer_decoding="json_schema"))
+
+
+def test_a_json_schema_answer_is_not_streamed_as_json(install: Any) -> None:
+    """The JSON object's tokens stay out of LangGraph's messages stream; the text path streams as before."""
+    from langgraph.graph import END, START, StateGraph
+
+    from state.context import Context
+    from state.graph_state import State
+
+    builder = StateGraph(State, context_schema=Context)
+    builder.add_node("generate", generate)
+    builder.add_edge(START, "generate")
+    builder.add_edge("generate", END)
+    graph = builder.compile()
+    state = {"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}
+
+    def streamed(reply: str, decoding: str) -> str:
+        install(scripted(reply))
+        parts = graph.stream(state, context=Context(answer_decoding=decoding), stream_mode="messages")
+        return "".join(str(chunk.content) for chunk, _metadata in parts)
+
+    assert streamed(JSON_REPLY, "json_schema") == ""
+    assert "Mara Velt" in streamed("Answer: Mara Velt\nExplanation: x [1].", "text")

@@ -70,6 +70,7 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "answer_source": ("chat", "chat"),
     "cache_enabled": ("false", False),
     "answerer": ("extractive", "extractive"),
+    "answer_decoding": ("json_schema", "json_schema"),
 }
 
 

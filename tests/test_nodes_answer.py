@@ -19,6 +19,7 @@ from prompts.answer import (
     ANSWER_SYSTEM_PROMPTS,
     NO_RETRIEVAL_SYSTEM_EN,
     NOT_FOUND_EN,
+    NOT_FOUND_ZH,
     REVISION_NOTE_EN,
 )
 from state.context import Context
@@ -366,6 +367,20 @@ def test_cite_chinese_answer() -> None:
 def test_cite_empty_answer_becomes_not_found() -> None:
     update = cite({"question": QUESTION, "draft": "", "sources": []}, runtime())
     assert update["answer"] == NOT_FOUND_EN and update["not_found"] is True
+
+
+def test_the_chinese_not_found_sentence_is_no_unsupported_claim() -> None:
+    """The engine's own refusal states no fact: its words are in no passage, and that is no warning."""
+    source = doc(1, "长城是中国古代的军事防御工程。", relevance=0.9)
+    state: State = {
+        "question": "长城有多长？",
+        "draft": NOT_FOUND_ZH,
+        "sources": [source],
+        "documents": [source],
+    }
+    update = cite(state, runtime())
+    assert update["answer"] == NOT_FOUND_ZH and update["not_found"] is True
+    assert update["unsupported_sentences"] == []
 
 
 # --- a small graph: the loop bound, best answer, streaming ----------------------------------------------
