@@ -178,3 +178,12 @@ def test_readme_model_table_is_the_one_of_results_models_json() -> None:
     assert not missing, f"README model table lacks {missing}"
     assert report["default"] == DEFAULT_LOCAL_MODEL
     assert f"**Default: `{DEFAULT_LOCAL_MODEL}`" in text
+
+
+def test_readme_prompt_table_is_the_one_of_results_prompts_json() -> None:
+    from evals.prompt_ablation import markdown_table
+
+    report = json.loads((RESULTS / "prompts.json").read_text(encoding="utf-8"))
+    lines = set(section(README.read_text(encoding="utf-8"), "Answer prompt and decoding").splitlines())
+    missing = [line for line in markdown_table(report) if line not in lines]
+    assert not missing, f"README prompt table lacks {missing}"
