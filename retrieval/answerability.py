@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.text import split_sentences
+from core.text import CJK_CHAR, contains_cjk, split_sentences
 from retrieval.answer_text import content_terms
-from retrieval.grounding import META_TERMS, Anchors, Evidence, anchors_of, ground_answer
+from retrieval.grounding import CJK_FUNCTION_CHARS, META_TERMS, Anchors, Evidence, anchors_of, ground_answer
 from state.schemas import RetrievedDoc
 
 #: Share of the question's content terms that the supported answer and its cited passages must contain.
@@ -72,14 +72,34 @@ def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -
 
 
 def question_coverage(question: str, texts: Sequence[str]) -> float:
-    """Share of the question's content terms found in `texts` (1.0 for a question without terms)."""
+    """Share of the question's content terms found in `texts` (1.0 for a question without terms).
+
+    A Chinese question counts characters, not bigrams: its bigrams straddle word boundaries ("这次选举中"
+    gives "次选", "举中"), and an answer that restates the question in other words shares the characters
+    but not those bigrams, so bigram coverage declined correct Chinese answers (development questions of
+    CMRC 2018). Function and question characters (retrieval.grounding.CJK_FUNCTION_CHARS) do not count; Latin
+    terms of a mixed question count as words."""
+    if contains_cjk(question):
+        wanted = {term for term in question_terms(question) if not contains_cjk(term)}
+        wanted |= cjk_content_chars(question)
+        if not wanted:
+            return 1.0
+        found: set[str] = set()
+        for text in texts:
+            found |= content_terms(text) | cjk_content_chars(text)
+        return len(wanted & found) / len(wanted)
     terms = question_terms(question)
     if not terms:
         return 1.0
-    found: set[str] = set()
+    found = set()
     for text in texts:
         found |= content_terms(text)
     return len(terms & found) / len(terms)
+
+
+def cjk_content_chars(text: str) -> set[str]:
+    """The CJK characters of `text` that carry content (not function or question characters)."""
+    return {char for char in CJK_CHAR.findall(text) if char not in CJK_FUNCTION_CHARS}
 
 
 def not_found_reason(

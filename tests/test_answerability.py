@@ -229,3 +229,17 @@ def test_the_extractive_evaluation_over_the_dev_set(tmp_path: Path) -> None:
     )]  # fmt: skip
     assert unknown_names and all(r["not_found"] for r in unknown_names)
     assert report["not_found_rate_present"] is not None and report["not_found_rate_present"] <= 0.25
+
+
+def test_chinese_coverage_counts_characters_not_bigrams() -> None:
+    """An answer that restates a Chinese question in other words shares its characters, not its bigrams
+    (bigrams straddle word boundaries); a passage about something else shares neither."""
+    from retrieval.answerability import MIN_QUESTION_COVERAGE, question_coverage
+
+    question = "澄河上的石桥是哪一年建成的？"
+    restated = "青石桥横跨澄河，于1931年建成。"
+    assert question_coverage(question, [restated]) >= MIN_QUESTION_COVERAGE
+    assert question_coverage(question, ["林州位于北方，盛产小麦。"]) < MIN_QUESTION_COVERAGE
+    assert question_coverage("谁在哪？", ["任何文字"]) == 1.0  # nothing but question characters
+    assert question_coverage("Tarrow 大桥有多长？", ["Tarrow 大桥长612米。"]) >= MIN_QUESTION_COVERAGE
+    assert question_coverage("Tarrow 大桥有多长？", ["大桥长612米。"]) < 1.0  # the Latin name counts
