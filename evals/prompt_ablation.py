@@ -113,9 +113,14 @@ def system_prompt(variant: Variant, language: str) -> str:
     return simple[:cut]
 
 
+def prompt_language(example: QAExample) -> str:
+    """The answer prompts' language key of a question: "zh" for CMRC, else "en"."""
+    return "zh" if example.language == LANGUAGE_CHINESE else "en"
+
+
 def variant_messages(variant: Variant, example: QAExample, context: Context) -> list[BaseMessage]:
     """The product's budgeted answer messages for this variant."""
-    language = "zh" if example.language == LANGUAGE_CHINESE else "en"
+    language = prompt_language(example)
     prompt = build_answer_prompt(
         system=system_prompt(variant, language),
         question=example.question,
@@ -148,7 +153,7 @@ def question_record(
 ) -> dict[str, Any]:
     """One question answered in one variant, scored."""
     messages = variant_messages(variant, example, context)
-    language = "zh" if example.language == LANGUAGE_CHINESE else "en"
+    language = prompt_language(example)
     documents = prompt_documents(example)
     started = time.perf_counter()
     try:

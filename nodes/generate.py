@@ -140,11 +140,21 @@ def span_draft(
     """The extractive answerer's draft and its source: the short answer, then the sentence it was read from,
     cited [1] (`span` was read from `documents`)."""
     source = documents[span.passage]
-    sentence = truncate_to_tokens(span.sentence.strip(), max_tokens).rstrip("\ufffd").strip()
-    joiner = "" if contains_cjk(sentence) else " "
+    sentence = truncated_sentence(span.sentence, max_tokens)
     if not answer_body(sentence):
         return span.text, [source]
-    return compose_answer(span.text, f"{sentence}{joiner}[1]"), [source]
+    return compose_answer(span.text, cited(sentence, 1)), [source]
+
+
+def truncated_sentence(sentence: str, max_tokens: int) -> str:
+    """A source sentence cut to `max_tokens` tokens (no broken character left at the cut)."""
+    return truncate_to_tokens(sentence.strip(), max_tokens).rstrip("\ufffd").strip()
+
+
+def cited(sentence: str, number: int) -> str:
+    """`sentence` ending with the citation marker of source `number` (no space before it in Chinese)."""
+    joiner = "" if contains_cjk(sentence) else " "
+    return f"{sentence}{joiner}[{number}]"
 
 
 def explained_short_answer(short: str, question: str, sources: list[RetrievedDoc], max_tokens: int) -> str:
@@ -154,9 +164,7 @@ def explained_short_answer(short: str, question: str, sources: list[RetrievedDoc
     if found is None:
         return short
     index, sentence = found
-    sentence = truncate_to_tokens(sentence.strip(), max_tokens).rstrip("\ufffd").strip()
-    joiner = "" if contains_cjk(sentence) else " "
-    return compose_answer(short, f"{sentence}{joiner}[{index + 1}]")
+    return compose_answer(short, cited(truncated_sentence(sentence, max_tokens), index + 1))
 
 
 def is_grounded_short_answer(short: str, question: str, documents: list[RetrievedDoc]) -> bool:

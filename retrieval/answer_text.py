@@ -341,8 +341,8 @@ def split_short_answer(reply: str, *, allow_bare: bool = False) -> tuple[str, st
         first, rest = first[: inline.start()], (first[inline.end() :] + "\n" + rest).strip()
     rest = _EXPLANATION_LABEL.sub("", rest, count=1) if _EXPLANATION_LABEL.match(rest) else rest
     short = clean_short_answer(first)
-    bare = allow_bare and not labelled and not rest and _is_bare_phrase(first)
-    if not short or (not labelled and not rest and not bare):
+    lone_line = not labelled and not rest  # one unlabelled line: a sentence, unless a bare phrase is allowed
+    if not short or (lone_line and not (allow_bare and _is_bare_phrase(first))):
         body = _ANSWER_LABEL.sub("", reply.strip(), count=1)
         return "", _EXPLANATION_LABEL.sub(" ", body).strip()
     return short, rest.strip()

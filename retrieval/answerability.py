@@ -79,22 +79,15 @@ def question_coverage(question: str, texts: Sequence[str]) -> float:
     but not those bigrams, so bigram coverage declined correct Chinese answers (development questions of
     CMRC 2018). Function and question characters (retrieval.grounding.CJK_FUNCTION_CHARS) do not count; Latin
     terms of a mixed question count as words."""
+    wanted = question_terms(question)
     if contains_cjk(question):
-        wanted = {term for term in question_terms(question) if not contains_cjk(term)}
-        wanted |= cjk_content_chars(question)
-        if not wanted:
-            return 1.0
-        found: set[str] = set()
-        for text in texts:
-            found |= content_terms(text) | cjk_content_chars(text)
-        return len(wanted & found) / len(wanted)
-    terms = question_terms(question)
-    if not terms:
+        wanted = {term for term in wanted if not contains_cjk(term)} | cjk_content_chars(question)
+    if not wanted:
         return 1.0
-    found = set()
+    found: set[str] = set()
     for text in texts:
-        found |= content_terms(text)
-    return len(terms & found) / len(terms)
+        found |= content_terms(text) | cjk_content_chars(text)
+    return len(wanted & found) / len(wanted)
 
 
 def cjk_content_chars(text: str) -> set[str]:

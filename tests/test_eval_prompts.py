@@ -10,6 +10,7 @@ from langchain_core.messages import AIMessage
 from evals.datasets import LANGUAGE_ENGLISH, Passage, QAExample
 from evals.prompt_ablation import (
     DEV_PASSAGES,
+    SUMMARY_KEYS,
     VARIANTS,
     markdown_table,
     prompt_documents,
@@ -106,3 +107,19 @@ def test_summary_and_table_per_variant() -> None:
     assert table[2].startswith(
         "| few-shot | 1+1 | 0.500 | 0.750 | 0.500 | 1.000 | 0.500 | 0.500 | 15.0 | 3.0 |"
     )
+
+
+def test_the_cli_prints_the_table_and_writes_the_file(tmp_path: Any, monkeypatch: Any) -> None:
+    from typer.testing import CliRunner
+
+    import evals.prompt_ablation as ablation
+    from service.cli import app
+
+    summary = summarize([{"dataset": "hotpotqa", **dict.fromkeys(SUMMARY_KEYS, 1.0)}])
+    report = {"machine": "test machine", "variants": {"few-shot": summary}, "records": []}
+    monkeypatch.setattr(ablation, "run_prompt_ablation", lambda *args, **kwargs: report)
+    out = tmp_path / "prompts.json"
+    result = CliRunner().invoke(app, ["eval", "prompts", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    assert markdown_table(report)[2] in result.output and out.is_file()
+    assert CliRunner().invoke(app, ["eval", "prompts", "--model", "llama-70b"]).exit_code == 2

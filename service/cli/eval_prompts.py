@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from evals.report import DEFAULT_RESULTS_DIR
 from service.cli.common import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
@@ -52,11 +51,6 @@ def eval_prompts(
         except httpx.HTTPError as error:
             fail(f"the embedded model's server failed ({type(error).__name__}: {error})", EXIT_UNAVAILABLE)
     write_report(json_out, report)
-    table = Table(title=f"answer prompt variants, {name} ({report['machine']})")
-    header, _rule, *rows = markdown_table(report)
-    for column in header.strip("|").split("|"):
-        table.add_column(column.strip())
-    for row in rows:
-        table.add_row(*[cell.strip() for cell in row.strip("|").split("|")])
-    console.print(table)
+    console.print(f"answer prompt variants, {name} ({report['machine']})")
+    console.print("\n".join(markdown_table(report)), markup=False, highlight=False)
     console.print(f"written to {json_out}")
