@@ -10,6 +10,7 @@
 #
 #   bash scripts/qa_campaign.sh            # all stages (resumes; stops after the last one)
 #   STAGES="25 50" bash scripts/qa_campaign.sh
+#   DATASETS=cmrc2018 STAGES=100 bash scripts/qa_campaign.sh   # one dataset only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"
@@ -17,6 +18,7 @@ HOTPOTQA="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
 STAGES="${STAGES:-25 50 100 150 200 250 300}"
 CMRC_MAX="${CMRC_MAX:-100}"
+DATASETS="${DATASETS:-hotpotqa cmrc2018}"
 export RAG_CACHE_ENABLED=false
 
 run() {  # run NAME DATASET LIMIT
@@ -28,9 +30,13 @@ run() {  # run NAME DATASET LIMIT
   done
 }
 
+wants() { [[ " $DATASETS " == *" $1 "* ]]; }
+
 for stage in $STAGES; do
-  run hotpotqa "$HOTPOTQA" "$stage"
-  if [ "$stage" -le "$CMRC_MAX" ]; then
+  if wants hotpotqa; then
+    run hotpotqa "$HOTPOTQA" "$stage"
+  fi
+  if wants cmrc2018 && [ "$stage" -le "$CMRC_MAX" ]; then
     run cmrc2018 "$CMRC" "$stage"
   fi
 done
