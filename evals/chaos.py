@@ -780,26 +780,6 @@ FIGURES = (
 )
 
 
-def code_commit(code_root: Path) -> str:
-    """The commit of the attacked checkout (with '+dirty' when it has uncommitted changes), for the record."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(code_root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(code_root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (commit or "unknown") + ("+dirty" if dirty else "")
-
-
 def run_chaos(
     *,
     code_root: Path = REPO_ROOT,
@@ -808,7 +788,7 @@ def run_chaos(
     progress: Callable[[str], None] = lambda _line: None,
 ) -> dict[str, Any]:
     """Run the suites against a fresh data folder; return figures, probes and the pass/fail count."""
-    from evals.environment import machine_description
+    from evals.environment import code_commit, machine_description
 
     unknown = [name for name in suites if name not in SUITES]
     if unknown:

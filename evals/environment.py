@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 from pathlib import Path
 
 from config.settings import Settings
@@ -15,6 +16,8 @@ from models.factory import resolve_spec
 from models.local_catalog import CATALOG
 
 CPU_INFO = Path("/proc/cpuinfo")
+#: The checkout whose commit a result file names (this package's parent).
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def machine_description() -> str:
@@ -47,3 +50,33 @@ def model_description(settings: Settings) -> str:
     described = name(generator.provider, generator.model, generator.base_url)
     graded = name(grader.provider, grader.model, grader.base_url)
     return described if graded == described else f"{described}; grader {graded}"
+
+
+def code_commit(code_root: Path = PROJECT_ROOT) -> str:
+    """The commit of the checkout that ran (with '+dirty' when it has uncommitted changes), for the record:
+    a number is only reproducible with the code that produced it."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(code_root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(code_root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit or "unknown") + ("+dirty" if dirty else "")
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average (None where the OS has none): latencies mean little without it,
+    since a benchmark sharing the cores runs slower. A run alone adds about its own thread count."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None

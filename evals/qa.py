@@ -10,7 +10,8 @@ How the benchmark is set up, and why:
 - every answered question is appended to a JSONL file at once (flushed and synced), so an interrupted run
   continues where it stopped; a question that raises is recorded with its error and the run goes on (a
   rerun retries it). A record names the model it was answered with, and records of another model are run
-  again rather than mixed into this model's numbers.
+  again rather than mixed into this model's numbers. It also names the commit that answered it and the
+  machine's load when it started, since a resumed run may span commits and quiet and busy hours.
 Scoring and aggregation live in evals/qa_scoring.py.
 """
 
@@ -20,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
@@ -38,7 +40,7 @@ from evals.datasets import (
     open_text,
     pool_passages,
 )
-from evals.environment import machine_description, model_description
+from evals.environment import code_commit, load_average, machine_description, model_description
 from evals.eval_index import (
     ProgressFactory,
     eval_root,
@@ -266,6 +268,7 @@ def run_qa_eval(
     installed = resources(eval_settings)
     context = Context(collection=QA_COLLECTION)
     model = model_description(settings)
+    commit = code_commit()
     with use_resources(installed):
         kb = installed.kb()
         try:
@@ -285,6 +288,7 @@ def run_qa_eval(
             session = Session(eval_settings, graph_name=PIPELINE_GRAPHS[pipeline], persistent=False)
             advance = progress("questions", len(todo))
             for example in todo:
+                load_at_start = load_average()
                 started = time.perf_counter()
                 try:
                     result = session.ask(example.question, context=context)
@@ -296,7 +300,7 @@ def run_qa_eval(
                     record = error_record(
                         example, error, latency_s=time.perf_counter() - started, in_corpus=in_corpus
                     )
-                record["model"] = model
+                record.update(model=model, code_commit=commit, load_1m=load_at_start)
                 append_record(results_path, record)
                 records[example.qid] = record
                 advance(1)
@@ -315,8 +319,35 @@ def run_qa_eval(
         "corpus_passages": len(passages),
         "chunks": chunks,
         "machine": machine_description(),
+        "machine_load": load_summary(ordered),
+        "code_commits": commit_counts(ordered),
         "model": model,
         "embedding": settings.embedding_provider,
         "context": asdict(context),
         "results_file": str(results_path),
+    }
+
+
+#: How records from before the per-record stamps are counted in `code_commits`.
+UNRECORDED_COMMIT = "unrecorded (answered before records named their commit)"
+
+
+def commit_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """How many of the reported questions each commit answered: a resumed run may span several."""
+    counts: dict[str, int] = {}
+    for record in records:
+        commit = str(record.get("code_commit") or UNRECORDED_COMMIT)
+        counts[commit] = counts.get(commit, 0) + 1
+    return counts
+
+
+def load_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The 1-minute load average when the questions started (median and max) against the core count, so a
+    reader can tell a quiet run's latencies from a run that shared the cores."""
+    loads = [float(record["load_1m"]) for record in records if record.get("load_1m") is not None]
+    return {
+        "cores": os.cpu_count(),
+        "questions_measured": len(loads),
+        "load_1m_median": round(statistics.median(loads), 2) if loads else None,
+        "load_1m_max": max(loads) if loads else None,
     }

@@ -4,6 +4,7 @@ questions (fake models, milliseconds), plus one slow smoke run of each pipeline 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,10 @@ import pytest
 
 from config.settings import Settings
 from evals.datasets import LANGUAGE_CHINESE, LANGUAGE_ENGLISH, Passage, QAExample
+from evals.environment import code_commit
 from evals.qa import (
     PIPELINES,
+    UNRECORDED_COMMIT,
     append_record,
     load_qa_examples,
     pool_examples,
@@ -382,6 +385,27 @@ def test_error_record_scores_an_empty_prediction() -> None:
     assert record["em"] == 0.0 and record[SUPPORT_RECALL_KEY] == 0.0 and record["citation_precision"] is None
 
 
+def test_a_json_report_names_its_command_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from service.cli.common import write_json_report
+
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/rag", "eval", "qa", "--limit", "5", "--dataset", "a b.json"])
+    monkeypatch.setenv("RAG_CACHE_ENABLED", "false")
+    monkeypatch.setenv("RAG_OPENAI_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("RAG_DATABASE_URL", "postgresql://user:pw@db/rag")
+    path = tmp_path / "report.json"
+    write_json_report(path, {"n": 5})
+    written = json.loads(path.read_text())
+    assert written["n"] == 5
+    assert "RAG_CACHE_ENABLED=false" in written["command"]
+    assert written["command"].endswith("rag eval qa --limit 5 --dataset 'a b.json'")
+    assert "sk-secret-value" not in written["command"] and "pw@db" not in written["command"]
+    # a report that already says how it was made keeps its own command
+    write_json_report(path, {"n": 1, "command": "bash scripts/qa_campaign.sh"})
+    assert json.loads(path.read_text())["command"] == "bash scripts/qa_campaign.sh"
+
+
 def test_records_file_survives_a_cut_off_last_line(tmp_path: Path) -> None:
     path = tmp_path / "runs" / "r.jsonl"
     append_record(path, {"qid": "a", "em": 1.0})
@@ -484,6 +508,14 @@ def test_run_resumes_without_rerunning_recorded_questions(
     assert HOTPOT_RECORDS[0]["question"] in prompts_text(model)
     assert [json.loads(line)["qid"] for line in results.read_text().splitlines()] == ["h2", "h1", "h3"]
     assert report["by_strategy"]["NAIVE"]["n"] == 3
+    # the new records name the commit and the load they ran under; the old one is counted as unrecorded
+    stamped = read_records(results)
+    assert "code_commit" not in stamped["h2"]
+    assert {stamped[qid]["code_commit"] for qid in ("h1", "h3")} == {code_commit()}
+    assert all(isinstance(stamped[qid]["load_1m"], float) for qid in ("h1", "h3"))
+    assert report["code_commits"] == {code_commit(): 2, UNRECORDED_COMMIT: 1}
+    load = report["machine_load"]
+    assert load["questions_measured"] == 2 and load["load_1m_max"] >= load["load_1m_median"] >= 0
     # a second run has nothing left to do
     again = recording_model()
     rerun = run_qa_eval(

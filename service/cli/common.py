@@ -8,6 +8,9 @@ registers it.
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -82,11 +85,27 @@ def scifact_folder(option: Path | None) -> Path:
     return folder
 
 
+#: Environment variables a report's command line leaves out by name: they may hold credentials.
+SECRET_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|URL", re.IGNORECASE)
+
+
+def command_line() -> str:
+    """The command that produced a report, with the RAG_* settings it ran under (credentials left out), so a
+    result file says how to reproduce it."""
+    settings = sorted(
+        f"{name}={shlex.quote(value)}"
+        for name, value in os.environ.items()
+        if name.startswith("RAG_") and not SECRET_VARIABLE.search(name)
+    )
+    return " ".join([*settings, shlex.join(["rag", *sys.argv[1:]])])
+
+
 def write_json_report(path: Path | None, report: dict[str, object]) -> None:
-    """Write a benchmark report as JSON when a path was given."""
+    """Write a benchmark report as JSON when a path was given, naming the command that produced it."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+        stamped = {**report, "command": report.get("command") or command_line()}
+        path.write_text(json.dumps(stamped, indent=2, ensure_ascii=False) + "\n")
 
 
 def print_json(value: object, *, indent: int | None = 2) -> None:
