@@ -421,3 +421,47 @@ def write_report(results_dir: Path) -> dict[str, Any]:
             kind: len(getattr(results, kind)) for kind in ("retrieval", "qa", "graders", "router", "latency")
         },
     }
+
+
+#: The columns of the README's QA tables: (header, report key, decimals; None = as is).
+README_QA_COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("n", "n", None),
+    ("EM", "em", 3),
+    ("F1", "f1", 3),
+    ("acc.", "accuracy", 3),
+    ("short acc.", "short_accuracy", 3),
+    ("support R@5", "support_recall@5", 3),
+    ("citation precision", "citation_precision", 3),
+    ("not found", "not_found_rate", 3),
+    ("LLM calls/q", "llm_calls_per_question", 2),
+    ("tokens/q", "tokens_per_question", 0),
+    ("p50 s", "latency_p50_s", 1),
+)
+QA_FILE_PREFIX = "qa_"
+
+
+def readme_qa_table(paths: Sequence[Path]) -> list[str]:
+    """The README's QA table of these `results/qa_<label>_<pipeline>.json` files, one row each, labelled by
+    the file name as tests/test_readme_results.py reads it back: pasting a table by hand is how README
+    numbers drift from the runs."""
+    lines = table(["dataset", "pipeline", *(header for header, _key, _digits in README_QA_COLUMNS)], [])
+    for path in paths:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        pipeline = str(report["pipeline"])
+        label = Path(path).stem.removeprefix(QA_FILE_PREFIX).removesuffix(f"_{pipeline}")
+        cells = [
+            MISSING
+            if report.get(key) is None
+            else f"{report[key]:.{digits}f}"
+            if digits is not None
+            else str(report[key])
+            for _header, key, digits in README_QA_COLUMNS
+        ]
+        lines.append("| " + " | ".join([label, pipeline, *cells]) + " |")
+    return lines
+
+
+if __name__ == "__main__":  # python -m evals.report results/qa_pooled_*.json: the README's QA table
+    import sys
+
+    print("\n".join(readme_qa_table([Path(name) for name in sys.argv[1:]])))

@@ -160,6 +160,36 @@ def test_readme_qa_tables_match_results_qa_json() -> None:
                 )
 
 
+def test_readme_qa_at_scale_table_is_generated_from_its_files() -> None:
+    """The large-run table is `python -m evals.report <its rows' files>`, line for line (formatting
+    included), so it is regenerated rather than edited after each stage."""
+    from evals.report import readme_qa_table
+
+    text = README.read_text(encoding="utf-8")
+    scale = next(section for section in qa_sections(text) if "pooled" in section)
+    lines = [line.strip() for line in scale.splitlines() if line.startswith("| ")]
+    rows = [_cells(line) for line in lines[1:] if not line.startswith("|---")]
+    files = [RESULTS / f"qa_{row[0]}_{row[1]}.json" for row in rows]
+    assert lines == [line for line in readme_qa_table(files) if line.startswith("| ")]
+
+
+def test_the_readme_qa_table_labels_rows_by_file_name(tmp_path: Path) -> None:
+    from evals.report import readme_qa_table
+
+    report = {"pipeline": "no-retrieval", "n": 4, "em": 0.25, "f1": 0.5, "accuracy": 0.5}
+    report |= {"short_accuracy": 0.25, "support_recall@5": None, "citation_precision": None}
+    report |= {"not_found_rate": 0.0, "llm_calls_per_question": 1.0, "tokens_per_question": 99.6}
+    report |= {"latency_p50_s": 1.04}
+    path = tmp_path / "qa_pooled_demo_no-retrieval.json"
+    path.write_text(json.dumps(report))
+    header, rows = tables("\n".join(readme_qa_table([path])))[0]
+    assert header[:3] == ["dataset", "pipeline", "n"]
+    assert rows == [
+        ["pooled_demo", "no-retrieval", "4", "0.250", "0.500", "0.500", "0.250", "–", "–", "0.000"]
+        + ["1.00", "100", "1.0"]
+    ]
+
+
 @pytest.mark.parametrize("name", ["router.json", "qa_hotpotqa_naive.json"])
 def test_the_compared_result_files_are_committed_json(name: str) -> None:
     assert isinstance(json.loads((RESULTS / name).read_text(encoding="utf-8")), dict)
