@@ -53,8 +53,9 @@ def model_description(settings: Settings) -> str:
 
 
 def code_commit(code_root: Path = PROJECT_ROOT) -> str:
-    """The commit of the checkout that ran (with '+dirty' when it has uncommitted changes), for the record:
-    a number is only reproducible with the code that produced it."""
+    """The commit of the checkout that ran (with '+dirty' when it has uncommitted changes outside results/,
+    where the running benchmark itself writes), for the record: a number is only reproducible with the code
+    that produced it."""
     try:
         commit = subprocess.run(
             ["git", "-C", str(code_root), "rev-parse", "--short", "HEAD"],
@@ -63,7 +64,17 @@ def code_commit(code_root: Path = PROJECT_ROOT) -> str:
             timeout=10,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "-C", str(code_root), "status", "--porcelain", "--untracked-files=no"],
+            [
+                "git",
+                "-C",
+                str(code_root),
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+                "--",
+                ".",
+                ":!results",
+            ],
             capture_output=True,
             text=True,
             timeout=10,

@@ -28,7 +28,10 @@ from evals.metrics import (
     percentile,
     support_recall_at_k,
 )
+from nodes.cite import REASON_MODEL_DECLINED, REASON_NO_ANSWER
+from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, REASON_STORE_DOWN
 from retrieval.answer_text import strip_references
+from retrieval.answerability import REASON_LOW_COVERAGE, REASON_MISSING_ANCHOR, REASON_UNSUPPORTED
 
 #: Retrieved passages over which supporting-passage recall is measured (the graph's default top_k).
 SUPPORT_RECALL_K = 5
@@ -38,6 +41,20 @@ NO_GROUP = "NONE"
 #: Keys of `timings_ms` that are costs summed over nodes, not nodes (see evals/latency.py).
 COST_TIMING_KEYS = frozenset({"model", "retrieval"})
 DIGITS = 4
+#: Every way an answer becomes "not found", by how its `not_found_reason` starts; the ones the answerability
+#: check gives (the first three) replaced an answer the model wrote, kept as `declined_answer`.
+NOT_FOUND_REASONS: tuple[str, ...] = (
+    REASON_MISSING_ANCHOR,
+    REASON_UNSUPPORTED,
+    REASON_LOW_COVERAGE,
+    REASON_MODEL_DECLINED,
+    REASON_NO_ANSWER,
+    REASON_NOTHING_RETRIEVED,
+    REASON_NOTHING_RELEVANT,
+    REASON_STORE_DOWN,
+)
+#: The reason group of not-found records written before records named their reason.
+UNRECORDED_REASON = "unrecorded"
 
 
 def answer_accuracy(prediction: str, gold_answers: Sequence[str]) -> float:
@@ -105,6 +122,7 @@ def question_record(
     retrieved = ranked_doc_ids(result.get("retrieved") or result.get("sources") or [])
     cited = ranked_doc_ids(result.get("citations") or [])
     usage = result.get("usage") or {}
+    declined = str(result.get("declined_answer") or "")
     return {
         "qid": example.qid,
         "kind": example.kind,
@@ -126,6 +144,12 @@ def question_record(
         "cited": cited,
         "citation_precision": _round(citation_precision(cited, supporting)) if supporting else None,
         "not_found": bool(result.get("not_found", False)),
+        "not_found_reason": str(result.get("not_found_reason") or ""),
+        # The answer the not-found check replaced, and whether it held a gold answer: the check's cost.
+        "declined_answer": declined,
+        "declined_accuracy": answer_accuracy(strip_references(declined), example.answers)
+        if declined
+        else None,
         "llm_calls": int(result.get("llm_calls") or 0),
         "prompt_tokens": int(usage.get("prompt_tokens") or 0),
         "completion_tokens": int(usage.get("completion_tokens") or 0),
@@ -203,6 +227,30 @@ def score_means(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {key: round(_mean([float(record[key]) for record in complete]), DIGITS) for key in SCORE_KEYS}
 
 
+def reason_group(reason: str) -> str:
+    """The NOT_FOUND_REASONS entry a reason starts with (the reason itself when none does)."""
+    if not reason:
+        return UNRECORDED_REASON
+    return next((known for known in NOT_FOUND_REASONS if reason.startswith(known)), reason)
+
+
+def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Why answers were "not found" (count per reason group) and what the answerability check threw away:
+    of the answers it declined, how many held a gold answer (its false declines) - the evidence for or
+    against the check, measured on the run itself rather than argued."""
+    declined = [record for record in records if record.get("declined_accuracy") is not None]
+    groups = [
+        reason_group(str(record.get("not_found_reason") or ""))
+        for record in records
+        if record.get("not_found")
+    ]
+    return {
+        "reasons": {name: groups.count(name) for name in sorted(set(groups))},
+        "declined_answers": len(declined),
+        "declined_with_gold": int(sum(float(record["declined_accuracy"]) for record in declined)),
+    }
+
+
 def _breakdown(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, dict[str, Any]]:
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
@@ -235,6 +283,7 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "citation_precision": _round(mean_of_defined(record.get("citation_precision") for record in records)),
         "citation_rate": round(_mean([float(bool(record.get("cited"))) for record in answered]), DIGITS),
         "not_found_rate": round(_mean([float(record["not_found"]) for record in records]), DIGITS),
+        "not_found": not_found_summary(records),
         "llm_calls_per_question": round(_mean([record["llm_calls"] for record in answered]), 2),
         "tokens_per_question": round(_mean(tokens), 1),
         "prompt_tokens_per_question": round(_mean([record["prompt_tokens"] for record in answered]), 1),

@@ -165,6 +165,7 @@ def output_json(result: dict[str, Any]) -> dict[str, Any]:
         "short_answer": result.get("short_answer") or "",
         "answer": result.get("answer"),
         "not_found": result.get("not_found", False),
+        "not_found_reason": result.get("not_found_reason") or "",
         "citations": result.get("citations", []),
         "sources": [
             {

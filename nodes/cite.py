@@ -32,6 +32,11 @@ from state.schemas import AnswerCandidate, RetrievedDoc
 
 logger = logging.getLogger(__name__)
 
+#: Why `cite` answers "not found" when the check of retrieval.answerability did not decline (state
+#: `not_found_reason`; the check's own reasons are retrieval.answerability's REASON_*).
+REASON_NO_ANSWER = "no answer was written"
+REASON_MODEL_DECLINED = "the model found no answer in the passages"
+
 
 def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc]]:
     """The best answer so far with the sources it was written from; else the latest draft and sources."""
@@ -55,15 +60,18 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = current_question(state)
     not_found_text = NOT_FOUND_ZH if language_of(question) == "zh" else NOT_FOUND_EN
     documents = state.get("documents") or []
+    reason, declined = "", ""
     if not text.strip():
-        text = not_found_text
+        text, reason = not_found_text, REASON_NO_ANSWER
     elif sources and not is_not_found_answer(text):
-        reason = not_found_reason(question, text, sources, documents)
-        if reason is not None:
+        reason = not_found_reason(question, text, sources, documents) or ""
+        if reason:
             logger.info("cite: answering not found (%s)", reason)
-            text, sources = not_found_text, []
+            text, sources, declined = not_found_text, [], text
     cited = resolve_citations(text, sources, non_claims=NOT_FOUND_TEXTS)
     not_found = is_not_found_answer(cited.text)
+    if not_found and not reason:
+        reason = REASON_MODEL_DECLINED
     # Sentences whose name, number or date is missing from their evidence are unsupported too, however many
     # words they share with a passage (retrieval.grounding). The engine's own "not found" sentence states no
     # fact (its Chinese words would otherwise count as terms no passage holds).
@@ -86,6 +94,8 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "renderings": cited.renderings,
         "unsupported_sentences": cited.unsupported_sentences,
         "not_found": not_found,
+        "not_found_reason": reason if not_found else "",
+        "declined_answer": declined,
         "retrieved": ranked_documents(documents),
         # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
         # each passage's text once, not twice (issue 7 §6: bytes per turn).

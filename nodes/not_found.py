@@ -19,6 +19,13 @@ from prompts.not_found import (
 from state.context import Context
 from state.graph_state import State
 
+#: Why this node answers "not found" (state `not_found_reason`).
+REASON_STORE_DOWN = "the document store could not be searched"
+REASON_NOTHING_RETRIEVED = "nothing was retrieved"
+REASON_NOTHING_RELEVANT = (
+    "no retrieved passage is relevant and the question names something none of them mentions"
+)
+
 
 @timed("not_found")
 def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -27,13 +34,16 @@ def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if state.get("error"):
         template = STORE_DOWN_ANSWER_ZH if chinese else STORE_DOWN_ANSWER_EN
         answer = template.format(error=state["error"])
+        reason = REASON_STORE_DOWN
     else:
         answer = NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER_EN
+        reason = REASON_NOTHING_RELEVANT if state.get("documents") else REASON_NOTHING_RETRIEVED
     emit("generation_complete", {"answer": answer, "citations": [], "sources": [], "not_found": True})
     return {
         "answer": answer,
         "short_answer": "",
         "not_found": True,
+        "not_found_reason": reason,
         "citations": [],
         "sources": [],
         "renderings": {"markdown": answer, "html": f"<p>{answer}</p>", "plain": answer},

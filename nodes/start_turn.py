@@ -100,6 +100,8 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "answer": "",
         "short_answer": "",
         "not_found": False,
+        "not_found_reason": "",
+        "declined_answer": "",
         "error": "",
         "prompt_info": {},
         "answer_grade": {},

@@ -25,6 +25,10 @@ from retrieval.answer_text import content_terms
 from retrieval.grounding import CJK_FUNCTION_CHARS, META_TERMS, Anchors, Evidence, anchors_of, ground_answer
 from state.schemas import RetrievedDoc
 
+#: How `not_found_reason` explains a decline (each is how its reason starts; the evaluation groups by them).
+REASON_MISSING_ANCHOR = "no passage mentions"
+REASON_UNSUPPORTED = "no sentence of the answer is supported by a passage"
+REASON_LOW_COVERAGE = "the supported answer covers"
 #: Share of the question's content terms that the supported answer and its cited passages must contain.
 MIN_QUESTION_COVERAGE = 0.6
 #: Chinese question characters: bigrams with one of them are not terms a passage repeats.
@@ -108,11 +112,11 @@ def not_found_reason(
     pool = list({doc["chunk_id"]: doc for doc in [*sources, *documents]}.values())
     missing = missing_question_anchors(question, pool)
     if missing:
-        return f"no passage mentions {', '.join(missing)}"
+        return f"{REASON_MISSING_ANCHOR} {', '.join(missing)}"
     # No sources: every sentence counts as uncited and is checked against the whole pool.
     report = ground_answer(answer, [], pool)
     if report.claims and not report.supported:
-        return "no sentence of the answer is supported by a passage"
+        return REASON_UNSUPPORTED
     texts = [check.sentence for check in report.supported]
     cited = {n for check in ground_answer(answer, sources, documents).supported for n in check.cited}
     texts += [sources[number - 1]["text"] for number in sorted(cited)]
@@ -120,5 +124,5 @@ def not_found_reason(
         texts += [doc["text"] for doc in sources]
     coverage = question_coverage(question, texts)
     if coverage < MIN_QUESTION_COVERAGE:
-        return f"the supported answer covers {coverage:.0%} of the question's terms"
+        return f"{REASON_LOW_COVERAGE} {coverage:.0%} of the question's terms"
     return None

@@ -118,6 +118,12 @@ class OutputState(TypedDict, total=False):
     strategy: str
     analysis: dict[str, Any]
     not_found: bool
+    not_found_reason: str
+    """Why the answer is "not found" ("" when answered): nothing retrieved, no relevant passage, the model
+    found none, or the check of retrieval.answerability declined the model's answer (its reason)."""
+    declined_answer: str
+    """The answer that check replaced with "not found" ("" otherwise): kept so a reader (Studio, the QA
+    benchmark) can tell a right decline from a correct answer thrown away."""
     answer_grade: dict[str, Any]
     retrieval_rounds: Annotated[int, add_count]
     generation_rounds: Annotated[int, add_count]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from evals.answerability import (
@@ -25,15 +26,22 @@ from evals.answerability import (
     run_answerability_eval,
 )
 from graphs.rag import build_graph
+from nodes.cite import REASON_MODEL_DECLINED, cite
 from nodes.grade_retrieval import decide_after_retrieval
+from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, REASON_STORE_DOWN, not_found
 from nodes.resources import Resources, use_resources
 from prompts.answer import NOT_FOUND_EN
-from retrieval.answerability import missing_question_anchors, not_found_reason, question_anchors
+from retrieval.answerability import (
+    REASON_MISSING_ANCHOR,
+    missing_question_anchors,
+    not_found_reason,
+    question_anchors,
+)
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from state.schemas import RetrievedDoc
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
+from tests.conftest import FAKE_MODEL_KEY, isolated_settings, runtime, write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 
 CORPUS = {
@@ -129,6 +137,29 @@ def test_retrieval_decision_is_not_found_only_in_rag_mode() -> None:
     assert decide_after_retrieval(state, rag, found=True, relevant=0, unanswerable=True) == "not_found"
     assert decide_after_retrieval(state, rag, found=True, relevant=0, unanswerable=False) == "generate"
     assert decide_after_retrieval(state, chat, found=True, relevant=0, unanswerable=True) == "generate"
+
+
+def test_the_answer_says_why_it_is_not_found_and_keeps_what_the_check_declined() -> None:
+    """cite and not_found name their reason; a declined answer is kept beside "not found" (issue 8 §3)."""
+    question = {"messages": [HumanMessage(UNANSWERABLE)], "question": UNANSWERABLE}
+    declined = cite({**question, "draft": MADE_UP, "sources": [TARROW], "documents": [TARROW]}, runtime())
+    assert declined["answer"] == NOT_FOUND_EN and declined["declined_answer"] == MADE_UP
+    assert declined["not_found_reason"].startswith(REASON_MISSING_ANCHOR)
+    assert "Marlow" in declined["not_found_reason"]
+    answered = {"messages": [HumanMessage(ANSWERABLE)], "question": ANSWERABLE}
+    kept = cite({**answered, "draft": ANSWER, "sources": [TARROW], "documents": [TARROW]}, runtime())
+    assert not kept["not_found"] and kept["not_found_reason"] == "" and kept["declined_answer"] == ""
+    by_model = cite(
+        {**answered, "draft": NOT_FOUND_EN, "sources": [TARROW], "documents": [TARROW]}, runtime()
+    )
+    assert by_model["not_found_reason"] == REASON_MODEL_DECLINED and by_model["declined_answer"] == ""
+    assert not_found({**question, "documents": []}, runtime())["not_found_reason"] == REASON_NOTHING_RETRIEVED
+    assert (
+        not_found({**question, "documents": [TARROW]}, runtime())["not_found_reason"]
+        == REASON_NOTHING_RELEVANT
+    )
+    down = not_found({**question, "error": "connection refused"}, runtime())
+    assert down["not_found_reason"] == REASON_STORE_DOWN and "connection refused" in down["answer"]
 
 
 # --- the decision ------------------------------------------------------------------------------------------

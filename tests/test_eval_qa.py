@@ -26,6 +26,7 @@ from evals.qa import (
 )
 from evals.qa_scoring import (
     SUPPORT_RECALL_KEY,
+    UNRECORDED_REASON,
     aggregate,
     answer_accuracy,
     answer_scores,
@@ -34,7 +35,10 @@ from evals.qa_scoring import (
     score_means,
 )
 from graphs.runner import Session
+from nodes.cite import REASON_MODEL_DECLINED
 from nodes.resources import Resources
+from prompts.answer import NOT_FOUND_EN
+from retrieval.answerability import REASON_MISSING_ANCHOR
 from retrieval.knowledge_base import KnowledgeBase
 from tests.fakes import HashEmbeddings, TaskChatModel
 
@@ -278,6 +282,28 @@ def test_support_metrics_are_undefined_without_a_gold_passage_in_the_corpus() ->
     assert pooled[SUPPORT_RECALL_KEY] == 0.0 and pooled["citation_precision"] == 0.0
     uncited = question_record(_example({"A"}), {"answer": "x", "sources": []}, latency_s=0.1)
     assert uncited["citation_precision"] is None and uncited[SUPPORT_RECALL_KEY] == 0.0
+
+
+def test_records_keep_what_the_not_found_check_declined_and_the_run_counts_its_false_declines() -> None:
+    declined = {"answer": NOT_FOUND_EN, "not_found": True, "declined_answer": "Paris [1] is the capital."}
+    declined["not_found_reason"] = f"{REASON_MISSING_ANCHOR} Lutetia"
+    wrong_decline = question_record(_example(set()), declined, latency_s=1.0)
+    assert wrong_decline["declined_accuracy"] == 1.0 and wrong_decline["accuracy"] == 0.0
+    right_decline = question_record(
+        _example(set()), {**declined, "declined_answer": "Lyon [1]."}, latency_s=1.0
+    )
+    assert right_decline["declined_accuracy"] == 0.0
+    by_model = {"answer": NOT_FOUND_EN, "not_found": True, "not_found_reason": REASON_MODEL_DECLINED}
+    model_record = question_record(_example(set()), by_model, latency_s=1.0)
+    assert model_record["declined_answer"] == "" and model_record["declined_accuracy"] is None
+    answered = question_record(_example(set()), {"answer": "Paris [1]."}, latency_s=1.0)
+    legacy = {**_record(), "not_found": True}  # written before records named a reason
+    summary = aggregate([wrong_decline, right_decline, model_record, answered, legacy])["not_found"]
+    assert summary == {
+        "reasons": {REASON_MISSING_ANCHOR: 2, REASON_MODEL_DECLINED: 1, UNRECORDED_REASON: 1},
+        "declined_answers": 2,
+        "declined_with_gold": 1,
+    }
 
 
 def _record(**fields: Any) -> dict[str, Any]:
