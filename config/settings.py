@@ -238,6 +238,13 @@ class Settings(BaseSettings):
         2, ge=1, le=3, description="Retrieval hops of the ITERATIVE (multi-hop) strategy."
     )
     quality_threshold: float = Field(0.7, ge=0.0, le=1.0, description="Answer score needed to stop refining.")
+    revision_patience: int = Field(
+        10,
+        ge=0,
+        le=10,
+        description="Answer revisions in a row that may fail to beat the best answer before the Self-RAG "
+        "loop gives up (0 = stop at the first that does not; max_iterations bounds the attempts anyway).",
+    )
     relevance_threshold: float = Field(
         0.35, ge=0.0, le=1.0, description="Passage relevance (0-1) needed to count as relevant."
     )

@@ -8,8 +8,9 @@ Two graders produce the same AnswerGrade:
 `context.grader`: llm | score | auto (score when the grade model is weak).
 
 The decision (`next_action`) is made here, from state counters and context bounds, so the router only
-reads it: accept (score >= quality_threshold) | give_up (answer attempts spent) | retrieve (not grounded,
-retrieval budget left) | regenerate. Answers written without sources (no-retrieval path) are accepted.
+reads it: accept (score >= quality_threshold) | give_up (answer attempts spent, or more than
+`revision_patience` attempts in a row no better than the best) | retrieve (not grounded, retrieval budget
+left) | regenerate. Answers written without sources (no-retrieval path) are accepted.
 """
 
 from __future__ import annotations
@@ -189,11 +190,24 @@ def overall_score(grade: AnswerGrade) -> float:
     return mean if grade.grounded and grade.answers_question else min(mean, UNQUALIFIED_SCORE_CAP)
 
 
-def decide(score: float, grounded: bool, state: State, context: Context) -> NextAction:
-    """accept | give_up | retrieve | regenerate, from the score and the loop counters."""
+def stalled_after(score: float, state: State) -> int:
+    """Answer attempts in a row that did not beat the best earlier one, counting this `score`'s: 0 when it
+    is the first attempt or scores strictly higher than every earlier one (a tie is no progress)."""
+    best: AnswerCandidate | None = state.get("best_answer")
+    if not isinstance(best, dict) or score > best.get("score", 0.0):
+        return 0
+    return state.get("stalled_revisions", 0) + 1
+
+
+def decide(score: float, grounded: bool, state: State, context: Context, stalled: int = 0) -> NextAction:
+    """accept | give_up | retrieve | regenerate, from the score and the loop counters. A loop whose
+    revisions stopped improving the answer gives up after `revision_patience` of them: another attempt costs
+    a model call and, for a weak model, mostly rewords the same answer."""
     if score >= context.quality_threshold:
         return "accept"
     if state.get("generation_rounds", 0) >= context.max_iterations:
+        return "give_up"
+    if stalled > context.revision_patience:
         return "give_up"
     if not grounded and state.get("retrieval_rounds", 0) < context.max_iterations:
         return "retrieve"
@@ -248,7 +262,8 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 update={"grounded": False, "accuracy": min(grade.accuracy, checked.accuracy)}
             )
     score = overall_score(grade) if sources else mean_score(grade)
-    action: NextAction = "accept" if not sources else decide(score, grade.grounded, state, context)
+    stalled = stalled_after(score, state)
+    action: NextAction = "accept" if not sources else decide(score, grade.grounded, state, context, stalled)
     candidate = AnswerCandidate(
         text=draft,
         score=score,
@@ -260,6 +275,7 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "answer_grade": {**grade.model_dump(), "mean": mean_score(grade), "score": score, "grader": grader},
         "answer_score": score,
         "best_answer": candidate,
+        "stalled_revisions": stalled,
         "next_action": action,
     }
     return merge_updates(update, usage)

@@ -110,6 +110,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "strategy": "",
         "analysis": {},
         "next_action": "accept",
+        "stalled_revisions": 0,
         "retrieval_decision": "generate",
     }
     if append:

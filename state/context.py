@@ -147,6 +147,7 @@ class Context:
     max_iterations: int = _from_settings("max_iterations")
     iterative_hops: int = _from_settings("iterative_hops")
     quality_threshold: float = _from_settings("quality_threshold")
+    revision_patience: int = _from_settings("revision_patience")
     relevance_threshold: float = _from_settings("relevance_threshold")
     context_token_budget: int = _from_settings("context_token_budget")
     context_share: float = _from_settings("context_share")

@@ -154,6 +154,9 @@ class State(InputState, OutputState, total=False):
     """The latest generated answer (before grading)."""
     best_answer: Annotated[AnswerCandidate | None, keep_best_answer]
     answer_score: float
+    stalled_revisions: int
+    """Answer attempts in a row, up to the latest, that scored no better than the best one before them
+    (grade_answer gives up once they exceed `Context.revision_patience`)."""
     next_action: AnswerAction
     """What grade_answer decided (the router only reads it)."""
     owner_tenant: str

@@ -413,6 +413,29 @@ def test_loop_gives_up_at_the_bound_and_cites_the_best_answer(install: Any) -> N
     assert result["best_answer"]["round"] == 1 and result["best_answer"]["text"] == PARTIAL_ANSWER
 
 
+@pytest.mark.parametrize(
+    ("drafts", "patience", "rounds"),
+    [
+        ((PARTIAL_ANSWER, UNGROUNDED_ANSWER, "Lyon [1]"), 0, 2),  # the first revision is worse: stop
+        ((PARTIAL_ANSWER, PARTIAL_ANSWER, PARTIAL_ANSWER), 0, 2),  # a tie is no progress either
+        ((PARTIAL_ANSWER, UNGROUNDED_ANSWER, "Lyon [1]"), 1, 3),  # one stalled revision allowed
+        ((UNGROUNDED_ANSWER, PARTIAL_ANSWER, "Lyon [1]"), 0, 3),  # the revision improved: go on
+    ],
+)
+def test_loop_gives_up_when_revisions_stop_improving(
+    install: Any, drafts: tuple[str, ...], patience: int, rounds: int
+) -> None:
+    install(scripted(*drafts), strength="weak")
+    result = answer_loop().invoke(
+        {"question": QUESTION, "documents": [PARIS]},
+        context=Context(
+            max_iterations=3, quality_threshold=1.0, answerer="model", revision_patience=patience
+        ),
+    )
+    assert result["generation_rounds"] == rounds and result["next_action"] == "give_up"
+    assert result["answer"] == PARTIAL_ANSWER  # the best attempt is cited whenever the loop stops
+
+
 def test_generate_tokens_stream_in_messages_mode(install: Any) -> None:
     install(scripted(GOOD_ANSWER), strength="weak")
     chunks = [
