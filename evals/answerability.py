@@ -31,7 +31,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from config.settings import Settings
-from evals.datasets import HOTPOTQA_FILE, SHARED_DATA_DIR, Passage, QAExample, load_hotpotqa, pool_passages
+from evals.datasets import HOTPOTQA_FILE, SHARED_DATA_DIR, Passage, QAExample, pool_passages
 
 if TYPE_CHECKING:
     from evals.eval_index import ProgressFactory
@@ -111,22 +111,39 @@ def usable(example: QAExample) -> bool:
     return bool(example.supporting) and example.supporting_available == example.supporting
 
 
-def hotpot_set(path: Path, limit: int) -> AnswerabilitySet:
-    """The first `limit` usable HotpotQA questions over the `present` and `absent` corpora."""
+def qa_set(
+    path: Path, limit: int, *, skip: int = 0, pool: int | Literal["all"] | None = None
+) -> AnswerabilitySet:
+    """Questions `skip+1`..`skip+limit` of a HotpotQA or SQuAD-format (CMRC 2018) file whose gold paragraphs
+    are all in it, over the `present` and `absent` corpora.
+
+    `present` pools the paragraphs of the evaluated questions (`pool`: also those of the file's first
+    `pool` questions, or of "all", as `rag eval qa --pool`); `absent` is `present` without the gold
+    paragraphs of every evaluated question. A CMRC question has no distractor of its own, so a CMRC set
+    needs a pool: its absent corpus is then other articles of the same kind, the honest hard case.
+    `skip` keeps a development block (for choosing rules) apart from the reported one."""
+    from evals.qa import dataset_name, load_qa_examples, pool_examples, select_examples
+
     if limit < 1:
         raise ValueError(f"--limit must be at least 1, got {limit}")
-    examples = [example for example in load_hotpotqa(path) if usable(example)][:limit]
+    every_example = [example for example in load_qa_examples(path) if usable(example)]
+    examples = select_examples(every_example, limit, skip)
     if not examples:
-        raise ValueError(f"{path}: no HotpotQA question with its gold paragraphs")
-    present = pool_passages(examples)
+        raise ValueError(f"{path}: no question with its gold paragraphs after --skip {skip}")
+    present = pool_passages(pool_examples(every_example, examples, pool))
     gold = set().union(*(example.supporting for example in examples))
     absent = [passage for passage in present if passage.passage_id not in gold]
+    if not absent:
+        raise ValueError(
+            f"{path}: the absent corpus would be empty; pass --pool to add other questions' paragraphs"
+        )
     cases = [
         Case(example.qid, example.question, corpus, corpus == PRESENT)
         for corpus in (PRESENT, ABSENT)
         for example in examples
     ]
-    return AnswerabilitySet("hotpotqa", {PRESENT: present, ABSENT: absent}, cases)
+    name = "hotpotqa" if path.name == HOTPOTQA_FILE else dataset_name(path)
+    return AnswerabilitySet(name, {PRESENT: present, ABSENT: absent}, cases)
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -20,9 +20,9 @@ from evals.answerability import (
     ABSENT,
     DEV_SET,
     PRESENT,
-    hotpot_set,
     is_dev_set,
     load_dev_set,
+    qa_set,
     run_answerability_eval,
 )
 from graphs.rag import build_graph
@@ -230,7 +230,7 @@ def test_hotpot_set_removes_every_evaluated_gold_paragraph_from_the_absent_corpu
         hotpot_record("c", ["Gath", "Hume"], []) | {"context": [["Gath", ["Gath is a place."]]]},  # gold lost
     ]
     path.write_text("\n".join(json.dumps(record) for record in records), encoding="utf-8")
-    chosen = hotpot_set(path, limit=5)
+    chosen = qa_set(path, limit=5)
     present = {p.passage_id for p in chosen.corpora[PRESENT]}
     absent = {p.passage_id for p in chosen.corpora[ABSENT]}
     assert present == {"Avel", "Brin", "Cosk", "Dray", "Eln", "Fenn"}  # c is left out: a gold is missing
@@ -241,6 +241,33 @@ def test_hotpot_set_removes_every_evaluated_gold_paragraph_from_the_absent_corpu
         ("a", ABSENT, False),
         ("b", ABSENT, False),
     ]
+
+
+def test_a_cmrc_set_takes_its_absent_corpus_from_the_pool_and_skips_a_development_block(
+    tmp_path: Path,
+) -> None:
+    """CMRC questions have no distractors: without a pool the absent corpus would be empty (refused); with
+    one, it is the other articles. --skip leaves the development questions out of the reported block."""
+
+    def article(n: int) -> dict[str, Any]:
+        question = {
+            "id": f"q{n}",
+            "question": f"第{n}篇讲了什么？",
+            "answers": [{"text": "内容", "answer_start": 4}],
+        }
+        paragraph = {"id": f"art{n}-p", "context": f"第{n}篇文章的内容。", "qas": [question]}
+        return {"id": f"art{n}", "title": f"文章{n}", "paragraphs": [paragraph]}
+
+    articles = [article(n) for n in range(1, 5)]
+    path = tmp_path / "cmrc.json"
+    path.write_text(json.dumps({"version": "v1.0", "data": articles}, ensure_ascii=False), encoding="utf-8")
+    with pytest.raises(ValueError, match="--pool"):
+        qa_set(path, limit=2)
+    chosen = qa_set(path, limit=2, skip=1, pool="all")
+    assert [case.qid for case in chosen.cases] == ["q2", "q3", "q2", "q3"]
+    absent = {passage.text for passage in chosen.corpora[ABSENT]}
+    assert absent == {"第1篇文章的内容。", "第4篇文章的内容。"}
+    assert len(chosen.corpora[PRESENT]) == 4
 
 
 def test_the_extractive_evaluation_over_the_dev_set(tmp_path: Path) -> None:

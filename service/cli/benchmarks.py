@@ -399,25 +399,35 @@ def eval_answerability(
     dataset: Annotated[
         Path | None,
         typer.Option(
-            help="HotpotQA file (default: the sample in ../shared/data) or a development-set JSON such as "
-            "evals/fixtures/answerability.json."
+            help="HotpotQA or SQuAD-format (CMRC 2018) file (default: the HotpotQA sample in "
+            "../shared/data), or a development-set JSON such as evals/fixtures/answerability.json."
         ),
     ] = None,
     pipeline: Annotated[
         str, typer.Option(help="extractive (no model: retrieval and grounding only) | agentic (the graph).")
     ] = "extractive",
     limit: Annotated[
-        int, typer.Option(help="HotpotQA questions (each asked over the present and the absent corpus).")
+        int, typer.Option(help="Questions (each asked over the present and the absent corpus).")
     ] = ANSWERABILITY_LIMIT,
+    skip: Annotated[
+        int, typer.Option(help="Leave out the first N usable questions (a development block before them).")
+    ] = 0,
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            help="Also pool the paragraphs of the file's first N questions, or 'all' (needed for CMRC, whose "
+            "questions have no distractors: the absent corpus is the other articles)."
+        ),
+    ] = None,
     json_out: JsonReportOption = None,
 ) -> None:
     """Not-found rate where the documents lack the answer (want high) and where they hold it (want low)."""
     from evals.answerability import (
         HOTPOTQA_SAMPLE,
         PIPELINES,
-        hotpot_set,
         is_dev_set,
         load_dev_set,
+        qa_set,
         run_answerability_eval,
     )
 
@@ -430,7 +440,8 @@ def eval_answerability(
         fail(f"dataset {path} not found (pass --dataset)")
     settings = settings_or_exit()
     with user_errors():
-        chosen = load_dev_set(path) if is_dev_set(path) else hotpot_set(path, limit)
+        pool_size = parse_pool(pool)
+        chosen = load_dev_set(path) if is_dev_set(path) else qa_set(path, limit, skip=skip, pool=pool_size)
     with user_errors(), progress_bars() as bars:
         report = run_answerability_eval(chosen, settings, pipeline=pipeline, progress=bars)
     write_json_report(json_out, report)
