@@ -4,7 +4,9 @@ Why: retrieval always returns the nearest passages, relevant or not, and a model
 always writes something from them; so without this check every question got an answer, including questions
 whose answer no document holds. Three signals, all model-free:
 1. retrieval evidence: a name, number, quoted or CJK term of the question occurs in no retrieved passage
-   (hybrid search with BM25 would have found a passage naming it, so the documents do not mention it);
+   (hybrid search with BM25 would have found a passage naming it, so the documents do not mention it); a
+   CJK term only from 3 characters and only when not one of its character pairs is there (Chinese terms cut
+   at function characters straddle words; chosen on development CMRC questions, results/dev/);
 2. grounding: the answer has claim sentences and none of them is supported by its evidence
    (retrieval.grounding);
 3. coverage: the supported sentences and the passages they cite contain less than MIN_QUESTION_COVERAGE of
@@ -19,6 +21,7 @@ not used for tuning) are in results/answerability_*.json.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from core.text import CJK_CHAR, contains_cjk, split_sentences
 from retrieval.answer_text import content_terms
@@ -31,8 +34,12 @@ REASON_UNSUPPORTED = "no sentence of the answer is supported by a passage"
 REASON_LOW_COVERAGE = "the supported answer covers"
 #: Share of the question's content terms that the supported answer and its cited passages must contain.
 MIN_QUESTION_COVERAGE = 0.6
-#: Chinese question characters: bigrams with one of them are not terms a passage repeats.
-CJK_QUESTION_CHARS = frozenset("哪什么吗呢谁几怎何")
+#: Chinese question characters (啥: colloquial "what"): bigrams with one of them are not terms a passage
+#: repeats.
+CJK_QUESTION_CHARS = frozenset("哪什么吗呢谁几怎何啥")
+#: A Chinese question term is a name to look for only from this many characters: shorter runs are mostly
+#: words of the question ("时候", "特点", "地址") that a passage answering it need not repeat.
+CJK_ANCHOR_MIN_CHARS = 3
 #: Chinese "how much / long / big ..." words: question words, not terms a passage repeats.
 CJK_QUESTION_WORDS = ("多少", "多长", "多大", "多高", "多久", "多远", "多重", "多宽", "多深", "多老")
 
@@ -61,18 +68,32 @@ def question_anchors(question: str) -> Anchors:
         entities += [e for e in found.entities if " " in e or not opening.startswith(e)]
         numbers += found.numbers
         quoted += found.quoted
-        cjk += [term for term in found.cjk if not is_question_word(term)]
+        cjk += [
+            term for term in found.cjk if len(term) >= CJK_ANCHOR_MIN_CHARS and not is_question_word(term)
+        ]
     unique = dict.fromkeys
     return Anchors(tuple(unique(entities)), tuple(unique(numbers)), tuple(unique(quoted)), tuple(unique(cjk)))
 
 
 def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -> list[str]:
-    """Names, numbers, quoted and CJK terms of the question that no passage (title or text) contains."""
+    """Names, numbers, quoted and CJK terms of the question that no passage (title or text) contains.
+
+    A CJK term counts as missing only when none of its character pairs occurs in a passage: Chinese has no
+    word boundaries, so a term cut at function characters often straddles words ("赫姓分" of "赫姓分为",
+    "里出生" of "在哪里出生") and an answering passage holds its words but not the run; a name the
+    documents never mention leaves no pair behind."""
     anchors = question_anchors(question)
     if not anchors.all():
         return []
     evidence = Evidence.of([f"{doc.get('title', '')}\n{doc['text']}" for doc in documents])
-    return list(evidence.missing(anchors))
+    missing = list(evidence.missing(replace(anchors, cjk=())))
+    missing += [term for term in anchors.cjk if not any(pair in evidence.text for pair in char_pairs(term))]
+    return missing
+
+
+def char_pairs(term: str) -> list[str]:
+    """The overlapping character pairs of a CJK term ("塔罗高" -> "塔罗", "罗高")."""
+    return [term[index : index + 2] for index in range(len(term) - 1)]
 
 
 def question_coverage(question: str, texts: Sequence[str]) -> float:

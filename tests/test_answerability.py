@@ -195,6 +195,18 @@ def test_question_anchors_leave_out_requests_and_question_words(question: str, k
     assert question_anchors(question).all() == kept
 
 
+def test_a_chinese_term_is_missing_only_when_no_character_pair_of_it_is_there() -> None:
+    """Terms cut at function characters straddle words ("里建成" of "在哪里建成"): a passage that answers
+    holds their words, not the run; a passage about something else holds none of their pairs."""
+    question = "澄河石桥在哪里建成？"
+    answering = passage(1, "青石桥横跨澄河，1931年建成。", "青石桥")
+    elsewhere = passage(2, "林州位于北方，盛产小麦。", "林州")
+    assert question_anchors(question).cjk == ("澄河石桥", "里建成")
+    assert missing_question_anchors(question, [answering]) == []
+    assert missing_question_anchors(question, [elsewhere]) == ["澄河石桥", "里建成"]
+    assert question_anchors("桥有什么特点？").cjk == ()  # two-character words of a question are no names
+
+
 def test_missing_anchors_read_titles_too() -> None:
     assert missing_question_anchors("Where is Corran?", [CORRAN]) == []
     assert missing_question_anchors("Where is Kestrel Bay?", [TARROW, CORRAN]) == ["Kestrel Bay"]
