@@ -238,8 +238,10 @@ class Settings(BaseSettings):
         2, ge=1, le=3, description="Retrieval hops of the ITERATIVE (multi-hop) strategy."
     )
     quality_threshold: float = Field(0.7, ge=0.0, le=1.0, description="Answer score needed to stop refining.")
+    # 0 chosen on development questions (results/dev/): HotpotQA 300-319 and CMRC 120-159, same answer
+    # accuracy as unlimited patience (0.20 / 0.25) at 1.15 / 1.18 model calls instead of 1.25 / 1.38.
     revision_patience: int = Field(
-        10,
+        0,
         ge=0,
         le=10,
         description="Answer revisions in a row that may fail to beat the best answer before the Self-RAG "

@@ -406,7 +406,8 @@ def test_loop_gives_up_at_the_bound_and_cites_the_best_answer(install: Any) -> N
     install(scripted(PARTIAL_ANSWER, UNGROUNDED_ANSWER, "Lyon [1]"), strength="weak")
     result = answer_loop().invoke(
         {"question": QUESTION, "documents": [PARIS]},
-        context=Context(max_iterations=3, quality_threshold=1.0, answerer="model"),
+        # patience for every attempt: the bound, not the stalled revisions, ends this loop
+        context=Context(max_iterations=3, quality_threshold=1.0, answerer="model", revision_patience=3),
     )
     assert result["generation_rounds"] == 3 and result["next_action"] == "give_up"
     assert result["answer"] == PARTIAL_ANSWER
