@@ -231,7 +231,7 @@ def run_answerability_eval(
 ) -> dict[str, Any]:
     """Ask every case over its corpus with `pipeline`; return the report with per-case records.
     `resources` builds the models and stores for each corpus's data directory (tests pass fakes)."""
-    from evals.environment import machine_description, model_description
+    from evals.environment import code_commit, machine_description, model_description
     from evals.eval_index import eval_root, index_settings, ingest_corpus, no_progress, write_corpus_once
     from evals.qa import corpus_key
     from graphs.runner import Session
@@ -280,6 +280,7 @@ def run_answerability_eval(
         "max_iterations": context.max_iterations,
         "seconds": round(time.perf_counter() - started, 1),
         "machine": machine_description(),
+        "code_commit": code_commit(),
         "model": "none (extractive)" if pipeline == "extractive" else model_description(settings),
         "embedding": settings.embedding_provider,
         "records": records,
