@@ -248,9 +248,15 @@ def thread_lock(settings: Settings, thread_id: str, timeout_s: float | None = No
     try:
         yield
     finally:
-        with _HELD_GUARD:
-            del _HELD[locker.name]
-        lock.release()
+        try:
+            with _HELD_GUARD:
+                # Only our own entry: after `remove_lock_file` a waiter of this process may take the new
+                # file's lock while the old file's holder is still inside its block, and the one that leaves
+                # first must not drop the other's entry (the other's release then failed and kept the lock).
+                if _HELD.get(locker.name, (0, 0, None))[2] is lock:
+                    del _HELD[locker.name]
+        finally:
+            lock.release()
 
 
 def remove_lock_file(settings: Settings, thread_id: str) -> None:

@@ -333,7 +333,9 @@ def test_cli_prints_the_table_and_writes_json(
     )
     assert result.exit_code == 0, result.output
     assert (seen["limit"], seen["top_k"], seen["llm"]) == (5, 8, False)
-    assert json.loads(out.read_text(encoding="utf-8")) == GRADERS_REPORT
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert "rag " in written.pop("command")  # how it was run (sys.argv: pytest's own under CliRunner)
+    assert written == GRADERS_REPORT
     assert "score" in result.output and "0.509" in result.output and "AUC 0.86" in result.output
     for bad in (["--limit", "0"], ["--top-k", "0"], ["--top-k", "101"]):
         refused = CliRunner().invoke(app, ["eval", "graders", "--dataset", str(hotpot_file), *bad])

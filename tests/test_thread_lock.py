@@ -149,6 +149,30 @@ def test_removing_the_lock_file_under_the_lock_keeps_it_exclusive(settings: Sett
     assert try_once(settings, "t1")
 
 
+def test_the_old_files_holder_leaving_first_does_not_leak_the_new_files_lock(settings: Settings) -> None:
+    """After `remove_lock_file`, a turn of this process takes the new file's lock while the old file's holder
+    is still inside its block (the order the test above leaves to the scheduler, forced here). The old holder
+    leaves first: the newer holder's bookkeeping must survive, so its release frees the lock."""
+    newer_holds, newer_may_leave = threading.Event(), threading.Event()
+
+    def newer() -> None:
+        with thread_lock(settings, "t1", timeout_s=30):
+            newer_holds.set()
+            newer_may_leave.wait(30)
+
+    thread = threading.Thread(target=newer)
+    with held_elsewhere(settings, "t1") as release_older:
+        remove_lock_file(settings, "t1")
+        thread.start()
+        assert newer_holds.wait(30)
+        release_older()  # the old file's holder leaves first
+    assert not try_once(settings, "t1")  # the newer turn still holds it
+    newer_may_leave.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert try_once(settings, "t1")  # released, not leaked
+
+
 def test_lock_files_are_named_by_hash(settings: Settings) -> None:
     path = lock_path(settings, "../../etc/passwd")
     assert path.parent == settings.data_dir / "locks" and "/" not in path.name and ".." not in path.name
