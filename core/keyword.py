@@ -12,6 +12,8 @@ from functools import lru_cache
 
 import Stemmer
 
+from core.text import char_pairs
+
 TOKEN_PATTERN = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
 CJK_START = "\u3400"
 
@@ -44,7 +46,7 @@ def analyze(text: str) -> list[str]:
             if len(token) == 1:
                 terms.append(token)
             else:
-                terms.extend(token[index : index + 2] for index in range(len(token) - 1))
+                terms.extend(char_pairs(token))
         elif token not in ENGLISH_STOP_WORDS:
             terms.append(token)
             if not token.isdigit():

@@ -37,6 +37,12 @@ _WORD_BEFORE = re.compile(r"([A-Za-z](?:\.?[A-Za-z])*)$")
 _LINE = re.compile(r"[^\n]+")
 
 
+def char_pairs(term: str) -> list[str]:
+    """The overlapping character pairs of a CJK term ("塔罗高" -> "塔罗", "罗高"): the units Chinese text is
+    indexed and matched by, since it has no word boundaries."""
+    return [term[index : index + 2] for index in range(len(term) - 1)]
+
+
 def contains_cjk(text: str) -> bool:
     """Whether `text` has at least one CJK ideograph or kana, i.e. needs character-level tokens."""
     return CJK_CHAR.search(text) is not None

@@ -21,7 +21,6 @@ import hashlib
 import json
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
@@ -319,35 +318,8 @@ def run_qa_eval(
         "corpus_passages": len(passages),
         "chunks": chunks,
         "machine": machine_description(),
-        "machine_load": load_summary(ordered),
-        "code_commits": commit_counts(ordered),
         "model": model,
         "embedding": settings.embedding_provider,
         "context": asdict(context),
         "results_file": str(results_path),
-    }
-
-
-#: How records from before the per-record stamps are counted in `code_commits`.
-UNRECORDED_COMMIT = "unrecorded (answered before records named their commit)"
-
-
-def commit_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """How many of the reported questions each commit answered: a resumed run may span several."""
-    counts: dict[str, int] = {}
-    for record in records:
-        commit = str(record.get("code_commit") or UNRECORDED_COMMIT)
-        counts[commit] = counts.get(commit, 0) + 1
-    return counts
-
-
-def load_summary(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The 1-minute load average when the questions started (median and max) against the core count, so a
-    reader can tell a quiet run's latencies from a run that shared the cores."""
-    loads = [float(record["load_1m"]) for record in records if record.get("load_1m") is not None]
-    return {
-        "cores": os.cpu_count(),
-        "questions_measured": len(loads),
-        "load_1m_median": round(statistics.median(loads), 2) if loads else None,
-        "load_1m_max": max(loads) if loads else None,
     }

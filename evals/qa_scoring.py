@@ -15,6 +15,9 @@ provenance, not part of the answer, and their digits would otherwise count as wr
 
 from __future__ import annotations
 
+import os
+import statistics
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -251,6 +254,27 @@ def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+#: How records from before the per-record stamps are counted in `code_commits`.
+UNRECORDED_COMMIT = "unrecorded (answered before records named their commit)"
+
+
+def commit_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many of the reported questions each commit answered: a resumed run may span several."""
+    return dict(Counter(str(record.get("code_commit") or UNRECORDED_COMMIT) for record in records))
+
+
+def load_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The 1-minute load average when the questions started (median and max) against the core count, so a
+    reader can tell a quiet run's latencies from a run that shared the cores."""
+    loads = [float(record["load_1m"]) for record in records if record.get("load_1m") is not None]
+    return {
+        "cores": os.cpu_count(),
+        "questions_measured": len(loads),
+        "load_1m_median": round(statistics.median(loads), 2) if loads else None,
+        "load_1m_max": max(loads) if loads else None,
+    }
+
+
 def _breakdown(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, dict[str, Any]]:
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
@@ -296,4 +320,6 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "per_node_ms": {node: round(total / len(answered), 2) for node, total in sorted(per_node.items())},
         "by_strategy": _breakdown(records, "strategy"),
         "by_type": _breakdown(records, "kind") if has_kinds else {},
+        "machine_load": load_summary(records),
+        "code_commits": commit_counts(records),
     }

@@ -444,21 +444,22 @@ def readme_qa_table(paths: Sequence[Path]) -> list[str]:
     """The README's QA table of these `results/qa_<label>_<pipeline>.json` files, one row each, labelled by
     the file name as tests/test_readme_results.py reads it back: pasting a table by hand is how README
     numbers drift from the runs."""
-    lines = table(["dataset", "pipeline", *(header for header, _key, _digits in README_QA_COLUMNS)], [])
+    rows = []
     for path in paths:
         report = json.loads(Path(path).read_text(encoding="utf-8"))
         pipeline = str(report["pipeline"])
         label = Path(path).stem.removeprefix(QA_FILE_PREFIX).removesuffix(f"_{pipeline}")
-        cells = [
-            MISSING
-            if report.get(key) is None
-            else f"{report[key]:.{digits}f}"
-            if digits is not None
-            else str(report[key])
-            for _header, key, digits in README_QA_COLUMNS
-        ]
-        lines.append("| " + " | ".join([label, pipeline, *cells]) + " |")
-    return lines
+        rows.append(
+            [label, pipeline, *(_fixed(report.get(key), digits) for _h, key, digits in README_QA_COLUMNS)]
+        )
+    return table(["dataset", "pipeline", *(header for header, _key, _digits in README_QA_COLUMNS)], rows)
+
+
+def _fixed(value: Any, digits: int | None) -> str:
+    """A README cell at a fixed number of decimals (`fmt` picks them by magnitude; the README does not)."""
+    if value is None:
+        return MISSING
+    return str(value) if digits is None else f"{value:.{digits}f}"
 
 
 if __name__ == "__main__":  # python -m evals.report results/qa_pooled_*.json: the README's QA table

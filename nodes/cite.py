@@ -94,7 +94,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "renderings": cited.renderings,
         "unsupported_sentences": cited.unsupported_sentences,
         "not_found": not_found,
-        "not_found_reason": reason if not_found else "",
+        "not_found_reason": reason,
         "declined_answer": declined,
         "retrieved": ranked_documents(documents),
         # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores

@@ -199,7 +199,7 @@ def stalled_after(score: float, state: State) -> int:
     return state.get("stalled_revisions", 0) + 1
 
 
-def decide(score: float, grounded: bool, state: State, context: Context, stalled: int = 0) -> NextAction:
+def decide(score: float, grounded: bool, state: State, context: Context, stalled: int) -> NextAction:
     """accept | give_up | retrieve | regenerate, from the score and the loop counters. A loop whose
     revisions stopped improving the answer gives up after `revision_patience` of them: another attempt costs
     a model call and, for a weak model, mostly rewords the same answer."""

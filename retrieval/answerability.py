@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from core.text import CJK_CHAR, contains_cjk, split_sentences
+from core.text import CJK_CHAR, char_pairs, contains_cjk, split_sentences
 from retrieval.answer_text import content_terms
 from retrieval.grounding import CJK_FUNCTION_CHARS, META_TERMS, Anchors, Evidence, anchors_of, ground_answer
 from state.schemas import RetrievedDoc
@@ -89,11 +89,6 @@ def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -
     missing = list(evidence.missing(replace(anchors, cjk=())))
     missing += [term for term in anchors.cjk if not any(pair in evidence.text for pair in char_pairs(term))]
     return missing
-
-
-def char_pairs(term: str) -> list[str]:
-    """The overlapping character pairs of a CJK term ("塔罗高" -> "塔罗", "罗高")."""
-    return [term[index : index + 2] for index in range(len(term) - 1)]
 
 
 def question_coverage(question: str, texts: Sequence[str]) -> float:

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.keyword import ENGLISH_STOP_WORDS
-from core.text import CJK_RANGES, split_sentences
+from core.text import CJK_RANGES, char_pairs, split_sentences
 from retrieval.answer_text import content_terms, factual_sentences, strip_references, support
 from retrieval.citations import extract_markers
 from state.schemas import RetrievedDoc
@@ -249,7 +249,7 @@ def _cjk_in(term: str, text: str) -> bool:
         return True
     if len(term) < CJK_LONG_TERM:
         return False
-    grams = [term[index : index + 2] for index in range(len(term) - 1)]
+    grams = char_pairs(term)
     return sum(gram in text for gram in grams) / len(grams) >= CJK_BIGRAM_SHARE
 
 

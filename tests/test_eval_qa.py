@@ -16,7 +16,6 @@ from evals.datasets import LANGUAGE_CHINESE, LANGUAGE_ENGLISH, Passage, QAExampl
 from evals.environment import code_commit
 from evals.qa import (
     PIPELINES,
-    UNRECORDED_COMMIT,
     append_record,
     load_qa_examples,
     pool_examples,
@@ -26,6 +25,7 @@ from evals.qa import (
 )
 from evals.qa_scoring import (
     SUPPORT_RECALL_KEY,
+    UNRECORDED_COMMIT,
     UNRECORDED_REASON,
     aggregate,
     answer_accuracy,
