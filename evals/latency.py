@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
+from evals.environment import machine_description, model_description
 from evals.metrics import percentile
-from evals.retrieval import machine_description
+from evals.qa import ResourcesFactory
 from graphs.runner import Session, new_thread_id
 from nodes.resources import Resources, use_resources
 from retrieval.ingest import ingest_paths
-from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -45,13 +45,15 @@ def run_latency_eval(
     questions: int = 50,
     corpus: Path = SAMPLE_CORPUS,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    resources: ResourcesFactory = Resources,
 ) -> dict[str, Any]:
-    """Ingest the sample corpus into a dedicated data dir, then time `questions` graph runs."""
+    """Ingest the sample corpus into a dedicated data dir, then time `questions` graph runs.
+
+    `resources` builds the models and stores for that data dir (tests pass fakes)."""
     eval_settings = settings.model_copy(update={"data_dir": settings.data_dir / "eval" / "latency"})
-    kb = KnowledgeBase.open(eval_settings)
-    ingest_paths(kb, [corpus], collection=LATENCY_COLLECTION)
-    kb.close()
-    with use_resources(Resources(eval_settings)):
+    installed = resources(eval_settings)
+    with use_resources(installed):
+        ingest_paths(installed.kb(), [corpus], collection=LATENCY_COLLECTION)
         return _time_questions(eval_settings, settings, questions, progress)
 
 
@@ -87,9 +89,7 @@ def _time_questions(
     return {
         "questions": questions,
         "machine": machine_description(),
-        "model": settings.llm_model
-        if settings.llm_provider != "local"
-        else "SmolLM2-135M-Instruct Q4_1 (embedded)",
+        "model": model_description(settings),
         "wall_s": round(wall_total / 1000, 2),
         "model_s": round(sum(models) / 1000, 2),
         "retrieval_s": round(sum(retrievals) / 1000, 2),

@@ -145,7 +145,7 @@ def _ratio(part: dict[str, Any], whole: dict[str, Any]) -> float | None:
     """part's p50 / whole's p50 (None when either is missing)."""
     if part["p50_ms"] is None or not whole["p50_ms"]:
         return None
-    return round(part["p50_ms"] / whole["p50_ms"], 4)
+    return round(float(part["p50_ms"]) / float(whole["p50_ms"]), 4)
 
 
 def run_load(

@@ -7,6 +7,7 @@ leaves nothing behind, which is what a CLI command and a test both want.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,49 @@ def plot_qa_f1_vs_llm_calls(reports: Sequence[Mapping[str, Any]], path: Path) ->
     return _save(figure, path)
 
 
+def plot_qa_accuracy(runs: Sequence[tuple[str, Mapping[str, Any]]], path: Path) -> Path | None:
+    """Answer accuracy (left) and model calls per question (right) of each (run label, QA report), one bar
+    per pipeline within each run: the agentic-against-naive question of the QA targets at a glance, quality
+    beside its price. Reports without an answer accuracy (older runs) are left out; None when none has it."""
+    usable = [(label, report) for label, report in runs if report.get("accuracy") is not None]
+    if not usable:
+        return None
+    labels = list(dict.fromkeys(label for label, _report in usable))
+    pipelines = list(dict.fromkeys(str(report.get("pipeline")) for _label, report in usable))
+    by_key = {(label, str(report.get("pipeline"))): report for label, report in usable}
+    figure = _new_figure()
+    figure.set_size_inches(FIGURE_SIZE[0] * 1.4, max(FIGURE_SIZE[1], 0.45 * len(labels) * len(pipelines)))
+    for column, (key, title) in enumerate(
+        (
+            ("accuracy", "answer accuracy (gold contained)"),
+            ("llm_calls_per_question", "model calls per question"),
+        )
+    ):
+        axes = figure.add_subplot(1, 2, column + 1)
+        series = {
+            pipeline: [_value(by_key.get((label, pipeline)), key) for label in labels]
+            for pipeline in pipelines
+        }
+        _grouped_bars(axes, labels, series, horizontal=True)
+        axes.invert_yaxis()
+        axes.set_xlabel(title)
+        axes.grid(axis="x", alpha=0.3)
+        if column:
+            axes.set_yticks([])
+    figure.suptitle("Question answering: accuracy and its price, per run")
+    return _save(figure, path)
+
+
+def _value(report: Mapping[str, Any] | None, key: str) -> float:
+    """`report[key]` as a float; NaN when the run or the value is missing (no bar is drawn)."""
+    value = None if report is None else report.get(key)
+    return math.nan if value is None else float(value)
+
+
 def _grouped_bars(
     axes: Any, groups: Sequence[str], series: Mapping[str, Sequence[float]], *, horizontal: bool
 ) -> None:
-    """Bars of several series side by side within each group."""
+    """Bars of several series side by side within each group (NaN: no bar)."""
     width = BAR_GROUP_WIDTH / max(1, len(series))
     for index, (name, values) in enumerate(series.items()):
         offsets = [position + (index - (len(series) - 1) / 2) * width for position in range(len(groups))]
@@ -91,7 +131,9 @@ def _grouped_bars(
             bars = axes.barh(offsets, values, height=width, label=name)
         else:
             bars = axes.bar(offsets, values, width=width, label=name)
-        axes.bar_label(bars, fmt=BAR_LABEL_FORMAT, fontsize=7, padding=2)
+        # A missing value (NaN) draws no bar and gets no label, so it is not mistaken for a measured 0.
+        texts = ["" if math.isnan(value) else BAR_LABEL_FORMAT % value for value in values]
+        axes.bar_label(bars, labels=texts, fontsize=7, padding=2)
     if horizontal:
         axes.set_yticks(range(len(groups)), groups)
     else:

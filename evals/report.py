@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.plots import plot_latency_per_node, plot_qa_f1_vs_llm_calls, plot_retrieval_ndcg
+from evals.plots import plot_latency_per_node, plot_qa_accuracy, plot_qa_f1_vs_llm_calls, plot_retrieval_ndcg
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +26,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_RESULTS_DIR = Path("results")
 README_NAME = "README.md"
 QA_PLOT = "qa_f1_vs_llm_calls.png"
+QA_ACCURACY_PLOT = "qa_accuracy.png"
 LATENCY_PLOT = "latency_per_node.png"
 RETRIEVAL_PLOT = "retrieval_ndcg.png"
 MISSING = "–"
@@ -164,7 +165,11 @@ def retrieval_section(results: Results, written: set[str]) -> list[str]:
 
 
 def qa_section(results: Results, written: set[str]) -> list[str]:
-    """Answer quality and cost per pipeline and dataset, then the breakdowns by strategy and type."""
+    """Answer quality and cost per run (file) and pipeline, then the breakdowns by strategy and type.
+
+    Rows are labelled by file name, not by dataset: a results folder holds several runs of one dataset
+    (another model, an earlier rule, another corpus), and rows that differ only in numbers cannot be told
+    apart."""
     lines = ["## Question answering", ""]
     if not results.qa:
         return [
@@ -172,62 +177,37 @@ def qa_section(results: Results, written: set[str]) -> list[str]:
             "No QA report yet: `rag eval qa --dataset FILE --pipeline agentic --json results/qa_NAME.json`.",
             "",
         ]
-    reports = sorted(
-        (report for _stem, report in results.qa),
-        key=lambda r: (str(r.get("dataset")), str(r.get("pipeline"))),
+    runs = sorted(
+        ((run_label(stem, report), report) for stem, report in results.qa),
+        key=lambda run: (run[0], PIPELINE_ORDER.get(str(run[1].get("pipeline")), len(PIPELINE_ORDER))),
     )
-    lines += table(
-        [
-            "dataset",
-            "pipeline",
-            "n",
-            "EM",
-            "F1",
-            "support R@5",
-            "citation precision",
-            "not found",
-            "LLM calls/q",
-            "tokens/q",
-            "latency p50 s",
-        ],
-        [
-            [
-                report.get("dataset"),
-                report.get("pipeline"),
-                report.get("n"),
-                report.get("em"),
-                report.get("f1"),
-                report.get("support_recall@5"),
-                report.get("citation_precision"),
-                report.get("not_found_rate"),
-                report.get("llm_calls_per_question"),
-                report.get("tokens_per_question"),
-                report.get("latency_p50_s"),
-            ]
-            for report in reports
-        ],
-    )
-    lines += ["", *_image(QA_PLOT, "F1 against LLM calls per question", written)]
+    lines += qa_table(runs)
+    lines += [
+        "",
+        "Datasets: " + ", ".join(f"{label} = {report.get('dataset')}" for label, report in runs) + ".",
+    ]
+    lines += ["", *_image(QA_ACCURACY_PLOT, "answer accuracy and model calls per run", written)]
+    lines += _image(QA_PLOT, "F1 against LLM calls per question", written)
     breakdown_rows = [
         [
-            report.get("dataset"),
+            label,
             report.get("pipeline"),
             by,
             group,
             *[values.get(key) for key in ("n", "em", "f1", "llm_calls", "support_recall@5")],
         ]
-        for report in reports
+        for label, report in runs
         for by, key in (("strategy", "by_strategy"), ("type", "by_type"))
         for group, values in (report.get(key) or {}).items()
     ]
     if breakdown_rows:
         lines += ["### By strategy and by HotpotQA type", ""]
         lines += table(
-            ["dataset", "pipeline", "by", "group", "n", "EM", "F1", "LLM calls", "support R@5"],
+            ["run", "pipeline", "by", "group", "n", "EM", "F1", "LLM calls", "support R@5"],
             breakdown_rows,
         )
         lines.append("")
-    return [*lines, *_provenance(reports), ""]
+    return [*lines, *_provenance(report for _label, report in runs), ""]
 
 
 def graders_section(results: Results) -> list[str]:
@@ -384,7 +364,9 @@ def _qa_key(report: Mapping[str, Any]) -> tuple[str, str, str]:
 def write_qa_plot(results_dir: Path, extra: Iterable[Mapping[str, Any]] = ()) -> Path | None:
     """`results_dir/qa_f1_vs_llm_calls.png` from the QA reports there plus `extra` (which win on a tie of
     dataset, pipeline and n); None when there is no QA report at all."""
-    reports = {_qa_key(report): report for _stem, report in load_results(results_dir).qa}
+    reports: dict[tuple[str, str, str], Mapping[str, Any]] = {
+        _qa_key(report): report for _stem, report in load_results(results_dir).qa
+    }
     reports.update({_qa_key(report): report for report in extra})
     return plot_qa_f1_vs_llm_calls(list(reports.values()), Path(results_dir) / QA_PLOT)
 
@@ -395,6 +377,9 @@ def write_report(results_dir: Path) -> dict[str, Any]:
     results = load_results(results_dir)
     plots = [
         plot_qa_f1_vs_llm_calls([report for _stem, report in results.qa], results_dir / QA_PLOT),
+        plot_qa_accuracy(
+            [(run_label(stem, report), report) for stem, report in results.qa], results_dir / QA_ACCURACY_PLOT
+        ),
         plot_latency_per_node(dict(results.latency), results_dir / LATENCY_PLOT),
         plot_retrieval_ndcg([report for _stem, report in results.retrieval], results_dir / RETRIEVAL_PLOT),
     ]
@@ -440,19 +425,36 @@ README_QA_COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 QA_FILE_PREFIX = "qa_"
 
 
+PIPELINE_ORDER = {"naive": 0, "agentic": 1, "no-retrieval": 2}
+
+
+def run_label(stem: str, report: Mapping[str, Any]) -> str:
+    """The run a `qa_<label>_<pipeline>.json` report belongs to: its file name without prefix and pipeline."""
+    return stem.removeprefix(QA_FILE_PREFIX).removesuffix(f"_{report.get('pipeline')}")
+
+
+def qa_table(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """One row per (run label, QA report), at the fixed precision of README_QA_COLUMNS."""
+    rows = [
+        [
+            label,
+            str(report.get("pipeline")),
+            *(_fixed(report.get(key), digits) for _h, key, digits in README_QA_COLUMNS),
+        ]
+        for label, report in runs
+    ]
+    return table(["dataset", "pipeline", *(header for header, _key, _digits in README_QA_COLUMNS)], rows)
+
+
 def readme_qa_table(paths: Sequence[Path]) -> list[str]:
     """The README's QA table of these `results/qa_<label>_<pipeline>.json` files, one row each, labelled by
     the file name as tests/test_readme_results.py reads it back: pasting a table by hand is how README
     numbers drift from the runs."""
-    rows = []
+    runs = []
     for path in paths:
         report = json.loads(Path(path).read_text(encoding="utf-8"))
-        pipeline = str(report["pipeline"])
-        label = Path(path).stem.removeprefix(QA_FILE_PREFIX).removesuffix(f"_{pipeline}")
-        rows.append(
-            [label, pipeline, *(_fixed(report.get(key), digits) for _h, key, digits in README_QA_COLUMNS)]
-        )
-    return table(["dataset", "pipeline", *(header for header, _key, _digits in README_QA_COLUMNS)], rows)
+        runs.append((run_label(Path(path).stem, report), report))
+    return qa_table(runs)
 
 
 def _fixed(value: Any, digits: int | None) -> str:

@@ -41,9 +41,11 @@ if [[ " $ONLY " == *" retrieval "* ]]; then
 fi
 
 if [[ " $ONLY " == *" load "* ]]; then
-  # Same corpus, clients, sizes and embedded model (SmolLM2-135M, the default) as load.json
-  # (scripts/run_benchmarks.sh, which runs this block with SETUP=embedded OUT=results/load.json). SETUP=embedded
-  # runs the load on the embedded set-up (no servers) into load_embedded_rerun.json unless OUT names a file.
+  # Same corpus, clients, sizes and embedded model (SmolLM2-135M, the default when load.json was measured) as
+  # load.json (scripts/run_benchmarks.sh, which runs this block with SETUP=embedded OUT=results/load.json), so
+  # the set-ups compare; RAG_LOCAL_MODEL=qwen2.5-coder-0.5b measures today's default (results/load_qwen.json).
+  # SETUP=embedded runs the load on the embedded set-up (no servers) into load_embedded_rerun.json unless OUT
+  # names a file.
   export RAG_LOCAL_MODEL="${RAG_LOCAL_MODEL:-smollm2-135m}"
   OUT="${OUT:-$RESULTS/load_servers.json}"
   if [ "${SETUP:-servers}" = embedded ]; then

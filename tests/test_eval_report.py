@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from evals.report import (
     LATENCY_PLOT,
+    QA_ACCURACY_PLOT,
     QA_PLOT,
     README_NAME,
     RETRIEVAL_PLOT,
@@ -64,13 +65,16 @@ LATENCY = {
 }
 
 
-def qa(pipeline: str, f1: float, calls: float, dataset: str = "hotpot_sample") -> dict[str, Any]:
+def qa(
+    pipeline: str, f1: float, calls: float, dataset: str = "hotpot_sample", accuracy: float | None = None
+) -> dict[str, Any]:
     return {
         "pipeline": pipeline,
         "dataset": dataset,
         "n": 100,
         "em": 0.1,
         "f1": f1,
+        "accuracy": accuracy,
         "support_recall@5": None if pipeline == "no-retrieval" else 0.61,
         "citation_precision": 0.5,
         "not_found_rate": 0.05,
@@ -113,8 +117,9 @@ def write_fixtures(folder: Path) -> None:
     files = {
         "retrieval_scifact.json": RETRIEVAL,
         "latency.json": LATENCY,
-        "qa_hotpot_agentic.json": qa("agentic", 0.31, 2.4),
-        "qa_hotpot_naive.json": qa("naive", 0.27, 1.0),
+        "qa_hotpot_agentic.json": qa("agentic", 0.31, 2.4, accuracy=0.4),
+        "qa_hotpot_naive.json": qa("naive", 0.27, 1.0, accuracy=0.35),
+        "qa_older-model_hotpot_naive.json": qa("naive", 0.12, 1.0),
         "router.json": ROUTER,
         "unrelated.json": {"hello": "world"},
     }
@@ -141,7 +146,7 @@ def test_reports_are_recognised_by_content(tmp_path: Path) -> None:
     assert (len(results.retrieval), len(results.latency), len(results.qa), len(results.router)) == (
         1,
         1,
-        2,
+        3,
         1,
     )
 
@@ -151,23 +156,36 @@ def test_report_writes_tables_and_plots(tmp_path: Path) -> None:
     written = write_report(tmp_path)
     readme = (tmp_path / README_NAME).read_text(encoding="utf-8")
     assert written["readme"] == str(tmp_path / README_NAME)
-    for name in (QA_PLOT, LATENCY_PLOT, RETRIEVAL_PLOT):
+    for name in (QA_PLOT, QA_ACCURACY_PLOT, LATENCY_PLOT, RETRIEVAL_PLOT):
         assert_png(tmp_path / name)
         assert f"]({name})" in readme
-    # QA rows per pipeline and dataset, None shown as a dash
-    assert (
-        "| hotpot_sample | agentic | 100 | 0.100 | 0.310 | 0.610 | 0.500 | 0.050 | 2.400 | 1234 | 2.500 |"
-        in readme
-    )
-    assert "| hotpot_sample | naive | 100 |" in readme
-    assert "| hotpot_sample | agentic | strategy | ITERATIVE | 60 |" in readme
-    assert "| hotpot_sample | naive | type | bridge | 80 |" in readme
+    # QA rows per run (file name) and pipeline, naive before agentic; None shown as a dash
+    qa_rows = [
+        line for line in readme.splitlines() if line.startswith(("| hotpot |", "| older-model_hotpot |"))
+    ]
+    assert qa_rows[:3] == [
+        "| hotpot | naive | 100 | 0.100 | 0.270 | 0.350 | – | 0.610 | 0.500 | 0.050 | 1.00 | 1234 | 2.5 |",
+        "| hotpot | agentic | 100 | 0.100 | 0.310 | 0.400 | – | 0.610 | 0.500 | 0.050 | 2.40 | 1234 | 2.5 |",
+        "| older-model_hotpot | naive | 100 | 0.100 | 0.120 | – | – | 0.610 | 0.500 | 0.050 | 1.00 | 1234 "
+        "| 2.5 |",
+    ]
+    assert "hotpot = hotpot_sample" in readme
+    assert "| hotpot | agentic | strategy | ITERATIVE | 60 |" in readme
+    assert "| older-model_hotpot | naive | type | bridge | 80 |" in readme
     # retrieval per mode, router accuracy and confusion, latency per node
     assert "| hybrid | 0.691 |" in readme and "| bm25 | 0.665 |" in readme
     assert "| heuristic | 1100 | 0.966 |" in readme and "| LLM | 30 | 0.667 |" in readme
     assert "| multi | 37 | 463 |" in readme
     assert "| generate | 2100 |" in readme
     assert MACHINE in readme
+
+
+def test_accuracy_plot_needs_a_run_with_answer_accuracy(tmp_path: Path) -> None:
+    (tmp_path / "qa_old_naive.json").write_text(json.dumps(qa("naive", 0.2, 1.0)), encoding="utf-8")
+    written = write_report(tmp_path)
+    assert str(tmp_path / QA_ACCURACY_PLOT) not in written["plots"]
+    assert str(tmp_path / QA_PLOT) in written["plots"]
+    assert f"]({QA_ACCURACY_PLOT})" not in (tmp_path / README_NAME).read_text(encoding="utf-8")
 
 
 def test_report_without_results_explains_how_to_get_them(tmp_path: Path) -> None:

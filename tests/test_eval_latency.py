@@ -1,0 +1,43 @@
+"""`rag eval latency` with fake models: the report's accounting adds up and names the model that ran."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from config.settings import Settings
+from evals.latency import run_latency_eval
+from models.local_catalog import CATALOG
+from nodes.resources import Resources
+from retrieval.knowledge_base import KnowledgeBase
+from tests.fakes import HashEmbeddings, TaskChatModel
+
+REPLY = "Answer: the sample corpus [1]."
+
+
+def fake_resources(model: TaskChatModel) -> Callable[[Settings], Resources]:
+    def factory(settings: Settings) -> Resources:
+        return Resources(
+            settings,
+            knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
+            generator=model,
+            grader=model,
+            strengths={"generate": "weak", "grade": "weak"},
+        )
+
+    return factory
+
+
+def test_latency_report_times_each_question_and_names_the_configured_local_model(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The report once named SmolLM2 whatever model ran; it must name the configured one."""
+    model = TaskChatModel(replies={"generate": REPLY, "chat": REPLY})
+    for local_model in ("qwen2.5-coder-0.5b", "smollm2-135m"):
+        settings = make_settings(local_model=local_model)
+        report = run_latency_eval(settings, questions=3, resources=fake_resources(model))
+        assert report["questions"] == 3
+        assert report["model"] == f"{CATALOG[local_model].file_name} (embedded)"
+        assert report["llm_calls_per_question"] >= 1
+        assert "generate" in report["per_node_ms"] and "retrieve" in report["per_node_ms"]
+        assert report["wall_s"] >= report["model_s"] + report["retrieval_s"] - 0.01
+        assert 0.0 <= report["overhead_fraction"] <= 1.0
