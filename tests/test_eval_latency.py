@@ -41,3 +41,21 @@ def test_latency_report_times_each_question_and_names_the_configured_local_model
         assert "generate" in report["per_node_ms"] and "retrieve" in report["per_node_ms"]
         assert report["wall_s"] >= report["model_s"] + report["retrieval_s"] - 0.01
         assert 0.0 <= report["overhead_fraction"] <= 1.0
+
+
+def test_latency_runs_with_the_answer_cache_off_even_where_the_user_has_it_on(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The warm-up asks the first question before the timed ones; with the cache on, that question could come
+    back from the cache and time no graph at all."""
+    model = TaskChatModel(replies={"generate": REPLY, "chat": REPLY})
+    seen: list[Settings] = []
+
+    def recording(settings: Settings) -> Resources:
+        seen.append(settings)
+        return fake_resources(model)(settings)
+
+    user_settings = make_settings(cache_enabled=True)
+    run_latency_eval(user_settings, questions=1, resources=recording)
+    assert [settings.cache_enabled for settings in seen] == [False]
+    assert seen[0].data_dir == user_settings.data_dir / "eval" / "latency"
