@@ -24,6 +24,8 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from config.settings import Settings
+from nodes.resources import Resources
 from prompts.answer import ANSWER_GRADER_SYSTEM, ANSWER_SYSTEM_PROMPTS, NO_RETRIEVAL_SYSTEMS
 from prompts.grading import RELEVANCE_GRADER_SYSTEM
 from prompts.query import (
@@ -36,6 +38,7 @@ from prompts.query import (
     REFORMULATE_SYSTEM,
 )
 from retrieval.embeddings import EmbeddingError
+from retrieval.knowledge_base import KnowledgeBase
 
 FAKE_DIMENSION = 256
 #: Latin words and single CJK characters (Chinese has no spaces, so characters are the words here).
@@ -215,3 +218,19 @@ class BrokenChatModel(ScriptedChatModel):
 def scripted(*replies: str) -> ScriptedChatModel:
     """A model that answers with `replies` in order."""
     return ScriptedChatModel(messages=iter([AIMessage(reply) for reply in replies]))
+
+
+def fake_resources(model: BaseChatModel) -> Callable[[Settings], Resources]:
+    """A resources factory for the benchmarks' own data dirs: hashed embeddings, `model` for every call,
+    and the weak (heuristic) paths, so an eval runs end to end in milliseconds."""
+
+    def factory(settings: Settings) -> Resources:
+        return Resources(
+            settings,
+            knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
+            generator=model,
+            grader=model,
+            strengths={"generate": "weak", "grade": "weak"},
+        )
+
+    return factory

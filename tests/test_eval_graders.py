@@ -19,11 +19,10 @@ from evals.grader_scoring import base_rate, binary_metrics, cost_summary, rankin
 from evals.graders import LLM_GRADER, SCORE_GRADER, grade_question, run_grader_eval
 from evals.report import README_NAME, load_results, report_kind, write_report
 from nodes.resources import Resources, use_resources
-from retrieval.knowledge_base import KnowledgeBase
 from service.cli import app
 from state.context import Context
 from state.schemas import RetrievedDoc
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.fakes import TaskChatModel, fake_resources
 from tests.test_eval_qa import HOTPOT_RECORDS
 
 TOP_K = 4
@@ -193,21 +192,6 @@ def oracle_reply(garbage_for: str = "") -> Callable[[list[BaseMessage]], str]:
         return json.dumps({"relevant": numbers})
 
     return reply
-
-
-def fake_resources(model: TaskChatModel) -> Callable[[Settings], Resources]:
-    """Resources for the benchmark's data dir: fake embeddings and the scripted grading model."""
-
-    def factory(settings: Settings) -> Resources:
-        return Resources(
-            settings,
-            knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
-            generator=model,
-            grader=model,
-            strengths={"generate": "weak", "grade": "weak"},
-        )
-
-    return factory
 
 
 def test_run_with_a_perfect_grading_model(hotpot_file: Path, settings: Settings) -> None:

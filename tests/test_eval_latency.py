@@ -8,23 +8,9 @@ from config.settings import Settings
 from evals.latency import run_latency_eval
 from models.local_catalog import CATALOG
 from nodes.resources import Resources
-from retrieval.knowledge_base import KnowledgeBase
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.fakes import TaskChatModel, fake_resources
 
 REPLY = "Answer: the sample corpus [1]."
-
-
-def fake_resources(model: TaskChatModel) -> Callable[[Settings], Resources]:
-    def factory(settings: Settings) -> Resources:
-        return Resources(
-            settings,
-            knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
-            generator=model,
-            grader=model,
-            strengths={"generate": "weak", "grade": "weak"},
-        )
-
-    return factory
 
 
 def test_latency_report_times_each_question_and_names_the_configured_local_model(

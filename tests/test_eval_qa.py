@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,11 +35,9 @@ from evals.qa_scoring import (
 )
 from graphs.runner import Session
 from nodes.cite import REASON_MODEL_DECLINED
-from nodes.resources import Resources
 from prompts.answer import NOT_FOUND_EN
 from retrieval.answerability import REASON_MISSING_ANCHOR
-from retrieval.knowledge_base import KnowledgeBase
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.fakes import TaskChatModel, fake_resources
 
 REQUIRED_REPORT_KEYS = {
     "pipeline",
@@ -168,21 +165,6 @@ def recording_model() -> TaskChatModel:
 def prompts_text(model: TaskChatModel) -> str:
     """Everything the model was shown, as one string."""
     return "\n".join(str(message.content) for _task, messages in model.calls for message in messages)
-
-
-def fake_resources(model: TaskChatModel) -> Callable[[Settings], Resources]:
-    """Resources for the benchmark's data dir: fake embeddings, the fake model, weak (heuristic) paths."""
-
-    def factory(settings: Settings) -> Resources:
-        return Resources(
-            settings,
-            knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
-            generator=model,
-            grader=model,
-            strengths={"generate": "weak", "grade": "weak"},
-        )
-
-    return factory
 
 
 @pytest.fixture
