@@ -6,6 +6,8 @@
 #
 #   bash scripts/bench_servers.sh                 # both; ONLY=retrieval or ONLY=load for one
 #
+# RAG_LOCAL_MODEL=qwen2.5-coder-0.5b OUT=results/load_servers_qwen.json (and SETUP=embedded
+# OUT=results/load_embedded_rerun_qwen.json) measure today's default model the same way.
 # Writes results/retrieval_scifact_servers.json and results/load_servers.json (beside retrieval_scifact.json
 # and load.json); SETUP=embedded runs the same on the embedded stores (*_embedded_rerun.json), for a side by
 # side taken on the same machine state. `rag eval load` takes one URL, so the load runs against one `rag serve` worker; its data
