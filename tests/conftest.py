@@ -20,10 +20,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from config.settings import Settings, load_settings
-from nodes.resources import Resources, Strength, use_resources
+from nodes.resources import Resources, use_resources
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.fakes import HashEmbeddings
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings
 from tests.helpers.servers import chroma_server, pg_url, throwaway_servers  # noqa: F401 (fixtures)
 
 # tiktoken's BPE files are copied into this cache on first use; by default it lives under ./.rag, which
@@ -32,7 +32,6 @@ os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(Path(tempfile.gettempdir()) / "a
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_CORPUS = REPO_ROOT / "samples" / "corpus"
-FAKE_MODEL_KEY = "fake"
 #: The semantic cache is off in tests unless a test turns it on (settings `cache_enabled=True`): otherwise a
 #: question asked again in one data folder would get the first run's answer instead of running the graph.
 CACHE_OFF = {"RAG_CACHE_ENABLED": "false"}
@@ -47,19 +46,6 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     for name, value in CACHE_OFF.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
-
-
-def fake_resources(
-    kb: KnowledgeBase, model: BaseChatModel, *, settings: Settings | None = None, strength: Strength = "weak"
-) -> Resources:
-    """Resources over `kb` with `model` as generator and grader, both of `strength` (no self-test)."""
-    return Resources(
-        settings or kb.settings,
-        knowledge_base=kb,
-        generator=model,
-        grader=model,
-        strengths={"generate": strength, "grade": strength},
-    )
 
 
 def isolated_settings(root: Path, **overrides: object) -> Settings:

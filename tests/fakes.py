@@ -25,7 +25,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
 from config.settings import Settings
-from nodes.resources import Resources
+from nodes.resources import Resources, Strength
 from prompts.answer import ANSWER_GRADER_SYSTEM, ANSWER_SYSTEM_PROMPTS, NO_RETRIEVAL_SYSTEMS
 from prompts.grading import RELEVANCE_GRADER_SYSTEM
 from prompts.query import (
@@ -41,6 +41,8 @@ from retrieval.embeddings import EmbeddingError
 from retrieval.knowledge_base import KnowledgeBase
 
 FAKE_DIMENSION = 256
+#: The embedding-model key fake knowledge bases are built under.
+FAKE_MODEL_KEY = "fake"
 #: Latin words and single CJK characters (Chinese has no spaces, so characters are the words here).
 _WORD = re.compile(r"[a-z0-9]+|[\u3400-\u4dbf\u4e00-\u9fff]")
 
@@ -220,17 +222,26 @@ def scripted(*replies: str) -> ScriptedChatModel:
     return ScriptedChatModel(messages=iter([AIMessage(reply) for reply in replies]))
 
 
-def fake_resources(model: BaseChatModel) -> Callable[[Settings], Resources]:
-    """A resources factory for the benchmarks' own data dirs: hashed embeddings, `model` for every call,
-    and the weak (heuristic) paths, so an eval runs end to end in milliseconds."""
+def fake_resources(
+    kb: KnowledgeBase, model: BaseChatModel, *, settings: Settings | None = None, strength: Strength = "weak"
+) -> Resources:
+    """Resources over `kb` with `model` as generator and grader, both of `strength` (no self-test)."""
+    return Resources(
+        settings or kb.settings,
+        knowledge_base=kb,
+        generator=model,
+        grader=model,
+        strengths={"generate": strength, "grade": strength},
+    )
+
+
+def fake_resources_factory(model: BaseChatModel) -> Callable[[Settings], Resources]:
+    """A resources factory for the benchmarks' own data dirs: `fake_resources` over a hashed-embedding
+    knowledge base in the settings' data dir, so an eval runs end to end in milliseconds."""
 
     def factory(settings: Settings) -> Resources:
-        return Resources(
-            settings,
-            knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
-            generator=model,
-            grader=model,
-            strengths={"generate": "weak", "grade": "weak"},
+        return fake_resources(
+            KnowledgeBase(settings, base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY), model
         )
 
     return factory

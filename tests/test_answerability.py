@@ -41,8 +41,8 @@ from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from state.schemas import RetrievedDoc
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, runtime, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import isolated_settings, runtime, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel
 
 CORPUS = {
     "tarrow.md": "# Tarrow viaduct\n\nThe Tarrow viaduct carries the valley railway over the river Ness. "

@@ -25,8 +25,8 @@ from prompts.not_found import NOT_FOUND_ANSWER_EN
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import isolated_settings, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel
 
 FIRST = "Remember this: my favourite colour is teal and my cat is called Miso."
 FIRST_ANSWER = "Noted, I will remember that."

@@ -21,8 +21,7 @@ from prompts.not_found import NOT_FOUND_ANSWER_EN
 from retrieval.ingest import index_event
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import app
-from tests.conftest import fake_resources
-from tests.fakes import TaskChatModel
+from tests.fakes import TaskChatModel, fake_resources
 
 EVENTS = {
     "c1": ["The comet Halley was discussed on Monday.", "The comet tail points away from the Sun."],

@@ -26,7 +26,8 @@ from graphs.runner import Session
 from nodes.resources import use_resources
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import REPO_ROOT, fake_resources
+from tests.conftest import REPO_ROOT
+from tests.fakes import fake_resources
 from tests.helpers.fake_rag import answer_for, turn_model
 
 TURNS = 8

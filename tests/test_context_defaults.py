@@ -26,8 +26,8 @@ from nodes.resources import Resources, use_resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, REPO_ROOT, fake_resources, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import REPO_ROOT, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
 
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. "

@@ -42,8 +42,8 @@ from service.cli import app
 from state.context import Context
 from state.graph_state import RetrieveTask
 from state.schemas import SearchQuery
-from tests.conftest import FAKE_MODEL_KEY, fake_resources, isolated_settings, runtime
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import isolated_settings, runtime
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
 
 TURNS = [
     ConversationTurn(1, "Which telescope should I buy for planets?", "A 127 mm Maksutov suits planets well."),

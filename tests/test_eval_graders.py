@@ -22,7 +22,7 @@ from nodes.resources import Resources, use_resources
 from service.cli import app
 from state.context import Context
 from state.schemas import RetrievedDoc
-from tests.fakes import TaskChatModel, fake_resources
+from tests.fakes import TaskChatModel, fake_resources_factory
 from tests.test_eval_qa import HOTPOT_RECORDS
 
 TOP_K = 4
@@ -196,7 +196,9 @@ def oracle_reply(garbage_for: str = "") -> Callable[[list[BaseMessage]], str]:
 
 def test_run_with_a_perfect_grading_model(hotpot_file: Path, settings: Settings) -> None:
     model = TaskChatModel(replies={GRADER_TASK: oracle_reply()})
-    report = run_grader_eval(hotpot_file, settings, limit=3, top_k=TOP_K, resources=fake_resources(model))
+    report = run_grader_eval(
+        hotpot_file, settings, limit=3, top_k=TOP_K, resources=fake_resources_factory(model)
+    )
     assert (report["questions"], report["passages"], report["top_k"]) == (3, 3 * TOP_K, TOP_K)
     assert report["corpus_passages"] == FIXTURE_PASSAGES and report["dataset"] == "hotpot_tiny"
     assert {"machine", "model", "base_rate", "relevance_threshold"} <= set(report)
@@ -224,7 +226,9 @@ def test_failed_replies_are_counted_and_fall_back_to_the_score_grader(
     hotpot_file: Path, settings: Settings
 ) -> None:
     model = TaskChatModel(replies={GRADER_TASK: oracle_reply(garbage_for="Quarry Hollow")})
-    report = run_grader_eval(hotpot_file, settings, limit=3, top_k=TOP_K, resources=fake_resources(model))
+    report = run_grader_eval(
+        hotpot_file, settings, limit=3, top_k=TOP_K, resources=fake_resources_factory(model)
+    )
     llm = report["graders"][LLM_GRADER]
     assert llm["failed_replies"] == 1 and llm["fallback_passages"] == TOP_K
     assert llm["llm_calls"] == len(model.calls) > 3  # the failed question was retried
@@ -234,7 +238,7 @@ def test_failed_replies_are_counted_and_fall_back_to_the_score_grader(
 def test_no_llm_makes_no_model_call(hotpot_file: Path, settings: Settings) -> None:
     model = TaskChatModel(replies={GRADER_TASK: oracle_reply()})
     report = run_grader_eval(
-        hotpot_file, settings, limit=2, top_k=TOP_K, llm=False, resources=fake_resources(model)
+        hotpot_file, settings, limit=2, top_k=TOP_K, llm=False, resources=fake_resources_factory(model)
     )
     assert model.calls == []
     assert set(report["graders"]) == {SCORE_GRADER}
@@ -244,7 +248,7 @@ def test_no_llm_makes_no_model_call(hotpot_file: Path, settings: Settings) -> No
 
 def test_limit_below_one_is_refused(hotpot_file: Path, settings: Settings) -> None:
     with pytest.raises(ValueError):
-        run_grader_eval(hotpot_file, settings, limit=0, resources=fake_resources(TaskChatModel()))
+        run_grader_eval(hotpot_file, settings, limit=0, resources=fake_resources_factory(TaskChatModel()))
 
 
 # --------------------------------------------------------------------------------------------------------

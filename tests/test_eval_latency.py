@@ -8,7 +8,7 @@ from config.settings import Settings
 from evals.latency import run_latency_eval
 from models.local_catalog import CATALOG
 from nodes.resources import Resources
-from tests.fakes import TaskChatModel, fake_resources
+from tests.fakes import TaskChatModel, fake_resources_factory
 
 REPLY = "Answer: the sample corpus [1]."
 
@@ -20,7 +20,7 @@ def test_latency_report_times_each_question_and_names_the_configured_local_model
     model = TaskChatModel(replies={"generate": REPLY, "chat": REPLY})
     for local_model in ("qwen2.5-coder-0.5b", "smollm2-135m"):
         settings = make_settings(local_model=local_model)
-        report = run_latency_eval(settings, questions=3, resources=fake_resources(model))
+        report = run_latency_eval(settings, questions=3, resources=fake_resources_factory(model))
         assert report["questions"] == 3
         assert report["model"] == f"{CATALOG[local_model].file_name} (embedded)"
         assert report["llm_calls_per_question"] >= 1
@@ -39,7 +39,7 @@ def test_latency_runs_with_the_answer_cache_off_even_where_the_user_has_it_on(
 
     def recording(settings: Settings) -> Resources:
         seen.append(settings)
-        return fake_resources(model)(settings)
+        return fake_resources_factory(model)(settings)
 
     user_settings = make_settings(cache_enabled=True)
     run_latency_eval(user_settings, questions=1, resources=recording)

@@ -37,7 +37,7 @@ from graphs.runner import Session
 from nodes.cite import REASON_MODEL_DECLINED
 from prompts.answer import NOT_FOUND_EN
 from retrieval.answerability import REASON_MISSING_ANCHOR
-from tests.fakes import TaskChatModel, fake_resources
+from tests.fakes import TaskChatModel, fake_resources_factory
 
 REQUIRED_REPORT_KEYS = {
     "pipeline",
@@ -436,7 +436,7 @@ def test_every_pipeline_runs_with_fake_models(hotpot_file: Path, settings: Setti
             settings,
             pipeline=pipeline,
             results_path=tmp_path / f"{pipeline}.jsonl",
-            resources=fake_resources(model),
+            resources=fake_resources_factory(model),
         )
         assert REQUIRED_REPORT_KEYS <= set(report)
         assert report["n"] == 3 and report["errors"] == 0 and report["pipeline"] == pipeline
@@ -478,7 +478,7 @@ def test_the_pool_sets_the_corpus_apart_from_the_answered_questions(
             limit=limit,
             pool="all",
             results_path=results,
-            resources=fake_resources(recording_model()),
+            resources=fake_resources_factory(recording_model()),
         )
         for limit in (1, 2)
     ]
@@ -508,7 +508,7 @@ def test_run_resumes_without_rerunning_recorded_questions(
     append_record(results, earlier)
     model = recording_model()
     report = run_qa_eval(
-        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(model)
+        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources_factory(model)
     )
     assert report["n"] == 3 and report["resumed"] == 1
     assert model.tasks() == ["generate", "generate"]  # the naive graph: one call per question
@@ -527,7 +527,7 @@ def test_run_resumes_without_rerunning_recorded_questions(
     # a second run has nothing left to do
     again = recording_model()
     rerun = run_qa_eval(
-        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(again)
+        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources_factory(again)
     )
     assert again.calls == [] and rerun["resumed"] == 3 and rerun["f1"] == report["f1"]
 
@@ -549,7 +549,7 @@ def test_a_failing_question_is_recorded_and_the_run_goes_on(
         settings,
         pipeline="agentic",
         results_path=results,
-        resources=fake_resources(recording_model()),
+        resources=fake_resources_factory(recording_model()),
     )
     assert report["n"] == 3 and report["errors"] == 1
     records = read_records(results)
@@ -559,7 +559,11 @@ def test_a_failing_question_is_recorded_and_the_run_goes_on(
     monkeypatch.setattr(Session, "ask", original)
     model = recording_model()
     rerun = run_qa_eval(
-        hotpot_file, settings, pipeline="agentic", results_path=results, resources=fake_resources(model)
+        hotpot_file,
+        settings,
+        pipeline="agentic",
+        results_path=results,
+        resources=fake_resources_factory(model),
     )
     assert rerun["errors"] == 0 and rerun["resumed"] == 2
     asked = prompts_text(model)
@@ -572,7 +576,7 @@ def test_chinese_dataset_runs_with_fake_models(cmrc_file: Path, settings: Settin
         settings,
         pipeline="naive",
         results_path=tmp_path / "cmrc.jsonl",
-        resources=fake_resources(recording_model()),
+        resources=fake_resources_factory(recording_model()),
     )
     assert report["n"] == 3 and report["by_type"] == {} and report["corpus_passages"] == 2
     assert report[SUPPORT_RECALL_KEY] is not None
@@ -611,7 +615,7 @@ def test_records_of_another_model_are_run_again(
     append_record(results, _record(qid="h1", em=1.0, f1=1.0, kind="comparison", model="some-other-model"))
     model = recording_model()
     report = run_qa_eval(
-        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources(model)
+        hotpot_file, settings, pipeline="naive", results_path=results, resources=fake_resources_factory(model)
     )
     assert report["resumed"] == 0 and len(model.calls) == 3
     assert read_records(results)["h1"]["model"] == report["model"] != "some-other-model"

@@ -29,8 +29,8 @@ from retrieval.filters import (
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
-from tests.fakes import HashEmbeddings
+from tests.conftest import isolated_settings, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings
 
 # --- parsing -------------------------------------------------------------------------------------------
 

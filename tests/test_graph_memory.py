@@ -24,8 +24,8 @@ from persistence.checkpointer import sqlite_checkpointer
 from persistence.threads import delete_thread, list_threads, prune_threads
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, REPO_ROOT, fake_resources, isolated_settings, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import REPO_ROOT, isolated_settings, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
 
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. "

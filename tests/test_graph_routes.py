@@ -31,8 +31,8 @@ from prompts.not_found import NOT_FOUND_ANSWER_EN
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, isolated_settings, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel, garbage_model
+from tests.conftest import isolated_settings, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, garbage_model
 
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. "

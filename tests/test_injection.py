@@ -19,8 +19,8 @@ from prompts.answer import SOURCES_CLOSE, SOURCES_OPEN, UNTRUSTED_SOURCES_EN
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, fake_resources, isolated_settings, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel, garbage_model
+from tests.conftest import isolated_settings, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources, garbage_model
 
 PLANTED = {
     "bellows.md": "# Orrin bellows\n\nThe Orrin bellows pump was patented in 1853 by Ada Kell. "

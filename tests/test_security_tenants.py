@@ -40,8 +40,8 @@ from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import EXIT_BAD_INPUT, app
 from state.context import Context
-from tests.conftest import FAKE_MODEL_KEY, fake_resources, isolated_settings, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import isolated_settings, write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
 
 BRAVO_THREAD = "t-7f3a9c"  # names no tenant: the refusal must not name the owner
 BRAVO_QUESTION = f"What does Zorblatine hum at? ({BRAVO_CANARIES[2]})"

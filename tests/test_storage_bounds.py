@@ -35,8 +35,8 @@ from persistence.threads import ThreadAccessError
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.graph_state import LEGACY_RESET
-from tests.conftest import FAKE_MODEL_KEY, fake_resources, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
 from tests.test_langgraph_sdk import server as sdk_server  # noqa: F401 (the `langgraph dev` fixture)
 
 CORPUS = {

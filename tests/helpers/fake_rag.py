@@ -77,21 +77,16 @@ def turn_model(record: list[dict[str, object]] | None = None) -> TaskChatModel:
 
 def main(argv: list[str]) -> int:
     from config.settings import get_settings
-    from nodes.resources import Resources, use_resources
+    from nodes.resources import use_resources
     from retrieval.knowledge_base import KnowledgeBase
     from service.cli import app
-    from tests.fakes import HashEmbeddings
+    from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, fake_resources
 
     record: list[dict[str, object]] = []
     settings = get_settings()
     model = turn_model(record)
-    resources = Resources(
-        settings,
-        knowledge_base=KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake"),
-        generator=model,
-        grader=model,
-        strengths={"generate": "strong", "grade": "strong"},
-    )
+    knowledge_base = KnowledgeBase(settings, base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY)
+    resources = fake_resources(knowledge_base, model, strength="strong")
     code = 0
     try:
         with use_resources(resources):

@@ -22,8 +22,8 @@ from config.settings import Settings, load_settings
 from nodes.resources import use_resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
-from tests.conftest import FAKE_MODEL_KEY, fake_resources, write_corpus
-from tests.fakes import HashEmbeddings, TaskChatModel
+from tests.conftest import write_corpus
+from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
 
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. "

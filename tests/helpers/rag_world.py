@@ -18,8 +18,8 @@ from persistence.database import close_databases
 from persistence.semantic_cache import reset_cache_counters, reset_semantic_caches
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
-from tests.conftest import fake_resources, write_corpus
-from tests.fakes import TaskChatModel
+from tests.conftest import write_corpus
+from tests.fakes import TaskChatModel, fake_resources
 
 REPLY = "Jupiter is the largest planet in the Solar System [1]."
 #: What the engine answers to REPLY: the short answer on its own line first, then the cited sentence.
