@@ -8,13 +8,14 @@ with the file and line in the message: an evaluation silently run on half a data
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal, get_args
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +35,12 @@ LANGUAGE_CHINESE = "zh"
 SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 HOTPOTQA_FILE = Path("hotpotqa") / "hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
+
+#: The halves of a question set: settings are chosen on "dev" and reported on "test" (split_of).
+Split = Literal["dev", "test"]
+SPLITS: tuple[str, ...] = get_args(Split)
+#: What `rag eval qa --split` also accepts: every question, whichever half (the behaviour before splits).
+ALL_SPLITS = "all"
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,9 @@ class QAExample:
     kind: str | None
     """Question type where the dataset has one (HotpotQA: "bridge" or "comparison")."""
     language: str
+    answerable: bool = True
+    """False for a SQuAD 2.0 question its paragraph does not answer (`is_impossible`, or no answers): the
+    right reply is "not found". HotpotQA and CMRC 2018 questions are all answerable."""
 
     @property
     def supporting_available(self) -> set[str]:
@@ -218,11 +228,22 @@ def _unique_texts(texts: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
+def _squad_answerable(qa: dict[str, Any], answers: list[str]) -> bool:
+    """A SQuAD question is unanswerable when marked so (v2 `is_impossible`) or when it lists no answer.
+
+    The answers an unanswerable SQuAD 2.0 question might tempt one to give (`plausible_answers`) are not
+    gold answers and are never read.
+    """
+    return not qa.get("is_impossible") and bool(answers)
+
+
 def load_squad(path: Path, language: str = LANGUAGE_ENGLISH) -> list[QAExample]:
     """Questions of a SQuAD v1/v2-format file, each over its own paragraph.
 
     Passage id is the paragraph's "id" when it has one (CMRC 2018 does), else "<article title>#<index>".
     Two different paragraphs with one id would make the pooled corpus lose one, so that is an error.
+    Unanswerable questions (SQuAD 2.0) are kept with no gold answer and `answerable` False; their
+    paragraph stays in the corpus, since it is the near miss the engine must decline to answer from.
     """
     path = Path(path)
     document = _read_json_document(path)
@@ -239,15 +260,18 @@ def load_squad(path: Path, language: str = LANGUAGE_ENGLISH) -> list[QAExample]:
             if known_text != passage.text:
                 raise ValueError(f"{path}: paragraph id {passage_id!r} is used for two different paragraphs")
             for qa in paragraph.get("qas", []):
+                answers = _unique_texts(str(answer["text"]) for answer in qa.get("answers") or [])
+                answerable = _squad_answerable(qa, answers)
                 examples.append(
                     QAExample(
                         qid=str(qa["id"]),
                         question=str(qa["question"]),
-                        answers=_unique_texts(str(answer["text"]) for answer in qa.get("answers", [])),
+                        answers=answers if answerable else [],
                         passages=[passage],
                         supporting={passage_id},
                         kind=None,
                         language=language,
+                        answerable=answerable,
                     )
                 )
     return examples
@@ -324,6 +348,30 @@ def load_hotpotqa(path: Path) -> list[QAExample]:
         _hotpot_example(record, path, position)
         for position, record in enumerate(_read_json_array_or_lines(path), start=1)
     ]
+
+
+# --------------------------------------------------------------------------------------------------------
+# Development and test halves
+
+
+def split_of(qid: str) -> Split:
+    """The half a question belongs to: "dev" when the first byte of SHA-256(qid, UTF-8) is even, else "test".
+
+    Why a hash of the id rather than file position: the half of a question never changes when a file is
+    resampled, reordered or grown, so a setting chosen on "dev" (a confidence threshold, a prompt) is never
+    chosen on a question later reported in "test". SHA-256 makes the halves about even whatever the ids
+    look like (sequential, hex, prefixed); Python's hash() would change between processes.
+    """
+    return "dev" if hashlib.sha256(qid.encode("utf-8")).digest()[0] % 2 == 0 else "test"
+
+
+def examples_in_split(examples: Iterable[QAExample], split: str) -> list[QAExample]:
+    """The examples of one half (split_of), in their order; all of them for ALL_SPLITS."""
+    if split == ALL_SPLITS:
+        return list(examples)
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
+    return [example for example in examples if split_of(example.qid) == split]
 
 
 # --------------------------------------------------------------------------------------------------------

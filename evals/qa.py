@@ -1,4 +1,4 @@
-"""`rag eval qa`: answer quality and cost of a pipeline (naive, agentic, no-retrieval) on HotpotQA / CMRC.
+"""`rag eval qa`: answer quality and cost of a pipeline (naive, agentic, no-retrieval) on HotpotQA/CMRC/SQuAD.
 
 How the benchmark is set up, and why:
 - the corpus is the paragraphs of the evaluated questions pooled into one index, so every question competes
@@ -30,10 +30,12 @@ from typing import Any, Literal, get_args
 from config.settings import Settings
 from core.text import contains_cjk
 from evals.datasets import (
+    ALL_SPLITS,
     LANGUAGE_CHINESE,
     LANGUAGE_ENGLISH,
     Passage,
     QAExample,
+    examples_in_split,
     load_hotpotqa,
     load_squad,
     open_text,
@@ -165,12 +167,16 @@ def prepare_corpus(examples: list[QAExample], settings: Settings, name: str) -> 
 # Per-question records (resumable)
 
 
-def default_results_path(dataset_path: Path, pipeline: str, limit: int | None) -> Path:
-    """results/runs/<dataset>-<pipeline>-<limit or all>.jsonl"""
+def default_results_path(
+    dataset_path: Path, pipeline: str, limit: int | None, split: str = ALL_SPLITS
+) -> Path:
+    """results/runs/<dataset>-<pipeline>[-<split>]-<limit or all>.jsonl (no split part for every question,
+    the name runs had before splits)."""
+    split_part = "" if split == ALL_SPLITS else f"-{split}"
     return (
         DEFAULT_RESULTS_DIR
         / RUNS_DIR_NAME
-        / f"{dataset_name(dataset_path)}-{pipeline}-{limit or 'all'}.jsonl"
+        / f"{dataset_name(dataset_path)}-{pipeline}{split_part}-{limit or 'all'}.jsonl"
     )
 
 
@@ -236,6 +242,7 @@ def run_qa_eval(
     pipeline: str,
     limit: int | None = None,
     skip: int = 0,
+    split: str = ALL_SPLITS,
     pool: int | Literal["all"] | None = None,
     results_path: Path | None = None,
     progress: ProgressFactory = no_progress,
@@ -243,6 +250,9 @@ def run_qa_eval(
 ) -> dict[str, Any]:
     """Run the first `limit` questions through `pipeline`, appending records to `results_path`; return the
     report (aggregate over the selected questions, resumed ones included).
+
+    `split` keeps one half of the file's questions (evals.datasets.split_of: "dev" to choose settings on,
+    "test" to report) before `skip` and `limit` apply; "all" keeps every question.
 
     `pool` sets the corpus apart from the questions answered: the paragraphs of the first `pool` questions
     ("all": every question of the file; None: the answered ones). A fixed pool lets a long run grow with
@@ -255,11 +265,11 @@ def run_qa_eval(
     dataset_path = Path(dataset_path)
     name = dataset_name(dataset_path)
     every_example = load_qa_examples(dataset_path)
-    examples = select_examples(every_example, limit, skip)
+    examples = select_examples(examples_in_split(every_example, split), limit, skip)
     if not examples:
         raise ValueError(f"{dataset_path}: no questions")
     pooled = pool_examples(every_example, examples, pool)
-    results_path = results_path or default_results_path(dataset_path, pipeline, limit)
+    results_path = results_path or default_results_path(dataset_path, pipeline, limit, split)
     retrieves = pipeline in RETRIEVING_PIPELINES
     corpus_file, passages = prepare_corpus(pooled, settings, name)
     in_corpus = {passage.passage_id for passage in passages}
@@ -312,6 +322,7 @@ def run_qa_eval(
         "dataset": name,
         "limit": limit,
         "skip": skip,
+        "split": split,
         "pool_questions": len(pooled),
         **aggregate(ordered),
         "resumed": resumed,

@@ -11,6 +11,12 @@ question (support recall without a gold passage in the corpus, citation precisio
 None in the record and left out of their mean rather than counted as 0 or 1. EM and F1 are computed on the
 answer without its citation markers ("Paris [1]." scores as "Paris."): the markers are the engine's
 provenance, not part of the answer, and their digits would otherwise count as wrong tokens.
+
+Unanswerable questions (SQuAD 2.0): every answer score is 1 when the engine answered "not found" and 0
+otherwise, since its not-found reply is a sentence, never the empty prediction SQuAD's own scoring expects.
+Each record also keeps its candidate answer (what the engine would have shown had no check declined it) and
+the answer's confidence, so `rag eval calibrate` (evals/calibration.py) can replay any confidence threshold
+on the records without running a model again.
 """
 
 from __future__ import annotations
@@ -110,6 +116,35 @@ def gold_passages(example: QAExample, in_corpus: set[str] | None) -> set[str]:
     return example.supporting_available if in_corpus is None else example.supporting & in_corpus
 
 
+def declined_scores(not_found: bool) -> dict[str, float]:
+    """The answer scores of an unanswerable question: all 1 when the engine declined, else all 0."""
+    return dict.fromkeys(SCORE_KEYS, float(not_found))
+
+
+def candidate_answer(answer: str, not_found: bool, declined_answer: str) -> str:
+    """What the engine would show with no check declining: the declined answer when a check replaced one,
+    else the answer itself (the not-found sentence when the model, or retrieval, found nothing)."""
+    return declined_answer if not_found and declined_answer else answer
+
+
+def candidate_accuracy(
+    answer: str, not_found: bool, declined_answer: str, gold_answers: Sequence[str], answerable: bool
+) -> float:
+    """Answer accuracy of the candidate answer; 0 for an unanswerable question (any answer shown there is
+    wrong) and for a not-found reply nobody declined (it holds no answer)."""
+    if not answerable or (not_found and not declined_answer):
+        return 0.0
+    candidate = candidate_answer(answer, not_found, declined_answer)
+    return answer_accuracy(strip_references(candidate), gold_answers)
+
+
+def confidence_of(result: Mapping[str, Any]) -> float | None:
+    """The run's `answer_confidence` as a float (the mean token log-probability of the model's short
+    answer); None when the run has none (a model without log-probabilities, no answer written)."""
+    value = result.get("answer_confidence")
+    return None if value is None else float(value)
+
+
 def question_record(
     example: QAExample, result: Mapping[str, Any], *, latency_s: float, in_corpus: set[str] | None = None
 ) -> dict[str, Any]:
@@ -126,15 +161,22 @@ def question_record(
     cited = ranked_doc_ids(result.get("citations") or [])
     usage = result.get("usage") or {}
     declined = str(result.get("declined_answer") or "")
+    not_found = bool(result.get("not_found", False))
+    scores = (
+        answer_scores(prediction, short, example.answers)
+        if example.answerable
+        else declined_scores(not_found)
+    )
     return {
         "qid": example.qid,
         "kind": example.kind,
         "language": example.language,
         "question": example.question,
         "answers": list(example.answers),
+        "answerable": example.answerable,
         "prediction": prediction,
         "short_answer": short,
-        **answer_scores(prediction, short, example.answers),
+        **scores,
         # Who wrote the short answer (model / extractive) and, when the extractive answer replaced it, the
         # model's own: the model alone can be scored from the same run.
         "short_answer_source": info.get("short_answer_source"),
@@ -146,13 +188,22 @@ def question_record(
         else None,
         "cited": cited,
         "citation_precision": _round(citation_precision(cited, supporting)) if supporting else None,
-        "not_found": bool(result.get("not_found", False)),
+        "not_found": not_found,
         "not_found_reason": str(result.get("not_found_reason") or ""),
         # The answer the not-found check replaced, and whether it held a gold answer: the check's cost.
         "declined_answer": declined,
-        "declined_accuracy": answer_accuracy(strip_references(declined), example.answers)
+        "declined_accuracy": (
+            answer_accuracy(strip_references(declined), example.answers) if example.answerable else 0.0
+        )
         if declined
         else None,
+        # What a confidence threshold decides on (evals/calibration.py): the answer shown without any
+        # decline, whether it is right, and the model's confidence in it.
+        "answer_confidence": confidence_of(result),
+        "candidate_answer": candidate_answer(prediction, not_found, declined),
+        "candidate_accuracy": candidate_accuracy(
+            prediction, not_found, declined, example.answers, example.answerable
+        ),
         "llm_calls": int(result.get("llm_calls") or 0),
         "prompt_tokens": int(usage.get("prompt_tokens") or 0),
         "completion_tokens": int(usage.get("completion_tokens") or 0),
@@ -177,15 +228,19 @@ def error_record(
         "language": example.language,
         "question": example.question,
         "answers": list(example.answers),
+        "answerable": example.answerable,
         "prediction": "",
         "short_answer": "",
-        **answer_scores("", "", example.answers),
+        **(answer_scores("", "", example.answers) if example.answerable else declined_scores(False)),
         "retrieved": [],
         "supporting": sorted(supporting),
         SUPPORT_RECALL_KEY: 0.0 if supporting else None,
         "cited": [],
         "citation_precision": None,
         "not_found": False,
+        "answer_confidence": None,
+        "candidate_answer": "",
+        "candidate_accuracy": 0.0,
         "llm_calls": 0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
@@ -222,6 +277,55 @@ def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
         prediction, str(record.get("short_answer") or ""), list(record.get("answers") or [])
     )
     return {**scores, **record}  # scores the record already has are kept
+
+
+def with_candidate(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A record with the answerability fields it lacks filled in (records written before they existed):
+    answerable when it has gold answers, no confidence, and the candidate answer and its accuracy
+    recomputed from the prediction and the declined answer."""
+    answers = [str(answer) for answer in record.get("answers") or []]
+    answerable = bool(record.get("answerable", bool(answers) or "answers" not in record))
+    prediction = str(record.get("prediction") or "")
+    not_found = bool(record.get("not_found"))
+    declined = str(record.get("declined_answer") or "")
+    defaults = {
+        "answerable": answerable,
+        "answer_confidence": None,
+        "candidate_answer": candidate_answer(prediction, not_found, declined),
+        "candidate_accuracy": candidate_accuracy(prediction, not_found, declined, answers, answerable),
+    }
+    return {**defaults, **record}
+
+
+def _rate(count: int, total: int) -> float | None:
+    return round(count / total, DIGITS) if total else None
+
+
+def answerability_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """How the run treated answerable and unanswerable questions: accuracy and not-found rate on the
+    answerable ones, the share of unanswerable ones declined, and of all declines how many threw away a
+    correct answer (their candidate held a gold answer). Rates over an empty group are None."""
+    complete = [with_candidate(rescored(record)) for record in records]
+    answerable = [record for record in complete if record["answerable"]]
+    unanswerable = [record for record in complete if not record["answerable"]]
+    declines = [record for record in complete if record.get("not_found")]
+    declines_with_gold = sum(1 for record in declines if float(record["candidate_accuracy"]) == 1.0)
+    return {
+        "answerable": len(answerable),
+        "unanswerable": len(unanswerable),
+        "answerable_accuracy": _rate(
+            sum(float(record["accuracy"]) == 1.0 for record in answerable), len(answerable)
+        ),
+        "answerable_not_found_rate": _rate(
+            sum(bool(record.get("not_found")) for record in answerable), len(answerable)
+        ),
+        "unanswerable_declined_rate": _rate(
+            sum(bool(record.get("not_found")) for record in unanswerable), len(unanswerable)
+        ),
+        "declines": len(declines),
+        "declines_with_gold": declines_with_gold,
+        "declines_with_gold_share": _rate(declines_with_gold, len(declines)),
+    }
 
 
 def score_means(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -308,6 +412,7 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "citation_rate": round(_mean([float(bool(record.get("cited"))) for record in answered]), DIGITS),
         "not_found_rate": round(_mean([float(record["not_found"]) for record in records]), DIGITS),
         "not_found": not_found_summary(records),
+        "answerability": answerability_summary(records),
         "llm_calls_per_question": round(_mean([record["llm_calls"] for record in answered]), 2),
         "tokens_per_question": round(_mean(tokens), 1),
         "prompt_tokens_per_question": round(_mean([record["prompt_tokens"] for record in answered]), 1),

@@ -124,6 +124,13 @@ def eval_qa(
             min=0, help="Start after the first N questions (a development split beside the reported ones)."
         ),
     ] = 0,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="dev | test | all: keep one half of the questions (by a hash of the question id; "
+            "evals.datasets.split_of) before --skip and --limit. Choose settings on dev, report on test."
+        ),
+    ] = "all",
     pool: Annotated[
         str | None,
         typer.Option(
@@ -146,11 +153,14 @@ def eval_qa(
 ) -> None:
     """EM / F1, support recall, citation precision, not-found rate, LLM calls, tokens and latency of a
     pipeline over the pooled paragraphs of the evaluated questions."""
+    from evals.datasets import ALL_SPLITS, SPLITS
     from evals.qa import PIPELINES, run_qa_eval
     from evals.report import write_qa_plot
 
     if pipeline not in PIPELINES:
         fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
+    if split not in (*SPLITS, ALL_SPLITS):
+        fail(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
     if limit is not None and limit < 1:
         fail("--limit must be at least 1")
     pool_size = parse_pool(pool)
@@ -162,13 +172,15 @@ def eval_qa(
             pipeline=pipeline,
             limit=limit,
             skip=skip,
+            split=split,
             pool=pool_size,
             results_path=results,
             progress=bars,
         )
     write_json_report(json_out, report)
     table = Table(
-        title=f"{report['dataset']} · {report['pipeline']}: {report['n']} questions ({report['model']})"
+        title=f"{report['dataset']}{'' if split == ALL_SPLITS else f' ({split})'} · {report['pipeline']}: "
+        f"{report['n']} questions ({report['model']})"
     )
     for column in (
         "EM",
@@ -206,6 +218,16 @@ def eval_qa(
                 f"short F1 {values['short_f1']:.3f}  {values['llm_calls']:.2f} LLM calls",
                 highlight=False,
             )
+    answerability = report["answerability"]
+    if answerability["unanswerable"]:
+        console.print(
+            f"  answerable {answerability['answerable']}: accuracy {answerability['answerable_accuracy']}, "
+            f"not found {answerability['answerable_not_found_rate']}; unanswerable "
+            f"{answerability['unanswerable']}: declined {answerability['unanswerable_declined_rate']}; "
+            f"declines holding a gold answer {answerability['declines_with_gold']} of "
+            f"{answerability['declines']}",
+            highlight=False,
+        )
     if report["errors"]:
         error_console.print(f"[yellow]{report['errors']} questions failed[/] (see {report['results_file']})")
     console.print(f"[dim]per-question records: {report['results_file']} ({report['resumed']} resumed)[/]")
