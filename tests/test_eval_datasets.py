@@ -214,6 +214,78 @@ def test_load_squad_rejects_bad_files(tmp_path: Path) -> None:
         load_squad(clash)
 
 
+def _squad2_document() -> dict[str, Any]:
+    """SQuAD 2.0 style (invented text): one paragraph with an answerable question, an `is_impossible` one
+    with plausible answers, and one that lists no answer without the flag; a second paragraph holds only an
+    unanswerable question."""
+    return {
+        "version": "v2.0",
+        "data": [
+            {
+                "title": "Vellmar Lighthouse",
+                "paragraphs": [
+                    {
+                        "context": "The Vellmar lighthouse was lit in 1872 by the keeper Orla Brenn.",
+                        "qas": [
+                            {
+                                "id": "v-answerable",
+                                "question": "Who lit the Vellmar lighthouse?",
+                                "answers": [{"text": "Orla Brenn", "answer_start": 51}],
+                                "is_impossible": False,
+                            },
+                            {
+                                "id": "v-impossible",
+                                "question": "Who put out the Vellmar lighthouse?",
+                                "answers": [],
+                                "plausible_answers": [{"text": "Orla Brenn", "answer_start": 51}],
+                                "is_impossible": True,
+                            },
+                            {"id": "v-no-answers", "question": "How tall is it?", "answers": []},
+                        ],
+                    },
+                    {
+                        "context": "Its lamp burned whale oil until the harbour board bought a gas lamp.",
+                        "qas": [
+                            {
+                                "id": "v-lamp",
+                                "question": "What did the harbour board sell?",
+                                "answers": [],
+                                "plausible_answers": [{"text": "a gas lamp", "answer_start": 56}],
+                                "is_impossible": True,
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gz"])
+def test_load_squad2_keeps_unanswerable_questions_without_gold_answers(
+    tmp_path: Path, compress: bool
+) -> None:
+    path = _write(tmp_path / "squad2.json", json.dumps(_squad2_document()), compress)
+    examples = {example.qid: example for example in load_squad(path)}
+    assert list(examples) == ["v-answerable", "v-impossible", "v-no-answers", "v-lamp"]
+    assert examples["v-answerable"].answerable and examples["v-answerable"].answers == ["Orla Brenn"]
+    for qid in ("v-impossible", "v-no-answers", "v-lamp"):
+        # plausible answers are not gold answers: an unanswerable question has none
+        assert not examples[qid].answerable and examples[qid].answers == [], qid
+    # the unanswerable question keeps its own paragraph, which the pooled corpus keeps too
+    assert examples["v-lamp"].supporting == {"Vellmar Lighthouse#1"}
+    pooled = pool_passages(examples.values())
+    assert [passage.passage_id for passage in pooled] == ["Vellmar Lighthouse#0", "Vellmar Lighthouse#1"]
+    assert pooled[1].text.startswith("Its lamp burned whale oil")
+
+
+def test_examples_default_to_answerable(tmp_path: Path) -> None:
+    path = _write(tmp_path / "squad.json", json.dumps(_squad_document()), compress=False)
+    assert all(example.answerable for example in load_squad(path))
+    path = _write(tmp_path / "hotpot.jsonl", _jsonl(_hotpot_records()), compress=False)
+    assert all(example.answerable for example in load_hotpotqa(path))
+
+
 def test_cmrc_as_retrieval(tmp_path: Path) -> None:
     path = _write(tmp_path / "cmrc.json", json.dumps(_squad_document()), compress=False)
     passages, queries, qrels = cmrc_as_retrieval(path)

@@ -3,6 +3,7 @@ questions (fake models, milliseconds), plus one slow smoke run of each pipeline 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -580,6 +581,67 @@ def test_chinese_dataset_runs_with_fake_models(cmrc_file: Path, settings: Settin
     )
     assert report["n"] == 3 and report["by_type"] == {} and report["corpus_passages"] == 2
     assert report[SUPPORT_RECALL_KEY] is not None
+
+
+def _squad2_mixed_document(qids: list[str]) -> dict[str, Any]:
+    """Invented SQuAD 2.0 text: one paragraph, every other question unanswerable (is_impossible)."""
+    context = "The Harrow canal opened in 1911; its first barge carried slate."
+    qas = [
+        {
+            "id": qid,
+            "question": f"What did the first Harrow barge carry ({qid})?",
+            "answers": [{"text": "slate"}],
+        }
+        if position % 2 == 0
+        else {
+            "id": qid,
+            "question": f"Who closed the Harrow canal ({qid})?",
+            "answers": [],
+            "plausible_answers": [{"text": "1911"}],
+            "is_impossible": True,
+        }
+        for position, qid in enumerate(qids)
+    ]
+    return {
+        "version": "v2.0",
+        "data": [{"title": "Harrow", "paragraphs": [{"context": context, "qas": qas}]}],
+    }
+
+
+def test_a_split_run_answers_only_its_half_and_records_answerability(
+    settings: Settings, tmp_path: Path
+) -> None:
+    qids = [f"harrow-{index}" for index in range(8)]
+    path = tmp_path / "squad2_tiny.json"
+    path.write_text(json.dumps(_squad2_mixed_document(qids)), encoding="utf-8")
+    # the documented rule: development half = even first byte of SHA-256(id)
+    dev = [qid for qid in qids if hashlib.sha256(qid.encode()).digest()[0] % 2 == 0]
+    assert 0 < len(dev) < len(qids)  # the fixture's ids fall in both halves
+    results = tmp_path / "dev.jsonl"
+    report = run_qa_eval(
+        path,
+        settings,
+        pipeline="no-retrieval",
+        split="dev",
+        results_path=results,
+        resources=fake_resources_factory(recording_model()),
+    )
+    records = read_records(results)
+    assert list(records) == dev and report["n"] == len(dev) and report["split"] == "dev"
+    for qid, record in records.items():
+        assert record["answerable"] is (qids.index(qid) % 2 == 0)
+        assert "candidate_accuracy" in record and "answer_confidence" in record
+    limited = run_qa_eval(
+        path,
+        settings,
+        pipeline="no-retrieval",
+        split="test",
+        limit=1,
+        results_path=tmp_path / "test.jsonl",
+        resources=fake_resources_factory(recording_model()),
+    )
+    first_test = next(qid for qid in qids if qid not in dev)
+    assert list(read_records(tmp_path / "test.jsonl")) == [first_test] and limited["n"] == 1
 
 
 def test_unknown_pipeline_is_refused(hotpot_file: Path, settings: Settings) -> None:

@@ -21,6 +21,8 @@ from service.cli import (
     benchmarks,
     conversation,
     documents,
+    eval_calibrate,
+    eval_followups,
     eval_keyword_backends,
     eval_models,
     eval_prompts,
@@ -105,4 +107,6 @@ eval_app.command("scale")(eval_scale.eval_scale)
 eval_app.command("keyword-backends")(eval_keyword_backends.eval_keyword_backends)
 eval_app.command("keyword-pruning")(eval_keyword_backends.eval_keyword_pruning)
 eval_app.command("models")(eval_models.eval_models)
+eval_app.command("calibrate")(eval_calibrate.eval_calibrate)
 eval_app.command("prompts")(eval_prompts.eval_prompts)
+eval_app.command("followups")(eval_followups.eval_followups)
