@@ -4,9 +4,9 @@ The engine shows an answer only when its confidence (the mean token log-probabil
 answer, `answer_confidence`) is at least the threshold; below it the answer becomes "not found". Every QA
 record keeps the answer the engine would have shown with no decline (`candidate_answer`), whether that held a
 gold answer (`candidate_accuracy`) and its confidence, so any threshold can be replayed on the records of one
-run without running a model again. That run must have the confidence decline disabled (a threshold such as
--1000), or the candidates above would be cut by the threshold of that run rather than only by the replayed
-one.
+run without running a model again. Make that run with the confidence decline disabled (-1000, the default):
+an answer the run's own threshold declined is still replayed from its record (`declined_answer`), but the
+run's own report then mixes in a threshold that has not been chosen yet.
 
 What each record counts as, at a threshold t:
 - correct: an answerable question whose candidate answer holds a gold answer (candidate_accuracy 1);
