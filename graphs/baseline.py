@@ -1,6 +1,7 @@
-"""The naive RAG baseline: retrieve -> budgeted prompt -> generate -> cite (-> record_turn, which writes the
-turn into the SQL tables), on the same parts as the agentic graph (same search, same prompt budgeting, same
-citation handling), so comparisons isolate the agentic parts."""
+"""The naive RAG baseline: retrieve -> compress_evidence -> budgeted prompt -> generate -> cite
+(-> record_turn, which writes the turn into the SQL tables), on the same parts as the agentic graph (same
+search, same evidence compression, same prompt budgeting, same citation handling), so comparisons isolate
+the agentic parts."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from langgraph.graph import END, START, StateGraph
 from graphs.types import GraphType
 from nodes.baseline_retrieve import baseline_retrieve
 from nodes.cite import cite
+from nodes.compress_evidence import compress_evidence
 from nodes.generate import generate
 from nodes.record_turn import record_turn_node
 from nodes.start_turn import start_turn
@@ -27,12 +29,14 @@ def build_baseline_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     builder.add_node("start_turn", start_turn)
     builder.add_node("retrieve", baseline_retrieve)
+    builder.add_node("compress_evidence", compress_evidence)
     builder.add_node("generate", generate)
     builder.add_node("cite", cite)
     builder.add_node("record_turn", record_turn_node(GRAPH_NAME))
     builder.add_edge(START, "start_turn")
     builder.add_edge("start_turn", "retrieve")
-    builder.add_edge("retrieve", "generate")
+    builder.add_edge("retrieve", "compress_evidence")
+    builder.add_edge("compress_evidence", "generate")
     builder.add_edge("generate", "cite")
     builder.add_edge("cite", "record_turn")
     builder.add_edge("record_turn", END)

@@ -1,7 +1,8 @@
 """The agentic RAG graph (the design card's shape):
 
 START -> start_turn -> contextualize -> cache_lookup -> analyze -> select_strategy -> rewrite
-      -> retrieve (fan-out) -> grade_retrieval -> generate | reformulate -> retrieve | not_found
+      -> retrieve (fan-out) -> grade_retrieval -> compress_evidence -> generate | reformulate -> retrieve
+                                                  | not_found
 generate -> grade_answer -> cite | reformulate | generate (regenerate)
 cite -> record_turn -> END;  not_found -> record_turn -> END;  cache_lookup (hit) -> record_turn -> END
 analyze says no retrieval is needed -> generate directly.
@@ -28,6 +29,7 @@ from graphs.types import GraphType
 from nodes.analyze import analyze
 from nodes.cache_lookup import cache_lookup
 from nodes.cite import cite
+from nodes.compress_evidence import compress_evidence
 from nodes.contextualize import contextualize
 from nodes.generate import generate
 from nodes.grade_answer import grade_answer
@@ -60,6 +62,7 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphTy
     builder.add_node("retrieve", retrieve)
     builder.add_node("grade_retrieval", grade_retrieval)
     builder.add_node("reformulate", reformulate)
+    builder.add_node("compress_evidence", compress_evidence)
     builder.add_node("generate", generate)
     builder.add_node("grade_answer", grade_answer)
     builder.add_node("cite", cite)
@@ -76,6 +79,7 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphTy
     builder.add_edge("retrieve", "grade_retrieval")
     builder.add_conditional_edges("grade_retrieval", route_after_retrieval_grade)
     builder.add_conditional_edges("reformulate", fan_out_queries, ["retrieve"])
+    builder.add_edge("compress_evidence", "generate")
     builder.add_edge("generate", "grade_answer")
     builder.add_conditional_edges("grade_answer", route_after_answer_grade)
     builder.add_edge("cite", "record_turn")

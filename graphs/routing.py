@@ -42,9 +42,10 @@ def fan_out_queries(state: State) -> list[Send]:
     ]
 
 
-def route_after_retrieval_grade(state: State) -> Literal["generate", "reformulate", "not_found"]:
-    """Follow grade_retrieval's decision."""
-    return state.get("retrieval_decision") or "generate"
+def route_after_retrieval_grade(state: State) -> Literal["compress_evidence", "reformulate", "not_found"]:
+    """Follow grade_retrieval's decision; "generate" goes through evidence compression first."""
+    decision = state.get("retrieval_decision") or "generate"
+    return "compress_evidence" if decision == "generate" else decision
 
 
 def route_after_answer_grade(state: State) -> Literal["cite", "reformulate", "generate"]:

@@ -26,7 +26,7 @@ from retrieval.answer_text import is_not_found_answer, short_answer_of
 from retrieval.answerability import not_found_reason
 from retrieval.citations import resolve_citations
 from retrieval.grounding import ground_answer
-from state.context import Context
+from state.context import Context, run_context
 from state.graph_state import State, reset
 from state.schemas import AnswerCandidate, RetrievedDoc
 
@@ -36,27 +36,68 @@ logger = logging.getLogger(__name__)
 #: `not_found_reason`; the check's own reasons are retrieval.answerability's REASON_*).
 REASON_NO_ANSWER = "no answer was written"
 REASON_MODEL_DECLINED = "the model found no answer in the passages"
+REASON_LOW_CONFIDENCE = "the answer's confidence is below the threshold:"
+THRESHOLD_SETTING = "RAG_ANSWER_CONFIDENCE_THRESHOLD"
 
 
-def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc]]:
-    """The best answer so far with the sources it was written from; else the latest draft and sources."""
+def whole_chunks(sources: list[RetrievedDoc], documents: list[RetrievedDoc]) -> list[RetrievedDoc]:
+    """The sources as whole chunks: a source the reader saw compressed (retrieval.evidence) becomes its
+    chunk again, keeping the offsets of the sentences it was given, so citations point into the chunk."""
+    full = {doc["chunk_id"]: doc for doc in documents}
+    expanded: list[RetrievedDoc] = []
+    for doc in sources:
+        spans = doc["metadata"].get("evidence_spans")
+        whole = full.get(doc["chunk_id"])
+        if spans is None or whole is None:
+            expanded.append(doc)
+            continue
+        expanded.append({**whole, "metadata": {**whole["metadata"], "evidence_spans": spans}})
+    return expanded
+
+
+def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc], float | None]:
+    """The best answer so far with the sources it was written from and its confidence; else the latest
+    draft, sources and confidence. Sources are whole chunks (whole_chunks)."""
     best: AnswerCandidate | None = state.get("best_answer")
-    latest_sources = state.get("sources") or []
+    documents = state.get("documents") or []
+    latest_sources = whole_chunks(state.get("sources") or [], documents)
     # Graphs without grade_answer (baseline, direct) leave start_turn's None here; threads checkpointed by
     # older versions may still hold the legacy "__reset__" string.
     if not isinstance(best, dict) or not best.get("text", "").strip():
-        return state.get("draft") or "", latest_sources
-    pool = {doc["chunk_id"]: doc for doc in [*(state.get("documents") or []), *latest_sources]}
+        return state.get("draft") or "", latest_sources, state.get("draft_confidence")
+    pool = {doc["chunk_id"]: doc for doc in [*documents, *latest_sources]}
     ids = best.get("doc_ids") or []
+    confidence = best.get("confidence")
+    evidence = {doc["chunk_id"]: doc for doc in state.get("evidence") or []}
     if all(chunk_id in pool for chunk_id in ids):
-        return best["text"], [pool[chunk_id] for chunk_id in ids]
-    return best["text"], latest_sources
+        chosen = [evidence.get(chunk_id) or pool[chunk_id] for chunk_id in ids]
+        return best["text"], whole_chunks(chosen, documents), confidence
+    return best["text"], latest_sources, confidence
+
+
+def decline_reason(
+    question: str,
+    text: str,
+    sources: list[RetrievedDoc],
+    documents: list[RetrievedDoc],
+    confidence: float | None,
+    threshold: float,
+) -> str:
+    """Why an answer the model wrote is replaced by "not found" ("" when it stands). With the answer's
+    confidence (models.confidence), that alone decides, against the calibrated threshold; an endpoint
+    without log-probabilities leaves the decision to the term checks of retrieval.answerability."""
+    if confidence is not None:
+        if confidence < threshold:
+            return f"{REASON_LOW_CONFIDENCE} {confidence:.2f} < {threshold:g} ({THRESHOLD_SETTING})"
+        return ""
+    return not_found_reason(question, text, sources, documents) or ""
 
 
 @timed("cite")
 def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Resolve the chosen answer's citations and emit it as the turn's AI message."""
-    text, sources = chosen_answer(state)
+    context = run_context(runtime)
+    text, sources, confidence = chosen_answer(state)
     question = current_question(state)
     not_found_text = NOT_FOUND_ZH if language_of(question) == "zh" else NOT_FOUND_EN
     documents = state.get("documents") or []
@@ -64,7 +105,9 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not text.strip():
         text, reason = not_found_text, REASON_NO_ANSWER
     elif sources and not is_not_found_answer(text):
-        reason = not_found_reason(question, text, sources, documents) or ""
+        reason = decline_reason(
+            question, text, sources, documents, confidence, context.answer_confidence_threshold
+        )
         if reason:
             logger.info("cite: answering not found (%s)", reason)
             text, sources, declined = not_found_text, [], text
@@ -96,6 +139,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "not_found": not_found,
         "not_found_reason": reason,
         "declined_answer": declined,
+        "answer_confidence": confidence,
         "retrieved": ranked_documents(documents),
         # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
         # each passage's text once, not twice (issue 7 §6: bytes per turn).

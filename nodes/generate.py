@@ -2,7 +2,10 @@
 
 The prompt is budgeted by retrieval.prompt_budget (fixed part kept, context capped, history newest-first,
 generation reserve), worded by the context's mode (simple / advanced / precise) in the question's language.
-The model is called through its `invoke` (via text_call), so `stream_mode="messages"` streams its tokens.
+The model is called through a guarded stream (nodes.instrumentation.guarded_text_call), so
+`stream_mode="messages"` streams its tokens, a looping reply is cut, and the endpoint's token
+log-probabilities give the draft's confidence (models.confidence: `draft_confidence`).
+The reader gets the compressed evidence (compress_evidence: `evidence`) when there is some, else whole chunks.
 
 Short answer first: the prompt asks for "Answer: <short answer>" then "Explanation: <sentence> [n]" (few-shot,
 stop sequences), and the draft is the short answer on its own line, then the explanation
@@ -29,8 +32,16 @@ from langchain_core.messages import AnyMessage, BaseMessage
 from langgraph.runtime import Runtime
 
 from core.text import contains_cjk, split_sentences
+from models.confidence import answer_confidence
 from nodes.events import emit
-from nodes.instrumentation import merge_updates, structured_call, text_call, timed, with_temperature
+from nodes.instrumentation import (
+    TokenLogprobs,
+    guarded_text_call,
+    merge_updates,
+    structured_call,
+    timed,
+    with_temperature,
+)
 from nodes.resources import get_resources
 from prompts.answer import (
     ANSWER_STOP_SEQUENCES,
@@ -322,6 +333,30 @@ def _system_prompt(state: State, context: Context, language: str, with_documents
     return (system + REVISION_NOTES[language] if revising else system) + extra
 
 
+#: prompt_info keys that compress_evidence wrote and generate keeps.
+EVIDENCE_INFO_KEYS = (
+    "evidence_tokens_before",
+    "evidence_tokens_after",
+    "evidence_sentences",
+    "bridge_entities",
+)
+
+
+def evidence_info(state: State) -> dict[str, Any]:
+    """What compress_evidence recorded in `prompt_info` this turn (generate's own accounting joins it)."""
+    info = state.get("prompt_info") or {}
+    return {key: info[key] for key in EVIDENCE_INFO_KEYS if key in info} if state.get("evidence") else {}
+
+
+def answer_token_cap(state: State, context: Context) -> int:
+    """Completion cap of the answer call: a short-answer reply (simple template) needs an answer line and
+    one sentence, so it gets `answer_max_tokens` (a loop cannot run long); explaining templates get the
+    whole generation reserve."""
+    if answer_mode(context.mode, state.get("analysis")) == "simple":
+        return min(context.answer_max_tokens, context.generation_reserve)
+    return context.generation_reserve
+
+
 @timed("generate")
 def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Draft an answer from the selected passages (or without any on the no-retrieval path)."""
@@ -331,7 +366,9 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # Chat mode answers from the conversation when no passage is relevant, rather than from the best
     # irrelevant ones (RAG mode keeps them: the model may still find the answer, or say it is not there).
     unrelated_limit = 0 if context.answer_source == "chat" else context.top_k
-    documents = select_documents(state.get("documents") or [], context.relevance_threshold, unrelated_limit)
+    documents = state.get("evidence") or select_documents(
+        state.get("documents") or [], context.relevance_threshold, unrelated_limit
+    )
     prompt = build_answer_prompt(
         system=_system_prompt(state, context, language, bool(documents)),
         question=question,
@@ -344,26 +381,38 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         user_template=ANSWER_USER_TEMPLATES[language],
     )
     used = prompt.used_documents or documents
-    info = dict(prompt.prompt_info)
+    info = {**evidence_info(state), **prompt.prompt_info}
     info["generation_fallback"] = None
     answerer = context.answerer if used else "model"
     info["short_answer_source"] = None
     if answerer == "extractive":
         info["short_answer_source"] = "extractive"
         text, sources = extractive_answer(question, used, language, context.generation_reserve)
-        return {"draft": text, "sources": sources, "prompt_info": info, "generation_rounds": 1}
+        return {
+            "draft": text,
+            "sources": sources,
+            "prompt_info": info,
+            "generation_rounds": 1,
+            "draft_confidence": None,
+        }
     model = with_temperature(get_resources().model("generate", context), context.temperature)
     emit(
         "generation_start",
         {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
     )
+    token_logprobs: TokenLogprobs | None = None
     if used and uses_json_schema(context):
         raw, error, usage = json_schema_draft(model, prompt.messages, context.generation_reserve)
     else:
         stopping = with_stop(model, ANSWER_STOP_SEQUENCES) if used else model
-        raw, error, usage = text_call(stopping, prompt.messages, max_tokens=context.generation_reserve)
+        reply = guarded_text_call(
+            stopping, prompt.messages, max_tokens=answer_token_cap(state, context), logprobs=bool(used)
+        )
+        raw, error, usage, token_logprobs = reply.text, reply.error, reply.accounting, reply.token_logprobs
+        info["stopped_on_loop"] = reply.stopped_on_loop
     sources = prompt.used_documents
     text, short = model_draft(raw, prompt.messages[0].text, question, language, sources)
+    confidence = answer_confidence(token_logprobs, short)
     if short:
         info["short_answer_source"] = "model"
     if error is not None or is_garbage(text):
@@ -385,5 +434,13 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         text, sources = _extractive_short(question, text, sources, used, info, context.generation_reserve)
     if short and info["short_answer_source"] == "model" and text.strip() == short.strip():
         text = explained_short_answer(short, question, sources, context.generation_reserve)
-    update = {"draft": text, "sources": sources, "prompt_info": info, "generation_rounds": 1}
+    if info["short_answer_source"] == "extractive" or info["generation_fallback"]:
+        confidence = None  # the model did not write this answer: its log-probabilities say nothing of it
+    update = {
+        "draft": text,
+        "sources": sources,
+        "prompt_info": info,
+        "generation_rounds": 1,
+        "draft_confidence": confidence,
+    }
     return merge_updates(update, usage)

@@ -270,6 +270,7 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         grounded=grade.grounded,
         round=state.get("generation_rounds", 0),
         doc_ids=[doc["chunk_id"] for doc in sources],
+        confidence=state.get("draft_confidence"),
     )
     update = {
         "answer_grade": {**grade.model_dump(), "mean": mean_score(grade), "score": score, "grader": grader},

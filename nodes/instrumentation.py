@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 
 from models.errors import raise_if_unavailable
 from models.structured import StructuredResult, invoke_structured, usage_of, with_max_tokens
+from retrieval.answer_text import cut_at_repetition, is_looping
 
 NodeFunction = Callable[..., dict[str, Any]]
 
@@ -107,3 +109,71 @@ def text_call(
         text, usage, error = "", {}, f"{type(failure).__name__}: {failure}"
     elapsed = (time.perf_counter() - started) * 1000
     return text.strip(), error, accounting(1, usage, elapsed)
+
+
+#: Streamed pieces between two loop checks of a guarded call (a check re-reads the whole reply so far).
+LOOP_CHECK_EVERY = 8
+#: What langchain-core raises when a streamed reply had no chunk at all (an empty reply).
+EMPTY_STREAM_ERROR = "No generation chunks were returned"
+#: (token, log-probability) pairs of a reply, as OpenAI-compatible endpoints return them.
+TokenLogprobs = list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class GuardedReply:
+    """What a guarded text call returns."""
+
+    text: str
+    error: str | None
+    accounting: dict[str, Any]
+    token_logprobs: TokenLogprobs | None
+    """Per-token log-probabilities of the reply; None when the endpoint returned none (or was not asked)."""
+    stopped_on_loop: bool
+    """True when the reply was cut because it started repeating itself."""
+
+
+def token_logprobs_of(message: Any) -> TokenLogprobs | None:
+    """The (token, logprob) pairs of a reply's `response_metadata["logprobs"]["content"]`, or None."""
+    logprobs = (getattr(message, "response_metadata", None) or {}).get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    pairs: TokenLogprobs = []
+    for item in content:
+        if isinstance(item, dict) and isinstance(item.get("logprob"), int | float):
+            pairs.append((str(item.get("token", "")), float(item["logprob"])))
+    return pairs or None
+
+
+def guarded_text_call(
+    model: BaseChatModel, messages: list[BaseMessage], *, max_tokens: int, logprobs: bool = False
+) -> GuardedReply:
+    """A streamed text call that stops as soon as the reply loops (a weak model repeating a phrase would
+    otherwise write up to `max_tokens` of it, and a streaming client would see all of it), asking the
+    endpoint for token log-probabilities when `logprobs` and the model takes the option. Streaming keeps
+    LangGraph's "messages" stream mode working (tokens reach it through the same callbacks as `invoke`).
+    Never raises, except for a down endpoint (like `text_call`)."""
+    started = time.perf_counter()
+    bound = with_max_tokens(model, max_tokens)
+    if logprobs and "logprobs" in type(bound).model_fields:
+        bound = bound.model_copy(update={"logprobs": True})
+    reply: Any = None
+    stopped = False
+    error: str | None = None
+    try:
+        for pieces, chunk in enumerate(bound.stream(messages), start=1):
+            reply = chunk if reply is None else reply + chunk
+            if pieces % LOOP_CHECK_EVERY == 0 and is_looping(str(reply.text)):
+                stopped = True
+                break
+    except Exception as failure:  # noqa: BLE001 - a failed call falls back to a documented default
+        raise_if_unavailable(failure, model)
+        if not (reply is None and EMPTY_STREAM_ERROR in str(failure)):  # an empty reply is not an error
+            error = f"{type(failure).__name__}: {failure}"
+    text = "" if reply is None or error is not None else str(reply.text).strip()
+    if stopped:
+        text = cut_at_repetition(text)
+    usage = usage_of(reply) if reply is not None else {}
+    elapsed = (time.perf_counter() - started) * 1000
+    pairs = token_logprobs_of(reply) if reply is not None and error is None else None
+    return GuardedReply(text, error, accounting(1, usage, elapsed), pairs, stopped)

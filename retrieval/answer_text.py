@@ -86,6 +86,39 @@ def garbage_token_share(text: str) -> float:
     return min(1.0, len(_GARBAGE_TOKEN.findall(text)) / tokens)
 
 
+#: A reply in which one phrase of LOOP_NGRAM_UNITS units occurs LOOP_NGRAM_REPEATS times loops, even when
+#: the repeats are not back to back ("X is Y. X is Y and Z. X is Y..."): a streamed reply is cut there.
+LOOP_NGRAM_UNITS = 6
+LOOP_NGRAM_REPEATS = 3
+
+
+def _first_repeat(text: str) -> int | None:
+    """Character offset of the second occurrence of the first phrase that occurs LOOP_NGRAM_REPEATS times
+    (None when no phrase repeats that often)."""
+    matches = list(_UNIT.finditer(text.lower()))
+    units = [match.group(0) for match in matches]
+    seen: dict[tuple[str, ...], list[int]] = {}
+    for index in range(len(units) - LOOP_NGRAM_UNITS + 1):
+        starts = seen.setdefault(tuple(units[index : index + LOOP_NGRAM_UNITS]), [])
+        if starts and index < starts[-1] + LOOP_NGRAM_UNITS:
+            continue  # overlapping with the previous occurrence ("a a a a a a a"): has_phrase_loop's case
+        starts.append(index)
+        if len(starts) >= LOOP_NGRAM_REPEATS:
+            return matches[starts[1]].start()
+    return None
+
+
+def is_looping(text: str) -> bool:
+    """Whether a reply repeats itself: a phrase back to back (`has_phrase_loop`) or one phrase three times."""
+    return has_phrase_loop(text_units(text)) or _first_repeat(text) is not None
+
+
+def cut_at_repetition(text: str) -> str:
+    """`text` up to where its repetition starts (unchanged when it does not repeat a phrase that often)."""
+    offset = _first_repeat(text)
+    return text if offset is None else text[:offset].rstrip()
+
+
 def is_garbage(text: str) -> bool:
     """Whether a model reply is unusable as an answer: empty, punctuation/symbols only, or looping."""
     stripped = text.strip()

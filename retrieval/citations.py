@@ -174,6 +174,25 @@ def _infer(text: str, source_terms: list[set[str]], exempt: tuple[str, ...]) -> 
     return "".join(pieces), cited
 
 
+def supporting_spans(doc: RetrievedDoc, claims: list[set[str]]) -> list[list[int]]:
+    """Offsets in the chunk of the sentence that best supports each citing claim: among the sentences the
+    reader was given (`metadata["evidence_spans"]`, retrieval.evidence) when known, else all of the chunk's
+    sentences. Without a claim that shares a term with one of them, the evidence sentences themselves."""
+    text = doc["text"]
+    given = doc.get("metadata", {}).get("evidence_spans") or []
+    candidates = [(int(start), int(end)) for start, end in given] or sentence_spans(text)
+    candidates = [(start, end) for start, end in candidates if 0 <= start < end <= len(text)]
+    chosen: set[tuple[int, int]] = set()
+    for terms in claims:
+        scored = [(support(terms, content_terms(text[start:end])), (start, end)) for start, end in candidates]
+        best = max(scored, default=(0.0, (0, 0)))
+        if best[0] > 0:
+            chosen.add(best[1])
+    if not chosen and given:
+        chosen = set(candidates)
+    return [[start, end] for start, end in sorted(chosen)]
+
+
 def resolve_citations(
     answer: str, sources: list[RetrievedDoc], *, non_claims: Iterable[str] = ()
 ) -> CitedAnswer:
@@ -215,6 +234,7 @@ def resolve_citations(
                 doc_id=doc.get("doc_id", ""),
                 confidence=round(confidence, CONFIDENCE_DECIMALS),
                 inferred=inferred,
+                spans=supporting_spans(doc, claims),
             )
         )
     cited = CitedAnswer(text=text, citations=citations, sources=renumbered, unsupported_sentences=unsupported)

@@ -124,6 +124,10 @@ class OutputState(TypedDict, total=False):
     declined_answer: str
     """The answer that check replaced with "not found" ("" otherwise): kept so a reader (Studio, the QA
     benchmark) can tell a right decline from a correct answer thrown away."""
+    answer_confidence: float | None
+    """Mean token log-probability of the model's short answer (None when the endpoint returns none, or no
+    model wrote the answer): the calibrated signal of the not-found decision
+    (RAG_ANSWER_CONFIDENCE_THRESHOLD)."""
     answer_grade: dict[str, Any]
     retrieval_rounds: Annotated[int, add_count]
     generation_rounds: Annotated[int, add_count]
@@ -150,6 +154,11 @@ class State(InputState, OutputState, total=False):
     missing_terms: list[str]
     retrieval_decision: RetrievalDecision
     """What grade_retrieval decided (the router only reads it)."""
+    evidence: list[RetrievedDoc]
+    """The sentences of the graded passages the reader gets (retrieval.evidence), one entry per chunk, best
+    first; empty when compression is off (RAG_EVIDENCE_TOKEN_BUDGET=0): the reader then gets whole chunks."""
+    draft_confidence: float | None
+    """answer_confidence of the latest draft (cite reports the chosen answer's)."""
     draft: str
     """The latest generated answer (before grading)."""
     best_answer: Annotated[AnswerCandidate | None, keep_best_answer]

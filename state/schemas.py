@@ -9,7 +9,7 @@ a JSON schema from the latter, and the graph's input and output schemas (Studio'
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
@@ -131,6 +131,9 @@ class Citation(TypedDict):
     """Support of the citing sentences by this source, in [0, 1]."""
     inferred: bool
     """True when the model gave no marker and the citation was attached by support matching."""
+    spans: list[list[int]]
+    """[start, end] character offsets, in the chunk's text (`sources[marker - 1]["text"]`), of the
+    sentences that support the claims citing it: what a client highlights."""
 
 
 class AnswerCandidate(TypedDict):
@@ -141,3 +144,5 @@ class AnswerCandidate(TypedDict):
     grounded: bool
     round: int
     doc_ids: list[str]
+    confidence: NotRequired[float | None]
+    """The draft's answer_confidence (absent in threads checkpointed before it existed)."""

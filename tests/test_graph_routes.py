@@ -78,6 +78,7 @@ DIRECT_PATH = [
     "rewrite",
     "retrieve",
     "grade_retrieval",
+    "compress_evidence",
     "generate",
     "grade_answer",
     "cite",
