@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,29 @@ PARALLEL_SLOTS = 4
 LOOPBACK_HOST = "127.0.0.1"
 #: llama.cpp log threshold: 0 keeps the server silent (errors surface as exceptions here instead).
 SERVER_VERBOSITY = 0
+#: The speed probe's prompt: a plain sentence repeated to about 280 tokens (enough for llama.cpp to read it
+#: in its large batches, as it reads real prompts; small enough to cost about 2 s on 2 cores).
+SPEED_PROBE_SENTENCE = "The quick brown fox jumps over the lazy dog. "
+SPEED_PROBE_REPEATS = 25
+#: Tokens the probe makes the model write (end-of-text ignored, so exactly this many are timed).
+SPEED_PROBE_COMPLETION_TOKENS = 16
+#: Seconds the probe may take before it counts as failed (the model is then not measured).
+SPEED_PROBE_TIMEOUT_S = 120.0
+
+
+class SpeedProbeError(RuntimeError):
+    """The embedded server did not report usable timings for the speed probe."""
+
+
+@dataclass(frozen=True)
+class ModelSpeed:
+    """How fast a model reads a prompt and writes its answer, in tokens per second (as llama.cpp timed it)."""
+
+    prompt_tokens_per_s: float
+    completion_tokens_per_s: float
+    #: Tokens the measurement read and wrote (0 when the speed was given, not measured).
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class LocalLLMServer:
@@ -129,6 +153,52 @@ class LocalLLMServer:
                 self.parallel,
             )
 
+    def measure_speed(self) -> ModelSpeed:
+        """Time one small request: the model's prompt-reading and writing rates as llama.cpp reports them.
+
+        Why llama.cpp's own `timings` (read straight from the loopback endpoint): they time prompt processing
+        and generation separately inside the server, so one small call yields both rates with no HTTP or
+        client overhead in them; the OpenAI client drops that field. The prompt is not cached
+        (`cache_prompt`), end-of-text is ignored (exactly SPEED_PROBE_COMPLETION_TOKENS are written), and a
+        one-token call first pages the weights in, so the load from disk is not timed as model speed.
+        Raises SpeedProbeError (or an HTTP error) when the server does not answer with usable timings."""
+        import httpx
+
+        url = f"{self.base_url}/chat/completions"
+        for prompt, tokens in (
+            (SPEED_PROBE_SENTENCE, 1),
+            (SPEED_PROBE_SENTENCE * SPEED_PROBE_REPEATS, SPEED_PROBE_COMPLETION_TOKENS),
+        ):
+            reply = httpx.post(
+                url,
+                json={
+                    "model": self.model_alias,
+                    "messages": [{"role": "user", "content": prompt}],
+                    "max_tokens": tokens,
+                    "temperature": 0,
+                    "ignore_eos": True,
+                    "cache_prompt": False,
+                },
+                timeout=SPEED_PROBE_TIMEOUT_S,
+            )
+            reply.raise_for_status()
+        timings = reply.json().get("timings") or {}
+        speed = ModelSpeed(
+            prompt_tokens_per_s=float(timings.get("prompt_per_second") or 0.0),
+            completion_tokens_per_s=float(timings.get("predicted_per_second") or 0.0),
+            prompt_tokens=int(timings.get("prompt_n") or 0),
+            completion_tokens=int(timings.get("predicted_n") or 0),
+        )
+        if speed.prompt_tokens_per_s <= 0 or speed.completion_tokens_per_s <= 0:
+            raise SpeedProbeError(f"llama.cpp reported no usable timings: {timings!r}")
+        logger.info(
+            "embedded LLM %s reads %.1f prompt tokens/s and writes %.1f tokens/s",
+            self.model_alias,
+            speed.prompt_tokens_per_s,
+            speed.completion_tokens_per_s,
+        )
+        return speed
+
     def stop(self) -> None:
         """Shut the server down; idempotent. In-flight requests fail with a connection error."""
         with self._lock:
@@ -171,6 +241,12 @@ def get_local_server(settings: Settings) -> LocalLLMServer:
         atexit.register(server.stop)
         _server = server
         return server
+
+
+def running_local_server() -> LocalLLMServer | None:
+    """The process-wide embedded server if it runs now (never starts one)."""
+    with _server_lock:
+        return _server if _server is not None and _server.is_running else None
 
 
 def shutdown_local_server() -> None:

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 
 from config.settings import Settings, get_settings
+from graphs.runner import Session
 from service.api import routes_documents, routes_memory, routes_ops, routes_rag
 from service.api.auth import parse_api_keys
 from service.api.engine import Engine
@@ -35,12 +36,15 @@ def _route_name(request: Request) -> str:
     return getattr(route, "path", "unmatched")
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
-    """The API over `settings` (the process settings by default)."""
+def create_app(
+    settings: Settings | None = None, session_factory: Callable[[Settings], Session] | None = None
+) -> FastAPI:
+    """The API over `settings` (the process settings by default); `session_factory` replaces the runner
+    (tests that script a run's stream item by item)."""
     settings = settings or get_settings()
     state = ApiState(
         settings=settings,
-        engine=Engine(settings),
+        engine=Engine(settings, session_factory),
         metrics=ApiMetrics(),
         keys=parse_api_keys(settings.api_keys),
     )

@@ -6,11 +6,13 @@ are separate classes), and the embedded model and the stores block. Each run str
 hands its items to the request's event loop, which enforces the limits. Limits bound work, not waiting:
 - waiting for a worker slot (`api_workers` runs at once) or for the model (service.api.gate): at most
   `api_queue_timeout_s`, then 503 with Retry-After (the server is busy, not broken);
-- the run's own work: `api_run_timeout_s`, counted from when its graph starts (after the thread's turn lock,
+- the run's own work: the run limit, counted from when its graph starts (after the thread's turn lock,
   whose wait is bounded by RAG_THREAD_LOCK_TIMEOUT_S -> 409), minus its waits for the model;
-- one model call: `api_model_timeout_s`, from when the call gets the model; one retrieval:
+- one model call: the model limit, from when the call gets the model; one retrieval:
   `api_retrieval_timeout_s` (both watched through LangChain callbacks on the run's model calls and
   `retrieve` tasks).
+The model and run limits are `api_model_timeout_s` / `api_run_timeout_s`, or on auto derived from the
+embedded model's speed measured at warm-up and the run's own context (service.api.limits).
 Past a limit the request gets its status at once, and the worker stops the graph at its next step (a Python
 thread cannot be interrupted inside a model call, so that call finishes in the background and is discarded;
 the run's later model calls fail at once instead of waiting for the model).
@@ -33,6 +35,7 @@ from graphs.runner import Session
 from nodes.resources import get_resources
 from service.api.errors import QueueTimeout, RunTimeout
 from service.api.gate import ModelGates, RunMonitor
+from service.api.limits import LimitPolicy, RunShape, TimeLimits, measured_policy, unmeasured_policy
 from state.context import Context
 
 logger = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ class Engine:
         self._lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=settings.api_workers, thread_name_prefix="rag-run")
         self.gates = ModelGates(settings.api_model_concurrency)
+        self.policy: LimitPolicy = unmeasured_policy(settings, "not measured yet (the API has not warmed up)")
 
     def session(self) -> Session:
         """The runner (its checkpointer file is opened on the first request, not at import)."""
@@ -75,18 +79,27 @@ class Engine:
         """Open the runner, the knowledge base, the embedding model and the chat models now; return seconds.
 
         Why: otherwise the first request loads them inside its own run limit, and on a busy machine that
-        alone passed 60 s (a 504 for the first cold answer of a load test). Failures are logged, not raised:
-        a store or model that is down shows in the health route and in the requests that need it."""
+        alone passed 60 s (a 504 for the first cold answer of a load test). Then the limits on auto are set
+        from the generation model (service.api.limits.measured_policy: one timed call for the embedded model).
+        Failures are logged, not raised: a store or model that is down shows in the health route and in the
+        requests that need it."""
         started = time.monotonic()
         try:
             self.session()
             resources = get_resources()
             resources.kb().embeddings.embed_query("warm-up")
-            resources.model("generate")
+            generator = resources.model("generate")
             resources.model("grade")
+            self.policy = measured_policy(self.settings, generator)
         except Exception as error:  # noqa: BLE001 - reported by health and by the requests themselves
             logger.warning("warm-up incomplete (%s: %s)", type(error).__name__, error)
+            self.policy = unmeasured_policy(self.settings, f"warm-up failed ({type(error).__name__})")
         return time.monotonic() - started
+
+    def limits_for(self, context: Context) -> TimeLimits:
+        """The limits of a run with `context` (its window, completion cap and loop bound size them)."""
+        shape = RunShape(context.model_context_tokens, context.generation_reserve, context.max_iterations)
+        return self.policy.limits(shape)
 
     def close(self) -> None:
         """Stop accepting runs (running ones finish in the background)."""
@@ -99,6 +112,7 @@ class Engine:
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         cancelled = threading.Event()
         monitor = RunMonitor(self.gates, cancelled.is_set)
+        limits = self.limits_for(spec.context)
 
         def put(item: tuple[str, Any]) -> None:
             with contextlib.suppress(RuntimeError):  # the request's loop is gone (server shutting down)
@@ -132,7 +146,7 @@ class Engine:
         future = loop.run_in_executor(self.executor, work)
         try:
             await self._admitted(queue, future)
-            async for item in self._watch(queue, monitor):
+            async for item in self._watch(queue, monitor, limits):
                 yield item
         finally:
             cancelled.set()
@@ -153,7 +167,7 @@ class Engine:
             raise RuntimeError(f"run did not start ({kind})")
 
     async def _watch(
-        self, queue: asyncio.Queue[tuple[str, Any]], monitor: RunMonitor
+        self, queue: asyncio.Queue[tuple[str, Any]], monitor: RunMonitor, limits: TimeLimits
     ) -> AsyncIterator[tuple[str, Any]]:
         """The run's items until it ends, enforcing the limits of its work and of its waits."""
         settings = self.settings
@@ -164,11 +178,12 @@ class Engine:
                     "(RAG_API_QUEUE_TIMEOUT_S); retry later",
                     settings.api_retry_after_s,
                 )
-            if monitor.worked_s() > settings.api_run_timeout_s:
+            if monitor.worked_s() > limits.run_s:
                 raise RunTimeout(
-                    f"the run took longer than {settings.api_run_timeout_s:g} s (RAG_API_RUN_TIMEOUT_S)"
+                    f"the run took longer than {limits.run_s:g} s "
+                    f"(RAG_API_RUN_TIMEOUT_S, {limits.run_source})"
                 )
-            overdue = monitor.overdue(settings.api_model_timeout_s, settings.api_retrieval_timeout_s)
+            overdue = monitor.overdue(limits.model_s, limits.retrieval_s, limits.model_source)
             if overdue:
                 raise RunTimeout(overdue)
             try:

@@ -5,7 +5,8 @@ Why: the embedded model (llama.cpp on the API's own CPU cores) computes one answ
 sixteen runs calling it at once all get slower, queue inside llama.cpp where nobody can see it, and the time
 limits then counted that queueing as if the model were stuck (issue 9: 19 of 32 requests 504 at 16 clients).
 With the gate, a call waits here for its turn, the waiting is measured, and:
-- the model limit (`api_model_timeout_s`) starts when the call gets the model, not when it asks;
+- the model limit (`api_model_timeout_s`, service.api.limits) starts when the call gets the model, not when
+  it asks;
 - the run limit (`api_run_timeout_s`) leaves out the time the run spent waiting for the model;
 - waiting itself is bounded by `api_queue_timeout_s` (then 503 with Retry-After, not 504).
 Waiters are served oldest run first, so under load runs finish in arrival order instead of all together at
@@ -257,14 +258,16 @@ class RunMonitor(BaseCallbackHandler):
             oldest = min(self._waiting.values(), default=None)
         return 0.0 if oldest is None else time.monotonic() - oldest
 
-    def overdue(self, model_s: float, retrieval_s: float) -> str | None:
-        """Why the run must stop now (a model call or a retrieval past its limit), or None."""
+    def overdue(self, model_s: float, retrieval_s: float, model_source: str = "") -> str | None:
+        """Why the run must stop now (a model call or a retrieval past its limit), or None; `model_source`
+        (service.api.limits) tells the reader where the model limit came from."""
         now = time.monotonic()
         with self._lock:
             oldest_model = min(self.models.values(), default=now)
             oldest_retrieval = min(self.retrievals.values(), default=now)
         if now - oldest_model > model_s:
-            return f"a model call took longer than {model_s:g} s (RAG_API_MODEL_TIMEOUT_S)"
+            origin = f", {model_source}" if model_source else ""
+            return f"a model call took longer than {model_s:g} s (RAG_API_MODEL_TIMEOUT_S{origin})"
         if now - oldest_retrieval > retrieval_s:
             return f"a retrieval took longer than {retrieval_s:g} s (RAG_API_RETRIEVAL_TIMEOUT_S)"
         return None

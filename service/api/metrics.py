@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+
+from service.api.limits import TimeLimits
 
 #: Latency buckets in seconds: from a cache hit (milliseconds) to a cold answer of a small local model.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
@@ -41,6 +43,12 @@ class ApiMetrics:
         self.strategies = Counter("rag_strategy", "Answers by retrieval strategy", ["strategy"], registry=r)
         self.cache = Counter("rag_cache_lookups", "Semantic cache lookups by result", ["result"], registry=r)
         self.answers = Counter("rag_answers", "Answers by outcome", ["outcome"], registry=r)
+        self.time_limits = Gauge(
+            "rag_api_time_limit_seconds",
+            "Time limits in force for a run of the settings' shape, by limit and where it comes from",
+            ["limit", "source"],
+            registry=r,
+        )
 
     def record_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """One HTTP request (the route template, never the raw path: ids would explode the label set)."""
@@ -62,6 +70,13 @@ class ApiMetrics:
         self.strategies.labels(result.get("strategy") or "NONE").inc()
         self.cache.labels("hit" if cache_hit else "miss").inc()
         self.answers.labels("not_found" if result.get("not_found") else "success").inc()
+
+    def record_limits(self, limits: TimeLimits) -> None:
+        """The limits in force now (one series per limit: a changed source replaces the old series)."""
+        self.time_limits.clear()
+        self.time_limits.labels("model", limits.model_source).set(limits.model_s)
+        self.time_limits.labels("run", limits.run_source).set(limits.run_s)
+        self.time_limits.labels("retrieval", "setting").set(limits.retrieval_s)
 
     def exposition(self) -> bytes:
         """The text format Prometheus scrapes."""

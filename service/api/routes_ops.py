@@ -5,7 +5,9 @@ Why the engine's health checks each store separately: when answers fail, an oper
 part is down. The vector store, the catalog, the keyword index, the embedding model and the chat model are
 each probed with a tiny real operation; the model check asks for one token unless
 `RAG_API_HEALTH_MODEL_PROBE=false` (a paid endpoint may not want a call per probe). Any failure makes the
-route answer 503 with the reason of each failed check.
+route answer 503 with the reason of each failed check. The report also shows the time limits in force and
+how they were derived (service.api.limits: set, an endpoint's fixed values, or the embedded model's measured
+speed); /metrics has them as `rag_api_time_limit_seconds`.
 """
 
 from __future__ import annotations
@@ -90,11 +92,10 @@ def liveness() -> dict[str, str]:
 async def health(request: Request) -> JSONResponse:
     """Each dependency checked with its latency; 200 when all are ok, else 503."""
     state = api_state(request)
+    limits = state.engine.policy.limits()
     checks: dict[str, Any] = {}
     for name, probe in _probes(state).items():
-        limit = (
-            state.settings.api_model_timeout_s if name == "model" else state.settings.api_retrieval_timeout_s
-        )
+        limit = limits.model_s if name == "model" else limits.retrieval_s
         try:
             checks[name] = await asyncio.wait_for(asyncio.to_thread(_check, probe), timeout=limit)
         except TimeoutError:
@@ -105,12 +106,15 @@ async def health(request: Request) -> JSONResponse:
             }
     healthy = all(check["status"] == "ok" for check in checks.values())
     return JSONResponse(
-        {"status": "ok" if healthy else "down", "checks": checks}, status_code=200 if healthy else 503
+        {"status": "ok" if healthy else "down", "checks": checks, "limits": state.engine.policy.describe()},
+        status_code=200 if healthy else 503,
     )
 
 
 @router.get("/metrics")
 def metrics(request: Request) -> Response:
     """Prometheus text format: requests, errors, latencies per route and per stage, tokens, strategies,
-    cache hits and misses, answers by outcome."""
-    return Response(api_state(request).metrics.exposition(), media_type=CONTENT_TYPE)
+    cache hits and misses, answers by outcome, and the time limits in force."""
+    state = api_state(request)
+    state.metrics.record_limits(state.engine.policy.limits())
+    return Response(state.metrics.exposition(), media_type=CONTENT_TYPE)
