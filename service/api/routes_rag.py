@@ -23,6 +23,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from graphs.runner import new_thread_id
 from service.api.auth import resolve_tenant
+from service.api.draft import DRAFT_REPLACED, DraftWatch
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.runtime import ApiState, api_state
@@ -207,6 +208,8 @@ def _sse(name: str, data: Any) -> dict[str, str]:
 async def generate_stream(body: GenerateRequest, request: Request) -> EventSourceResponse:
     """The answer as Server-Sent Events: query_rewritten, documents_retrieved, generation_start, token...,
     generation_complete (answer, citations, sources), then done (the generate response); error on failure.
+    draft_replaced (round, reason, answer) comes before a new round's generation_start or before
+    generation_complete when the tokens already sent are withdrawn (service.api.draft).
     Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
     state = api_state(request)
     spec = run_spec(body, state.tenant(request, body.tenant_id), state)
@@ -215,14 +218,19 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
         started = time.perf_counter()
         seen: list[dict[str, Any]] = []
         result: dict[str, Any] = {}
+        draft = DraftWatch()
         try:
             # aclosing: a client that leaves mid-stream closes the run at once (not when it is collected).
             async with contextlib.aclosing(state.engine.run(spec)) as run:
                 async for kind, payload in run:
                     if kind == "event":
                         seen.append(payload)
+                        replaced = draft.before(payload["event"], payload["data"])
+                        if replaced is not None:
+                            yield _sse(DRAFT_REPLACED, replaced)
                         yield _sse(payload["event"], payload["data"])
                     elif kind == "token":
+                        draft.token(payload)
                         yield _sse("token", {"text": payload})
                     else:
                         result = payload
