@@ -37,7 +37,7 @@ from evals.metrics import (
     percentile,
     support_recall_at_k,
 )
-from nodes.cite import REASON_MODEL_DECLINED, REASON_NO_ANSWER
+from nodes.cite import REASON_LOW_CONFIDENCE, REASON_MODEL_DECLINED, REASON_NO_ANSWER
 from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, REASON_STORE_DOWN
 from retrieval.answer_text import strip_references
 from retrieval.answerability import REASON_LOW_COVERAGE, REASON_MISSING_ANCHOR, REASON_UNSUPPORTED
@@ -57,6 +57,7 @@ NOT_FOUND_REASONS: tuple[str, ...] = (
     REASON_UNSUPPORTED,
     REASON_LOW_COVERAGE,
     REASON_MODEL_DECLINED,
+    REASON_LOW_CONFIDENCE,
     REASON_NO_ANSWER,
     REASON_NOTHING_RETRIEVED,
     REASON_NOTHING_RELEVANT,
