@@ -373,8 +373,8 @@ class Settings(BaseSettings):
         ge=1.0,
         le=100.0,
         description="Auto limits of the embedded model: the worst-case call time at the measured speed, "
-        "times this (the start-up probe's rates varied 2.5x on a shared 2-core machine: 55 vs 138 prompt "
-        "tokens/s).",
+        "times this (the start-up probe's rates varied about 3x on a shared 2-core machine: 50 to 150 "
+        "prompt tokens/s).",
     )
     api_queue_timeout_s: float = Field(
         600.0, gt=0, description="Waiting for a run slot or for the model, at most (then 503 + Retry-After)."

@@ -1,7 +1,7 @@
 """The API's time limits in force: a value set in the settings, or derived from the model (issue 19 §5).
 
 Why derived: the embedded model runs on the API's own CPU cores, and on 2 cores Qwen2.5-Coder-0.5B read
-55-140 prompt tokens/s and wrote 15-26 tokens/s (its start-up probe, the machine shared with other work):
+50-150 prompt tokens/s and wrote 15-26 tokens/s (its start-up probe, the machine shared with other work):
 a full prompt window alone takes one to two minutes, so the fixed 30 s limit meant for an endpoint answered
 504 to most questions. A limit must stop a stuck model, not a slow one.
 
@@ -136,6 +136,7 @@ class LimitPolicy:
         shape = shape or self.default_shape()
         s = self.settings
         model_s, model_source = self._model(shape)
+        run_source: LimitSource
         if s.api_run_timeout_s:
             run_s, run_source = s.api_run_timeout_s, "setting"
         elif self.embedded and model_source != "unmeasured_default":
