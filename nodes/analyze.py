@@ -3,10 +3,18 @@
 Why two analyzers: a strong model reads intent better than any rule, but the embedded 135M model classifies
 at chance, so `auto` uses the heuristic whenever the grading model is weak. The heuristic result is also the
 LLM call's default: a reply that is garbage (or a model that is down) leaves the heuristic analysis in place.
+
+Why the model alone may not skip retrieval: this engine answers over the user's documents, so skipping
+retrieval must be the exception. Even a model that passes the strength self-test (Qwen2.5-Coder-1.5B) said
+`needs_retrieval=false` for "How many bars of pressure does espresso use?" and then answered from its own
+knowledge, wrongly, although the corpus held the answer. The model's "no retrieval" therefore counts only
+when the heuristic agrees (greetings, thanks, chit-chat, pure arithmetic); otherwise the question is retrieved
+for and the rest of the model's analysis (type, complexity, details) is kept.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -19,6 +27,8 @@ from query.classification import heuristic_analysis
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import QueryAnalysis
+
+logger = logging.getLogger(__name__)
 
 #: Completion cap of the analysis: a small JSON object.
 ANALYZE_MAX_TOKENS = 96
@@ -50,13 +60,25 @@ def llm_analysis(
     return result.value.model_copy(update={"source": "llm"}), accounting
 
 
+def guard_retrieval(analysis: QueryAnalysis, heuristic: QueryAnalysis) -> QueryAnalysis:
+    """The model's analysis, retrieving unless the heuristic also finds nothing to look up.
+
+    The heuristic only skips retrieval for greetings, thanks, chit-chat and pure arithmetic, so a model's
+    "no retrieval" for a factual question (which it would then answer from memory) is overruled."""
+    if analysis.needs_retrieval or not heuristic.needs_retrieval:
+        return analysis
+    logger.info("analysis: the model skipped retrieval where the heuristic retrieves; retrieving")
+    return analysis.model_copy(update={"needs_retrieval": True})
+
+
 @timed("analyze")
 def analyze(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Set `analysis` (a QueryAnalysis as a dict) for the standalone question."""
+    """Set `analysis` (a QueryAnalysis as a dict) for the standalone question; the model's analysis skips
+    retrieval only where the heuristic's does too (`guard_retrieval`)."""
     context = run_context(runtime)
     question = state.get("standalone_question") or state.get("question") or ""
     heuristic = heuristic_analysis(question)
     if not use_llm_analyzer(context):
         return {"analysis": heuristic.model_dump()}
     analysis, accounting = llm_analysis(question, heuristic, context)
-    return merge_updates({"analysis": analysis.model_dump()}, accounting)
+    return merge_updates({"analysis": guard_retrieval(analysis, heuristic).model_dump()}, accounting)

@@ -6,9 +6,9 @@ serialized, so the stored conversation must hold every question exactly once, ea
 answer, and each turn's contextualize prompt must show exactly the turns stored before it.
 
 Models are fakes (tests/helpers/fake_rag.py: contextualize returns the question and records the history it
-was shown; analysis says no retrieval is needed; the answer repeats its question), so turns are fast and the
-test measures only the ordering. The graph, the SQLite checkpointer, the lock and, for processes, the CLI
-are real.
+was shown; analysis says no retrieval is needed, for arithmetic questions the heuristic skips too; the answer
+repeats its question), so turns are fast and the test measures only the ordering. The graph, the SQLite
+checkpointer, the lock and, for processes, the CLI are real.
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ HISTORY_TURNS = Context().history_turns
 
 
 def question(fruit: str) -> str:
-    return f"Is the {fruit} a planet?"
+    """A distinct question per turn that needs no documents: arithmetic, so the heuristic analysis agrees
+    with the fake model's "no retrieval" (nodes/analyze.py retrieves unless both say no)."""
+    return f"What is {FRUITS.index(fruit) + 1} + {len(fruit)}?"
 
 
 def check_thread(messages: list[tuple[str, str]], records: list[dict[str, Any]]) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from graphs.routing import route_after_analyze
 from models.errors import ModelUnavailableError
 from nodes.analyze import analyze
 from nodes.contextualize import contextualize, recent_turns, split_history
@@ -415,6 +416,30 @@ def test_analyze_auto_is_heuristic_for_weak_models_and_llm_for_strong(install: A
     assert (
         analyze({"standalone_question": COMPARISON}, runtime(analyzer="auto"))["analysis"]["source"] == "llm"
     )
+
+
+SKIP_RETRIEVAL_ANALYSIS = json.dumps(
+    {"query_type": "SIMPLE_FACT", "complexity": 1, "needs_retrieval": False, "wants_details": False}
+)
+
+
+def test_analyze_retrieves_when_a_strong_model_skips_retrieval_for_a_fact(install: Any) -> None:
+    """The 1.5B model's real slip: it skipped retrieval for a fact the user's documents hold."""
+    install(scripted(SKIP_RETRIEVAL_ANALYSIS), strength="strong")
+    state: State = {"standalone_question": "How many bars of pressure does espresso use?"}
+    update = analyze(state, runtime(analyzer="auto"))
+    assert update["analysis"]["source"] == "llm" and update["analysis"]["needs_retrieval"] is True
+    assert update["analysis"]["complexity"] == 1  # the rest of the model's analysis is kept
+    assert route_after_analyze({**state, "analysis": update["analysis"]}) == "select_strategy"
+
+
+@pytest.mark.parametrize("greeting", ["Hello!", "thanks a lot", "你好"])
+def test_analyze_skips_retrieval_for_a_greeting_both_analyses_skip(install: Any, greeting: str) -> None:
+    install(scripted(SKIP_RETRIEVAL_ANALYSIS), strength="strong")
+    state: State = {"standalone_question": greeting}
+    update = analyze(state, runtime(analyzer="auto"))
+    assert update["analysis"]["source"] == "llm" and update["analysis"]["needs_retrieval"] is False
+    assert route_after_analyze({**state, "analysis": update["analysis"]}) == "generate"
 
 
 def test_analyze_heuristic_never_calls(install: Any) -> None:

@@ -24,7 +24,8 @@ from langchain_core.messages import BaseMessage  # noqa: E402
 
 from tests.fakes import TaskChatModel  # noqa: E402
 
-#: The analysis of every question: no documents needed, so a turn goes straight to the answer.
+#: The analysis of every question: no documents needed, so a turn goes straight to the answer (for questions
+#: the heuristic analysis skips too, e.g. arithmetic: nodes/analyze.py retrieves unless both say no).
 NO_RETRIEVAL_ANALYSIS = json.dumps(
     {"query_type": "SIMPLE_FACT", "complexity": 1, "needs_retrieval": False, "wants_details": False}
 )
