@@ -41,8 +41,14 @@ RANK_PRIOR_WEIGHT = 0.1
 BRIDGE_BONUS = 0.35
 #: Sentences whose score is below this share of the best one are not kept (they would only add noise).
 MIN_RELATIVE_SCORE = 0.35
-#: The best sentences that seed the bridge entities.
+#: The best sentences that seed the bridge entities (those within BRIDGE_SEED_SHARE of the best score).
 BRIDGE_SEED_SENTENCES = 2
+BRIDGE_SEED_SHARE = 0.6
+#: A sentence of a document whose title is a bridge entity, not naming it itself: this share of the bonus.
+BRIDGE_TITLE_SHARE = 0.5
+#: Credit of a question term found only in the document's title (the title is shared by all its sentences,
+#: so it may order a document's sentences against another's, never lift a sentence on its own).
+TITLE_TERM_CREDIT = 0.25
 #: Token overhead per kept chunk in the prompt (its "[n] (File: ...)" header and separators).
 HEADER_TOKENS = 12
 #: Between kept sentences of one chunk that are not adjacent in it.
@@ -89,12 +95,12 @@ def question_terms(question: str) -> set[str]:
 
 
 def lexical_overlap(terms: set[str], sentence: str, title: str) -> float:
-    """Share of the question's terms in the sentence (half credit for a term only in the document title)."""
+    """Share of the question's terms in the sentence (TITLE_TERM_CREDIT for a term only in the title)."""
     if not terms:
         return 0.0
     in_sentence = terms & set(analyze(sentence))
     in_title = (terms - in_sentence) & set(analyze(title))
-    return (len(in_sentence) + 0.5 * len(in_title)) / len(terms)
+    return (len(in_sentence) + TITLE_TERM_CREDIT * len(in_title)) / len(terms)
 
 
 def cosine(left: Sequence[float], right: Sequence[float]) -> float:
@@ -180,8 +186,12 @@ def _with_bridge_bonus(
     boosted = []
     for sentence in scored:
         title = documents[sentence.doc_index].get("title") or ""
-        named = any(_mentions(entity, sentence.text) or _mentions(entity, title) for entity in entities)
-        bonus = BRIDGE_BONUS if named else 0.0
+        if any(_mentions(entity, sentence.text) for entity in entities):
+            bonus = BRIDGE_BONUS
+        elif any(_mentions(entity, title) for entity in entities):
+            bonus = BRIDGE_BONUS * BRIDGE_TITLE_SHARE
+        else:
+            bonus = 0.0
         boosted.append(ScoredSentence(**{**sentence.__dict__, "score": round(sentence.score + bonus, 4)}))
     return boosted
 
@@ -206,7 +216,7 @@ def select_evidence(
     if not scored:
         return EvidenceReport([], tokens_before, 0, 0, [])
     ranked = sorted(scored, key=lambda sentence: sentence.score, reverse=True)
-    seeds = ranked[:BRIDGE_SEED_SENTENCES]
+    seeds = [s for s in ranked[:BRIDGE_SEED_SENTENCES] if s.score >= ranked[0].score * BRIDGE_SEED_SHARE]
     entities = [] if contains_cjk(question) else bridge_entities(question, seeds, documents)
     ranked = sorted(_with_bridge_bonus(scored, entities, documents), key=lambda s: s.score, reverse=True)
     floor = ranked[0].score * MIN_RELATIVE_SCORE

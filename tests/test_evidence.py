@@ -1,0 +1,186 @@
+"""Evidence compression (retrieval.evidence, nodes.compress_evidence), the guarded answer call (loop cut,
+log-probabilities), the answer's confidence (models.confidence), the confidence decline in cite, and the
+citation offsets. Passages are invented; no evaluation question appears here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+
+from models.confidence import answer_confidence
+from nodes.cite import REASON_LOW_CONFIDENCE, cite
+from nodes.compress_evidence import compress_evidence
+from nodes.instrumentation import guarded_text_call, token_logprobs_of
+from retrieval.answer_text import cut_at_repetition, is_looping
+from retrieval.citations import resolve_citations
+from retrieval.evidence import select_evidence
+from retrieval.tokens import count_tokens
+from state.schemas import AnswerCandidate, RetrievedDoc
+from tests.conftest import runtime
+
+
+def doc(index: int, title: str, text: str) -> RetrievedDoc:
+    return RetrievedDoc(
+        chunk_id=f"chunk-{index}",
+        text=text,
+        source=f"/corpus/{index}.md",
+        title=title,
+        page=0,
+        doc_id=f"doc-{index}",
+        score=1.0 / index,
+        relevance=0.9,
+        query="",
+        metadata={},
+    )
+
+
+FILLER = " ".join(
+    f"The valley has {count} quiet farms and a small market on Sundays." for count in range(2, 14)
+)
+ORCHARD = doc(1, "The Glass Orchard", f"{FILLER} Hana Korvel wrote the novel The Glass Orchard in 1974.")
+KORVEL = doc(2, "Hana Korvel", f"{FILLER} Hana Korvel was born in Tallow, a port town on the east coast.")
+UNRELATED = doc(3, "Bread", "Sourdough bread rises slowly. " * 20)
+
+
+def test_compression_keeps_the_answering_sentences_within_the_budget() -> None:
+    question = "Who wrote the novel The Glass Orchard?"
+    report = select_evidence(question, [UNRELATED, ORCHARD], embed=None, budget_tokens=60)
+
+    texts = " ".join(document["text"] for document in report.documents)
+    assert "Hana Korvel wrote the novel The Glass Orchard in 1974." in texts
+    assert "Sourdough" not in texts
+    assert report.tokens_after <= 60 + 12
+    assert report.tokens_after < report.tokens_before / 3
+
+
+def test_every_kept_sentence_points_into_its_chunk() -> None:
+    report = select_evidence("Where was Hana Korvel born?", [ORCHARD, KORVEL], embed=None, budget_tokens=120)
+
+    originals = {document["chunk_id"]: document["text"] for document in (ORCHARD, KORVEL)}
+    for document in report.documents:
+        spans = document["metadata"]["evidence_spans"]
+        assert spans, document
+        for start, end in spans:
+            assert originals[document["chunk_id"]][start:end] in document["text"]
+    assert "born in Tallow" in report.documents[0]["text"]
+
+
+def test_a_bridge_entity_brings_the_second_hop_sentence() -> None:
+    """The question never names Hana Korvel: her birthplace shares no word with it but "born", like the
+    filler; the first hop's sentence names her, so her document's sentence is kept."""
+    question = "Where was the author of the novel The Glass Orchard born?"
+    report = select_evidence(question, [ORCHARD, KORVEL], embed=None, budget_tokens=90)
+
+    assert "Hana Korvel" in report.bridge_entities
+    assert any("born in Tallow" in document["text"] for document in report.documents)
+
+
+def test_dense_similarity_counts_when_an_embedder_is_given() -> None:
+    """A sentence with no question word wins on its vector alone (a stand-in embedder: it knows which
+    sentence means the same as the question)."""
+    question = "Which settlement is her birthplace?"
+    target = "Hana Korvel was born in Tallow, a port town on the east coast."
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] if text in (question, target) else [0.0, 1.0] for text in texts]
+
+    report = select_evidence(question, [KORVEL], embed=embed, budget_tokens=40)
+    assert target in report.documents[0]["text"]
+    assert "farms" not in report.documents[0]["text"].split(target)[-1]
+
+
+def test_compress_evidence_node_is_off_at_budget_zero_and_on_by_default(install: Any) -> None:
+    install(GenericFakeChatModel(messages=iter([])))
+    state: Any = {"question": "Where was Hana Korvel born?", "documents": [ORCHARD, KORVEL]}
+
+    assert compress_evidence(state, runtime(evidence_token_budget=0))["evidence"] == []
+    update = compress_evidence(state, runtime(evidence_token_budget=80))
+    assert update["evidence"] and all(count_tokens(d["text"]) <= 80 for d in update["evidence"])
+    assert update["prompt_info"]["evidence_tokens_after"] < update["prompt_info"]["evidence_tokens_before"]
+
+
+def test_looping_text_is_detected_and_cut_before_its_repeat() -> None:
+    looping = (
+        "Answer: Tallow\nExplanation: She was born in Tallow town [1]. She was born in Tallow town. " * 3
+    )
+    assert is_looping(looping)
+    assert cut_at_repetition(looping) == "Answer: Tallow\nExplanation: She was born in Tallow town [1]."
+    assert not is_looping("Answer: Tallow\nExplanation: Hana Korvel was born in Tallow [1].")
+
+
+def test_guarded_call_stops_a_looping_reply() -> None:
+    reply = "Answer: Tallow. " + "She was born in the port town. " * 40
+    model = GenericFakeChatModel(messages=iter([AIMessage(reply)]))
+
+    result = guarded_text_call(model, [HumanMessage("q")], max_tokens=64)
+
+    assert result.stopped_on_loop and result.error is None
+    assert result.text == "Answer: Tallow. She was born in the port town."
+
+
+def test_guarded_call_returns_an_ordinary_reply_whole() -> None:
+    model = GenericFakeChatModel(messages=iter([AIMessage("Answer: Tallow\nExplanation: born there [2].")]))
+    result = guarded_text_call(model, [HumanMessage("q")], max_tokens=64)
+    assert (result.text, result.stopped_on_loop, result.token_logprobs) == (
+        "Answer: Tallow\nExplanation: born there [2].",
+        False,
+        None,
+    )
+
+
+def test_token_logprobs_are_read_from_the_openai_shape() -> None:
+    message = AIMessage(
+        "x",
+        response_metadata={"logprobs": {"content": [{"token": "Tall", "logprob": -0.5}, {"token": "ow"}]}},
+    )
+    assert token_logprobs_of(message) == [("Tall", -0.5)]
+    assert token_logprobs_of(AIMessage("x")) is None
+
+
+def test_confidence_is_the_mean_over_the_short_answer_tokens() -> None:
+    tokens = [("Answer", -0.1), (":", 0.0), (" Tall", -1.0), ("ow", -0.5), ("\n", -0.2), ("Because", -3.0)]
+    assert answer_confidence(tokens, "Tallow") == -0.75
+    assert answer_confidence(None, "Tallow") is None
+    # No short answer: the first line counts ("Answer", ":", " Tall", "ow").
+    assert answer_confidence(tokens, "") == round((-0.1 + 0.0 - 1.0 - 0.5) / 4, 4)
+
+
+def cite_state(text: str, confidence: float | None) -> Any:
+    return {
+        "question": "Where was Hana Korvel born?",
+        "documents": [KORVEL],
+        "sources": [KORVEL],
+        "best_answer": AnswerCandidate(
+            text=text, score=0.9, grounded=True, round=1, doc_ids=["chunk-2"], confidence=confidence
+        ),
+    }
+
+
+def test_a_confident_answer_stands_even_where_the_term_check_would_decline() -> None:
+    """The term check declines this reply (its claim is not in the passage); with a confidence above the
+    threshold, the calibrated signal decides instead."""
+    text = "Velmar\n\nShe was born in Velmar [1]."
+    checked = cite(cite_state(text, None), runtime(answer_confidence_threshold=-1.0))
+    confident = cite(cite_state(text, -0.2), runtime(answer_confidence_threshold=-1.0))
+
+    assert checked["not_found"] is True
+    assert confident["not_found"] is False and confident["answer_confidence"] == -0.2
+
+
+def test_an_unconfident_answer_becomes_not_found_and_is_kept_as_declined() -> None:
+    text = "Tallow\n\nHana Korvel was born in Tallow, a port town on the east coast [1]."
+    out = cite(cite_state(text, -2.5), runtime(answer_confidence_threshold=-1.0))
+
+    assert out["not_found"] is True
+    assert out["not_found_reason"].startswith(REASON_LOW_CONFIDENCE)
+    assert out["declined_answer"] == text
+
+
+def test_citations_carry_the_offsets_of_the_supporting_sentence() -> None:
+    sentence = "Hana Korvel was born in Tallow, a port town on the east coast."
+    start = KORVEL["text"].index(sentence)
+    cited = resolve_citations("Tallow\n\nShe was born in Tallow, a port town [1].", [KORVEL])
+
+    assert cited.citations[0]["spans"] == [[start, start + len(sentence)]]
