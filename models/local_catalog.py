@@ -131,6 +131,15 @@ CATALOG: dict[LocalModelName, LocalModel] = {
 LOCAL_MODEL_NAMES: tuple[LocalModelName, ...] = get_args(LocalModelName)
 #: The name every embedded model answers to on its loopback server is its catalog name.
 LOCAL_ALIASES = frozenset(LOCAL_MODEL_NAMES)
+#: The catalog from the most to the least accurate, as `rag eval models` measured them (results/models.json:
+#: answer accuracy 0.33 / 0.31 / 0.18 / 0.0; the 1.5B alone also passes the JSON self-test,
+#: models/capability.py). `rag model serve` serves the first one installed when no model is named.
+STRONGEST_FIRST: tuple[LocalModelName, ...] = (
+    "qwen2.5-coder-1.5b",
+    "qwen2.5-coder-0.5b",
+    "smollm2-135m",
+    "gemma3-270m",
+)
 
 
 def default_model_dir() -> Path:
@@ -211,6 +220,15 @@ def find_model_file(name: LocalModelName, model_dir: Path | None = None) -> Path
     directory = model_dir or default_model_dir()
     target = directory / model.file_name
     return target if target.is_file() else assemble(model, directory)
+
+
+def is_installed(name: LocalModelName, model_dir: Path | None = None) -> bool:
+    """Whether a catalog model can be used without installing anything: its assembled file is there, or
+    every part package is (then the first use assembles it, without network)."""
+    model = CATALOG[name]
+    if len(model.parts) > 1 and ((model_dir or default_model_dir()) / model.file_name).is_file():
+        return True
+    return all(_part_path(module, relative) is not None for module, relative in model.parts)
 
 
 def install(model: LocalModel) -> Path:

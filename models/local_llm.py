@@ -78,13 +78,21 @@ class LocalLLMServer:
         alias: str = LOCAL_MODEL_ALIAS,
         parallel: int = PARALLEL_SLOTS,
         chat_template: str = "",
+        host: str = LOOPBACK_HOST,
+        port: int = 0,
+        api_key: str = "",
     ) -> None:
+        """`host` / `port`: where to listen (port 0 = any free one, as the embedded model does); `api_key`:
+        a key every request must carry as `Authorization: Bearer KEY` ('' = none, fine on loopback)."""
         self.model_path = model_path
         self.chat_template = chat_template
         self.n_ctx = n_ctx
         self.threads = threads
         self.model_alias = alias
         self.parallel = parallel
+        self.host = host
+        self.port = port
+        self.api_key = api_key
         self.load_seconds: float | None = None
         self._server: Any = None  # xllamacpp.Server; typed loosely because xllamacpp has no stubs
         self._base_url: str | None = None
@@ -125,8 +133,10 @@ class LocalLLMServer:
             params.kv_unified = True
             params.cpuparams.n_threads = self.threads
             params.cpuparams_batch.n_threads = self.threads
-            params.hostnames = [LOOPBACK_HOST]
-            params.port = 0  # any free port
+            params.hostnames = [self.host]
+            params.port = self.port
+            if self.api_key:
+                params.api_keys = [self.api_key]
             params.ui = False
             params.verbosity = SERVER_VERBOSITY
             if self.chat_template:  # a base model has none: use llama.cpp's built-in one of its family
@@ -135,9 +145,10 @@ class LocalLLMServer:
             try:
                 server = xllamacpp.Server(params)
             except RuntimeError as error:
+                where = f" on {self.host}:{self.port} (is the port in use?) or" if self.port else ""
                 raise ModelUnavailableError(
-                    f"llama.cpp could not load {self.model_path} ({error}); the file may be damaged: "
-                    "delete it and run `bash scripts/install.sh` again"
+                    f"llama.cpp could not start{where} load {self.model_path} ({error}); the file may be "
+                    "damaged: delete it and run `bash scripts/install.sh` again"
                 ) from error
             self.load_seconds = time.perf_counter() - started
             self._server = server
@@ -165,6 +176,7 @@ class LocalLLMServer:
         import httpx
 
         url = f"{self.base_url}/chat/completions"
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         for prompt, tokens in (
             (SPEED_PROBE_SENTENCE, 1),
             (SPEED_PROBE_SENTENCE * SPEED_PROBE_REPEATS, SPEED_PROBE_COMPLETION_TOKENS),
@@ -179,6 +191,7 @@ class LocalLLMServer:
                     "ignore_eos": True,
                     "cache_prompt": False,
                 },
+                headers=headers,
                 timeout=SPEED_PROBE_TIMEOUT_S,
             )
             reply.raise_for_status()

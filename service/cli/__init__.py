@@ -3,11 +3,11 @@
 Every command turns bad input into one clear line on stderr and exit code 2 (1 for a store or model that is
 down), never a stack trace; `--help` on every command documents its options.
 
-Layout: one module per command group (documents, conversation, threads, evals, serve, memory, summarize;
-service/doctor.py), the helpers they share in service/cli/common.py, and the registration below, in one
-place, in the order `rag --help` lists the commands. A new command is a function in its own module plus one
-line here (see the registration block). Commands import their heavy dependencies inside the function so
-`rag` starts fast.
+Layout: one module per command group (documents, conversation, threads, evals, serve, memory, model,
+summarize; service/doctor.py), the helpers they share in service/cli/common.py, and the registration below,
+in one place, in the order `rag --help` lists the commands. A new command is a function in its own module
+plus one line here (see the registration block). Commands import their heavy dependencies inside the
+function so `rag` starts fast.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from service.cli.common import (
     write_json_report,
 )
 from service.cli.memory import memory_app
+from service.cli.model import model_app
 from service.cli.summarize import summarize
 from service.cli.threads import threads_app
 from service.doctor import doctor
@@ -82,7 +83,7 @@ def main(
 
 
 # --------------------------------------------------------------------------------------------------------
-# Registration: `rag --help` lists the commands in this order, then the groups (eval, memory, threads).
+# Registration: `rag --help` lists the commands in this order, then the groups (eval, memory, model, threads).
 # A new top-level command: app.command("name")(module.function). A new benchmark:
 # eval_app.command("name")(module.function). A new group: app.add_typer(module.group_app, name="name").
 
@@ -98,6 +99,7 @@ app.command("stats")(serve.stats)
 
 app.add_typer(eval_app, name="eval")
 app.add_typer(memory_app, name="memory")
+app.add_typer(model_app, name="model")
 app.add_typer(threads_app, name="threads")
 
 # Benchmarks defined outside service/cli/benchmarks.py, listed after its own.
