@@ -2,16 +2,19 @@
 
 Why: retrieval sees one question, not the conversation, so pronouns and ellipsis must be resolved first.
 Only the last `history_turns` turns count (older ones rarely matter and cost tokens). A strong model
-rewrites the question; the embedded model cannot do it reliably, so it gets the heuristic (carry the
-previous question's salient terms, or re-ask it about a new entity). A model reply that is empty or absurdly
-long falls back to the heuristic too. Without history there is nothing to resolve and no model is called.
+rewrites the question; the embedded model cannot do it reliably, so it gets the heuristic (name what the
+follow-up points at from the previous answer and question, carry the previous question's salient terms, or
+re-ask it about a new entity). The previous answers matter because a follow-up often points at what only
+the answer named ("the mountain it stands on" after an answer naming Mount Tessel); the model sees them in
+the history too. A model reply that is empty or absurdly long falls back to the heuristic too. Without
+history there is nothing to resolve and no model is called.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from nodes.instrumentation import merge_updates, text_call, timed
@@ -46,6 +49,18 @@ def recent_turns(history: list[AnyMessage], turns: int) -> list[AnyMessage]:
     return list(history[starts[-turns] if len(starts) >= turns else starts[0] :])
 
 
+def turn_answers(turns: list[AnyMessage]) -> list[str]:
+    """The assistant's answer of each human message in `turns`, in order ("" for a question left without
+    one), so the last entry answers the last question (what the follow-up heuristic reads)."""
+    answers: list[str] = []
+    for message in turns:
+        if isinstance(message, HumanMessage):
+            answers.append("")
+        elif isinstance(message, AIMessage) and answers:
+            answers[-1] = "\n".join(part for part in (answers[-1], message.text) if part)
+    return answers
+
+
 def format_history(messages: list[AnyMessage]) -> str:
     """'User: ...' / 'Assistant: ...' lines, each message cut to HISTORY_MESSAGE_CHARS."""
     lines = []
@@ -70,7 +85,7 @@ def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if not turns:
         return {"standalone_question": question}
     user_texts = [message.text for message in turns if isinstance(message, HumanMessage)]
-    fallback = heuristic_standalone(question, user_texts)
+    fallback = heuristic_standalone(question, user_texts, turn_answers(turns))
     resources = get_resources()
     if resources.strength("generate", context) == "weak":
         return {"standalone_question": fallback}
@@ -81,5 +96,6 @@ def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     reply, _error, accounting = text_call(
         resources.model("generate", context), prompt, max_tokens=CONTEXTUALIZE_MAX_TOKENS
     )
-    rewritten = valid_standalone(reply, question, "\n".join(user_texts), context.max_question_chars)
+    conversation = "\n".join(message.text for message in turns)
+    rewritten = valid_standalone(reply, question, conversation, context.max_question_chars)
     return merge_updates({"standalone_question": rewritten or fallback}, accounting)

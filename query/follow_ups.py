@@ -1,7 +1,9 @@
 """Follow-up questions made self-contained without a model (pronouns, ellipsis, "what about X?").
 
 Why heuristics: the embedded model cannot rewrite a follow-up reliably; this is its path and the fallback of
-the LLM contextualizer.
+the LLM contextualizer. Why the previous answer too: what a follow-up points at ("the mountain it stands
+on") is often named only by the answer (query/referents.py); without answers the rewrite is the older one,
+which carries the previous question's terms (kept so `rag eval followups` can measure both).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from query.lexicons import (
     FOLLOW_UP_PRONOUNS,
     SWITCH_ENTITY,
 )
+from query.referents import has_reference, referents
 from query.text import (
     capitalised_phrases,
     content_words,
@@ -91,19 +94,16 @@ def _switched_subject(question: str, previous: str) -> str | None:
     return previous.replace(old_subjects[0], new_subject, 1)
 
 
-def heuristic_standalone(question: str, history_texts: Sequence[str]) -> str:
-    """A follow-up made self-contained from the previous user questions (`history_texts`, oldest first).
+def _with_referents(text: str, names: Sequence[str]) -> str:
+    """The follow-up with the names it points at appended in parentheses (the question's own words kept,
+    so nothing of what the user asked is lost)."""
+    if is_chinese(text):
+        return f"{text}（{' '.join(names)}）"
+    return f"{text} ({', '.join(names)})"
 
-    "What about X?" / "那X呢？" re-asks the previous question about X; any other follow-up (pronouns,
-    ellipsis) gets the salient terms of the latest previous question appended in parentheses. A
-    self-contained question comes back unchanged, and so does any question when there is no history.
-    """
-    text = question.strip()
-    if not history_texts or not is_follow_up(text):
-        return text
-    switched = _switched_subject(text, history_texts[-1])
-    if switched:
-        return switched
+
+def _carry_previous_terms(text: str, history_texts: Sequence[str]) -> str:
+    """The follow-up with the salient terms of the latest previous question that has some it lacks."""
     present = {norm(term) for term in content_words(text)}
     text_terms = set(analyze(text))
     for previous in reversed(history_texts):
@@ -117,3 +117,31 @@ def heuristic_standalone(question: str, history_texts: Sequence[str]) -> str:
                 return f"{text}（{' '.join(carried)}）"
             return f"{text} ({' '.join(carried)})"
     return text
+
+
+def heuristic_standalone(
+    question: str, history_texts: Sequence[str], answer_texts: Sequence[str] = ()
+) -> str:
+    """A follow-up made self-contained from the previous user questions (`history_texts`, oldest first)
+    and the previous answers (`answer_texts`, oldest first; the last one answers the last question).
+
+    "What about X?" / "那X呢？" re-asks the previous question about X. A follow-up whose phrases point back
+    ("it", "the mountain", "that year", "她", "这条河") gets the names they stand for, read from the previous
+    answer and question, appended in parentheses; any other follow-up (ellipsis, or nothing fits) gets the
+    salient terms of the latest previous question appended. A self-contained question comes back
+    unchanged, and so does any question when there is no history. Without answers this is exactly the
+    rewrite from questions alone.
+    """
+    text = question.strip()
+    if not history_texts:
+        return text
+    previous_answer = answer_texts[-1] if answer_texts else ""
+    if not is_follow_up(text) and not (previous_answer.strip() and has_reference(text)):
+        return text
+    switched = _switched_subject(text, history_texts[-1])
+    if switched:
+        return switched
+    names = referents(text, history_texts[-1], previous_answer)
+    if names:
+        return _with_referents(text, names)
+    return _carry_previous_terms(text, history_texts)

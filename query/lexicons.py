@@ -191,3 +191,121 @@ CJK_PUNCT = re.compile(r"[，。？！?!、；：:,;（）()\s]+")
 
 #: Function characters trimmed from the ends of Chinese content pieces ("阿里巴巴是" -> "阿里巴巴").
 CJK_FUNCTION_CHARS = "是的了在由有和与及被把将对从为于也都就还"
+
+# --- referents of follow-up questions (query/referents.py) ------------------------------------------------
+
+#: Pronouns that point at a person, at a thing, at a group, or at a place of the previous turn.
+PERSON_PRONOUNS = frozenset({"he", "him", "his", "she", "her", "hers"})
+THING_PRONOUNS = frozenset({"it", "its", "it's", "this", "that"})
+GROUP_PRONOUNS = frozenset({"they", "them", "their", "theirs"})
+PLACE_PRONOUNS = frozenset({"there"})
+#: Words after which "there" is existential ("is there a museum?"), not a place.
+EXISTENTIAL_NEIGHBOURS = frozenset({"is", "are", "was", "were", "be", "been", "being", "isn't", "aren't"})
+#: Head nouns of a definite noun phrase ("the mountain") that can stand for an entity named before, each
+#: with the words a name of that kind contains ("Mount Tessel", "Lake Wendle", "Halden Tower").
+HEAD_NOUN_NAME_WORDS: dict[str, frozenset[str]] = {
+    "mountain": frozenset({"mount", "mt", "mountain", "peak", "hill", "fell"}),
+    "peak": frozenset({"mount", "mt", "mountain", "peak"}),
+    "hill": frozenset({"hill", "mount", "fell", "down"}),
+    "lake": frozenset({"lake", "loch", "lough", "mere", "pond", "reservoir"}),
+    "river": frozenset({"river", "creek", "stream", "brook"}),
+    "sea": frozenset({"sea", "ocean", "gulf", "bay"}),
+    "bay": frozenset({"bay", "gulf", "cove"}),
+    "island": frozenset({"island", "isle", "islands", "isles", "key"}),
+    "cape": frozenset({"cape", "point", "head", "headland", "ness"}),
+    "headland": frozenset({"cape", "point", "head", "headland", "ness"}),
+    "valley": frozenset({"valley", "vale", "glen", "dale"}),
+    "city": frozenset({"city"}),
+    "town": frozenset({"town", "borough"}),
+    "village": frozenset({"village"}),
+    "country": frozenset({"republic", "kingdom", "federation", "empire", "state"}),
+    "province": frozenset({"province"}),
+    "region": frozenset({"region", "district", "province", "county"}),
+    "building": frozenset(
+        {"tower", "hall", "house", "building", "palace", "castle", "church", "cathedral", "museum", "station"}
+    ),
+    "tower": frozenset({"tower"}),
+    "bridge": frozenset({"bridge", "viaduct"}),
+    "castle": frozenset({"castle", "fort", "fortress", "palace"}),
+    "church": frozenset({"church", "cathedral", "chapel", "abbey", "minster"}),
+    "museum": frozenset({"museum", "gallery"}),
+    "school": frozenset({"school", "academy", "college", "conservatory", "institute"}),
+    "university": frozenset({"university", "college", "institute"}),
+    "company": frozenset(
+        {"company", "co", "corporation", "corp", "inc", "ltd", "group", "industries", "labs", "works"}
+    ),
+    "firm": frozenset({"company", "co", "corporation", "corp", "inc", "ltd", "group", "partners"}),
+    "band": frozenset({"band", "orchestra", "ensemble", "quartet", "trio"}),
+    "team": frozenset({"rovers", "united", "city", "athletic", "club", "fc", "wanderers", "rangers"}),
+    "club": frozenset({"club", "fc", "society"}),
+    "ship": frozenset({"hms", "ss", "rms", "uss"}),
+    "railway": frozenset({"railway", "railroad", "line"}),
+    "street": frozenset({"street", "road", "avenue", "lane", "boulevard"}),
+    "observatory": frozenset({"observatory"}),
+    "monastery": frozenset({"monastery", "abbey", "priory"}),
+    "prize": frozenset({"prize", "award", "medal", "cup", "trophy"}),
+    "award": frozenset({"prize", "award", "medal", "trophy"}),
+    "festival": frozenset({"festival", "fair", "games"}),
+    "treaty": frozenset({"treaty", "accord", "pact", "convention"}),
+    "war": frozenset({"war", "battle", "campaign", "revolt", "rebellion"}),
+    "battle": frozenset({"battle", "siege"}),
+}
+#: Head nouns that stand for a person named before ("the author", "the architect").
+PERSON_HEAD_NOUNS = frozenset(
+    """person man woman author writer novelist poet founder director designer architect painter artist
+    sculptor composer singer musician actor actress player coach captain scientist chemist physicist
+    engineer inventor explorer king queen duke duchess prince princess emperor president mayor leader
+    owner chef doctor teacher photographer""".split()
+)
+#: Other head nouns a definite phrase may point back with ("the film", "this disease", "that instrument").
+THING_HEAD_NOUNS = frozenset(
+    """film movie book novel album song painting play poem opera series instrument disease drug plant
+    animal species mineral planet moon star language building place state capital event expedition
+    game competition tournament cup mission product camera car engine device software""".split()
+)
+#: Determiners that open a phrase pointing back ("the same city", "that year").
+ANAPHORIC_DETERMINERS = frozenset({"the", "this", "that", "these", "those"})
+#: Modifiers allowed between the determiner and the head ("the same city", "that very year").
+ANAPHORIC_MODIFIERS = frozenset({"same", "very", "above", "aforementioned", "said"})
+#: Heads of a phrase that points at the year of the previous answer.
+YEAR_HEADS = frozenset({"year", "time"})
+#: "the first one", "the second", "the last one": one item of a list in the previous answer.
+ORDINALS: dict[str, int] = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
+ORDINAL_REFERENCE = re.compile(
+    r"\bthe\s+(first|second|third|fourth|fifth|last)(?:\s+one\b|(?=\s*(?:[?.!,;]|$)))", re.I
+)
+#: Words of a name that mark a place or an organisation rather than a person.
+NON_PERSON_NAME_WORDS = frozenset(
+    {word for words in HEAD_NOUN_NAME_WORDS.values() for word in words}
+    | frozenset(
+        """the observatory university school museum company bank press records studios airlines motors
+        systems foods technologies electronics theatre cinema hospital library park garden square
+        county province republic kingdom island city town village lighthouse railway cup prize award
+        games festival cycle trilogy series""".split()
+    )
+)
+#: A 4-digit year (what "that year" refers to).
+YEAR = re.compile(r"(?<!\d)(1[0-9]{3}|20[0-9]{2})(?!\d)")
+#: Items of a list answer ("Ilon and Carrow", "A, B or C", "甲和乙").
+LIST_SEPARATORS = re.compile(r"\s*(?:,|;|\band\b|\bor\b|、|和|与|及)\s*")
+#: Leading words of a short answer that are not part of the entity ("on Mount Callow", "the Tern").
+SHORT_ANSWER_LEAD = re.compile(r"^(?:(?:on|in|at|by|from|to|of|the|a|an)\s+)+", re.I)
+
+# Chinese referents
+CJK_PERSON_PRONOUN = re.compile(r"(?<!其)[他她](?!们)")
+CJK_THING_PRONOUN = re.compile(r"它(?!们)")
+#: 这/那/该/此 + optional 一 and classifier + head noun: "这条河", "该省", "这个乐队", "那一年".
+CJK_DEMONSTRATIVE = re.compile(
+    r"(?:这|那|(?<!应)该|此)(?:一)?(?:个|位|条|座|家|部|本|所|首|支|只|件|种|名|张|幅|间|片|项|场|届)?"
+    r"([\u4e00-\u9fff]{1,2})"
+)
+#: Head character of a Chinese demonstrative phrase that means "that year" ("那一年", "那年").
+CJK_YEAR_HEAD = "年"
+#: Chinese heads that stand for a person ("这位作家" -> the person answered before).
+CJK_PERSON_HEADS = frozenset("人 作家 作者 导演 歌手 演员 画家 诗人 科学 主唱 老师 创始 先生 女士".split())
+#: "哪条河", "哪个省", "哪位作家": the kind of thing the previous question asked for.
+CJK_WH_TARGET = re.compile(
+    r"哪(?:一)?(?:个|位|条|座|家|部|本|所|首|支|只|件|种|名|张|幅|间|片|项|场|届)?([\u4e00-\u9fff]{1,2})"
+)
+#: Characters that end a Chinese head noun taken from a question ("省的" -> "省").
+CJK_HEAD_STOP = "的是有在成位于为了吗呢么哪什多几"
