@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from nodes.events import emit, source_summary
-from nodes.generate import current_question, language_of
+from nodes.generate import current_question, language_of, whole_chunks
 from nodes.instrumentation import timed
 from prompts.answer import NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
 from retrieval.answer_text import is_not_found_answer, short_answer_of
@@ -38,21 +38,6 @@ REASON_NO_ANSWER = "no answer was written"
 REASON_MODEL_DECLINED = "the model found no answer in the passages"
 REASON_LOW_CONFIDENCE = "the answer's confidence is below the threshold:"
 THRESHOLD_SETTING = "RAG_ANSWER_CONFIDENCE_THRESHOLD"
-
-
-def whole_chunks(sources: list[RetrievedDoc], documents: list[RetrievedDoc]) -> list[RetrievedDoc]:
-    """The sources as whole chunks: a source the reader saw compressed (retrieval.evidence) becomes its
-    chunk again, keeping the offsets of the sentences it was given, so citations point into the chunk."""
-    full = {doc["chunk_id"]: doc for doc in documents}
-    expanded: list[RetrievedDoc] = []
-    for doc in sources:
-        spans = doc["metadata"].get("evidence_spans")
-        whole = full.get(doc["chunk_id"])
-        if spans is None or whole is None:
-            expanded.append(doc)
-            continue
-        expanded.append({**whole, "metadata": {**whole["metadata"], "evidence_spans": spans}})
-    return expanded
 
 
 def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc], float | None]:

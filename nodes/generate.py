@@ -333,6 +333,21 @@ def _system_prompt(state: State, context: Context, language: str, with_documents
     return (system + REVISION_NOTES[language] if revising else system) + extra
 
 
+def whole_chunks(sources: list[RetrievedDoc], documents: list[RetrievedDoc]) -> list[RetrievedDoc]:
+    """The sources as whole chunks: a source the reader saw compressed (retrieval.evidence) becomes its
+    chunk again, keeping the offsets of the sentences it was given, so citations point into the chunk."""
+    full = {doc["chunk_id"]: doc for doc in documents}
+    expanded: list[RetrievedDoc] = []
+    for doc in sources:
+        spans = doc["metadata"].get("evidence_spans")
+        whole = full.get(doc["chunk_id"])
+        if spans is None or whole is None:
+            expanded.append(doc)
+            continue
+        expanded.append({**whole, "metadata": {**whole["metadata"], "evidence_spans": spans}})
+    return expanded
+
+
 #: prompt_info keys that compress_evidence wrote and generate keeps.
 EVIDENCE_INFO_KEYS = (
     "evidence_tokens_before",
@@ -410,7 +425,9 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         raw, error, usage, token_logprobs = reply.text, reply.error, reply.accounting, reply.token_logprobs
         info["stopped_on_loop"] = reply.stopped_on_loop
-    sources = prompt.used_documents
+    # The reader saw compressed sentences; the draft's sources are their whole chunks (same order, so its
+    # markers still match), so grading, the echo checks and citations see everything the chunk says.
+    sources = whole_chunks(prompt.used_documents, state.get("documents") or [])
     text, short = model_draft(raw, prompt.messages[0].text, question, language, sources)
     confidence = answer_confidence(token_logprobs, short)
     if short:
