@@ -81,8 +81,9 @@ class EvidenceReport:
     """The compressed passages and what compression did (for `prompt_info`)."""
 
     documents: list[RetrievedDoc]
-    """The kept chunks, best first, each with only its kept sentences as `text` and their offsets in the
-    original chunk text as `metadata["evidence_spans"]` ([[start, end], ...])."""
+    """The kept chunks in the order they were given (the grader's ranking, which source numbers follow), each
+    with only its kept sentences as `text` and their offsets in the original chunk text as
+    `metadata["evidence_spans"]` ([[start, end], ...])."""
     tokens_before: int
     tokens_after: int
     sentences_kept: int
@@ -210,7 +211,8 @@ def select_evidence(
     """The best sentences of `documents` for `question` within `budget_tokens` (see the module docstring).
 
     Greedy by score: each picked sentence brings the sentence before it in its chunk when that fits too; a
-    chunk's first kept sentence costs its header. Chunks come out ordered by their best sentence."""
+    chunk's first kept sentence costs its header. Chunks keep the order of `documents`: the compressed prompt
+    numbers its sources as the whole-chunk prompt would."""
     tokens_before = sum(count_tokens(doc["text"]) + HEADER_TOKENS for doc in documents)
     scored = score_sentences(question, documents, embed)
     if not scored:
@@ -222,11 +224,11 @@ def select_evidence(
     floor = ranked[0].score * MIN_RELATIVE_SCORE
     by_position = {(s.doc_index, s.sentence_index): s for s in scored}
     kept: dict[tuple[int, int], ScoredSentence] = {}
-    best_of_doc: dict[int, float] = {}
+    opened: set[int] = set()
     used = 0
 
     def cost(sentence: ScoredSentence) -> int:
-        return _sentence_tokens(sentence) + (0 if sentence.doc_index in best_of_doc else HEADER_TOKENS)
+        return _sentence_tokens(sentence) + (0 if sentence.doc_index in opened else HEADER_TOKENS)
 
     for sentence in ranked:
         if sentence.score < floor or used >= budget_tokens:
@@ -238,7 +240,7 @@ def select_evidence(
         if used + price > budget_tokens:
             continue
         kept[key] = sentence
-        best_of_doc.setdefault(sentence.doc_index, sentence.score)
+        opened.add(sentence.doc_index)
         used += price
         before = by_position.get((sentence.doc_index, sentence.sentence_index - 1))
         if before is not None and (before.doc_index, before.sentence_index) not in kept:
@@ -247,7 +249,7 @@ def select_evidence(
                 used += _sentence_tokens(before)
     compressed = [
         compressed_document(documents[doc_index], [s for key, s in kept.items() if key[0] == doc_index])
-        for doc_index in sorted(best_of_doc, key=lambda index: best_of_doc[index], reverse=True)
+        for doc_index in sorted(opened)
     ]
     tokens_after = sum(count_tokens(doc["text"]) + HEADER_TOKENS for doc in compressed)
     return EvidenceReport(compressed, tokens_before, tokens_after, len(kept), entities)

@@ -294,11 +294,6 @@ SUBQUESTIONS = ["How many moons does Jupiter have?", "Which volcano on Mars is t
 DECOMPOSED_ANSWER = "Jupiter has 95 known moons [1]. Olympus Mons on Mars is the tallest volcano [2]."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="regression under investigation (issue 19 stop): after this stop's follow-up/analysis changes the "
-    "run adds a reformulation round carrying 'many while'; strict, so a fix makes this fail until removed",
-)
 def test_decomposition_fans_out_one_retrieve_per_query(graph: Any, install: Any) -> None:
     question = "Why does Jupiter have so many moons while Mars has the tallest volcano?"
     model = install(
