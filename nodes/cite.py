@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from nodes.events import emit, source_summary
-from nodes.generate import current_question, language_of, whole_chunks
+from nodes.generate import current_question, language_of
 from nodes.instrumentation import timed
 from prompts.answer import NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
 from retrieval.answer_text import is_not_found_answer, short_answer_of
@@ -42,21 +42,18 @@ THRESHOLD_SETTING = "RAG_ANSWER_CONFIDENCE_THRESHOLD"
 
 def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc], float | None]:
     """The best answer so far with the sources it was written from and its confidence; else the latest
-    draft, sources and confidence. Sources are whole chunks (whole_chunks)."""
+    draft, sources and confidence (generate's sources are whole chunks already)."""
     best: AnswerCandidate | None = state.get("best_answer")
-    documents = state.get("documents") or []
-    latest_sources = whole_chunks(state.get("sources") or [], documents)
+    latest_sources = state.get("sources") or []
     # Graphs without grade_answer (baseline, direct) leave start_turn's None here; threads checkpointed by
     # older versions may still hold the legacy "__reset__" string.
     if not isinstance(best, dict) or not best.get("text", "").strip():
         return state.get("draft") or "", latest_sources, state.get("draft_confidence")
-    pool = {doc["chunk_id"]: doc for doc in [*documents, *latest_sources]}
+    pool = {doc["chunk_id"]: doc for doc in [*(state.get("documents") or []), *latest_sources]}
     ids = best.get("doc_ids") or []
     confidence = best.get("confidence")
-    evidence = {doc["chunk_id"]: doc for doc in state.get("evidence") or []}
     if all(chunk_id in pool for chunk_id in ids):
-        chosen = [evidence.get(chunk_id) or pool[chunk_id] for chunk_id in ids]
-        return best["text"], whole_chunks(chosen, documents), confidence
+        return best["text"], [pool[chunk_id] for chunk_id in ids], confidence
     return best["text"], latest_sources, confidence
 
 

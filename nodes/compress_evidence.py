@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from langgraph.runtime import Runtime
 
-from nodes.generate import current_question, select_documents
+from nodes.generate import answer_documents, current_question
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
 from retrieval.evidence import EmbedTexts, select_evidence
@@ -42,8 +42,7 @@ def compress_evidence(state: State, runtime: Runtime[Context]) -> dict[str, Any]
     context = run_context(runtime)
     if context.evidence_token_budget <= 0:
         return {"evidence": []}
-    unrelated_limit = 0 if context.answer_source == "chat" else context.top_k
-    documents = select_documents(state.get("documents") or [], context.relevance_threshold, unrelated_limit)
+    documents = answer_documents(state, context)
     if not documents:
         return {"evidence": []}
     report = select_evidence(

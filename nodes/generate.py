@@ -113,6 +113,14 @@ def select_documents(
     return sorted(documents, key=lambda doc: doc.get("score", 0.0), reverse=True)[:limit]
 
 
+def answer_documents(state: State, context: Context) -> list[RetrievedDoc]:
+    """The passages an answer is written from (select_documents). Chat mode answers from the conversation
+    when no passage is relevant, rather than from the best irrelevant ones (RAG mode keeps them: the model
+    may still find the answer, or say it is not there)."""
+    unrelated_limit = 0 if context.answer_source == "chat" else context.top_k
+    return select_documents(state.get("documents") or [], context.relevance_threshold, unrelated_limit)
+
+
 def conversation_history(messages: list[AnyMessage], max_turns: int) -> list[tuple[str, str]]:
     """(role, text) of the previous human/AI messages, newest last, at most `max_turns` exchanges.
 
@@ -378,12 +386,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     context = run_context(runtime)
     question = current_question(state)
     language = language_of(question)
-    # Chat mode answers from the conversation when no passage is relevant, rather than from the best
-    # irrelevant ones (RAG mode keeps them: the model may still find the answer, or say it is not there).
-    unrelated_limit = 0 if context.answer_source == "chat" else context.top_k
-    documents = state.get("evidence") or select_documents(
-        state.get("documents") or [], context.relevance_threshold, unrelated_limit
-    )
+    documents = state.get("evidence") or answer_documents(state, context)
     prompt = build_answer_prompt(
         system=_system_prompt(state, context, language, bool(documents)),
         question=question,
