@@ -22,11 +22,12 @@ CJK_RANGES = (
 )
 CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
 
+#: A bracketed reference group such as "[1]", "[1, 2]" or "【3】", with the blanks before it.
+_REFERENCE_PATTERN = r"[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】]"
+REFERENCE_MARK = re.compile(_REFERENCE_PATTERN)
 #: Sentence-ending punctuation run, then closing quotes/parentheses, then bracketed references such as
 #: "[1]" or "【2】" (they belong to the sentence they follow).
-_SENTENCE_END = re.compile(
-    r"(?P<punct>[.!?]+|[。！？]+)[\"'”’」』)）]*(?:[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】])*"
-)
+_SENTENCE_END = re.compile(r"(?P<punct>[.!?]+|[。！？]+)[\"'”’」』)）]*(?:" + _REFERENCE_PATTERN + ")*")
 #: Latin terminal punctuation only ends a sentence before whitespace or the end of the line (not "3.5").
 _LATIN_TERMINALS = frozenset(".!?")
 #: Words after which a period does not end a sentence.
@@ -35,6 +36,11 @@ ABBREVIATIONS = frozenset(
 )
 _WORD_BEFORE = re.compile(r"([A-Za-z](?:\.?[A-Za-z])*)$")
 _LINE = re.compile(r"[^\n]+")
+
+
+def strip_references(text: str) -> str:
+    """`text` without bracketed reference groups such as "[1]", "[1, 2]" or "【3】"."""
+    return REFERENCE_MARK.sub("", text)
 
 
 def char_pairs(term: str) -> list[str]:

@@ -27,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from core.text import strip_references
 from evals.datasets import QAExample
 from evals.metrics import (
     answer_tokens,
@@ -39,7 +40,6 @@ from evals.metrics import (
 )
 from nodes.cite import REASON_LOW_CONFIDENCE, REASON_MODEL_DECLINED, REASON_NO_ANSWER
 from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, REASON_STORE_DOWN
-from retrieval.answer_text import strip_references
 from retrieval.answerability import REASON_LOW_COVERAGE, REASON_MISSING_ANCHOR, REASON_UNSUPPORTED
 
 #: Retrieved passages over which supporting-passage recall is measured (the graph's default top_k).

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from core.text import split_sentences
+from core.text import split_sentences, strip_references
 from query.lexicons import (
     ANAPHORIC_DETERMINERS,
     ANAPHORIC_MODIFIERS,
@@ -66,8 +66,6 @@ MAX_REFERENTS = 2
 KIND_WINDOW_WORDS = 3
 #: Punctuation that ends a sentence (a one-line answer ending so is a sentence, not a short answer).
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
-#: Bracketed citation markers of an engine answer ("[1]", "[1, 2]", "【3】").
-CITATION_MARK = re.compile(r"[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】]")
 #: Verbs after a name that make it a person ("Lena Harwick founded ...").
 PERSON_VERBS = frozenset(
     """wrote founded painted designed built directed composed married studied discovered invented died reigned
@@ -124,7 +122,7 @@ def split_answer(answer: str) -> tuple[str, str]:
     The engine writes the short answer on its first line ("Lena Harwick") and the cited sentence after it;
     an answer that opens with a sentence, or is one sentence ("Elon Musk founded SpaceX."), has no short
     answer ("")."""
-    lines = [line.strip() for line in CITATION_MARK.sub("", answer).splitlines() if line.strip()]
+    lines = [line.strip() for line in strip_references(answer).splitlines() if line.strip()]
     if not lines:
         return "", ""
     first = lines[0]

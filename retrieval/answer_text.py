@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from core.keyword import analyze
-from core.text import CJK_CHAR, CJK_RANGES, sentence_spans, split_sentences
+from core.text import CJK_CHAR, CJK_RANGES, REFERENCE_MARK, sentence_spans, split_sentences, strip_references
 from prompts.answer import NOT_FOUND_TEXTS, NOT_FOUND_VARIANTS
 from retrieval.injection import is_instruction_like
 
@@ -23,8 +23,6 @@ _UNIT = re.compile(f"[a-z0-9]+|[{CJK_RANGES}]")
 _WORD_CHAR = re.compile(r"[^\W_]")
 #: Tokens a model emits when it breaks: replacement chars, leaked special tokens, long symbol runs.
 _GARBAGE_TOKEN = re.compile(r"\ufffd|<\|[^|>\s]{1,40}\|>|</?s>|<unk>|<pad>|[^\w\s\[\]【】]{5,}")
-#: A bracketed reference group, removed before counting an answer's own terms.
-_REFERENCE = re.compile(r"[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】]")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 #: A phrase (1..MAX_LOOP_PHRASE_UNITS units) repeated MIN_LOOP_REPEATS times in a row is a generation loop,
@@ -36,11 +34,6 @@ MIN_LOOP_UNITS = 12
 MIN_DISTINCT_TRIGRAM_SHARE = 0.3
 #: Distinct-trigram share is only meaningful from this many units on.
 REPETITION_MIN_UNITS = 30
-
-
-def strip_references(text: str) -> str:
-    """`text` without bracketed reference groups such as "[1]", "[1, 2]" or "【3】"."""
-    return _REFERENCE.sub("", text)
 
 
 def content_terms(text: str) -> set[str]:
@@ -345,7 +338,7 @@ def _is_bare_phrase(line: str) -> bool:
     bicycle is called Zephyrine." a sentence)."""
     text = line.strip()
     words = _word_count(text)
-    if _REFERENCE.search(text) is not None or words > BARE_ANSWER_MAX_WORDS:
+    if REFERENCE_MARK.search(text) is not None or words > BARE_ANSWER_MAX_WORDS:
         return False
     return words <= BARE_PHRASE_WITH_STOP_WORDS or not text.endswith(_SENTENCE_STOPS)
 

@@ -21,12 +21,12 @@ can point at exactly the sentences that support a claim.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.keyword import analyze
 from core.text import contains_cjk, sentence_spans
+from query.text import capitalised_phrases
 from retrieval.tokens import count_tokens
 from state.schemas import RetrievedDoc
 
@@ -55,13 +55,6 @@ HEADER_TOKENS = 12
 GAP_MARK = " … "
 #: Sentences this long (characters) are cut before scoring: a table or a run-on line is not a sentence.
 MAX_SENTENCE_CHARS = 1200
-#: Capitalised names (two words at most joined by of/the/de...), as bridge-entity candidates.
-_NAME = re.compile(r"\b[A-Z][\w'’-]*(?:\s+(?:(?:of|the|de|la|von|van|and)\s+)?[A-Z][\w'’-]*)*")
-#: Capitalised words that start sentences or are function words, never entities on their own.
-_NOT_NAMES = frozenset(
-    "The A An In On At It Its This That These Those He She They His Her Their There Here When Where What Who "
-    "Which While After Before During Since From With By As For And But Or If Then Also However".split()
-)
 
 
 @dataclass(frozen=True)
@@ -95,12 +88,13 @@ def question_terms(question: str) -> set[str]:
     return set(analyze(question))
 
 
-def lexical_overlap(terms: set[str], sentence: str, title: str) -> float:
-    """Share of the question's terms in the sentence (TITLE_TERM_CREDIT for a term only in the title)."""
+def lexical_overlap(terms: set[str], sentence: str, title_terms: set[str]) -> float:
+    """Share of the question's terms in the sentence (TITLE_TERM_CREDIT for a term only in the title's
+    terms, which the caller analyses once per document)."""
     if not terms:
         return 0.0
     in_sentence = terms & set(analyze(sentence))
-    in_title = (terms - in_sentence) & set(analyze(title))
+    in_title = (terms - in_sentence) & title_terms
     return (len(in_sentence) + TITLE_TERM_CREDIT * len(in_title)) / len(terms)
 
 
@@ -122,12 +116,6 @@ def split_chunk(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def names_in(text: str) -> set[str]:
-    """Capitalised names of `text` (bridge-entity candidates), without lone function words."""
-    found = {match.group(0).strip() for match in _NAME.finditer(text)}
-    return {name for name in found if name not in _NOT_NAMES and len(name) > 2}
-
-
 def bridge_entities(
     question: str, picked: Sequence[ScoredSentence], documents: Sequence[RetrievedDoc]
 ) -> list[str]:
@@ -136,7 +124,7 @@ def bridge_entities(
     entities: dict[str, None] = {}
     for sentence in picked:
         title = documents[sentence.doc_index].get("title") or ""
-        candidates = sorted(names_in(sentence.text)) + ([title] if title else [])
+        candidates = sorted(set(capitalised_phrases(sentence.text))) + ([title] if title else [])
         for name in candidates:
             if name.lower() not in asked and not all(word.lower() in asked for word in name.split()):
                 entities[name] = None
@@ -167,10 +155,11 @@ def score_sentences(
     position = 0
     for doc_index, (doc, doc_spans) in enumerate(zip(documents, spans, strict=True)):
         prior = RANK_PRIOR_WEIGHT / (1 + doc_index)
+        title_terms = set(analyze(doc.get("title") or ""))
         for sentence_index, (start, end) in enumerate(doc_spans):
             text = doc["text"][start:end]
             score = (
-                lexical_weight * lexical_overlap(terms, text, doc.get("title") or "")
+                lexical_weight * lexical_overlap(terms, text, title_terms)
                 + dense_weight * dense[position]
                 + prior
             )
@@ -193,7 +182,7 @@ def _with_bridge_bonus(
             bonus = BRIDGE_BONUS * BRIDGE_TITLE_SHARE
         else:
             bonus = 0.0
-        boosted.append(ScoredSentence(**{**sentence.__dict__, "score": round(sentence.score + bonus, 4)}))
+        boosted.append(replace(sentence, score=round(sentence.score + bonus, 4)))
     return boosted
 
 

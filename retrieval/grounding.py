@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.keyword import ENGLISH_STOP_WORDS
-from core.text import CJK_RANGES, char_pairs, split_sentences
-from retrieval.answer_text import content_terms, factual_sentences, strip_references, support
+from core.text import CJK_RANGES, char_pairs, split_sentences, strip_references
+from retrieval.answer_text import content_terms, factual_sentences, support
 from retrieval.citations import extract_markers
 from state.schemas import RetrievedDoc
 
