@@ -354,6 +354,14 @@ def load_hotpotqa(path: Path) -> list[QAExample]:
 # Development and test halves
 
 
+def hash_split(key: str, test_share: float) -> Split:
+    """ "test" when SHA-256(key, UTF-8), its first 8 bytes read as a fraction of their range, is below
+    `test_share`, else "dev": the router's and the follow-ups' halves (a key with the source or a salt keeps
+    sets apart; stable across runs, machines and added items)."""
+    digest = hashlib.sha256(key.encode("utf-8")).digest()
+    return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_share else "dev"
+
+
 def split_of(qid: str) -> Split:
     """The half a question belongs to: "dev" when the first byte of SHA-256(qid, UTF-8) is even, else "test".
 

@@ -38,9 +38,10 @@ import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from core.types import CHUNK_METADATA_DEFAULTS, Chunk
+from evals.datasets import Split, hash_split
 from persistence.catalog import Catalog
 from query.follow_ups import heuristic_standalone
 
@@ -61,7 +62,6 @@ DIGITS = 3
 #: Fields every fixture line must have.
 REQUIRED_FIELDS = frozenset({"id", "lang", "passages", "turn1", "turn2"})
 
-Split = Literal["dev", "test"]
 SPLITS: tuple[Split, Split] = ("dev", "test")
 #: A way of writing the standalone question of a conversation's turn 2.
 Rewriter = Callable[["Conversation"], str]
@@ -94,8 +94,7 @@ class Conversation:
     @property
     def split(self) -> Split:
         """dev or test, from a hash of SPLIT_SALT and the id: stable across runs and added conversations."""
-        digest = hashlib.sha256(f"{SPLIT_SALT}:{self.cid}".encode()).digest()
-        return "test" if int.from_bytes(digest[:8], "big") / 2**64 < TEST_SHARE else "dev"
+        return hash_split(f"{SPLIT_SALT}:{self.cid}", TEST_SHARE)
 
 
 def parse_conversation(record: dict[str, Any]) -> Conversation:

@@ -25,7 +25,6 @@ costs a model call per question. `accuracy` is the analyzer the engine uses by d
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -39,6 +38,8 @@ from config.settings import Settings
 from evals.datasets import (
     CMRC_FILE,
     SHARED_DATA_DIR,
+    Split,
+    hash_split,
     load_beir,
     load_cmrc,
     load_hotpotqa,
@@ -56,7 +57,6 @@ from state.context import Context
 from state.schemas import QueryAnalysis
 
 Label = Literal["single", "multi"]
-Split = Literal["dev", "test"]
 LABELS: tuple[Label, Label] = ("single", "multi")
 #: Query types that mean "needs more than one retrieval" (the scored mapping; see the module doc).
 MULTI_HOP_TYPES = frozenset({"MULTI_HOP", "COMPARISON"})
@@ -99,8 +99,7 @@ class LabelledQuestion:
     @property
     def split(self) -> Split:
         """dev or test, from a hash of source and id: stable across runs, machines and added questions."""
-        digest = hashlib.sha256(f"{self.source}:{self.qid}".encode()).digest()
-        return "test" if int.from_bytes(digest[:8], "big") / 2**64 < TEST_SHARE else "dev"
+        return hash_split(f"{self.source}:{self.qid}", TEST_SHARE)
 
 
 def split_questions(questions: Sequence[LabelledQuestion], split: Split) -> list[LabelledQuestion]:
