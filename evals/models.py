@@ -205,11 +205,7 @@ class BenchServer:
         }
         if stop:
             body["stop"] = list(stop)
-        started = time.perf_counter()
-        response = self.client.post(f"{self.server.base_url}/chat/completions", json=body)
-        wall = time.perf_counter() - started
-        response.raise_for_status()
-        payload = response.json()
+        payload, wall = self.server.chat_completion(body, timeout_s=HTTP_TIMEOUT_S, client=self.client)
         return payload["choices"][0]["message"].get("content") or "", payload.get("timings", {}), wall
 
     def count_tokens(self, text: str) -> int:

@@ -24,6 +24,8 @@ from models.errors import ModelUnavailableError
 from models.local_catalog import CATALOG, DEFAULT_LOCAL_MODEL, find_model_file
 
 if TYPE_CHECKING:
+    import httpx
+
     from config.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -164,6 +166,27 @@ class LocalLLMServer:
                 self.parallel,
             )
 
+    def chat_completion(
+        self, body: dict[str, Any], *, timeout_s: float, client: httpx.Client | None = None
+    ) -> tuple[dict[str, Any], float]:
+        """(reply JSON, wall seconds) of one raw /chat/completions call to this server (`client` reuses a
+        connection). Why raw: the reply's `timings` (llama.cpp's own prompt and generation rates) are what
+        the speed probe and the model benchmark read, and the OpenAI client drops that field."""
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        started = time.perf_counter()
+        response = (client or httpx).post(
+            f"{self.base_url}/chat/completions",
+            json={"model": self.model_alias, **body},
+            headers=headers,
+            timeout=timeout_s,
+        )
+        wall = time.perf_counter() - started
+        response.raise_for_status()
+        payload: dict[str, Any] = response.json()
+        return payload, wall
+
     def measure_speed(self) -> ModelSpeed:
         """Time one small request: the model's prompt-reading and writing rates as llama.cpp reports them.
 
@@ -173,29 +196,22 @@ class LocalLLMServer:
         (`cache_prompt`), end-of-text is ignored (exactly SPEED_PROBE_COMPLETION_TOKENS are written), and a
         one-token call first pages the weights in, so the load from disk is not timed as model speed.
         Raises SpeedProbeError (or an HTTP error) when the server does not answer with usable timings."""
-        import httpx
-
-        url = f"{self.base_url}/chat/completions"
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        payload: dict[str, Any] = {}
         for prompt, tokens in (
             (SPEED_PROBE_SENTENCE, 1),
             (SPEED_PROBE_SENTENCE * SPEED_PROBE_REPEATS, SPEED_PROBE_COMPLETION_TOKENS),
         ):
-            reply = httpx.post(
-                url,
-                json={
-                    "model": self.model_alias,
+            payload, _wall = self.chat_completion(
+                {
                     "messages": [{"role": "user", "content": prompt}],
                     "max_tokens": tokens,
                     "temperature": 0,
                     "ignore_eos": True,
                     "cache_prompt": False,
                 },
-                headers=headers,
-                timeout=SPEED_PROBE_TIMEOUT_S,
+                timeout_s=SPEED_PROBE_TIMEOUT_S,
             )
-            reply.raise_for_status()
-        timings = reply.json().get("timings") or {}
+        timings = payload.get("timings") or {}
         speed = ModelSpeed(
             prompt_tokens_per_s=float(timings.get("prompt_per_second") or 0.0),
             completion_tokens_per_s=float(timings.get("predicted_per_second") or 0.0),
