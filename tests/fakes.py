@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from pydantic import Field
 
 from config.settings import Settings
@@ -186,6 +186,18 @@ class TaskChatModel(BaseChatModel):
         task = prompt_task(messages)
         self.calls.append((task, list(messages)))
         return ChatResult(generations=[ChatGeneration(message=AIMessage(self._reply(task, messages)))])
+
+
+class StreamingTaskModel(TaskChatModel):
+    """TaskChatModel that streams its reply word by word, as a served model does (so `token` events exist)."""
+
+    def _stream(
+        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
+    ) -> Iterator[ChatGenerationChunk]:
+        result = self._generate(messages, *args, **kwargs)
+        words = str(result.generations[0].message.content).split(" ")
+        for index, word in enumerate(words):
+            yield ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else f" {word}"))
 
 
 def garbage_model() -> TaskChatModel:

@@ -34,7 +34,7 @@ from service.api.gate import ModelGate, ModelGates, RunAbandoned
 from service.cli import app as cli_app
 from tests.conftest import write_corpus
 from tests.fakes import TaskChatModel
-from tests.helpers.api_server import serve_app
+from tests.helpers.api_server import serve_app, sse_events
 
 REPLY = "Jupiter is the largest planet in the Solar System [1]."
 #: What the engine answers to REPLY: the short answer on its own line first, then the cited sentence.
@@ -76,17 +76,7 @@ class Api:
 
     def sse(self, payload: dict[str, Any], **kwargs: Any) -> list[tuple[str, Any]]:
         """The (event, data) pairs of a streamed answer."""
-        events: list[tuple[str, Any]] = []
-        with self.client.stream("POST", "/api/v1/rag/generate/stream", json=payload, **kwargs) as reply:
-            assert reply.status_code == 200, reply.read()
-            name = None
-            for line in reply.iter_lines():
-                if line.startswith("event:"):
-                    name = line.split(":", 1)[1].strip()
-                elif line.startswith("data:") and name:
-                    events.append((name, json.loads(line.split(":", 1)[1].strip())))
-                    name = None
-        return events
+        return sse_events(self.client, payload, **kwargs)
 
 
 @pytest.fixture

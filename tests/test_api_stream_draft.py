@@ -8,7 +8,6 @@ then turned into the honest "not found" answer by cite, or kept).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -17,8 +16,6 @@ from typing import Any
 import httpx
 import pytest
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk
 
 from config.settings import Settings
 from nodes.resources import Resources
@@ -28,8 +25,8 @@ from retrieval.knowledge_base import KnowledgeBase
 from service.api.app import create_app
 from service.api.draft import keeps_draft
 from tests.conftest import write_corpus
-from tests.fakes import TaskChatModel
-from tests.helpers.api_server import serve_app
+from tests.fakes import StreamingTaskModel, TaskChatModel
+from tests.helpers.api_server import serve_app, sse_events
 
 QUESTION = "What is the largest planet in the Solar System?"
 REPLY = "Jupiter is the largest planet in the Solar System [1]."
@@ -46,18 +43,6 @@ MOONS_REPLY = "Jupiter has 95 known moons [1]."
 Item = tuple[str, Any]
 #: The non-token events of a one-round stream whose draft is withdrawn.
 ONE_ROUND_REPLACED = ["generation_start", "draft_replaced", "generation_complete", "done"]
-
-
-class StreamingTaskModel(TaskChatModel):
-    """TaskChatModel that streams its reply word by word (so `token` events exist)."""
-
-    def _stream(
-        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
-    ) -> Iterator[ChatGenerationChunk]:
-        result = self._generate(messages, *args, **kwargs)
-        words = str(result.generations[0].message.content).split(" ")
-        for index, word in enumerate(words):
-            yield ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else f" {word}"))
 
 
 class ScriptedSession:
@@ -89,18 +74,13 @@ def complete(answer: str, **data: Any) -> list[Item]:
 
 
 def read_sse(client: httpx.Client, query: str) -> list[tuple[str, Any]]:
-    """The (event, data) pairs of a streamed answer."""
-    events: list[tuple[str, Any]] = []
-    with client.stream("POST", "/api/v1/rag/generate/stream", json={"query": query}) as reply:
-        assert reply.status_code == 200, reply.read()
-        name = None
-        for line in reply.iter_lines():
-            if line.startswith("event:"):
-                name = line.split(":", 1)[1].strip()
-            elif line.startswith("data:") and name:
-                events.append((name, json.loads(line.split(":", 1)[1].strip())))
-                name = None
-    return events
+    """The (event, data) pairs of a streamed answer to `query`."""
+    return sse_events(client, {"query": query})
+
+
+def scripted_events(serve: Callable[..., httpx.Client], items: list[Item]) -> list[tuple[str, Any]]:
+    """The non-token events of QUESTION's stream when every run is the scripted `items`."""
+    return without_tokens(read_sse(serve(TaskChatModel(), items), QUESTION))
 
 
 def without_tokens(events: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -142,7 +122,7 @@ def test_a_second_round_after_shown_tokens_is_announced_before_it_starts(
         *tokens(REPLY),
         *complete(ANSWER),
     ]
-    events = without_tokens(read_sse(serve(TaskChatModel(), items), QUESTION))
+    events = scripted_events(serve, items)
     assert [name for name, _ in events] == [
         "generation_start",
         "draft_replaced",
@@ -162,25 +142,15 @@ def test_a_final_answer_that_drops_the_shown_draft_is_announced_with_its_text(
         *tokens("Saturn is the largest planet [1]."),
         *complete(ANSWER),
     ]
-    events = without_tokens(read_sse(serve(TaskChatModel(), items), QUESTION))
-    assert [name for name, _ in events] == [
-        "generation_start",
-        "draft_replaced",
-        "generation_complete",
-        "done",
-    ]
+    events = scripted_events(serve, items)
+    assert [name for name, _ in events] == ONE_ROUND_REPLACED
     assert events[1][1] == {"round": 1, "reason": "revised", "answer": ANSWER}
 
 
 def test_a_draft_withdrawn_for_not_found_says_so(serve: Callable[..., httpx.Client]) -> None:
     items = [event("generation_start", round=1), *tokens(MOONS_REPLY), *complete(NOT_FOUND_EN)]
-    events = without_tokens(read_sse(serve(TaskChatModel(), items), QUESTION))
-    assert [name for name, _ in events] == [
-        "generation_start",
-        "draft_replaced",
-        "generation_complete",
-        "done",
-    ]
+    events = scripted_events(serve, items)
+    assert [name for name, _ in events] == ONE_ROUND_REPLACED
     assert events[1][1] == {"round": 1, "reason": "not_found", "answer": NOT_FOUND_EN}
 
 

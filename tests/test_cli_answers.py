@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.messages import BaseMessage
 from typer.testing import CliRunner
 
 from config.settings import Settings, load_settings
@@ -27,7 +26,7 @@ from retrieval.knowledge_base import KnowledgeBase
 from service.answer_warnings import answer_warnings
 from service.cli import app
 from tests.conftest import write_corpus
-from tests.fakes import TaskChatModel
+from tests.fakes import StreamingTaskModel, TaskChatModel
 from tests.helpers.api_server import free_port as closed_port
 
 CORPUS = {
@@ -49,18 +48,6 @@ def draft_citing_paris(messages: list[BaseMessage]) -> str:
 
 
 UNSUPPORTED = "The Eiffel Tower was painted purple in 1850."
-
-
-class StreamingTaskModel(TaskChatModel):
-    """TaskChatModel that streams its reply word by word, as a served model does."""
-
-    def _stream(
-        self, messages: list[BaseMessage], *args: Any, **kwargs: Any
-    ) -> Iterator[ChatGenerationChunk]:
-        result = self._generate(messages, *args, **kwargs)
-        words = str(result.generations[0].message.content).split(" ")
-        for index, word in enumerate(words):
-            yield ChatGenerationChunk(message=AIMessageChunk(content=word if index == 0 else f" {word}"))
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ fixture imported from another test module would tie them to that module's other 
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -21,6 +22,21 @@ from config.settings import Settings
 from service.api.app import create_app
 
 SERVER_START_S = 20
+
+
+def sse_events(client: httpx.Client, payload: dict[str, Any], **kwargs: Any) -> list[tuple[str, Any]]:
+    """The (event, data) pairs of a streamed answer (POST /api/v1/rag/generate/stream with `payload`)."""
+    events: list[tuple[str, Any]] = []
+    with client.stream("POST", "/api/v1/rag/generate/stream", json=payload, **kwargs) as reply:
+        assert reply.status_code == 200, reply.read()
+        name = None
+        for line in reply.iter_lines():
+            if line.startswith("event:"):
+                name = line.split(":", 1)[1].strip()
+            elif line.startswith("data:") and name:
+                events.append((name, json.loads(line.split(":", 1)[1].strip())))
+                name = None
+    return events
 
 
 def free_port() -> int:
