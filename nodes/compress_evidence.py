@@ -57,4 +57,4 @@ def compress_evidence(state: State, runtime: Runtime[Context]) -> dict[str, Any]
         "evidence_sentences": report.sentences_kept,
         "bridge_entities": report.bridge_entities[:8],
     }
-    return {"evidence": report.documents, "prompt_info": {**(state.get("prompt_info") or {}), **info}}
+    return {"evidence": report.documents, "prompt_info": info}  # generate adds its own accounting
