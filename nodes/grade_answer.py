@@ -20,6 +20,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from core.text import strip_references
 from nodes.generate import current_question
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
@@ -33,7 +34,6 @@ from retrieval.answer_text import (
     has_phrase_loop,
     is_garbage,
     is_not_found_answer,
-    strip_references,
     support,
     text_units,
 )

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from core.text import strip_references
 from retrieval.answer_text import (
     compose_answer,
     is_not_found_answer,
     normalized,
     split_short_answer,
     strip_preamble,
-    strip_references,
 )
 from retrieval.prompt_budget import strip_source_headers
 
