@@ -56,6 +56,7 @@ from prompts.answer import (
     NOT_FOUND_ZH,
     OPERATOR_INSTRUCTIONS,
     REVISION_NOTES,
+    REVISION_PROBLEMS,
 )
 from retrieval.answer_span import SpanAnswer, answer_type, choice_options, extract_answer
 from retrieval.answer_text import (
@@ -338,7 +339,17 @@ def _system_prompt(state: State, context: Context, language: str, with_documents
         return NO_RETRIEVAL_SYSTEMS[language] + extra
     system = ANSWER_SYSTEM_PROMPTS[(answer_mode(context.mode, state.get("analysis")), language)]
     revising = state.get("generation_rounds", 0) > 0 and state.get("next_action") in _REVISING_ACTIONS
-    return (system + REVISION_NOTES[language] if revising else system) + extra
+    return (system + revision_note(state, language) if revising else system) + extra
+
+
+def revision_note(state: State, language: str) -> str:
+    """The note of a revised answer: the previous one was rejected, and what the grader found wrong with it
+    (`answer_grade["problems"]`, grade_answer.answer_problems), one line each."""
+    problems = (state.get("answer_grade") or {}).get("problems") or []
+    if not problems:
+        return REVISION_NOTES[language]
+    listed = "\n".join(f"- {problem}" for problem in problems)
+    return REVISION_NOTES[language] + REVISION_PROBLEMS[language].format(problems=listed)
 
 
 def whole_chunks(sources: list[RetrievedDoc], documents: list[RetrievedDoc]) -> list[RetrievedDoc]:

@@ -21,10 +21,17 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from core.text import strip_references
-from nodes.generate import current_question
+from nodes.generate import current_question, language_of
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
-from prompts.answer import ANSWER_GRADER_PROMPT, ANSWER_GRADER_SYSTEM
+from prompts.answer import (
+    ANSWER_GRADER_PROMPT,
+    ANSWER_GRADER_SYSTEM,
+    PROBLEM_OFF_QUESTION,
+    PROBLEM_UNCLEAR,
+    PROBLEM_UNSUPPORTED,
+    PROBLEM_WRONGLY_NOT_FOUND,
+)
 from retrieval.answer_text import (
     REPETITION_MIN_UNITS,
     content_terms,
@@ -178,6 +185,33 @@ def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> Ans
     )
 
 
+#: Problems named to the next answer attempt, at most, and characters of a quoted sentence in one.
+MAX_PROBLEMS = 3
+PROBLEM_SENTENCE_CHARS = 160
+#: Clarity below this is named as a problem.
+UNCLEAR_BELOW = 0.5
+
+
+def answer_problems(question: str, answer: str, sources: list[RetrievedDoc], grade: AnswerGrade) -> list[str]:
+    """What was wrong with an answer, in words the next attempt's prompt can use (generate adds them to its
+    revision note): sentences naming what their source does not say, an answer off the question, a
+    repeating or cut-off one, an honest "not found" although the sources are relevant."""
+    language = language_of(question)
+    if is_not_found_answer(answer):
+        return [PROBLEM_WRONGLY_NOT_FOUND[language]] if _has_relevant(sources) else []
+    problems = [
+        PROBLEM_UNSUPPORTED[language].format(
+            sentence=check.sentence.strip()[:PROBLEM_SENTENCE_CHARS], missing=", ".join(check.missing)
+        )
+        for check in ground_answer(answer, sources).wrong_facts
+    ]
+    if not grade.answers_question:
+        problems.append(PROBLEM_OFF_QUESTION[language])
+    if grade.clarity < UNCLEAR_BELOW:
+        problems.append(PROBLEM_UNCLEAR[language])
+    return problems[:MAX_PROBLEMS]
+
+
 def mean_score(grade: AnswerGrade) -> float:
     """Mean of the four dimensions (relevance, accuracy, completeness, clarity)."""
     return round((grade.relevance + grade.accuracy + grade.completeness + grade.clarity) / 4, 3)
@@ -273,7 +307,13 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         confidence=state.get("draft_confidence"),
     )
     update = {
-        "answer_grade": {**grade.model_dump(), "mean": mean_score(grade), "score": score, "grader": grader},
+        "answer_grade": {
+            **grade.model_dump(),
+            "mean": mean_score(grade),
+            "score": score,
+            "grader": grader,
+            "problems": answer_problems(question, draft, sources, grade) if action != "accept" else [],
+        },
         "answer_score": score,
         "best_answer": candidate,
         "stalled_revisions": stalled,

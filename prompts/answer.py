@@ -174,6 +174,29 @@ REVISION_NOTE_ZH = (
     "\n之前对这个问题的回答因缺乏依据或不完整被否决。请重新回答，只使用资料中写明的事实，并用 [n] 标注出处。"
 )
 REVISION_NOTES: dict[str, str] = {"en": REVISION_NOTE_EN, "zh": REVISION_NOTE_ZH}
+#: What the grader found wrong with the rejected answer, after the revision note (one "- problem" a line):
+#: a weak model told only "try again" mostly rewords the same answer.
+REVISION_PROBLEMS: dict[str, str] = {
+    "en": "\nWhat was wrong with it:\n{problems}",
+    "zh": "\n它的问题：\n{problems}",
+}
+#: The problems the answer grader names (grade_answer.answer_problems), per language.
+PROBLEM_UNSUPPORTED: dict[str, str] = {
+    "en": 'the sentence "{sentence}" names {missing}, which its source does not say',
+    "zh": "“{sentence}”中的{missing}在其出处中没有",
+}
+PROBLEM_OFF_QUESTION: dict[str, str] = {
+    "en": "it does not answer the question",
+    "zh": "它没有回答这个问题",
+}
+PROBLEM_UNCLEAR: dict[str, str] = {
+    "en": "it repeats itself or is cut off",
+    "zh": "它有重复或不完整",
+}
+PROBLEM_WRONGLY_NOT_FOUND: dict[str, str] = {
+    "en": "it says the sources have no answer, but they are relevant to the question",
+    "zh": "它说资料中没有答案，但资料与问题相关",
+}
 
 #: How a caller's own instructions (the context's `system_prompt`, the API's field) join the answer prompt:
 #: after the engine's rules, so citing and answering from the sources stay the rules.

@@ -163,6 +163,42 @@ def test_generate_adds_revision_note_when_regenerating(install: Any) -> None:
     assert model.received[0][0].content == ANSWER_SYSTEM_PROMPTS[("simple", "en")] + REVISION_NOTE_EN
 
 
+def test_the_grader_names_what_was_wrong_and_the_next_attempt_reads_it(install: Any) -> None:
+    """The ungrounded draft names Lyon, which its source does not say: the grade lists that sentence with
+    the name, and the regenerated prompt carries it under the revision note."""
+    graded = grade_answer(
+        {"question": QUESTION, "draft": UNGROUNDED_ANSWER, "sources": [PARIS], "generation_rounds": 1},
+        runtime(grader="score", max_iterations=3),
+    )
+    problems = graded["answer_grade"]["problems"]
+    assert graded["next_action"] != "accept"
+    assert len(problems) >= 1 and "Lyon" in problems[0] and UNGROUNDED_ANSWER[:30] in problems[0]
+
+    model = scripted(GOOD_ANSWER)
+    install(model)
+    generate(
+        {
+            "question": QUESTION,
+            "documents": [PARIS],
+            "generation_rounds": 1,
+            "next_action": "regenerate",
+            "answer_grade": graded["answer_grade"],
+        },
+        runtime(mode="simple"),
+    )
+    system = str(model.received[0][0].content)
+    assert system.startswith(ANSWER_SYSTEM_PROMPTS[("simple", "en")] + REVISION_NOTE_EN)
+    assert "What was wrong with it:" in system and f"- {problems[0]}" in system
+
+
+def test_an_accepted_answer_has_no_problems(install: Any) -> None:
+    graded = grade_answer(
+        {"question": QUESTION, "draft": GOOD_ANSWER, "sources": [PARIS], "generation_rounds": 1},
+        runtime(grader="score", quality_threshold=0.5),
+    )
+    assert graded["next_action"] == "accept" and graded["answer_grade"]["problems"] == []
+
+
 def test_generate_chinese_question_uses_chinese_prompts_and_fallback(install: Any) -> None:
     model = scripted("")
     install(model)
