@@ -25,7 +25,7 @@ from graphs.types import GraphType
 from nodes.start_turn import check_input_tenant
 from persistence.checkpointer import checkpointer_for
 from persistence.thread_lock import thread_lock
-from persistence.threads import check_thread_access, thread_owner
+from persistence.threads import check_thread_access, resolve_thread_id, root_config, thread_owner
 from state.context import Context
 from state.graph_state import InputState
 
@@ -78,25 +78,39 @@ class Session:
         return {"configurable": {"thread_id": thread_id}, "metadata": {"interface": self.interface}}
 
     def owner(self, thread_id: str) -> str | None:
-        """The tenant that owns a thread (None: unknown thread, or not owned yet)."""
+        """The tenant that owns a stored thread (None: unknown thread, or not owned yet)."""
         if self.checkpointer is None:
             return None
-        saved = self.checkpointer.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+        saved = self.checkpointer.get_tuple(root_config(thread_id))
         return thread_owner(saved.checkpoint.get("channel_values") if saved else None)
+
+    def stored_id(self, thread_id: str, tenant: str) -> str:
+        """The stored id of the tenant's thread `thread_id` (persistence.threads.resolve_thread_id): thread
+        ids are scoped per tenant, so callers pass and get back the ids they chose. Without a checkpointer
+        nothing is stored, and the id is used as given."""
+        checkpointer = self.checkpointer
+        if checkpointer is None:
+            return thread_id
+        return resolve_thread_id(
+            tenant, thread_id, lambda stored: checkpointer.get_tuple(root_config(stored))
+        )
 
     def check_access(self, thread_id: str, tenant: str) -> None:
         """Raise ThreadAccessError when the thread belongs to another tenant than `tenant`."""
         check_thread_access(thread_id, self.owner(thread_id), tenant)
 
     @contextmanager
-    def turn(self, thread_id: str, context: Context, inputs: dict[str, Any]) -> Iterator[None]:
-        """Hold the thread for one turn: its lock (ThreadBusyError past RAG_THREAD_LOCK_TIMEOUT_S), then the
-        tenant checks (ThreadAccessError, InvalidQuestionError), all before the graph writes anything."""
-        lock = thread_lock(self.settings, thread_id) if self.checkpointer is not None else nullcontext()
+    def turn(self, thread_id: str, context: Context, inputs: dict[str, Any]) -> Iterator[RunnableConfig]:
+        """Hold the tenant's thread for one turn and give the run's config (its stored thread id): the
+        thread's lock (ThreadBusyError past RAG_THREAD_LOCK_TIMEOUT_S), then the tenant checks
+        (ThreadAccessError, InvalidQuestionError), all before the graph writes anything."""
+        check_input_tenant(inputs.get("tenant"), context.tenant)
+        stored = self.stored_id(thread_id, context.tenant)
+        persistent = self.checkpointer is not None
+        lock = thread_lock(self.settings, stored, shown_as=thread_id) if persistent else nullcontext()
         with lock:
-            check_input_tenant(inputs.get("tenant"), context.tenant)
-            self.check_access(thread_id, context.tenant)
-            yield
+            self.check_access(stored, context.tenant)
+            yield self._config(stored)
 
     def ask(
         self, question: str, *, thread_id: str | None = None, context: Context | None = None, **inputs: Any
@@ -104,10 +118,8 @@ class Session:
         """Answer one question on a thread; returns the output state plus `thread_id`."""
         thread_id = thread_id or new_thread_id()
         context = context or Context()
-        with self.turn(thread_id, context, inputs):
-            result = self.graph.invoke(
-                _input(question, inputs), config=self._config(thread_id), context=context
-            )
+        with self.turn(thread_id, context, inputs) as config:
+            result = self.graph.invoke(_input(question, inputs), config=config, context=context)
         return {**result, "thread_id": thread_id}
 
     def stream(
@@ -125,11 +137,10 @@ class Session:
         With `events`, the graph's custom events (nodes.events) come too, as ("event", {"event", "data"});
         `callbacks` (LangChain handlers) watch the run's nodes and model calls (the API's time limits).
         The thread stays locked until the generator ends or is closed: consume or close it."""
-        config = self._config(thread_id)
-        if callbacks:
-            config["callbacks"] = callbacks
         context = context or Context()
-        with self.turn(thread_id, context, inputs):
+        with self.turn(thread_id, context, inputs) as config:
+            if callbacks:
+                config["callbacks"] = callbacks
             for part in self.graph.stream(
                 _input(question, inputs),
                 config=config,
@@ -151,8 +162,10 @@ class Session:
     def history(self, thread_id: str, tenant: str | None = None) -> dict[str, Any]:
         """The stored state of a thread (empty dict when unknown); ThreadAccessError when it belongs to
         another tenant than `tenant` (default: the context's default tenant)."""
-        self.check_access(thread_id, tenant or Context().tenant)
-        snapshot = self.graph.get_state(self._config(thread_id))
+        tenant = tenant or Context().tenant
+        stored = self.stored_id(thread_id, tenant)
+        self.check_access(stored, tenant)
+        snapshot = self.graph.get_state(self._config(stored))
         return dict(snapshot.values or {})
 
 

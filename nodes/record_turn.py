@@ -28,6 +28,7 @@ from nodes.resources import get_resources
 from persistence.audit import TurnRecord, record_turn_rows
 from persistence.database import get_database
 from persistence.semantic_cache import CacheScope, count, get_semantic_cache
+from persistence.threads import visible_thread_id
 from state.context import Context, run_config, run_context
 from state.graph_state import State
 
@@ -90,9 +91,10 @@ def cacheable(state: State) -> bool:
 def turn_record(state: State, context: Context, config: RunnableConfig, graph: str) -> TurnRecord:
     """The tables' view of this turn."""
     analysis = state.get("analysis") or {}
+    tenant = state.get("tenant") or context.tenant
     return TurnRecord(
-        tenant=state.get("tenant") or context.tenant,
-        thread_id=thread_of(config),
+        tenant=tenant,
+        thread_id=visible_thread_id(thread_of(config), tenant),
         conversation_id=state.get("conversation_id") or "",
         question=state.get("question") or "",
         answer=state.get("answer") or "",

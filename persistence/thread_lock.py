@@ -203,11 +203,13 @@ def _try_lock(path: Path) -> int | None:
 
 
 @contextmanager
-def thread_lock(settings: Settings, thread_id: str, timeout_s: float | None = None) -> Iterator[None]:
+def thread_lock(
+    settings: Settings, thread_id: str, timeout_s: float | None = None, *, shown_as: str | None = None
+) -> Iterator[None]:
     """Hold the thread's lock for the block; wait up to `timeout_s` (default RAG_THREAD_LOCK_TIMEOUT_S),
-    then raise ThreadBusyError("thread X is busy: another turn is running"). A Postgres advisory lock when
-    RAG_DATABASE_URL names PostgreSQL (StoreUnavailableError when it cannot be reached), a lock file
-    otherwise."""
+    then raise ThreadBusyError("thread X is busy: another turn is running"), X being `shown_as` (the id the
+    caller knows the thread by) or `thread_id`. A Postgres advisory lock when RAG_DATABASE_URL names
+    PostgreSQL (StoreUnavailableError when it cannot be reached), a lock file otherwise."""
     locker = _locker(settings, thread_id)
     me = threading.get_ident()
     with _HELD_GUARD:
@@ -235,7 +237,7 @@ def thread_lock(settings: Settings, thread_id: str, timeout_s: float | None = No
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise ThreadBusyError(
-                    f"thread {thread_id!r} is busy: another turn is running "
+                    f"thread {shown_as or thread_id!r} is busy: another turn is running "
                     f"(waited {wait:g} s, RAG_THREAD_LOCK_TIMEOUT_S); try again when it has finished"
                 )
             time.sleep(min(pause, remaining))

@@ -95,10 +95,51 @@ def thread_owner(values: Mapping[str, Any] | None, *, legacy: bool = True) -> st
 def check_thread_access(thread_id: str, owner: str | None, tenant: str) -> None:
     """Raise ThreadAccessError unless `tenant` may use the thread (it owns it, or nobody does yet)."""
     if owner is not None and owner != tenant:
+        thread_id = visible_thread_id(thread_id, owner)  # a scoped id would name the owner
         raise ThreadAccessError(
             f"thread {thread_id!r} belongs to another tenant; tenant {tenant!r} may not read, continue, "
             "replay or delete it"
         )
+
+
+#: Between the tenant and the caller's thread id in a stored thread id. Tenants never contain it (letters,
+#: digits, '.', '_', '-': persistence.vector_store.validate_collection_name), so the split is unambiguous.
+THREAD_SCOPE_SEPARATOR = "/"
+
+#: Reads the latest root checkpoint of a stored thread id (None: no such thread).
+CheckpointLookup = Callable[[str], "CheckpointTuple | None"]
+
+
+def scoped_thread_id(tenant: str, thread_id: str) -> str:
+    """The stored id of a tenant's thread: thread ids are one namespace per tenant, so the same id in two
+    tenants is two threads, and a tenant can neither claim nor probe the ids another one uses."""
+    return f"{tenant}{THREAD_SCOPE_SEPARATOR}{thread_id}"
+
+
+def visible_thread_id(stored: str, tenant: str) -> str:
+    """The id the tenant knows a stored thread by (a legacy, unscoped id is shown as stored)."""
+    prefix = f"{tenant}{THREAD_SCOPE_SEPARATOR}"
+    return stored[len(prefix) :] if stored.startswith(prefix) else stored
+
+
+def resolve_thread_id(tenant: str, thread_id: str, lookup: CheckpointLookup) -> str:
+    """The stored id that `thread_id` means for `tenant`.
+
+    The tenant's scoped thread when it exists; else a thread stored before ids were scoped (its raw id)
+    when this tenant owns it, so upgrading loses no conversation; else the scoped id, which starts a new
+    thread. Another tenant's legacy thread therefore looks exactly like an unknown id from outside."""
+    scoped = scoped_thread_id(tenant, thread_id)
+    if lookup(scoped) is not None:
+        return scoped
+    legacy = lookup(thread_id)
+    if legacy is not None and thread_owner(_values(legacy)) == tenant:
+        return thread_id
+    return scoped
+
+
+def root_config(thread_id: str) -> RunnableConfig:
+    """The config that reads a thread's latest root checkpoint."""
+    return {"configurable": {"thread_id": str(thread_id), "checkpoint_ns": ""}}
 
 
 def _values(saved: CheckpointTuple | None) -> dict[str, Any]:
@@ -315,6 +356,18 @@ def stored_owner(location: CheckpointLocation, thread_id: str) -> str | None:
         return _saver_owners(saver, [thread_id])[thread_id]
     with _connect(location) as connection:  # type: ignore[arg-type]
         return _owners(connection, [thread_id])[thread_id]
+
+
+def stored_thread_id(location: CheckpointLocation, tenant: str, thread_id: str) -> str:
+    """resolve_thread_id against a checkpoint location (the CLI's `rag threads` and `rag summarize`)."""
+    saver = _postgres(location)
+    if saver is not None:
+        return resolve_thread_id(tenant, thread_id, lambda stored: saver.get_tuple(root_config(stored)))
+    if not location.exists():  # type: ignore[union-attr]
+        return scoped_thread_id(tenant, thread_id)
+    with _connect(location) as connection:  # type: ignore[arg-type]
+        reader = _reader(connection)
+        return resolve_thread_id(tenant, thread_id, lambda stored: reader.get_tuple(root_config(stored)))
 
 
 def list_threads(location: CheckpointLocation, tenant: str | None = None) -> list[ThreadSummary]:

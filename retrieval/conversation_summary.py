@@ -29,9 +29,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from config.settings import Settings
 from core.types import LoadedDocument, MetadataValue, Section
 from models.structured import with_max_tokens
-from persistence.checkpointer import PruningSqliteSaver, checkpointer_for
+from persistence.checkpointer import PruningSqliteSaver, checkpoint_location, checkpointer_for
 from persistence.database import postgres_url
-from persistence.threads import check_thread_access, thread_owner
+from persistence.threads import check_thread_access, stored_thread_id, thread_owner
 from persistence.vector_store import validate_collection_name
 from prompts.summary import SUMMARY_PROMPT, SUMMARY_SYSTEM
 from retrieval.answer_text import best_sentences, is_garbage
@@ -288,12 +288,16 @@ def summarize_thread(
     model: BaseChatModel | None = None,
 ) -> SummaryResult:
     """Summarize a stored thread into the tenant's store (`rag summarize`): the conversation id defaults to
-    the thread id, the tenant to the configured default; a thread of another tenant is refused with
-    persistence.threads.ThreadAccessError (its memories are not the caller's, and the owner is not named).
+    the thread id, the tenant to the configured default. Thread ids are scoped per tenant, so another
+    tenant's thread is as unknown as one nobody has (ThreadNotFoundError), and the owner check stays as a
+    second line (persistence.threads.ThreadAccessError).
     With `model` (a strong one) the summaries are written by it, else they are extractive."""
     settings = kb.settings
     tenant = tenant or settings.default_tenant
-    values = thread_values(settings, thread_id)
+    try:
+        values = thread_values(settings, stored_thread_id(checkpoint_location(settings), tenant, thread_id))
+    except ThreadNotFoundError:  # named by the caller's id: the stored one is the engine's business
+        raise ThreadNotFoundError(f"unknown thread {thread_id!r}") from None
     check_thread_access(thread_id, thread_owner(values), tenant)
     turns = turns_from_messages(values.get("messages") or [])
     summarize = model_summarizer(model, settings.summary_max_tokens) if model is not None else None

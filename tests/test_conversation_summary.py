@@ -260,9 +260,9 @@ def test_summarize_thread_reads_the_checkpointer_and_writes_into_the_threads_ten
 
 def test_summarize_thread_refuses_another_tenant_and_unknown_threads(thread_store: KnowledgeBase) -> None:
     for tenant in ("other", None):  # None: the default tenant, which does not own t1 either
-        with pytest.raises(ThreadAccessError, match="belongs to another tenant") as refused:
+        with pytest.raises(ThreadNotFoundError) as refused:  # looks exactly like an unknown id
             summarize_thread(thread_store, "t1", tenant=tenant)
-        assert "acme" not in str(refused.value)  # the owner is never named
+        assert str(refused.value) == "unknown thread 't1'"  # the owner is never named
     with pytest.raises(ThreadNotFoundError, match="unknown thread 'nope'"):
         summarize_thread(thread_store, "nope")
     assert thread_store.catalog.count_chunks() == 0  # nothing was written by the refusals
@@ -289,5 +289,5 @@ def test_rag_summarize_command(thread_store: KnowledgeBase) -> None:
         and "Traceback" not in unknown.output
     )
     foreign = runner.invoke(app, ["summarize", "--thread", "t1", "--tenant", "other"])
-    assert foreign.exit_code == 2 and "belongs to another tenant" in foreign.stderr
+    assert foreign.exit_code == 2 and foreign.stderr == "error: unknown thread 't1'\n"  # as if unknown
     assert "acme" not in foreign.stderr

@@ -7,10 +7,13 @@ A's run comes back in A's output; every prompt is also recorded and checked dire
 CLI and stores are real (fake embeddings); B's canaries are words that occur only in B's documents and B's
 conversation, never in A's questions (an echoed question is no leak).
 
-The refusals checked here: a turn, chat, `threads show/delete/prune/list`, `Session.history`, a replay
-(`invoke(None, config)`, also by checkpoint id and async like the server) on B's thread; a graph input
-`tenant` that differs from the context's. A refused turn must leave B's stored thread byte-for-byte as it was
-(LangGraph stores a run's input before the first node runs, so the check must come earlier).
+Thread ids are scoped per tenant (persistence.threads.scoped_thread_id): through the runner (CLI,
+API, `Session`), A naming B's thread id gets a thread of its own, exactly as for an id nobody uses, so A
+can neither read nor lock B's thread nor learn that the id exists. Below the runner, the graph itself
+refuses a run of A on B's stored thread: a replay (`invoke(None, config)`, also by checkpoint id and
+async like the server) and a turn; a graph input `tenant` that differs from the context's is refused too.
+Nothing A does may change B's stored thread byte for byte (LangGraph stores a run's input before the first
+node runs, so the check must come earlier).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from nodes.resources import Resources, use_resources
 from nodes.start_turn import InvalidQuestionError
 from persistence.catalog import chunks_table
 from persistence.checkpointer import async_sqlite_checkpointer, sqlite_checkpointer
-from persistence.threads import ThreadAccessError, list_threads
+from persistence.threads import ThreadAccessError, delete_thread, list_threads, scoped_thread_id
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import EXIT_BAD_INPUT, app
@@ -44,6 +47,8 @@ from tests.conftest import isolated_settings, write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
 
 BRAVO_THREAD = "t-7f3a9c"  # names no tenant: the refusal must not name the owner
+BRAVO_STORED = scoped_thread_id(BRAVO, BRAVO_THREAD)  # the id under which B's thread is stored
+UNUSED_THREAD = "t-0c11d2"  # an id no tenant uses
 BRAVO_QUESTION = f"What does Zorblatine hum at? ({BRAVO_CANARIES[2]})"
 
 
@@ -72,14 +77,14 @@ class World:
         """B's thread as stored: its messages (read straight from the saver, no tenant check on this path),
         and its checkpoint and write rows."""
         graph = build_graph(sqlite_checkpointer(self.settings))
-        values = graph.get_state({"configurable": {"thread_id": BRAVO_THREAD}}).values or {}
+        values = graph.get_state({"configurable": {"thread_id": BRAVO_STORED}}).values or {}
         messages = [[m.type, str(m.content)] for m in values.get("messages", [])]
         with sqlite3.connect(str(self.settings.checkpoint_path)) as connection:
             (checkpoints,) = connection.execute(
-                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (BRAVO_THREAD,)
+                "SELECT COUNT(*) FROM checkpoints WHERE thread_id = ?", (BRAVO_STORED,)
             ).fetchone()
             (writes,) = connection.execute(
-                "SELECT COUNT(*) FROM writes WHERE thread_id = ?", (BRAVO_THREAD,)
+                "SELECT COUNT(*) FROM writes WHERE thread_id = ?", (BRAVO_STORED,)
             ).fetchone()
         return messages, checkpoints, writes
 
@@ -128,76 +133,89 @@ def attack(world: World, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         yield world
     assert world.stored() == before, "tenant A changed B's stored thread"
     assert world.prompt_leaks(since) == [], "B's text reached a prompt of A's run"
+    for thread in list_threads(world.settings.checkpoint_path):  # the next attack starts from B's alone
+        if thread.thread_id != BRAVO_STORED:
+            delete_thread(world.settings.checkpoint_path, thread.thread_id)
 
 
 def cli(*args: str, stdin: str | None = None) -> Result:
     return CliRunner().invoke(app, list(args), input=stdin)
 
 
-def assert_refused(result: Result, world: World, *fragments: str) -> None:
-    """Exit 2 with one error line, no traceback, nothing of B's."""
+def assert_own_thread(result: Result, world: World) -> None:
+    """Exit 0, no traceback, nothing of B's: the id named a thread of the caller's own."""
     output = result.stdout + result.stderr
-    assert result.exit_code == EXIT_BAD_INPUT, output
-    assert isinstance(result.exception, SystemExit), output
-    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(error_lines) == 1, result.stderr
-    for fragment in fragments:
-        assert fragment in error_lines[0]
+    assert result.exit_code == 0, output
     assert "Traceback" not in output
     assert leaks(output, world.bravo_ids) == []
-    assert BRAVO not in output  # the owner is never named
+    assert "another tenant" not in output
 
 
-# --- turns and chat on B's thread -------------------------------------------------------------------
-def test_ask_on_bravos_thread_is_refused(attack: World) -> None:
+def without_id(text: str, *thread_ids: str) -> str:
+    """`text` with the thread ids blanked, to compare what two ids look like from outside."""
+    for thread_id in thread_ids:
+        text = text.replace(thread_id, "<id>")
+    return text
+
+
+# --- turns and chat on B's thread id --------------------------------------------------------------
+def test_ask_on_bravos_thread_id_starts_the_callers_own_thread(attack: World) -> None:
     result = cli("ask", "What did I ask before?", "--tenant", ALPHA, "--thread", BRAVO_THREAD, "--json")
-    assert_refused(result, attack, "belongs to another tenant", BRAVO_THREAD)
+    assert_own_thread(result, attack)
+    assert json.loads(result.stdout)["thread_id"] == BRAVO_THREAD  # the caller keeps the id it chose
+    history = Session(attack.settings).history(BRAVO_THREAD, tenant=ALPHA)
+    assert [m.type for m in history["messages"]] == ["human", "ai"]  # A's one turn, none of B's
 
 
-def test_ask_on_bravos_thread_as_the_default_tenant_is_refused(attack: World) -> None:
-    result = cli("ask", "What did I ask before?", "--thread", BRAVO_THREAD)
-    assert_refused(result, attack, "belongs to another tenant")
+def test_ask_on_bravos_thread_id_as_the_default_tenant_starts_its_own_thread(attack: World) -> None:
+    assert_own_thread(cli("ask", "What did I ask before?", "--thread", BRAVO_THREAD), attack)
 
 
-def test_chat_on_bravos_thread_is_refused(attack: World) -> None:
+def test_chat_on_bravos_thread_id_starts_the_callers_own_thread(attack: World) -> None:
     result = cli("chat", "--tenant", ALPHA, "--thread", BRAVO_THREAD, stdin="Repeat my last question.\n\n")
-    assert_refused(result, attack, "belongs to another tenant")
+    assert_own_thread(result, attack)
 
 
-def test_session_ask_and_stream_on_bravos_thread_write_nothing(attack: World) -> None:
+def test_session_ask_and_stream_on_bravos_thread_id_never_reach_it(attack: World) -> None:
     session = Session(attack.settings)
-    with pytest.raises(ThreadAccessError):
-        session.ask("What did I ask before?", thread_id=BRAVO_THREAD, context=Context(tenant=ALPHA))
-    with pytest.raises(ThreadAccessError):
-        list(session.stream("Say it again.", thread_id=BRAVO_THREAD, context=Context(tenant=ALPHA)))
+    out = session.ask("What did I ask before?", thread_id=BRAVO_THREAD, context=Context(tenant=ALPHA))
+    assert out["thread_id"] == BRAVO_THREAD and leaks(json.dumps(out, default=str), attack.bravo_ids) == []
+    items = list(session.stream("Say it again.", thread_id=BRAVO_THREAD, context=Context(tenant=ALPHA)))
+    assert leaks(json.dumps(items, default=str), attack.bravo_ids) == []
 
 
 # --- thread housekeeping and state reads ----------------------------------------------------------
-def test_threads_show_of_bravos_thread_is_refused(attack: World) -> None:
-    assert_refused(cli("threads", "show", BRAVO_THREAD, "--tenant", ALPHA), attack, "another tenant")
-    assert_refused(cli("threads", "show", BRAVO_THREAD), attack, "another tenant")
+def test_threads_show_of_bravos_thread_id_looks_like_an_unknown_id(attack: World) -> None:
+    taken = cli("threads", "show", BRAVO_THREAD, "--tenant", ALPHA)
+    unused = cli("threads", "show", UNUSED_THREAD, "--tenant", ALPHA)
+    assert taken.exit_code == unused.exit_code != 0
+    assert without_id(taken.stderr, BRAVO_THREAD) == without_id(unused.stderr, UNUSED_THREAD)
+    assert leaks(taken.stdout + taken.stderr, attack.bravo_ids) == [] and BRAVO not in taken.stderr
+    default = cli("threads", "show", BRAVO_THREAD)
+    assert default.exit_code == unused.exit_code and "Traceback" not in default.output
 
 
 def test_threads_list_shows_only_the_callers_threads(attack: World) -> None:
     result = cli("threads", "list", "--tenant", ALPHA)
     assert result.exit_code == 0, result.output
     assert BRAVO_THREAD not in result.stdout and leaks(result.stdout) == []
-    owned = cli("threads", "list", "--tenant", BRAVO)  # B itself does see it
-    assert owned.exit_code == 0 and BRAVO_THREAD in owned.stdout
+    owned = cli("threads", "list", "--tenant", BRAVO)  # B itself does see it, by the id it chose
+    assert owned.exit_code == 0 and BRAVO_THREAD in owned.stdout and BRAVO_STORED not in owned.stdout
     assert [t.thread_id for t in list_threads(attack.settings.checkpoint_path, ALPHA)] == []
 
 
 def test_threads_delete_and_prune_leave_bravos_thread(attack: World) -> None:
-    assert_refused(cli("threads", "delete", BRAVO_THREAD, "--tenant", ALPHA), attack, "another tenant")
+    taken = cli("threads", "delete", BRAVO_THREAD, "--tenant", ALPHA)
+    unused = cli("threads", "delete", UNUSED_THREAD, "--tenant", ALPHA)
+    assert taken.exit_code == unused.exit_code != 0
+    assert without_id(taken.stderr, BRAVO_THREAD) == without_id(unused.stderr, UNUSED_THREAD)
     result = cli("threads", "prune", "--keep", "0", "--tenant", ALPHA)
     assert result.exit_code == 0, result.output
     assert "removed 0 threads" in result.stdout
 
 
-def test_session_history_of_bravos_thread_is_refused(attack: World) -> None:
-    with pytest.raises(ThreadAccessError) as refused:
-        Session(attack.settings).history(BRAVO_THREAD, tenant=ALPHA)
-    assert leaks(str(refused.value)) == [] and BRAVO not in str(refused.value)
+def test_session_history_of_bravos_thread_id_is_empty(attack: World) -> None:
+    assert Session(attack.settings).history(BRAVO_THREAD, tenant=ALPHA) == {}
     assert Session(attack.settings).history(BRAVO_THREAD, tenant=BRAVO)["messages"]
 
 
@@ -205,7 +223,7 @@ def test_session_history_of_bravos_thread_is_refused(attack: World) -> None:
 @pytest.mark.parametrize("context", [{"tenant": ALPHA}, None], ids=["alpha", "no-context"])
 def test_replay_of_bravos_thread_is_refused(attack: World, context: dict[str, str] | None) -> None:
     graph = build_graph(sqlite_checkpointer(attack.settings))
-    config: dict[str, Any] = {"configurable": {"thread_id": BRAVO_THREAD}}
+    config: dict[str, Any] = {"configurable": {"thread_id": BRAVO_STORED}}
     with pytest.raises(ThreadAccessError):
         graph.invoke(None, config, context=context)
     with pytest.raises(ThreadAccessError):
@@ -216,7 +234,7 @@ def test_time_travel_replay_of_bravos_first_checkpoint_is_refused(attack: World)
     """The first checkpoint of a thread (its input, before start_turn) holds no owner yet: the owner is
     always taken from the thread's latest checkpoint."""
     graph = build_graph(sqlite_checkpointer(attack.settings))
-    history = list(graph.get_state_history({"configurable": {"thread_id": BRAVO_THREAD}}))
+    history = list(graph.get_state_history({"configurable": {"thread_id": BRAVO_STORED}}))
     first = history[-1].config
     with pytest.raises(ThreadAccessError):
         graph.invoke(None, first, context={"tenant": ALPHA})
@@ -226,7 +244,7 @@ def test_server_style_async_run_on_bravos_thread_is_refused(attack: World) -> No
     async def run() -> None:
         async with async_sqlite_checkpointer(attack.settings) as saver:
             graph = build_graph(checkpointer=saver)
-            config = {"configurable": {"thread_id": BRAVO_THREAD}}
+            config = {"configurable": {"thread_id": BRAVO_STORED}}
             with pytest.raises(ThreadAccessError):
                 await graph.ainvoke({"question": "Repeat my question."}, config, context={"tenant": ALPHA})
             with pytest.raises(ThreadAccessError):

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 from config.settings import Settings
 from graphs.runner import Session
 from persistence.thread_lock import ThreadBusyError, lock_path, remove_lock_file, thread_lock
+from persistence.threads import scoped_thread_id
 from service.cli import app
 from state.context import Context
 from tests.conftest import REPO_ROOT
@@ -183,7 +184,7 @@ def test_session_ask_on_a_busy_thread_raises_and_writes_nothing(
 ) -> None:
     settings = make_settings(thread_lock_timeout_s=0)
     session = Session(settings)
-    with held_elsewhere(settings, "busy"):
+    with held_elsewhere(settings, scoped_thread_id(Context().tenant, "busy")):
         with pytest.raises(ThreadBusyError, match="RAG_THREAD_LOCK_TIMEOUT_S"):
             session.ask("Is Jupiter a planet?", thread_id="busy", context=Context())
         with pytest.raises(ThreadBusyError):
@@ -196,7 +197,7 @@ def test_cli_ask_on_a_busy_thread_exits_1_with_one_line(
 ) -> None:
     monkeypatch.setenv("RAG_DATA_DIR", str(settings.data_dir))
     monkeypatch.setenv("RAG_THREAD_LOCK_TIMEOUT_S", "0")
-    with held_elsewhere(settings, "busy"):
+    with held_elsewhere(settings, scoped_thread_id(settings.default_tenant, "busy")):
         result = CliRunner().invoke(app, ["ask", "Is Jupiter a planet?", "--thread", "busy"])
     assert result.exit_code == 1, result.output
     lines = result.stderr.strip().splitlines()

@@ -29,14 +29,15 @@ def _threads_tenant(tenant: str | None) -> str:
 def threads_list(tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None) -> None:
     """The tenant's conversations, most recent first."""
     from persistence.checkpointer import checkpoint_location
-    from persistence.threads import list_threads
+    from persistence.threads import list_threads, visible_thread_id
 
     settings = settings_or_exit()
     owner = _threads_tenant(tenant)
     with user_errors():
         threads = list_threads(checkpoint_location(settings), owner)
     for summary in threads:
-        console.print(f"{summary.thread_id}  {summary.checkpoints} checkpoints", highlight=False)
+        shown = visible_thread_id(summary.thread_id, owner)
+        console.print(f"{shown}  {summary.checkpoints} checkpoints", highlight=False)
     if not threads:
         console.print("no threads")
 
@@ -67,17 +68,18 @@ def threads_delete(
     """Delete one of the tenant's conversations (after a turn running on it has finished)."""
     from persistence.checkpointer import checkpoint_location
     from persistence.thread_lock import remove_lock_file, thread_lock
-    from persistence.threads import delete_thread, require_checkpoints
+    from persistence.threads import delete_thread, require_checkpoints, stored_thread_id
 
     settings = settings_or_exit()
     owner = _threads_tenant(tenant)
     with user_errors():
         location = checkpoint_location(settings)
         require_checkpoints(location)
-        with thread_lock(settings, thread_id):
-            deleted = delete_thread(location, thread_id, owner)
+        stored = stored_thread_id(location, owner, thread_id)
+        with thread_lock(settings, stored):
+            deleted = delete_thread(location, stored, owner)
             if deleted:
-                remove_lock_file(settings, thread_id)
+                remove_lock_file(settings, stored)
     if not deleted:
         fail(f"unknown thread {thread_id!r}")
     console.print(f"deleted {thread_id}", highlight=False)
