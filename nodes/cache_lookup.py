@@ -29,14 +29,18 @@ logger = logging.getLogger(__name__)
 
 
 def cache_scope(state: State, context: Context) -> CacheScope:
-    """Everything besides the question that changes the answer, and so must match exactly."""
+    """Everything besides the question that changes the answer, and so must match exactly: the models
+    are the ones that would answer now (settings and the run's override), so switching the model never
+    serves an answer another model wrote."""
+    resources = get_resources()
+    generator, grader = (resources.model_identity(role, context) for role in ("generate", "grade"))
     return CacheScope(
         tenant=context.tenant,
         collection=context.collection,
         conversation_id=state.get("conversation_id") or "",
         filters=dict(state.get("filters") or {}),
         mode=context.mode,
-        model=context.model,
+        model=f"{generator}; grader {grader}",
         answer_source=context.answer_source,
         system_prompt=context.system_prompt,
     )

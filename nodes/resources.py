@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 
 from config.settings import Settings, get_settings
 from models.capability import SelfTest, run_self_test
-from models.factory import chat_model, model_strength, strength_setting, supports_json_schema
+from models.factory import chat_model, model_strength, resolve_spec, strength_setting, supports_json_schema
 from persistence.process import install_process_resources
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
@@ -72,6 +72,19 @@ class Resources:
         if role == "grade" and self.grader is None and self.generator is not None:
             return self.generator
         return chat_model(self._settings_for(role, context), role)
+
+    def model_identity(self, role: Role, context: Context | None = None) -> str:
+        """Which model answers a role, as a stable text (the semantic cache's scope): an injected model's
+        class and name, else provider, model and endpoint from the settings and the run's override. Nothing
+        is started, so a cache lookup costs no model load."""
+        injected = self.grader if role == "grade" else self.generator
+        if injected is None and role == "grade":
+            injected = self.generator
+        if injected is not None:
+            name = getattr(injected, "model_name", None) or getattr(injected, "model", None) or ""
+            return f"injected:{type(injected).__name__}:{name}"
+        spec = resolve_spec(self._settings_for(role, context), role)
+        return f"{spec.provider}:{spec.model}@{spec.base_url or ''}"
 
     def strength(self, role: Role, context: Context | None = None) -> Strength:
         """Whether the role's model gets the LLM paths: an override, else `RAG_LLM_STRENGTH` /

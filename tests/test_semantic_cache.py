@@ -23,6 +23,7 @@ import redis
 
 from config.settings import Settings
 from graphs.rag import build_graph
+from nodes.resources import Resources
 from persistence.database import open_database
 from persistence.semantic_cache import (
     CacheScope,
@@ -39,9 +40,9 @@ from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 from state.context import Context
 from tests.conftest import write_corpus
-from tests.fakes import HashEmbeddings
+from tests.fakes import HashEmbeddings, TaskChatModel
 from tests.helpers.api_server import serve
-from tests.helpers.rag_world import ANSWER, QUESTION, World, world
+from tests.helpers.rag_world import ANSWER, QUESTION, REPLY, World, world
 
 PAYLOAD = {
     "answer": ANSWER,
@@ -385,6 +386,35 @@ def test_another_tenant_asking_the_same_gets_its_own_answer(cached: World) -> No
     acme_sources = {str((cached.folders["acme"] / name).resolve()) for name in ("jupiter.md", "tea.md")}
     assert {source["source"] for source in out["sources"]} <= acme_sources
     assert ask(tenant="acme")["cache_hit"] is True
+
+
+class SwitchedModel(TaskChatModel):
+    """Another model than the world's (same replies): what a deployment gets after switching models."""
+
+
+def test_switching_the_model_never_serves_the_previous_models_answer(cached: World) -> None:
+    assert ask()["cache_hit"] is False
+    switched = SwitchedModel(replies={"generate": REPLY})
+    cached.resources.generator = cached.resources.grader = switched
+    out = ask(SAME_WORDS)
+    assert out["cache_hit"] is False and switched.tasks().count("generate") == 1  # the new model answered
+    assert ask(SAME_WORDS)["cache_hit"] is True  # and its own answer is cached for it
+
+
+def test_the_configured_model_is_part_of_the_scope_without_starting_it(
+    make_settings: Callable[..., Settings],
+) -> None:
+    """The settings' model (no injected one): a switch of RAG_LOCAL_MODEL, RAG_LLM_MODEL or the endpoint
+    changes the identity the cache scope holds; nothing is loaded to say so."""
+    embedded = Resources(make_settings(local_model="qwen2.5-coder-0.5b"))
+    other_embedded = Resources(make_settings(local_model="qwen2.5-coder-1.5b"))
+    endpoint = Resources(
+        make_settings(llm_provider="openai", llm_base_url="http://127.0.0.1:9/v1", llm_model="m")
+    )
+    identities = {r.model_identity("generate") for r in (embedded, other_embedded, endpoint)}
+    assert len(identities) == 3
+    override = embedded.model_identity("generate", Context(model="other"))
+    assert override != embedded.model_identity("generate")
 
 
 def test_ingesting_into_the_tenant_invalidates_its_answers_only(cached: World, tmp_path: Path) -> None:
