@@ -136,6 +136,19 @@ class Settings(BaseSettings):
         ge=1.0,
         description="Zip entries over 1 MiB that inflate more than this many times are refused (XML: ~10x).",
     )
+    loader_max_depth: int = Field(
+        512,
+        ge=16,
+        description="Nesting depth cap of parsed files (a 1.1 MB file of nested <div>s hung ingestion): JSON "
+        "nested deeper is refused; HTML elements opened deeper are taken as closed (legacy pages leave <p> "
+        "and <li> unclosed, which the parser nests). DOCX XML is capped at 256 by libxml2.",
+    )
+    loader_file_timeout_s: float = Field(
+        60.0,
+        ge=0.0,
+        description="Seconds one file may take to parse before it fails alone with this reason (checked "
+        "inside the parse loops and after the parse; 0 = no limit).",
+    )
 
     # --- search --------------------------------------------------------------------------------
     top_k: int = Field(

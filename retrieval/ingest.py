@@ -9,6 +9,11 @@ Order of writes, per file, and why:
 6. delete from Chroma the old chunks the new version no longer has.
 A crash between 4 and 5 leaves the old version searchable and the file still "changed", so the next run
 redoes it; a crash between 5 and 6 leaves stray vectors that search ignores (it trusts only catalog rows).
+
+Each file's parse runs under a `LoadGuard` (nesting cap RAG_LOADER_MAX_DEPTH, time budget
+RAG_LOADER_FILE_TIMEOUT_S): a file over either fails alone with its reason. A caller's `should_stop` hook
+(an API request whose client went away) stops the run between files, inside parse loops and between
+embedding batches, which is a safe point by the order above: nothing of the file in progress is published.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ from retrieval.embeddings import content_hash
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.loaders import (
     LoaderError,
+    LoadGuard,
+    StopRequested,
     ZipLimits,
     discover_files,
     ensure_regular,
@@ -72,6 +79,8 @@ class IngestSummary:
     seconds: float = 0.0
     #: Vectors rebuilt from the catalog because the vector store had lost them (see retrieval.store_health).
     vectors_restored: int = 0
+    #: The caller's should_stop() ended the run early: `results` hold only the files finished before it.
+    stopped: bool = False
 
     def count(self, status: FileStatus) -> int:
         """Number of sources with this status."""
@@ -99,6 +108,7 @@ class IngestSummary:
             "seconds": round(self.seconds, 3),
             "chunks_per_s": round(self.chunks_per_second, 2),
             "vectors_restored": self.vectors_restored,
+            "stopped": self.stopped,
             "failures": [
                 {"source": r.source, "reason": r.reason} for r in self.results if r.status == "failed"
             ],
@@ -107,6 +117,8 @@ class IngestSummary:
 
 #: Progress callback: (event, amount) with event "file" (one source done) or "chunks" (n chunks embedded).
 ProgressCallback = Callable[[str, int], None]
+#: Stop hook: returns True once the caller no longer wants the run (e.g. `threading.Event().is_set`).
+StopCallback = Callable[[], bool]
 
 
 def _noop(_event: str, _amount: int) -> None:
@@ -197,8 +209,13 @@ def index_documents(
     tenant: str,
     collection: str,
     progress: ProgressCallback = _noop,
+    should_stop: StopCallback | None = None,
 ) -> int:
-    """Chunk, embed and atomically store the documents of one source; return the number of chunks."""
+    """Chunk, embed and atomically store the documents of one source; return the number of chunks.
+
+    `should_stop` is asked before each embedding batch; True raises StopRequested before the catalog
+    commit, so the source keeps its previous version (vectors already upserted are ignored by search).
+    """
     chunks = build_chunks(documents, kb, tenant=tenant, collection=collection, doc_hash=source_hash)
     if not chunks:
         raise LoaderError("empty document: no text to index")
@@ -207,6 +224,8 @@ def index_documents(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-upsert") as writer:
         pending: list[Future[None]] = []
         for start in range(0, len(chunks), EMBED_BATCH_CHUNKS):
+            if should_stop is not None and should_stop():
+                raise StopRequested("ingestion stopped by the caller")
             batch = chunks[start : start + EMBED_BATCH_CHUNKS]
             inputs = [embedding_input(str(chunk.metadata["title"]), chunk.text) for chunk in batch]
             vectors = kb.embeddings.embed_documents(inputs)
@@ -329,9 +348,21 @@ def ingest_paths(
     prune: bool = False,
     progress: ProgressCallback = _noop,
     on_files: Callable[[list[Path]], None] | None = None,
+    should_stop: StopCallback | None = None,
 ) -> IngestSummary:
     """Ingest files and folders into one collection of one tenant (see the module docstring for the order);
-    vectors the vector store lost are restored first (`restore_lost_vectors`)."""
+    vectors the vector store lost are restored first (`restore_lost_vectors`).
+
+    Each file is parsed under `LoadGuard.from_settings(kb.settings)`: one nested too deeply or slower than
+    RAG_LOADER_FILE_TIMEOUT_S fails alone with a one-line reason, and the others still index.
+
+    `should_stop`, when given, is called between files, every few hundred steps of a parse and before each
+    embedding batch; once it returns True the run stops: the file in progress is abandoned (its previous
+    version stays), no later file is read, nothing is pruned, and the summary returned has `stopped=True`
+    with the results of the files finished before. It must be cheap and thread-safe; an API route that
+    runs ingestion in a worker thread can pass `should_stop=event.is_set` for a `threading.Event` that it
+    sets once `await request.is_disconnected()` is true.
+    """
     started = time.perf_counter()
     collection = validate_collection_name(collection or kb.settings.default_collection)
     tenant = validate_collection_name(tenant or kb.settings.default_tenant, "tenant")
@@ -342,11 +373,26 @@ def ingest_paths(
     summary = IngestSummary()
     summary.vectors_restored = restore_lost_vectors(kb)
     for path in files:
-        summary.results.append(
-            _ingest_file(kb, path, signature, tenant=tenant, collection=collection, progress=progress)
-        )
+        if should_stop is not None and should_stop():
+            summary.stopped = True
+            break
+        try:
+            result = _ingest_file(
+                kb,
+                path,
+                signature,
+                tenant=tenant,
+                collection=collection,
+                progress=progress,
+                should_stop=should_stop,
+            )
+        except StopRequested:
+            summary.stopped = True
+            logger.info("ingestion stopped by the caller at %s", path)
+            break
+        summary.results.append(result)
         progress("file", 1)
-    if prune:
+    if prune and not summary.stopped:
         present = {str(path) for path in files}
         roots = [Path(p).resolve() for p in paths]
         for record in kb.catalog.documents(tenant, collection):
@@ -370,8 +416,16 @@ def restore_lost_vectors(kb: KnowledgeBase) -> int:
 
 
 def _ingest_file(
-    kb: KnowledgeBase, path: Path, signature: str, *, tenant: str, collection: str, progress: ProgressCallback
+    kb: KnowledgeBase,
+    path: Path,
+    signature: str,
+    *,
+    tenant: str,
+    collection: str,
+    progress: ProgressCallback,
+    should_stop: StopCallback | None = None,
 ) -> FileResult:
+    """Index one file; its failure is returned as a result (StopRequested, only, propagates)."""
     source = str(path)
     settings = kb.settings
     try:
@@ -383,7 +437,8 @@ def _ingest_file(
         known = kb.catalog.document(tenant, collection, source)
         if known is not None and known.file_hash == digest:
             return FileResult(source, "skipped", known.n_chunks)
-        documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits.from_settings(settings))
+        guard = LoadGuard.from_settings(settings, should_stop)  # the time budget starts here
+        documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits.from_settings(settings), guard)
         del data
         count = index_documents(
             kb,
@@ -393,6 +448,7 @@ def _ingest_file(
             tenant=tenant,
             collection=collection,
             progress=progress,
+            should_stop=should_stop,
         )
         return FileResult(source, "indexed", count)
     except LoaderError as error:

@@ -5,6 +5,12 @@ fail alone, with a short reason a person can act on, and never abort the batch. 
 here raises only `LoaderError`, whose message is that reason; the raw exceptions of pypdf, python-docx
 and json are wrapped. Each format keeps the structure the chunker and citations need (PDF page numbers,
 markdown/HTML/DOCX headings as sections and chapters, JSON record ids and metadata).
+
+Ingestion must also survive files built to be slow: a 1.1 MB HTML file of nested <div>s hung it (time grew
+with the square of the depth). So nothing here re-walks a subtree per element, nesting is capped
+(RAG_LOADER_MAX_DEPTH), and every parse runs under a `LoadGuard`: a per-file time budget
+(RAG_LOADER_FILE_TIMEOUT_S) and the caller's stop hook, checked inside the parse loops (cooperatively: no
+thread or signal, so nothing is left running when a file is given up).
 """
 
 from __future__ import annotations
@@ -17,15 +23,18 @@ import logging
 import os
 import re
 import stat
+import time
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
 import docx
-from bs4 import BeautifulSoup, NavigableString, Tag
+from bs4 import BeautifulSoup, Tag
+from bs4.element import CData, NavigableString, PageElement
 from docx.table import Table
 from pypdf import PdfReader
 
@@ -34,7 +43,9 @@ from core.types import LoadedDocument, MetadataValue, Section, is_custom_metadat
 
 __all__ = [
     "SUPPORTED_SUFFIXES",
+    "LoadGuard",
     "LoaderError",
+    "StopRequested",
     "ZipLimits",
     "discover_files",
     "ensure_regular",
@@ -106,6 +117,10 @@ HTML_BLOCK_TAGS = [
 _HTML_PARAGRAPH_MARK = "\ue000"
 _HTML_LINE_MARK = "\ue001"
 _HTML_HEADING_MARK = "\ue002"
+#: The marker characters removed from the source text, so that only ours delimit structure.
+_HTML_MARKS_REMOVED = str.maketrans("", "", _HTML_PARAGRAPH_MARK + _HTML_LINE_MARK + _HTML_HEADING_MARK)
+#: bs4 string types that are content (comments, doctypes and processing instructions are not).
+_HTML_TEXT_TYPES = frozenset({NavigableString, CData})
 #: Bytes read per system call while reading a file (the size cap is checked after every read).
 READ_BLOCK_BYTES = 1 << 20
 #: Zip entries smaller than this are exempt from the compression-ratio check (tiny XML parts compress
@@ -121,15 +136,79 @@ _FILE_KINDS = (
 )
 _HTML_HEADING_RE = re.compile(f"{_HTML_HEADING_MARK}(\\d)(.*?){_HTML_HEADING_MARK}", re.DOTALL)
 
-_MARKDOWN_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+?)(?:[ \t]+#+)?[ \t]*$")
+# The closing `#`s of a heading are removed in Python (`_markdown_heading_text`): a lazy group followed by
+# optional spaces backtracked quadratically (a 20,000-space heading line took 5.7 s).
+_MARKDOWN_HEADING_RE = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.+)$")
 _MARKDOWN_FENCE_RE = re.compile(r"^ {0,3}(```|~~~)")
 _DOCX_HEADING_LEVEL_RE = re.compile(r"(\d+)")
 _EXCESS_NEWLINES_RE = re.compile(r"\n{3,}")
-_TRAILING_SPACE_RE = re.compile(r"[ \t\u3000]+$", re.MULTILINE)
+# Matches only from the start of a run of spaces: without the look-behind, a long run inside a line was
+# rescanned from each of its spaces (quadratic: 20,000 spaces before a word took 1.7 s).
+_TRAILING_SPACE_RE = re.compile(r"(?<![ \t\u3000])[ \t\u3000]++$", re.MULTILINE)
+# A JSON string, quotes included; possessive, and the closing quote optional, so that malformed input
+# (an unterminated string, stray backslashes) is still scanned once, never backtracked over.
+_JSON_STRING_RE = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?', re.DOTALL)
+_JSON_NOT_BRACKET_RE = re.compile(r"[^\[\]{}]+")
+_JSON_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+#: Parse-loop iterations between two checks of the time budget and the stop hook.
+GUARD_CHECK_EVERY = 256
 
 
 class LoaderError(Exception):
     """A file that cannot be loaded; the message is a short reason shown to the user as-is."""
+
+
+class StopRequested(Exception):
+    """`should_stop()` returned True: the parse was abandoned; the file neither loaded nor failed.
+
+    Not a LoaderError, so that ingestion does not record it as the file's failure but stops the run.
+    """
+
+
+@dataclass
+class LoadGuard:
+    """Bounds of one file's parse: a nesting depth cap, a time budget and the caller's stop hook.
+
+    Why cooperative: a thread cannot be killed and a signal only reaches the main thread (the API parses in
+    worker threads), so the loaders call `tick()` in their loops instead. A step that is one call into C
+    (json.loads, lxml) or one PDF page cannot be interrupted; `load_bytes` checks the budget after it, so a
+    file over budget still fails. The clock starts when the guard is made: make one per file.
+    """
+
+    max_depth: int = Settings.model_fields["loader_max_depth"].default
+    #: Seconds the parse may take (0 = no limit).
+    timeout_s: float = Settings.model_fields["loader_file_timeout_s"].default
+    #: Called at each check; True abandons the parse with StopRequested (a client that went away).
+    should_stop: Callable[[], bool] | None = None
+    _deadline: float | None = field(init=False, default=None)
+    _countdown: int = field(init=False, default=GUARD_CHECK_EVERY)
+
+    def __post_init__(self) -> None:
+        if self.timeout_s > 0:
+            self._deadline = time.monotonic() + self.timeout_s
+
+    @classmethod
+    def from_settings(cls, settings: Settings, should_stop: Callable[[], bool] | None = None) -> LoadGuard:
+        """A guard with these settings' limits (RAG_LOADER_MAX_DEPTH, RAG_LOADER_FILE_TIMEOUT_S)."""
+        return cls(settings.loader_max_depth, settings.loader_file_timeout_s, should_stop)
+
+    def check(self) -> None:
+        """StopRequested when the caller asked to stop; LoaderError when the time budget is spent."""
+        if self.should_stop is not None and self.should_stop():
+            raise StopRequested("ingestion stopped by the caller")
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise LoaderError(f"took longer than {self.timeout_s:g} s to parse (RAG_LOADER_FILE_TIMEOUT_S)")
+
+    def tick(self) -> None:
+        """`check()` every GUARD_CHECK_EVERY calls: cheap enough for a loop over every element."""
+        self._countdown -= 1
+        if self._countdown <= 0:
+            self._countdown = GUARD_CHECK_EVERY
+            self.check()
+
+    def too_deep(self) -> LoaderError:
+        """The reason for a file nested deeper than the cap."""
+        return LoaderError(f"nested deeper than {self.max_depth} levels (RAG_LOADER_MAX_DEPTH)")
 
 
 @dataclass(frozen=True)
@@ -238,28 +317,45 @@ def read_regular_file(path: Path, max_bytes: int) -> bytes:
         os.close(descriptor)
 
 
-def load_file(path: Path, max_bytes: int, zip_limits: ZipLimits | None = None) -> list[LoadedDocument]:
+def load_file(
+    path: Path, max_bytes: int, zip_limits: ZipLimits | None = None, guard: LoadGuard | None = None
+) -> list[LoadedDocument]:
     """Read `path` into documents (one per file, or one per record for JSON/JSONL).
 
-    Raises LoaderError, and nothing else, for any file that cannot be loaded: not a regular file, too
-    large, unsupported, unreadable, corrupt, a zip bomb, binary, undecodable or without text.
+    Raises LoaderError for any file that cannot be loaded: not a regular file, too large, unsupported,
+    unreadable, corrupt, a zip bomb, binary, undecodable, without text, nested too deeply or over its time
+    budget; and StopRequested, only, when `guard.should_stop()` asked to stop. `guard` defaults to the
+    default limits, with its clock started here.
     """
     ensure_supported(path)
-    return load_bytes(path, read_regular_file(path, max_bytes), max_bytes, zip_limits)
+    guard = guard or LoadGuard()
+    return load_bytes(path, read_regular_file(path, max_bytes), max_bytes, zip_limits, guard)
 
 
 def load_bytes(
-    path: Path, data: bytes, max_bytes: int, zip_limits: ZipLimits | None = None
+    path: Path,
+    data: bytes,
+    max_bytes: int,
+    zip_limits: ZipLimits | None = None,
+    guard: LoadGuard | None = None,
 ) -> list[LoadedDocument]:
-    """Documents from the bytes of `path` already read (ingestion hashes and parses one read)."""
+    """Documents from the bytes of `path` already read (ingestion hashes and parses one read).
+
+    The parse runs under `guard` (default limits if None); its budget is checked once more at the end, so
+    a file whose parse outran it in a step that cannot be interrupted fails too.
+    """
     loader = _loader_for(path)
+    guard = guard or LoadGuard()
     if _suffix_of(path) in GZIP_SUFFIXES:
         data = _gunzip(data, max_bytes)
     if not data.strip():
         raise LoaderError("empty document: no text")
     if _suffix_of(path) in ZIP_SUFFIXES:
         data = _inflate_zip(data, zip_limits or ZipLimits(), _suffix_of(path).lstrip(".").upper())
-    return loader(path, data)
+    guard.check()
+    documents = loader(path, data, guard)
+    guard.check()
+    return documents
 
 
 def ensure_supported(path: Path) -> None:
@@ -267,7 +363,7 @@ def ensure_supported(path: Path) -> None:
     _loader_for(path)
 
 
-def _loader_for(path: Path) -> Callable[[Path, bytes], list[LoadedDocument]]:
+def _loader_for(path: Path) -> Callable[[Path, bytes, LoadGuard], list[LoadedDocument]]:
     suffix = _suffix_of(path)
     loader = _LOADERS.get(suffix)
     if loader is None:
@@ -482,24 +578,28 @@ def _file_document(path: Path, title: str, doc_type: str, sections: list[Section
 # --- plain text and markdown ---------------------------------------------------------------------------
 
 
-def _load_txt(path: Path, data: bytes) -> list[LoadedDocument]:
+def _load_txt(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
     """Plain text is one section; the chunker splits it by paragraphs."""
     text = _normalise(_decode_text(data))
     return [_file_document(path, path.stem, "txt", [Section(text=text)])]
 
 
-def _load_markdown(path: Path, data: bytes) -> list[LoadedDocument]:
-    """Markdown split at ATX headings (outside code fences); title is the first level-1 heading."""
+def _load_markdown(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
+    """Markdown split at ATX headings (outside code fences); title is the first level-1 heading.
+
+    Read line by line, never as a tree: nested lists and quotes cost nothing, so no depth cap applies.
+    """
     lines = _normalise(_decode_text(data)).split("\n")
     preamble: list[str] = []
     parts: list[tuple[int, str, list[str]]] = []
     in_fence = False
     for line in lines:
+        guard.tick()
         if _MARKDOWN_FENCE_RE.match(line):
             in_fence = not in_fence
         match = None if in_fence else _MARKDOWN_HEADING_RE.match(line)
         if match:
-            parts.append((len(match.group(1)), match.group(2).strip(), []))
+            parts.append((len(match.group(1)), _markdown_heading_text(match.group(2)), []))
         elif parts:
             parts[-1][2].append(line)
         else:
@@ -510,23 +610,51 @@ def _load_markdown(path: Path, data: bytes) -> list[LoadedDocument]:
     return [_file_document(path, title, "md", sections)]
 
 
+def _markdown_heading_text(rest: str) -> str:
+    """A heading's text without its optional closing `#`s (`## Title ##`), which must follow a space."""
+    text = rest.rstrip(" \t")
+    body = text.rstrip("#")
+    if body != text and body and body[-1] in " \t":
+        text = body
+    return text.strip()
+
+
 # --- HTML ----------------------------------------------------------------------------------------------
 
 
-def _load_html(path: Path, data: bytes) -> list[LoadedDocument]:
+class _GuardedSoup(BeautifulSoup):
+    """BeautifulSoup (html.parser) that ticks a LoadGuard at every start tag and caps the nesting depth.
+
+    At the cap, the innermost open element is taken as closed before the new one opens, as HTML's own
+    rules close an open <p> at the next <p>: html.parser nests every unclosed tag, so a legacy page of
+    unclosed <p>s would otherwise be thousands deep. Text and its order are kept; only the structure beyond
+    the cap is flattened, and the tree stays at most `guard.max_depth` deep whatever the markup.
+    """
+
+    def __init__(self, markup: str, guard: LoadGuard) -> None:
+        self._guard = guard  # set before parsing, which BeautifulSoup's constructor does
+        super().__init__(markup, "html.parser")
+
+    def handle_starttag(self, *args: Any, **kwargs: Any) -> Tag | None:
+        """Open a tag (bs4's tree builder calls this for every start tag), under the guard's limits."""
+        self._guard.tick()
+        if len(self.tagStack) > self._guard.max_depth:
+            self.endData()  # the text read so far belongs to the element being closed
+            self.popTag()
+        return super().handle_starttag(*args, **kwargs)
+
+
+def _load_html(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
     """HTML text without scripts, styles or navigation, split into sections at h1-h3."""
     text = _decode_text(data)
     try:
-        soup = BeautifulSoup(text, "html.parser")
+        soup = _GuardedSoup(text, guard)
+    except (LoaderError, StopRequested):
+        raise
     except Exception as exc:  # html.parser is lenient, but bs4 may still reject pathological markup.
         raise LoaderError(f"unparsable HTML: {str(exc) or type(exc).__name__}") from exc
     title = _html_title(soup) or path.stem
-    for tag in soup.find_all(HTML_DROPPED_TAGS):
-        tag.decompose()
-    for title_tag in soup.find_all("title"):
-        title_tag.decompose()
-    _mark_html_structure(soup)
-    flat = re.sub(r"\s+", " ", soup.get_text())
+    flat = re.sub(r"\s+", " ", _html_marked_text(soup, guard))
     flat = flat.replace(_HTML_LINE_MARK, "\n").replace(_HTML_PARAGRAPH_MARK, "\n\n")
     flat = re.sub(r"[ \t]*\n[ \t]*", "\n", flat)
     pieces = _HTML_HEADING_RE.split(flat)
@@ -549,41 +677,103 @@ def _html_title(soup: BeautifulSoup) -> str:
     return ""
 
 
-def _mark_html_structure(soup: BeautifulSoup) -> None:
-    """Replace structure with marker characters so it survives flattening the tree to one string."""
-    for pre in soup.find_all("pre"):
-        for string in list(pre.find_all(string=True)):
-            string.replace_with(NavigableString(str(string).replace("\n", _HTML_LINE_MARK)))
-    for br in soup.find_all("br"):
-        br.replace_with(NavigableString(_HTML_LINE_MARK))
-    for heading in soup.find_all(HTML_SECTION_HEADINGS):
-        level = heading.name[1]
-        text = " ".join(heading.get_text(" ").split())
-        marker = f"{_HTML_PARAGRAPH_MARK}{_HTML_HEADING_MARK}{level}{text}{_HTML_HEADING_MARK}"
-        heading.replace_with(NavigableString(marker + _HTML_PARAGRAPH_MARK))
-    for block in soup.find_all(HTML_BLOCK_TAGS):
-        block.insert_before(NavigableString(_HTML_PARAGRAPH_MARK))
-        block.insert_after(NavigableString(_HTML_PARAGRAPH_MARK))
-    for cell in soup.find_all(["td", "th"]):
-        if cell.find_next_sibling(["td", "th"]) is not None:
-            cell.insert_after(NavigableString(" | "))
+def _html_marked_text(soup: BeautifulSoup, guard: LoadGuard) -> str:
+    """The page's text, with marker characters standing for its structure, in one walk of the tree.
+
+    Paragraph marks around block elements, line marks for <br> and the newlines of <pre>, heading marks
+    around the collapsed text of h1-h3, " | " between table cells; dropped elements (scripts, navigation,
+    titles) are skipped. Why one explicit-stack walk: marking the tree with bs4's insert_after/decompose
+    re-walks the subtree of every element (insert_after looks for the element's last descendant), so a
+    page of n nested elements cost n^2 (8,000 nested <div>s: 12 s), and recursion would overflow.
+    """
+    dropped = frozenset([*HTML_DROPPED_TAGS, "title"])
+    headings = frozenset(HTML_SECTION_HEADINGS)
+    blocks = frozenset(HTML_BLOCK_TAGS)
+    out: list[str] = []
+    heading_text: list[str] | None = None  # strings of the h1-h3 being read, else None
+    heading_tag: Tag | None = None
+    in_pre = 0
+    stack: list[tuple[Tag, Iterator[PageElement]]] = [(soup, iter(soup.contents))]
+    while stack:
+        guard.tick()
+        tag, children = stack[-1]
+        child = next(children, None)
+        if child is None:  # the element ends
+            stack.pop()
+            _html_close(tag, out, heading_tag, heading_text)
+            if tag is heading_tag:
+                heading_tag, heading_text = None, None
+            elif heading_tag is None and tag.name in blocks:
+                out.append(_HTML_PARAGRAPH_MARK)
+            if tag.name == "pre":
+                in_pre -= 1
+            continue
+        if isinstance(child, NavigableString):
+            if type(child) in _HTML_TEXT_TYPES:
+                string = str(child).translate(_HTML_MARKS_REMOVED)
+                if heading_text is not None:
+                    heading_text.append(string)
+                else:
+                    out.append(string.replace("\n", _HTML_LINE_MARK) if in_pre else string)
+            continue
+        if not isinstance(child, Tag) or child.name in dropped:
+            continue
+        if child.name == "br":  # a line break; in a heading, whose text is one line, a space
+            if heading_text is not None:
+                heading_text.append(" ")
+            else:
+                out.append(_HTML_LINE_MARK)
+            continue
+        if heading_tag is None and child.name in headings:
+            heading_tag, heading_text = child, []
+        elif heading_tag is None and child.name in blocks:
+            out.append(_HTML_PARAGRAPH_MARK)
+        if child.name == "pre":
+            in_pre += 1
+        stack.append((child, iter(child.contents)))
+    return "".join(out)
+
+
+def _html_close(tag: Tag, out: list[str], heading_tag: Tag | None, heading_text: list[str] | None) -> None:
+    """What an element leaves at its end: a heading's marked text, or " | " after a cell another follows."""
+    if tag is heading_tag and heading_text is not None:
+        text = " ".join(" ".join(heading_text).split())
+        level = tag.name[1]
+        out.append(f"{_HTML_PARAGRAPH_MARK}{_HTML_HEADING_MARK}{level}{text}{_HTML_HEADING_MARK}")
+        out.append(_HTML_PARAGRAPH_MARK)
+    elif heading_tag is None and tag.name in ("td", "th"):
+        # Cost: the siblings up to the next cell, each looked at by one cell only, so linear in all.
+        for sibling in tag.next_siblings:
+            if isinstance(sibling, Tag) and sibling.name in ("td", "th"):
+                out.append(" | ")
+                break
 
 
 # --- PDF -----------------------------------------------------------------------------------------------
 
 
-def _load_pdf(path: Path, data: bytes) -> list[LoadedDocument]:
-    """One section per PDF page that has text, with its 1-based page number for citations."""
+def _load_pdf(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
+    """One section per PDF page that has text, with its 1-based page number for citations.
+
+    The guard is checked between pages: one page's extraction is a single pypdf call (giving pypdf a
+    per-operator hook would make it parse the content of pages without text, which it otherwise skips).
+    pypdf walks nested objects recursively, so their depth is capped by Python's recursion limit.
+    """
     # pypdf logs a warning for every recoverable defect; the outcome is reported through LoaderError.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted:
             _decrypt_without_password(reader)
-        pages = [_normalise(page.extract_text() or "") for page in reader.pages]
+        pages: list[str] = []
+        for page in reader.pages:
+            guard.check()
+            pages.append(_normalise(page.extract_text() or ""))
         metadata_title = (reader.metadata.title if reader.metadata else None) or ""
-    except LoaderError:
+    except (LoaderError, StopRequested):
         raise
+    except RecursionError as exc:
+        raise LoaderError("corrupt PDF: objects nested too deeply") from exc
     except Exception as exc:  # pypdf raises many types on damaged files; all mean the same to the user.
         raise LoaderError(f"corrupt PDF: {str(exc) or type(exc).__name__}") from exc
     sections = [Section(text=text, page=number) for number, text in enumerate(pages, start=1) if text]
@@ -608,16 +798,28 @@ def _decrypt_without_password(reader: PdfReader) -> None:
 # --- DOCX ----------------------------------------------------------------------------------------------
 
 
-def _load_docx(path: Path, data: bytes) -> list[LoadedDocument]:
-    """DOCX paragraphs and tables in document order, split into sections at Heading styles."""
+def _load_docx(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
+    """DOCX paragraphs and tables in document order, split into sections at Heading styles.
+
+    Nesting: libxml2 refuses XML deeper than 256 elements, and only the body's blocks and their tables'
+    cells are read (no recursion here), so RAG_LOADER_MAX_DEPTH has nothing more to cap.
+    """
     try:
         document = docx.Document(io.BytesIO(data))
-        blocks = [
-            (_docx_table_text(block), None) if isinstance(block, Table) else _docx_paragraph(block)
-            for block in document.iter_inner_content()
-        ]
+        blocks: list[tuple[str, int | None]] = []
+        for block in document.iter_inner_content():
+            guard.tick()
+            blocks.append(
+                _docx_table_text(block, guard) if isinstance(block, Table) else _docx_paragraph(block)
+            )
         core_title = document.core_properties.title or ""
+    except (LoaderError, StopRequested):
+        raise
     except Exception as exc:  # python-docx and its zip/XML layers raise many types on damaged files.
+        if "Excessive depth" in str(exc):  # lxml's XMLSyntaxError, in libxml2's words
+            raise LoaderError(
+                "corrupt DOCX: XML nested deeper than 256 levels (the XML parser's limit)"
+            ) from exc
         raise LoaderError(f"corrupt DOCX: {str(exc) or type(exc).__name__}") from exc
     preamble: list[str] = []
     parts: list[tuple[int, str, list[str]]] = []
@@ -654,10 +856,11 @@ def _docx_paragraph(paragraph: Any) -> tuple[str, int | None]:
     return text, None
 
 
-def _docx_table_text(table: Any) -> str:
+def _docx_table_text(table: Any, guard: LoadGuard) -> tuple[str, None]:
     """Table rows as lines of ' | '-joined cells; merged cells (repeated objects) appear once."""
     lines: list[str] = []
     for row in table.rows:
+        guard.tick()
         cells: list[str] = []
         seen: set[int] = set()
         for cell in row.cells:
@@ -669,15 +872,15 @@ def _docx_table_text(table: Any) -> str:
                 cells.append(cell_text)
         if cells:
             lines.append(" | ".join(cells))
-    return "\n".join(lines)
+    return "\n".join(lines), None
 
 
 # --- JSON / JSONL records ------------------------------------------------------------------------------
 
 
-def _load_json(path: Path, data: bytes) -> list[LoadedDocument]:
+def _load_json(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
     """A JSON array of records, an object holding one under records/data/documents, or one record."""
-    parsed = _parse_json(_decode_text(data), line_number=None)
+    parsed = _parse_json(_decode_text(data), line_number=None, guard=guard)
     if isinstance(parsed, dict):
         listed = next((parsed[key] for key in RECORD_LIST_KEYS if isinstance(parsed.get(key), list)), None)
         records: list[Any] = listed if listed is not None else [parsed]
@@ -685,39 +888,57 @@ def _load_json(path: Path, data: bytes) -> list[LoadedDocument]:
         records = parsed
     else:
         raise LoaderError("invalid JSON records: expected an array or an object")
-    return _record_documents(path, records)
+    return _record_documents(path, records, guard)
 
 
-def _load_jsonl(path: Path, data: bytes) -> list[LoadedDocument]:
+def _load_jsonl(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
     """One JSON record per line; one malformed line fails the whole file so nothing half-loads."""
     records: list[Any] = []
     for number, line in enumerate(_decode_text(data).splitlines(), start=1):
+        guard.tick()
         if not line.strip():
             continue
-        records.append(_parse_json(line, line_number=number))
-    return _record_documents(path, records)
+        records.append(_parse_json(line, line_number=number, guard=guard))
+    return _record_documents(path, records, guard)
 
 
-def _parse_json(text: str, line_number: int | None) -> Any:
-    """Parsed JSON; the error names the line (of the file, for a JSONL line) so the user can fix it."""
+def _parse_json(text: str, line_number: int | None, guard: LoadGuard) -> Any:
+    """Parsed JSON; the error names the line (of the file, for a JSONL line) so the user can fix it.
+
+    The nesting depth is measured first: json.loads recurses in C, bounded only by the interpreter's
+    recursion limit, which a process may raise far enough to overflow the C stack.
+    """
+    line = line_number if line_number is not None else 1
+    if _json_depth(text, guard.max_depth) > guard.max_depth:
+        raise LoaderError(f"invalid JSON on line {line}: {guard.too_deep()}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         reason = exc.msg
         line = line_number if line_number is not None else exc.lineno
-    except (ValueError, RecursionError) as exc:  # over-long integers, absurd nesting
-        reason = str(exc) if isinstance(exc, ValueError) else "nested too deeply"
-        line = line_number if line_number is not None else 1
+    except ValueError as exc:  # over-long integers
+        reason = str(exc)
+    except RecursionError:  # a recursion limit below the cap, or a deep stack already
+        reason = str(guard.too_deep())
     raise LoaderError(f"invalid JSON on line {line}: {reason}")
 
 
-def _record_documents(path: Path, records: list[Any]) -> list[LoadedDocument]:
+def _json_depth(text: str, cap: int) -> int:
+    """The deepest bracket nesting of JSON `text` outside strings, in a few passes of C code (linear even
+    for malformed text); 0 without counting when the text has too few brackets to exceed `cap`."""
+    if text.count("[") + text.count("{") <= cap:
+        return 0
+    brackets = _JSON_NOT_BRACKET_RE.sub("", _JSON_STRING_RE.sub("", text))
+    return max(accumulate(map(_JSON_DEPTH_STEP.__getitem__, brackets)), default=0)
+
+
+def _record_documents(path: Path, records: list[Any], guard: LoadGuard) -> list[LoadedDocument]:
     """Documents for the records that have text; a file where none has text is an error."""
-    documents = [
-        document
-        for index, record in enumerate(records)
-        if isinstance(record, dict) and (document := _record_document(path, index, record)) is not None
-    ]
+    documents: list[LoadedDocument] = []
+    for index, record in enumerate(records):
+        guard.tick()
+        if isinstance(record, dict) and (document := _record_document(path, index, record)) is not None:
+            documents.append(document)
     if not documents:
         raise LoaderError("no records with text (expected a 'text' or 'content' field)")
     return documents
@@ -773,7 +994,7 @@ def _record_document(path: Path, index: int, record: dict[str, Any]) -> LoadedDo
     )
 
 
-_LOADERS: dict[str, Callable[[Path, bytes], list[LoadedDocument]]] = {
+_LOADERS: dict[str, Callable[[Path, bytes, LoadGuard], list[LoadedDocument]]] = {
     ".md": _load_markdown,
     ".markdown": _load_markdown,
     ".txt": _load_txt,

@@ -1,5 +1,6 @@
 """Hostile files and inputs (issue 7 §5): devices, pipes, symlink loops, zip bombs, bad queries and filters,
-a damaged catalog. Each must end in one clear line or a per-file reason, never a hang, a blow-up or a trace.
+a damaged catalog; documents built to be slow to parse (issue 20 §1). Each must end in one clear line or a
+per-file reason, never a hang, a blow-up or a trace.
 
 Reads that could hang run under pytest-timeout, and the ones that could also eat memory (reading /dev/zero
 to its end) run in a child process with a memory limit, so a regression fails instead of hanging the suite.
@@ -16,12 +17,14 @@ import resource
 import struct
 import subprocess
 import sys
+import time
 import tracemalloc
 import zipfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import docx
 import pytest
 from typer.testing import CliRunner
 
@@ -30,7 +33,7 @@ from persistence.catalog import Catalog, CatalogDamagedError
 from retrieval.filters import FilterError, parse_filter
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.loaders import LoaderError, ZipLimits, load_file
+from retrieval.loaders import LoaderError, LoadGuard, StopRequested, ZipLimits, load_file
 from retrieval.search import QueryError, Searcher
 from service.cli import app
 from tests.conftest import REPO_ROOT, write_corpus
@@ -441,3 +444,166 @@ def test_json_output_of_a_clean_search_is_unaffected(
     result = CliRunner().invoke(app, ["search", "Jupiter", "--mode", "bm25", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["hits"][0]["text"].endswith("Jupiter is a planet.")
+
+
+# --- documents built to be slow: nesting, quadratic steps, time budget, stop hook (issue 20 §1) -------------
+
+#: Seconds a parse that is linear must finish within (about 10x what it takes on a slow machine).
+LINEAR_PARSE_LIMIT_S = 10.0
+
+
+def nested_divs(levels: int) -> str:
+    """The hostile page of issue 20: `levels` nested <div>s, each with a little text, one sentence deepest."""
+    return "<html><body>" + "<div>x " * levels + "deep text" + "</div>" * levels + "</body></html>"
+
+
+@pytest.mark.timeout(HANG_LIMIT_S)
+@pytest.mark.parametrize("max_depth", [512, 100_000])
+def test_deeply_nested_html_loads_in_linear_time(tmp_path: Path, max_depth: int) -> None:
+    # Marking the tree with bs4's insert_after re-walked every element's subtree: 8,000 levels took 12 s and
+    # 30,000 take minutes. With the cap raised past the depth, this checks the single walk is linear.
+    path = tmp_path / "nested.html"
+    path.write_text(nested_divs(30_000))
+    started = time.perf_counter()
+    (document,) = load_file(path, 50_000_000, guard=LoadGuard(max_depth=max_depth, timeout_s=0))
+    assert time.perf_counter() - started < LINEAR_PARSE_LIMIT_S
+    assert document.text.endswith("x\n\nx deep text")
+    assert document.text.count("x\n\n") == 29_999  # every level kept its text, as a paragraph
+
+
+def test_html_beyond_the_depth_cap_is_flattened_not_lost(tmp_path: Path) -> None:
+    # Legacy pages leave <p> unclosed and html.parser nests them: 300 paragraphs are 300 levels deep. Beyond
+    # the cap the innermost element counts as closed: every paragraph's text stays, in order.
+    paragraphs = "".join(f"<p>paragraph {number}" for number in range(300))
+    path = tmp_path / "legacy.html"
+    path.write_text(f"<html><body><h1>Old page</h1>{paragraphs}</body></html>")
+    (document,) = load_file(path, 1_000_000, guard=LoadGuard(max_depth=32))
+    assert document.sections[0].section == "Old page"
+    assert document.text.split("\n\n")[1:] == [f"paragraph {number}" for number in range(300)]
+
+
+@pytest.mark.timeout(HANG_LIMIT_S)
+def test_long_runs_of_spaces_do_not_make_text_and_markdown_quadratic(tmp_path: Path) -> None:
+    # Two regexes rescanned a run of spaces from each of its spaces: the trailing-space clean-up of every
+    # text format (1.7 s for 20,000 spaces before a word) and the markdown heading (5.7 s for 20,000).
+    spaces = " " * 100_000
+    path = tmp_path / "spaces.md"
+    path.write_text(f"# Title{spaces}end\n\nbody{spaces}word\n\n## Closed ##\n\nmore\n\n## C#\n\nsharp\n")
+    started = time.perf_counter()
+    documents = load_file(path, 1_000_000)
+    assert time.perf_counter() - started < LINEAR_PARSE_LIMIT_S
+    (document,) = documents
+    assert [section.section for section in document.sections] == [f"Title{spaces}end", "Closed", "C#"]
+    assert document.sections[0].text.endswith(f"body{spaces}word")
+
+
+def test_deeply_nested_json_fails_alone_naming_the_depth_cap(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+) -> None:
+    # 600 levels: within Python's recursion limit, so json.loads alone would parse it; past the cap it is
+    # refused before json.loads recurses (at 100,000 levels it did fail, but only by RecursionError).
+    deep = "[" * 600 + "]" * 600
+    files = write_corpus(
+        tmp_path / "docs",
+        {
+            "deep.json": deep,
+            "deep.jsonl": f'{{"text": "fine"}}\n{{"text": "x", "nested": {deep}}}\n',
+            # brackets inside strings are text, not nesting: this record loads
+            "brackets.json": json.dumps({"text": "Unbalanced " + "[{" * 2_000, "note": '\\"[[['}),
+            "good.md": "# Good\n\nThe patient heron waits by the reeds.",
+        },
+    )
+    summary = ingest_paths(make_kb(make_settings()), list(files.values()))
+    outcome = {Path(result.source).name: (result.status, result.reason) for result in summary.results}
+    too_deep = "nested deeper than 512 levels (RAG_LOADER_MAX_DEPTH)"
+    assert outcome == {
+        "deep.json": ("failed", f"invalid JSON on line 1: {too_deep}"),
+        "deep.jsonl": ("failed", f"invalid JSON on line 2: {too_deep}"),
+        "brackets.json": ("indexed", None),
+        "good.md": ("indexed", None),
+    }
+
+
+def test_docx_nested_past_the_xml_parser_limit_fails_with_a_plain_reason(tmp_path: Path) -> None:
+    buffer = io.BytesIO()
+    plain = docx.Document()
+    plain.add_paragraph("hello")
+    plain.save(buffer)
+    nested = io.BytesIO()
+    with zipfile.ZipFile(buffer) as source, zipfile.ZipFile(nested, "w", zipfile.ZIP_DEFLATED) as target:
+        for name in source.namelist():
+            data = source.read(name)
+            if name == "word/document.xml":
+                depth = 200  # two elements a level: 400 deep, past libxml2's 256
+                wrapped = "<w:sdt><w:sdtContent>" * depth + "<w:p/>" + "</w:sdtContent></w:sdt>" * depth
+                data = data.replace(b"<w:body>", b"<w:body>" + wrapped.encode(), 1)
+            target.writestr(name, data)
+    path = tmp_path / "nested.docx"
+    path.write_bytes(nested.getvalue())
+    with pytest.raises(LoaderError, match=r"^corrupt DOCX: XML nested deeper than 256 levels"):
+        load_file(path, 1_000_000)
+
+
+@pytest.mark.timeout(HANG_LIMIT_S)
+def test_file_over_the_time_budget_fails_alone(
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 150,000 elements take seconds to parse; the budget is a fraction of that. The small file parses in
+    # milliseconds and indexes in the same run.
+    monkeypatch.setenv("RAG_LOADER_FILE_TIMEOUT_S", "0.3")
+    files = write_corpus(
+        tmp_path / "docs",
+        {
+            "slow.html": "<html><body>" + "<b>x</b> " * 150_000 + "</body></html>",
+            "good.md": "# Good\n\nHeron.",
+        },
+    )
+    started = time.perf_counter()
+    summary = ingest_paths(make_kb(make_settings()), list(files.values()))
+    outcome = {Path(result.source).name: (result.status, result.reason) for result in summary.results}
+    assert outcome == {
+        "slow.html": ("failed", "took longer than 0.3 s to parse (RAG_LOADER_FILE_TIMEOUT_S)"),
+        "good.md": ("indexed", None),
+    }
+    assert time.perf_counter() - started < LINEAR_PARSE_LIMIT_S
+
+
+def test_should_stop_ends_an_ingest_between_files(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+) -> None:
+    files = write_corpus(tmp_path / "docs", {f"{name}.md": f"# {name}\n\nText of {name}." for name in "abc"})
+    kb = make_kb(make_settings())
+    done: list[int] = []
+    summary = ingest_paths(
+        kb,
+        [tmp_path / "docs"],
+        progress=lambda event, amount: done.append(amount) if event == "file" else None,
+        should_stop=lambda: len(done) >= 1,  # the client goes away once the first file is indexed
+        prune=True,
+    )
+    assert summary.stopped and summary.as_dict()["stopped"] is True
+    assert [(Path(result.source).name, result.status) for result in summary.results] == [("a.md", "indexed")]
+    assert [record.source for record in kb.catalog.documents("default", "default")] == [
+        str(files["a.md"].resolve())
+    ]
+
+
+def test_should_stop_abandons_the_file_being_parsed(
+    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+) -> None:
+    write_corpus(tmp_path / "docs", {"big.html": "<p>x</p>" * 5_000, "good.md": "# Good\n\nHeron."})
+    kb = make_kb(make_settings())
+    calls: list[int] = []
+
+    def should_stop() -> bool:
+        calls.append(1)
+        return len(calls) > 1  # False before the first file, True at the first check inside its parse
+
+    summary = ingest_paths(kb, [tmp_path / "docs"], should_stop=should_stop)
+    assert summary.stopped and summary.results == []  # abandoned, not failed; good.md never read
+    assert kb.catalog.documents("default", "default") == []
+    with pytest.raises(StopRequested):
+        load_file(tmp_path / "docs" / "big.html", 1_000_000, guard=LoadGuard(should_stop=lambda: True))
