@@ -40,6 +40,8 @@ CONCURRENT_TURNS = 8
 STORAGE_TURNS = 10
 #: Target of issue 7 for checkpoint storage per turn, in bytes.
 BYTES_PER_TURN_TARGET = 50_000
+#: Target for a long conversation: checkpoint bytes per turn at turn 100 (they must not grow with turns).
+BYTES_PER_TURN_AT_100_TARGET = 20_000
 #: A child process using more resident memory than this (ingesting a zip bomb) counts as a memory blow-up.
 MEMORY_LIMIT_BYTES = 2 * 1024**3
 #: Small model budgets keep every real-model turn short; they change no code path.

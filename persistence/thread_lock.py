@@ -5,7 +5,8 @@ overlap on one thread both start from the same checkpoint, so one's messages are
 the wrong question, and a follow-up is rewritten with history that is not its own. The checkpoint file has no
 notion of a turn, so turns are serialized before the graph runs.
 
-How: `fcntl.flock` on `<data_dir>/locks/<sha1(thread_id)>.lock`. flock locks belong to an open file
+How: `fcntl.flock` on `<data_dir>/locks/<sha1(thread_id)>.lock`, removed again when the turn releases it
+(so the folder holds the turns in flight, not every thread id ever used). flock locks belong to an open file
 description, so they exclude other processes *and* other threads of this process (each acquisition opens
 the file anew); the kernel drops them when a process dies, so a crashed turn never leaves a thread stuck.
 A caller waits up to `RAG_THREAD_LOCK_TIMEOUT_S`, then gets ThreadBusyError (CLI exit 1, HTTP 409): a clear
@@ -65,14 +66,26 @@ class _Held(Protocol):
 
 
 class _FileLock:
-    """A flock held on an open lock file."""
+    """A flock held on an open lock file; the file is removed on release, so lock files do not pile up.
 
-    def __init__(self, descriptor: int) -> None:
+    Why removing is safe: it happens while the lock is still held, after the turn's work; a waiter that had
+    opened the removed file takes a lock on an inode nobody else can reach, sees that the path no longer
+    names it (`_try_lock` checks the inode after locking) and tries again on a fresh file. The folder then
+    holds one file per turn in flight, not one per thread ever used."""
+
+    def __init__(self, descriptor: int, path: Path) -> None:
         self.descriptor = descriptor
+        self.path = path
 
     def release(self) -> None:
-        fcntl.flock(self.descriptor, fcntl.LOCK_UN)
-        os.close(self.descriptor)
+        try:
+            if os.stat(self.path).st_ino == os.fstat(self.descriptor).st_ino:
+                self.path.unlink()
+        except FileNotFoundError:
+            pass  # already removed (`threads delete`)
+        finally:
+            fcntl.flock(self.descriptor, fcntl.LOCK_UN)
+            os.close(self.descriptor)
 
 
 class _AdvisoryLock:
@@ -120,7 +133,7 @@ class _FileLocker:
 
     def attempt(self) -> _Held | None:
         descriptor = _try_lock(self.path)
-        return None if descriptor is None else _FileLock(descriptor)
+        return None if descriptor is None else _FileLock(descriptor, self.path)
 
     def close(self) -> None:
         """Nothing to close: each attempt opens and keeps (or closes) its own descriptor."""

@@ -21,7 +21,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_sdk import get_sync_client
 
 from config.settings import SettingsError, get_settings, load_settings
-from evals.chaos import BYTES_PER_TURN_TARGET
+from evals.chaos import BYTES_PER_TURN_AT_100_TARGET, BYTES_PER_TURN_TARGET
 from graphs.rag import build_graph
 from nodes.resources import Resources, use_resources
 from persistence.checkpointer import (
@@ -243,6 +243,28 @@ def test_bytes_per_turn_at_ten_turns_stay_under_the_target(model: TaskChatModel,
     # Each passage is stored once: the turn's passages are in `retrieved`, the working copy is emptied.
     assert values["retrieved"] and values["documents"] == []
     assert len(values["messages"]) == 20
+
+
+def test_bytes_per_turn_stay_flat_to_turn_one_hundred_by_default(
+    model: TaskChatModel, tmp_path: Path
+) -> None:
+    """Every checkpoint holds the whole conversation, so keeping all of them made each turn cost more than
+    the one before (issue 20 §7: 16.4 KB/turn over 10 turns, 32.8 KB at turn 40). With the default
+    RAG_CHECKPOINT_KEEP the thread's bytes per turn at turn 100 stay under the target, and the bytes the
+    hundredth turn adds are no more than those of the twentieth (plus its own messages' growth)."""
+    path = tmp_path / "checkpoints.sqlite"
+    graph = build_graph(sqlite_checkpointer(path=path))  # the default keep, from the settings
+    config = {"configurable": {"thread_id": "hundred"}}
+    added: dict[int, int] = {}
+    before = 0
+    for turn in range(1, 101):
+        graph.invoke({"question": QUESTIONS[turn % len(QUESTIONS)]}, config)
+        if turn in (19, 20, 99, 100):
+            now = stored_bytes(path, "hundred")
+            added[turn], before = now - before, now
+    assert before / 100 <= BYTES_PER_TURN_AT_100_TARGET
+    assert added[100] <= 1.25 * added[20], added  # flat: keeping all, the 100th added 3x the 20th
+    assert len(graph.get_state(config).values["messages"]) == 200  # no turn of the conversation lost
 
 
 # --- keeping the newest checkpoints ---------------------------------------------------------------------

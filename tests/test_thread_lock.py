@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -203,3 +205,32 @@ def test_cli_ask_on_a_busy_thread_exits_1_with_one_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: thread 'busy' is busy"), result.stderr
     assert "Traceback" not in result.output + result.stderr
+
+
+def test_lock_files_do_not_pile_up_with_threads(settings: Settings) -> None:
+    """One lock file per thread id ever used used to stay under <data_dir>/locks forever; a released lock
+    now removes its file, so after many threads' turns the folder holds none."""
+    for index in range(50):
+        with thread_lock(settings, f"thread-{index}"):
+            assert lock_path(settings, f"thread-{index}").exists()  # held: the file is there
+    assert list((settings.data_dir / "locks").iterdir()) == []
+
+
+def test_a_waiter_on_a_removed_lock_file_still_excludes_the_next_holder(settings: Settings) -> None:
+    """The holder removes the file on release while a waiter may have it open: the waiter must notice and
+    lock the new file, so two holders never overlap."""
+    inside = threading.Lock()
+    overlaps: list[int] = []
+
+    def turn(_: int) -> None:
+        for _attempt in range(20):
+            with thread_lock(settings, "contended", timeout_s=30):
+                if not inside.acquire(blocking=False):
+                    overlaps.append(1)
+                    continue
+                time.sleep(0.001)
+                inside.release()
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(turn, range(4)))
+    assert overlaps == []
