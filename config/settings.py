@@ -406,6 +406,18 @@ class Settings(BaseSettings):
     api_max_query_chars: int = Field(5000, ge=1, description="Longest query the API accepts (then 422).")
     api_max_top_k: int = Field(50, ge=1, le=100, description="Largest top_k the API accepts (then 422).")
     api_max_batch: int = Field(50, ge=1, le=1000, description="Queries in one batch request, at most.")
+    api_max_json_bytes: int = Field(
+        10_000_000,
+        ge=1024,
+        description="Body of a JSON request, at most (then 413, refused as it arrives: bodies are read into "
+        "memory). Room for /documents/text's 1,000,000 characters escaped in JSON and a full batch.",
+    )
+    api_max_upload_bytes: int = Field(
+        100_000_000,
+        ge=1024,
+        description="Body of one upload request, all its files together, at most (then 413, refused as it "
+        "arrives; files spool to disk). Keep it above RAG_MAX_FILE_BYTES, the cap of each file.",
+    )
     api_batch_concurrency: int = Field(4, ge=1, le=64, description="Queries of a batch run at once.")
     api_workers: int = Field(16, ge=1, le=256, description="Graph runs the API executes at once.")
     api_health_model_probe: bool = Field(

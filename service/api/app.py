@@ -23,17 +23,29 @@ from service.api.auth import parse_api_keys
 from service.api.engine import Engine
 from service.api.errors import install_error_handlers
 from service.api.metrics import ApiMetrics
+from service.api.request_guard import BodyCap, GuardedRoutes, RequestGuard
 from service.api.runtime import ApiState
 
 TITLE = "Agentic RAG API"
 #: Routes left out of the request metrics (scrapes and liveness probes would drown the real traffic).
 UNMETERED = frozenset({"/metrics", "/health"})
+#: Routers whose routes resolve a tenant (so need a key when keys are configured).
+KEYED_ROUTERS = (routes_rag.router, routes_documents.router, routes_memory.router)
 
 
 def _route_name(request: Request) -> str:
     """The matched route's template (`/api/v1/documents`), never the raw path."""
     route = request.scope.get("route")
     return getattr(route, "path", "unmatched")
+
+
+def guarded_routes() -> GuardedRoutes:
+    """The API's routes for the request guard: the rag, document and memory routes resolve a tenant, so they
+    need a key (when keys are configured); the upload route takes the upload cap."""
+    keyed = [route for router in KEYED_ROUTERS for route in router.routes]
+    upload = routes_documents.upload_documents
+    uploads = [route for route in keyed if getattr(route, "endpoint", None) is upload]
+    return GuardedRoutes(routes=[*keyed, *routes_ops.router.routes], keyed=keyed, uploads=uploads)
 
 
 def create_app(
@@ -63,6 +75,19 @@ def create_app(
     )
     app.state.api = state
     install_error_handlers(app)
+    app.include_router(routes_rag.router)
+    app.include_router(routes_documents.router)
+    app.include_router(routes_ops.router)
+    app.include_router(routes_memory.router)
+    # Middleware added later wraps the earlier: the meter sees every answer, CORS headers reach the
+    # guard's refusals, and the guard runs before FastAPI reads a body.
+    app.add_middleware(
+        RequestGuard,
+        routes=guarded_routes(),
+        keys=state.keys,
+        json_cap=BodyCap(settings.api_max_json_bytes, "RAG_API_MAX_JSON_BYTES"),
+        upload_cap=BodyCap(settings.api_max_upload_bytes, "RAG_API_MAX_UPLOAD_BYTES"),
+    )
     origins = [origin.strip() for origin in settings.api_cors_origins.split(",") if origin.strip()]
     if origins:
         app.add_middleware(
@@ -83,10 +108,6 @@ def create_app(
             )
         return response
 
-    app.include_router(routes_rag.router)
-    app.include_router(routes_documents.router)
-    app.include_router(routes_ops.router)
-    app.include_router(routes_memory.router)
     return app
 
 

@@ -12,8 +12,7 @@ Keys are compared in constant time; they never appear in logs or error messages.
 from __future__ import annotations
 
 import hmac
-
-from fastapi import Request
+from collections.abc import Mapping
 
 from persistence.vector_store import validate_collection_name
 from service.api.errors import ApiError
@@ -34,12 +33,13 @@ def parse_api_keys(raw: str) -> dict[str, str]:
     return keys
 
 
-def presented_key(request: Request) -> str | None:
-    """The key of a request: `X-API-Key`, or `Authorization: Bearer <key>`."""
-    key = request.headers.get(API_KEY_HEADER)
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key in a request's headers (Starlette's, case-insensitive): `X-API-Key`, or `Authorization:
+    Bearer <key>`. Headers only, so the key is checked before the body is read (service.api.request_guard)."""
+    key = headers.get(API_KEY_HEADER)
     if key:
         return key.strip()
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    scheme, _, token = headers.get("Authorization", "").partition(" ")
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 

@@ -23,7 +23,7 @@ class ApiState:
 
     def authorized_tenant(self, request: Request) -> str | None:
         """The tenant of the request's API key (None when keys are off); 401 for a missing or unknown key."""
-        return key_tenant(self.keys, presented_key(request))
+        return key_tenant(self.keys, presented_key(request.headers))
 
     def tenant(self, request: Request, requested: str | None) -> str:
         """The tenant the request acts for (401 / 403 per service.api.auth)."""

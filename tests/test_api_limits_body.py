@@ -1,0 +1,273 @@
+"""Request bodies (issue 20, item 2).
+
+- The API key is checked from the headers before any byte of the body is read (401), and bodies are capped:
+  over RAG_API_MAX_JSON_BYTES / RAG_API_MAX_UPLOAD_BYTES is 413 naming the limit, refused by Content-Length
+  at once or, for a chunked body, as soon as the bytes received pass the cap. Checked on the raw ASGI app
+  with a `receive` that counts what the app took, and over a real server for uploads (nothing stored).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from prometheus_client.parser import text_string_to_metric_families
+
+from config.settings import Settings
+from graphs.runner import Session
+from nodes.resources import Resources
+from retrieval.ingest import ingest_paths
+from retrieval.knowledge_base import KnowledgeBase
+from service.api.app import create_app
+from tests.conftest import write_corpus
+from tests.fakes import StreamingTaskModel, TaskChatModel
+from tests.helpers.api_server import serve_app
+
+KEY = "k-acme"
+HEADERS = {"X-API-Key": KEY}
+REPLY = "Jupiter is the largest planet in the Solar System [1]."
+QUESTION = "What is the largest planet in the Solar System?"
+FOLLOW_UP = "How many moons does Jupiter have?"
+ANOTHER = "Which planet has 95 moons?"
+CORPUS = {"jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. It has 95 moons."}
+#: The start of a multipart upload of one file (its data follows).
+MULTIPART_START = (
+    b'--xyz\r\nContent-Disposition: form-data; name="files"; filename="big.md"\r\n'
+    b"Content-Type: text/markdown\r\n\r\n"
+)
+#: Seconds a test waits for something the server does in the background (generous: never a timing claim).
+PATIENCE_S = 15
+
+
+# --- raw ASGI ---------------------------------------------------------------------------------------------
+
+
+class Upload:
+    """An ASGI request: headers and a body served in chunks by `receive`, counting what the app took."""
+
+    def __init__(
+        self,
+        chunks: int,
+        chunk_bytes: int = 1 << 20,
+        headers: dict[str, str] | None = None,
+        first: bytes = b"",
+    ) -> None:
+        self.left, self.chunk, self.first = chunks, b"x" * chunk_bytes, first
+        self.headers = headers or {}
+        self.received = 0
+
+    async def receive(self) -> dict[str, Any]:
+        if self.left == 0:
+            return {"type": "http.disconnect"}
+        self.left -= 1
+        body, self.first = self.first + self.chunk, b""
+        self.received += len(body)
+        return {"type": "http.request", "body": body, "more_body": self.left > 0}
+
+
+def call(app: FastAPI, path: str, request: Upload) -> tuple[int, dict[str, str], dict[str, Any]]:
+    """POST `request` to `app` through ASGI (no server): the status, headers and JSON body."""
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(name.lower().encode(), value.encode()) for name, value in request.headers.items()],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+        "app": app,
+    }
+    asyncio.run(app(scope, request.receive, send))  # type: ignore[arg-type]
+    start = next(message for message in sent if message["type"] == "http.response.start")
+    headers = {name.decode().lower(): value.decode() for name, value in start["headers"]}
+    body = b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body")
+    return start["status"], headers, json.loads(body)
+
+
+@pytest.fixture
+def keyed_app(make_settings: Callable[..., Settings]) -> Callable[..., FastAPI]:
+    """`keyed_app(**settings)`: the API with one key (no server, no lifespan: nothing is loaded)."""
+
+    def build(**overrides: Any) -> FastAPI:
+        return create_app(make_settings(api_keys=f"{KEY}:acme", **overrides))
+
+    return build
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type"),
+    [
+        ("/api/v1/documents", "multipart/form-data; boundary=xyz"),
+        ("/api/v1/rag/generate", "application/json"),
+        ("/api/v1/documents/text", "application/json"),
+    ],
+)
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_request_without_a_key_is_401_before_its_body_is_read(
+    keyed_app: Callable[..., FastAPI], path: str, content_type: str, chunked: bool
+) -> None:
+    request = Upload(chunks=60, headers={"Content-Type": content_type})  # 60 MB
+    if chunked:
+        request.headers["Transfer-Encoding"] = "chunked"
+    else:
+        request.headers["Content-Length"] = str(60 << 20)
+    status, headers, body = call(keyed_app(), path, request)
+    assert status == 401 and body["error"] == "Unauthorized" and "X-API-Key" in body["message"]
+    assert request.received == 0  # not one byte of the body was taken
+    assert headers["connection"] == "close"  # the server need not read the rest
+
+
+def test_an_unknown_key_is_401_before_the_body_too(keyed_app: Callable[..., FastAPI]) -> None:
+    request = Upload(chunks=5, headers={"Content-Length": str(5 << 20), "X-API-Key": "stolen"})
+    status, _headers, body = call(keyed_app(), "/api/v1/documents", request)
+    assert status == 401 and body["message"] == "unknown API key" and request.received == 0
+
+
+def test_a_json_body_over_its_stated_length_cap_is_413_unread(keyed_app: Callable[..., FastAPI]) -> None:
+    request = Upload(
+        chunks=3,
+        chunk_bytes=2000,
+        headers={**HEADERS, "Content-Type": "application/json", "Content-Length": "6000"},
+    )
+    status, headers, body = call(keyed_app(api_max_json_bytes=4096), "/api/v1/rag/generate", request)
+    assert status == 413 and body["error"] == "PayloadTooLarge"
+    assert "4096 bytes" in body["message"] and "RAG_API_MAX_JSON_BYTES" in body["message"]
+    assert request.received == 0 and headers["connection"] == "close"
+
+
+def test_a_chunked_json_body_stops_being_read_at_its_cap(keyed_app: Callable[..., FastAPI]) -> None:
+    request = Upload(
+        chunks=100,
+        chunk_bytes=1000,
+        headers={**HEADERS, "Content-Type": "application/json", "Transfer-Encoding": "chunked"},
+    )
+    status, _headers, body = call(keyed_app(api_max_json_bytes=4096), "/api/v1/documents/text", request)
+    assert status == 413 and "RAG_API_MAX_JSON_BYTES" in body["message"], body
+    assert request.received <= 4096 + 1000  # the chunk that passed the cap, and no more
+
+
+def test_a_chunked_upload_stops_being_read_at_the_upload_cap(keyed_app: Callable[..., FastAPI]) -> None:
+    request = Upload(
+        chunks=50,
+        chunk_bytes=1 << 16,
+        first=MULTIPART_START,
+        headers={
+            **HEADERS,
+            "Content-Type": "multipart/form-data; boundary=xyz",
+            "Transfer-Encoding": "chunked",
+        },
+    )
+    app = keyed_app(api_max_upload_bytes=1 << 18, api_max_json_bytes=1024)
+    status, _headers, body = call(app, "/api/v1/documents", request)
+    assert status == 413 and f"{1 << 18} bytes (RAG_API_MAX_UPLOAD_BYTES)" in body["message"], body
+    assert request.received <= (1 << 18) + (1 << 16) + len(MULTIPART_START)
+
+
+def test_the_upload_cap_is_the_upload_routes_alone(keyed_app: Callable[..., FastAPI]) -> None:
+    # A multipart body sent to a JSON route gets the JSON cap, whatever it claims to be.
+    request = Upload(
+        chunks=1,
+        chunk_bytes=8192,
+        headers={**HEADERS, "Content-Type": "multipart/form-data; boundary=xyz", "Content-Length": "8192"},
+    )
+    app = keyed_app(api_max_upload_bytes=1 << 20, api_max_json_bytes=4096)
+    status, _headers, body = call(app, "/api/v1/rag/generate", request)
+    assert status == 413 and "RAG_API_MAX_JSON_BYTES" in body["message"]
+
+
+# --- over a real server -----------------------------------------------------------------------------------
+
+
+class Api:
+    """A running server, its settings and model."""
+
+    def __init__(
+        self, client: httpx.Client, resources: Resources, model: TaskChatModel, app: FastAPI
+    ) -> None:
+        self.client, self.resources, self.model, self.app = client, resources, model, app
+        self.settings: Settings = app.state.api.settings
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The value of one sample of /metrics (0 when absent)."""
+        for family in text_string_to_metric_families(self.client.get("/metrics").text):
+            for sample in family.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return 0.0
+
+    def messages(self, thread_id: str) -> list[tuple[str, str]]:
+        """The thread's history as (type, text) pairs, read through the API's own runner (a second SQLite
+        connection in the test could hold a read lock that stalls the server's writes)."""
+        session: Session = self.app.state.api.engine.session()
+        history = session.history(thread_id)
+        return [(message.type, str(message.content)) for message in history.get("messages", [])]
+
+
+@pytest.fixture
+def start_api(
+    tmp_path: Path, install: Callable[..., Resources], make_kb: Callable[..., KnowledgeBase]
+) -> Iterator[Callable[..., Api]]:
+    """`start_api(model=None, **settings)`: a uvicorn server over a one-document corpus, fake models."""
+    with ExitStack() as servers:
+
+        def start(model: TaskChatModel | None = None, **overrides: Any) -> Api:
+            model = model or StreamingTaskModel(replies={"generate": REPLY})
+            resources = install(model, strength="weak")
+            resources.knowledge_base = make_kb(resources.settings)
+            files = write_corpus(tmp_path / "corpus", CORPUS)
+            ingest_paths(resources.knowledge_base, list(files.values()))
+            app = create_app(resources.settings.model_copy(update=overrides))
+            return Api(servers.enter_context(serve_app(app)), resources, model, app)
+
+        yield start
+
+
+def test_an_upload_over_the_cap_is_413_and_stores_nothing(start_api: Callable[..., Api]) -> None:
+    api = start_api(api_max_upload_bytes=4096)
+    text = "# Kelp\n\n" + "Kelp forests grow along cold coasts. " * 300  # ~11 KB, under RAG_MAX_FILE_BYTES
+    reply = api.client.post("/api/v1/documents", files={"files": ("kelp.md", text, "text/markdown")})
+    assert reply.status_code == 413, reply.text
+    assert (
+        reply.json()["message"] == "request body too large: more than 4096 bytes (RAG_API_MAX_UPLOAD_BYTES)"
+    )
+    sources = [document["source"] for document in api.client.get("/api/v1/documents").json()["documents"]]
+    assert not any(source.endswith("kelp.md") for source in sources)
+    assert not list((api.settings.data_dir / "uploads").rglob("kelp.md"))
+    assert api.metric("rag_requests_total", method="POST", route="/api/v1/documents", status="413") == 1
+
+
+def test_bodies_under_the_caps_are_served(start_api: Callable[..., Api]) -> None:
+    api = start_api(api_max_upload_bytes=8192, api_max_json_bytes=2048)
+    upload = api.client.post("/api/v1/documents", files={"files": ("kelp.md", "# Kelp\n\nKelp grows fast.")})
+    assert upload.status_code == 200 and upload.json()["indexed"] == 1, upload.text
+    text = api.client.post("/api/v1/documents/text", json={"text": "Saturn has rings of ice."})
+    assert text.status_code == 200, text.text
+    assert api.client.post("/api/v1/documents/text", json={"text": "x" * 3000}).status_code == 413
+
+
+def test_a_key_with_a_body_is_checked_then_the_route_decides(start_api: Callable[..., Api]) -> None:
+    api = start_api(api_keys=f"{KEY}:default")
+    text = {"text": "Saturn has rings of ice."}
+    assert api.client.post("/api/v1/documents/text", json=text).status_code == 401
+    assert api.client.post("/api/v1/documents/text", json=text, headers=HEADERS).status_code == 200
+    other = api.client.post("/api/v1/documents/text", json={**text, "tenant_id": "globex"}, headers=HEADERS)
+    assert other.status_code == 403  # the tenant named in the body: still the route's check
+    assert api.client.get("/api/v1/rag/health").status_code in (200, 503)  # needs no key
+    assert api.client.get("/health").status_code == 200
