@@ -82,3 +82,51 @@ def eval_models(
         )
     console.print(table)
     console.print(f"default by measurement: {report['default']}; written to {json_out}")
+
+
+#: Where `rag eval choose-model` writes the rule's report (config.settings.DEFAULT_LOCAL_MODEL follows it).
+DEFAULT_MODEL_CHOICE_RESULTS = DEFAULT_RESULTS_DIR / "model_choice.json"
+
+
+def eval_choose_model(
+    summaries: Annotated[
+        list[Path],
+        typer.Argument(help="QA summaries (rag eval qa --split dev --json), one per embedded model."),
+    ],
+    json_out: Annotated[
+        Path, typer.Option("--json", help="Write the report here.")
+    ] = DEFAULT_MODEL_CHOICE_RESULTS,
+) -> None:
+    """The embedded default by rule: the most accurate model whose median end-to-end answer is within
+    15 s, on the same development questions (evals/model_choice.py)."""
+    import json
+
+    from evals.model_choice import ModelChoiceError, model_choice_report
+
+    loaded = []
+    for path in summaries:
+        try:
+            loaded.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as error:
+            fail(f"cannot read the QA summary {path}: {error}")
+    try:
+        report = model_choice_report(loaded)
+    except (ModelChoiceError, KeyError) as error:
+        fail(f"cannot choose a model from these runs: {error}")
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    table = Table(title=f"model choice ({report['machine']})")
+    for column in ("model", "accuracy", "answerable", "unanswerable declined", "p50 s", "p95 s"):
+        table.add_column(column)
+    for row in report["models"]:
+        table.add_row(
+            row["model"],
+            f"{row['accuracy']:.3f}",
+            str(row["answerable_accuracy"]),
+            str(row["unanswerable_declined_rate"]),
+            f"{row['latency_p50_s']:.1f}",
+            str(row["latency_p95_s"]),
+        )
+    console.print(table)
+    console.print(f"rule: {report['rule']}")
+    console.print(f"chosen: {report['chosen']} (written to {json_out})")
