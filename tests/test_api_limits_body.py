@@ -1,15 +1,20 @@
-"""Request bodies (issue 20, item 2).
+"""Request bodies and abandoned turns (issue 20, items 2 and 6).
 
 - The API key is checked from the headers before any byte of the body is read (401), and bodies are capped:
   over RAG_API_MAX_JSON_BYTES / RAG_API_MAX_UPLOAD_BYTES is 413 naming the limit, refused by Content-Length
   at once or, for a chunked body, as soon as the bytes received pass the cap. Checked on the raw ASGI app
   with a `receive` that counts what the app took, and over a real server for uploads (nothing stored).
+- A client that disconnects mid-stream leaves no question without its answer in the thread: the turn is
+  rolled back, a 499 is logged and counted (rag_client_disconnects_total).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -18,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
+from langchain_core.messages import BaseMessage
 from prometheus_client.parser import text_string_to_metric_families
 
 from config.settings import Settings
@@ -271,3 +277,73 @@ def test_a_key_with_a_body_is_checked_then_the_route_decides(start_api: Callable
     assert other.status_code == 403  # the tenant named in the body: still the route's check
     assert api.client.get("/api/v1/rag/health").status_code in (200, 503)  # needs no key
     assert api.client.get("/health").status_code == 200
+
+
+# --- a client that leaves mid-stream ----------------------------------------------------------------------
+
+
+class HeldModel:
+    """The generate reply: a prompt holding `trigger` waits inside the model until `release` is set."""
+
+    def __init__(self, trigger: str = "") -> None:
+        self.trigger = trigger
+        self.release, self.inside = threading.Event(), threading.Event()
+
+    def __call__(self, messages: list[BaseMessage]) -> str:
+        if self.trigger in "\n".join(str(message.content) for message in messages):
+            self.inside.set()
+            self.release.wait(PATIENCE_S)
+        return REPLY
+
+
+def wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + PATIENCE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("keep", [0, 1])  # 1: the pre-turn checkpoint is pruned when the stopped run saves
+def test_a_stream_left_mid_answer_is_rolled_back_logged_and_counted(
+    start_api: Callable[..., Api], caplog: pytest.LogCaptureFixture, keep: int
+) -> None:
+    held = HeldModel(trigger=FOLLOW_UP)
+    api = start_api(StreamingTaskModel(replies={"generate": held}), checkpoint_keep=keep)
+    first = api.client.post("/api/v1/rag/generate", json={"query": QUESTION, "thread_id": "t-left"})
+    assert first.status_code == 200, first.text
+    whole_turn = api.messages("t-left")
+    assert [kind for kind, _ in whole_turn] == ["human", "ai"]
+
+    caplog.set_level(logging.WARNING, logger="service.api.routes_rag")
+    with api.client.stream(
+        "POST", "/api/v1/rag/generate/stream", json={"query": FOLLOW_UP, "thread_id": "t-left"}
+    ) as stream:
+        assert stream.status_code == 200
+        lines = stream.iter_lines()  # kept: a dropped line iterator would close the connection now
+        next(line for line in lines if line.startswith("event:"))
+        assert held.inside.wait(PATIENCE_S)  # the run is inside the model: its question saved when it stops
+    wait_for(lambda: api.metric("rag_client_disconnects_total", route="generate_stream") == 1, "the 499")
+    assert any("499 POST /api/v1/rag/generate/stream" in record.message for record in caplog.records)
+    held.release.set()  # the model call ends; the run stops at its next step
+
+    # The next turn waits for the thread until the stopped run has let it go (after its rollback), then goes
+    # on from the last whole turn: no question without its answer in between.
+    again = api.client.post("/api/v1/rag/generate", json={"query": ANOTHER, "thread_id": "t-left"})
+    assert again.status_code == 200, again.text
+    assert api.messages("t-left")[:2] == whole_turn
+    assert [(kind, text) for kind, text in api.messages("t-left")][2:3] == [("human", ANOTHER)]
+    assert len(api.messages("t-left")) == 4
+
+
+def test_a_run_past_its_limit_leaves_no_new_thread_behind(start_api: Callable[..., Api]) -> None:
+    held = HeldModel(trigger=QUESTION)
+    api = start_api(StreamingTaskModel(replies={"generate": held}), api_run_timeout_s=3)
+    try:
+        reply = api.client.post("/api/v1/rag/generate", json={"query": QUESTION, "thread_id": "t-late"})
+        assert reply.status_code == 504, reply.text
+    finally:
+        held.release.set()
+    again = api.client.post("/api/v1/rag/generate", json={"query": ANOTHER, "thread_id": "t-late"})
+    assert again.status_code == 200, again.text
+    assert [(kind, text) for kind, text in api.messages("t-late")][:1] == [("human", ANOTHER)]
+    assert len(api.messages("t-late")) == 2

@@ -15,7 +15,8 @@ The model and run limits are `api_model_timeout_s` / `api_run_timeout_s`, or on 
 embedded model's speed measured at warm-up and the run's own context (service.api.limits).
 Past a limit the request gets its status at once, and the worker stops the graph at its next step (a Python
 thread cannot be interrupted inside a model call, so that call finishes in the background and is discarded;
-the run's later model calls fail at once instead of waiting for the model).
+the run's later model calls fail at once instead of waiting for the model). A run that ends without its
+result (stopped, timed out, failed, its client gone) is rolled back from its thread (service.api.turns).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from nodes.resources import get_resources
 from service.api.errors import QueueTimeout, RunTimeout
 from service.api.gate import ModelGates, RunMonitor
 from service.api.limits import LimitPolicy, RunShape, TimeLimits, measured_policy, unmeasured_policy
+from service.api.turns import guarded_turn
 from state.context import Context
 
 logger = logging.getLogger(__name__)
@@ -124,19 +126,23 @@ class Engine:
             monitor.admit()
             put(("started", None))
             try:
-                stream = self.session().stream(
-                    spec.question,
-                    thread_id=spec.thread_id,
-                    context=spec.context,
-                    events=True,
-                    callbacks=[monitor],
-                    **spec.inputs,
-                )
-                for item in stream:
-                    if cancelled.is_set():
-                        stream.close()  # stops the graph at its next step
-                        return
-                    put(item)
+                session = self.session()
+                with guarded_turn(session, spec.thread_id, spec.context, spec.inputs) as turn:
+                    stream = session.stream(
+                        spec.question,
+                        thread_id=spec.thread_id,
+                        context=spec.context,
+                        events=True,
+                        callbacks=[monitor],
+                        **spec.inputs,
+                    )
+                    for item in stream:
+                        if item[0] == "result":
+                            turn.finished = True  # the turn is whole: kept, read or not
+                        if cancelled.is_set():
+                            stream.close()  # stops the graph at its next step (the turn is rolled back)
+                            return
+                        put(item)
             except BaseException as error:  # noqa: BLE001 - handed to the request, which maps it
                 put(("failed", error))
             finally:

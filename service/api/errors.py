@@ -11,7 +11,7 @@ event and by each item of a batch, so the same failure always reads the same way
 | waited too long for a run slot or for the model (QueueTimeout; with Retry-After) | 503 |
 | a request body over RAG_API_MAX_JSON_BYTES / RAG_API_MAX_UPLOAD_BYTES (service.api.request_guard) | 413 |
 | a run's work, a model call or a retrieval past its time limit (RunTimeout) | 504 |
-| the client went away before its answer (ClientDisconnected; its run is abandoned) | 499 (nobody reads it) |
+| the client left before its answer (ClientDisconnected; its turn is rolled back, counted) | 499 (logged) |
 | anything else | 500 (logged with its stack; the client gets one line) |
 """
 

@@ -43,6 +43,12 @@ class ApiMetrics:
         self.strategies = Counter("rag_strategy", "Answers by retrieval strategy", ["strategy"], registry=r)
         self.cache = Counter("rag_cache_lookups", "Semantic cache lookups by result", ["result"], registry=r)
         self.answers = Counter("rag_answers", "Answers by outcome", ["outcome"], registry=r)
+        self.disconnects = Counter(
+            "rag_client_disconnects",
+            "Requests whose client left before its answer (logged as 499; the turn is rolled back)",
+            ["route"],
+            registry=r,
+        )
         self.time_limits = Gauge(
             "rag_api_time_limit_seconds",
             "Time limits in force for a run of the settings' shape, by limit and where it comes from",
@@ -59,6 +65,10 @@ class ApiMetrics:
         """A failed request or batch item."""
         self.errors.labels(route, kind).inc()
         self.answers.labels("failure").inc()
+
+    def record_disconnect(self, route: str) -> None:
+        """A client that closed its connection before its answer (a 499 in the log)."""
+        self.disconnects.labels(route).inc()
 
     def record_answer(self, result: dict[str, Any], cache_hit: bool) -> None:
         """A finished run: stage latencies, tokens, strategy, cache result and outcome."""

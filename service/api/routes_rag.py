@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -31,6 +32,7 @@ from service.api.schemas import BatchRequest, GenerateRequest
 from state.context import Context
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag"])
+logger = logging.getLogger(__name__)
 
 #: The API's rewrite method names -> the context's (`decomposition` is the seed's name for `decompose`).
 REWRITE_METHODS = {"decomposition": "decompose"}
@@ -39,6 +41,18 @@ _MARKERS = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 #: Seconds between SSE keep-alive comments (proxies close idle streams).
 SSE_PING_S = 15
 T = TypeVar("T")
+
+
+def client_left(state: ApiState, route: str, request: Request, thread_id: str | None) -> None:
+    """Log and count a client that closed its connection before its answer (nginx's 499). Its run is
+    stopped, and what it wrote in its thread rolled back (service.api.turns)."""
+    state.metrics.record_disconnect(route)
+    logger.warning(
+        "499 %s %s: the client closed the connection before its answer (thread %s); its turn is abandoned",
+        request.method,
+        request.url.path,
+        thread_id or "-",
+    )
 
 
 async def _client_gone(request: Request) -> None:
@@ -197,6 +211,8 @@ async def generate(body: GenerateRequest, request: Request) -> dict[str, Any]:
         )
     except Exception as error:
         state.metrics.record_error("generate", classify(error).kind)
+        if isinstance(error, ClientDisconnected):
+            client_left(state, "generate", request, body.thread_id)
         raise
 
 
@@ -213,6 +229,11 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
     Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
     state = api_state(request)
     spec = run_spec(body, state.tenant(request, body.tenant_id), state)
+
+    gone = asyncio.Event()  # set by the response when the client disconnects (not on a server shutdown)
+
+    async def on_disconnect(_message: Any) -> None:
+        gone.set()
 
     async def events() -> AsyncIterator[dict[str, str]]:
         started = time.perf_counter()
@@ -234,6 +255,12 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
                         yield _sse("token", {"text": payload})
                     else:
                         result = payload
+        except (asyncio.CancelledError, GeneratorExit):
+            # The response stops the stream when its client disconnects (cancelled while waiting for the
+            # run, or closed at a `yield`); closing the run above abandons and rolls back the turn.
+            if gone.is_set():
+                client_left(state, "generate_stream", request, body.thread_id)
+            raise
         except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
             info = classify(error)
             state.metrics.record_error("generate_stream", info.kind)
@@ -246,7 +273,7 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
         state.metrics.record_answer(result, response["metadata"]["cache_hit"])
         yield _sse("done", {"ok": True, **response})
 
-    return EventSourceResponse(events(), ping=SSE_PING_S)
+    return EventSourceResponse(events(), ping=SSE_PING_S, client_close_handler_callable=on_disconnect)
 
 
 def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
@@ -281,9 +308,13 @@ async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
                 state.metrics.record_error("batch", info.kind)
                 return _item_error(index, info)
 
-    results = await unless_disconnected(
-        request, asyncio.gather(*(one(index, raw) for index, raw in enumerate(body.requests)))
-    )
+    try:
+        results = await unless_disconnected(
+            request, asyncio.gather(*(one(index, raw) for index, raw in enumerate(body.requests)))
+        )
+    except ClientDisconnected:
+        client_left(state, "batch", request, None)
+        raise
     succeeded = sum(1 for item in results if item["ok"])
     return {
         "results": results,
