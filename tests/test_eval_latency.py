@@ -8,7 +8,7 @@ from config.settings import Settings
 from evals.latency import run_latency_eval
 from models.local_catalog import CATALOG
 from nodes.resources import Resources
-from tests.fakes import TaskChatModel, fake_resources_factory
+from tests.fakes import StreamingTaskModel, TaskChatModel, fake_resources_factory
 
 REPLY = "Answer: the sample corpus [1]."
 
@@ -45,3 +45,13 @@ def test_latency_runs_with_the_answer_cache_off_even_where_the_user_has_it_on(
     run_latency_eval(user_settings, questions=1, resources=recording)
     assert [settings.cache_enabled for settings in seen] == [False]
     assert seen[0].data_dir == user_settings.data_dir / "eval" / "latency"
+
+
+def test_latency_reports_the_time_to_the_first_streamed_answer_token(
+    make_settings: Callable[..., Settings],
+) -> None:
+    model = StreamingTaskModel(replies={"generate": REPLY, "chat": REPLY})
+    report = run_latency_eval(make_settings(), questions=2, resources=fake_resources_factory(model))
+    assert report["questions_with_streamed_answer"] == 2
+    assert 0 < report["first_token_ms_p50"] <= report["wall_ms_p50"]
+    assert report["targets"] == {"wall_p50_s": 15.0, "first_token_p50_s": 5.0}

@@ -100,6 +100,12 @@ def eval_latency(
         f"{report['overhead_fraction'] * 100:.2f}% = {report['overhead_ms_per_question']} ms/question; "
         f"{report['llm_calls_per_question']} LLM calls/question"
     )
+    first, targets = report["first_token_ms_p50"], report["targets"]
+    console.print(
+        f"p50 {report['wall_ms_p50'] / 1000:.1f}s per answer (target <= {targets['wall_p50_s']:g}s), "
+        + (f"first answer token p50 {first / 1000:.1f}s" if first is not None else "no answer streamed")
+        + f" (target <= {targets['first_token_p50_s']:g}s), 1-min load {report['load_1m_after']}"
+    )
 
 
 def parse_pool(pool: str | None) -> int | Literal["all"] | None:
