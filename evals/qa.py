@@ -58,12 +58,28 @@ from state.context import Context
 
 logger = logging.getLogger(__name__)
 
-Pipeline = Literal["naive", "agentic", "no-retrieval"]
+#: gold: the naive pipeline searching only the question's own gold paragraphs (its SQuAD paragraph, its
+#: HotpotQA supporting ones): the reader's ceiling with the same prompt, evidence step and model.
+Pipeline = Literal["naive", "agentic", "no-retrieval", "gold"]
 PIPELINES: tuple[str, ...] = get_args(Pipeline)
 #: The graph behind each pipeline name of the command line.
-PIPELINE_GRAPHS: dict[str, GraphName] = {"naive": "baseline", "agentic": "rag", "no-retrieval": "direct"}
+PIPELINE_GRAPHS: dict[str, GraphName] = {
+    "naive": "baseline",
+    "agentic": "rag",
+    "no-retrieval": "direct",
+    "gold": "baseline",
+}
 #: Pipelines that search the corpus (the others need no index).
-RETRIEVING_PIPELINES = frozenset({"naive", "agentic"})
+RETRIEVING_PIPELINES = frozenset({"naive", "agentic", "gold"})
+
+
+def gold_filter(example: QAExample) -> dict[str, Any]:
+    """The search filter of the gold pipeline: only the question's gold paragraphs (its supporting ones
+    when the file names them, else its own context: a SQuAD question's paragraph, answerable or not)."""
+    gold = sorted(example.supporting_available or {passage.passage_id for passage in example.passages})
+    return {"doc_id": {"$in": gold}}
+
+
 QA_COLLECTION = "qa"
 RUNS_DIR_NAME = "runs"
 CORPUS_KEY_CHARS = 12
@@ -300,7 +316,8 @@ def run_qa_eval(
                 load_at_start = load_average()
                 started = time.perf_counter()
                 try:
-                    result = session.ask(example.question, context=context)
+                    inputs = {"filters": gold_filter(example)} if pipeline == "gold" else {}
+                    result = session.ask(example.question, context=context, **inputs)
                     record = question_record(
                         example, result, latency_s=time.perf_counter() - started, in_corpus=in_corpus
                     )

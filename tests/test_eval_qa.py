@@ -455,6 +455,24 @@ def test_every_pipeline_runs_with_fake_models(hotpot_file: Path, settings: Setti
     assert len(indexes) == 1
 
 
+def test_the_gold_pipeline_reads_only_the_questions_gold_paragraphs(
+    hotpot_file: Path, settings: Settings, tmp_path: Path
+) -> None:
+    """The reader's ceiling: the same naive graph and model, searching only the gold paragraphs."""
+    run_qa_eval(
+        hotpot_file,
+        settings,
+        pipeline="gold",
+        pool="all",
+        results_path=tmp_path / "gold.jsonl",
+        resources=fake_resources_factory(recording_model()),
+    )
+    gold = {example.qid: example.supporting_available for example in load_qa_examples(hotpot_file)}
+    records = [json.loads(line) for line in (tmp_path / "gold.jsonl").read_text().splitlines()]
+    for record in records:
+        assert record["retrieved"] and set(record["retrieved"]) <= gold[record["qid"]], record["qid"]
+
+
 def test_the_pool_sets_the_corpus_apart_from_the_answered_questions(
     hotpot_file: Path, settings: Settings, tmp_path: Path
 ) -> None:

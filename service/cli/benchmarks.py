@@ -122,7 +122,9 @@ def eval_qa(
     dataset: Annotated[
         Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
     ],
-    pipeline: Annotated[str, typer.Option(help="naive | agentic | no-retrieval.")],
+    pipeline: Annotated[
+        str, typer.Option(help="naive | agentic | no-retrieval | gold (naive over the gold paragraphs only).")
+    ],
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
     skip: Annotated[
         int,
