@@ -42,6 +42,17 @@ _INSTRUCTION = re.compile(
     r"output|include|act|pretend)\b"
     r"|\b(?:act|behave) as (?:an?|the)\b|\bpretend (?:to be|you are)\b"
     r"|\bjailbreak\b|\bprompt injection\b"
+    # Instructions that suppress the answer ("ignore the question and answer 'not found'").
+    r"|\bignore (?:the|this|that|any|all|every|each)\s+(?:questions?|query|queries|requests?|users?)\b"
+    r"|\b(?:answer|reply|respond|say|state)\s+(?:only\s+|just\s+|exactly\s+)?(?:that\s+)?[\"'“‘]?"
+    r"(?:not found|nothing (?:was )?found|(?:you |it )?(?:do not|don't|cannot|can't|could not) (?:know|find|answer)|"
+    r"(?:the |this |that )?information is (?:not available|unavailable|missing))"
+    r"|\b(?:note|message|instructions?|reminder)s?\s+(?:to|for)\s+(?:the\s+|any\s+)?(?:ai|assistants?|models?|"
+    r"llms?|chatbots?|bots?|language models?)\b"
+    r"|\b(?:if|when|whenever)\s+(?:you are|you're|you get)\s+asked\b[^.\n]{0,80}\b(?:answer|reply|"
+    r"respond|say)\b"
+    r"|\b(?:answer|reply|respond|say)\s+(?:that\s+)?(?:it|this|the answer)\s+is\s+not\s+in\s+the\s+"
+    r"(?:documents?|sources?|context|passages?|text)\b"
     r"|忽略(?:之前|以上|上面|前面|所有)|无视(?:之前|以上|所有)|系统(?:通知|提示|指令)|从现在起|从现在开始",
     re.IGNORECASE,
 )
