@@ -1,11 +1,12 @@
-"""Request bodies and abandoned turns (issue 20, items 2 and 6).
+"""Request bodies and abandoned requests (issue 20, items 2 and 6, and item 1's upload).
 
 - The API key is checked from the headers before any byte of the body is read (401), and bodies are capped:
   over RAG_API_MAX_JSON_BYTES / RAG_API_MAX_UPLOAD_BYTES is 413 naming the limit, refused by Content-Length
   at once or, for a chunked body, as soon as the bytes received pass the cap. Checked on the raw ASGI app
   with a `receive` that counts what the app took, and over a real server for uploads (nothing stored).
 - A client that disconnects mid-stream leaves no question without its answer in the thread: the turn is
-  rolled back, a 499 is logged and counted (rag_client_disconnects_total).
+  rolled back, a 499 is logged and counted (rag_client_disconnects_total); an upload whose client leaves
+  stops its ingestion (ingest_paths' should_stop) and keeps no file it did not finish.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.settings import Settings
 from graphs.runner import Session
 from nodes.resources import Resources
-from retrieval.ingest import ingest_paths
+from retrieval.ingest import IngestSummary, ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
+from service.api import routes_documents
 from service.api.app import create_app
 from tests.conftest import write_corpus
 from tests.fakes import StreamingTaskModel, TaskChatModel
@@ -314,7 +316,7 @@ def test_a_stream_left_mid_answer_is_rolled_back_logged_and_counted(
     whole_turn = api.messages("t-left")
     assert [kind for kind, _ in whole_turn] == ["human", "ai"]
 
-    caplog.set_level(logging.WARNING, logger="service.api.routes_rag")
+    caplog.set_level(logging.WARNING, logger="service.api.runtime")
     with api.client.stream(
         "POST", "/api/v1/rag/generate/stream", json={"query": FOLLOW_UP, "thread_id": "t-left"}
     ) as stream:
@@ -347,3 +349,45 @@ def test_a_run_past_its_limit_leaves_no_new_thread_behind(start_api: Callable[..
     assert again.status_code == 200, again.text
     assert [(kind, text) for kind, text in api.messages("t-late")][:1] == [("human", ANOTHER)]
     assert len(api.messages("t-late")) == 2
+
+
+# --- an upload whose client leaves ------------------------------------------------------------------------
+
+
+def test_an_upload_whose_client_leaves_stops_its_ingestion(
+    install: Callable[..., Resources],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    resources = install(TaskChatModel(), strength="weak")
+    resources.knowledge_base = make_kb(resources.settings)
+    app = create_app(resources.settings)
+    asked: list[bool] = []
+
+    def ingest_until_stopped(*_args: Any, should_stop: Callable[[], bool] | None = None, **_kw: Any) -> Any:
+        deadline = time.monotonic() + PATIENCE_S
+        while not (should_stop is not None and should_stop()):
+            assert time.monotonic() < deadline, "ingestion was never told to stop"
+            time.sleep(0.01)
+        asked.append(True)
+        return IngestSummary(stopped=True)
+
+    monkeypatch.setattr(routes_documents, "ingest_paths", ingest_until_stopped)
+    body = MULTIPART_START + b"# Kelp\n\nKelp grows fast.\r\n--xyz--\r\n"
+    # The whole body, then the client is gone (the next receive is http.disconnect).
+    request = Upload(
+        chunks=1,
+        chunk_bytes=0,
+        first=body,
+        headers={"Content-Type": "multipart/form-data; boundary=xyz", "Content-Length": str(len(body))},
+    )
+    status, _headers, reply = call(app, "/api/v1/documents", request)
+    assert asked == [True]
+    assert status == 499 and reply["error"] == "ClientDisconnected", reply
+    assert "0 of 1 files done when ingestion stopped" in reply["message"]
+    assert not list((resources.settings.data_dir / "uploads").rglob("big.md"))  # unfinished: not kept
+    assert any("499 POST /api/v1/documents" in record.message for record in caplog.records)
+    samples = text_string_to_metric_families(app.state.api.metrics.exposition().decode())
+    counted = [s.value for f in samples for s in f.samples if s.name == "rag_client_disconnects_total"]
+    assert counted == [1.0]

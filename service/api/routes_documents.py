@@ -3,16 +3,22 @@
 Uploaded files are kept under `<data_dir>/uploads/<tenant>/<collection>/` because the catalog keys a
 document by its path: uploading the same name again replaces that document atomically (unchanged bytes are
 skipped), exactly like `rag ingest` on a file. A failed upload restores the previous file, so nothing already
-stored is lost. The routes are plain `def`s: FastAPI runs them in its thread pool (ingestion blocks).
+stored is lost. The routes are plain `def`s: FastAPI runs them in its thread pool (ingestion blocks); the
+upload route runs its ingestion in that pool itself, to stop it when its client disconnects.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shutil
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from starlette.concurrency import run_in_threadpool
 
 from core.types import (
     CHUNK_METADATA_DEFAULTS,
@@ -24,8 +30,8 @@ from persistence.vector_store import validate_collection_name
 from retrieval.deletion import delete_content
 from retrieval.ingest import index_event, index_raw_text, ingest_paths
 from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError
-from service.api.errors import ApiError
-from service.api.runtime import api_state
+from service.api.errors import ApiError, ClientDisconnected
+from service.api.runtime import api_state, wait_for_disconnect
 from service.api.schemas import TextDocument
 
 router = APIRouter(prefix="/api/v1/documents", tags=["documents"])
@@ -78,7 +84,7 @@ def _save(upload: UploadFile, target: Path, max_bytes: int) -> None:
 
 
 @router.post("")
-def upload_documents(
+async def upload_documents(
     request: Request,
     files: Annotated[
         list[UploadFile], File(description="Files to index (.md .txt .html .pdf .docx .json .jsonl)")
@@ -86,7 +92,33 @@ def upload_documents(
     collection: Annotated[str | None, Form()] = None,
     tenant_id: Annotated[str | None, Form()] = None,
 ) -> dict[str, Any]:
-    """Index uploaded files into one collection of the caller's tenant; 422 when every file failed."""
+    """Index uploaded files into one collection of the caller's tenant; 422 when every file failed.
+
+    Ingestion runs in a worker thread (it blocks) and stops when the client disconnects (ingest_paths'
+    should_stop): the files not finished keep their previous version, and the request ends as a 499."""
+    gone = threading.Event()
+    watcher = asyncio.ensure_future(_set_when_gone(request, gone))
+    try:
+        return await run_in_threadpool(_upload, request, files, collection, tenant_id, gone.is_set)
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await watcher
+
+
+async def _set_when_gone(request: Request, gone: threading.Event) -> None:
+    """Set `gone` when the client disconnects (the upload's body has been read: only that can arrive)."""
+    await wait_for_disconnect(request)
+    gone.set()
+
+
+def _upload(
+    request: Request,
+    files: list[UploadFile],
+    collection: str | None,
+    tenant_id: str | None,
+    should_stop: Callable[[], bool],
+) -> dict[str, Any]:
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     kb = get_resources().kb()
@@ -103,16 +135,25 @@ def upload_documents(
                 shutil.copy2(target, backup)
             saved.append((target, backup))
             _save(upload, target, state.settings.max_file_bytes)
-        summary = ingest_paths(kb, [target for target, _ in saved], collection=name, tenant=tenant)
+        summary = ingest_paths(
+            kb, [target for target, _ in saved], collection=name, tenant=tenant, should_stop=should_stop
+        )
     except BaseException:
         _restore(saved)
         raise
+    finished = {result.source for result in summary.results}
     failed = {result.source for result in summary.results if result.status == "failed"}
-    _restore([(target, backup) for target, backup in saved if str(target.resolve()) in failed])
+    # A failed file, or one a stopped run never finished, keeps its previous version (the catalog's).
+    kept = finished - failed
+    _restore([(target, backup) for target, backup in saved if str(target.resolve()) not in kept])
     _discard_backups(saved)
     report = summary.as_dict()
     if summary.count("indexed"):
         _documents_changed(tenant)
+    if summary.stopped:
+        detail = f"{len(finished)} of {len(saved)} files done when ingestion stopped"
+        state.client_left("upload_documents", request, f"upload: {detail}")
+        raise ClientDisconnected(f"the client closed the connection during ingestion ({detail})")
     if failed and len(failed) == len(saved):
         reasons = "; ".join(
             f"{Path(str(item['source'])).name}: {item['reason']}" for item in report["failures"]

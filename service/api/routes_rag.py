@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -27,12 +26,11 @@ from service.api.auth import resolve_tenant
 from service.api.draft import DRAFT_REPLACED, DraftWatch
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
-from service.api.runtime import ApiState, api_state
+from service.api.runtime import ApiState, api_state, wait_for_disconnect
 from service.api.schemas import BatchRequest, GenerateRequest
 from state.context import Context
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag"])
-logger = logging.getLogger(__name__)
 
 #: The API's rewrite method names -> the context's (`decomposition` is the seed's name for `decompose`).
 REWRITE_METHODS = {"decomposition": "decompose"}
@@ -43,24 +41,6 @@ SSE_PING_S = 15
 T = TypeVar("T")
 
 
-def client_left(state: ApiState, route: str, request: Request, thread_id: str | None) -> None:
-    """Log and count a client that closed its connection before its answer (nginx's 499). Its run is
-    stopped, and what it wrote in its thread rolled back (service.api.turns)."""
-    state.metrics.record_disconnect(route)
-    logger.warning(
-        "499 %s %s: the client closed the connection before its answer (thread %s); its turn is abandoned",
-        request.method,
-        request.url.path,
-        thread_id or "-",
-    )
-
-
-async def _client_gone(request: Request) -> None:
-    """Return when the client disconnects (the request's body has been read, so only that can arrive)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     """Await `work`; cancel it when the client disconnects (then raise ClientDisconnected).
 
@@ -69,7 +49,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
     Listening on `receive` rather than polling `Request.is_disconnected`, which never sees the disconnect
     behind a BaseHTTPMiddleware (the app's request meter)."""
     task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(_client_gone(request))
+    gone = asyncio.ensure_future(wait_for_disconnect(request))
     try:
         await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
         if not task.done() and gone.exception() is not None:  # cannot listen: just wait for the answer
@@ -212,7 +192,7 @@ async def generate(body: GenerateRequest, request: Request) -> dict[str, Any]:
     except Exception as error:
         state.metrics.record_error("generate", classify(error).kind)
         if isinstance(error, ClientDisconnected):
-            client_left(state, "generate", request, body.thread_id)
+            state.client_left("generate", request, f"thread {body.thread_id or '-'}")
         raise
 
 
@@ -259,7 +239,7 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
             # The response stops the stream when its client disconnects (cancelled while waiting for the
             # run, or closed at a `yield`); closing the run above abandons and rolls back the turn.
             if gone.is_set():
-                client_left(state, "generate_stream", request, body.thread_id)
+                state.client_left("generate_stream", request, f"thread {body.thread_id or '-'}")
             raise
         except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
             info = classify(error)
@@ -313,7 +293,7 @@ async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
             request, asyncio.gather(*(one(index, raw) for index, raw in enumerate(body.requests)))
         )
     except ClientDisconnected:
-        client_left(state, "batch", request, None)
+        state.client_left("batch", request, f"{len(body.requests)} questions")
         raise
     succeeded = sum(1 for item in results if item["ok"])
     return {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from fastapi import Request
@@ -10,6 +11,8 @@ from config.settings import Settings
 from service.api.auth import key_tenant, presented_key, resolve_tenant
 from service.api.engine import Engine
 from service.api.metrics import ApiMetrics
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -28,6 +31,25 @@ class ApiState:
     def tenant(self, request: Request, requested: str | None) -> str:
         """The tenant the request acts for (401 / 403 per service.api.auth)."""
         return resolve_tenant(self.authorized_tenant(request), requested, self.settings.default_tenant)
+
+    def client_left(self, route: str, request: Request, detail: str) -> None:
+        """Log and count a client that closed its connection before its answer (nginx's 499): its run or
+        its ingestion was stopped, and what it left half done undone (service.api.turns, the upload route)."""
+        self.metrics.record_disconnect(route)
+        logger.warning(
+            "499 %s %s: the client closed the connection before its answer (%s)",
+            request.method,
+            request.url.path,
+            detail,
+        )
+
+
+async def wait_for_disconnect(request: Request) -> None:
+    """Return when the client disconnects. Only for a request whose body has been read, so that nothing else
+    can arrive. Listens on `receive` rather than polling `Request.is_disconnected`, which never sees the
+    disconnect behind a BaseHTTPMiddleware (the app's request meter)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 def api_state(request: Request) -> ApiState:
