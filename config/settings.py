@@ -173,6 +173,30 @@ class Settings(BaseSettings):
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     dense_weight: float = Field(1.0, ge=0.0, description="Weight of the dense ranking in fusion.")
     bm25_weight: float = Field(1.0, ge=0.0, description="Weight of the BM25 ranking in fusion.")
+    precise_dense_weight: float = Field(
+        0.8, ge=0.0, description="Weight of the dense ranking in fusion for mode=precise runs (seed 001)."
+    )
+    precise_bm25_weight: float = Field(
+        0.2, ge=0.0, description="Weight of the BM25 ranking in fusion for mode=precise runs (seed 001)."
+    )
+    advanced_queries: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="Search queries of a mode=advanced run's first round (the question, then rewrites), each "
+        "taking top_k / this many results (rounded up); merged by chunk id, best score first (seed 001).",
+    )
+    search_rerank: bool = Field(
+        False,
+        description="Default of /api/v1/search's `rerank`: the fused candidates reordered by the generation "
+        "model in one batched scoring call (retrieval/rerank.py; off: see docs/api-seed.md's measurement).",
+    )
+    rerank_candidates: int = Field(
+        20, ge=2, le=100, description="Fused candidates a rerank sends to the model in its one prompt."
+    )
+    rerank_passage_chars: int = Field(
+        500, ge=50, le=4000, description="Characters of each candidate a rerank prompt shows the model."
+    )
     cjk_dense_weight_factor: float = Field(
         0.2,
         ge=0.0,
@@ -230,6 +254,16 @@ class Settings(BaseSettings):
     )
     rewrite: RewriteOverride = Field(
         "auto", description="Query rewriting: auto (by strategy) or a fixed method."
+    )
+    hyde: bool = Field(
+        True,
+        description="Strategy selection may choose HyDE (a hypothetical answer passage searched for); false "
+        "never does (RAG_REWRITE=hyde still does: an explicit method wins).",
+    )
+    self_rag: bool = Field(
+        True,
+        description="Self-RAG: grade each answer and revise it or search again until it passes; false "
+        "accepts the first answer (no grading call, no revision).",
     )
     preference: Preference = Field(
         "balanced", description="accuracy | speed | balanced: how much work to spend."
@@ -368,6 +402,11 @@ class Settings(BaseSettings):
         description="API keys mapped to tenants, 'key1:tenantA,key2:tenantB'; empty = no authentication.",
     )
     api_cors_origins: str = Field("", description="Origins allowed by CORS, comma-separated ('*' = any).")
+    api_models: str = Field(
+        "",
+        description="Models a request may name besides RAG_LLM_MODEL and RAG_GRADER_MODEL (comma-separated; "
+        "served by the same provider and endpoint); any other name is refused with a 422.",
+    )
     api_run_timeout_s: float = Field(
         0.0,
         ge=0,

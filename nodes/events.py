@@ -9,6 +9,8 @@ Events (names are the REST API's SSE event names):
 - query_rewritten: the round's search queries (rewrite, reformulate);
 - documents_retrieved: how many passages the round found and how many were judged relevant (grade_retrieval);
 - generation_start: the answer is about to be written (generate);
+- answer_graded: one Self-RAG grade of a draft: round, score, grounded, action, problems, suggestions
+  (grade_answer; none when Self-RAG is off or the answer had no sources);
 - generation_complete: the final answer with its citations and sources (cite, not_found).
 Tokens stream through `stream_mode="messages"` (the model's own chunks); the REST route forwards them as
 `token` events and adds `error` and `done`.
@@ -25,7 +27,13 @@ logger = logging.getLogger(__name__)
 
 #: Every event name a graph node may emit (the REST route adds `done`).
 EventName = Literal[
-    "query_rewritten", "documents_retrieved", "generation_start", "token", "generation_complete", "error"
+    "query_rewritten",
+    "documents_retrieved",
+    "generation_start",
+    "token",
+    "answer_graded",
+    "generation_complete",
+    "error",
 ]
 
 

@@ -21,6 +21,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from core.text import strip_references
+from nodes.events import emit
 from nodes.generate import current_question, language_of
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.resources import get_resources
@@ -54,7 +55,7 @@ from state.graph_state import State
 from state.schemas import AnswerCandidate, AnswerGrade, RetrievedDoc
 
 NextAction = Literal["accept", "give_up", "retrieve", "regenerate"]
-GraderName = Literal["llm", "score", "skipped"]
+GraderName = Literal["llm", "score", "skipped", "off"]
 
 #: An answer without claim sentences counts as grounded when this share of its terms occurs in the sources
 #: it cites.
@@ -100,6 +101,12 @@ META_TERMS = frozenset(
 UNQUALIFIED_SCORE_CAP = 0.5
 #: Upper bound of the LLM grader's reply.
 GRADE_MAX_TOKENS = 256
+#: What the loop does next, in words for a client (the `answer_graded` event's `suggestions`).
+SUGGESTIONS: dict[str, str] = {
+    "retrieve": "search again with a reformulated query: the answer is not grounded in these sources",
+    "regenerate": "rewrite the answer from the same sources, fixing the problems named",
+    "give_up": "keep the best answer so far: the attempts are spent or revisions stopped improving it",
+}
 
 
 def _clamp(value: float) -> float:
@@ -286,6 +293,8 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     usage: dict[str, Any] = {}
     if not sources:
         grader = "skipped"
+    elif not context.self_rag:
+        grader = "off"  # the pure score above ranks the answer; no grading call, the first answer stands
     elif _grader_for(context) == "llm":
         checked = grade
         grade, ok, usage = _llm_grade(question, draft, sources, grade, context)
@@ -297,7 +306,8 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             )
     score = overall_score(grade) if sources else mean_score(grade)
     stalled = stalled_after(score, state)
-    action: NextAction = "accept" if not sources else decide(score, grade.grounded, state, context, stalled)
+    graded = grader in ("llm", "score")
+    action: NextAction = decide(score, grade.grounded, state, context, stalled) if graded else "accept"
     candidate = AnswerCandidate(
         text=draft,
         score=score,
@@ -306,13 +316,28 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         doc_ids=[doc["chunk_id"] for doc in sources],
         confidence=state.get("draft_confidence"),
     )
+    problems = answer_problems(question, draft, sources, grade) if action != "accept" else []
+    if graded:
+        emit(
+            "answer_graded",
+            {
+                "round": candidate["round"],
+                "score": score,
+                "grounded": grade.grounded,
+                "answers_question": grade.answers_question,
+                "grader": grader,
+                "action": action,
+                "problems": problems,
+                "suggestions": [SUGGESTIONS[action]] if action in SUGGESTIONS else [],
+            },
+        )
     update = {
         "answer_grade": {
             **grade.model_dump(),
             "mean": mean_score(grade),
             "score": score,
             "grader": grader,
-            "problems": answer_problems(question, draft, sources, grade) if action != "accept" else [],
+            "problems": problems,
         },
         "answer_score": score,
         "best_answer": candidate,

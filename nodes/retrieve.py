@@ -16,6 +16,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from config.settings import Settings
 from core.types import SearchHit
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
@@ -77,6 +78,18 @@ def outside_conversation_k(top_k: int, share: float) -> int:
     return min(top_k - 1, math.ceil(top_k * share))
 
 
+def mode_retrieval(context: Context, settings: Settings) -> tuple[int, tuple[float, float] | None]:
+    """(k per query, fusion weights) of a run's answer mode (seed 001: modes change retrieval):
+    precise = hybrid weighted RAG_PRECISE_DENSE_WEIGHT / RAG_PRECISE_BM25_WEIGHT (0.8 / 0.2); advanced =
+    top_k / RAG_ADVANCED_QUERIES per query (rounded up; its several queries come from rewrite, merged by
+    chunk id best score first); simple and auto = top_k with the standard weights."""
+    if context.mode == "precise":
+        return context.top_k, (settings.precise_dense_weight, settings.precise_bm25_weight)
+    if context.mode == "advanced":
+        return max(1, math.ceil(context.top_k / settings.advanced_queries)), None
+    return context.top_k, None
+
+
 def scoped_search(
     searcher: Searcher,
     text: str,
@@ -91,6 +104,7 @@ def scoped_search(
     `outside_conversation_k` of k from other conversations and the rest inside."""
     collections = [context.collection] if context.collection else None
     vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
+    top_k, weights = mode_retrieval(context, searcher.settings)
 
     def search(k: int, scope: dict[str, Any] | None) -> list[SearchHit]:
         return searcher.search(
@@ -101,12 +115,13 @@ def scoped_search(
             tenant=tenant,
             collections=collections,
             query_vector=vector,
+            weights=weights,
         ).hits
 
     if not conversation_id:
-        return search(context.top_k, filters)
-    outside_k = outside_conversation_k(context.top_k, context.cross_conversation_share)
-    inside = search(context.top_k - outside_k or 1, _and(filters, {"conversation_id": conversation_id}))
+        return search(top_k, filters)
+    outside_k = outside_conversation_k(top_k, context.cross_conversation_share)
+    inside = search(top_k - outside_k or 1, _and(filters, {"conversation_id": conversation_id}))
     outside: list[SearchHit] = []
     if outside_k:
         outside = search(outside_k, _and(filters, {"conversation_id": {"$ne": conversation_id}}))

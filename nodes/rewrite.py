@@ -5,7 +5,9 @@
 - hyde (HYDE): the question, its dense text a hypothetical answer passage;
 - decompose (QUERY_DECOMPOSITION): the question + 2..`max_subquestions` sub-questions;
 - hop (ITERATIVE, first hop): the question + the inner bridge question, or one question per compared item;
-- expand: the question + expanded keyword queries.
+- expand: the question + expanded keyword queries;
+- advanced (mode=advanced with rewrite auto, whatever the strategy): the question + variants,
+  RAG_ADVANCED_QUERIES queries in all, each retrieving top_k / that many (seed 001's advanced mode).
 
 Why the question itself is always first: a rewrite can only add recall; it must never lose what the user
 asked. Strong generation models write the variants, passages and sub-questions; with the embedded model
@@ -16,6 +18,7 @@ hallucinated passage, and costs no model call. Any model failure falls back the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -60,9 +63,12 @@ Accounting = dict[str, Any]
 
 
 def rewrite_method(strategy: str, context: Context) -> str:
-    """The rewrite method of a run: the fixed one of the context, else the strategy's."""
+    """The rewrite method of a run: the fixed one of the context, else "advanced" for mode=advanced runs
+    (seed 001: its retrieval is several rewritten queries), else the strategy's."""
     if context.rewrite != "auto":
         return context.rewrite
+    if context.mode == "advanced":
+        return "advanced"
     return STRATEGY_METHODS.get(strategy, "none")
 
 
@@ -167,6 +173,11 @@ def build_queries(question: str, strategy: str, context: Context) -> tuple[list[
         return unique_queries(hyde) or [original], accounting
     if method == "multi":
         extra, accounting = multi_queries(question, context)
+    elif method == "advanced":
+        # RAG_ADVANCED_QUERIES in all, the question first; each searches top_k / that many (nodes.retrieve).
+        variants = get_resources().settings.advanced_queries - 1
+        if variants > 0:
+            extra, accounting = multi_queries(question, replace(context, query_variants=variants))
     elif method == "decompose":
         extra, accounting = decomposition_queries(question, context)
     elif method == "expand":

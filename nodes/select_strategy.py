@@ -45,9 +45,16 @@ OVERRIDE_STRATEGIES: dict[str, Strategy] = {
 
 
 def choose_strategy(analysis: QueryAnalysis, context: Context) -> Strategy:
-    """The retrieval strategy for an analysed question under a run's configuration (see the module doc)."""
+    """The retrieval strategy for an analysed question under a run's configuration (see the module doc).
+    With `context.hyde` off, a rule that would choose HYDE chooses DIRECT (a fixed `rewrite=hyde` wins)."""
     if context.rewrite in OVERRIDE_STRATEGIES:
         return OVERRIDE_STRATEGIES[context.rewrite]
+    strategy = _rule_strategy(analysis, context)
+    return "DIRECT" if strategy == "HYDE" and not context.hyde else strategy
+
+
+def _rule_strategy(analysis: QueryAnalysis, context: Context) -> Strategy:
+    """Rules 2-10 of the module doc."""
     query_type = analysis.query_type
     accuracy = context.preference == "accuracy"
     if not analysis.needs_retrieval:

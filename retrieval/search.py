@@ -98,8 +98,10 @@ class Searcher:
         collections: Sequence[str] | None = None,
         mmr: bool | None = None,
         query_vector: Sequence[float] | None = None,
+        weights: tuple[float, float] | None = None,
     ) -> SearchResult:
-        """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError on bad input."""
+        """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError on bad input. `weights`
+        (dense, BM25) replace RAG_DENSE_WEIGHT / RAG_BM25_WEIGHT in the hybrid fusion (mode=precise)."""
         settings = self.settings
         query = validate_query(query, settings.max_query_chars)
         k = settings.top_k if k is None else k
@@ -150,8 +152,9 @@ class Searcher:
         elif mode == "bm25":
             ranked = keyword
         else:
+            dense_base, bm25_weight = weights or (settings.dense_weight, settings.bm25_weight)
             ranked = reciprocal_rank_fusion(
-                [dense, keyword], [self.dense_weight(query), settings.bm25_weight], k=settings.rrf_k
+                [dense, keyword], [self.dense_weight(query, dense_base), bm25_weight], k=settings.rrf_k
             )
         ranked = [hit for hit in ranked if hit.metadata.get("tenant") == tenant]
         if use_mmr and query_vector is not None and len(ranked) > 1:
@@ -159,12 +162,14 @@ class Searcher:
         timings["fuse_ms"] = (time.perf_counter() - started) * 1000
         return SearchResult(ranked[:k], timings)
 
-    def dense_weight(self, query: str) -> float:
-        """The dense ranking's fusion weight for this query: lowered for CJK text when the embedding model
-        only knows English, whose vectors would otherwise drag good keyword results down."""
+    def dense_weight(self, query: str, base: float | None = None) -> float:
+        """The dense ranking's fusion weight for this query (`base`, default RAG_DENSE_WEIGHT): lowered for
+        CJK text when the embedding model only knows English, whose vectors would otherwise drag good
+        keyword results down."""
+        weight = self.settings.dense_weight if base is None else base
         if self.settings.embedding_provider in ENGLISH_ONLY_EMBEDDINGS and contains_cjk(query):
-            return self.settings.dense_weight * self.settings.cjk_dense_weight_factor
-        return self.settings.dense_weight
+            return weight * self.settings.cjk_dense_weight_factor
+        return weight
 
     def _collections(self, tenant: str, requested: Sequence[str] | None) -> list[str]:
         available = self.kb.catalog.collections(tenant)

@@ -141,6 +141,8 @@ class Context:
     search_mode: SearchModeName = _from_settings("search_mode")
     mode: AnswerMode = _from_settings("mode")
     rewrite: RewriteOverride = _from_settings("rewrite")
+    hyde: bool = _from_settings("hyde")
+    self_rag: bool = _from_settings("self_rag")
     preference: Preference = _from_settings("preference")
     analyzer: AnalyzerKind = _from_settings("analyzer")
     grader: GraderKind = _from_settings("grader")

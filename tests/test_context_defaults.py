@@ -47,6 +47,8 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "search_mode": ("bm25", "bm25"),
     "mode": ("precise", "precise"),
     "rewrite": ("hyde", "hyde"),
+    "hyde": ("false", False),
+    "self_rag": ("false", False),
     "preference": ("speed", "speed"),
     "analyzer": ("heuristic", "heuristic"),
     "grader": ("score", "score"),

@@ -1,0 +1,141 @@
+"""LLM rerank of fused search results (seed 001's retrieval client: "RRF fusion, LLM rerank").
+
+How: the fused candidates (RAG_RERANK_CANDIDATES of them, each cut to RAG_RERANK_PASSAGE_CHARS) go to the
+model in one prompt (prompts/rerank.py), which replies a 0-10 score per passage; candidates are reordered by
+that score, ties and unscored ones keeping their fused order (unscored ones after every scored one).
+
+Why lenient and never failing: a small local model's reply is often a near-miss (`1: 8`, `Passage 2 - 3`,
+a JSON object or list, extra prose). What can be read is used; when fewer than half of the candidates get a
+score, or the call fails, the fused order is returned unchanged with the reason: a rerank may help a
+search, never break it. Default off (RAG_SEARCH_RERANK): see docs/api-seed.md for what it costs and gains.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from core.types import SearchHit
+from models.structured import with_max_tokens
+from prompts.rerank import RERANK_PASSAGE, RERANK_PROMPT, RERANK_SYSTEM
+
+logger = logging.getLogger(__name__)
+
+#: Highest score of the scale the prompt asks for (scores above are clamped to it).
+MAX_SCORE = 10.0
+#: Share of the candidates that must get a score for the reply to be used.
+MIN_SCORED_SHARE = 0.5
+#: Completion tokens per candidate a reply may take (`[12] 7` plus a newline), plus some slack.
+TOKENS_PER_CANDIDATE = 8
+REPLY_SLACK_TOKENS = 32
+#: `[3] 7`, `3: 7.5`, `Passage 3 - 7`, `#3 = 7`, `3) 7/10`: a passage number then its score on one line.
+_LINE = re.compile(
+    r"^\s*(?:passage|doc(?:ument)?|#)?\s*\[?\s*(\d{1,3})\s*\]?\s*[:=)\-.]*\s*(?:score\s*[:=]?\s*)?"
+    r"(-?\d+(?:\.\d+)?)",
+    re.IGNORECASE,
+)
+
+
+@dataclass
+class RerankResult:
+    """The reordered hits, whether the model's order was used (else `reason` says why not), the scores it
+    gave (by position in the fused list, 1-based) and the call's duration."""
+
+    hits: list[SearchHit]
+    reranked: bool
+    reason: str = ""
+    scores: dict[int, float] = field(default_factory=dict)
+    elapsed_ms: float = 0.0
+
+
+def rerank_prompt(query: str, hits: Sequence[SearchHit], passage_chars: int) -> str:
+    """The one prompt that asks for a score per candidate."""
+    blocks = []
+    for number, hit in enumerate(hits, 1):
+        title = str(hit.metadata.get("title") or "").strip()
+        text = " ".join(hit.text.split())[:passage_chars]
+        blocks.append(RERANK_PASSAGE.format(number=number, title=f"{title}: " if title else "", text=text))
+    return RERANK_PROMPT.format(query=query, passages="\n".join(blocks), count=len(hits))
+
+
+def parse_scores(reply: str, count: int) -> dict[int, float]:
+    """Scores by passage number (1..count) from a reply, as leniently as possible: `[n] s` lines and their
+    near-misses, a JSON object {"n": s} or a JSON list of scores in passage order. Out-of-range numbers are
+    ignored, scores clamped to 0..10, the first score of a passage kept."""
+    scores: dict[int, float] = {}
+    parsed = _json_scores(reply, count)
+    if parsed:
+        return parsed
+    for line in reply.splitlines():
+        match = _LINE.match(line)
+        if not match:
+            continue
+        number, score = int(match.group(1)), float(match.group(2))
+        if 1 <= number <= count and number not in scores:
+            scores[number] = min(MAX_SCORE, max(0.0, score))
+    return scores
+
+
+def _json_scores(reply: str, count: int) -> dict[int, float]:
+    start = min((index for index in (reply.find("{"), reply.find("[")) if index >= 0), default=-1)
+    if start < 0:
+        return {}
+    try:
+        value = json.loads(reply[start : max(reply.rfind("}"), reply.rfind("]")) + 1])
+    except ValueError:
+        return {}
+    pairs: list[tuple[object, object]] = []
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, list) and all(isinstance(item, int | float) for item in value):
+        pairs = [(index, item) for index, item in enumerate(value, 1)]
+    scores: dict[int, float] = {}
+    for key, score in pairs:
+        try:
+            number, number_score = int(str(key).strip("[] ")), float(score)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if 1 <= number <= count:
+            scores.setdefault(number, min(MAX_SCORE, max(0.0, number_score)))
+    return scores
+
+
+def rerank(
+    model: BaseChatModel,
+    query: str,
+    hits: Sequence[SearchHit],
+    *,
+    passage_chars: int,
+    callbacks: list[Any] | None = None,
+) -> RerankResult:
+    """`hits` (fused order) reordered by the model's scores, in one call; the fused order on a failed call
+    or an unusable reply (see the module doc). The hits' own scores are left as fusion gave them.
+    `callbacks` (LangChain handlers) watch the call: the API's model gate."""
+    fused = list(hits)
+    if len(fused) < 2:
+        return RerankResult(fused, False, "fewer than two candidates")
+    messages = [SystemMessage(RERANK_SYSTEM), HumanMessage(rerank_prompt(query, fused, passage_chars))]
+    started = time.perf_counter()
+    try:
+        capped = with_max_tokens(model, TOKENS_PER_CANDIDATE * len(fused) + REPLY_SLACK_TOKENS)
+        reply = capped.invoke(messages, config={"callbacks": callbacks} if callbacks else None)
+        text = reply.content if isinstance(reply.content, str) else str(reply.content)
+    except Exception as error:  # noqa: BLE001 - a rerank must never fail the search
+        logger.warning("rerank call failed (%s: %s); keeping the fused order", type(error).__name__, error)
+        elapsed = (time.perf_counter() - started) * 1000
+        return RerankResult(fused, False, f"the model call failed ({type(error).__name__})", {}, elapsed)
+    elapsed = (time.perf_counter() - started) * 1000
+    scores = parse_scores(text, len(fused))
+    if len(scores) < MIN_SCORED_SHARE * len(fused):
+        reason = f"the model scored {len(scores)} of {len(fused)} candidates"
+        return RerankResult(fused, False, reason, scores, elapsed)
+    order = sorted(range(1, len(fused) + 1), key=lambda number: (-scores.get(number, -1.0), number))
+    return RerankResult([fused[number - 1] for number in order], True, "", scores, elapsed)
