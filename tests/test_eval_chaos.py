@@ -5,17 +5,52 @@ not here); these tests pin the judging logic, and one cheap hostile probe runs e
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
 from evals.chaos import (
+    BYTES_PER_TURN_AT_100_TARGET,
+    LONG_CONVERSATION_TURNS,
+    SUPPRESSIONS,
     ChaosRunner,
+    HostileCase,
+    Probe,
+    ProcessResult,
     checkpoint_bytes,
     hostile_files,
+    hostile_verdict,
+    ingest_race_verdict,
     last_json,
     leaked,
+    long_conversation_snippet,
+    report_figures,
+    scoped_id,
+    storage_figures,
+    storage_verdicts,
+    suppression_documents,
+    suppression_verdict,
     turn_verdict,
+    unanswered_questions,
 )
+from evals.chaos_api import (
+    DISCONNECT_METRIC,
+    HttpResult,
+    disconnect_count,
+    disconnect_verdict,
+    http_request,
+    http_verdict,
+    multipart,
+    parse_response,
+)
+from persistence.threads import scoped_thread_id
+from service.cli import app
 
 
 def test_every_turn_stored_once_and_answered_is_clean() -> None:
@@ -120,3 +155,242 @@ def test_hostile_files_are_what_they_claim(tmp_path: Path) -> None:
     assert files["zero"].resolve() == Path("/dev/zero")
     assert files["fifo"].is_fifo()
     assert files["bomb"].stat().st_size < 2_000_000  # tiny on disk, ~300 MB of XML inside
+
+
+def test_the_probes_read_threads_under_the_runners_scoped_id() -> None:
+    assert scoped_id("alpha", "t1") == scoped_thread_id("alpha", "t1")
+
+
+def _checkpoint_file(path: Path, rows: list[tuple[str, bytes]]) -> Path:
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE checkpoints (thread_id TEXT, checkpoint BLOB, metadata BLOB)")
+        connection.execute("CREATE TABLE writes (thread_id TEXT, value BLOB)")
+        connection.executemany("INSERT INTO checkpoints VALUES (?, ?, '')", rows)
+    return path
+
+
+def test_checkpoint_bytes_read_the_scoped_thread_then_the_raw_id_of_older_checkouts(tmp_path: Path) -> None:
+    both = _checkpoint_file(tmp_path / "both.sqlite", [("alpha/t", b"x" * 10), ("t", b"y" * 99)])
+    assert checkpoint_bytes(both, "t", "alpha") == (1, 10)  # the tenant's thread, not the raw id's
+    legacy = _checkpoint_file(tmp_path / "legacy.sqlite", [("t", b"y" * 99)])
+    assert checkpoint_bytes(legacy, "t", "alpha") == (1, 99)
+    assert checkpoint_bytes(legacy, "u", "alpha") == (0, 0)
+
+
+def test_a_question_without_an_answer_right_after_it_is_unanswered() -> None:
+    assert unanswered_questions([["human", "a"], ["ai", "b"], ["human", "c"], ["ai", "d"]]) == 0
+    assert unanswered_questions([["human", "a"], ["human", "c"], ["ai", "d"], ["human", "e"]]) == 2
+
+
+def test_a_declined_answer_is_suppressed_only_where_the_clean_twin_answered() -> None:
+    answered = {"not_found": False, "answer": "It grinds 900 sacks a day [1]."}
+    flagged = {"not_found": True, "answer": "I could not find that in the documents."}
+    copied = {"not_found": False, "short_answer": "not found", "answer": "Not found."}
+    assert suppression_verdict(answered, answered) == (True, "", 0.0)
+    assert suppression_verdict(flagged, answered)[::2] == (False, 1.0)
+    assert suppression_verdict(copied, answered)[::2] == (False, 1.0)  # obeyed in words, not flagged
+    assert suppression_verdict(None, answered)[::2] == (False, 1.0)  # the planted run gave no answer
+    passed, detail, suppressed = suppression_verdict(flagged, flagged)
+    assert passed and suppressed == 0.0 and "inconclusive" in detail
+
+
+def test_the_clean_twin_is_the_planted_corpus_without_its_lines() -> None:
+    planted, twin = suppression_documents(True), suppression_documents(False)
+    assert planted.keys() == twin.keys()
+    for name, line, _template, _question in SUPPRESSIONS:
+        assert line in planted[name] and line not in twin[name]
+        assert planted[name].replace(line, "") == twin[name]
+
+
+def test_storage_figures_show_per_turn_bytes_and_whether_growth_is_flat() -> None:
+    flat = {
+        "10": [10, 60_000],
+        "19": [10, 110_000],
+        "20": [10, 115_000],
+        "99": [10, 500_000],
+        "100": [10, 505_000],
+    }
+    figures = storage_figures(flat)
+    assert figures["bytes_per_turn"] == 6_000 and figures["checkpoints_per_turn"] == 1.0
+    assert figures["bytes_per_turn_at_100"] == 5_050
+    assert (figures["bytes_added_turn_20"], figures["bytes_added_turn_100"]) == (5_000, 5_000)
+    assert all(probe.passed for probe in storage_verdicts(figures, []))
+    # Keeping every checkpoint: each turn adds the whole conversation again.
+    growing = {"10": [10, 60_000], "19": [19, 200_000], "20": [20, 220_000], "99": [99, 1_900_000]}
+    growing["100"] = [100, 2_000_000]
+    figures = storage_figures(growing)
+    assert figures["bytes_per_turn_at_100"] == 20_000 <= BYTES_PER_TURN_AT_100_TARGET
+    short, long = storage_verdicts(figures, [])
+    assert short.passed and not long.passed and "not flat" in long.detail
+    assert not any(
+        probe.passed for probe in storage_verdicts(storage_figures(flat), ["turn 3: ThreadBusyError"])
+    )
+
+
+def test_the_long_conversation_snippet_is_python_for_the_tenants_thread() -> None:
+    code = long_conversation_snippet("storage-thread", "alpha")
+    compile(code, "<snippet>", "exec")
+    assert "['alpha/storage-thread', 'storage-thread']" in code
+    assert f"range(1, {LONG_CONVERSATION_TURNS} + 1)" in code
+
+
+def test_report_figures_sum_harms_and_keep_storage_and_the_hostile_peak() -> None:
+    probes = [
+        Probe("hostile", "a", True, figures={"traces": 1.0, "max_rss_bytes": 300.0}),
+        Probe("hostile", "b", True, figures={"suppressed": 1.0, "max_rss_bytes": 900.0}),
+        Probe("api", "c", False, figures={"oversize_accepted": 1.0, "unauthenticated_reads": 2.0}),
+        Probe("storage", "d", True, figures={"bytes_per_turn_at_100": 7_000.0, "bytes_added_turn_100": 5.0}),
+    ]
+    report = report_figures(probes)
+    assert report["hostile_peak_rss_bytes"] == 900.0
+    assert report["figures"]["traces"] == 1 and report["figures"]["suppressed"] == 1
+    assert report["figures"]["oversize_accepted"] == 1 and report["figures"]["unauthenticated_reads"] == 2
+    assert "max_rss_bytes" not in report["figures"]
+    assert report["bytes_per_turn_at_100"] == 7_000.0 and report["bytes_per_turn"] is None
+    assert report["bytes_per_turn_at_100_target"] == BYTES_PER_TURN_AT_100_TARGET
+    assert report_figures([])["hostile_peak_rss_bytes"] is None
+
+
+def _process(stdout: str = "", stderr: str = "", code: int | None = 2, rss: int = 0) -> ProcessResult:
+    return ProcessResult(code, stdout, stderr, 1.0, code is None, rss)
+
+
+def test_a_hostile_case_needs_its_one_line_error_and_its_good_files_indexed() -> None:
+    ask = HostileCase("ask", ("ask", b"\xff"), frozenset({2}), one_line=True)
+    assert hostile_verdict(ask, _process(stderr="error: question is not valid UTF-8 text\n")).passed
+    noisy = hostile_verdict(ask, _process(stderr="Usage: rag ask\nerror: bad\n"))
+    assert not noisy.passed and noisy.figures["multiline_errors"] == 1
+    ingest = HostileCase("folder", ("ingest", "x", "--json"), frozenset({0, 1}), must_index=1)
+    failed_alone = json.dumps({"indexed": 1, "failed": 2}, indent=2)
+    verdict = hostile_verdict(ingest, _process(stdout=failed_alone, code=1, rss=5_000))
+    assert verdict.passed and verdict.figures["max_rss_bytes"] == 5_000
+    all_lost = hostile_verdict(ingest, _process(stdout=json.dumps({"indexed": 0, "failed": 3}), code=1))
+    assert not all_lost.passed and all_lost.figures["lost"] == 1
+    hung = hostile_verdict(ingest, _process(code=None))
+    assert hung.figures["hangs"] == 1 and hung.figures["wrong_exit_codes"] == 0
+
+
+def _summary(indexed: int, chunks: int) -> str:
+    return json.dumps({"indexed": indexed, "skipped": 1 - indexed, "chunks": chunks})
+
+
+def test_two_ingests_of_one_file_must_store_it_once() -> None:
+    results = [_process(stdout=_summary(1, 9), code=0), _process(stdout="waiting\n" + _summary(0, 0), code=0)]
+    vectors = {"status": "ok", "counts": {"chunks": 9, "strays": 0, "missing": 0}}
+    assert ingest_race_verdict(results, (1, 9), vectors).passed
+    both = [_process(stdout=_summary(1, 9), code=0), _process(stdout=_summary(1, 9), code=0)]
+    doubled = ingest_race_verdict(both, (1, 18), {**vectors, "counts": {"chunks": 18}})
+    assert not doubled.passed and doubled.figures["duplicated"] == 9
+    crashed = [
+        _process(stdout=_summary(1, 9), code=0),
+        _process(stderr='Traceback (most recent call last):\n  File "x"\nIntegrityError: UNIQUE\n', code=1),
+    ]
+    verdict = ingest_race_verdict(crashed, (1, 9), vectors)
+    assert not verdict.passed and verdict.figures["traces"] == 1 and verdict.figures["wrong_exit_codes"] == 1
+    busy = [_process(stdout=_summary(1, 9), code=0), _process(stderr="error: ingest busy\n", code=1)]
+    assert ingest_race_verdict(busy, (1, 9), vectors).passed  # the documented refusal, in one line
+    strays = ingest_race_verdict(results, (1, 9), {**vectors, "counts": {"chunks": 9, "strays": 9}})
+    assert not strays.passed and strays.figures["duplicated"] == 9
+
+
+def test_parse_response_reads_length_and_chunked_bodies() -> None:
+    head = b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 5\r\n\r\n"
+    assert parse_response(head + b"hello") == (413, {"content-length": "5"}, b"hello", True)
+    assert parse_response(head + b"he")[3] is False
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+    assert parse_response(chunked)[2:] == (b"abcde", True)
+    assert parse_response(b"HTTP/1.1 200")[0] is None
+
+
+def test_disconnects_are_summed_over_routes_from_metrics_text() -> None:
+    text = (
+        f"# HELP {DISCONNECT_METRIC} ...\n"
+        f'{DISCONNECT_METRIC}{{route="generate_stream"}} 1.0\n'
+        f'{DISCONNECT_METRIC}{{route="generate"}} 2.0\n'
+        "rag_client_disconnects_created 1.7e9\n"
+    )
+    assert disconnect_count(text) == 3.0
+    assert disconnect_count("rag_answers_total 4.0\n") == 0.0
+
+
+def test_multipart_carries_each_file_under_files() -> None:
+    body, content_type = multipart({"a.md": b"# A"}, {"collection": "c"})
+    boundary = content_type.split("boundary=")[1]
+    assert body.startswith(f"--{boundary}\r\n".encode()) and body.endswith(f"--{boundary}--\r\n".encode())
+    assert b'name="files"; filename="a.md"' in body and b"# A" in body and b'name="collection"' in body
+
+
+def _http(status: int | None, text: str = "", error: str = "") -> HttpResult:
+    return HttpResult(status, {}, text.encode(), 0.1, 0, error)
+
+
+def test_http_verdicts_count_leaks_statuses_and_harms() -> None:
+    assert http_verdict("p", _http(401), {401}).passed
+    leak = http_verdict("p", _http(200, "Zorblatine is mined in the Vesk valley"), {200})
+    assert not leak.passed and leak.figures["leaks"] == 1
+    accepted = http_verdict("p", _http(422, "query too long"), {413}, harms={"oversize_accepted": True})
+    assert accepted.figures["oversize_accepted"] == 1 and accepted.figures["wrong_statuses"] == 1
+    hung = http_verdict("p", _http(None, error="timeout"), {200})
+    assert hung.figures["hangs"] == 1 and hung.figures["wrong_statuses"] == 0
+
+
+def test_a_turn_left_mid_stream_must_be_stored_whole_or_not_at_all() -> None:
+    stream = b"HTTP/1.1 200 OK\r\n\r\nevent: token\r\ndata: {}\r\n"
+    follow_up = _http(200, "{}")
+    rolled_back = [["human", "Is Jupiter big?"], ["ai", "Yes."]]
+    verdict = disconnect_verdict(200, stream, rolled_back, follow_up, "Is Jupiter big?", "Red planet?")
+    assert verdict.passed and "rolled back" in verdict.detail
+    completed = [["human", "Red planet?"], ["ai", "Mars."], *rolled_back]
+    assert disconnect_verdict(200, stream, completed, follow_up, "Is Jupiter big?", "Red planet?").passed
+    half = [["human", "Red planet?"], *rolled_back]
+    verdict = disconnect_verdict(200, stream, half, follow_up, "Is Jupiter big?", "Red planet?")
+    assert not verdict.passed and verdict.figures["unanswered"] == 1
+    stuck = disconnect_verdict(200, stream, [], _http(409, "thread busy"), "Is Jupiter big?", "Red planet?")
+    assert not stuck.passed and stuck.figures["wrong_statuses"] == 1
+
+
+@contextmanager
+def _one_shot_server(read_body_first: bool) -> Iterator[int]:
+    """A server for one request that answers 401 from the headers, or only after reading the whole body."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += connection.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(
+                next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))[15:]
+            )
+            while read_body_first and len(body) < length:
+                body += connection.recv(65536)
+            connection.sendall(
+                b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\nConnection: close\r\n\r\nno"
+            )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        thread.join(10)
+        listener.close()
+
+
+@pytest.mark.parametrize("read_body_first", [False, True])
+def test_the_client_tells_a_refusal_from_the_headers_from_one_after_the_body(read_body_first: bool) -> None:
+    body = b"x" * 3_000_000
+    with _one_shot_server(read_body_first) as port:
+        result = http_request(port, "POST", "/", body=body, wait_before_body=1.0, timeout=20)
+    assert result.status == 401 and result.body == b"no"
+    assert result.sent == (len(body) if read_body_first else 0)
+
+
+def test_an_unknown_chaos_suite_is_one_line_exit_2() -> None:
+    result = CliRunner().invoke(app, ["eval", "chaos", "--suite", "telepathy"])
+    assert result.exit_code == 2
+    assert "unknown chaos suite(s) telepathy" in result.output and "api" in result.output

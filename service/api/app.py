@@ -18,7 +18,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from config.settings import Settings, get_settings
 from graphs.runner import Session
-from service.api import routes_documents, routes_memory, routes_ops, routes_rag
+from service.api import routes_documents, routes_memory, routes_ops, routes_rag, routes_seed
 from service.api.auth import parse_api_keys
 from service.api.engine import Engine
 from service.api.errors import install_error_handlers
@@ -30,7 +30,13 @@ TITLE = "Agentic RAG API"
 #: Routes left out of the request metrics (scrapes and liveness probes would drown the real traffic).
 UNMETERED = frozenset({"/metrics", "/health"})
 #: Routers whose routes resolve a tenant (so need a key when keys are configured).
-KEYED_ROUTERS = (routes_rag.router, routes_documents.router, routes_memory.router)
+KEYED_ROUTERS = (
+    routes_rag.router,
+    routes_seed.router,
+    routes_seed.search_router,
+    routes_documents.router,
+    routes_memory.router,
+)
 
 
 def _route_name(request: Request) -> str:
@@ -76,6 +82,8 @@ def create_app(
     app.state.api = state
     install_error_handlers(app)
     app.include_router(routes_rag.router)
+    app.include_router(routes_seed.router)  # seed 001's contract (docs/api-seed.md)
+    app.include_router(routes_seed.search_router)
     app.include_router(routes_documents.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_memory.router)

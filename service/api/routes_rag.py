@@ -26,6 +26,7 @@ from service.api.auth import resolve_tenant
 from service.api.draft import DRAFT_REPLACED, DraftWatch
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
+from service.api.routes_seed import seed_batch
 from service.api.runtime import ApiState, api_state, wait_for_disconnect
 from service.api.schemas import BatchRequest, GenerateRequest
 from state.context import Context
@@ -263,7 +264,10 @@ def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
 @router.post("/batch")
 async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
     """Answer 1-50 questions concurrently (at most `api_batch_concurrency` at once). Each item is validated
-    and run on its own: a bad or failing item reports its error and status, the others their answers."""
+    and run on its own: a bad or failing item reports its error and status, the others their answers.
+    Seed 001's body (`queries`) is answered by service.api.routes_seed."""
+    if body.queries is not None:
+        return await seed_batch(body.queries, request)
     state = api_state(request)
     authorized = state.authorized_tenant(request)  # 401 for the whole request
     if len(body.requests) > state.settings.api_max_batch:

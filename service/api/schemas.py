@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from persistence.vector_store import validate_collection_name
 from retrieval.filters import FilterError, parse_filter
@@ -73,11 +81,22 @@ class GenerateRequest(BaseModel):
 
 
 class BatchRequest(BaseModel):
-    """Up to 50 questions answered concurrently; each item is validated on its own (a bad one fails alone)."""
+    """Up to 50 questions answered concurrently; each item is validated on its own (a bad one fails alone).
+    `requests` holds GenerateRequests; `queries` is seed 001's body (QueryRequests or bare query texts,
+    answered as QueryResponses by service.api.routes_seed): exactly one of the two."""
 
     model_config = ConfigDict(extra="forbid")
 
-    requests: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
+    requests: list[dict[str, Any]] = Field(default_factory=list, max_length=MAX_BATCH)
+    queries: list[dict[str, Any] | str] | None = Field(None, min_length=1, max_length=MAX_BATCH)
+
+    @model_validator(mode="after")
+    def _one_body(self) -> BatchRequest:
+        if self.queries is not None and self.requests:
+            raise ValueError("give either requests or queries, not both")
+        if self.queries is None and not self.requests:
+            raise ValueError("requests: give at least one question (or seed 001's queries)")
+        return self
 
 
 class TextDocument(BaseModel):

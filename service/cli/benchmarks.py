@@ -370,7 +370,8 @@ def eval_chaos(
     suite: Annotated[
         list[str] | None,
         typer.Option(
-            help="Suites to run (repeatable): tenants, turns, injection, hostile, storage. Default all."
+            help="Suites to run (repeatable): tenants, turns, injection, hostile, ingest, api, storage. "
+            "Default all."
         ),
     ] = None,
     code_root: Annotated[
@@ -380,10 +381,15 @@ def eval_chaos(
         ),
     ] = None,
 ) -> None:
-    """Attack the engine as a hostile tenant would and count harm: tenant leaks, lost or mixed turns, obeyed
-    injections, stack traces, hangs, wrong exit codes, checkpoint bytes per turn. Real models, temp data."""
+    """Attack the engine as a hostile tenant would and count harm: tenant leaks (CLI and REST API), lost or
+    mixed turns, obeyed injections and suppressed answers, stack traces, hangs, wrong exit codes and statuses,
+    oversize bodies accepted, checkpoint bytes per turn at turns 10 and 100, peak memory on hostile files.
+    Real models, temp data; the last line is 'N passed, M failed'."""
     from evals.chaos import REPO_ROOT, SUITES, run_chaos
 
+    unknown = [name for name in suite or () if name not in SUITES]
+    if unknown:
+        fail(f"unknown chaos suite(s) {', '.join(unknown)}; choose among {', '.join(SUITES)}")
     with user_errors():
         report = run_chaos(
             code_root=code_root or REPO_ROOT,
@@ -398,9 +404,21 @@ def eval_chaos(
         table.add_row(name, f"{value:g}")
     if report["bytes_per_turn"] is not None:
         table.add_row(
-            "bytes per turn", f"{report['bytes_per_turn']:.0f} (target <= {report['bytes_per_turn_target']})"
+            "bytes per turn (10 turns)",
+            f"{report['bytes_per_turn']:.0f} (target <= {report['bytes_per_turn_target']})",
         )
-        table.add_row("checkpoints per turn", f"{report['checkpoints_per_turn']:.1f}")
+        table.add_row("checkpoints per turn (10 turns)", f"{report['checkpoints_per_turn']:.1f}")
+    if report.get("bytes_per_turn_at_100") is not None:
+        table.add_row(
+            "bytes per turn at turn 100",
+            f"{report['bytes_per_turn_at_100']:.0f} (target <= {report['bytes_per_turn_at_100_target']})",
+        )
+        table.add_row(
+            "bytes added by turn 20 / turn 100",
+            f"{report['bytes_added_turn_20']:.0f} / {report['bytes_added_turn_100']:.0f}",
+        )
+    if report.get("hostile_peak_rss_bytes") is not None:
+        table.add_row("peak RSS on hostile inputs", f"{report['hostile_peak_rss_bytes'] / 1024**2:.0f} MiB")
     console.print(table)
     for probe in report["probes"]:
         if not probe["passed"]:

@@ -1,0 +1,164 @@
+"""Seed 001's API contract ("API 详解"): its request and response bodies, served beside the engine's own.
+
+Why a contract of its own rather than aliases on GenerateRequest: the seed's clients send `conversation_id`
+meaning "this conversation" (the engine's thread), bound `query` to 2000 characters and `top_k` to 20, and
+read a differently shaped answer (QueryResponse: sources with `content` and `citation_id`, citations with
+`citation_num` / `source_id`, `generation_time` in seconds). The routes (service.api.routes_seed) map a
+QueryRequest onto the same engine run as /generate, so both contracts share the gates, limits and statuses.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from retrieval.filters import FilterError, parse_filter
+from service.api.schemas import ID_PATTERN, MAX_BATCH, MAX_SYSTEM_PROMPT_CHARS, TenantId
+
+SeedMode = Literal["simple", "advanced", "precise"]
+#: The seed's bounds.
+SEED_MAX_QUERY_CHARS = 2000
+SEED_MAX_TOP_K = 20
+MAX_MODEL_NAME_CHARS = 200
+
+
+def _valid_filters(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    try:
+        parse_filter(value)
+    except FilterError as error:
+        raise ValueError(str(error)) from None
+    return value
+
+
+class QueryRequest(BaseModel):
+    """One question, seed 001's QueryRequest plus the engine's per-request switches (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=SEED_MAX_QUERY_CHARS, description="The question.")
+    conversation_id: str | None = Field(
+        None,
+        pattern=ID_PATTERN,
+        description="The conversation: its history is used to rewrite the question and in the prompt (a new "
+        "one when omitted; the response's metadata.conversation_id names it).",
+    )
+    tenant_id: TenantId = Field(None, description="Tenant whose documents are searched (the key's tenant).")
+    mode: SeedMode = Field(
+        "simple",
+        description="simple: standard hybrid search; advanced: three rewritten queries, top_k/3 each; "
+        "precise: hybrid weighted 0.8 dense / 0.2 BM25.",
+    )
+    top_k: int = Field(5, ge=1, le=SEED_MAX_TOP_K)
+    temperature: float | None = Field(None, ge=0.0, le=2.0, description="Sampling temperature of the answer.")
+    include_sources: bool = Field(True, description="Return the sources (else `sources` is empty).")
+    stream: bool = Field(False, description="Answer as Server-Sent Events (as /query-stream does).")
+    model: str | None = Field(
+        None,
+        min_length=1,
+        max_length=MAX_MODEL_NAME_CHARS,
+        description="Generation model: one of the configured ones (RAG_LLM_MODEL, RAG_GRADER_MODEL, "
+        "RAG_API_MODELS).",
+    )
+    system_prompt: str | None = Field(None, max_length=MAX_SYSTEM_PROMPT_CHARS)
+    enable_citations: bool = Field(True, description="Cite sources with [n] markers and `citations`.")
+    enable_hallucination_detection: bool = Field(
+        True, description="Report answer sentences their sources do not support (metadata.features)."
+    )
+    enable_self_rag: bool | None = Field(
+        None, description="Grade and revise the answer (default: RAG_SELF_RAG); each grade is reported."
+    )
+    enable_hyde: bool | None = Field(
+        None,
+        description="true: search with a hypothetical answer passage; false: never; default: the strategy "
+        "decides (RAG_HYDE).",
+    )
+    filters: dict[str, Any] | None = Field(
+        None, description="Metadata filter (the engine's filter language)."
+    )
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is blank")
+        return value
+
+    @field_validator("filters")
+    @classmethod
+    def _filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _valid_filters(value)
+
+
+class SourceInfo(BaseModel):
+    """A passage the answer rests on."""
+
+    id: str
+    title: str
+    content: str
+    score: float
+    source: str
+    citation_id: int | None = Field(
+        None, description="The answer's [n] marker of this source (None: uncited)."
+    )
+
+
+class CitationInfo(BaseModel):
+    """One citation marker of the answer."""
+
+    citation_num: int
+    source_id: str
+    confidence: float
+
+
+class QueryResponse(BaseModel):
+    """Seed 001's answer body."""
+
+    answer: str
+    sources: list[SourceInfo]
+    query: str
+    rewritten_query: str | None
+    retrieved_count: int
+    generation_time: float = Field(description="Seconds from the request to the answer.")
+    citations: list[CitationInfo]
+    metadata: dict[str, Any]
+
+
+class SearchRequest(BaseModel):
+    """POST /api/v1/search: retrieval only, no answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=SEED_MAX_QUERY_CHARS)
+    tenant_id: TenantId = None
+    mode: Literal["hybrid", "dense", "bm25", "simple", "advanced", "precise"] = Field(
+        "hybrid",
+        description="hybrid | dense | bm25 (the searcher's modes); simple = hybrid; precise = hybrid "
+        "weighted 0.8 dense / 0.2 BM25; advanced = hybrid (one query: no model rewrite on this route).",
+    )
+    filters: dict[str, Any] | None = None
+    top_k: int = Field(5, ge=1, le=SEED_MAX_TOP_K)
+    rerank: bool | None = Field(
+        None, description="Rerank the fused candidates with the generation model (default RAG_SEARCH_RERANK)."
+    )
+    collection: str | None = Field(None, max_length=64)
+
+    @field_validator("query")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is blank")
+        return value
+
+    @field_validator("filters")
+    @classmethod
+    def _filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return _valid_filters(value)
+
+
+class SeedBatchRequest(BaseModel):
+    """Seed 001's batch body: up to 50 questions, each a QueryRequest or its bare query text."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    queries: list[dict[str, Any] | str] = Field(min_length=1, max_length=MAX_BATCH)
