@@ -96,6 +96,14 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("default_tenant", "RAG_DEFAULT_TENANT", "RAG_TENANT"),
         description="Tenant every search and graph run is scoped to (RAG_DEFAULT_TENANT or RAG_TENANT).",
     )
+    default_user: str = Field(
+        "",
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="Who asks, recorded beside the tenant in the sessions, conversations and audit rows "
+        "(the run's context `user_id`; CLI --user, API user_id); '' = not said. An identity, not a scope: "
+        "the tenant alone decides what is searched.",
+    )
     thread_lock_timeout_s: float = Field(
         120.0, ge=0, description="Seconds a turn waits for another turn on its thread (then 'thread busy')."
     )

@@ -96,6 +96,7 @@ def turn_record(state: State, context: Context, config: RunnableConfig, graph: s
         tenant=tenant,
         thread_id=visible_thread_id(thread_of(config), tenant),
         conversation_id=state.get("conversation_id") or "",
+        user_id=context.user_id,
         question=state.get("question") or "",
         answer=state.get("answer") or "",
         source_ids=[doc["chunk_id"] for doc in state.get("sources") or [] if doc.get("chunk_id")],

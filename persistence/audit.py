@@ -38,6 +38,8 @@ class TurnRecord:
     question: str
     answer: str
     conversation_id: str = ""
+    user_id: str = ""
+    """Who asked (the run's context `user_id`); '' when not said."""
     source_ids: list[str] = field(default_factory=list)
     """Chunk ids of the passages the answer cites."""
     mode: str = ""
@@ -62,6 +64,7 @@ def _session_row(session: Session, record: TurnRecord) -> SessionRow:
     row = SessionRow(
         tenant=record.tenant,
         thread_id=record.thread_id,
+        user_id=record.user_id,
         conversation_id=record.conversation_id,
         interface=record.interface,
         turns=0,
@@ -87,6 +90,7 @@ def record_turn_rows(record: TurnRecord, database: Database | None = None) -> st
         common: dict[str, Any] = {
             "session_id": parent.id,
             "tenant": record.tenant,
+            "user_id": record.user_id,
             "turn_id": turn_id,
             "mode": record.mode,
             "strategy": record.strategy,
@@ -110,6 +114,7 @@ def record_turn_rows(record: TurnRecord, database: Database | None = None) -> st
             AuditLogRow(
                 action="answer",
                 tenant=record.tenant,
+                user_id=record.user_id,
                 thread_id=record.thread_id,
                 conversation_id=record.conversation_id,
                 chunk_ids=sources,
@@ -132,6 +137,7 @@ def write_audit(
     database: Database | None = None,
     conversation_id: str = "",
     interface: str = "",
+    user_id: str = "",
     detail: dict[str, Any] | None = None,
 ) -> None:
     """One audit row for an action other than an answer (memory_add, memory_delete, ...)."""
@@ -141,6 +147,7 @@ def write_audit(
             AuditLogRow(
                 action=action,
                 tenant=tenant,
+                user_id=user_id,
                 conversation_id=conversation_id,
                 interface=interface,
                 detail=to_json(detail or {}),
@@ -166,6 +173,7 @@ def _audit_dict(row: AuditLogRow) -> dict[str, Any]:
         "id": row.id,
         "action": row.action,
         "tenant": row.tenant,
+        "user_id": row.user_id,
         "thread_id": row.thread_id,
         "conversation_id": row.conversation_id,
         "chunk_ids": json.loads(row.chunk_ids or "[]"),

@@ -98,6 +98,8 @@ class SessionRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     tenant: Mapped[str] = mapped_column(String(128), nullable=False)
+    user_id: Mapped[str] = mapped_column(String(128), nullable=False, default="", server_default="")
+    """Who asked (the run's context `user_id`; '' = not said), beside the tenant (revision 0003)."""
     thread_id: Mapped[str] = mapped_column(String(128), nullable=False)
     conversation_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     interface: Mapped[str] = mapped_column(String(32), nullable=False, default="")
@@ -117,6 +119,8 @@ class ConversationRow(Base):
         Integer, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False
     )
     tenant: Mapped[str] = mapped_column(String(128), nullable=False, index=True)
+    user_id: Mapped[str] = mapped_column(String(128), nullable=False, default="", server_default="")
+    """Who asked (the run's context `user_id`; '' = not said), beside the tenant (revision 0003)."""
     turn_id: Mapped[str] = mapped_column(String(64), nullable=False)
     role: Mapped[str] = mapped_column(String(16), nullable=False)
     """'user' or 'assistant'."""
@@ -159,6 +163,8 @@ class AuditLogRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     action: Mapped[str] = mapped_column(String(32), nullable=False)
     tenant: Mapped[str] = mapped_column(String(128), nullable=False)
+    user_id: Mapped[str] = mapped_column(String(128), nullable=False, default="", server_default="")
+    """Who asked (the run's context `user_id`; '' = not said), beside the tenant (revision 0003)."""
     thread_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     conversation_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     chunk_ids: Mapped[str] = mapped_column(Text, nullable=False, default="[]")

@@ -3,8 +3,9 @@
 One source of defaults: every field's default is the engine's settings (config/settings.py), so the
 environment, a `.env` file and Studio all see one value, one default and one range per name. A field that
 has a setting of the same name reads it (`top_k` <- RAG_TOP_K, `max_iterations` <- RAG_MAX_ITERATIONS...);
-two have a setting of another name (`tenant` <- `default_tenant`, `max_question_chars` <- `max_query_chars`,
-whose settings also accept RAG_TENANT / RAG_MAX_QUESTION_CHARS; and `use_cache` <- `cache_enabled`, whose
+some have a setting of another name (`tenant` <- `default_tenant`, `user_id` <- `default_user`,
+`max_question_chars` <- `max_query_chars`, whose settings also accept RAG_TENANT / RAG_MAX_QUESTION_CHARS;
+and `use_cache` <- `cache_enabled`, whose
 per-run False bypasses the semantic cache). Only `model` and `temperature` are per-run
 overrides of a setting without their own default ('' / -1 = RAG_LLM_MODEL / RAG_LLM_TEMPERATURE).
 
@@ -49,6 +50,7 @@ SETTING_NAMES: dict[str, str] = {
     "tenant": "default_tenant",
     "max_question_chars": "max_query_chars",
     "use_cache": "cache_enabled",
+    "user_id": "default_user",
 }
 #: Context-only fields: per-run overrides whose empty default means "the setting's value".
 RUN_OVERRIDES: dict[str, str] = {"model": "llm_model", "temperature": "llm_temperature"}
@@ -164,6 +166,8 @@ class Context:
     cross_conversation_share: float = _from_settings("cross_conversation_share")
     max_question_chars: int = _from_settings("max_question_chars")
     tenant: str = _from_settings("tenant")
+    user_id: str = _from_settings("user_id")
+    """Who asks (RAG_DEFAULT_USER): recorded in the sessions, conversations and audit rows; never a scope."""
     collection: str = _from_settings("collection")
     temperature: float = _override(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
     system_prompt: str = _from_settings("system_prompt")

@@ -71,6 +71,7 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "cross_conversation_share": ("0.25", 0.25),
     "max_query_chars": ("1234", 1234),
     "default_tenant": ("acme", "acme"),
+    "default_user": ("alice@example.com", "alice@example.com"),
     "collection": ("manuals", "manuals"),
     "system_prompt": ("Answer briefly.", "Answer briefly."),
     "answer_source": ("chat", "chat"),
@@ -81,7 +82,12 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
 
 
 #: Context fields whose setting has another name; and the per-run overrides ('' / -1 = the setting).
-RENAMED = {"tenant": "default_tenant", "max_question_chars": "max_query_chars", "use_cache": "cache_enabled"}
+RENAMED = {
+    "tenant": "default_tenant",
+    "max_question_chars": "max_query_chars",
+    "use_cache": "cache_enabled",
+    "user_id": "default_user",
+}
 OVERRIDES = {"model", "temperature"}
 
 

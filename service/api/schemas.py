@@ -53,6 +53,12 @@ class GenerateRequest(BaseModel):
         None, pattern=ID_PATTERN, description="Conversation thread (new if omitted)."
     )
     conversation_id: str | None = Field(None, pattern=ID_PATTERN, description="Scope retrieval to it.")
+    user_id: str | None = Field(
+        None,
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="Who asks, recorded beside the tenant in the tables (default: RAG_DEFAULT_USER).",
+    )
     mode: AnswerMode = "auto"
     rewrite_method: RewriteMethod = "auto"
     top_k: int = Field(5, ge=1, le=MAX_TOP_K)

@@ -60,6 +60,21 @@ CONVERSATION_OPTION = typer.Option(
     help="Search only this conversation's documents (its events and summaries); RAG_CROSS_CONVERSATION_SHARE "
     "> 0 adds a minority from other conversations.",
 )
+USER_OPTION = typer.Option(
+    "--user", help="Who asks, recorded beside the tenant in the tables (default: RAG_DEFAULT_USER)."
+)
+
+
+def with_user(context: object, user: str | None) -> object:
+    """The run context with `--user` as its user_id (one line naming the option when it is not valid)."""
+    from dataclasses import replace
+
+    if user is None:
+        return context
+    try:
+        return replace(context, user_id=user.strip())  # type: ignore[type-var]
+    except ValueError as error:
+        fail(f"--user: {error}")
 
 
 def conversation_input(conversation_id: str | None) -> dict[str, str]:
@@ -86,6 +101,7 @@ def ask(
     max_iterations: Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
     conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
+    user: Annotated[str | None, USER_OPTION] = None,
 ) -> None:
     """Answer a question from the indexed documents, with citations; follow-ups with --thread.
     Unsupported sentences and citations the model did not give itself are shown as warnings."""
@@ -96,7 +112,7 @@ def ask(
     if graph not in ("rag", "baseline"):
         fail(f"unknown graph {graph!r}; choose rag or baseline")
     settings = settings_or_exit()
-    context = context_or_exit(mode, tenant, collection, max_iterations)
+    context = with_user(context_or_exit(mode, tenant, collection, max_iterations), user)
     with user_errors():
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
         session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
@@ -150,6 +166,7 @@ def chat(
     ] = None,
     tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
     conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
+    user: Annotated[str | None, USER_OPTION] = None,
 ) -> None:
     """Interactive conversation: one answer per turn (the stored one; a preview shows it being written on a
     terminal), with its warnings, citations and strategy. A turn with no evidence in the documents is
@@ -160,7 +177,7 @@ def chat(
     from persistence.thread_lock import ThreadBusyError
 
     settings = settings_or_exit()
-    context = replace(context_or_exit(mode, tenant, None, None), answer_source="chat")  # type: ignore[type-var]
+    context = replace(with_user(context_or_exit(mode, tenant, None, None), user), answer_source="chat")  # type: ignore[type-var]
     extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():
