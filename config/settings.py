@@ -516,6 +516,34 @@ class Settings(BaseSettings):
     )
     memory_max_chars: int = Field(20_000, ge=1, description="Longest memory text accepted.")
     memory_search_k: int = Field(5, ge=1, le=100, description="Memories a search returns by default.")
+    memory_recall_k: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Memories recalled into an answer prompt, at most (the question's nearest ones of the "
+        "conversation first, then the tenant-wide ones); 0 = memories are never recalled.",
+    )
+    memory_recall_min_score: float = Field(
+        0.3,
+        ge=-1.0,
+        le=1.0,
+        description="Cosine similarity to the question a memory needs to be recalled (below it, a note about "
+        "something else would only take room from the sources).",
+    )
+    memory_share: float = Field(
+        0.15,
+        ge=0.0,
+        le=1.0,
+        description="Share of the answer window left after the fixed part that recalled memories may use "
+        "(budgeted before sources and history).",
+    )
+    prompt_info_section_chars: int = Field(
+        300,
+        ge=0,
+        le=100_000,
+        description="Characters of each prompt section's text kept in prompt_info (the rest is cut with an "
+        "ellipsis: prompt_info is stored with every checkpoint).",
+    )
     cache_enabled: bool = Field(True, description="Answer repeated questions from the semantic cache.")
     cache_similarity: float = Field(
         0.95,

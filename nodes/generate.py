@@ -6,6 +6,8 @@ The model is called through a guarded stream (nodes.instrumentation.guarded_text
 `stream_mode="messages"` streams its tokens, a looping reply is cut, and the endpoint's token
 log-probabilities give the draft's confidence (models.confidence: `draft_confidence`).
 The reader gets the compressed evidence (compress_evidence: `evidence`) when there is some, else whole chunks.
+The tenant's memories nearest the question (nodes.memory_recall) get their own section after the system
+prompt, numbered after the sources; the draft's sources then end with them (`memory:<id>`).
 
 Short answer first: the prompt asks for "Answer: <short answer>" then "Explanation: <sentence> [n]" (few-shot,
 stop sequences), and the draft is the short answer on its own line, then the explanation
@@ -42,11 +44,13 @@ from nodes.instrumentation import (
     timed,
     with_temperature,
 )
+from nodes.memory_recall import memory_sources, recalled_memories
 from nodes.resources import get_resources
 from prompts.answer import (
     ANSWER_STOP_SEQUENCES,
     ANSWER_SYSTEM_PROMPTS,
     ANSWER_USER_TEMPLATES,
+    MEMORY_SECTIONS,
     MODEL_FAILED_EN,
     MODEL_FAILED_ZH,
     NO_RETRIEVAL_SYSTEMS,
@@ -398,8 +402,11 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = current_question(state)
     language = language_of(question)
     documents = state.get("evidence") or answer_documents(state, context)
+    memories = recalled_memories(state, context, question)  # the tenant's notes, seed 000's own section
+    settings = get_resources().settings
+    system = _system_prompt(state, context, language, bool(documents))
     prompt = build_answer_prompt(
-        system=_system_prompt(state, context, language, bool(documents)),
+        system=system,
         question=question,
         documents=documents,
         history=conversation_history(state.get("messages") or [], context.history_turns),
@@ -408,6 +415,10 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         context_budget=context.context_token_budget,
         context_share=context.context_share,
         user_template=ANSWER_USER_TEMPLATES[language],
+        memories=memories,
+        memory_share=settings.memory_share,
+        memory_template=MEMORY_SECTIONS[language],
+        section_chars=settings.prompt_info_section_chars,
     )
     used = prompt.used_documents or documents
     info = {**evidence_info(state), **prompt.prompt_info}
@@ -423,6 +434,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "prompt_info": info,
             "generation_rounds": 1,
             "draft_confidence": None,
+            "recalled_memories": memories,
         }
     model = with_temperature(get_resources().model("generate", context), context.temperature)
     emit(
@@ -442,7 +454,9 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # The reader saw compressed sentences; the draft's sources are their whole chunks (same order, so its
     # markers still match), so grading, the echo checks and citations see everything the chunk says.
     sources = whole_chunks(prompt.used_documents, state.get("documents") or [])
-    text, short = model_draft(raw, prompt.messages[0].text, question, language, sources)
+    sources += memory_sources(raw, len(prompt.used_documents), prompt.used_memories)  # numbered after them
+    # The system prompt without the memories: a reply that repeats a memory is no echo of the instructions.
+    text, short = model_draft(raw, system, question, language, sources)
     confidence = answer_confidence(token_logprobs, short)
     if short:
         info["short_answer_source"] = "model"
@@ -460,7 +474,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     elif (
         answerer == "auto"
         and not is_not_found_answer(text)
-        and not is_grounded_short_answer(short, question, used)
+        and not is_grounded_short_answer(short, question, [*used, *prompt.used_memories])
     ):
         text, sources = _extractive_short(question, text, sources, used, info, context.generation_reserve)
     if short and info["short_answer_source"] == "model" and text.strip() == short.strip():
@@ -473,5 +487,6 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "prompt_info": info,
         "generation_rounds": 1,
         "draft_confidence": confidence,
+        "recalled_memories": memories,
     }
     return merge_updates(update, usage)

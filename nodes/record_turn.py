@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 
 from nodes.generate import answer_mode
 from nodes.instrumentation import NodeFunction, timed
+from nodes.memory_recall import is_memory_doc
 from nodes.resources import get_resources
 from persistence.audit import TurnRecord, record_turn_rows
 from persistence.database import get_database
@@ -79,11 +80,13 @@ def turn_latency_ms(state: State) -> float:
 
 def cacheable(state: State) -> bool:
     """Only good answers are cached: looked up and missed this turn, not a not-found or error answer, with
-    sources, and graded grounded and answering the question."""
+    sources (none of them a memory), and graded grounded and answering the question."""
     if state.get("cache_hit") or not state.get("cache_key"):
         return False
     if state.get("not_found") or state.get("error") or not str(state.get("answer") or "").strip():
         return False
+    if any(is_memory_doc(doc) for doc in state.get("sources") or []):
+        return False  # a memory can be deleted or changed: an answer resting on one is not kept for later
     grade = state.get("answer_grade") or {}
     return bool(state.get("sources")) and bool(grade.get("grounded")) and bool(grade.get("answers_question"))
 

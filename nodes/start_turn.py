@@ -98,6 +98,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "unsupported_sentences": [],
         "draft": "",
         "evidence": [],
+        "recalled_memories": None,
         "draft_confidence": None,
         "answer_confidence": None,
         "answer": "",

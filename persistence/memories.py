@@ -1,5 +1,5 @@
 """Memories (seed 1's add_memory / search_memories): short notes kept per tenant and, optionally, per
-conversation, found again by meaning.
+conversation, found again by meaning, and recalled into answers (recall_memories, nodes.memory_recall).
 
 Why embeddings rather than keywords: a memory is a sentence someone wrote once ("the customer prefers
 metric units") and is searched later with other words ("which units should I use?"); keyword overlap misses
@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from sqlalchemy import delete, select
+from sqlalchemy import Select, delete, exists, select
 
 from config.settings import Settings
 from persistence.audit import write_audit
-from persistence.database import MemoryRow, as_utc, get_database, to_json
+from persistence.database import Database, MemoryRow, as_utc, get_database, to_json
 from persistence.process import process_knowledge_base, process_settings
 from persistence.vector_store import InvalidCollectionError, validate_collection_name
 
@@ -201,14 +201,23 @@ def search_memories(
         raise InvalidMemoryError("k: at least 1")
     if embeddings is None:
         embeddings, model_key = _embeddings()
-    model_key = model_key or "custom"
     statement = select(MemoryRow).where(MemoryRow.tenant == tenant)
     if conversation_id is not None:
         statement = statement.where(MemoryRow.conversation_id == conversation_id)
+    rows, scores = _scored_rows(statement, text, database, embeddings, model_key or "custom")
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [_memory(rows[index], scores[index]) for index in order]
+
+
+def _scored_rows(
+    statement: Select[MemoryRow], text: str, database: Database, embeddings: Embeddings, model_key: str
+) -> tuple[list[MemoryRow], np.ndarray]:
+    """The rows `statement` selects and their cosine similarity to `text`; ([], empty) without any row, and
+    then no embedding call at all. Rows embedded by another model (or never) are embedded again first."""
     with database.session() as session:
         rows = list(session.scalars(statement))
         if not rows:
-            return []
+            return [], np.zeros(0, dtype=np.float32)
         stale = [row for row in rows if row.embedding is None or row.model_key != model_key]
         if stale:  # embedded by another model (or never): bring them to the current one
             for row, vector in zip(
@@ -219,9 +228,57 @@ def search_memories(
     matrix = np.stack([np.frombuffer(row.embedding or b"", dtype=np.float32) for row in rows])
     probe = np.asarray(embeddings.embed_query(text), dtype=np.float32)
     norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(probe) or 1.0)
-    scores = matrix @ probe / np.where(norms == 0, 1.0, norms)
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [_memory(rows[index], scores[index]) for index in order]
+    return rows, matrix @ probe / np.where(norms == 0, 1.0, norms)
+
+
+def has_memories(tenant: str, conversation_id: str = "", *, settings: Settings | None = None) -> bool:
+    """Whether recall_memories could find anything: the tenant has a memory of this conversation or a
+    tenant-wide one. One indexed EXISTS query (ix_memories_scope), no model: the price every answer pays
+    when a tenant keeps no memories."""
+    tenant = _check_tenant(tenant)
+    statement = select(
+        exists().where(MemoryRow.tenant == tenant, MemoryRow.conversation_id.in_(_scopes(conversation_id)))
+    )
+    with get_database(_settings(settings)).session() as session:
+        return bool(session.scalar(statement))
+
+
+def _scopes(conversation_id: str | None) -> list[str]:
+    """The conversation ids recall reads: this conversation's and the tenant-wide ('')."""
+    conversation_id = _check_conversation(conversation_id or "") or ""
+    return [conversation_id, ""] if conversation_id else [""]
+
+
+def recall_memories(
+    query: str,
+    *,
+    tenant: str,
+    conversation_id: str = "",
+    k: int,
+    min_score: float,
+    settings: Settings | None = None,
+    embeddings: Embeddings | None = None,
+    model_key: str | None = None,
+) -> list[Memory]:
+    """The memories an answer to `query` should see: at most `k` of the tenant's memories of
+    `conversation_id` and its tenant-wide ones (conversation ''), each at least `min_score` similar to the
+    query; the conversation's own first, then the tenant-wide, each by similarity. Another conversation's
+    memories are never recalled (they were kept for it). No memory in scope: no embedding call."""
+    tenant = _check_tenant(tenant)
+    text = (query or "").strip()
+    if not text or k < 1:
+        return []
+    scopes = _scopes(conversation_id)
+    settings = _settings(settings)
+    database = get_database(settings)
+    statement = select(MemoryRow).where(MemoryRow.tenant == tenant, MemoryRow.conversation_id.in_(scopes))
+    if embeddings is None:
+        embeddings, model_key = _embeddings()
+    rows, scores = _scored_rows(statement, text, database, embeddings, model_key or "custom")
+    kept = [index for index in range(len(rows)) if scores[index] >= min_score]
+    # Own conversation first (a note kept for this conversation is the most specific), then by similarity.
+    kept.sort(key=lambda index: (rows[index].conversation_id == "", -scores[index]))
+    return [_memory(rows[index], scores[index]) for index in kept[:k]]
 
 
 def list_memories(

@@ -235,6 +235,7 @@ def resolve_citations(
                 confidence=round(confidence, CONFIDENCE_DECIMALS),
                 inferred=inferred,
                 spans=supporting_spans(doc, claims),
+                kind=str(doc.get("metadata", {}).get("source_kind") or "document"),
             )
         )
     cited = CitedAnswer(text=text, citations=citations, sources=renumbered, unsupported_sentences=unsupported)

@@ -1,8 +1,16 @@
-"""Fit an answer prompt into the model's window: fixed part, numbered sources, history, generation reserve.
+"""Fit an answer prompt into the model's window: fixed part, memories, numbered sources, history, generation
+reserve.
 
-The rules (seed systems 1 and 2), in order of priority:
+The prompt's sections, in seed 000's order: system, memories, history, sources, question (the memories are
+appended to the system message, the sources and the question make the last human message). The rules (seed
+systems 1 and 2, plus seed 000's memories), in order of priority:
 1. The fixed part (system prompt + the question with its framing) is always kept.
-2. Retrieved context gets at most min(context_budget, context_share * (window - reserve - fixed)) tokens.
+1b. Recalled memories (nodes.memory_recall) get at most memory_share * (window - reserve - fixed) tokens,
+   before anything else, in the given order (best first); a memory that does not fit is cut when at least
+   MIN_USEFUL_MEMORY_TOKENS of it fit, else skipped. They are numbered after the sources ([n + 1]...), so
+   one marker syntax cites both; what the memories take is no longer available below.
+2. Retrieved context gets at most min(context_budget, context_share * (window - reserve - fixed - memories))
+   tokens.
    Documents are added in the given order; the FIRST document is truncated, never dropped, when it alone
    exceeds the limit (a cut best passage beats no passage); a later document that does not fit is truncated
    when at least MIN_USEFUL_DOCUMENT_TOKENS of it fit, else dropped (a later, shorter one may still fit).
@@ -12,29 +20,43 @@ The rules (seed systems 1 and 2), in order of priority:
    parts are not exactly additive (tokens can merge where texts join), so if the assembled prompt is over
    window - reserve by a few tokens, the oldest kept turns are dropped before anything else.
 4. If the total still exceeds window - reserve (the question alone is too long), the prompt falls back to
-   the system prompt and the question alone, `fallback=True`.
+   the system prompt and the question alone, `fallback=True`, and a WARNING is logged (the answer is written
+   without its sources, memories and history).
 All counts use retrieval.tokens (cl100k_base), plus MESSAGE_OVERHEAD_TOKENS per chat message.
+
+`prompt_info` says what went in: the counts above, `history_kept` of `history_total` turns, and `sections`,
+one {name, tokens, text} per section in prompt order (text cut to `section_chars` characters, since
+prompt_info is checkpointed every turn); the sections' tokens plus `overhead_tokens` make `total_tokens`,
+give or take a token where texts join.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from prompts.answer import ANSWER_USER_TEMPLATE_EN
+from prompts.answer import ANSWER_USER_TEMPLATE_EN, MEMORY_SECTION_EN
 from retrieval.injection import neutralize
 from retrieval.tokens import count_tokens, truncate_to_tokens
 from state.schemas import RetrievedDoc
+
+logger = logging.getLogger(__name__)
 
 #: Tokens a chat template adds around each message (role markers, separators), as OpenAI counts them.
 MESSAGE_OVERHEAD_TOKENS = 4
 #: A later document is truncated into the remaining room only when at least this many of its text tokens fit.
 MIN_USEFUL_DOCUMENT_TOKENS = 64
+#: A later memory is cut into the remaining room only when at least this many of its tokens fit.
+MIN_USEFUL_MEMORY_TOKENS = 16
+#: Section names of `prompt_info["sections"]`, in prompt order (seed 000's budget order).
+SECTION_NAMES = ("system", "memories", "history", "sources", "question")
 #: Between two source blocks.
 SOURCE_SEPARATOR = "\n\n"
 #: Truncation may land mid-character; re-encoding can then exceed the cut by a token or two. Retries of the
@@ -58,6 +80,9 @@ class BudgetedPrompt:
     used_documents: list[RetrievedDoc]
     """The documents in the prompt, in label order: source [n] is used_documents[n - 1]."""
     prompt_info: dict[str, Any]
+    used_memories: list[RetrievedDoc] = field(default_factory=list)
+    """The memories in the prompt, numbered after the documents: [len(used_documents) + i] is
+    used_memories[i - 1]."""
 
 
 def source_header(label: int, doc: RetrievedDoc) -> str:
@@ -80,19 +105,35 @@ def format_source(label: int, doc: RetrievedDoc, text: str | None = None) -> str
     return f"{source_header(label, doc)}\n{neutralize(doc['text'] if text is None else text)}"
 
 
+def format_memory(label: int, doc: RetrievedDoc, text: str | None = None) -> str:
+    """The line of one recalled memory: `[n] (memory 12, preference) text`, neutralised like a source (a
+    memory is data the caller wrote, not an instruction to the model)."""
+    kind = doc["metadata"].get("memory_kind") or "note"
+    body = neutralize(doc["text"] if text is None else text)
+    return f"[{label}] ({doc.get('title') or 'memory'}, {kind}) {body}"
+
+
+Formatter = Callable[[int, RetrievedDoc, "str | None"], str]
+
+
 def _with_truncated_block(
-    label: int, doc: RetrievedDoc, prefix: str, limit: int, min_text_tokens: int
+    label: int,
+    doc: RetrievedDoc,
+    prefix: str,
+    limit: int,
+    min_text_tokens: int,
+    block: Formatter = format_source,
 ) -> str | None:
     """`prefix` plus the block of `doc` with its text cut to fit `limit` tokens; None when fewer than
     `min_text_tokens` of the text would fit."""
-    allowed = limit - count_tokens(prefix + format_source(label, doc, ""))
+    allowed = limit - count_tokens(prefix + block(label, doc, ""))
     if allowed < max(1, min_text_tokens):
         return None
     for _ in range(MAX_TRUNCATION_RETRIES):
         text = truncate_to_tokens(doc["text"], allowed).rstrip("\ufffd").rstrip()
         if not text:
             return None
-        packed = prefix + format_source(label, doc, text)
+        packed = prefix + block(label, doc, text)
         overshoot = count_tokens(packed) - limit
         if overshoot <= 0:
             return packed
@@ -124,6 +165,30 @@ def _pack_documents(documents: list[RetrievedDoc], limit: int) -> tuple[str, lis
                 continue
         packed, used, truncated = cut, [*used, doc], truncated + 1
     return packed, used, truncated
+
+
+def _pack_memories(
+    memories: list[RetrievedDoc], first_label: int, template: str, limit: int
+) -> tuple[str, list[RetrievedDoc]]:
+    """The memory section (`template` around the memory lines, labels from `first_label`) within `limit`
+    tokens, and the memories in it; ("", []) when none fits."""
+    if not memories or limit <= 0:
+        return "", []
+    frame = count_tokens(template.format(memories=""))
+    packed = ""
+    used: list[RetrievedDoc] = []
+    for doc in memories:
+        label = first_label + len(used)
+        prefix = packed + "\n" if packed else ""
+        whole = prefix + format_memory(label, doc)
+        room = limit - frame
+        if count_tokens(whole) > room:
+            cut = _with_truncated_block(label, doc, prefix, room, MIN_USEFUL_MEMORY_TOKENS, format_memory)
+            if cut is None:
+                continue
+            whole = cut
+        packed, used = whole, [*used, doc]
+    return (template.format(memories=packed), used) if used else ("", [])
 
 
 def _history_turns(history: list[tuple[str, str]]) -> list[list[BaseMessage]]:
@@ -161,6 +226,17 @@ def _flatten(turns: list[list[BaseMessage]]) -> list[BaseMessage]:
     return [message for turn in turns for message in turn]
 
 
+def clipped(text: str, limit: int) -> str:
+    """`text` cut to `limit` characters with an ellipsis (prompt_info's section texts)."""
+    if len(text) <= limit:
+        return text
+    return text[: max(0, limit - 1)] + "…" if limit > 0 else ""
+
+
+def _section(name: str, tokens: int, text: str, limit: int) -> dict[str, Any]:
+    return {"name": name, "tokens": tokens, "text": clipped(text, limit)}
+
+
 def build_answer_prompt(
     *,
     system: str,
@@ -172,44 +248,93 @@ def build_answer_prompt(
     context_budget: int,
     context_share: float,
     user_template: str = ANSWER_USER_TEMPLATE_EN,
+    memories: list[RetrievedDoc] | None = None,
+    memory_share: float = 0.0,
+    memory_template: str = MEMORY_SECTION_EN,
+    section_chars: int = 300,
 ) -> BudgetedPrompt:
     """Budget an answer prompt by the module's rules. `history` is (role, text) pairs, newest last;
-    `user_template` frames the sources and the question (`{sources}`, `{question}`). Without documents the
-    human message is the bare question (no-retrieval path)."""
+    `user_template` frames the sources and the question (`{sources}`, `{question}`); `memories` (best first)
+    go into `memory_template` (`{memories}`) after the system prompt. Without documents the human message is
+    the bare question (no-retrieval path); memories are still given then, numbered from 1."""
     framed = bool(documents)
+    memories = memories or []
     question_part = user_template.format(sources="", question=question) if framed else question
     fixed = count_tokens(system) + count_tokens(question_part) + 2 * MESSAGE_OVERHEAD_TOKENS
     available = max(0, window - reserve - fixed)
-    context_limit = min(context_budget, math.floor(context_share * available)) if framed else 0
+    # Memories first (seed 000's order), labelled as if every document were used: the labels of the final
+    # section are never longer, so what is counted here is what the section can take.
+    memory_limit = math.floor(memory_share * available) if memories else 0
+    memory_section, used_memories = _pack_memories(
+        memories, len(documents) + 1, memory_template, memory_limit
+    )
+    memory_tokens = count_tokens(memory_section)
+    rest = max(0, available - memory_tokens)
+    context_limit = min(context_budget, math.floor(context_share * rest)) if framed else 0
     sources_text, used, truncated = _pack_documents(documents, context_limit) if framed else ("", [], 0)
+    if used_memories:  # the memories' final numbers follow the sources actually used
+        memory_section, used_memories = _pack_memories(memories, len(used) + 1, memory_template, memory_limit)
     context_tokens = count_tokens(sources_text)
-    history_limit = max(0, available - context_tokens)
+    history_limit = max(0, rest - context_tokens)
+    all_turns = _history_turns(history)
     turns = _pack_history(history, history_limit)
     human = user_template.format(sources=sources_text, question=question) if used else question
-    messages: list[BaseMessage] = [SystemMessage(system), *_flatten(turns), HumanMessage(human)]
+    system_text = system + memory_section
+
+    def assemble() -> list[BaseMessage]:
+        return [SystemMessage(system_text), *_flatten(turns), HumanMessage(human)]
+
+    messages = assemble()
     total = _message_tokens(messages)
     while turns and total > window - reserve:  # the parts' counts overshot by a merge: oldest turn goes
         turns = turns[1:]
-        messages = [SystemMessage(system), *_flatten(turns), HumanMessage(human)]
+        messages = assemble()
         total = _message_tokens(messages)
     history_messages = _flatten(turns)
     # No room for even the first source's header, or the fixed part alone is over the window: fall back.
     fallback = (framed and not used) or total > window - reserve
     if fallback:
+        logger.warning(
+            "answer prompt force-truncated: %s; answering from the system prompt and the question alone "
+            "(%d tokens, window %d - reserve %d)",
+            "no source fits the context budget" if framed and not used else "the question alone is too long",
+            total,
+            window,
+            reserve,
+        )
         messages = [SystemMessage(system), HumanMessage(question)]
-        used, truncated, context_tokens, history_messages = [], 0, 0, []
+        used, truncated, context_tokens, history_messages, turns = [], 0, 0, [], []
+        memory_section, used_memories, memory_tokens, sources_text = "", [], 0, ""
+        question_part = question
         total = _message_tokens(messages)
+    history_text = "\n".join(f"{message.type}: {message.text}" for message in history_messages)
+    sections = [
+        _section("system", count_tokens(system), system, section_chars),
+        _section("memories", memory_tokens, memory_section.strip(), section_chars),
+        _section("history", sum(count_tokens(m.text) for m in history_messages), history_text, section_chars),
+        _section("sources", context_tokens, sources_text, section_chars),
+        _section("question", count_tokens(question_part), question_part, section_chars),
+    ]
     info: dict[str, Any] = {
         "window": window,
         "reserve": reserve,
         "fixed_tokens": fixed,
+        "memory_tokens": memory_tokens,
+        "memory_limit": memory_limit,
+        "memories_used": len(used_memories),
         "context_tokens": context_tokens,
         "context_limit": context_limit,
         "history_tokens": _message_tokens(history_messages),
         "history_limit": history_limit,
+        "history_kept": len(turns),
+        "history_total": len(all_turns),
         "total_tokens": total,
+        "overhead_tokens": MESSAGE_OVERHEAD_TOKENS * len(messages),
         "documents_used": len(used),
         "documents_truncated": truncated,
         "fallback": fallback,
+        "sections": sections,
     }
-    return BudgetedPrompt(messages=messages, used_documents=used, prompt_info=info)
+    return BudgetedPrompt(
+        messages=messages, used_documents=used, prompt_info=info, used_memories=used_memories
+    )

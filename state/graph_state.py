@@ -157,6 +157,10 @@ class State(InputState, OutputState, total=False):
     evidence: list[RetrievedDoc]
     """The sentences of the graded passages the reader gets (retrieval.evidence), one entry per chunk, best
     first; empty when compression is off (RAG_EVIDENCE_TOKEN_BUDGET=0): the reader then gets whole chunks."""
+    recalled_memories: list[RetrievedDoc] | None
+    """The tenant's memories recalled for this turn's question (nodes.memory_recall), given to the answer
+    prompt after the sources' numbers; None until generate first looks (start_turn resets it), so the Self-RAG
+    rounds of a turn search once."""
     draft_confidence: float | None
     """answer_confidence of the latest draft (cite reports the chosen answer's)."""
     draft: str

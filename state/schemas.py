@@ -134,6 +134,9 @@ class Citation(TypedDict):
     spans: list[list[int]]
     """[start, end] character offsets, in the chunk's text (`sources[marker - 1]["text"]`), of the
     sentences that support the claims citing it: what a client highlights."""
+    kind: str
+    """What was cited: "document" (a passage of the documents) or "memory" (a recalled memory, whose source
+    is `memory:<id>`; nodes.memory_recall)."""
 
 
 class AnswerCandidate(TypedDict):

@@ -104,6 +104,13 @@ def test_everything_fits_sources_numbered_with_file_and_page() -> None:
         "documents_used",
         "documents_truncated",
         "fallback",
+        "memory_tokens",
+        "memory_limit",
+        "memories_used",
+        "history_kept",
+        "history_total",
+        "overhead_tokens",
+        "sections",
     }
     assert info["fixed_tokens"] == fixed_tokens()
     assert info["documents_used"] == 2 and info["documents_truncated"] == 0 and info["fallback"] is False
