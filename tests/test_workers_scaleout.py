@@ -36,6 +36,7 @@ from typing import Any
 import httpx
 import pytest
 
+from persistence.threads import scoped_thread_id
 from tests.conftest import REPO_ROOT
 from tests.fake_openai import fake_openai_app
 from tests.helpers.api_server import free_port, serve_app
@@ -154,13 +155,16 @@ class Cluster:
                 pairs.append((kind, text.strip()))
         return pairs
 
-    def messages(self, thread_id: str) -> list[tuple[str, str]]:
+    def messages(self, thread_id: str, tenant_name: str | None = None) -> list[tuple[str, str]]:
         """(type, text) of a thread's messages in its latest checkpoint, read straight from PostgreSQL with
-        LangGraph's own saver (an oracle independent of the engine's code, and no process to start)."""
+        LangGraph's own saver (an oracle independent of the engine's code, and no process to start). With
+        `tenant_name`, the thread the API stores for that tenant (ids are scoped per tenant); without, the id
+        as the LangGraph server stores it."""
         from langgraph.checkpoint.postgres import PostgresSaver
 
+        stored = scoped_thread_id(TENANTS[tenant_name], thread_id) if tenant_name else thread_id
         with PostgresSaver.from_conn_string(self.env["RAG_DATABASE_URL"]) as saver:
-            saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+            saved = saver.get_tuple({"configurable": {"thread_id": stored, "checkpoint_ns": ""}})
         assert saved is not None, f"no checkpoint of thread {thread_id}"
         return [(m.type, str(m.content)) for m in saved.checkpoint["channel_values"].get("messages", [])]
 
@@ -230,7 +234,7 @@ def test_ingest_on_one_worker_ask_on_another_follow_up_on_a_third(cluster: Clust
     messages = cluster.shown_messages(thread_id, "flow")  # the product's own reader, in another process
     assert questions_of(messages) == [first, follow_up]
     assert [kind for kind, _ in messages] == ["human", "ai", "human", "ai"]
-    assert questions_of(cluster.messages(thread_id)) == [first, follow_up]
+    assert questions_of(cluster.messages(thread_id, "flow")) == [first, follow_up]
 
 
 def test_concurrent_conversations_across_workers_lose_and_mix_nothing(cluster: Cluster) -> None:
@@ -257,7 +261,7 @@ def test_concurrent_conversations_across_workers_lose_and_mix_nothing(cluster: C
 
     assert [statuses for _, statuses in results] == [[200] * turns] * conversations
     for c, (thread_id, _) in enumerate(results):
-        messages = cluster.messages(thread_id)
+        messages = cluster.messages(thread_id, "load")
         assert questions_of(messages) == questions[c]  # all turns, in order, none from another thread
         assert [kind for kind, _ in messages] == ["human", "ai"] * turns
 
@@ -279,7 +283,7 @@ def test_two_turns_at_once_on_one_thread_on_two_workers_are_not_interleaved(clus
         cluster.endpoint.delay_s = 0.0
     assert set(statuses.values()) <= {200, 409}, statuses
     assert 200 in statuses.values(), statuses
-    messages = cluster.messages(thread_id)
+    messages = cluster.messages(thread_id, "lock")
     answered = [racing[worker] for worker, status in statuses.items() if status == 200]
     assert questions_of(messages)[0] == opening
     assert sorted(questions_of(messages)[1:]) == sorted(
@@ -315,7 +319,7 @@ def test_a_worker_killed_mid_turn_and_restarted_the_conversation_continues(clust
 
     ok(cluster.ask(1, "restart", resumed, thread_id=thread_id))
     assert cluster.endpoint.prompts_with(resumed, first), "the restarted worker's prompt lacks the first turn"
-    messages = cluster.messages(thread_id)
+    messages = cluster.messages(thread_id, "restart")
     asked = questions_of(messages)
     assert asked[0] == first and asked[-1] == resumed and set(asked) <= {first, cut, resumed}
     assert messages[0] == ("human", first) and messages[1][0] == "ai" and messages[-1][0] == "ai"
@@ -332,13 +336,14 @@ def test_tenants_stay_apart_across_workers(cluster: Cluster) -> None:
     beta_own = ok(cluster.ask(2, "beta", "Where does the Heron telescope watch the sky?"))
     assert any(source["source"].endswith("heron.md") for source in beta_own["sources"]), beta_own["sources"]
 
-    # alpha's thread, started on worker 2, cannot be continued by beta on another worker
-    refused = cluster.ask(1, "beta", "Continue this conversation", thread_id=alpha["thread_id"])
-    assert refused.status_code == 403, refused.text
+    # alpha's thread id, used by beta on another worker, is a thread of beta's own (ids are per tenant)
+    other = ok(cluster.ask(1, "beta", "Continue this conversation", thread_id=alpha["thread_id"]))
+    assert other["thread_id"] == alpha["thread_id"]
+    assert questions_of(cluster.messages(alpha["thread_id"], "beta")) == ["Continue this conversation"]
     listed = cluster.rag("threads", "list", "--tenant", TENANTS["beta"])
     assert listed.returncode == 0, listed.stderr
-    assert alpha["thread_id"] not in listed.stdout and beta["thread_id"] in listed.stdout
-    assert questions_of(cluster.messages(alpha["thread_id"])) == [
+    assert beta["thread_id"] in listed.stdout
+    assert questions_of(cluster.messages(alpha["thread_id"], "alpha")) == [
         "Where does the Heron telescope watch the sky?"
     ]
 
