@@ -23,7 +23,8 @@ run() {  # run NAME DATASET PIPELINE [SPLIT]
 RAG_EVIDENCE_TOKEN_BUDGET=0 run wholechunks-squad-test-naive "$SQUAD" naive test
 run compressed-squad-test-naive "$SQUAD" naive test
 run compressed-squad-test-agentic "$SQUAD" agentic test
+run compressed-squad-test-gold "$SQUAD" gold test  # the reader's ceiling: only each question's paragraph
 RAG_LOCAL_MODEL=qwen2.5-coder-1.5b run compressed-1.5b-squad-test-naive "$SQUAD" naive test
 run compressed-hotpotqa-naive "$HOTPOTQA" naive
 run compressed-hotpotqa-agentic "$HOTPOTQA" agentic
-.venv/bin/python scripts/answer_table.py results/runs/{wholechunks-squad-test-naive,compressed-squad-test-naive,compressed-squad-test-agentic,compressed-1.5b-squad-test-naive,compressed-hotpotqa-naive,compressed-hotpotqa-agentic}.jsonl
+.venv/bin/python scripts/answer_table.py results/runs/{wholechunks-squad-test-naive,compressed-squad-test-naive,compressed-squad-test-agentic,compressed-squad-test-gold,compressed-1.5b-squad-test-naive,compressed-hotpotqa-naive,compressed-hotpotqa-agentic}.jsonl
