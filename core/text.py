@@ -97,3 +97,18 @@ def _trim(text: str, span: tuple[int, int]) -> tuple[int, int] | None:
 def split_sentences(text: str) -> list[str]:
     """The sentences of `text` (English and Chinese), see `sentence_spans`."""
     return [text[start:end] for start, end in sentence_spans(text)]
+
+
+def invalid_utf8(text: str) -> str | None:
+    """Where `text` stops being valid UTF-8 ("byte 0xff at character 4"), or None when it is valid.
+
+    Why: Python turns the undecodable bytes of argv, stdin or a JSON "\\udcff" escape into lone surrogates,
+    which SQLite, the tokenizers and stdout each refuse later with a stack trace. Every entry point (a search
+    query, a question, a thread id) checks here first, so the user gets one line naming the bad byte."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = text[error.start]
+        shown = f"byte 0x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else f"U+{ord(bad):04X}"
+        return f"{shown} at character {error.start + 1}"
+    return None

@@ -21,6 +21,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from core.text import invalid_utf8
 from persistence.threads import check_thread_access, thread_owner
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_config, run_context
@@ -28,7 +29,8 @@ from state.graph_state import State, reset
 
 
 class InvalidQuestionError(ValueError):
-    """The turn has no usable question (empty, too long, or filters that cannot be applied)."""
+    """The turn has no usable question (empty, too long, not valid UTF-8, or filters that cannot be
+    applied)."""
 
 
 def turn_question(state: State) -> tuple[str, bool]:
@@ -51,6 +53,21 @@ def check_input_tenant(input_tenant: str | None, context_tenant: str) -> None:
         )
 
 
+def check_question(question: str, max_chars: int) -> None:
+    """Raise InvalidQuestionError when the (stripped) question is empty, not valid UTF-8 text or longer
+    than `max_chars` (RAG_MAX_QUESTION_CHARS). Every run passes here; the CLI calls it before opening any
+    store too, so bad input is refused before a damaged store or a missing model is even looked at."""
+    if not question:
+        raise InvalidQuestionError("empty question: pass {'question': '...'} or a human message")
+    problem = invalid_utf8(question)  # lone surrogates from argv, stdin or a JSON escape (see core.text)
+    if problem:
+        raise InvalidQuestionError(f"question is not valid UTF-8 text: {problem}")
+    if len(question) > max_chars:
+        raise InvalidQuestionError(
+            f"question too long: {len(question)} characters > {max_chars} (RAG_MAX_QUESTION_CHARS)"
+        )
+
+
 def thread_id_of(config: RunnableConfig | None) -> str:
     """The run's thread id ('' for a run without a checkpointer)."""
     return str(((config or {}).get("configurable") or {}).get("thread_id") or "")
@@ -64,13 +81,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     check_thread_access(thread_id_of(run_config()), owner, context.tenant)
     check_input_tenant(state.get("tenant"), context.tenant)
     question, append = turn_question(state)
-    if not question:
-        raise InvalidQuestionError("empty question: pass {'question': '...'} or a human message")
-    if len(question) > context.max_question_chars:
-        raise InvalidQuestionError(
-            f"question too long: {len(question)} characters > {context.max_question_chars} "
-            "(RAG_MAX_QUESTION_CHARS)"
-        )
+    check_question(question, context.max_question_chars)
     try:
         parse_filter(state.get("filters") or None)
     except FilterError as error:

@@ -273,6 +273,24 @@ class Catalog:
             row = connection.execute(query).mappings().first()
         return _document(row) if row else None
 
+    def readable_chunks(self, record: DocumentRecord) -> int:
+        """How many of a document's chunk rows can be read in full (text and metadata).
+
+        Why: ingestion skips an unchanged file on the strength of its `documents` row alone, so a catalog
+        whose chunk pages are damaged (or whose rows were lost) made `rag ingest` report success while
+        search failed on the same file. Reading the rows (their length forces every page of the value)
+        raises CatalogDamagedError on a damaged page; a count below `n_chunks` means rows are missing."""
+        query = (
+            select(func.count())
+            .select_from(chunks_table)
+            .where(
+                chunks_table.c.document_id == record.id,
+                func.length(chunks_table.c.text) + func.length(chunks_table.c.metadata) >= 0,
+            )
+        )
+        with self.engine.connect() as connection:
+            return int(connection.execute(query).scalar() or 0)
+
     def documents(self, tenant: str | None = None, collection: str | None = None) -> list[DocumentRecord]:
         """Indexed sources, optionally within one tenant and collection."""
         query = select(documents_table)

@@ -435,7 +435,12 @@ def _ingest_file(
         data = read_regular_file(path, settings.max_file_bytes)
         digest = source_hash(data, signature)
         known = kb.catalog.document(tenant, collection, source)
-        if known is not None and known.file_hash == digest:
+        # Unchanged, and its chunks really are there (a damaged or gutted catalog must not read as done).
+        if (
+            known is not None
+            and known.file_hash == digest
+            and kb.catalog.readable_chunks(known) == known.n_chunks
+        ):
             return FileResult(source, "skipped", known.n_chunks)
         guard = LoadGuard.from_settings(settings, should_stop)  # the time budget starts here
         documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits.from_settings(settings), guard)

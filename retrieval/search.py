@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.settings import SearchMode
-from core.text import contains_cjk
+from core.text import contains_cjk, invalid_utf8
 from core.types import SearchHit
 from persistence.vector_store import validate_collection_name
 from retrieval.filters import FilterNode, parse_filter, to_chroma_where, to_sql
@@ -65,14 +65,9 @@ def validate_query(query: str, max_chars: int) -> str:
         raise QueryError("empty query: give some text to search for")
     if len(query) > max_chars:
         raise QueryError(f"query too long: {len(query)} characters > {max_chars} (RAG_MAX_QUERY_CHARS)")
-    try:
-        query.encode("utf-8")
-    except UnicodeEncodeError as error:
-        # Python turns undecodable bytes of argv into lone surrogates (\udcff for byte 0xff); SQLite,
-        # the tokenizers and stdout would each fail on them later with a stack trace.
-        bad = query[error.start]
-        shown = f"byte 0x{ord(bad) - 0xDC00:02x}" if 0xDC80 <= ord(bad) <= 0xDCFF else f"U+{ord(bad):04X}"
-        raise QueryError(f"query is not valid UTF-8 text: {shown} at character {error.start + 1}") from None
+    problem = invalid_utf8(query)  # argv's undecodable bytes arrive as lone surrogates (see core.text)
+    if problem:
+        raise QueryError(f"query is not valid UTF-8 text: {problem}")
     return query.strip()
 
 

@@ -8,6 +8,7 @@ registers it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shlex
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -23,6 +24,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from config.settings import Settings, SettingsError, load_settings
+
+if TYPE_CHECKING:
+    from retrieval.knowledge_base import KnowledgeBase
 
 console = Console()
 error_console = Console(stderr=True)
@@ -66,6 +70,65 @@ def user_errors() -> Iterator[None]:
         fail(str(error))
     except (ValueError, FileNotFoundError) as error:  # settings, filters, queries, names, dataset formats
         fail(str(error))
+
+
+def text_or_exit(value: str, what: str) -> str:
+    """`value`, or one line and exit 2 when it is not valid UTF-8 text (`what` names it: "question").
+
+    The same check as `rag search`'s query (core.text.invalid_utf8): argv's undecodable bytes arrive as
+    lone surrogates, which fail much later (in SQLite, the tokenizer, a lock file name) with a stack trace."""
+    from core.text import invalid_utf8
+
+    problem = invalid_utf8(value)
+    if problem:
+        fail(f"{what} is not valid UTF-8 text: {problem}")
+    return value
+
+
+def checked_store(kb: KnowledgeBase) -> KnowledgeBase:
+    """The knowledge base after the store checks every command that reads it runs first, as `rag search`
+    does: the catalog is opened and its chunk counts read, so a damaged file (garbage, a damaged or
+    truncated header) raises CatalogDamagedError (one line, exit 1 under `user_errors`) before a model is
+    loaded or a graph runs; a vector store that lost chunks is reported on stderr, once (`kb.warn`).
+
+    Why before the graph: its nodes turn a store error into an honest "not found" answer for the API, so
+    `rag ask` exited 0 on a damaged catalog, with the semantic cache's stack trace on the way."""
+    kb.warn = warning
+    kb.catalog.chunk_counts()
+    return kb
+
+
+class _StoreErrorReportedByCommand(logging.Filter):
+    """Leaves out a log record that carries a store error (the retrieve node's "retrieval failed: ...")."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from persistence.errors import StoreUnavailableError
+
+        arguments = record.args if isinstance(record.args, tuple) else ()
+        return not any(isinstance(argument, StoreUnavailableError) for argument in arguments)
+
+
+@contextmanager
+def store_errors_reported_here() -> Iterator[None]:
+    """Run a graph whose store errors the command reports itself (`store_error_or_exit`): the nodes' log
+    line of the same error is left out of stderr, so the user reads one line, not the same one twice."""
+    quiet = _StoreErrorReportedByCommand()
+    handlers = list(logging.getLogger().handlers)
+    for handler in handlers:
+        handler.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(quiet)
+
+
+def store_error_or_exit(result: dict[str, object]) -> None:
+    """Exit 1 with the store's one line when a graph run could not search (`error` of its output state):
+    the run answered "cannot answer from it", which is not an answer for a command line."""
+    error = str(result.get("error") or "")
+    if error:
+        fail(error, EXIT_UNAVAILABLE)
 
 
 #: `--json` of the benchmarks: the file their report is written to (write_json_report).

@@ -10,12 +10,16 @@ import typer
 from rich.markup import escape
 
 from service.cli.common import (
+    checked_store,
     console,
     context_or_exit,
     error_console,
     fail,
     print_json,
     settings_or_exit,
+    store_error_or_exit,
+    store_errors_reported_here,
+    text_or_exit,
     user_errors,
 )
 
@@ -81,7 +85,7 @@ def conversation_input(conversation_id: str | None) -> dict[str, str]:
     """The graph input for `--conversation-id` (none when omitted: a thread keeps its earlier one)."""
     if conversation_id is None:
         return {}
-    if not conversation_id.strip():
+    if not text_or_exit(conversation_id, "--conversation-id").strip():
         fail("--conversation-id is empty")
     return {"conversation_id": conversation_id.strip()}
 
@@ -106,23 +110,33 @@ def ask(
     """Answer a question from the indexed documents, with citations; follow-ups with --thread.
     Unsupported sentences and citations the model did not give itself are shown as warnings."""
     from graphs.runner import Session, output_json
+    from nodes.resources import get_resources
+    from nodes.start_turn import check_question
     from retrieval.filters import parse_filter
     from service.answer_warnings import answer_warnings
 
     if graph not in ("rag", "baseline"):
         fail(f"unknown graph {graph!r}; choose rag or baseline")
+    if thread is not None:
+        text_or_exit(thread, "--thread")
     settings = settings_or_exit()
     context = with_user(context_or_exit(mode, tenant, collection, max_iterations), user)
-    with user_errors():
+    inputs = conversation_input(conversation_id)
+    with user_errors(), store_errors_reported_here():
+        # The turn's own input checks first (the graph repeats them), then the store's: bad input is
+        # refused before a damaged catalog or a missing model is looked at.
+        check_question(question.strip(), context.max_question_chars)  # type: ignore[attr-defined]
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
+        checked_store(get_resources().kb())  # the graph's own knowledge base, checked as `rag search` does
         session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
         result = session.ask(
             question,
             thread_id=thread,
             context=context,  # type: ignore[arg-type]
             filters=filters or {},
-            **conversation_input(conversation_id),
+            **inputs,
         )
+    store_error_or_exit(result)
     if as_json:
         payload = {**output_json(result), "warnings": answer_warnings(result)}
         print_json(payload)
@@ -174,13 +188,18 @@ def chat(
     from dataclasses import replace
 
     from graphs.runner import Session, new_thread_id
+    from nodes.resources import get_resources
+    from nodes.start_turn import InvalidQuestionError, check_question
     from persistence.thread_lock import ThreadBusyError
 
+    if thread is not None:
+        text_or_exit(thread, "--thread")
     settings = settings_or_exit()
     context = replace(with_user(context_or_exit(mode, tenant, None, None), user), answer_source="chat")  # type: ignore[type-var]
     extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():
+        checked_store(get_resources().kb())  # a damaged catalog: one line and exit 1 before the first turn
         session = Session(settings, interface="cli")
         session.check_access(thread_id, context.tenant)  # another tenant's thread: refused before any turn
     console.print(f"[dim]thread {thread_id} — empty line or Ctrl-D to quit[/]")
@@ -191,12 +210,21 @@ def chat(
             break
         if not question.strip():
             break
-        with user_errors():  # a model or store that is down: exit 1; another tenant's thread: exit 2
+        try:  # undecodable bytes on stdin, a question too long: this turn only, refused as the graph would
+            check_question(question.strip(), context.max_question_chars)  # type: ignore[attr-defined]
+        except InvalidQuestionError as error:
+            error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
+            continue
+        # A model or store that is down: exit 1; another tenant's thread: exit 2.
+        with user_errors(), store_errors_reported_here():
             try:
                 result = _chat_turn(
                     session, question, thread_id=thread_id, context=context, inputs=extra_inputs
                 )
             except (ValueError, ThreadBusyError) as error:  # this turn only: the next one may succeed
-                error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False)
+                error_console.print(
+                    f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True
+                )
                 continue
+        store_error_or_exit(result)  # a store that could not be searched ends the chat, as one that is down
         _print_answer(result, prefix="[bold blue]rag>[/] ")

@@ -12,11 +12,13 @@ from rich.table import Table
 
 from service.cli.common import (
     EXIT_FILES_FAILED,
+    checked_store,
     console,
     error_console,
     print_json,
     progress_bars,
     settings_or_exit,
+    text_or_exit,
     user_errors,
     warning,
 )
@@ -37,9 +39,11 @@ def ingest(
     from retrieval.ingest import ingest_paths
     from retrieval.knowledge_base import KnowledgeBase
 
+    for path in paths:
+        text_or_exit(str(path), "path")
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:
-        kb = KnowledgeBase.open(settings)
+        kb = checked_store(KnowledgeBase.open(settings))
         bar_files: dict[str, Callable[[int], None]] = {}
 
         def on_files(files: list[Path]) -> None:
@@ -102,8 +106,7 @@ def search(
     with user_errors():
         if mode is not None and mode not in ("dense", "bm25", "hybrid"):
             raise QueryError(f"unknown search mode {mode!r}; choose one of dense, bm25, hybrid")
-        kb = KnowledgeBase.open(settings)
-        kb.warn = warning  # a vector store that lost chunks is reported on stderr, once
+        kb = checked_store(KnowledgeBase.open(settings))  # a lost vector store: one warning line, once
         result = Searcher(kb).search(
             query,
             k=k,

@@ -13,6 +13,7 @@ from rich.table import Table
 from service.cli.common import (
     EXIT_UNAVAILABLE,
     JsonReportOption,
+    checked_store,
     console,
     fail,
     print_json,
@@ -57,7 +58,7 @@ def delete(
         fail("give --source, --doc-id, --collection or --conversation")
     settings = settings_or_exit()
     with user_errors():
-        kb = KnowledgeBase.open(settings)
+        kb = checked_store(KnowledgeBase.open(settings))  # a damaged catalog: its one line, exit 1
         summary = delete_content(
             kb,
             tenant or settings.default_tenant,
@@ -93,7 +94,7 @@ def stats(
     except (urllib.error.URLError, OSError, ValueError) as error:
         fail(f"cannot read {base}/metrics: {getattr(error, 'reason', error)}", EXIT_UNAVAILABLE)
     with user_errors():
-        catalog = KnowledgeBase.open(settings).catalog
+        catalog = checked_store(KnowledgeBase.open(settings)).catalog
         figures["index"] = {"documents": len(catalog.documents()), "chunks": catalog.count_chunks()}
     if as_json:
         print_json(figures)
