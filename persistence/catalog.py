@@ -273,13 +273,14 @@ class Catalog:
             row = connection.execute(query).mappings().first()
         return _document(row) if row else None
 
-    def readable_chunks(self, record: DocumentRecord) -> int:
-        """How many of a document's chunk rows can be read in full (text and metadata).
+    def verify_chunks(self, record: DocumentRecord) -> None:
+        """Raise CatalogDamagedError unless every one of a document's `n_chunks` chunk rows can be read in
+        full (text and metadata; their length forces every page of the value).
 
         Why: ingestion skips an unchanged file on the strength of its `documents` row alone, so a catalog
-        whose chunk pages are damaged (or whose rows were lost) made `rag ingest` report success while
-        search failed on the same file. Reading the rows (their length forces every page of the value)
-        raises CatalogDamagedError on a damaged page; a count below `n_chunks` means rows are missing."""
+        whose chunk pages were damaged made `rag ingest` report success while search failed on the same
+        file. Rows missing without the engine's deletion (which keeps `n_chunks` in step) are damage too:
+        re-indexing on top of them would collide with their leftover keyword-index rows."""
         query = (
             select(func.count())
             .select_from(chunks_table)
@@ -289,7 +290,10 @@ class Catalog:
             )
         )
         with self.engine.connect() as connection:
-            return int(connection.execute(query).scalar() or 0)
+            found = int(connection.execute(query).scalar() or 0)
+        if found != record.n_chunks:
+            reason = f"{record.source} should have {record.n_chunks} chunks, {found} are there"
+            raise CatalogDamagedError(damaged_catalog_message(self.path, reason))
 
     def documents(self, tenant: str | None = None, collection: str | None = None) -> list[DocumentRecord]:
         """Indexed sources, optionally within one tenant and collection."""
@@ -365,14 +369,19 @@ class Catalog:
         return old_ids
 
     def _lock_source(self, connection: Connection, tenant: str, collection: str, source: str) -> None:
-        """On Postgres, one writer per source at a time until the transaction ends. Why: two workers ingesting
-        the same file both find no row under READ COMMITTED and the second insert would fail on the unique
-        source; SQLite needs nothing (one writer per file)."""
+        """One writer per source at a time until the transaction ends, taken before the transaction reads.
+        Why: two workers (or processes) ingesting the same file both found no row and the second insert
+        died on the unique source with an unhandled IntegrityError. On Postgres an advisory lock per source
+        (READ COMMITTED lets both read); on SQLite the file's write lock, taken up front with BEGIN
+        IMMEDIATE (the driver would only begin at the first write, after the read), which a second writer
+        waits for up to the busy timeout and then reads the first one's row."""
         if self.dialect == "postgresql":
             connection.exec_driver_sql(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 (f"{tenant}\x1f{collection}\x1f{source}",),
             )
+        elif not connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     def delete_document(self, record: DocumentRecord) -> list[str]:
         """Remove a source and its chunks; return the removed chunk ids."""

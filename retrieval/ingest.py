@@ -39,6 +39,7 @@ from core.types import (
 from persistence.vector_store import validate_collection_name
 from retrieval.chunking import chunk_text
 from retrieval.embeddings import content_hash
+from retrieval.ingest_lock import one_ingest_per_collection
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.loaders import (
     LoaderError,
@@ -339,6 +340,7 @@ def _under(source: str, roots: Iterable[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
 
 
+@one_ingest_per_collection  # a second ingest of the same scope waits, then skips what is unchanged
 def ingest_paths(
     kb: KnowledgeBase,
     paths: Sequence[Path],
@@ -435,12 +437,8 @@ def _ingest_file(
         data = read_regular_file(path, settings.max_file_bytes)
         digest = source_hash(data, signature)
         known = kb.catalog.document(tenant, collection, source)
-        # Unchanged, and its chunks really are there (a damaged or gutted catalog must not read as done).
-        if (
-            known is not None
-            and known.file_hash == digest
-            and kb.catalog.readable_chunks(known) == known.n_chunks
-        ):
+        if known is not None and known.file_hash == digest:
+            kb.catalog.verify_chunks(known)  # a damaged catalog must not read as "skipped" (exit 0)
             return FileResult(source, "skipped", known.n_chunks)
         guard = LoadGuard.from_settings(settings, should_stop)  # the time budget starts here
         documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits.from_settings(settings), guard)

@@ -1,9 +1,10 @@
-"""Every `rag` command that reads the store goes through `rag search`'s input and store checks (issue 20 §3).
+"""Every `rag` command that reads the store goes through `rag search`'s input and store checks (issue 20 §3),
+and two ingests of one file at once index it exactly once (issue 20 §4).
 
 Before: `rag ask` with an invalid UTF-8 question died in the tokenizer with a stack trace (exit 1); `rag ask`
 on a damaged catalog printed "I cannot answer" and exited 0 (with the semantic cache's stack trace when the
 header was damaged); `rag ingest` of unchanged files on a catalog with damaged chunk pages said "skipped" and
-exited 0.
+exited 0; a second `rag ingest` of a file being ingested crashed on the catalog's unique source.
 
 The damaged-catalog and invalid-input cases run the installed command in a child process (what a user sees,
 logging included); they fail before any model loads, so each takes a couple of seconds. The cases that need
@@ -16,6 +17,8 @@ import logging
 import os
 import sqlite3
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,11 +31,12 @@ from nodes.resources import use_resources
 from persistence.catalog import Catalog, CatalogDamagedError
 from persistence.errors import StoreUnavailableError
 from retrieval.ingest import ingest_paths
+from retrieval.ingest_lock import IngestBusyError, ingest_lock
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import app
 from service.cli.common import store_errors_reported_here
 from tests.conftest import REPO_ROOT, write_corpus
-from tests.fakes import TaskChatModel, fake_resources
+from tests.fakes import HashEmbeddings, TaskChatModel, fake_resources
 
 RAG = REPO_ROOT / ".venv" / "bin" / "rag"
 #: Seconds a child `rag` may take before the test counts it as a hang (it stops before loading a model).
@@ -223,6 +227,19 @@ def test_python_ingest_of_unchanged_files_on_damaged_chunk_pages_raises(
         ingest_paths(open_kb(), list(files.values()))
 
 
+def test_chunk_rows_lost_outside_the_engine_are_damage_not_skipped(kb: KnowledgeBase, tmp_path: Path) -> None:
+    """A row deleted behind the engine's back (its keyword-index row left over): `skipped` would hide it and
+    indexing again would collide with the leftover, so it is the damaged-catalog error naming the file."""
+    files = write_corpus(tmp_path / "docs", CORPUS)
+    ingest_paths(kb, [files["heron.md"]])
+    with kb.catalog.engine.begin() as connection:
+        connection.exec_driver_sql("DELETE FROM chunks WHERE id = (SELECT min(id) FROM chunks)")
+    with pytest.raises(
+        CatalogDamagedError, match=f"{files['heron.md']} should have \\d+ chunks, \\d+ are there"
+    ):
+        ingest_paths(kb, [files["heron.md"]])
+
+
 @pytest.mark.parametrize(
     ("command", "stdin"), [(["ask", "Where does the heron wait?"], None), (["chat"], "Where is it?\n\n")]
 )
@@ -261,3 +278,137 @@ def test_the_nodes_log_line_of_a_store_error_the_command_reports_is_left_out() -
     finally:
         root.removeHandler(handler)
     assert seen == ["something else: kept", "retrieval failed: outside"]
+
+
+# --- two ingests of one file at once -------------------------------------------------------------------
+
+
+class SlowEmbeddings(HashEmbeddings):
+    """The fake embeddings, slowed down so that two ingests started together overlap for certain."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        time.sleep(0.5)
+        return super().embed_documents(texts)
+
+
+@pytest.fixture
+def shared_folder(settings: Settings, make_kb: Callable[..., KnowledgeBase]) -> Callable[[], KnowledgeBase]:
+    """Knowledge bases of one data folder, each with its own catalog engine and slow fake embeddings."""
+    return lambda: make_kb(settings, SlowEmbeddings())
+
+
+def test_two_ingests_of_one_file_at_once_index_it_exactly_once(
+    shared_folder: Callable[[], KnowledgeBase], tmp_path: Path
+) -> None:
+    """Two threads with knowledge bases of their own ingest the same file together: neither raises, one
+    indexes it and the other (having waited) skips it; the catalog and Chroma hold one copy."""
+    files = write_corpus(tmp_path / "docs", CORPUS)
+    bases = [shared_folder(), shared_folder()]
+    start = threading.Barrier(2)
+    outcomes: list[object] = [None, None]
+
+    def ingest(slot: int) -> None:
+        start.wait()
+        try:
+            outcomes[slot] = ingest_paths(bases[slot], [files["heron.md"]])
+        except Exception as error:  # noqa: BLE001 - the test reports whatever escaped
+            outcomes[slot] = error
+
+    workers = [threading.Thread(target=ingest, args=(slot,)) for slot in (0, 1)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    statuses = sorted(outcome.results[0].status for outcome in outcomes)  # type: ignore[union-attr]
+    assert statuses == ["indexed", "skipped"], outcomes
+
+    single = shared_folder()
+    chunks = single.catalog.count_chunks("default", "default")
+    assert len(single.catalog.documents()) == 1
+    assert chunks == outcomes[0].results[0].chunks == outcomes[1].results[0].chunks  # type: ignore[union-attr]
+    assert single.vectors.count("default", "default") == chunks
+
+
+def hold_ingest_lock(settings: Settings, seconds: float) -> tuple[threading.Thread, threading.Event]:
+    """Another "ingest" holding the default collection for `seconds`, in a thread of its own."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        with ingest_lock(settings):
+            taken.set()
+            time.sleep(seconds)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert taken.wait(10)
+    return holder, taken
+
+
+def test_cli_ingest_waits_for_another_ingest_with_one_line(
+    settings: Settings, make_kb: Callable[..., KnowledgeBase], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setattr(KnowledgeBase, "open", classmethod(lambda cls, s=None: make_kb(s or settings)))
+    files = write_corpus(tmp_path / "docs", CORPUS)
+    holder, _ = hold_ingest_lock(settings, 1.0)
+    result = CliRunner().invoke(app, ["ingest", str(files["reeds.md"])])
+    holder.join()
+    assert result.exit_code == 0, result.output + result.stderr
+    assert one_line(result.stderr).startswith(
+        "warning: waiting for another ingest into collection 'default' of tenant 'default' to finish"
+    )
+    assert "indexed 1" in result.stdout
+
+
+def test_with_no_wait_allowed_a_busy_collection_is_skipped_in_one_line(
+    settings: Settings, make_kb: Callable[..., KnowledgeBase], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_DATA_DIR", str(settings.data_dir))
+    monkeypatch.setenv("RAG_INGEST_LOCK_TIMEOUT_S", "0")
+    monkeypatch.setattr(KnowledgeBase, "open", classmethod(lambda cls, s=None: make_kb(s or settings)))
+    files = write_corpus(tmp_path / "docs", CORPUS)
+    holder, _ = hold_ingest_lock(settings, 1.0)
+    result = CliRunner().invoke(app, ["ingest", str(files["reeds.md"])])
+    with pytest.raises(IngestBusyError, match="another ingest into collection 'default'"):
+        no_wait = settings.model_copy(update={"ingest_lock_timeout_s": 0})
+        ingest_paths(make_kb(no_wait), [files["reeds.md"]])
+    holder.join()
+    assert result.exit_code == 1, result.output + result.stderr
+    assert one_line(result.stderr).startswith(
+        "error: another ingest into collection 'default' of tenant 'default' is running; skipped"
+    )
+    assert make_kb(settings).catalog.documents() == []
+
+
+def test_sqlite_replace_document_of_one_source_by_two_writers_keeps_one(tmp_path: Path) -> None:
+    """The catalog alone (what index_event and the API's text route reach without the ingest lock): two
+    writers of the same source at once used to both read "no row" and the second insert hit the unique
+    source; now the second waits for the first's write lock and replaces its row."""
+    path = tmp_path / "catalog.sqlite"
+    Catalog(path).close()
+    start = threading.Barrier(8)
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        catalog = Catalog(path)
+        chunk = Chunk(f"c{n}", "The heron waits.", {"tenant": "t", "collection": "c", "content_hash": "h"})
+        start.wait()
+        try:
+            catalog.replace_document(
+                tenant="t", collection="c", source="event:1", file_hash="x", doc_type="event", title="",
+                chunks=[chunk],
+            )  # fmt: skip
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+        finally:
+            catalog.close()
+
+    writers = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(timeout=60)
+    assert errors == []
+    catalog = Catalog(path)
+    assert len(catalog.documents()) == 1 and catalog.count_chunks() == 1
+    catalog.close()

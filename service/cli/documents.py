@@ -37,6 +37,7 @@ def ingest(
 ) -> None:
     """Index documents incrementally: unchanged files are skipped, changed files replaced atomically."""
     from retrieval.ingest import ingest_paths
+    from retrieval.ingest_lock import ingest_lock
     from retrieval.knowledge_base import KnowledgeBase
 
     for path in paths:
@@ -50,15 +51,18 @@ def ingest(
             bar_files["file"] = bars("files", len(files))
             bar_files["chunks"] = bars("chunks embedded", 0)
 
-        summary = ingest_paths(
-            kb,
-            paths,
-            collection=collection,
-            tenant=tenant,
-            prune=prune,
-            progress=lambda event, n: bar_files[event](n),
-            on_files=on_files,
-        )
+        # Another ingest of this collection running: one "waiting for" line here, then its files are skipped
+        # as unchanged (ingest_paths takes the same lock again, re-entrantly).
+        with ingest_lock(settings, tenant, collection, on_wait=warning):
+            summary = ingest_paths(
+                kb,
+                paths,
+                collection=collection,
+                tenant=tenant,
+                prune=prune,
+                progress=lambda event, n: bar_files[event](n),
+                on_files=on_files,
+            )
     report = summary.as_dict()
     if summary.vectors_restored:
         warning(f"restored {summary.vectors_restored} vectors the vector store had lost (from the catalog)")
