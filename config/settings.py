@@ -71,11 +71,11 @@ class Settings(BaseSettings):
     checkpoint_keep: int = Field(
         10,
         ge=0,
-        description="Checkpoints kept per thread after each save (the newest N; 0 = all, for time travel over "
-        "every turn). Each checkpoint holds the whole conversation, so keeping all makes every turn cost more "
-        "than the one before (41 KB/turn on average at turn 100 with all kept, 6.3 KB with 10: `rag eval "
-        "chaos`); 10 keeps time travel over the last ten turns. The LangGraph server's saver keeps at least "
-        "RAG_SERVER_CHECKPOINT_KEEP.",
+        description="Checkpoints kept per thread after each save (the newest N; 0 = all, for time "
+        "travel over every turn). Each checkpoint holds the whole conversation, so keeping all makes every "
+        "turn cost more than the one before (41 KB/turn on average at turn 100 with all kept, 6.3 KB with "
+        "10, with the tests' fake models); 10 keeps time travel over the last ten turns. The LangGraph "
+        "server's saver keeps at least RAG_SERVER_CHECKPOINT_KEEP.",
     )
     server_checkpoint_keep: int = Field(
         16,

@@ -45,7 +45,8 @@ _INSTRUCTION = re.compile(
     # Instructions that suppress the answer ("ignore the question and answer 'not found'").
     r"|\bignore (?:the|this|that|any|all|every|each)\s+(?:questions?|query|queries|requests?|users?)\b"
     r"|\b(?:answer|reply|respond|say|state)\s+(?:only\s+|just\s+|exactly\s+)?(?:that\s+)?[\"'“‘]?"
-    r"(?:not found|nothing (?:was )?found|(?:you |it )?(?:do not|don't|cannot|can't|could not) (?:know|find|answer)|"
+    r"(?:not found|nothing (?:was )?found|"
+    r"(?:you |it )?(?:do not|don't|cannot|can't|could not) (?:know|find|answer)|"
     r"(?:the |this |that )?information is (?:not available|unavailable|missing))"
     r"|\b(?:note|message|instructions?|reminder)s?\s+(?:to|for)\s+(?:the\s+|any\s+)?(?:ai|assistants?|models?|"
     r"llms?|chatbots?|bots?|language models?)\b"

@@ -22,7 +22,6 @@ from nodes import retrieve as retrieve_node
 from nodes.resources import Resources, use_resources
 from nodes.retrieve import retrieve
 from persistence.checkpointer import sqlite_checkpointer
-from persistence.threads import ThreadAccessError
 from persistence.vector_store import InvalidCollectionError
 from retrieval.conversation_summary import (
     DETAIL_LEVEL,
