@@ -865,7 +865,8 @@ def run_measured(runner: ChaosRunner, args: Sequence[str | bytes], data_dir: Pat
 def hostile_verdict(case: HostileCase, result: ProcessResult) -> Probe:
     """The probe of one hostile case: no trace, no hang, no blow-up, the documented exit code, one line of
     error where the case asks for it, the good files indexed where it has any. Its figures carry the child's
-    peak memory (`max_rss_bytes`, not a harm count: the report keeps the maximum over the hostile set)."""
+    peak memory and run time (`max_rss_bytes`, `seconds`: not harm counts; the report keeps the peak memory
+    over the hostile set)."""
     blowup = result.max_rss_bytes > MEMORY_LIMIT_BYTES
     wrong_code = result.returncode not in case.expected and not result.hung
     multiline = case.one_line and not result.hung and result.lines != 1
@@ -897,6 +898,7 @@ def hostile_verdict(case: HostileCase, result: ProcessResult) -> Probe:
             "multiline_errors": float(multiline),
             "lost": float(unindexed),
             "max_rss_bytes": float(result.max_rss_bytes),
+            "seconds": round(result.seconds, 1),
         },
     )
 
@@ -989,11 +991,12 @@ def corrupt_catalog_probe(runner: ChaosRunner, data_dir: Path) -> None:
 
 
 # --- concurrent ingestion of one file ------------------------------------------------------------
-#: A document of several chunks: two ingests of it at once must leave exactly one copy.
+#: A document of many chunks (its embedding takes seconds, the window in which both ingests find it new):
+#: two ingests of it at once must leave exactly one copy.
 RACE_DOC = "# Orchard log\n\n" + "\n\n".join(
     f"## Row {row}\n\n"
     + " ".join(f"Tree {row}-{tree} of the Hollin orchard bore {row * tree} pears." for tree in range(1, 25))
-    for row in range(1, 9)
+    for row in range(1, 61)
 )
 
 
@@ -1056,7 +1059,14 @@ def ingest_race_verdict(
         )
         if bad
     ]
-    return Probe("ingest", "two ingests of one file at once", not problems, "; ".join(problems), figures)
+    codes = [result.returncode for result in results]
+    stored = (
+        f"{documents} document, {chunks} chunks stored (one ingest: {expected}); exits {codes}; "
+        f"embedded by {len(indexed)} of {len(results)} processes"
+    )
+    return Probe(
+        "ingest", "two ingests of one file at once", not problems, "; ".join([*problems, stored]), figures
+    )
 
 
 def ingest_race_suite(runner: ChaosRunner, _data_dir: Path) -> None:

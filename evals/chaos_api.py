@@ -276,17 +276,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def resident_bytes(pid: int) -> int:
-    """A process's resident memory now (Linux /proc; 0 where it cannot be read)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 @dataclass
 class ApiServer:
     """A running `rag serve` child."""
@@ -379,19 +368,22 @@ def http_verdict(
     harms: dict[str, bool] | None = None,
     checks: Sequence[tuple[str, bool]] = (),
     note: str = "",
+    hung: bool | None = None,
 ) -> Probe:
     """The probe of one exchange: no canary of bravo in the answer, no stack trace, an answer in time, one of
-    the `expected` statuses; `harms` are figures of their own (counted when true), `checks` more problems."""
+    the `expected` statuses; `harms` are figures of their own (counted when true), `checks` more problems;
+    `hung` overrides the result's own (a server still busy with a body it should have refused is no hang)."""
     found = leaked(result.text)
     trace = TRACEBACK in result.text
-    wrong = not result.hung and result.status not in expected
+    hung = result.hung if hung is None else hung
+    wrong = not hung and result.status not in expected
     harms = harms or {}
     problems = [
         label
         for label, bad in (
             (f"leaked {found}", bool(found)),
             ("stack trace", trace),
-            ("no answer in time", result.hung),
+            ("no answer in time", hung),
             (
                 f"status {result.status}, expected {sorted(expected)}"
                 + (f" ({result.error})" if result.error else "")
@@ -406,7 +398,7 @@ def http_verdict(
     figures = {
         "leaks": float(bool(found)),
         "traces": float(trace),
-        "hangs": float(result.hung),
+        "hangs": float(hung),
         "wrong_statuses": float(wrong),
         **{harm: float(bad) for harm, bad in harms.items()},
     }
@@ -432,7 +424,6 @@ def auth_probes(runner: ChaosRunner, server: ApiServer) -> None:
 
     padding = "a" * UNAUTHENTICATED_BODY_BYTES
     body = json.dumps({"query": "What is Zorblatine?", "padding": padding}).encode()
-    before = resident_bytes(server.process.pid)
     result = http_request(
         server.port,
         "POST",
@@ -441,18 +432,32 @@ def auth_probes(runner: ChaosRunner, server: ApiServer) -> None:
         body=body,
         wait_before_body=HEADER_ANSWER_WAIT_S,
     )
-    growth = resident_bytes(server.process.pid) - before
     taken_whole = result.sent >= len(body)
-    probe = http_verdict(
-        f"{len(body) // 1_000_000} MB body without a key: 401 from the headers",
-        result,
-        {401},
-        harms={"unauthenticated_reads": _ok(result.status) or taken_whole},
-        note=f"answered after {result.sent / 1e6:.1f} of {len(body) / 1e6:.0f} MB sent, "
-        f"in {result.seconds:.1f} s; server memory {growth / 1e6:+.0f} MB",
+    runner.record(
+        http_verdict(
+            f"{len(body) // 1_000_000} MB body without a key: 401 from the headers",
+            result,
+            {401},
+            harms={"unauthenticated_reads": _ok(result.status) or taken_whole},
+            note=f"answered after {result.sent / 1e6:.1f} of {len(body) / 1e6:.0f} MB sent, "
+            f"in {result.seconds:.1f} s",
+        )
     )
-    probe.figures["server_rss_growth_bytes"] = float(growth)
-    runner.record(probe)
+
+
+def cap_verdict(name: str, result: HttpResult, size: int, setting: str) -> Probe:
+    """A body of `size` bytes over the cap `setting`: 413 naming the setting. A server that took the whole
+    body and answered something else, or is still busy with it (an upload being indexed), accepted it."""
+    swallowed = result.hung and result.sent >= size
+    return http_verdict(
+        name,
+        result,
+        {413},
+        harms={"oversize_accepted": (result.status is not None and result.status != 413) or swallowed},
+        checks=[(f"the 413 does not name {setting}", result.status == 413 and setting not in result.text)],
+        note=f"{result.sent / 1e6:.1f} of {size / 1e6:.1f} MB sent",
+        hung=result.hung and not swallowed,
+    )
 
 
 def body_cap_probes(runner: ChaosRunner, server: ApiServer) -> None:
@@ -472,47 +477,21 @@ def body_cap_probes(runner: ChaosRunner, server: ApiServer) -> None:
             chunked=chunked,
             wait_before_body=0.0 if chunked else HEADER_ANSWER_WAIT_S,
         )
-        runner.record(
-            http_verdict(
-                name,
-                result,
-                {413},
-                harms={"oversize_accepted": result.status is not None and result.status != 413},
-                checks=[
-                    (
-                        "the 413 does not name RAG_API_MAX_JSON_BYTES",
-                        result.status == 413 and "RAG_API_MAX_JSON_BYTES" not in result.text,
-                    )
-                ],
-                note=f"{result.sent / 1e6:.1f} of {len(oversized) / 1e6:.1f} MB sent",
-            )
-        )
+        runner.record(cap_verdict(name, result, len(oversized), "RAG_API_MAX_JSON_BYTES"))
 
     line = b"The Wenlow harbour log repeats this line to fill the upload past its cap.\n"
-    big = line * (UPLOAD_CAP_BYTES // len(line) + 30_000)
-    body, content_type = multipart({"harbour-log.txt": big})
+    body, content_type = multipart({"harbour-log.txt": line * (UPLOAD_CAP_BYTES // len(line) + 30_000)})
+    upload_headers = {KEY_HEADER: API_KEYS[ALPHA], "Content-Type": content_type}
     result = http_request(
         server.port,
         "POST",
         DOCUMENTS,
-        headers={KEY_HEADER: API_KEYS[ALPHA], "Content-Type": content_type},
+        headers=upload_headers,
         body=body,
         wait_before_body=HEADER_ANSWER_WAIT_S,
     )
     runner.record(
-        http_verdict(
-            "upload over RAG_API_MAX_UPLOAD_BYTES",
-            result,
-            {413},
-            harms={"oversize_accepted": result.status is not None and result.status != 413},
-            checks=[
-                (
-                    "the 413 does not name RAG_API_MAX_UPLOAD_BYTES",
-                    result.status == 413 and "RAG_API_MAX_UPLOAD_BYTES" not in result.text,
-                )
-            ],
-            note=f"{result.sent / 1e6:.1f} of {len(body) / 1e6:.1f} MB sent",
-        )
+        cap_verdict("upload over RAG_API_MAX_UPLOAD_BYTES", result, len(body), "RAG_API_MAX_UPLOAD_BYTES")
     )
     body, content_type = multipart({"wenlow.md": b"# Wenlow\n\nThe Wenlow harbour has 12 berths.\n"})
     result = http_request(

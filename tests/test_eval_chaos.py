@@ -42,6 +42,7 @@ from evals.chaos import (
 from evals.chaos_api import (
     DISCONNECT_METRIC,
     HttpResult,
+    cap_verdict,
     disconnect_count,
     disconnect_verdict,
     http_request,
@@ -332,6 +333,18 @@ def test_http_verdicts_count_leaks_statuses_and_harms() -> None:
     assert accepted.figures["oversize_accepted"] == 1 and accepted.figures["wrong_statuses"] == 1
     hung = http_verdict("p", _http(None, error="timeout"), {200})
     assert hung.figures["hangs"] == 1 and hung.figures["wrong_statuses"] == 0
+
+
+def test_a_body_over_its_cap_is_accepted_unless_refused_with_413_naming_the_setting() -> None:
+    refused = _http(413, '{"message": "more than 1000000 bytes (RAG_API_MAX_JSON_BYTES)"}')
+    assert cap_verdict("p", refused, 3_000_000, "RAG_API_MAX_JSON_BYTES").passed
+    unnamed = cap_verdict("p", _http(413, "too large"), 3_000_000, "RAG_API_MAX_JSON_BYTES")
+    assert not unnamed.passed and unnamed.figures["oversize_accepted"] == 0
+    parsed = cap_verdict("p", _http(422, "padding: extra inputs"), 3_000_000, "RAG_API_MAX_JSON_BYTES")
+    assert parsed.figures["oversize_accepted"] == 1
+    busy = HttpResult(None, {}, b"", 60.0, 6_000_000, "timeout")  # took it all, still indexing it
+    verdict = cap_verdict("p", busy, 6_000_000, "RAG_API_MAX_UPLOAD_BYTES")
+    assert verdict.figures["oversize_accepted"] == 1 and verdict.figures["hangs"] == 0
 
 
 def test_a_turn_left_mid_stream_must_be_stored_whole_or_not_at_all() -> None:
