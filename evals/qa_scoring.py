@@ -205,6 +205,11 @@ def question_record(
         "candidate_accuracy": candidate_accuracy(
             prediction, not_found, declined, example.answers, example.answerable
         ),
+        # What the term checks alone decided on an answer that had a confidence (None: they decided the
+        # answer themselves), and the reply's token log-probabilities: other confidence signals are
+        # replayed from them without running the model again.
+        "term_check_reason": info.get("term_check_reason"),
+        "reply_logprobs": info.get("reply_logprobs"),
         "llm_calls": int(result.get("llm_calls") or 0),
         "prompt_tokens": int(usage.get("prompt_tokens") or 0),
         "completion_tokens": int(usage.get("completion_tokens") or 0),

@@ -32,6 +32,41 @@ def _answer_range(text: str, short: str) -> tuple[int, int] | None:
     return position, position + len(short)
 
 
+#: Labels a reply line may open with; the line's own words are what the model is (un)sure of.
+LINE_LABELS = (*ANSWER_LABELS, "Explanation:", "解释：", "解释:")
+
+
+def first_line_range(text: str) -> tuple[int, int] | None:
+    """Character range of the reply's first line with words, its label ("Answer:", "Explanation:") left
+    out; None when the reply has no words. A candidate signal for a reply without a short answer
+    (scripts/confidence_variants.py compares it with the short answer's on development records)."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        line_start = start + len(text[start:end]) - len(text[start:end].lstrip())
+        for label in LINE_LABELS:
+            if text.startswith(label, line_start):
+                line_start += len(label)
+                break
+        if text[line_start:end].strip():
+            return line_start, end
+        start = end + 1
+    return None
+
+
+def values_in(token_logprobs: Sequence[tuple[str, float]], wanted: tuple[int, int]) -> list[float]:
+    """Log-probabilities of the non-blank tokens that overlap the character range `wanted`."""
+    values: list[float] = []
+    offset = 0
+    for token, logprob in token_logprobs:
+        end = offset + len(token)
+        if end > wanted[0] and offset < wanted[1] and token.strip():
+            values.append(logprob)
+        offset = end
+    return values
+
+
 def answer_confidence(token_logprobs: Sequence[tuple[str, float]] | None, short: str) -> float | None:
     """Mean log-probability of the tokens that overlap the short answer in the reply (None without
     log-probabilities). Without a short answer in the reply, the mean over its first line (an honest
@@ -43,13 +78,7 @@ def answer_confidence(token_logprobs: Sequence[tuple[str, float]] | None, short:
     if wanted is None:
         line_end = text.find("\n", len(text) - len(text.lstrip()))
         wanted = (0, line_end if line_end > 0 else len(text))
-    values: list[float] = []
-    offset = 0
-    for token, logprob in token_logprobs:
-        end = offset + len(token)
-        if end > wanted[0] and offset < wanted[1] and token.strip():
-            values.append(logprob)
-        offset = end
+    values = values_in(token_logprobs, wanted)
     if not values:
         return None
     return round(sum(values) / len(values), 4)

@@ -38,6 +38,10 @@ REASON_NO_ANSWER = "no answer was written"
 REASON_MODEL_DECLINED = "the model found no answer in the passages"
 REASON_LOW_CONFIDENCE = "the answer's confidence is below the threshold:"
 THRESHOLD_SETTING = "RAG_ANSWER_CONFIDENCE_THRESHOLD"
+#: A threshold at or below this is "no calibrated threshold": the term checks decide every answer. Letting
+#: an uncalibrated confidence wave answers through instead cost more on development questions (simple
+#: template: 2 x wrong shown + right withheld 70 vs 54, docs/answer-quality.md "Calibrated 'not found'").
+CONFIDENCE_OFF = -1000.0
 
 
 def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc], float | None]:
@@ -66,9 +70,10 @@ def decline_reason(
     threshold: float,
 ) -> str:
     """Why an answer the model wrote is replaced by "not found" ("" when it stands). With the answer's
-    confidence (models.confidence), that alone decides, against the calibrated threshold; an endpoint
-    without log-probabilities leaves the decision to the term checks of retrieval.answerability."""
-    if confidence is not None:
+    confidence (models.confidence) and a calibrated threshold, the confidence alone decides; without a
+    threshold (CONFIDENCE_OFF, the default) or without log-probabilities, the term checks of
+    retrieval.answerability decide."""
+    if confidence is not None and threshold > CONFIDENCE_OFF:
         if confidence < threshold:
             return f"{REASON_LOW_CONFIDENCE} {confidence:.2f} < {threshold:g} ({THRESHOLD_SETTING})"
         return ""
@@ -83,13 +88,17 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = current_question(state)
     not_found_text = NOT_FOUND_ZH if language_of(question) == "zh" else NOT_FOUND_EN
     documents = state.get("documents") or []
-    reason, declined = "", ""
+    reason, declined, term_reason = "", "", None
     if not text.strip():
         text, reason = not_found_text, REASON_NO_ANSWER
     elif sources and not is_not_found_answer(text):
         reason = decline_reason(
             question, text, sources, documents, confidence, context.answer_confidence_threshold
         )
+        if confidence is not None and context.answer_confidence_threshold > CONFIDENCE_OFF:
+            # What the term checks alone would have decided, for the QA records: the calibrated decline is
+            # measured against it on the same answers (docs/answer-quality.md, "Calibrated 'not found'").
+            term_reason = not_found_reason(question, text, sources, documents) or ""
         if reason:
             logger.info("cite: answering not found (%s)", reason)
             text, sources, declined = not_found_text, [], text
@@ -122,6 +131,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "not_found_reason": reason,
         "declined_answer": declined,
         "answer_confidence": confidence,
+        "prompt_info": {**(state.get("prompt_info") or {}), "term_check_reason": term_reason},
         "retrieved": ranked_documents(documents),
         # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
         # each passage's text once, not twice (issue 7 §6: bytes per turn).

@@ -54,6 +54,7 @@ from prompts.answer import (
     MODEL_FAILED_EN,
     MODEL_FAILED_ZH,
     NO_RETRIEVAL_SYSTEMS,
+    NONE_ANSWERS,
     NOT_FOUND_EN,
     NOT_FOUND_TEXTS,
     NOT_FOUND_VARIANTS,
@@ -287,12 +288,19 @@ def model_draft(
     if is_not_found_answer(strip_preamble(headless)):
         return clean_model_answer(raw, system, question, language, sources), ""
     short, explanation = split_short_answer(headless, allow_bare=bool(sources))
+    if is_none_answer(short):  # the model's own "the sources do not answer" (simple templates)
+        return (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), ""
     if short and (is_garbage(short) or is_instruction_like(short)):
         short = ""
     cleaned = clean_model_answer(explanation, system, question, language, sources) if explanation else ""
     if not short:
         return cleaned, ""
     return compose_answer(short, cleaned), short
+
+
+def is_none_answer(short: str) -> bool:
+    """Whether a short answer says the sources do not answer ("none", prompts.answer.NONE_ANSWERS)."""
+    return short.strip().rstrip(".。!！").strip().lower() in NONE_ANSWERS
 
 
 def clean_model_answer(
@@ -458,6 +466,9 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # The system prompt without the memories: a reply that repeats a memory is no echo of the instructions.
     text, short = model_draft(raw, system, question, language, sources)
     confidence = answer_confidence(token_logprobs, short)
+    # The reply's own tokens, kept for the QA records (rag eval calibrate replays other confidence signals
+    # from them: whole first line, minimum) whoever ends up writing the short answer.
+    info["reply_logprobs"] = [[token, round(value, 4)] for token, value in token_logprobs or []] or None
     if short:
         info["short_answer_source"] = "model"
     if error is not None or is_garbage(text):

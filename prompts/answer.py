@@ -83,8 +83,17 @@ ANSWER_FORMAT_ZH = f"""请严格按两行回答：
 {ANSWER_LABEL_ZH}1931年
 {EXPLANATION_LABEL_ZH}青石桥横跨澄河，建于1931年 [1]。"""
 
+#: The short answer a model gives when the sources do not answer (the simple templates ask for it): one word
+#: a small reader says readily, where it rarely copies the whole not-found sentence (shared FACTS.md, "Reading
+#: with compact evidence"). generate turns it into the engine's not-found sentence (a decline of the model's
+#: own, before any confidence threshold).
+NONE_ANSWER_EN = "none"
+NONE_ANSWER_ZH = "无"
+#: Short answers read as "the sources do not answer" (compared lower-cased, without end punctuation).
+NONE_ANSWERS: frozenset[str] = frozenset({NONE_ANSWER_EN, NONE_ANSWER_ZH, "none found", "not found", "没有"})
+
 ANSWER_SYSTEM_SIMPLE_EN = f"""You answer questions using only the numbered sources given with the question.
-If the sources do not contain the answer, reply exactly: {NOT_FOUND_EN}
+If the sources do not answer the question, reply exactly: {ANSWER_LABEL_EN} {NONE_ANSWER_EN}
 {UNTRUSTED_SOURCES_EN}
 {ANSWER_FORMAT_EN}"""
 
@@ -112,7 +121,7 @@ explanation.
 Answer in the language of the question."""
 
 ANSWER_SYSTEM_SIMPLE_ZH = f"""你只能根据问题后面给出的编号资料回答问题。
-如果资料中没有答案，请原样回答：{NOT_FOUND_ZH}
+如果资料中没有答案，请原样回答：{ANSWER_LABEL_ZH}{NONE_ANSWER_ZH}
 {UNTRUSTED_SOURCES_ZH}
 {ANSWER_FORMAT_ZH}"""
 

@@ -231,6 +231,16 @@ def test_an_unanswerable_question_is_correct_only_when_declined() -> None:
     assert failed["accuracy"] == 0.0 and failed["answerable"] is False
 
 
+def test_the_record_keeps_the_reply_logprobs_and_the_term_checks_verdict() -> None:
+    """Other confidence signals (scripts/confidence_variants.py) are replayed from these two fields."""
+    info = {"reply_logprobs": [["Answer", -0.1], [": Ilsa", -0.4]], "term_check_reason": "no passage says it"}
+    record = question_record(
+        _example(True), {"answer": "Ilsa Marrow [1].", "prompt_info": info}, latency_s=0.1
+    )
+    assert record["reply_logprobs"] == info["reply_logprobs"]
+    assert record["term_check_reason"] == "no passage says it"
+
+
 def test_the_candidate_is_the_declined_answer_and_is_scored_against_gold() -> None:
     result = {
         "answer": NOT_FOUND_EN,

@@ -10,7 +10,7 @@ import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
-from models.confidence import answer_confidence
+from models.confidence import answer_confidence, first_line_range
 from nodes.cite import REASON_LOW_CONFIDENCE, cite
 from nodes.compress_evidence import compress_evidence
 from nodes.instrumentation import guarded_text_call, token_logprobs_of
@@ -169,6 +169,25 @@ def test_confidence_is_the_mean_over_the_short_answer_tokens() -> None:
     assert answer_confidence(tokens, "") == round((-0.1 + 0.0 - 1.0 - 0.5) / 4, 4)
 
 
+def test_the_first_line_leaves_its_label_out_and_skips_a_label_alone() -> None:
+    reply = "Explanation:\nThe bridge opened in 1931 [1].\nMore."
+    start = reply.index("The bridge")
+    assert first_line_range(reply) == (start, reply.index("\nMore"))
+    assert first_line_range("Answer: 1931\nExplanation: x") == (len("Answer:"), len("Answer: 1931"))
+    assert first_line_range("Answer:\n \n") is None
+
+
+def test_cite_records_what_the_term_checks_say_of_an_answer_the_confidence_decides() -> None:
+    """The QA records compare the calibrated decline with the term checks on the same answers: cite notes
+    the checks' verdict when the confidence decided, and leaves it unset when the checks decided."""
+    text = "Velmar\n\nShe was born in Velmar [1]."
+    confident = cite(cite_state(text, -0.2), runtime(answer_confidence_threshold=-1.0))
+    checked = cite(cite_state(text, None), runtime(answer_confidence_threshold=-1.0))
+
+    assert confident["not_found"] is False and confident["prompt_info"]["term_check_reason"]
+    assert checked["not_found"] is True and checked["prompt_info"]["term_check_reason"] is None
+
+
 def cite_state(text: str, confidence: float | None) -> Any:
     return {
         "question": "Where was Hana Korvel born?",
@@ -189,6 +208,16 @@ def test_a_confident_answer_stands_even_where_the_term_check_would_decline() -> 
 
     assert checked["not_found"] is True
     assert confident["not_found"] is False and confident["answer_confidence"] == -0.2
+
+
+def test_without_a_calibrated_threshold_the_term_checks_decide_a_confident_answer() -> None:
+    """-1000 (the default) is "off": the term checks decline this reply's unsupported claim, however
+    confident the model was (before, an uncalibrated confidence let every such answer through)."""
+    text = "Velmar\n\nShe was born in Velmar [1]."
+    out = cite(cite_state(text, -0.2), runtime(answer_confidence_threshold=-1000.0))
+
+    assert out["not_found"] is True and out["declined_answer"] == text
+    assert not out["not_found_reason"].startswith(REASON_LOW_CONFIDENCE)
 
 
 def test_an_unconfident_answer_becomes_not_found_and_is_kept_as_declined() -> None:

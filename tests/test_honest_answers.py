@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+import nodes.generate as generate_module
 from evals.groundedness import DEFAULT_FIXTURE, evaluate, load_cases
 from nodes.generate import generate
 from nodes.grade_answer import grade_answer, score_answer
+from nodes.instrumentation import GuardedReply, accounting
 from prompts.answer import ANSWER_SYSTEM_PROMPTS, NOT_FOUND_EN, REVISION_NOTE_EN
 from retrieval.answer_text import answer_body, best_sentences
 from retrieval.grounding import ground_answer
@@ -83,6 +85,37 @@ def test_the_not_found_sentence_is_not_an_echo(install: Any) -> None:
     install(scripted(NOT_FOUND_EN))
     update = generate({"question": QUESTION, "documents": [VIADUCT]}, runtime())
     assert update["draft"] == NOT_FOUND_EN and update["prompt_info"]["generation_fallback"] is None
+
+
+def test_the_simple_prompts_ask_for_a_none_short_answer() -> None:
+    assert "reply exactly: Answer: none" in ANSWER_SYSTEM_PROMPTS[("simple", "en")]
+    assert "答案：无" in ANSWER_SYSTEM_PROMPTS[("simple", "zh")]
+
+
+@pytest.mark.parametrize(
+    "reply",
+    ["Answer: none", "none", "Answer: None.\nExplanation: The sources do not give the length [1]."],
+    ids=["labelled", "bare", "explained"],
+)
+def test_a_none_short_answer_is_the_model_s_own_not_found(install: Any, reply: str) -> None:
+    """ "none" is the model's decline (the simple prompts ask for it), not a short answer for the extractive
+    answerer to replace: the draft is the engine's not-found sentence."""
+    install(scripted(reply))
+    update = generate({"question": QUESTION, "documents": [VIADUCT]}, runtime())
+    assert update["draft"] == NOT_FOUND_EN and update["prompt_info"]["generation_fallback"] is None
+
+
+def test_generate_keeps_the_reply_logprobs_and_the_short_answer_confidence(
+    install: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The QA records replay other confidence signals from the reply's tokens (prompt_info)."""
+    tokens = [("Answer", -0.1), (": 612", -0.2), (" metres", -0.4), ("\nExplanation", -0.1), (": It", -1.0)]
+    reply = GuardedReply("".join(token for token, _ in tokens), None, accounting(1, {}, 1.0), tokens, False)
+    install(scripted("unused"))
+    monkeypatch.setattr(generate_module, "guarded_text_call", lambda *_args, **_kwargs: reply)
+    update = generate({"question": QUESTION, "documents": [VIADUCT]}, runtime())
+    assert update["prompt_info"]["reply_logprobs"] == [[token, value] for token, value in tokens]
+    assert update["draft_confidence"] == -0.3
 
 
 @pytest.mark.parametrize(
