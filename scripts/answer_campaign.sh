@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"
 SQUAD="data/squad/squad2_dev_mixed400.json.gz"
 HOTPOTQA="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
+CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
 LIMIT="${LIMIT:-30}"
 export RAG_CACHE_ENABLED=false RAG_ANSWER_CONFIDENCE_THRESHOLD=-1000
 
@@ -25,6 +26,8 @@ run compressed-squad-test-naive "$SQUAD" naive test
 run compressed-squad-test-agentic "$SQUAD" agentic test
 run compressed-squad-test-gold "$SQUAD" gold test  # the reader's ceiling: only each question's paragraph
 RAG_LOCAL_MODEL=qwen2.5-coder-1.5b run compressed-1.5b-squad-test-naive "$SQUAD" naive test
+run compressed-cmrc2018-test-naive "$CMRC" naive test
+run compressed-cmrc2018-test-agentic "$CMRC" agentic test
 run compressed-hotpotqa-naive "$HOTPOTQA" naive
 run compressed-hotpotqa-agentic "$HOTPOTQA" agentic
-.venv/bin/python scripts/answer_table.py results/runs/{wholechunks-squad-test-naive,compressed-squad-test-naive,compressed-squad-test-agentic,compressed-squad-test-gold,compressed-1.5b-squad-test-naive,compressed-hotpotqa-naive,compressed-hotpotqa-agentic}.jsonl
+.venv/bin/python scripts/answer_table.py results/runs/{wholechunks-squad-test-naive,compressed-squad-test-naive,compressed-squad-test-agentic,compressed-squad-test-gold,compressed-1.5b-squad-test-naive,compressed-cmrc2018-test-naive,compressed-cmrc2018-test-agentic,compressed-hotpotqa-naive,compressed-hotpotqa-agentic}.jsonl
