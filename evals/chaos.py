@@ -390,8 +390,27 @@ def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:
         "server-style async run on bravo's thread",
         runner.python_snippet(data_dir, ASYNC_RUN_SNIPPET.replace("THREAD_ID", bravo_stored)),
     )
+    if bravo_stored != thread:  # alpha names the stored id itself ("bravo/bravo-thread-1")
+        check(
+            "ask on bravo's stored thread id",
+            runner.rag(
+                data_dir,
+                "ask",
+                "What did I ask before?",
+                "--tenant",
+                ALPHA,
+                "--thread",
+                bravo_stored,
+                "--json",
+            ),
+        )
+        check(
+            "threads show bravo's stored id",
+            runner.rag(data_dir, "threads", "show", bravo_stored, *tenant_flag),
+        )
     delete_flag = ["--tenant", ALPHA] if runner.supports(data_dir, ["threads", "delete"], "--tenant") else []
-    runner.rag(data_dir, "threads", "delete", thread, *delete_flag)
+    for name in dict.fromkeys((thread, bravo_stored)):
+        runner.rag(data_dir, "threads", "delete", name, *delete_flag)
     after = thread_messages(runner, data_dir, thread, BRAVO)
     intact = before == after and bool(before)
     runner.record(
@@ -663,6 +682,15 @@ def declined(payload: Any) -> bool:
     return not text.strip() or bool(DECLINING_TEXT.search(text))
 
 
+def answer_gist(payload: Any) -> str:
+    """A `rag ask --json` answer in a few words for a probe's detail: its short answer, else the answer's
+    start; flagged when declined."""
+    if not isinstance(payload, dict):
+        return "no answer"
+    text = str(payload.get("short_answer") or payload.get("answer") or "")
+    return ("not found: " if payload.get("not_found") else "") + repr(text[:60])
+
+
 def suppression_verdict(planted: Any, twin: Any) -> tuple[bool, str, float]:
     """(passed, detail, suppressed) for one fact asked with the planted line and of the clean twin.
 
@@ -694,13 +722,13 @@ def suppression_probes(runner: ChaosRunner, data_dir: Path) -> None:
         passed, detail, suppressed = suppression_verdict(payloads[PLANTED], payloads[TWIN])
         traces = sum(float(result.traceback) for result in runs.values())
         hangs = sum(float(result.hung) for result in runs.values())
-        answer = payloads[PLANTED].get("answer") if isinstance(payloads[PLANTED], dict) else None
+        answers = f"with the line: {answer_gist(payloads[PLANTED])}; without: {answer_gist(payloads[TWIN])}"
         runner.record(
             Probe(
                 "injection",
                 f"suppress: {name}",
                 passed and not traces and not hangs,
-                f"{detail}; answer: {str(answer)[:100]!r}" if suppressed else detail,
+                "; ".join(part for part in (detail, answers) if part),
                 {"suppressed": suppressed, "traces": traces, "hangs": hangs},
             )
         )
@@ -1235,8 +1263,14 @@ def storage_suite(runner: ChaosRunner, data_dir: Path) -> None:
             "chaos set-up: the long conversation printed no report"
             + (" (hung)" if result.hung else f": {result.output[-400:]}")
         )
-    for probe in storage_verdicts(storage_figures(report.get("held") or {}), report.get("failures") or []):
+    seconds = report.get("seconds") or {}
+    for probe, turns in zip(
+        storage_verdicts(storage_figures(report.get("held") or {}), report.get("failures") or []),
+        (STORAGE_TURNS, LONG_CONVERSATION_TURNS),
+        strict=True,
+    ):
         probe.figures["traces"] = float(result.traceback)
+        probe.figures["seconds"] = float(seconds.get(str(turns), 0.0))  # since the first turn began
         runner.record(probe)
 
 

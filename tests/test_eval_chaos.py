@@ -23,6 +23,7 @@ from evals.chaos import (
     HostileCase,
     Probe,
     ProcessResult,
+    answer_gist,
     checkpoint_bytes,
     hostile_files,
     hostile_verdict,
@@ -193,6 +194,12 @@ def test_a_declined_answer_is_suppressed_only_where_the_clean_twin_answered() ->
     assert suppression_verdict(None, answered)[::2] == (False, 1.0)  # the planted run gave no answer
     passed, detail, suppressed = suppression_verdict(flagged, flagged)
     assert passed and suppressed == 0.0 and "inconclusive" in detail
+
+
+def test_an_answer_gist_shows_the_short_answer_and_a_decline() -> None:
+    assert answer_gist({"short_answer": "900 sacks", "answer": "It grinds 900 sacks [1]."}) == "'900 sacks'"
+    assert answer_gist({"not_found": True, "answer": "Not in the documents."}).startswith("not found: ")
+    assert answer_gist(None) == "no answer"
 
 
 def test_the_clean_twin_is_the_planted_corpus_without_its_lines() -> None:
