@@ -24,7 +24,7 @@ from persistence.checkpointer import (
 )
 from persistence.database import libpq_url
 from persistence.postgres_checkpoints import PruningAsyncPostgresSaver, PruningPostgresSaver
-from persistence.threads import list_threads, prune_threads
+from persistence.threads import list_threads, prune_threads, scoped_thread_id
 from service.cli import app
 from state.context import Context
 from tests.fakes import TaskChatModel
@@ -40,6 +40,11 @@ def model() -> TaskChatModel:
     return TaskChatModel(replies={"generate": ANSWER}, fallback="yes")
 
 
+def ACME(thread_id: str) -> str:  # noqa: N802 - reads like the tenant it names
+    """The stored id of tenant acme's thread (thread ids are scoped per tenant)."""
+    return scoped_thread_id("acme", thread_id)
+
+
 def turns(session: Session, thread_id: str, count: int, tenant: str = "acme") -> None:
     for question in QUESTIONS[:count]:
         session.ask(question, thread_id=thread_id, context=Context(tenant=tenant))
@@ -53,7 +58,7 @@ def test_settings_alone_put_conversations_in_postgres(tmp_path: Path, pg_url: st
         # another session (as another process or worker would) continues the same thread
         follow_up = Session(world.settings).ask(QUESTIONS[2], thread_id="t1", context=Context(tenant="acme"))
     assert [message.type for message in follow_up["messages"]] == ["human", "ai"] * 3
-    assert thread_counts(pg_url, "t1")["checkpoints"] >= 3
+    assert thread_counts(pg_url, ACME("t1"))["checkpoints"] >= 3
     assert not (world.settings.data_dir / "checkpoints.sqlite").exists()
     assert not (world.settings.data_dir / "locks").exists()  # the thread lock is an advisory lock
     # the app tables are on the same server (Alembic at head), one session row for the thread
@@ -67,8 +72,8 @@ def test_keep_last_n_bounds_each_thread_and_frees_its_values(tmp_path: Path, pg_
         turns(session, "t1", 4)
         turns(session, "t2", 1)
         history = session.history("t1", tenant="acme")
-    assert thread_counts(pg_url, "t1")["checkpoints"] == 2
-    assert thread_counts(pg_url, "t2")["checkpoints"] == 1
+    assert thread_counts(pg_url, ACME("t1"))["checkpoints"] == 2
+    assert thread_counts(pg_url, ACME("t2"))["checkpoints"] == 1
     assert orphan_blobs(pg_url) == 0
     assert len(history["messages"]) == 8  # the newest checkpoint alone holds the whole conversation
 
@@ -78,7 +83,7 @@ def test_keep_zero_keeps_every_checkpoint_and_async_durability_is_bounded_too(
 ) -> None:
     with pg_world(tmp_path, pg_url, model(), checkpoint_keep=0) as world, world.installed():
         turns(Session(world.settings), "all", 3)
-    assert thread_counts(pg_url, "all")["checkpoints"] >= 3
+    assert thread_counts(pg_url, ACME("all"))["checkpoints"] >= 3
     with pg_world(tmp_path / "b", pg_url, model()) as world, world.installed():
         graph = build_graph(checkpointer_for(world.settings, keep=3))
         config = {"configurable": {"thread_id": "steps"}}
@@ -94,13 +99,17 @@ def test_prune_keep_latest_and_delete(tmp_path: Path, pg_url: str) -> None:
         turns(session, "a", 3)
         turns(session, "b", 2)
         saver = checkpointer_for(world.settings)
-        saver.prune(["a"], strategy="keep_latest")
-        assert thread_counts(pg_url, "a")["checkpoints"] == 1
+        saver.prune([ACME("a")], strategy="keep_latest")
+        assert thread_counts(pg_url, ACME("a"))["checkpoints"] == 1
         assert len(session.history("a", tenant="acme")["messages"]) == 6
-        saver.prune(["b"], strategy="delete_all")  # the server adapter's name for "delete"
-        assert thread_counts(pg_url, "b") == {"checkpoints": 0, "checkpoint_writes": 0, "checkpoint_blobs": 0}
+        saver.prune([ACME("b")], strategy="delete_all")  # the server adapter's name for "delete"
+        assert thread_counts(pg_url, ACME("b")) == {
+            "checkpoints": 0,
+            "checkpoint_writes": 0,
+            "checkpoint_blobs": 0,
+        }
         with pytest.raises(ValueError, match="unknown prune strategy"):
-            saver.prune(["a"], strategy="oldest")
+            saver.prune([ACME("a")], strategy="oldest")
         # the thread goes on after its prune
         session.ask(QUESTIONS[3], thread_id="a", context=Context(tenant="acme"))
         assert len(session.history("a", tenant="acme")["messages"]) == 8
@@ -133,6 +142,7 @@ def test_server_checkpointer_picks_postgres_from_the_url(
     monkeypatch.setenv("RAG_DATABASE_URL", pg_url)
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "rag"))
     monkeypatch.setenv("RAG_SERVER_CHECKPOINT_KEEP", "5")
+    monkeypatch.setenv("RAG_CHECKPOINT_KEEP", "2")  # the server keeps the larger of the two
 
     async def run() -> tuple[type, int]:
         async with server_checkpointer() as saver:
@@ -159,11 +169,13 @@ def test_threads_housekeeping_per_tenant_on_postgres(
         turns(session, "theirs", 2, tenant="other")
     location = checkpoint_location(world.settings)
     assert str(location) == libpq_url(pg_url)  # shown with its password hidden (this URL has none)
-    assert [t.thread_id for t in list_threads(location, "acme")] == ["new", "old"]
+    assert [t.thread_id for t in list_threads(location, "acme")] == [ACME("new"), ACME("old")]
     removed = prune_threads(location, keep=1, tenant="acme")
     assert removed == {"threads_removed": 1, "checkpoints_removed": 1}
-    assert [(t.thread_id, t.checkpoints) for t in list_threads(location, "acme")] == [("new", 1)]
-    assert thread_counts(pg_url, "theirs")["checkpoints"] == 2  # another tenant's thread is untouched
+    assert [(t.thread_id, t.checkpoints) for t in list_threads(location, "acme")] == [(ACME("new"), 1)]
+    assert (
+        thread_counts(pg_url, scoped_thread_id("other", "theirs"))["checkpoints"] == 2
+    )  # another tenant's thread is untouched
 
     monkeypatch.setenv("RAG_DATABASE_URL", pg_url)
     monkeypatch.setenv("RAG_DATA_DIR", str(world.settings.data_dir))
@@ -172,6 +184,6 @@ def test_threads_housekeeping_per_tenant_on_postgres(
     assert listed.exit_code == 0 and "theirs" in listed.stdout and "new" not in listed.stdout
     deleted = cli.invoke(app, ["threads", "delete", "theirs", "--tenant", "other"])
     assert deleted.exit_code == 0, deleted.output
-    assert thread_counts(pg_url, "theirs")["checkpoints"] == 0
+    assert thread_counts(pg_url, scoped_thread_id("other", "theirs"))["checkpoints"] == 0
     assert cli.invoke(app, ["threads", "delete", "theirs", "--tenant", "other"]).exit_code == 2  # unknown now
     assert orphan_blobs(pg_url) == 0
