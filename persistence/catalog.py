@@ -104,6 +104,10 @@ embedding_cache_table = Table(
 )
 
 
+#: Tries at creating the catalog's tables when another process is creating them at the same moment.
+SCHEMA_CREATE_ATTEMPTS = 3
+
+
 @dataclass(frozen=True)
 class DocumentRecord:
     """What the catalog knows about one indexed source."""
@@ -236,11 +240,24 @@ class Catalog:
         self.dialect: Literal["sqlite", "postgresql"] = (
             "postgresql" if self.engine.dialect.name == "postgresql" else "sqlite"
         )
-        with self.engine.begin() as connection:
-            if self.dialect == "postgresql":
-                connection.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (PG_SCHEMA_LOCK_KEY,))
-            metadata_obj.create_all(connection)
-            self.keyword_index.create(connection)
+        self._create_schema()
+
+    def _create_schema(self) -> None:
+        """Create the tables that do not exist yet. Several processes may start on a new SQLite file at once
+        (eight `rag ask` of one thread): both see a table missing, one creates it and the other's CREATE
+        fails with "already exists"; that one looks again (then finds every table) instead of failing.
+        PostgreSQL serializes the creation under an advisory lock instead."""
+        for attempt in range(SCHEMA_CREATE_ATTEMPTS):
+            try:
+                with self.engine.begin() as connection:
+                    if self.dialect == "postgresql":
+                        connection.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (PG_SCHEMA_LOCK_KEY,))
+                    metadata_obj.create_all(connection)
+                    self.keyword_index.create(connection)
+                return
+            except OperationalError as error:
+                if "already exists" not in str(error) or attempt == SCHEMA_CREATE_ATTEMPTS - 1:
+                    raise
 
     def _unreachable(self, context: ExceptionContext) -> None:
         error = context.sqlalchemy_exception

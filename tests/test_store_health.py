@@ -348,3 +348,30 @@ def test_deleted_chroma_folder_through_the_installed_command(tmp_path: Path) -> 
 
     search = rag("search", "heron", "--mode", "dense", "--json")
     assert "heron" in json.loads(search.stdout)["hits"][0]["text"]
+
+
+def test_a_catalog_created_by_another_process_at_the_same_moment_is_opened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eight `rag ask` on a new data folder start at once: one process's CREATE TABLE loses the race with
+    "table documents already exists" (sqlite). Opening the catalog looks again instead of failing."""
+    from sqlalchemy.exc import OperationalError
+
+    import persistence.catalog as catalog_module
+
+    real_create_all = catalog_module.metadata_obj.create_all
+    raised: list[bool] = []
+
+    def racing_create_all(bind: object, **kwargs: object) -> None:
+        if not raised:  # the other process created the tables between our check and our CREATE
+            real_create_all(bind, **kwargs)  # type: ignore[arg-type]
+            raised.append(True)
+            raise OperationalError("CREATE TABLE documents", {}, Exception("table documents already exists"))
+        real_create_all(bind, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(catalog_module.metadata_obj, "create_all", racing_create_all)
+    catalog = catalog_module.Catalog(tmp_path / "catalog.sqlite")
+    try:
+        assert raised == [True] and catalog.count_chunks() == 0
+    finally:
+        catalog.close()
