@@ -23,6 +23,7 @@ citation markers, spaces and punctuation (retrieval.answer_text.normalized).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from core.text import strip_references
@@ -88,3 +89,8 @@ class DraftWatch:
         payload = {"round": self.round or 1, "reason": reason, "answer": answer}
         self.shown = ""
         return payload
+
+
+def sse_event(name: str, data: Any) -> dict[str, str]:
+    """One Server-Sent Event of the API's streams: its name and its JSON data (non-ASCII kept as is)."""
+    return {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable
@@ -23,7 +22,7 @@ from sse_starlette.sse import EventSourceResponse
 
 from graphs.runner import new_thread_id
 from service.api.auth import resolve_tenant
-from service.api.draft import DRAFT_REPLACED, DraftWatch
+from service.api.draft import DRAFT_REPLACED, DraftWatch, sse_event
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.routes_seed import seed_batch
@@ -199,10 +198,6 @@ async def generate(body: GenerateRequest, request: Request) -> dict[str, Any]:
         raise
 
 
-def _sse(name: str, data: Any) -> dict[str, str]:
-    return {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
-
-
 @router.post("/generate/stream")
 async def generate_stream(body: GenerateRequest, request: Request) -> EventSourceResponse:
     """The answer as Server-Sent Events: query_rewritten, documents_retrieved, generation_start, token...,
@@ -231,11 +226,11 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
                         seen.append(payload)
                         replaced = draft.before(payload["event"], payload["data"])
                         if replaced is not None:
-                            yield _sse(DRAFT_REPLACED, replaced)
-                        yield _sse(payload["event"], payload["data"])
+                            yield sse_event(DRAFT_REPLACED, replaced)
+                        yield sse_event(payload["event"], payload["data"])
                     elif kind == "token":
                         draft.token(payload)
-                        yield _sse("token", {"text": payload})
+                        yield sse_event("token", {"text": payload})
                     else:
                         result = payload
         except (asyncio.CancelledError, GeneratorExit):
@@ -247,14 +242,14 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
         except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
             info = classify(error)
             state.metrics.record_error("generate_stream", info.kind)
-            yield _sse("error", info.body())
-            yield _sse("done", {"ok": False, "status": info.status})
+            yield sse_event("error", info.body())
+            yield sse_event("done", {"ok": False, "status": info.status})
             return
         response = _with_model(
             response_body(body, spec, result, seen, (time.perf_counter() - started) * 1000), state
         )
         state.metrics.record_answer(result, response["metadata"]["cache_hit"])
-        yield _sse("done", {"ok": True, **response})
+        yield sse_event("done", {"ok": True, **response})
 
     return EventSourceResponse(events(), ping=SSE_PING_S, client_close_handler_callable=on_disconnect)
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import time
@@ -37,7 +36,7 @@ from graphs.runner import new_thread_id
 from nodes.resources import get_resources
 from retrieval.rerank import rerank
 from service.api.auth import resolve_tenant
-from service.api.draft import DRAFT_REPLACED, DraftWatch
+from service.api.draft import DRAFT_REPLACED, DraftWatch, sse_event
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.gate import RunMonitor
@@ -251,15 +250,6 @@ async def answer_query(body: QueryRequest, tenant: str, state: ApiState) -> dict
     return seed_response(body, spec, result, events, time.perf_counter() - started, state.settings)
 
 
-def _left(state: ApiState, route: str, request: Request, detail: str) -> None:
-    """A client that closed its connection before its answer: counted and logged (499), as the engine's
-    routes do; its turn is rolled back by the engine."""
-    state.metrics.record_disconnect(route)
-    logger.warning(
-        "499 %s %s: the client left before its answer (%s)", request.method, request.url.path, detail
-    )
-
-
 # --- routes ---------------------------------------------------------------------------------------------
 
 
@@ -278,12 +268,8 @@ async def query(body: QueryRequest, request: Request) -> dict[str, Any] | EventS
     except Exception as error:
         state.metrics.record_error("query", classify(error).kind)
         if isinstance(error, ClientDisconnected):
-            _left(state, "query", request, f"conversation {body.conversation_id or '-'}")
+            state.client_left("query", request, f"conversation {body.conversation_id or '-'}")
         raise
-
-
-def _sse(name: str, data: Any) -> dict[str, str]:
-    return {"event": name, "data": json.dumps(data, ensure_ascii=False, default=str)}
 
 
 @router.post("/query-stream")
@@ -303,7 +289,7 @@ async def query_stream(body: QueryRequest, request: Request) -> EventSourceRespo
         seen: list[dict[str, Any]] = []
         result: dict[str, Any] = {}
         draft = DraftWatch()
-        yield _sse(
+        yield sse_event(
             "start",
             {
                 "query": body.query,
@@ -319,25 +305,25 @@ async def query_stream(body: QueryRequest, request: Request) -> EventSourceRespo
                         seen.append(payload)
                         replaced = draft.before(payload["event"], payload["data"])
                         if replaced is not None:
-                            yield _sse(DRAFT_REPLACED, replaced)
+                            yield sse_event(DRAFT_REPLACED, replaced)
                     elif kind == "token":
                         draft.token(payload)
-                        yield _sse("token", {"text": payload})
+                        yield sse_event("token", {"text": payload})
                     else:
                         result = payload
         except (asyncio.CancelledError, GeneratorExit):
             if gone.is_set():
-                _left(state, "query_stream", request, f"conversation {spec.thread_id}")
+                state.client_left("query_stream", request, f"conversation {spec.thread_id}")
             raise
         except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
             info = classify(error)
             state.metrics.record_error("query_stream", info.kind)
-            yield _sse("error", info.body())
+            yield sse_event("error", info.body())
             return
         state.metrics.record_answer(result, bool(result.get("cache_hit", False)))
         response = seed_response(body, spec, result, seen, time.perf_counter() - started, state.settings)
-        yield _sse("sources", {"sources": response["sources"], "citations": response["citations"]})
-        yield _sse("done", response)
+        yield sse_event("sources", {"sources": response["sources"], "citations": response["citations"]})
+        yield sse_event("done", response)
 
     return EventSourceResponse(events(), ping=SSE_PING_S, client_close_handler_callable=on_disconnect)
 
@@ -386,7 +372,7 @@ async def seed_batch(queries: list[dict[str, Any] | str], request: Request) -> d
             request, asyncio.gather(*(one(index, raw) for index, raw in enumerate(queries)))
         )
     except ClientDisconnected:
-        _left(state, "batch", request, f"{len(queries)} questions")
+        state.client_left("batch", request, f"{len(queries)} questions")
         raise
     succeeded = sum(1 for item in results if item["ok"])
     return {
