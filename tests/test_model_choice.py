@@ -1,5 +1,6 @@
-"""The embedded default by rule (evals/model_choice.py): the most accurate model within the p50 budget, on
-the same development questions; and the default in config/settings.py is the committed report's choice."""
+"""The embedded default by rule (evals/model_choice.py): the best mean accuracy over the required development
+sets within the p50 budget, every model on the same questions; nothing chosen while a dataset is missing;
+and the default in config/settings.py follows the committed report."""
 
 from __future__ import annotations
 
@@ -10,14 +11,20 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from config.settings import DEFAULT_LOCAL_MODEL
 from evals.model_choice import (
     MODEL_CHOICE_P50_BUDGET_S,
+    REQUIRED_DATASETS,
     ModelChoiceError,
     choose_model,
     model_choice_report,
 )
 from models.local_catalog import CATALOG
 from service.cli import app
+from tests.conftest import REPO_ROOT
+
+COMMITTED_REPORT = REPO_ROOT / "results" / "model_choice.json"
+ONE_SET = ("squad2_dev_mixed400",)
 
 
 def summary(model: str, accuracy: float, p50: float, **changes: Any) -> dict[str, Any]:
@@ -45,24 +52,57 @@ def test_the_most_accurate_model_within_the_budget_wins() -> None:
             summary("qwen2.5-coder-0.5b", 0.50, 6.0),
             summary("qwen2.5-coder-1.5b", 0.60, MODEL_CHOICE_P50_BUDGET_S + 0.1),  # better, too slow
             summary("smollm2-135m", 0.20, 2.0),
-        ]
+        ],
+        required=ONE_SET,
     )
     assert report["chosen"] == "qwen2.5-coder-0.5b"
     faster = model_choice_report(
-        [summary("qwen2.5-coder-0.5b", 0.50, 6.0), summary("qwen2.5-coder-1.5b", 0.60, 12.0)]
+        [summary("qwen2.5-coder-0.5b", 0.50, 6.0), summary("qwen2.5-coder-1.5b", 0.60, 12.0)],
+        required=ONE_SET,
     )
     assert faster["chosen"] == "qwen2.5-coder-1.5b"
 
 
 def test_ties_go_to_the_faster_and_runs_with_errors_or_base_models_are_not_eligible() -> None:
-    rows = model_choice_report(
-        [summary("qwen2.5-coder-0.5b", 0.5, 6.0), summary("qwen2.5-coder-1.5b", 0.5, 12.0)]
+    models = model_choice_report(
+        [summary("qwen2.5-coder-0.5b", 0.5, 6.0), summary("qwen2.5-coder-1.5b", 0.5, 12.0)], required=ONE_SET
     )["models"]
-    assert choose_model(rows) == "qwen2.5-coder-0.5b"
-    broken = model_choice_report([summary("qwen2.5-coder-1.5b", 0.9, 3.0, errors=2)])
+    assert choose_model(models, required=ONE_SET) == "qwen2.5-coder-0.5b"
+    broken = model_choice_report([summary("qwen2.5-coder-1.5b", 0.9, 3.0, errors=2)], required=ONE_SET)
     assert broken["chosen"] is None
-    base = model_choice_report([summary("gemma3-270m", 0.9, 3.0)])  # not instruction-tuned
+    base = model_choice_report([summary("gemma3-270m", 0.9, 3.0)], required=ONE_SET)  # not instruction-tuned
     assert base["chosen"] is None
+
+
+def test_accuracy_is_the_mean_over_datasets_and_a_missing_dataset_chooses_nothing() -> None:
+    def runs(model: str, squad: float, cmrc: float, p50: float = 6.0) -> list[dict[str, Any]]:
+        return [
+            summary(model, squad, p50),
+            summary(model, cmrc, p50, dataset="cmrc2018_dev"),
+        ]
+
+    both = ("squad2_dev_mixed400", "cmrc2018_dev")
+    # smollm2 wins SQuAD but cannot read Chinese: the 0.5B's mean is higher
+    report = model_choice_report(
+        runs("smollm2-135m", 0.60, 0.05) + runs("qwen2.5-coder-0.5b", 0.50, 0.45), required=both
+    )
+    assert report["chosen"] == "qwen2.5-coder-0.5b" and report["missing"] == {}
+    partial = model_choice_report(
+        runs("qwen2.5-coder-0.5b", 0.50, 0.45) + [summary("smollm2-135m", 0.60, 3.0)], required=both
+    )
+    assert partial["chosen"] is None and partial["missing"] == {"smollm2-135m": ["cmrc2018_dev"]}
+
+
+def test_the_default_model_follows_the_committed_report() -> None:
+    """config/settings.py's DEFAULT_LOCAL_MODEL is the rule's choice in results/model_choice.json; while
+    the report misses a required dataset it chooses nothing, and the default stays what it was."""
+    report = json.loads(COMMITTED_REPORT.read_text(encoding="utf-8"))
+    assert report["required_datasets"] == list(REQUIRED_DATASETS)
+    if report["chosen"] is None:
+        assert report["missing"], "no choice although nothing is missing"
+        assert DEFAULT_LOCAL_MODEL == "qwen2.5-coder-0.5b"
+    else:
+        assert DEFAULT_LOCAL_MODEL == report["chosen"]
 
 
 @pytest.mark.parametrize(
@@ -84,7 +124,11 @@ def test_the_command_writes_the_report_and_refuses_bad_input(tmp_path: Path) -> 
     out = tmp_path / "choice.json"
     result = CliRunner().invoke(app, ["eval", "choose-model", *files, "--json", str(out)])
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text(encoding="utf-8"))["chosen"] == "qwen2.5-coder-1.5b"
+    written = json.loads(out.read_text(encoding="utf-8"))
+    assert written["chosen"] is None and set(written["missing"]) == {
+        "qwen2.5-coder-0.5b",
+        "qwen2.5-coder-1.5b",
+    }
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
     bad = CliRunner().invoke(app, ["eval", "choose-model", str(tmp_path / "bad.json")])
     assert bad.exit_code == 2 and "cannot read the QA summary" in bad.stderr and "Traceback" not in bad.output

@@ -91,14 +91,14 @@ DEFAULT_MODEL_CHOICE_RESULTS = DEFAULT_RESULTS_DIR / "model_choice.json"
 def eval_choose_model(
     summaries: Annotated[
         list[Path],
-        typer.Argument(help="QA summaries (rag eval qa --split dev --json), one per embedded model."),
+        typer.Argument(help="QA summaries (rag eval qa --split dev --json), one per model and dataset."),
     ],
     json_out: Annotated[
         Path, typer.Option("--json", help="Write the report here.")
     ] = DEFAULT_MODEL_CHOICE_RESULTS,
 ) -> None:
-    """The embedded default by rule: the most accurate model whose median end-to-end answer is within
-    15 s, on the same development questions (evals/model_choice.py)."""
+    """The embedded default by rule: the best mean accuracy over the SQuAD 2.0, CMRC 2018 and HotpotQA
+    development halves with a median end-to-end answer within 15 s (evals/model_choice.py)."""
     import json
 
     from evals.model_choice import ModelChoiceError, model_choice_report
@@ -116,10 +116,11 @@ def eval_choose_model(
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     table = Table(title=f"model choice ({report['machine']})")
-    for column in ("model", "accuracy", "answerable", "unanswerable declined", "p50 s", "p95 s"):
+    for column in ("dataset", "model", "accuracy", "answerable", "unanswerable declined", "p50 s", "p95 s"):
         table.add_column(column)
-    for row in report["models"]:
+    for row in report["runs"]:
         table.add_row(
+            str(row["dataset"]),
             row["model"],
             f"{row['accuracy']:.3f}",
             str(row["answerable_accuracy"]),
@@ -128,5 +129,12 @@ def eval_choose_model(
             str(row["latency_p95_s"]),
         )
     console.print(table)
+    for model in report["models"]:
+        console.print(
+            f"{model['model']}: mean accuracy {model['accuracy']:.3f} over {len(model['datasets'])} "
+            f"dataset(s), slowest p50 {model['latency_p50_s']:.1f} s"
+        )
+    for name, datasets in report["missing"].items():
+        console.print(f"missing for {name}: {', '.join(datasets)}")
     console.print(f"rule: {report['rule']}")
     console.print(f"chosen: {report['chosen']} (written to {json_out})")
