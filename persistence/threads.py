@@ -71,6 +71,35 @@ class ThreadSummary:
     latest_checkpoint_id: str
     owner: str | None = None
     """Tenant of the thread's first turn (None: no turn has completed its start yet)."""
+    first_question: str = ""
+    """The conversation's first question, as stored (what a person recognises a thread by)."""
+    turns: int = 0
+    """Questions asked on the thread (human messages of its latest checkpoint)."""
+    last_activity: str = ""
+    """When its latest checkpoint was written (ISO 8601, UTC)."""
+
+
+@dataclass(frozen=True)
+class ThreadFacts:
+    """What one read of a thread's latest checkpoint says about it."""
+
+    owner: str | None
+    first_question: str
+    turns: int
+    last_activity: str
+
+
+def thread_facts(saved: CheckpointTuple | None) -> ThreadFacts:
+    """Owner, first question, turn count and last activity of a thread from its latest root checkpoint."""
+    values = _values(saved)
+    questions = [m for m in values.get("messages") or [] if getattr(m, "type", "") == "human"]
+    first = str(questions[0].content) if questions else ""
+    return ThreadFacts(
+        owner=thread_owner(values),
+        first_question=" ".join(first.split()),
+        turns=len(questions),
+        last_activity=str(saved.checkpoint.get("ts") or "") if saved is not None else "",
+    )
 
 
 def thread_owner(values: Mapping[str, Any] | None, *, legacy: bool = True) -> str | None:
@@ -315,14 +344,15 @@ def _reader(connection: sqlite3.Connection) -> SqliteSaver:
     return saver
 
 
-def _owners(connection: sqlite3.Connection, thread_ids: list[str]) -> dict[str, str | None]:
-    """Each thread's owner, from its latest root checkpoint (read with the saver's own deserializer)."""
+def _facts(connection: sqlite3.Connection, thread_ids: list[str]) -> dict[str, ThreadFacts]:
+    """Each thread's facts, from its latest root checkpoint (read with the saver's own deserializer)."""
     saver = _reader(connection)
-    owners: dict[str, str | None] = {}
-    for thread_id in thread_ids:
-        saved = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
-        owners[thread_id] = thread_owner(_values(saved))
-    return owners
+    return {thread_id: thread_facts(saver.get_tuple(root_config(thread_id))) for thread_id in thread_ids}
+
+
+def _owners(connection: sqlite3.Connection, thread_ids: list[str]) -> dict[str, str | None]:
+    """Each thread's owner, from its latest root checkpoint."""
+    return {thread_id: facts.owner for thread_id, facts in _facts(connection, thread_ids).items()}
 
 
 def _postgres(location: CheckpointLocation) -> PruningPostgresSaver | None:
@@ -332,14 +362,14 @@ def _postgres(location: CheckpointLocation) -> PruningPostgresSaver | None:
     return location.saver()
 
 
+def _saver_facts(saver: PruningPostgresSaver, thread_ids: list[str]) -> dict[str, ThreadFacts]:
+    """Each thread's facts read through a saver (outside a run, so not owner-checked itself)."""
+    return {thread_id: thread_facts(saver.get_tuple(root_config(thread_id))) for thread_id in thread_ids}
+
+
 def _saver_owners(saver: PruningPostgresSaver, thread_ids: list[str]) -> dict[str, str | None]:
-    """Each thread's owner read through a saver (outside a run, so not owner-checked itself)."""
-    return {
-        thread_id: thread_owner(
-            _values(saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}))
-        )
-        for thread_id in thread_ids
-    }
+    """Each thread's owner read through a saver."""
+    return {thread_id: facts.owner for thread_id, facts in _saver_facts(saver, thread_ids).items()}
 
 
 def require_checkpoints(location: CheckpointLocation) -> None:
@@ -376,16 +406,24 @@ def list_threads(location: CheckpointLocation, tenant: str | None = None) -> lis
     saver = _postgres(location)
     if saver is not None:
         rows = saver.thread_rows()
-        owners = _saver_owners(saver, [thread for thread, _, _ in rows])
+        facts = _saver_facts(saver, [thread for thread, _, _ in rows])
     else:
         with _connect(location) as connection:  # type: ignore[arg-type]
             rows = connection.execute(
                 "SELECT thread_id, COUNT(*), MAX(checkpoint_id) FROM checkpoints "
                 "GROUP BY thread_id ORDER BY MAX(checkpoint_id) DESC"
             ).fetchall()
-            owners = _owners(connection, [str(thread) for thread, _, _ in rows])
+            facts = _facts(connection, [str(thread) for thread, _, _ in rows])
     summaries = [
-        ThreadSummary(str(thread), int(count), str(latest), owners[str(thread)])
+        ThreadSummary(
+            str(thread),
+            int(count),
+            str(latest),
+            facts[str(thread)].owner,
+            facts[str(thread)].first_question,
+            facts[str(thread)].turns,
+            facts[str(thread)].last_activity,
+        )
         for thread, count, latest in rows
     ]
     if tenant is None:

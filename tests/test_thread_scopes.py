@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import CheckpointTuple
+from typer.testing import CliRunner
 
 from config.settings import Settings
 from graphs.rag import build_graph
@@ -26,6 +28,7 @@ from persistence.threads import (
     visible_thread_id,
 )
 from retrieval.knowledge_base import KnowledgeBase
+from service.cli import app
 from state.context import Context
 from tests.fakes import fake_resources
 from tests.helpers.fake_rag import answer_for, turn_model
@@ -84,3 +87,20 @@ def test_a_thread_stored_before_scoping_stays_its_owners(settings: Settings, kb:
     assert owned == [QUESTION_A, answer_for(QUESTION_A), QUESTION_B, answer_for(QUESTION_B)]  # continued
     other = [m.content for m in session.history("old", tenant="globex")["messages"]]
     assert other == [QUESTION_B, answer_for(QUESTION_B)]  # its own thread, nothing of acme's
+
+
+def test_threads_list_shows_first_question_turns_and_last_activity(
+    settings: Settings, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 §4: a person recognises a thread by its first question, not its id."""
+    session = Session(settings)
+    with use_resources(fake_resources(kb, turn_model(), settings=settings, strength="strong")):
+        session.ask(QUESTION_A, thread_id="t1", context=Context(tenant="acme"))
+        session.ask(QUESTION_B, thread_id="t1", context=Context(tenant="acme"))
+    monkeypatch.setenv("RAG_DATA_DIR", str(settings.data_dir))
+    listed = CliRunner().invoke(app, ["threads", "list", "--tenant", "acme"])
+    assert listed.exit_code == 0, listed.output
+    line = listed.stdout.strip()
+    assert line.startswith("t1  2 turns  last 20") and line.endswith(QUESTION_A), line
+    (summary,) = list_threads(settings.checkpoint_path, "acme")
+    assert (summary.first_question, summary.turns) == (QUESTION_A, 2) and summary.last_activity

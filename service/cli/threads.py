@@ -9,6 +9,9 @@ from rich.markup import escape
 
 from service.cli.common import console, context_or_exit, fail, settings_or_exit, user_errors
 
+#: Characters of a thread's first question shown by `rag threads list`.
+FIRST_QUESTION_CHARS = 60
+
 threads_app = typer.Typer(help="Conversations stored in the checkpoint file.", no_args_is_help=True)
 
 
@@ -27,7 +30,8 @@ def _threads_tenant(tenant: str | None) -> str:
 
 @threads_app.command("list")
 def threads_list(tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None) -> None:
-    """The tenant's conversations, most recent first."""
+    """The tenant's conversations, most recent first: id, turns, last activity (UTC), checkpoints and the
+    first question."""
     from persistence.checkpointer import checkpoint_location
     from persistence.threads import list_threads, visible_thread_id
 
@@ -37,7 +41,13 @@ def threads_list(tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None) ->
         threads = list_threads(checkpoint_location(settings), owner)
     for summary in threads:
         shown = visible_thread_id(summary.thread_id, owner)
-        console.print(f"{shown}  {summary.checkpoints} checkpoints", highlight=False)
+        first = summary.first_question
+        first = first if len(first) <= FIRST_QUESTION_CHARS else first[: FIRST_QUESTION_CHARS - 1] + "…"
+        console.print(
+            f"{escape(shown)}  {summary.turns} turns  last {summary.last_activity[:19] or '-'}  "
+            f"{summary.checkpoints} checkpoints  {escape(first)}",
+            highlight=False,
+        )
     if not threads:
         console.print("no threads")
 
