@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
+import selectors
 import signal
 import socket
 import subprocess
@@ -140,8 +140,17 @@ def parse_response(data: bytes) -> tuple[int | None, dict[str, str], bytes, bool
     return status, headers, body, False
 
 
+def _ready(sock: socket.socket, events: int, seconds: float) -> int:
+    """The events of `events` the socket is ready for within `seconds` (0: none). A selector, not
+    select.select: select() refuses descriptors past 1023, which a long-lived process (the test suite) has."""
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, events)
+        ready = selector.select(max(seconds, 0.0))
+    return ready[0][1] if ready else 0
+
+
 def _readable(sock: socket.socket, seconds: float) -> bool:
-    return bool(select.select([sock], [], [], max(seconds, 0.0))[0])
+    return bool(_ready(sock, selectors.EVENT_READ, seconds))
 
 
 def _send_until_answered(sock: socket.socket, payload: bytes, deadline: float) -> int:
@@ -150,10 +159,10 @@ def _send_until_answered(sock: socket.socket, payload: bytes, deadline: float) -
     sock.setblocking(False)
     try:
         while sent < len(view) and time.monotonic() < deadline:
-            readable, writable, _ = select.select([sock], [sock], [], deadline - time.monotonic())
-            if readable:
+            ready = _ready(sock, selectors.EVENT_READ | selectors.EVENT_WRITE, deadline - time.monotonic())
+            if ready & selectors.EVENT_READ:
                 break
-            if writable:
+            if ready & selectors.EVENT_WRITE:
                 try:
                     sent += sock.send(view[sent : sent + SEND_BLOCK])
                 except BlockingIOError:

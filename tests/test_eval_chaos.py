@@ -414,3 +414,24 @@ def test_an_unknown_chaos_suite_is_one_line_exit_2() -> None:
     result = CliRunner().invoke(app, ["eval", "chaos", "--suite", "telepathy"])
     assert result.exit_code == 2
     assert "unknown chaos suite(s) telepathy" in result.output and "api" in result.output
+
+
+def test_the_api_probes_work_in_a_process_with_many_open_files() -> None:
+    """select() refuses descriptors past 1023: the probes failed inside the full test suite's process."""
+    import os
+    import socket
+
+    from evals import chaos_api
+
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    left, right = socket.socketpair()
+    try:
+        assert left.fileno() > 1023
+        assert chaos_api._readable(left, 0.0) is False
+        right.sendall(b"x")
+        assert chaos_api._readable(left, 1.0) is True
+    finally:
+        left.close()
+        right.close()
+        for descriptor in held:
+            os.close(descriptor)
