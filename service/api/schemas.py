@@ -42,7 +42,28 @@ def _tenant(value: str | None) -> str | None:
 TenantId = Annotated[str | None, AfterValidator(_tenant)]
 
 
-class GenerateRequest(BaseModel):
+class QueryChecks(BaseModel):
+    """The checks of every request that carries a question and a metadata filter (the engine's routes and
+    seed 001's): a blank question and an invalid filter are 422 before any run starts."""
+
+    @field_validator("query", check_fields=False)
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is blank")
+        return value
+
+    @field_validator("filters", check_fields=False)
+    @classmethod
+    def _valid_filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        try:
+            parse_filter(value)
+        except FilterError as error:
+            raise ValueError(str(error)) from None
+        return value
+
+
+class GenerateRequest(QueryChecks):
     """One question and how to answer it."""
 
     model_config = ConfigDict(extra="forbid")
@@ -68,22 +89,6 @@ class GenerateRequest(BaseModel):
     include_citations: bool = True
     filters: dict[str, Any] | None = None
     use_cache: bool = True
-
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query is blank")
-        return value
-
-    @field_validator("filters")
-    @classmethod
-    def _valid_filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        try:
-            parse_filter(value)
-        except FilterError as error:
-            raise ValueError(str(error)) from None
-        return value
 
 
 class BatchRequest(BaseModel):

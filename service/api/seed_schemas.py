@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-from retrieval.filters import FilterError, parse_filter
-from service.api.schemas import ID_PATTERN, MAX_BATCH, MAX_SYSTEM_PROMPT_CHARS, TenantId
+from service.api.schemas import ID_PATTERN, MAX_BATCH, MAX_SYSTEM_PROMPT_CHARS, QueryChecks, TenantId
 
 SeedMode = Literal["simple", "advanced", "precise"]
 #: The seed's bounds.
@@ -23,15 +22,7 @@ SEED_MAX_TOP_K = 20
 MAX_MODEL_NAME_CHARS = 200
 
 
-def _valid_filters(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    try:
-        parse_filter(value)
-    except FilterError as error:
-        raise ValueError(str(error)) from None
-    return value
-
-
-class QueryRequest(BaseModel):
+class QueryRequest(QueryChecks):
     """One question, seed 001's QueryRequest plus the engine's per-request switches (all optional)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -77,18 +68,6 @@ class QueryRequest(BaseModel):
         None, description="Metadata filter (the engine's filter language)."
     )
 
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query is blank")
-        return value
-
-    @field_validator("filters")
-    @classmethod
-    def _filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return _valid_filters(value)
-
 
 class SourceInfo(BaseModel):
     """A passage the answer rests on."""
@@ -124,7 +103,7 @@ class QueryResponse(BaseModel):
     metadata: dict[str, Any]
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(QueryChecks):
     """POST /api/v1/search: retrieval only, no answer."""
 
     model_config = ConfigDict(extra="forbid")
@@ -142,18 +121,6 @@ class SearchRequest(BaseModel):
         None, description="Rerank the fused candidates with the generation model (default RAG_SEARCH_RERANK)."
     )
     collection: str | None = Field(None, max_length=64)
-
-    @field_validator("query")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("query is blank")
-        return value
-
-    @field_validator("filters")
-    @classmethod
-    def _filters(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        return _valid_filters(value)
 
 
 class SeedBatchRequest(BaseModel):
