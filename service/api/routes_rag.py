@@ -183,19 +183,24 @@ async def answer_one(body: GenerateRequest, tenant: str, state: ApiState) -> dic
     return response
 
 
+async def metered_answer(request: Request, state: ApiState, route: str, work: Awaitable[T], detail: str) -> T:
+    """`work` unless the client leaves (unless_disconnected); a failure is counted under `route`, and a
+    client that left is logged and counted as a 499 (`detail` names what it left)."""
+    try:
+        return await unless_disconnected(request, work)
+    except Exception as error:
+        state.metrics.record_error(route, classify(error).kind)
+        if isinstance(error, ClientDisconnected):
+            state.client_left(route, request, detail)
+        raise
+
+
 @router.post("/generate")
 async def generate(body: GenerateRequest, request: Request) -> dict[str, Any]:
     """Answer one question with citations, sources, strategy, rewritten queries, timings and token usage."""
     state = api_state(request)
-    try:
-        return await unless_disconnected(
-            request, answer_one(body, state.tenant(request, body.tenant_id), state)
-        )
-    except Exception as error:
-        state.metrics.record_error("generate", classify(error).kind)
-        if isinstance(error, ClientDisconnected):
-            state.client_left("generate", request, f"thread {body.thread_id or '-'}")
-        raise
+    work = answer_one(body, state.tenant(request, body.tenant_id), state)
+    return await metered_answer(request, state, "generate", work, f"thread {body.thread_id or '-'}")
 
 
 @router.post("/generate/stream")

@@ -258,18 +258,11 @@ async def query(body: QueryRequest, request: Request) -> dict[str, Any] | EventS
     """Seed 001's QueryRequest -> QueryResponse (`stream: true` answers as /query-stream does)."""
     if body.stream:
         return await query_stream(body, request)
-    from service.api.routes_rag import unless_disconnected
+    from service.api.routes_rag import metered_answer
 
     state = api_state(request)
-    try:
-        return await unless_disconnected(
-            request, answer_query(body, state.tenant(request, body.tenant_id), state)
-        )
-    except Exception as error:
-        state.metrics.record_error("query", classify(error).kind)
-        if isinstance(error, ClientDisconnected):
-            state.client_left("query", request, f"conversation {body.conversation_id or '-'}")
-        raise
+    work = answer_query(body, state.tenant(request, body.tenant_id), state)
+    return await metered_answer(request, state, "query", work, f"conversation {body.conversation_id or '-'}")
 
 
 @router.post("/query-stream")
