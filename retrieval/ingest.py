@@ -261,8 +261,10 @@ def _index_text(
     metadata: dict[str, MetadataValue] | None,
     tenant: str,
     collection: str,
+    should_stop: StopCallback | None = None,
 ) -> int:
-    """Index one text given by a caller (not read from a file) as one document; return its chunk count."""
+    """Index one text given by a caller (not read from a file) as one document; return its chunk count
+    (`should_stop` as for index_documents: True before an embedding batch raises StopRequested)."""
     document = LoadedDocument(
         source=source,
         title=title,
@@ -273,7 +275,13 @@ def _index_text(
         metadata=dict(metadata or {}),
     )
     return index_documents(
-        kb, [document], source=source, source_hash=content_hash(text), tenant=tenant, collection=collection
+        kb,
+        [document],
+        source=source,
+        source_hash=content_hash(text),
+        tenant=tenant,
+        collection=collection,
+        should_stop=should_stop,
     )
 
 
@@ -285,6 +293,7 @@ def index_event(
     collection: str,
     title: str = "",
     metadata: dict[str, MetadataValue] | None = None,
+    should_stop: StopCallback | None = None,
 ) -> str:
     """Index one event (a message, a note) as a single unchunked chunk; return its source key."""
     if not text.strip():
@@ -301,6 +310,7 @@ def index_event(
         metadata=metadata,
         tenant=tenant,
         collection=collection,
+        should_stop=should_stop,
     )
     return source
 
@@ -314,9 +324,11 @@ def index_raw_text(
     title: str = "",
     doc_id: str | None = None,
     metadata: dict[str, MetadataValue] | None = None,
+    should_stop: StopCallback | None = None,
 ) -> tuple[str, int]:
     """Index raw text chunked like a file, under the source `text:<doc_id or content hash>`; return the
-    source key and the chunk count (`doc_type` from the metadata, else "text")."""
+    source key and the chunk count (`doc_type` from the metadata, else "text"). `should_stop` True before an
+    embedding batch raises StopRequested and the source keeps its previous version."""
     key = doc_id or content_hash(text)[:16]
     source = f"text:{key}"
     doc_type = str((metadata or {}).get("doc_type") or "text")
@@ -331,6 +343,7 @@ def index_raw_text(
         metadata=metadata,
         tenant=tenant,
         collection=collection,
+        should_stop=should_stop,
     )
     return source, chunks
 

@@ -6,7 +6,8 @@
   with a `receive` that counts what the app took, and over a real server for uploads (nothing stored).
 - A client that disconnects mid-stream leaves no question without its answer in the thread: the turn is
   rolled back, a 499 is logged and counted (rag_client_disconnects_total); an upload whose client leaves
-  stops its ingestion (ingest_paths' should_stop) and keeps no file it did not finish.
+  stops its ingestion (ingest_paths' should_stop) and keeps no file it did not finish; so does raw text
+  (/documents/text), which stops before its next embedding batch and stores nothing.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.settings import Settings
 from graphs.runner import Session
 from nodes.resources import Resources
+from retrieval import ingest
 from retrieval.ingest import IngestSummary, ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from service.api import routes_documents
 from service.api.app import create_app
 from tests.conftest import write_corpus
-from tests.fakes import StreamingTaskModel, TaskChatModel
+from tests.fakes import HashEmbeddings, StreamingTaskModel, TaskChatModel
 from tests.helpers.api_server import serve_app
 
 KEY = "k-acme"
@@ -388,6 +390,57 @@ def test_an_upload_whose_client_leaves_stops_its_ingestion(
     assert "0 of 1 files done when ingestion stopped" in reply["message"]
     assert not list((resources.settings.data_dir / "uploads").rglob("big.md"))  # unfinished: not kept
     assert any("499 POST /api/v1/documents" in record.message for record in caplog.records)
+    samples = text_string_to_metric_families(app.state.api.metrics.exposition().decode())
+    counted = [s.value for f in samples for s in f.samples if s.name == "rag_client_disconnects_total"]
+    assert counted == [1.0]
+
+
+class EmbedsUntilTheClientLeft(HashEmbeddings):
+    """Embeds its first batch only once the server has seen the client leave (`left` set), so that the
+    check before the next batch is the one that must stop the indexing."""
+
+    def __init__(self, left: threading.Event) -> None:
+        super().__init__()
+        self.left = left
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        assert self.left.wait(PATIENCE_S), "the server never saw the client leave"
+        return super().embed_documents(texts)
+
+
+def test_raw_text_whose_client_leaves_stops_indexing_and_stores_nothing(
+    install: Callable[..., Resources],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    left = threading.Event()
+    resources = install(TaskChatModel(), strength="weak")
+    embedder = EmbedsUntilTheClientLeft(left)
+    kb = make_kb(resources.settings, embedder)
+    resources.knowledge_base = kb
+    watch = routes_documents._set_when_gone
+
+    async def watch_and_tell(request: Any, gone: threading.Event) -> None:
+        await watch(request, gone)
+        left.set()
+
+    monkeypatch.setattr(routes_documents, "_set_when_gone", watch_and_tell)
+    monkeypatch.setattr(ingest, "EMBED_BATCH_CHUNKS", 1)  # one chunk per batch: a check between chunks
+    text = "\n\n".join(f"## Part {n}\n\n" + f"Kelp forest number {n} grows quickly. " * 40 for n in range(4))
+    body = json.dumps({"text": text, "doc_id": "kelp", "title": "Kelp"}).encode()
+    request = Upload(
+        chunks=1,
+        chunk_bytes=0,
+        first=body,
+        headers={"Content-Type": "application/json", "Content-Length": str(len(body))},
+    )
+    status, _headers, reply = call(app := create_app(resources.settings), "/api/v1/documents/text", request)
+    assert status == 499 and reply["error"] == "ClientDisconnected", reply
+    # Four parts, one chunk each at least: stopped before the first batch or the second, never past it.
+    assert embedder.document_calls <= 1
+    assert kb.catalog.documents() == []  # nothing half stored
+    assert any("499 POST /api/v1/documents/text" in record.message for record in caplog.records)
     samples = text_string_to_metric_families(app.state.api.metrics.exposition().decode())
     counted = [s.value for f in samples for s in f.samples if s.name == "rag_client_disconnects_total"]
     assert counted == [1.0]

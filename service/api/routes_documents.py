@@ -3,8 +3,9 @@
 Uploaded files are kept under `<data_dir>/uploads/<tenant>/<collection>/` because the catalog keys a
 document by its path: uploading the same name again replaces that document atomically (unchanged bytes are
 skipped), exactly like `rag ingest` on a file. A failed upload restores the previous file, so nothing already
-stored is lost. The routes are plain `def`s: FastAPI runs them in its thread pool (ingestion blocks); the
-upload route runs its ingestion in that pool itself, to stop it when its client disconnects.
+stored is lost. List and delete are plain `def`s (FastAPI runs them in its thread pool); the upload and text
+routes run their ingestion in that pool themselves (`_until_client_leaves`), to stop it when the client
+disconnects.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import shutil
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from starlette.concurrency import run_in_threadpool
@@ -29,7 +30,7 @@ from nodes.resources import get_resources
 from persistence.vector_store import validate_collection_name
 from retrieval.deletion import delete_content
 from retrieval.ingest import index_event, index_raw_text, ingest_paths
-from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError
+from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError, StopRequested
 from service.api.errors import ApiError, ClientDisconnected
 from service.api.runtime import api_state, wait_for_disconnect
 from service.api.schemas import TextDocument
@@ -39,6 +40,8 @@ router = APIRouter(prefix="/api/v1/documents", tags=["documents"])
 UPLOAD_FOLDER = "uploads"
 #: Bytes read per step while saving an upload (the size limit is checked as it grows).
 COPY_BLOCK = 1 << 20
+
+Result = TypeVar("Result")
 
 
 def _collection(name: str | None, default: str) -> str:
@@ -96,10 +99,16 @@ async def upload_documents(
 
     Ingestion runs in a worker thread (it blocks) and stops when the client disconnects (ingest_paths'
     should_stop): the files not finished keep their previous version, and the request ends as a 499."""
+    return await _until_client_leaves(request, _upload, request, files, collection, tenant_id)
+
+
+async def _until_client_leaves(request: Request, work: Callable[..., Result], *args: Any) -> Result:
+    """Run `work(*args, should_stop)` in the thread pool; `should_stop()` turns True once the client has
+    disconnected, so blocking ingestion stops instead of burning CPU for nobody."""
     gone = threading.Event()
     watcher = asyncio.ensure_future(_set_when_gone(request, gone))
     try:
-        return await run_in_threadpool(_upload, request, files, collection, tenant_id, gone.is_set)
+        return await run_in_threadpool(work, *args, gone.is_set)
     finally:
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -107,7 +116,7 @@ async def upload_documents(
 
 
 async def _set_when_gone(request: Request, gone: threading.Event) -> None:
-    """Set `gone` when the client disconnects (the upload's body has been read: only that can arrive)."""
+    """Set `gone` when the client disconnects (the request's body has been read: only that can arrive)."""
     await wait_for_disconnect(request)
     gone.set()
 
@@ -156,8 +165,10 @@ def _upload(
         raise ClientDisconnected(f"the client closed the connection during ingestion ({detail})")
     if failed and len(failed) == len(saved):
         reasons = "; ".join(
-            f"{Path(str(item['source'])).name}: {item['reason']}" for item in report["failures"]
-        )  # type: ignore[union-attr]
+            f"{Path(result.source).name}: {result.reason}"
+            for result in summary.results
+            if result.status == "failed"
+        )
         raise ApiError(422, "IngestError", f"no file could be indexed: {reasons}", "files")
     return {"tenant_id": tenant, "collection": name, **report}
 
@@ -230,8 +241,15 @@ def delete_documents(
 
 
 @router.post("/text")
-def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
-    """Index raw text with explicit metadata: one unchunked chunk for an event, else chunked like a file."""
+async def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
+    """Index raw text with explicit metadata: one unchunked chunk for an event, else chunked like a file.
+
+    A client that disconnects stops the indexing before its next embedding batch: the source keeps its
+    previous version, and the request ends as a 499."""
+    return await _until_client_leaves(request, _index_text, request, body)
+
+
+def _index_text(request: Request, body: TextDocument, should_stop: Callable[[], bool]) -> dict[str, Any]:
     state = api_state(request)
     tenant = state.tenant(request, body.tenant_id)
     for key in body.metadata:
@@ -244,7 +262,13 @@ def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
     try:
         if body.event:
             source = index_event(
-                kb, body.text, tenant=tenant, collection=name, title=body.title, metadata=body.metadata
+                kb,
+                body.text,
+                tenant=tenant,
+                collection=name,
+                title=body.title,
+                metadata=body.metadata,
+                should_stop=should_stop,
             )
             chunks = 1
         else:
@@ -256,8 +280,12 @@ def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
                 title=body.title,
                 doc_id=body.doc_id,
                 metadata=body.metadata,
+                should_stop=should_stop,
             )
     except LoaderError as error:
         raise ApiError(422, "IngestError", str(error), "text") from None
+    except StopRequested:
+        state.client_left("index_text", request, "text: indexing stopped, nothing stored")
+        raise ClientDisconnected("the client closed the connection while its text was indexed") from None
     _documents_changed(tenant)
     return {"tenant_id": tenant, "collection": name, "source": source, "chunks": chunks}
