@@ -4,6 +4,10 @@ The corpus goes through the product's own ingestion (loaders, chunking, embeddin
 numbers describe what users get. The index lives under `<data_dir>/eval/<dataset>-<signature>/` and is reused
 while the dataset and the index settings are unchanged; the first-ingest numbers are stored beside it so a
 rerun still reports them. A document split into several chunks scores as its best chunk.
+
+With a rerank model (`rag eval retrieval --rerank`), one more row, "hybrid+rerank": the hybrid list's first
+RAG_RERANK_CANDIDATES chunks reordered by the model (retrieval/rerank.py, the call /api/v1/search makes),
+the rest of the list after them; its latency is the search plus the rerank call.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from langchain_core.language_models import BaseChatModel
 
 from config.settings import SearchMode, Settings
 from evals.datasets import cmrc_as_retrieval, load_beir
@@ -30,6 +36,7 @@ from evals.eval_index import (
 from evals.metrics import dedupe_to_documents, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 from retrieval.ingest import IngestSummary
 from retrieval.knowledge_base import KnowledgeBase
+from retrieval.rerank import rerank
 from retrieval.search import Searcher
 
 EVAL_COLLECTION = "eval"
@@ -41,6 +48,8 @@ EVAL_SEARCH_K = 150
 LATENCY_K = 10
 BEIR_CUTOFFS = {"ndcg": 10, "recall": (10, 100), "mrr": 10}
 CMRC_RECALL_CUTOFFS = (1, 5, 10)
+#: The report's name of the reranked hybrid list.
+RERANK_MODE = "hybrid+rerank"
 INGEST_STATS_FILE = "first_ingest.json"
 
 
@@ -108,8 +117,10 @@ def run_retrieval_eval(
     modes: Sequence[SearchMode] = ("bm25", "dense", "hybrid"),
     limit: int | None = None,
     progress: ProgressFactory = no_progress,
+    rerank_model: BaseChatModel | None = None,
 ) -> dict[str, Any]:
-    """Ingest the dataset (reused when unchanged), run every query in every mode, return the report dict."""
+    """Ingest the dataset (reused when unchanged), run every query in every mode, return the report dict;
+    with `rerank_model`, also the hybrid list reranked by it (RERANK_MODE)."""
     dataset = load_retrieval_dataset(dataset_path, eval_root(settings))
     kb = KnowledgeBase.open(_index_settings(settings, dataset))
     try:
@@ -119,7 +130,9 @@ def run_retrieval_eval(
         if limit:
             query_ids = query_ids[:limit]
         recall_cutoffs = BEIR_CUTOFFS["recall"] if dataset.kind == "beir" else CMRC_RECALL_CUTOFFS
-        per_mode: dict[str, dict[str, list[float]]] = {mode: {} for mode in modes}
+        report_names = [*modes, RERANK_MODE] if rerank_model is not None else list(modes)
+        per_mode: dict[str, dict[str, list[float]]] = {name: {} for name in report_names}
+        reranked_queries = 0
         embed_ms: list[float] = []
         advance = progress("queries", len(query_ids))
         for qid in query_ids:
@@ -139,12 +152,17 @@ def run_retrieval_eval(
                     text, k=EVAL_SEARCH_K, mode=mode, collections=[EVAL_COLLECTION], query_vector=vector
                 )
                 ranked = dedupe_to_documents(hit.doc_id for hit in result.hits)
-                scores = per_mode[mode]
-                scores.setdefault("latency_ms", []).append(elapsed)
-                scores.setdefault("ndcg@10", []).append(ndcg_at_k(ranked, relevance, 10))
-                scores.setdefault("mrr@10", []).append(mrr_at_k(ranked, relevance, 10))
-                for cutoff in recall_cutoffs:
-                    scores.setdefault(f"recall@{cutoff}", []).append(recall_at_k(ranked, relevance, cutoff))
+                _score(per_mode[mode], ranked, relevance, elapsed, recall_cutoffs)
+                if mode == "hybrid" and rerank_model is not None:
+                    candidates = result.hits[: settings.rerank_candidates]
+                    outcome = rerank(
+                        rerank_model, text, candidates, passage_chars=settings.rerank_passage_chars
+                    )
+                    reranked_queries += outcome.reranked
+                    hits = [*outcome.hits, *result.hits[len(candidates) :]]
+                    ranked = dedupe_to_documents(hit.doc_id for hit in hits)
+                    spent = elapsed + outcome.elapsed_ms
+                    _score(per_mode[RERANK_MODE], ranked, relevance, spent, recall_cutoffs)
             advance(1)
         report_modes = {}
         for mode, scores in per_mode.items():
@@ -163,8 +181,34 @@ def run_retrieval_eval(
             "chunk_overlap": settings.chunk_overlap,
             "latency_k": LATENCY_K,
             "modes": report_modes,
+            **(
+                {
+                    "rerank": {
+                        "queries_reranked": reranked_queries,
+                        "candidates": settings.rerank_candidates,
+                        "passage_chars": settings.rerank_passage_chars,
+                    }
+                }
+                if rerank_model is not None
+                else {}
+            ),
             "embed_query_ms": round(percentile(embed_ms, 50), 2) if embed_ms else 0.0,
             **ingest,
         }
     finally:
         kb.close()
+
+
+def _score(
+    scores: dict[str, list[float]],
+    ranked: list[str],
+    relevance: dict[str, int],
+    latency_ms: float,
+    recall_cutoffs: Sequence[int],
+) -> None:
+    """Append one query's metrics (nDCG@10, MRR@10, Recall@cutoffs) and latency to a mode's lists."""
+    scores.setdefault("latency_ms", []).append(latency_ms)
+    scores.setdefault("ndcg@10", []).append(ndcg_at_k(ranked, relevance, 10))
+    scores.setdefault("mrr@10", []).append(mrr_at_k(ranked, relevance, 10))
+    for cutoff in recall_cutoffs:
+        scores.setdefault(f"recall@{cutoff}", []).append(recall_at_k(ranked, relevance, cutoff))

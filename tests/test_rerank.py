@@ -8,19 +8,28 @@ query, fusion weights, queries), and the HyDE and Self-RAG switches must hold fo
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
-from config.settings import load_settings
+from config.settings import Settings, load_settings
 from core.types import SearchHit
+from evals import retrieval as retrieval_eval
 from nodes.grade_answer import grade_answer
 from nodes.resources import Resources, use_resources
 from nodes.retrieve import mode_retrieval
 from nodes.rewrite import build_queries
 from nodes.select_strategy import choose_strategy
 from prompts.rerank import RERANK_SYSTEM
+from retrieval.knowledge_base import KnowledgeBase
 from retrieval.rerank import parse_scores, rerank
 from state.context import Context
 from state.schemas import QueryAnalysis
@@ -168,3 +177,50 @@ def test_self_rag_off_accepts_the_first_answer_without_grading() -> None:
         off = grade_answer(state, runtime(self_rag=False, grader="llm"))  # type: ignore[arg-type]
     assert len(grader.calls) == calls  # no grading call
     assert off["next_action"] == "accept" and off["answer_grade"]["grader"] == "off"
+
+
+# --- rag eval retrieval --rerank ----------------------------------------------------------------------------
+
+
+class PrefersGamma(BaseChatModel):
+    """A rerank model that gives the passage titled Gamma 9 and every other one 1 (it reads the prompt)."""
+
+    calls: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "prefers-gamma"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, **_: Any) -> ChatResult:
+        self.calls += 1
+        numbers = re.findall(r"^\[(\d+)\] (\w*)", str(messages[-1].content), flags=re.MULTILINE)
+        reply = "\n".join(f"[{n}] {9 if title == 'Gamma' else 1}" for n, title in numbers)
+        return ChatResult(generations=[ChatGeneration(message=AIMessage(reply))])
+
+
+def test_eval_retrieval_reports_the_reranked_hybrid_list(
+    tmp_path: Path,
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    corpus = [
+        ("d1", "Alpha", "alpha text about stars"),
+        ("d2", "Beta", "beta text"),
+        ("d3", "Gamma", "gamma"),
+    ]
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in corpus)
+    )
+    (folder / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "alpha text about stars"}) + "\n")
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\n")
+    monkeypatch.setattr(retrieval_eval.KnowledgeBase, "open", staticmethod(make_kb))
+    model = PrefersGamma()
+    report = retrieval_eval.run_retrieval_eval(folder, make_settings(), modes=["hybrid"], rerank_model=model)
+    assert model.calls == 1  # one scoring call per query
+    assert report["rerank"]["queries_reranked"] == 1
+    # Fusion puts the lexical match first; the model's scores lift the judged document to the top.
+    assert report["modes"]["hybrid"]["mrr@10"] < 1.0
+    assert report["modes"][retrieval_eval.RERANK_MODE]["mrr@10"] == 1.0

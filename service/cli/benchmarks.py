@@ -43,6 +43,14 @@ def eval_retrieval(
         list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")] = None,
+    rerank: Annotated[
+        bool,
+        typer.Option(
+            "--rerank",
+            help="Also rerank the hybrid list with the configured generation model (one call per query: slow "
+            "on a CPU; use --limit).",
+        ),
+    ] = False,
     json_out: JsonReportOption = None,
 ) -> None:
     """Retrieval quality (nDCG@10, Recall@10/100, MRR@10) and speed per mode; ingest throughput."""
@@ -53,8 +61,17 @@ def eval_retrieval(
     for name in modes:
         if name not in ("dense", "bm25", "hybrid"):
             fail(f"unknown search mode {name!r}; choose among dense, bm25, hybrid")
+    if rerank and "hybrid" not in modes:
+        fail("--rerank reranks the hybrid list: add --mode hybrid")
+    rerank_model = None
+    if rerank:
+        from nodes.resources import get_resources
+
+        rerank_model = get_resources().model("generate")
     with user_errors(), progress_bars() as bars:
-        report = run_retrieval_eval(dataset, settings, modes=modes, limit=limit, progress=bars)
+        report = run_retrieval_eval(
+            dataset, settings, modes=modes, limit=limit, progress=bars, rerank_model=rerank_model
+        )
     write_json_report(json_out, report)
     table = Table(title=f"{report['dataset']}: {report['queries']} queries ({report['machine']})")
     metrics = [name for name in next(iter(report["modes"].values())) if name not in ("p50_ms", "p95_ms")]
