@@ -554,6 +554,14 @@ class Settings(BaseSettings):
         description="Characters of each prompt section's text kept in prompt_info (the rest is cut with an "
         "ellipsis: prompt_info is stored with every checkpoint).",
     )
+    source_duplicate_similarity: float = Field(
+        0.9,
+        ge=0.0,
+        le=1.0,
+        description="Passages of different files whose word sets overlap this much (Jaccard) go into the "
+        "answer prompt once, as the better scored (retrieval/near_duplicates.py); 1 = only identical word "
+        "sets, 0 = off.",
+    )
     cache_enabled: bool = Field(True, description="Answer repeated questions from the semantic cache.")
     cache_similarity: float = Field(
         0.95,

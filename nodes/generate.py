@@ -427,6 +427,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         memory_share=settings.memory_share,
         memory_template=MEMORY_SECTIONS[language],
         section_chars=settings.prompt_info_section_chars,
+        duplicate_similarity=settings.source_duplicate_similarity,
     )
     used = prompt.used_documents or documents
     info = {**evidence_info(state), **prompt.prompt_info}

@@ -14,6 +14,10 @@ systems 1 and 2, plus seed 000's memories), in order of priority:
    Documents are added in the given order; the FIRST document is truncated, never dropped, when it alone
    exceeds the limit (a cut best passage beats no passage); a later document that does not fit is truncated
    when at least MIN_USEFUL_DOCUMENT_TOKENS of it fit, else dropped (a later, shorter one may still fit).
+   A truncated passage ends with TRUNCATION_MARKER (counted in the budget), so the model knows the text
+   goes on and does not take the cut for the passage's end. Near-duplicate passages of different files
+   (token-set Jaccard >= `duplicate_similarity`, retrieval.near_duplicates) go in once, as the better
+   scored of them, before anything is numbered: every label still names the passage it shows.
 3. History gets everything that remains after the context (seed 1: the context is budgeted first, the
    history fills the rest), newest turn first, whole turns only; so a question with little evidence keeps
    more of the conversation, and a long conversation never squeezes the evidence. Token counts of the
@@ -23,6 +27,11 @@ systems 1 and 2, plus seed 000's memories), in order of priority:
    the system prompt and the question alone, `fallback=True`, and a WARNING is logged (the answer is written
    without its sources, memories and history).
 All counts use retrieval.tokens (cl100k_base), plus MESSAGE_OVERHEAD_TOKENS per chat message.
+
+A source's header names its file, page (when known), section (the chunk's heading, else its chapter) and
+retrieval score: `[2] (File: setup.md, Page: 3, Section: Install, Score: 0.82)`, so the model can tell the
+passages apart and weigh them; header fields are document data, so they are cleaned of brackets and line
+breaks (a header must stay one line that strip_source_headers can recognise) and cut to HEADER_FIELD_CHARS.
 
 `prompt_info` says what went in: the counts above, `history_kept` of `history_total` turns, and `sections`,
 one {name, tokens, text} per section in prompt order (text cut to `section_chars` characters, since
@@ -44,6 +53,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from prompts.answer import ANSWER_USER_TEMPLATE_EN, MEMORY_SECTION_EN
 from retrieval.injection import neutralize
+from retrieval.near_duplicates import drop_near_duplicates
 from retrieval.tokens import count_tokens, truncate_to_tokens
 from state.schemas import RetrievedDoc
 
@@ -62,9 +72,17 @@ SOURCE_SEPARATOR = "\n\n"
 #: Truncation may land mid-character; re-encoding can then exceed the cut by a token or two. Retries of the
 #: cut, each shorter by the overshoot, before giving up on a document.
 MAX_TRUNCATION_RETRIES = 8
+#: What ends a passage cut to fit the budget (after its last kept token), counted in the budget.
+TRUNCATION_MARKER = " […truncated]"
+#: Characters of a section name in a source header (longer ones are cut with an ellipsis).
+HEADER_FIELD_CHARS = 80
 #: A source header line copied into an answer by a weak model ("[1] (File: a.md, Page: 2)").
 #: The label goes with it only at the start of a line (elsewhere "[1]" may be a real citation).
 _HEADER_ECHO = re.compile(r"(?m)^[ \t]*\[\d+\][ \t]*\(File: [^)\n]*\)[ \t]*|[ \t]*\(File: [^)\n]*\)[ \t]*")
+#: The truncation marker copied into an answer.
+_MARKER_ECHO = re.compile(r"[ \t]*\[…truncated\]")
+#: What a header field may not hold: brackets would end the header early, line breaks would split it.
+_HEADER_UNSAFE = re.compile(r"[()\[\]\s]+")
 _SPACE_RUN = re.compile(r"[ \t]{2,}")
 _SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+(?=\n|[.,;:!?。，；：！？])")
 _HUMAN_ROLES = frozenset({"human", "user"})
@@ -85,16 +103,37 @@ class BudgetedPrompt:
     used_memories[i - 1]."""
 
 
+def header_field(value: object, limit: int = HEADER_FIELD_CHARS) -> str:
+    """A metadata value fit for a header: brackets and whitespace runs become one space, cut to `limit`
+    characters with an ellipsis ("" for a missing value)."""
+    return clipped(_HEADER_UNSAFE.sub(" ", str(value or "")).strip(), limit)
+
+
+def format_score(score: float) -> str:
+    """A retrieval score in three significant digits (0.82, 0.0164 for a fused rank score)."""
+    return f"{score:.3g}"
+
+
 def source_header(label: int, doc: RetrievedDoc) -> str:
-    """`[n] (File: name, Page: p)`; the page only when it is known (> 0)."""
+    """`[n] (File: name, Page: p, Section: s, Score: x)`: the page only when it is known (> 0), the section
+    (heading, else chapter) only when the chunk has one, the score always (the search's, as ranked)."""
     name = PurePath(doc.get("source") or "").name or doc.get("title") or "unknown"
+    fields = [f"File: {header_field(name)}"]
     page = doc.get("page") or 0
-    return f"[{label}] (File: {name}, Page: {page})" if page > 0 else f"[{label}] (File: {name})"
+    if page > 0:
+        fields.append(f"Page: {page}")
+    metadata = doc.get("metadata") or {}
+    section = header_field(metadata.get("section") or metadata.get("chapter"))
+    if section:
+        fields.append(f"Section: {section}")
+    fields.append(f"Score: {format_score(float(doc.get('score') or 0.0))}")
+    return f"[{label}] ({', '.join(fields)})"
 
 
 def strip_source_headers(text: str) -> str:
-    """`text` without copies of source header lines (weak models echo them into their answers)."""
-    cleaned = _HEADER_ECHO.sub(" ", text)
+    """`text` without copies of source header lines or truncation markers (weak models echo them into their
+    answers)."""
+    cleaned = _MARKER_ECHO.sub("", _HEADER_ECHO.sub(" ", text))
     return _SPACE_BEFORE_PUNCT.sub("", _SPACE_RUN.sub(" ", cleaned)).strip()
 
 
@@ -123,17 +162,18 @@ def _with_truncated_block(
     limit: int,
     min_text_tokens: int,
     block: Formatter = format_source,
+    marker: str = "",
 ) -> str | None:
-    """`prefix` plus the block of `doc` with its text cut to fit `limit` tokens; None when fewer than
-    `min_text_tokens` of the text would fit."""
-    allowed = limit - count_tokens(prefix + block(label, doc, ""))
+    """`prefix` plus the block of `doc` with its text cut to fit `limit` tokens, then `marker`; None when
+    fewer than `min_text_tokens` of the text would fit."""
+    allowed = limit - count_tokens(prefix + block(label, doc, "") + marker)
     if allowed < max(1, min_text_tokens):
         return None
     for _ in range(MAX_TRUNCATION_RETRIES):
         text = truncate_to_tokens(doc["text"], allowed).rstrip("\ufffd").rstrip()
         if not text:
             return None
-        packed = prefix + block(label, doc, text)
+        packed = prefix + block(label, doc, text) + marker
         overshoot = count_tokens(packed) - limit
         if overshoot <= 0:
             return packed
@@ -156,11 +196,13 @@ def _pack_documents(documents: list[RetrievedDoc], limit: int) -> tuple[str, lis
             packed, used = whole, [*used, doc]
             continue
         if not used:
-            cut = _with_truncated_block(label, doc, "", limit, 1)
+            cut = _with_truncated_block(label, doc, "", limit, 1, marker=TRUNCATION_MARKER)
             if cut is None:  # not even the header fits: no context at all (the caller falls back)
                 break
         else:
-            cut = _with_truncated_block(label, doc, prefix, limit, MIN_USEFUL_DOCUMENT_TOKENS)
+            cut = _with_truncated_block(
+                label, doc, prefix, limit, MIN_USEFUL_DOCUMENT_TOKENS, marker=TRUNCATION_MARKER
+            )
             if cut is None:
                 continue
         packed, used, truncated = cut, [*used, doc], truncated + 1
@@ -252,11 +294,16 @@ def build_answer_prompt(
     memory_share: float = 0.0,
     memory_template: str = MEMORY_SECTION_EN,
     section_chars: int = 300,
+    duplicate_similarity: float = 0.0,
 ) -> BudgetedPrompt:
     """Budget an answer prompt by the module's rules. `history` is (role, text) pairs, newest last;
     `user_template` frames the sources and the question (`{sources}`, `{question}`); `memories` (best first)
     go into `memory_template` (`{memories}`) after the system prompt. Without documents the human message is
-    the bare question (no-retrieval path); memories are still given then, numbered from 1."""
+    the bare question (no-retrieval path); memories are still given then, numbered from 1.
+    `duplicate_similarity` (RAG_SOURCE_DUPLICATE_SIMILARITY; 0 = off) merges near-duplicate passages of
+    different files into the better scored one before numbering."""
+    given = len(documents)
+    documents = drop_near_duplicates(documents, duplicate_similarity)
     framed = bool(documents)
     memories = memories or []
     question_part = user_template.format(sources="", question=question) if framed else question
@@ -332,6 +379,7 @@ def build_answer_prompt(
         "overhead_tokens": MESSAGE_OVERHEAD_TOKENS * len(messages),
         "documents_used": len(used),
         "documents_truncated": truncated,
+        "documents_duplicate": given - len(documents),
         "fallback": fallback,
         "sections": sections,
     }

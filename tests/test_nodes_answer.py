@@ -81,8 +81,8 @@ def test_generate_uses_relevant_documents_mode_prompt_and_history(install: Any) 
     system, *history, human = model.received[0]
     assert system.content == ANSWER_SYSTEM_PROMPTS[("precise", "en")]
     assert [message.content for message in history] == ["Hello", "Hi! Ask me anything."]
-    assert "[1] (File: doc1.md, Page: 1)\nFrance is a country" in human.content
-    assert "[2] (File: doc2.md, Page: 2)" in human.content and "Bananas" not in human.content
+    assert "[1] (File: doc1.md, Page: 1, Score: 1)\nFrance is a country" in human.content
+    assert "[2] (File: doc2.md, Page: 2, Score: 3)" in human.content and "Bananas" not in human.content
 
 
 def test_generate_prefers_standalone_question_and_falls_back_to_top_scores(install: Any) -> None:
