@@ -13,6 +13,9 @@ Three phases, and why:
    response's `metadata.cache_hit`, so a missing or bypassed cache shows as zero hits, not as a fast engine.
 3. uncached load: N clients at once, each question computed (`use_cache: false`): the queueing case that
    the cache hides — every client waits for the one embedded model, and must get its answer, not a 504.
+Each request goes to one route (`--route`): generate (JSON), stream (SSE: the answer counts when its `done`
+event says ok; the first answer token's time is kept too) or batch (one question per batch request, so the
+phases stay the same; the item's own status decides).
 Targets (issue 9): 0 errors at 16 clients; a cache hit in at most 5% of a cold answer's time (p50 / p50, both
 one at a time; the ratio of the hits under load, which queue behind 15 other clients on the same cores, is
 reported beside it).
@@ -26,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -34,6 +37,10 @@ from evals.environment import machine_description
 
 DEFAULT_QUESTIONS = Path(__file__).resolve().parent.parent / "samples" / "questions.jsonl"
 GENERATE_ROUTE = "/api/v1/rag/generate"
+STREAM_ROUTE = "/api/v1/rag/generate/stream"
+BATCH_ROUTE = "/api/v1/rag/batch"
+LoadRoute = Literal["generate", "stream", "batch"]
+LOAD_ROUTES: tuple[LoadRoute, ...] = ("generate", "stream", "batch")
 #: A client waits this long for one answer (longer than the server's own run limit, so 504s are seen).
 CLIENT_TIMEOUT_S = 300
 #: The cache-hit target: a hit costs at most this share of a cold answer.
@@ -58,24 +65,78 @@ def percentile(values: list[float], share: float) -> float | None:
     return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered) + 0.5) - 1))]
 
 
-def _one(client: httpx.Client, question: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _one(
+    client: httpx.Client, question: str, payload: dict[str, Any], route: LoadRoute = "generate"
+) -> dict[str, Any]:
+    """Ask one question on `route`; the record's status is 200 only for a whole answer."""
     started = time.perf_counter()
+    first_token_s: float | None = None
     try:
-        reply = client.post(GENERATE_ROUTE, json={"query": question, **payload})
-        status = reply.status_code
-        body = reply.json() if reply.headers.get("content-type", "").startswith("application/json") else {}
+        if route == "stream":
+            status, body, first_token_s = _streamed(client, {"query": question, **payload}, started)
+        else:
+            reply = (
+                client.post(BATCH_ROUTE, json={"requests": [{"query": question, **payload}]})
+                if route == "batch"
+                else client.post(GENERATE_ROUTE, json={"query": question, **payload})
+            )
+            status = reply.status_code
+            body = (
+                reply.json() if reply.headers.get("content-type", "").startswith("application/json") else {}
+            )
+            if route == "batch" and status == 200:
+                body = (body.get("results") or [{}])[0]
+                status = int(body.get("status", 0))
     except httpx.HTTPError as error:
         status, body = 0, {"message": f"{type(error).__name__}: {error}"}
     seconds = time.perf_counter() - started
     metadata = body.get("metadata") or {}
+    error = body.get("message") or (body.get("error") if isinstance(body.get("error"), str) else None)
     return {
         "question": question,
         "status": status,
         "seconds": seconds,
+        "first_token_s": first_token_s,
         "cache_hit": bool(metadata.get("cache_hit", False)),
         "server_ms": metadata.get("total_ms"),
-        "error": None if status == 200 else body.get("message") or f"HTTP {status}",
+        "error": None if status == 200 else error or f"HTTP {status}",
     }
+
+
+def _streamed(
+    client: httpx.Client, request: dict[str, Any], started: float
+) -> tuple[int, dict[str, Any], float | None]:
+    """POST to the SSE route and read it to its `done` event: (status, done or error payload, first token s).
+    A stream that ends without `done`, or whose `done` is not ok, is not an answer (its status, else 0)."""
+    first_token_s: float | None = None
+    event, done, failure = "", None, None
+    with client.stream("POST", STREAM_ROUTE, json=request) as reply:
+        if reply.status_code != 200:
+            reply.read()
+            return reply.status_code, _json_or_empty(reply), None
+        for line in reply.iter_lines():
+            if line.startswith("event:"):
+                event = line[len("event:") :].strip()
+            elif line.startswith("data:"):
+                data = json.loads(line[len("data:") :].strip() or "{}")
+                if event == "token" and first_token_s is None:
+                    first_token_s = time.perf_counter() - started
+                elif event == "error":
+                    failure = data
+                elif event == "done":
+                    done = data
+    if done is not None and done.get("ok"):
+        return 200, done, first_token_s
+    status = int((done or {}).get("status") or 0)
+    return status, failure or done or {"message": "the stream ended without its done event"}, first_token_s
+
+
+def _json_or_empty(reply: httpx.Response) -> dict[str, Any]:
+    try:
+        body = reply.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _concurrently(
@@ -85,6 +146,7 @@ def _concurrently(
     texts: list[str],
     payload: dict[str, Any],
     headers: dict[str, str] | None,
+    route: LoadRoute = "generate",
 ) -> tuple[list[dict[str, Any]], float]:
     """`count` requests from `clients` client threads, cycling through `texts`: (records, wall seconds)."""
     records: list[dict[str, Any]] = []
@@ -98,7 +160,7 @@ def _concurrently(
                     index = next(counter, None)
                 if index is None:
                     return
-                record = _one(own, texts[index % len(texts)], payload)
+                record = _one(own, texts[index % len(texts)], payload, route)
                 with lock:
                     records.append(record)
 
@@ -123,6 +185,9 @@ def errors_by_status(records: list[dict[str, Any]]) -> dict[str, int]:
 
 def _summary(records: list[dict[str, Any]], wall_s: float | None = None) -> dict[str, Any]:
     ok = [record["seconds"] * 1000 for record in records if record["status"] == 200]
+    first_tokens = [
+        r["first_token_s"] * 1000 for r in records if r["status"] == 200 and r.get("first_token_s")
+    ]
     summary: dict[str, Any] = {
         "requests": len(records),
         "errors": sum(1 for record in records if record["status"] != 200),
@@ -131,6 +196,9 @@ def _summary(records: list[dict[str, Any]], wall_s: float | None = None) -> dict
         "p95_ms": _round(percentile(ok, 0.95)),
         "mean_ms": _round(statistics.fmean(ok) if ok else None),
     }
+    if first_tokens:
+        summary["first_token_p50_ms"] = _round(percentile(first_tokens, 0.5))
+        summary["first_token_p95_ms"] = _round(percentile(first_tokens, 0.95))
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
         summary["throughput_rps"] = round(len(records) / wall_s, 3) if wall_s > 0 else None
@@ -159,9 +227,13 @@ def run_load(
     payload: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
     progress: Callable[[str], None] | None = None,
+    route: LoadRoute = "generate",
 ) -> dict[str, Any]:
-    """Run the cold (then cache-hit), load and uncached-load phases against a running API; return the report.
-    `uncached_requests` defaults to `clients` (every client computes one answer at once); 0 skips phase 3."""
+    """Run the cold (then cache-hit), load and uncached-load phases against a running API on `route`; return
+    the report. `uncached_requests` defaults to `clients` (every client computes one answer at once); 0 skips
+    phase 3."""
+    if route not in LOAD_ROUTES:
+        raise ValueError(f"--route must be one of {', '.join(LOAD_ROUTES)}, not {route!r}")
     uncached = clients if uncached_requests is None else uncached_requests
     if clients < 1 or requests < 1 or questions < 1 or uncached < 0:
         raise ValueError(
@@ -180,20 +252,20 @@ def run_load(
         cold: list[dict[str, Any]] = []
         recomputed = 0
         for question in texts:
-            record = _one(client, question, cached)
+            record = _one(client, question, cached, route)
             if record["status"] == 200 and record["cache_hit"]:  # cached by an earlier run: compute it
-                record, recomputed = _one(client, question, bypass), recomputed + 1
+                record, recomputed = _one(client, question, bypass, route), recomputed + 1
             cold.append(record)
         say(f"cache-hit phase: {len(texts)} questions again, one at a time")
-        again = [_one(client, question, cached) for question in texts]
+        again = [_one(client, question, cached, route) for question in texts]
 
     say(f"load phase: {requests} requests from {clients} clients")
-    records, wall = _concurrently(base, clients, requests, texts, cached, headers)
+    records, wall = _concurrently(base, clients, requests, texts, cached, headers, route)
     fresh: list[dict[str, Any]] = []
     fresh_wall = 0.0
     if uncached:
         say(f"uncached load phase: {uncached} requests from {clients} clients, cache bypassed")
-        fresh, fresh_wall = _concurrently(base, clients, uncached, texts, bypass, headers)
+        fresh, fresh_wall = _concurrently(base, clients, uncached, texts, bypass, headers, route)
 
     hits = [record for record in records if record["status"] == 200 and record["cache_hit"]]
     misses = [record for record in records if record["status"] == 200 and not record["cache_hit"]]
@@ -209,6 +281,7 @@ def run_load(
             errors[record["error"]] = errors.get(record["error"], 0) + 1
     return {
         "url": base,
+        "route": route,
         "machine": machine_description(),
         "clients": clients,
         "questions": len(texts),

@@ -740,6 +740,27 @@ def test_eval_load_and_stats_read_the_running_server(start_api: Callable[..., Ap
     assert down.exit_code == 1 and "cannot read" in down.stderr
 
 
+@pytest.mark.parametrize("route", ["stream", "batch"])
+def test_eval_load_on_the_stream_and_batch_routes_of_the_real_server(
+    start_api: Callable[..., Api], tmp_path: Path, route: str
+) -> None:
+    api = start_api()
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"question": QUESTION}))
+    report = run_load(
+        api.base,
+        clients=2,
+        requests=2,
+        questions=1,
+        uncached_requests=2,
+        questions_file=questions,
+        route=route,  # type: ignore[arg-type]
+    )
+    assert report["targets"]["zero_errors"], report["error_messages"]
+    assert report["cold"]["requests"] == 1 and report["uncached_load"]["requests"] == 2
+    assert report["cold"]["p50_ms"] is not None and report["route"] == route
+
+
 def test_rag_delete_removes_a_document(
     start_api: Callable[..., Api], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -65,7 +65,27 @@ def fake_api() -> Iterator[tuple[str, FakeApi]]:
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers["Content-Length"])
-            self._send(*api.answer(json.loads(self.rfile.read(length))))
+            body = json.loads(self.rfile.read(length))
+            if self.path.endswith("/batch"):  # one item per batch: its own status inside a 200
+                (item,) = body["requests"]
+                status, answer = api.answer(item)
+                self._send(200, {"results": [{"index": 0, "ok": status == 200, "status": status, **answer}]})
+            elif self.path.endswith("/generate/stream"):  # SSE: a token, then done (or error + done)
+                status, answer = api.answer(body)
+                events = [("token", {"text": "An"})] if status == 200 else [("error", answer)]
+                events.append(
+                    ("done", {"ok": True, **answer} if status == 200 else {"ok": False, "status": status})
+                )
+                data = "".join(
+                    f"event: {name}\ndata: {json.dumps(value)}\n\n" for name, value in events
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            else:
+                self._send(*api.answer(body))
 
         def log_message(self, *_args: Any) -> None:
             pass
@@ -170,3 +190,32 @@ def test_bad_counts_are_refused(tmp_path: Path) -> None:
         run_load(
             "http://127.0.0.1:9", uncached_requests=-1, questions_file=questions_file(tmp_path, QUESTIONS)
         )
+
+
+@pytest.mark.parametrize("route", ["stream", "batch"])
+def test_stream_and_batch_routes_count_whole_answers_and_item_errors(
+    fake_api: tuple[str, FakeApi], tmp_path: Path, route: str
+) -> None:
+    url, api = fake_api
+    report = run_load(
+        url,
+        clients=2,
+        requests=4,
+        questions=3,
+        uncached_requests=0,
+        questions_file=questions_file(tmp_path, QUESTIONS[:3]),
+        route=route,  # type: ignore[arg-type]
+    )
+    assert report["route"] == route
+    # "Too busy today?" fails inside a 200 (the batch item's status, the stream's error + done events).
+    assert report["cold"]["errors"] == 1 and report["cold"]["errors_by_status"] == {"503": 1}
+    assert report["cache_hit_alone"]["requests"] == 2 and report["cache_hit_alone"]["misses"] == 1
+    assert report["load"]["errors"] == 1  # requests 0..3 cycle through 3 questions: the busy one once
+    if route == "stream":
+        assert report["cold"]["first_token_p50_ms"] is not None
+    assert all(body["query"] in QUESTIONS for body in api.received)
+
+
+def test_an_unknown_route_is_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--route must be one of generate, stream, batch"):
+        run_load("http://127.0.0.1:9", route="sse")  # type: ignore[arg-type]

@@ -1,10 +1,8 @@
 """`rag serve` (the HTTP API with uvicorn), `rag delete` (documents, collections, conversations) and
-`rag stats` (the API's metrics as figures, plus what is indexed)."""
+`rag eval load` (the API under concurrent clients); `rag stats` is service/cli/stats.py."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 from typing import Annotated
 
 import typer
@@ -20,9 +18,6 @@ from service.cli.common import (
     settings_or_exit,
     user_errors,
 )
-
-#: Seconds `rag stats` waits for the server's /metrics.
-STATS_TIMEOUT_S = 10
 
 
 def serve(
@@ -75,46 +70,6 @@ def delete(
         console.print(f"deleted {summary.documents} documents, {summary.chunks} chunks")
 
 
-def stats(
-    url: Annotated[
-        str | None, typer.Option(help="Base URL of a running API (default: RAG_API_HOST:PORT).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
-) -> None:
-    """The API's figures from its /metrics (requests, errors, answers, strategies, cache, tokens, stage
-    latencies) and the indexed documents and chunks of this data folder."""
-    from retrieval.knowledge_base import KnowledgeBase
-    from service.api.metrics import summarize
-
-    settings = settings_or_exit()
-    base = (url or f"http://{settings.api_host}:{settings.api_port}").rstrip("/")
-    try:
-        with urllib.request.urlopen(f"{base}/metrics", timeout=STATS_TIMEOUT_S) as reply:
-            figures = summarize(reply.read().decode("utf-8"))
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        fail(f"cannot read {base}/metrics: {getattr(error, 'reason', error)}", EXIT_UNAVAILABLE)
-    with user_errors():
-        catalog = checked_store(KnowledgeBase.open(settings)).catalog
-        figures["index"] = {"documents": len(catalog.documents()), "chunks": catalog.count_chunks()}
-    if as_json:
-        print_json(figures)
-        return
-    table = Table(title=f"rag stats ({base})")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_row("requests", f"{figures['requests']:g}")
-    for group in ("answers", "errors", "strategies", "cache", "tokens"):
-        for name, value in sorted(figures[group].items()):
-            table.add_row(f"{group} {name}", f"{value:g}")
-    if figures["cache_hit_rate"] is not None:
-        table.add_row("cache hit rate", f"{figures['cache_hit_rate']:.2%}")
-    for stage, ms in figures["stage_mean_ms"].items():
-        table.add_row(f"mean ms {stage}", f"{ms:.1f}")
-    table.add_row("indexed documents", str(figures["index"]["documents"]))
-    table.add_row("indexed chunks", str(figures["index"]["chunks"]))
-    console.print(table)
-
-
 def eval_load(
     url: Annotated[str, typer.Option(help="Base URL of a running API (rag serve).")],
     clients: Annotated[int, typer.Option(help="Concurrent clients.")] = 16,
@@ -126,6 +81,10 @@ def eval_load(
     ] = None,
     max_tokens: Annotated[int | None, typer.Option(help="max_tokens of every request.")] = None,
     api_key: Annotated[str | None, typer.Option(help="X-API-Key header, when the API has keys.")] = None,
+    route: Annotated[
+        str,
+        typer.Option(help="generate (JSON) | stream (SSE, read to its done event) | batch (one item each)."),
+    ] = "generate",
     json_out: JsonReportOption = None,
 ) -> None:
     """Throughput, p50/p95, errors, and cold vs cache-hit latency of the HTTP API under N clients."""
@@ -143,6 +102,7 @@ def eval_load(
             payload=payload,
             headers={"X-API-Key": api_key} if api_key else None,
             progress=lambda line: error_console.print(line, highlight=False),
+            route=route,  # type: ignore[arg-type]  # checked by run_load: a ValueError names the choices
         )
     except ValueError as error:
         fail(str(error))
@@ -150,7 +110,8 @@ def eval_load(
         fail(f"cannot load-test {url}: {error}", EXIT_UNAVAILABLE)
     write_json_report(json_out, report)
     table = Table(
-        title=f"load: {clients} clients, {report['load']['requests']} requests ({report['machine']})"
+        title=f"load on {route}: {clients} clients, {report['load']['requests']} requests "
+        f"({report['machine']})"
     )
     for column in ("phase", "requests", "errors", "p50 ms", "p95 ms", "req/s"):
         table.add_column(column, justify="right")
