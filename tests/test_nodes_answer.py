@@ -85,6 +85,23 @@ def test_generate_uses_relevant_documents_mode_prompt_and_history(install: Any) 
     assert "[2] (File: doc2.md, Page: 2, Score: 3)" in human.content and "Bananas" not in human.content
 
 
+def test_a_near_duplicate_of_another_file_is_dropped_and_citations_still_name_what_the_model_saw(
+    install: Any,
+) -> None:
+    copy = {**PARIS, "chunk_id": "copy-1", "source": "/mirror/doc1.md", "relevance": 0.8}
+    model = scripted("Answer: 1889\nExplanation: The Eiffel Tower was completed in 1889 [2].")
+    install(model)
+    state: State = {"question": "When was the Eiffel Tower completed?", "documents": [copy, PARIS, TOWER]}
+    update = generate(state, runtime(mode="simple"))
+
+    human = str(model.received[0][-1].content)
+    assert human.count("Paris is the capital of France.") == 1 and "[3]" not in human
+    assert update["sources"] == [PARIS, TOWER]  # the better scored copy, then the tower as [2]
+    assert update["prompt_info"]["documents_duplicate"] == 1
+    cited = cite({**state, "draft": update["draft"], "sources": update["sources"]}, runtime())
+    assert [citation["chunk_id"] for citation in cited["citations"]] == [TOWER["chunk_id"]]
+
+
 def test_generate_prefers_standalone_question_and_falls_back_to_top_scores(install: Any) -> None:
     model = scripted("Bananas are rich in potassium [1].")
     install(model)
