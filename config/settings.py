@@ -524,6 +524,15 @@ class Settings(BaseSettings):
     record_turns: bool = Field(
         True, description="Write every answer to the SQL tables (sessions, conversations, audit_logs)."
     )
+    price_prompt_per_1k: float | None = Field(
+        None,
+        ge=0,
+        description="Price of 1,000 prompt tokens (any currency) for `rag stats`' token cost; unset with "
+        "RAG_PRICE_COMPLETION_PER_1K unset = no cost reported (an unset one of the two counts 0).",
+    )
+    price_completion_per_1k: float | None = Field(
+        None, ge=0, description="Price of 1,000 completion tokens, as RAG_PRICE_PROMPT_PER_1K."
+    )
     memory_max_chars: int = Field(20_000, ge=1, description="Longest memory text accepted.")
     memory_search_k: int = Field(5, ge=1, le=100, description="Memories a search returns by default.")
     memory_recall_k: int = Field(

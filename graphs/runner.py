@@ -170,9 +170,11 @@ class Session:
 
 
 def output_json(result: dict[str, Any]) -> dict[str, Any]:
-    """The JSON of `rag ask --json`: answer, citations, sources, strategy, iterations, timings, usage."""
+    """The JSON of `rag ask --json`: answer, citations, sources, strategy, iterations, timings, usage, and
+    the answer's id (`rag feedback ANSWER_ID`)."""
     return {
         "thread_id": result.get("thread_id"),
+        "answer_id": result.get("answer_id") or None,
         "question": result.get("question"),
         "standalone_question": result.get("standalone_question"),
         "short_answer": result.get("short_answer") or "",

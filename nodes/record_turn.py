@@ -8,8 +8,9 @@ context), the interface from the config's metadata (`{"metadata": {"interface": 
 server's own metadata marks its runs).
 
 Never at the answer's expense: a failure to record or to cache is logged and the answer goes out unchanged
-(the node returns no answer fields). It is one short transaction, plus one cache insert whose question
-vector cache_lookup already computed.
+(the node returns no answer fields; only `answer_id`, the recorded answer's id, when the rows were
+written). It is one short transaction, plus one cache insert whose question vector cache_lookup already
+computed.
 """
 
 from __future__ import annotations
@@ -91,10 +92,18 @@ def cacheable(state: State) -> bool:
     return bool(state.get("sources")) and bool(grade.get("grounded")) and bool(grade.get("answers_question"))
 
 
-def turn_record(state: State, context: Context, config: RunnableConfig, graph: str) -> TurnRecord:
-    """The tables' view of this turn."""
+def _tokens(usage: dict[str, float], kind: str) -> int:
+    return int(usage.get(kind, 0) or 0)
+
+
+def turn_record(
+    state: State, context: Context, config: RunnableConfig, graph: str, default_model: str = ""
+) -> TurnRecord:
+    """The tables' view of this turn (`default_model`: the settings' model, when the context names none)."""
     analysis = state.get("analysis") or {}
     tenant = state.get("tenant") or context.tenant
+    usage = state.get("usage") or {}
+    confidence = state.get("answer_confidence")
     return TurnRecord(
         tenant=tenant,
         thread_id=visible_thread_id(thread_of(config), tenant),
@@ -111,6 +120,10 @@ def turn_record(state: State, context: Context, config: RunnableConfig, graph: s
         interface=interface_of(config),
         graph=graph,
         error=state.get("error") or "",
+        confidence=None if confidence is None else float(confidence),
+        model=context.model or default_model,
+        prompt_tokens=_tokens(usage, "prompt_tokens"),
+        completion_tokens=_tokens(usage, "completion_tokens"),
     )
 
 
@@ -126,12 +139,14 @@ def record_turn_node(graph: str) -> NodeFunction:
 
     @timed("record_turn")
     def record_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Record the turn and cache a good answer; never fails the run."""
+        """Record the turn and cache a good answer; never fails the run. Returns the recorded answer's id
+        (`answer_id`, what a caller rates it by); none when the turn was not recorded."""
         settings = get_resources().settings
+        update: dict[str, Any] = {}
         if settings.record_turns:
             try:
-                record = turn_record(state, run_context(runtime), run_config(), graph)
-                record_turn_rows(record, get_database(settings))
+                record = turn_record(state, run_context(runtime), run_config(), graph, settings.llm_model)
+                update["answer_id"] = record_turn_rows(record, get_database(settings))
             except Exception:  # noqa: BLE001 - recording must never cost the answer
                 logger.warning("could not record the turn in the app database", exc_info=True)
         if settings.cache_enabled and cacheable(state):
@@ -140,7 +155,7 @@ def record_turn_node(graph: str) -> NodeFunction:
             except Exception:  # noqa: BLE001 - a cache that is down must not cost the answer
                 count("errors")
                 logger.warning("could not store the answer in the semantic cache", exc_info=True)
-        return {}
+        return update
 
     return record_turn
 

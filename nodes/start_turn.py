@@ -113,6 +113,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "draft_confidence": None,
         "answer_confidence": None,
         "answer": "",
+        "answer_id": "",
         "short_answer": "",
         "not_found": False,
         "not_found_reason": "",

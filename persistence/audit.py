@@ -51,6 +51,12 @@ class TurnRecord:
     """Who asked: cli, api, langgraph-server, python (from the run's config metadata)."""
     graph: str = ""
     error: str = ""
+    confidence: float | None = None
+    """The answer's confidence (state `answer_confidence`); None when none was measured."""
+    model: str = ""
+    """The generation model the run was configured with ('' = not said)."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 def _session_row(session: Session, record: TurnRecord) -> SessionRow:
@@ -79,7 +85,8 @@ def _session_row(session: Session, record: TurnRecord) -> SessionRow:
 
 def record_turn_rows(record: TurnRecord, database: Database | None = None) -> str:
     """Write the turn: upsert its session, add the user and assistant rows and the audit row; return the
-    turn id that links the two conversation rows."""
+    turn id that links the two conversation rows, which is also the answer's id (`answer_id` of the audit
+    row: what a caller rates the answer by)."""
     database = database or get_database()
     turn_id = uuid.uuid4().hex
     sources = to_json(list(record.source_ids))
@@ -125,6 +132,12 @@ def record_turn_rows(record: TurnRecord, database: Database | None = None) -> st
                 not_found=record.not_found,
                 latency_ms=record.latency_ms,
                 detail=to_json(detail),
+                answer_id=turn_id,
+                strategy=record.strategy or None,
+                confidence=record.confidence,
+                model=record.model or None,
+                prompt_tokens=record.prompt_tokens,
+                completion_tokens=record.completion_tokens,
             )
         )
     return turn_id
@@ -183,6 +196,12 @@ def _audit_dict(row: AuditLogRow) -> dict[str, Any]:
         "cache_hit": row.cache_hit,
         "not_found": row.not_found,
         "latency_ms": row.latency_ms,
+        "answer_id": row.answer_id,
+        "strategy": row.strategy,
+        "confidence": row.confidence,
+        "model": row.model,
+        "prompt_tokens": row.prompt_tokens,
+        "completion_tokens": row.completion_tokens,
         "detail": json.loads(row.detail or "{}"),
         "created_at": as_utc(row.created_at).isoformat(),
     }

@@ -158,7 +158,10 @@ class AuditLogRow(Base):
     """Who did what, when: one row per answer (and per memory change), with the chunks an answer used."""
 
     __tablename__ = "audit_logs"
-    __table_args__ = (Index("ix_audit_tenant_time", "tenant", "created_at"),)
+    __table_args__ = (
+        Index("ix_audit_tenant_time", "tenant", "created_at"),
+        Index("ix_audit_answer_id", "answer_id"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     action: Mapped[str] = mapped_column(String(32), nullable=False)
@@ -178,6 +181,15 @@ class AuditLogRow(Base):
     detail: Mapped[str] = mapped_column(Text, nullable=False, default="{}")
     """JSON object of extra facts (strategy, error, memory ids...)."""
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    # Revision 0004: what `rag stats` reports per answer (NULL on older rows and other actions = unknown).
+    answer_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    """The answer's id (the turn id of its conversation rows), returned to the caller to rate it."""
+    strategy: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    confidence: Mapped[float | None] = mapped_column(Float, nullable=True)
+    """The answer's confidence (mean token log-probability of its short answer); NULL when none measured."""
+    model: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class CacheEntryRow(Base):

@@ -139,6 +139,9 @@ class OutputState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     cache_hit: bool
     """True when the answer came from the semantic cache (nodes.cache_lookup): no retrieval, no model."""
+    answer_id: str
+    """The id the answer was recorded under (the audit row's `answer_id`, nodes.record_turn): what a caller
+    rates it by (`rag feedback`, POST /api/v1/feedback); "" when the turn was not recorded."""
 
 
 class State(InputState, OutputState, total=False):

@@ -117,7 +117,8 @@ def response_body(
     events: list[dict[str, Any]],
     total_ms: float,
 ) -> dict[str, Any]:
-    """The generate response: answer, citations, sources, strategy, rewritten queries, metadata."""
+    """The generate response: answer, citations, sources, strategy, rewritten queries, metadata, and the
+    answer's id (POST /api/v1/feedback rates it; null when the turn was not recorded)."""
     usage = result.get("usage") or {}
     prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
     completion_tokens = int(usage.get("completion_tokens", 0) or 0)
@@ -146,6 +147,7 @@ def response_body(
         "rewritten_queries": list(dict.fromkeys(rewritten)),
         "not_found": bool(result.get("not_found", False)),
         "thread_id": spec.thread_id,
+        "answer_id": result.get("answer_id") or None,
         "conversation_id": body.conversation_id,
         "metadata": {
             "timings": {stage: round(float(ms), 2) for stage, ms in (result.get("timings_ms") or {}).items()},

@@ -211,6 +211,7 @@ def seed_response(
         citations=citations if citations_on else [],
         metadata={
             "conversation_id": spec.thread_id,
+            "answer_id": result.get("answer_id") or None,
             "tenant_id": context.tenant,
             "mode": body.mode,
             "model": context.model or settings.llm_model,

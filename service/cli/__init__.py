@@ -28,6 +28,7 @@ from service.cli import (
     eval_prompts,
     eval_scale,
     serve,
+    stats,
 )
 from service.cli.benchmarks import eval_app
 from service.cli.common import (
@@ -95,7 +96,7 @@ app.command("ask")(conversation.ask)
 app.command("chat")(conversation.chat)
 app.command("serve")(serve.serve)
 app.command("delete")(serve.delete)
-app.command("stats")(serve.stats)
+app.command("stats")(stats.stats)
 
 app.add_typer(eval_app, name="eval")
 app.add_typer(memory_app, name="memory")

@@ -55,7 +55,8 @@ def _print_answer(result: dict[str, object], prefix: str = "") -> None:
     retrieval_rounds, answer_rounds = result.get("retrieval_rounds", 0), result.get("generation_rounds", 0)
     rounds = f"{retrieval_rounds} retrieval / {answer_rounds} answer rounds"
     strategy = result.get("strategy") or "-"
-    console.print(f"[dim]strategy {strategy} · {rounds} · thread {result.get('thread_id')}[/]")
+    answer_id = f" · answer {result['answer_id']}" if result.get("answer_id") else ""
+    console.print(f"[dim]strategy {strategy} · {rounds} · thread {result.get('thread_id')}{answer_id}[/]")
 
 
 #: `--conversation-id` of ask and chat: the graph input `conversation_id` (retrieval scoped to it).
