@@ -494,6 +494,29 @@ class Settings(BaseSettings):
         le=2000,
         description="Tokens of one summary chunk, at most (kept inside the embedding window).",
     )
+    # Automatic summaries (retrieval/auto_summary.py): only threads whose turns carry a conversation_id.
+    summary_every_turns: int = Field(
+        4,
+        ge=0,
+        le=1000,
+        description="Summarize a conversation into the store after this many new turns since its last "
+        "summary, in the background after the answer (0 = never automatically). 4 = RAG_HISTORY_TURNS + 1: "
+        "a turn reaches the store before it leaves the prompt's history.",
+    )
+    summary_idle_s: float = Field(
+        900.0,
+        ge=0.0,
+        le=API_TIMEOUT_MAX_S,
+        description="Seconds without a turn after which a conversation with unsummarized turns is summarized "
+        "by the idle sweep (`rag summarize --idle`, the API server's periodic sweep); 0 = no idle sweep.",
+    )
+    summary_sweep_s: float = Field(
+        60.0,
+        ge=1.0,
+        le=API_TIMEOUT_MAX_S,
+        description="Seconds between two idle sweeps of the API server (when RAG_SUMMARY_IDLE_S > 0).",
+    )
+
 
     # --- SQL tables and semantic cache (persistence/database.py, persistence/semantic_cache.py) ------
     database_url: str | None = Field(

@@ -5,7 +5,9 @@ Why a graph node: every interface — Python `graph.invoke`, the CLI, the REST A
 Studio — runs the graph, so every answer is recorded without code in any of them. The thread id comes from
 the run's config (`langgraph.config.get_config()`), the tenant from state (start_turn set it from the run's
 context), the interface from the config's metadata (`{"metadata": {"interface": "api"}}`; the LangGraph
-server's own metadata marks its runs).
+server's own metadata marks its runs). Last, a thread with a conversation id that may be due its automatic
+summary has its turns queued for the background summary worker (nodes.conversation_memory): the answer does
+not wait for it.
 
 Never at the answer's expense: a failure to record or to cache is logged and the answer goes out unchanged
 (the node returns no answer fields; only `answer_id`, the recorded answer's id, when the rows were
@@ -23,10 +25,12 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
+from nodes.conversation_memory import schedule_summary
 from nodes.generate import answer_mode
 from nodes.instrumentation import NodeFunction, timed
 from nodes.memory_recall import is_memory_doc
 from nodes.resources import get_resources
+from nodes.start_turn import thread_id_of
 from persistence.audit import TurnRecord, record_turn_rows
 from persistence.database import get_database
 from persistence.semantic_cache import CacheScope, count, get_semantic_cache
@@ -155,6 +159,11 @@ def record_turn_node(graph: str) -> NodeFunction:
             except Exception:  # noqa: BLE001 - a cache that is down must not cost the answer
                 count("errors")
                 logger.warning("could not store the answer in the semantic cache", exc_info=True)
+        try:
+            tenant = state.get("tenant") or run_context(runtime).tenant
+            schedule_summary(state, tenant, thread_id_of(run_config()))
+        except Exception:  # noqa: BLE001 - a summary is never worth the answer
+            logger.warning("could not queue the conversation's summary", exc_info=True)
         return update
 
     return record_turn

@@ -10,16 +10,22 @@ nodes/retrieve.py), so the layout here is what makes that work:
   `conversation:<thread_id>:<block>`) holding one summary chunk (`level=summary`) and one detail chunk per
   turn (`level=detail`), each indexed as a single unchunked event; the shared doc_id is the parent link;
 - every chunk carries `conversation_id` (retrieval scopes to it), `thread_id` and its turn range (custom
-  metadata keys `turn_first`, `turn_last`), and `doc_type=event`.
+  metadata keys `turn_first`, `turn_last`), and `doc_type=event`; and the conversation's ids when it was
+  given them (CONVERSATION_METADATA_KEYS: `character_id`, `background_id`, `related_plot_id`), so retrieval
+  can scope to a character or a background as it does for ingested events;
+- the catalog's hash of the source starts with `turns=<n>:`: how many turns the stored memory covers, read
+  back in one lookup (`summarized_turns`) by the automatic summaries (retrieval.auto_summary).
 The summary is extractive (the user's questions and the answer sentence that best matches each) unless a
-summarizer is given: a strong model writes it, and an unusable reply falls back to the extractive one.
+summarizer is given: a strong model writes it, and an unusable reply falls back to the extractive one. A
+model-written summary of a block whose turns did not change is reused (its `block_hash`), so summarizing a
+grown thread asks the model about its new block only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -50,6 +56,13 @@ EXTRACT_QUESTION_TOKENS = 40
 EXTRACT_ANSWER_TOKENS = 50
 #: Words asked of a model summary per summary token (a word is about 1.3 tokens in English).
 WORDS_PER_TOKEN = 0.7
+#: Ids a conversation (or a turn) may be given that its memory chunks keep: seed 5's character and
+#: background scoping, and the plot a conversation belongs to.
+CONVERSATION_METADATA_KEYS = ("character_id", "background_id", "related_plot_id")
+#: Longest id value kept (an id, not a text).
+MAX_METADATA_VALUE_CHARS = 128
+#: Start of the catalog hash of a conversation's memory: `turns=<n>:<sha256>`.
+TURNS_HASH_PREFIX = "turns="
 
 SummaryStatus = Literal["indexed", "skipped"]
 #: A model-written summary of a block of turns; None (or garbage) means "use the extractive one".
@@ -58,6 +71,33 @@ Summarizer = Callable[[list["ConversationTurn"]], str | None]
 
 class ThreadNotFoundError(ValueError):
     """The thread has no stored conversation to summarize (bad input: exit code 2)."""
+
+
+class InvalidConversationMetadataError(ValueError):
+    """A conversation id (character_id, background_id, related_plot_id) that cannot be kept."""
+
+
+def conversation_metadata(values: Mapping[str, Any] | None) -> dict[str, MetadataValue]:
+    """The ids of CONVERSATION_METADATA_KEYS in `values`, checked: a string (printable, at most
+    MAX_METADATA_VALUE_CHARS characters) or an integer; None and '' mean "not given" and are left out. Any
+    other key, or value, raises InvalidConversationMetadataError naming it (a typo must not vanish
+    silently)."""
+    kept: dict[str, MetadataValue] = {}
+    for key, value in (values or {}).items():
+        if key not in CONVERSATION_METADATA_KEYS:
+            raise InvalidConversationMetadataError(
+                f"conversation metadata key {key!r} is not one of {', '.join(CONVERSATION_METADATA_KEYS)}"
+            )
+        if value is None or value == "":
+            continue
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise InvalidConversationMetadataError(f"{key}: an id is a string or an integer, not {value!r}")
+        if isinstance(value, str) and (len(value) > MAX_METADATA_VALUE_CHARS or not value.isprintable()):
+            raise InvalidConversationMetadataError(
+                f"{key}: at most {MAX_METADATA_VALUE_CHARS} printable characters"
+            )
+        kept[key] = value
+    return kept
 
 
 @dataclass(frozen=True)
@@ -171,6 +211,12 @@ def _blocks(turns: Sequence[ConversationTurn], size: int) -> list[list[Conversat
     return [list(turns[start : start + size]) for start in range(0, len(turns), size)]
 
 
+def _block_hash(block: Sequence[ConversationTurn], method: str, max_tokens: int) -> str:
+    """What a block's summary depends on: its turns, the summarizer kind and the summary's size."""
+    parts = [method, str(max_tokens), *(turn.text() for turn in block)]
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
+
+
 def _block_summary(block: list[ConversationTurn], max_tokens: int, summarize: Summarizer | None) -> str:
     written = summarize(block) if summarize is not None else None
     if written is None or is_garbage(written):
@@ -193,6 +239,37 @@ def _event(
     )
 
 
+def _stored_chunks(kb: KnowledgeBase, tenant: str, collection: str, source: str) -> list[Any]:
+    """The chunks a source has in the catalog now ([] when it has none)."""
+    record = kb.catalog.document(tenant, collection, source)
+    if record is None:
+        return []
+    with kb.catalog.engine.connect() as connection:
+        ids = kb.catalog.chunk_ids_of(connection, record.id)
+    return list(kb.catalog.chunks_by_id(ids, tenant).values())
+
+
+def _reusable_summaries(kb: KnowledgeBase, tenant: str, collection: str, source: str) -> dict[str, str]:
+    """Summary texts already stored for the thread, by block hash (a model-written one is kept for a block
+    whose turns did not change)."""
+    return {
+        str(chunk.metadata["block_hash"]): chunk.text
+        for chunk in _stored_chunks(kb, tenant, collection, source)
+        if chunk.metadata.get("level") == SUMMARY_LEVEL and chunk.metadata.get("block_hash")
+    }
+
+
+def summarized_turns(kb: KnowledgeBase, thread_id: str, *, tenant: str, collection: str | None = None) -> int:
+    """How many turns of the thread its stored memory covers (0 when it has none, or was written before the
+    count was kept): one catalog lookup, no chunk read."""
+    collection = collection or kb.settings.memory_collection
+    record = kb.catalog.document(tenant, collection, conversation_source(thread_id))
+    if record is None or not record.file_hash.startswith(TURNS_HASH_PREFIX):
+        return 0
+    count = record.file_hash[len(TURNS_HASH_PREFIX) :].split(":", 1)[0]
+    return int(count) if count.isdigit() else 0
+
+
 def index_conversation(
     kb: KnowledgeBase,
     turns: Sequence[ConversationTurn],
@@ -202,10 +279,13 @@ def index_conversation(
     tenant: str,
     collection: str | None = None,
     summarize: Summarizer | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> SummaryResult:
     """Write a thread's turns (details) and block summaries into the tenant's store, replacing what the
-    thread had there; an unchanged thread is skipped without any model call."""
+    thread had there; an unchanged thread is skipped without any model call. `metadata`: the conversation's
+    ids (CONVERSATION_METADATA_KEYS), kept on every chunk."""
     settings = kb.settings
+    ids = conversation_metadata(metadata)
     collection = validate_collection_name(collection or settings.memory_collection)
     tenant = validate_collection_name(tenant, "tenant")
     if not thread_id.strip():
@@ -215,8 +295,8 @@ def index_conversation(
     if not turns:
         raise ThreadNotFoundError(f"thread {thread_id!r} has no conversation turns to summarize")
     source = conversation_source(thread_id)
-    method = "model" if summarize is not None else "extractive"
-    digest = hashlib.sha256(
+    method: Literal["model", "extractive"] = "model" if summarize is not None else "extractive"
+    content = hashlib.sha256(
         "\x1f".join(
             [
                 kb.index_signature(),
@@ -224,10 +304,12 @@ def index_conversation(
                 method,
                 str(settings.summary_block_turns),
                 str(settings.summary_max_tokens),
+                *(f"{key}={value!r}" for key, value in sorted(ids.items())),
                 *(turn.text() for turn in turns),
             ]
         ).encode("utf-8")
     ).hexdigest()
+    digest = f"{TURNS_HASH_PREFIX}{len(turns)}:{content}"
     blocks = _blocks(turns, settings.summary_block_turns)
     result = SummaryResult(
         thread_id=thread_id,
@@ -245,13 +327,16 @@ def index_conversation(
     if known is not None and known.file_hash == digest:
         return result
     title = f"Conversation {conversation_id}"
+    reusable = _reusable_summaries(kb, tenant, collection, source) if summarize is not None else {}
     documents: list[LoadedDocument] = []
     for number, block in enumerate(blocks, start=1):
         doc_id = block_doc_id(thread_id, number)
-        common: dict[str, MetadataValue] = {"conversation_id": conversation_id, "thread_id": thread_id}
+        common: dict[str, MetadataValue] = {**ids, "conversation_id": conversation_id, "thread_id": thread_id}
         span = {"turn_first": block[0].number, "turn_last": block[-1].number}
-        summary = _block_summary(block, settings.summary_max_tokens, summarize)
-        documents.append(_event(source, doc_id, title, summary, {**common, **span, "level": SUMMARY_LEVEL}))
+        block_hash = _block_hash(block, method, settings.summary_max_tokens)
+        summary = reusable.get(block_hash) or _block_summary(block, settings.summary_max_tokens, summarize)
+        summary_metadata = {**common, **span, "level": SUMMARY_LEVEL, "block_hash": block_hash}
+        documents.append(_event(source, doc_id, title, summary, summary_metadata))
         for turn in block:
             turn_span = {"turn_first": turn.number, "turn_last": turn.number}
             documents.append(
@@ -286,11 +371,14 @@ def summarize_thread(
     tenant: str | None = None,
     collection: str | None = None,
     model: BaseChatModel | None = None,
+    metadata: Mapping[str, Any] | None = None,
 ) -> SummaryResult:
-    """Summarize a stored thread into the tenant's store (`rag summarize`): the conversation id defaults to
-    the thread id, the tenant to the configured default. Thread ids are scoped per tenant, so another
-    tenant's thread is as unknown as one nobody has (ThreadNotFoundError), and the owner check stays as a
-    second line (persistence.threads.ThreadAccessError).
+    """Summarize a stored thread into the tenant's store (`rag summarize`, the summarize route, the idle
+    sweep): the conversation id defaults to the one the thread's turns were given, else the thread id; the
+    tenant to the configured default; the ids (`metadata`) to those the thread's turns were given
+    (`conversation_metadata`), a given one replacing the thread's. Thread ids are scoped per tenant, so
+    another tenant's thread is as unknown as one nobody has (ThreadNotFoundError), and the owner check stays
+    as a second line (persistence.threads.ThreadAccessError).
     With `model` (a strong one) the summaries are written by it, else they are extractive."""
     settings = kb.settings
     tenant = tenant or settings.default_tenant
@@ -301,12 +389,14 @@ def summarize_thread(
     check_thread_access(thread_id, thread_owner(values), tenant)
     turns = turns_from_messages(values.get("messages") or [])
     summarize = model_summarizer(model, settings.summary_max_tokens) if model is not None else None
+    ids = {**conversation_metadata(values.get("conversation_metadata")), **conversation_metadata(metadata)}
     return index_conversation(
         kb,
         turns,
         thread_id=thread_id,
-        conversation_id=conversation_id or thread_id,
+        conversation_id=conversation_id or str(values.get("conversation_id") or "") or thread_id,
         tenant=tenant,
         collection=collection,
         summarize=summarize,
+        metadata=ids,
     )

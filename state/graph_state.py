@@ -68,6 +68,12 @@ def extend_or_reset(current: list[Any] | None, update: list[Any]) -> list[Any]:
     return [*_value(current, []), *update]
 
 
+def merge_metadata(current: dict[str, Any] | None, update: dict[str, Any] | None) -> dict[str, Any]:
+    """Per-key update (a conversation's ids: a turn that gives `character_id` keeps the earlier
+    `background_id`)."""
+    return {**_value(current, {}), **(update or {})}
+
+
 def keep_best_answer(
     current: AnswerCandidate | None, update: AnswerCandidate | None
 ) -> AnswerCandidate | None:
@@ -96,6 +102,11 @@ class InputState(TypedDict, total=False):
     or threads by putting a tenant in the input."""
     filters: dict[str, Any]
     """Metadata filter in the Chroma-like language of retrieval.filters."""
+    conversation_metadata: Annotated[dict[str, Any], merge_metadata]
+    """The conversation's ids (`character_id`, `background_id`, `related_plot_id`), kept on its memory chunks
+    when it is summarized into the store (retrieval.conversation_summary). Kept between turns; a turn that
+    gives one replaces that one only."""
+
 
 
 class OutputState(TypedDict, total=False):

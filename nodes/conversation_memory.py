@@ -1,0 +1,72 @@
+"""The graph's side of automatic conversation summaries (retrieval.auto_summary): after a turn is recorded,
+queue the thread's turns for the background summary worker when the thread may be due.
+
+Why here and not in record_turn's module: record_turn writes the tables and the cache; this decides whether a
+conversation's memory should be written, with its own settings (RAG_SUMMARY_EVERY_TURNS) and rules (only runs
+with a thread and a conversation id). The node calls `schedule_summary` after the answer is complete and
+never lets it fail the answer.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from langchain_core.language_models import BaseChatModel
+
+from nodes.resources import Resources, get_resources
+from persistence.threads import visible_thread_id
+from retrieval.auto_summary import SummaryJob, summary_worker
+from retrieval.conversation_summary import (
+    Summarizer,
+    conversation_metadata,
+    model_summarizer,
+    turns_from_messages,
+)
+from state.graph_state import State
+
+logger = logging.getLogger(__name__)
+
+
+def summary_model(resources: Resources) -> BaseChatModel | None:
+    """The model that writes conversation summaries: the generation model when it is strong, else None (the
+    extractive summary: a weak model's summary invents facts). A model that cannot be tested counts as
+    weak."""
+    try:
+        return resources.model("generate") if resources.strength("generate") == "strong" else None
+    except Exception as error:  # noqa: BLE001 - the extractive summary needs no model
+        logger.warning("summary model unavailable (%s); using the extractive summary", error)
+        return None
+
+
+def summarizer_of(resources: Resources) -> Summarizer | None:
+    """The Summarizer of `resources` (see summary_model)."""
+    model = summary_model(resources)
+    return model_summarizer(model, resources.settings.summary_max_tokens) if model is not None else None
+
+
+def schedule_summary(state: State, tenant: str, stored_thread_id: str) -> bool:
+    """Queue this thread's turns for the summary worker when it may be due (returns whether it queued): the
+    run has a thread (`stored_thread_id`, the checkpointer's id) and a conversation id,
+    RAG_SUMMARY_EVERY_TURNS is on and the thread has at least that many turns. The worker checks what its
+    stored memory covers."""
+    resources = get_resources()
+    every = resources.settings.summary_every_turns
+    conversation_id = state.get("conversation_id") or ""
+    if every <= 0 or not stored_thread_id or not conversation_id:
+        return False
+    turns = turns_from_messages(state.get("messages") or [])
+    if len(turns) < every:
+        return False
+    summary_worker().submit(
+        SummaryJob(
+            kb=resources.kb(),
+            turns=tuple(turns),
+            thread_id=visible_thread_id(stored_thread_id, tenant),
+            conversation_id=conversation_id,
+            tenant=tenant,
+            metadata=conversation_metadata(state.get("conversation_metadata")),
+            summarizer=lambda: summarizer_of(resources),
+            every=every,
+        )
+    )
+    return True
