@@ -18,7 +18,15 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from config.settings import Settings, get_settings
 from graphs.runner import Session
-from service.api import routes_documents, routes_memory, routes_ops, routes_rag, routes_seed
+from service.api import (
+    routes_conversations,
+    routes_documents,
+    routes_memory,
+    routes_ops,
+    routes_rag,
+    routes_seed,
+    routes_usage,
+)
 from service.api.auth import parse_api_keys
 from service.api.engine import Engine
 from service.api.errors import install_error_handlers
@@ -36,6 +44,8 @@ KEYED_ROUTERS = (
     routes_seed.search_router,
     routes_documents.router,
     routes_memory.router,
+    routes_conversations.router,
+    routes_usage.router,
 )
 
 
@@ -71,7 +81,15 @@ def create_app(
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # Loaded before the first request is accepted, not inside its run limit (Engine.warm_up).
         await asyncio.to_thread(state.engine.warm_up)
+        # Idle conversations summarize themselves while the server runs (retrieval.auto_summary).
+        sweeper = (
+            asyncio.create_task(routes_conversations.idle_sweeper(state))
+            if settings.summary_idle_s > 0
+            else None
+        )
         yield
+        if sweeper is not None:
+            sweeper.cancel()
         state.engine.close()
 
     app = FastAPI(
@@ -87,6 +105,8 @@ def create_app(
     app.include_router(routes_documents.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_memory.router)
+    app.include_router(routes_conversations.router)
+    app.include_router(routes_usage.router)  # feedback on answers, the tenant's answer stats
     # Middleware added later wraps the earlier: the meter sees every answer, CORS headers reach the
     # guard's refusals, and the guard runs before FastAPI reads a body.
     app.add_middleware(

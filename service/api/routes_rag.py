@@ -102,6 +102,8 @@ def run_spec(body: GenerateRequest, tenant: str, state: ApiState) -> RunSpec:
     inputs: dict[str, Any] = {"filters": body.filters or {}}
     if body.conversation_id:
         inputs["conversation_id"] = body.conversation_id
+    if body.conversation_metadata:
+        inputs["conversation_metadata"] = body.conversation_metadata
     return RunSpec(
         question=body.query,
         thread_id=body.thread_id or new_thread_id(),

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from persistence.vector_store import validate_collection_name
+from retrieval.conversation_summary import conversation_metadata as checked_ids
 from retrieval.filters import FilterError, parse_filter
 
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
@@ -89,6 +90,17 @@ class GenerateRequest(QueryChecks):
     include_citations: bool = True
     filters: dict[str, Any] | None = None
     use_cache: bool = True
+    conversation_metadata: dict[str, str | int | None] | None = Field(
+        None,
+        description="The conversation's ids (character_id, background_id, related_plot_id): kept on its "
+        "memory chunks when it is summarized into the store; a later turn replaces only the ids it gives.",
+    )
+
+    @field_validator("conversation_metadata")
+    @classmethod
+    def _known_ids(cls, value: dict[str, str | int | None] | None) -> dict[str, str | int | None] | None:
+        checked_ids(value)  # InvalidConversationMetadataError is a ValueError: 422 naming it
+        return value
 
 
 class BatchRequest(BaseModel):
@@ -140,3 +152,36 @@ class MemoryRequest(BaseModel):
     conversation_id: str | None = Field(None, pattern=ID_PATTERN)
     kind: str = Field("note", max_length=64)
     metadata: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+
+
+#: An id the conversation's memory chunks may carry (a string or an integer; "" / null = not given).
+ConversationId = str | int | None
+
+
+class SummarizeRequest(BaseModel):
+    """POST /api/v1/conversations/{thread_id}/summarize: which tenant, and what the memory should carry
+    (each field defaults to what the thread's turns were given)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant_id: TenantId = None
+    conversation_id: str | None = Field(
+        None, pattern=ID_PATTERN, description="Conversation id of the memory (default: the thread's own)."
+    )
+    character_id: ConversationId = None
+    background_id: ConversationId = None
+    related_plot_id: ConversationId = None
+
+    @model_validator(mode="after")
+    def _valid_ids(self) -> SummarizeRequest:
+        checked_ids(self.ids())
+        return self
+
+    def ids(self) -> dict[str, str | int | None]:
+        """The ids given (the others are left to the thread's)."""
+        values = {
+            "character_id": self.character_id,
+            "background_id": self.background_id,
+            "related_plot_id": self.related_plot_id,
+        }
+        return {key: value for key, value in values.items() if value is not None}
