@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, ValidationError, model_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "RAG_"
@@ -30,6 +30,12 @@ AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
 Preference = Literal["accuracy", "speed", "balanced"]
 GraderKind = Literal["llm", "score", "auto"]
+#: What a retrieval retry does (seed 003's `retryStrategy`; nodes/retry_strategy.py): expand = the same
+#: queries searched deeper (a larger k), rewrite = reformulated queries, both = the two in one round.
+RetryStrategy = Literal["expand", "rewrite", "both"]
+#: Words read as an on/off value by the settings that also accept a seed's boolean name.
+_TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
+_FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 AnalyzerKind = Literal["llm", "heuristic", "auto"]
 AnswerSource = Literal["rag", "chat"]
 #: Who writes the short answer: the model, the extractive answerer (no model call), or the model with the
@@ -268,17 +274,38 @@ class Settings(BaseSettings):
         "auto", description="Answer template: simple | advanced | precise, or auto (from the query analysis)."
     )
     rewrite: RewriteOverride = Field(
-        "auto", description="Query rewriting: auto (by strategy) or a fixed method."
+        "auto",
+        # RAG_ENABLE_QUERY_REWRITING is seed 003's on/off name of this knob: true = auto, false = none.
+        validation_alias=AliasChoices("rewrite", "RAG_REWRITE", "RAG_ENABLE_QUERY_REWRITING"),
+        description="Query rewriting of the first search: auto (by strategy) or a fixed method "
+        "(RAG_REWRITE; or RAG_ENABLE_QUERY_REWRITING=true|false, read as auto|none). Retries follow "
+        "RAG_RETRY_STRATEGY.",
     )
     hyde: bool = Field(
         True,
+        validation_alias=AliasChoices("hyde", "RAG_HYDE", "RAG_ENABLE_HYDE"),
         description="Strategy selection may choose HyDE (a hypothetical answer passage searched for); false "
-        "never does (RAG_REWRITE=hyde still does: an explicit method wins).",
+        "never does (RAG_REWRITE=hyde still does: an explicit method wins). RAG_HYDE or RAG_ENABLE_HYDE.",
     )
     self_rag: bool = Field(
         True,
-        description="Self-RAG: grade each answer and revise it or search again until it passes; false "
-        "accepts the first answer (no grading call, no revision).",
+        validation_alias=AliasChoices("self_rag", "RAG_SELF_RAG", "RAG_ENABLE_REFLECTION"),
+        description="Self-RAG (seed 003's reflection): grade each answer and revise it or search again until "
+        "it passes; false accepts the first answer (no grading call, no revision). RAG_SELF_RAG or "
+        "RAG_ENABLE_REFLECTION.",
+    )
+    retry_strategy: RetryStrategy = Field(
+        "rewrite",
+        description="What a retrieval retry does (after poor passages or an answer that needs improvement): "
+        "expand = the same queries searched deeper (k times RAG_RETRY_EXPAND_FACTOR each retry), rewrite = "
+        "reformulated queries, both = both in one round.",
+    )
+    retry_expand_factor: int = Field(
+        2,
+        ge=2,
+        le=10,
+        description="Factor on the k of each expanding retry (RAG_RETRY_STRATEGY expand or both): top_k, "
+        "then top_k x factor, x factor^2...; at most RAG_CANDIDATE_K.",
     )
     preference: Preference = Field(
         "balanced", description="accuracy | speed | balanced: how much work to spend."
@@ -300,12 +327,31 @@ class Settings(BaseSettings):
         "auto", description="Graders: llm | score | auto (score-based for weak models)."
     )
     max_iterations: int = Field(
-        3, ge=1, le=10, description="Bound on retrieval rounds and on answer attempts (Self-RAG loops)."
+        3,
+        ge=1,
+        le=10,
+        # RAG_MAX_REFLECTION_ROUNDS is seed 003's name: each answer attempt is one graded (reflection) round.
+        validation_alias=AliasChoices("max_iterations", "RAG_MAX_ITERATIONS", "RAG_MAX_REFLECTION_ROUNDS"),
+        description="Bound on retrieval rounds and on answer attempts, each graded once (Self-RAG loops; "
+        "RAG_MAX_ITERATIONS or RAG_MAX_REFLECTION_ROUNDS).",
     )
     iterative_hops: int = Field(
         2, ge=1, le=3, description="Retrieval hops of the ITERATIVE (multi-hop) strategy."
     )
-    quality_threshold: float = Field(0.7, ge=0.0, le=1.0, description="Answer score needed to stop refining.")
+    quality_threshold: float = Field(
+        0.7,
+        ge=0.0,
+        le=1.0,
+        description="Answer score (0-1) needed to stop refining; below it the answer needs improvement.",
+    )
+    reflection_min_score: float | None = Field(
+        None,
+        ge=1.0,
+        le=10.0,
+        validation_alias=AliasChoices("reflection_min_score", "RAG_REFLECTION_MIN_SCORE"),
+        description="Seed 003's name of RAG_QUALITY_THRESHOLD on its 1-10 scale (7 = 0.7); when set, it "
+        "sets that threshold (and must agree with RAG_QUALITY_THRESHOLD when both are set).",
+    )
     # 0 chosen on development questions (results/dev/): HotpotQA 300-319 and CMRC 120-159, same answer
     # accuracy as unlimited patience (0.20 / 0.25) at 1.15 / 1.18 model calls instead of 1.25 / 1.38.
     revision_patience: int = Field(
@@ -610,6 +656,31 @@ class Settings(BaseSettings):
         None,
         description="Redis URL for the semantic cache (e.g. redis://localhost:6379/0); unset = SQL table.",
     )
+
+    @field_validator("rewrite", mode="before")
+    @classmethod
+    def _rewriting_switch(cls, value: object) -> object:
+        """RAG_ENABLE_QUERY_REWRITING's on/off value as a method: on = auto (by strategy), off = none."""
+        word = str(value).strip().lower() if isinstance(value, str | bool) else None
+        if word in _TRUE_WORDS:
+            return "auto"
+        if word in _FALSE_WORDS:
+            return "none"
+        return value
+
+    @model_validator(mode="after")
+    def _reflection_min_score(self) -> Settings:
+        """RAG_REFLECTION_MIN_SCORE (1-10) sets RAG_QUALITY_THRESHOLD (0-1): one threshold, two names."""
+        if self.reflection_min_score is None:
+            return self
+        threshold = round(self.reflection_min_score / 10, 4)
+        if "quality_threshold" in self.model_fields_set and abs(threshold - self.quality_threshold) > 1e-9:
+            raise ValueError(
+                f"RAG_REFLECTION_MIN_SCORE={self.reflection_min_score:g} (1-10) and "
+                f"RAG_QUALITY_THRESHOLD={self.quality_threshold:g} (0-1) disagree: set one of them"
+            )
+        object.__setattr__(self, "quality_threshold", threshold)
+        return self
 
     @model_validator(mode="after")
     def _name_the_embedded_model(self) -> Settings:

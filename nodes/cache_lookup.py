@@ -76,6 +76,8 @@ def cache_lookup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     update: dict[str, Any] = {"cache_hit": False, "cache_key": {}, "turn_started_at": started}
     if not get_resources().settings.cache_enabled:
         return update
+    if not get_resources().uses_store(context):  # its key holds the store's documents version: none here
+        return update
     if not context.use_cache:
         count("bypassed")
         return update

@@ -5,6 +5,9 @@ the Self-RAG loop gives up, its last attempt may be worse than an earlier one. T
 refer to the sources it was generated with, recorded as chunk ids in `best_answer.doc_ids`, so those are
 looked up again among the turn's documents (falling back to the latest `sources` if one is missing).
 
+Retrieval off (`rag_enabled` False, RAG_ENABLED=false): the answer ends with a note that no documents were
+consulted (prompts.answer.NO_DOCUMENTS_NOTES), and has no sources nor citations.
+
 Honest "not found": when the passages do not answer the question (a name or number of the question is in
 no passage, no sentence of the answer is supported, or the supported part does not address the question;
 retrieval.answerability), the answer is the not-found sentence, without citations.
@@ -21,8 +24,8 @@ from langgraph.runtime import Runtime
 from nodes.events import emit, source_summary
 from nodes.generate import current_question, language_of
 from nodes.instrumentation import timed
-from prompts.answer import NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
-from retrieval.answer_text import is_not_found_answer, short_answer_of
+from prompts.answer import NO_DOCUMENTS_NOTES, NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
+from retrieval.answer_text import is_not_found_answer, matches_phrase, short_answer_of
 from retrieval.answerability import not_found_reason
 from retrieval.citations import resolve_citations
 from retrieval.grounding import ground_answer
@@ -102,7 +105,11 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if reason:
             logger.info("cite: answering not found (%s)", reason)
             text, sources, declined = not_found_text, [], text
-    cited = resolve_citations(text, sources, non_claims=NOT_FOUND_TEXTS)
+    exempt: tuple[str, ...] = NOT_FOUND_TEXTS
+    if not context.rag_enabled:  # the answer says it is the model's own: no documents were consulted
+        note = NO_DOCUMENTS_NOTES[language_of(question)]
+        text, sources, exempt = f"{text.rstrip()}\n\n{note}", [], (*exempt, note)
+    cited = resolve_citations(text, sources, non_claims=exempt)
     not_found = is_not_found_answer(cited.text)
     if not_found and not reason:
         reason = REASON_MODEL_DECLINED
@@ -111,7 +118,11 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # fact (its Chinese words would otherwise count as terms no passage holds).
     wrong = [] if not_found else ground_answer(cited.text, cited.sources, documents).wrong_facts
     flagged = cited.unsupported_sentences
-    flagged += [check.sentence for check in wrong if check.sentence not in flagged]
+    flagged += [
+        check.sentence
+        for check in wrong
+        if check.sentence not in flagged and not matches_phrase(check.sentence, exempt)
+    ]
     emit(
         "generation_complete",
         {

@@ -8,8 +8,10 @@ Scope: the turn's tenant, and its conversation's memories plus the tenant-wide o
 conversation's memories are never recalled. At most RAG_MEMORY_RECALL_K, each at least
 RAG_MEMORY_RECALL_MIN_SCORE similar to the standalone question (0 = recall off).
 
-Cost when a tenant keeps none: one indexed EXISTS query, no embedding call. Never at the answer's expense:
-an app database or embedding model that fails is logged and the answer is written without memories.
+Cost when a tenant keeps none: one indexed EXISTS query, no embedding call. None are recalled when a run
+does not read the knowledge base (Resources.uses_store: retrieval off), whose embedding model they need.
+Never at the answer's expense: an app database or embedding model that fails is logged and the answer is
+written without memories.
 
 A recalled memory travels as a RetrievedDoc whose chunk id and source are `memory:<id>`, so the prompt numbers
 it like a source, citations resolve its marker like a source's, and `is_memory_doc` tells it apart (a
@@ -70,7 +72,7 @@ def recalled_memories(state: State, context: Context, question: str) -> list[Ret
         return earlier
     resources = get_resources()
     settings = resources.settings
-    if settings.memory_recall_k <= 0 or not question.strip():
+    if settings.memory_recall_k <= 0 or not question.strip() or not resources.uses_store(context):
         return []
     tenant = state.get("tenant") or context.tenant
     conversation_id = state.get("conversation_id") or ""

@@ -58,6 +58,11 @@ class Resources:
                 self.knowledge_base = KnowledgeBase.open(self.settings)
             return self.knowledge_base
 
+    def uses_store(self, context: Context | None = None) -> bool:
+        """Whether a run reads the knowledge base (search, memories' embeddings, the semantic cache's
+        documents version): not when retrieval is off (the context's `rag_enabled`, RAG_ENABLED)."""
+        return context.rag_enabled if context is not None else self.settings.enabled
+
     def searcher(self) -> Searcher:
         """The searcher over the knowledge base."""
         if self._searcher is None:

@@ -153,6 +153,8 @@ def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
     honest "not found" answer instead of failing). Filters were validated when the turn started."""
     context = run_context(runtime)
     query = task["query"]
+    if not context.rag_enabled:  # RAG_ENABLED=false (the baseline graph comes here): no store is opened
+        return {"documents": []}
     searcher = get_resources().searcher()
     started = time.perf_counter()
     try:

@@ -37,6 +37,7 @@ from config.settings import (
     AnswerSource,
     GraderKind,
     Preference,
+    RetryStrategy,
     RewriteOverride,
     SearchMode,
     Settings,
@@ -145,6 +146,8 @@ class Context:
     rewrite: RewriteOverride = _from_settings("rewrite")
     hyde: bool = _from_settings("hyde")
     self_rag: bool = _from_settings("self_rag")
+    retry_strategy: RetryStrategy = _from_settings("retry_strategy")
+    """What a retrieval retry does: expand (same queries, larger k) | rewrite | both (RAG_RETRY_STRATEGY)."""
     preference: Preference = _from_settings("preference")
     analyzer: AnalyzerKind = _from_settings("analyzer")
     grader: GraderKind = _from_settings("grader")

@@ -49,6 +49,7 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "rewrite": ("hyde", "hyde"),
     "hyde": ("false", False),
     "self_rag": ("false", False),
+    "retry_strategy": ("expand", "expand"),
     "preference": ("speed", "speed"),
     "analyzer": ("heuristic", "heuristic"),
     "grader": ("score", "score"),

@@ -89,7 +89,8 @@ class Engine:
         try:
             self.session()
             resources = get_resources()
-            resources.kb().embeddings.embed_query("warm-up")
+            if resources.uses_store():  # with retrieval off (RAG_ENABLED=false) no store is opened
+                resources.kb().embeddings.embed_query("warm-up")
             generator = resources.model("generate")
             resources.model("grade")
             self.policy = measured_policy(self.settings, generator)

@@ -128,7 +128,8 @@ def ask(
         # refused before a damaged catalog or a missing model is looked at.
         check_question(question.strip(), context.max_question_chars)  # type: ignore[attr-defined]
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
-        checked_store(get_resources().kb())  # the graph's own knowledge base, checked as `rag search` does
+        if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_ENABLED=false: none opened
+            checked_store(get_resources().kb())  # the graph's knowledge base, checked as `rag search` does
         session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
         result = session.ask(
             question,
@@ -200,7 +201,8 @@ def chat(
     extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():
-        checked_store(get_resources().kb())  # a damaged catalog: one line and exit 1 before the first turn
+        if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_ENABLED=false: none opened
+            checked_store(get_resources().kb())  # a damaged catalog: one line and exit 1 before any turn
         session = Session(settings, interface="cli")
         session.check_access(thread_id, context.tenant)  # another tenant's thread: refused before any turn
     console.print(f"[dim]thread {thread_id} — empty line or Ctrl-D to quit[/]")
