@@ -454,6 +454,12 @@ class Settings(BaseSettings):
     collection: str = Field(
         "", description="Collection the graph searches ('' = every collection of the tenant)."
     )
+    enabled: bool = Field(
+        True,
+        description="Retrieval-augmented generation on (RAG_ENABLED). false: every graph answers from the "
+        "model alone, opening no store (no search, no memories, no semantic cache), and the answer says that "
+        "no documents were consulted; the run's context field `rag_enabled`.",
+    )
     system_prompt: str = Field("", description="Operator instructions added to the answer's system prompt.")
     answer_source: AnswerSource = Field(
         "rag",

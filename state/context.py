@@ -8,6 +8,7 @@ some have a setting of another name (`tenant` <- `default_tenant`, `user_id` <- 
 and `use_cache` <- `cache_enabled`, whose
 per-run False bypasses the semantic cache). Only `model` and `temperature` are per-run
 overrides of a setting without their own default ('' / -1 = RAG_LLM_MODEL / RAG_LLM_TEMPERATURE).
+`rag_enabled` reads `enabled` (RAG_ENABLED): in a node, `context.enabled` would not say what is on.
 
 A caller overrides any field per run: `graph.invoke(inputs, context={"mode": "precise"})`; an override is
 validated against the setting's own type and range, and a bad one raises ValueError naming `RAG_<FIELD>`.
@@ -52,6 +53,7 @@ SETTING_NAMES: dict[str, str] = {
     "max_question_chars": "max_query_chars",
     "use_cache": "cache_enabled",
     "user_id": "default_user",
+    "rag_enabled": "enabled",
 }
 #: Context-only fields: per-run overrides whose empty default means "the setting's value".
 RUN_OVERRIDES: dict[str, str] = {"model": "llm_model", "temperature": "llm_temperature"}
@@ -172,6 +174,8 @@ class Context:
     user_id: str = _from_settings("user_id")
     """Who asks (RAG_DEFAULT_USER): recorded in the sessions, conversations and audit rows; never a scope."""
     collection: str = _from_settings("collection")
+    rag_enabled: bool = _from_settings("rag_enabled")
+    """Retrieval on (RAG_ENABLED); False answers from the model alone and says no documents were consulted."""
     temperature: float = _override(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")
     system_prompt: str = _from_settings("system_prompt")
     answer_source: AnswerSource = _from_settings("answer_source")

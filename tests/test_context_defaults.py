@@ -74,6 +74,7 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "default_tenant": ("acme", "acme"),
     "default_user": ("alice@example.com", "alice@example.com"),
     "collection": ("manuals", "manuals"),
+    "enabled": ("false", False),
     "system_prompt": ("Answer briefly.", "Answer briefly."),
     "answer_source": ("chat", "chat"),
     "cache_enabled": ("false", False),
@@ -88,6 +89,7 @@ RENAMED = {
     "max_question_chars": "max_query_chars",
     "use_cache": "cache_enabled",
     "user_id": "default_user",
+    "rag_enabled": "enabled",
 }
 OVERRIDES = {"model", "temperature"}
 
