@@ -645,6 +645,12 @@ class Settings(BaseSettings):
     price_completion_per_1k: float | None = Field(
         None, ge=0, description="Price of 1,000 completion tokens, as RAG_PRICE_PROMPT_PER_1K."
     )
+    feedback_max_comment_chars: int = Field(
+        2000,
+        ge=1,
+        le=100_000,
+        description="Longest comment of an answer's feedback (`rag feedback`, POST /api/v1/feedback).",
+    )
     memory_max_chars: int = Field(20_000, ge=1, description="Longest memory text accepted.")
     memory_search_k: int = Field(5, ge=1, le=100, description="Memories a search returns by default.")
     memory_recall_k: int = Field(

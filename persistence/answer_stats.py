@@ -1,5 +1,5 @@
 """Figures of the recorded answers, read from the audit table: how many, per strategy (average latency and
-confidence, tokens), per model, token cost, and the users' feedback.
+confidence, tokens, thumbs up / down), per model, token cost, and the users' feedback (persistence.feedback).
 
 Why from the table rather than the API's metrics: the table is written by every interface (CLI, API,
 LangGraph server, Python) and outlives a process, so `rag stats` can report with no server running, and the
@@ -21,10 +21,9 @@ from typing import Any
 from sqlalchemy import Select, case, func, select
 
 from config.settings import Settings
+from persistence.audit import ANSWER_ACTION
 from persistence.database import AuditLogRow, Database, as_utc
 
-#: The audit action of an answer (other actions are memory changes).
-ANSWER_ACTION = "answer"
 #: The group of rows that did not record a strategy or a model (written before revision 0004, or none).
 UNKNOWN = "unknown"
 DIGITS = 4
@@ -67,6 +66,11 @@ def _answers(tenant: str | None) -> Any:
     return clause if tenant is None else clause & (AuditLogRow.tenant == tenant)
 
 
+def _count_where(condition: Any) -> Any:
+    """How many rows meet `condition` (a portable SUM(CASE ...): SQLite and PostgreSQL alike)."""
+    return func.sum(case((condition, 1), else_=0))
+
+
 def _strategy_query(tenant: str | None) -> Select[Any]:
     row = AuditLogRow
     return (
@@ -80,6 +84,8 @@ def _strategy_query(tenant: str | None) -> Select[Any]:
             func.sum(row.prompt_tokens),
             func.sum(row.completion_tokens),
             func.count(row.prompt_tokens),
+            _count_where(row.feedback == "up"),
+            _count_where(row.feedback == "down"),
         )
         .where(_answers(tenant))
         .group_by(row.strategy)
@@ -87,7 +93,7 @@ def _strategy_query(tenant: str | None) -> Select[Any]:
 
 
 def _strategy_figures(values: tuple[Any, ...], prices: Prices) -> dict[str, Any]:
-    _, answers, latency, latencies, confidence, confidences, prompt, completion, measured = values
+    _, answers, latency, latencies, confidence, confidences, prompt, completion, measured, up, down = values
     figures: dict[str, Any] = {
         "answers": int(answers),
         "mean_latency_ms": None if latency is None else round(float(latency), 2),
@@ -97,6 +103,8 @@ def _strategy_figures(values: tuple[Any, ...], prices: Prices) -> dict[str, Any]
         "prompt_tokens": int(prompt or 0),
         "completion_tokens": int(completion or 0),
         "tokens_measured": int(measured),
+        "feedback_up": int(up or 0),
+        "feedback_down": int(down or 0),
     }
     cost = prices.cost(figures["prompt_tokens"], figures["completion_tokens"])
     if cost is not None:
@@ -108,17 +116,21 @@ def _totals(database: Database, tenant: str | None) -> dict[str, Any]:
     row = AuditLogRow
     query = select(
         func.count(),
-        func.sum(case((row.not_found, 1), else_=0)),
-        func.sum(case((row.cache_hit, 1), else_=0)),
+        _count_where(row.not_found),
+        _count_where(row.cache_hit),
         func.min(row.created_at),
         func.max(row.created_at),
+        _count_where(row.feedback == "up"),
+        _count_where(row.feedback == "down"),
+        func.count(row.feedback_comment),
     ).where(_answers(tenant))
     with database.session() as session:
-        answers, not_found, cache_hits, first, last = session.execute(query).one()
+        answers, not_found, cache_hits, first, last, up, down, comments = session.execute(query).one()
     return {
         "answers": int(answers or 0),
         "not_found": int(not_found or 0),
         "cache_hits": int(cache_hits or 0),
+        "feedback": {"up": int(up or 0), "down": int(down or 0), "comments": int(comments or 0)},
         "first_answer_at": None if first is None else as_utc(first).isoformat(),
         "last_answer_at": None if last is None else as_utc(last).isoformat(),
     }
@@ -128,8 +140,8 @@ def answer_stats(
     database: Database, *, tenant: str | None = None, prices: Prices | None = None
 ) -> dict[str, Any]:
     """The figures of `tenant`'s recorded answers (every tenant's when None): totals, `strategies` (per
-    strategy: answers, mean latency and confidence, tokens, cost when priced), `models` (answers per model),
-    `tokens` and `cost` (only when a price is set)."""
+    strategy: answers, mean latency and confidence, tokens, feedback, cost when priced), `models` (answers
+    per model), `feedback` (thumbs up, down, comments), `tokens` and `cost` (only when a price is set)."""
     prices = prices or Prices()
     figures: dict[str, Any] = {"tenant": tenant, **_totals(database, tenant)}
     with database.session() as session:

@@ -28,6 +28,9 @@ from persistence.database import (
     utcnow,
 )
 
+#: The audit action of an answer (the other actions are memory changes).
+ANSWER_ACTION = "answer"
+
 
 @dataclass(frozen=True)
 class TurnRecord:
@@ -119,7 +122,7 @@ def record_turn_rows(record: TurnRecord, database: Database | None = None) -> st
             detail["error"] = record.error
         session.add(
             AuditLogRow(
-                action="answer",
+                action=ANSWER_ACTION,
                 tenant=record.tenant,
                 user_id=record.user_id,
                 thread_id=record.thread_id,

@@ -190,6 +190,12 @@ class AuditLogRow(Base):
     model: Mapped[str | None] = mapped_column(String(128), nullable=True)
     prompt_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
     completion_tokens: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Revision 0005: the users' feedback on the answer (persistence.feedback; NULL = not rated).
+    feedback: Mapped[str | None] = mapped_column(String(8), nullable=True)
+    """'up' or 'down'; a later rating replaces it."""
+    feedback_comment: Mapped[str | None] = mapped_column(Text, nullable=True)
+    feedback_user_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    feedback_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
 
 
 class CacheEntryRow(Base):

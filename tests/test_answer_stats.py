@@ -137,6 +137,8 @@ def test_old_rows_keep_nulls_and_count_as_unknown(database: Database) -> None:
         "prompt_tokens": 0,
         "completion_tokens": 0,
         "tokens_measured": 0,
+        "feedback_up": 0,
+        "feedback_down": 0,
     }
     assert figures["models"] == {"m1": 2, "m2": 1, UNKNOWN: 1}
     assert figures["tokens"] == {"prompt": 4500, "completion": 400, "measured": 3}

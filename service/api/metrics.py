@@ -43,6 +43,9 @@ class ApiMetrics:
         self.strategies = Counter("rag_strategy", "Answers by retrieval strategy", ["strategy"], registry=r)
         self.cache = Counter("rag_cache_lookups", "Semantic cache lookups by result", ["result"], registry=r)
         self.answers = Counter("rag_answers", "Answers by outcome", ["outcome"], registry=r)
+        self.feedback = Counter(
+            "rag_feedback", "Ratings of answers by users (up, down)", ["rating"], registry=r
+        )
         self.disconnects = Counter(
             "rag_client_disconnects",
             "Requests whose client left before its answer (logged as 499; the turn is rolled back)",
@@ -81,6 +84,10 @@ class ApiMetrics:
         self.cache.labels("hit" if cache_hit else "miss").inc()
         self.answers.labels("not_found" if result.get("not_found") else "success").inc()
 
+    def record_feedback(self, rating: str) -> None:
+        """A user's rating of an answer (POST /api/v1/feedback)."""
+        self.feedback.labels(rating).inc()
+
     def record_limits(self, limits: TimeLimits) -> None:
         """The limits in force now (one series per limit: a changed source replaces the old series)."""
         self.time_limits.clear()
@@ -94,7 +101,8 @@ class ApiMetrics:
 
 
 def summarize(exposition: str) -> dict[str, Any]:
-    """The figures `rag stats` prints, from a /metrics text: totals by label, mean stage latencies."""
+    """The figures `rag stats` prints, from a /metrics text: totals by label (answers, errors, strategies,
+    cache, tokens, feedback ratings), mean stage latencies."""
     figures: dict[str, Any] = {
         "requests": 0.0,
         "errors": {},
@@ -102,6 +110,7 @@ def summarize(exposition: str) -> dict[str, Any]:
         "strategies": {},
         "cache": {},
         "tokens": {},
+        "feedback": {},
         "stage_mean_ms": {},
     }
     stage_sum: dict[str, float] = {}
@@ -121,6 +130,8 @@ def summarize(exposition: str) -> dict[str, Any]:
                 figures["cache"][labels["result"]] = value
             elif name == "rag_tokens_total":
                 figures["tokens"][labels["kind"]] = value
+            elif name == "rag_feedback_total":
+                figures["feedback"][labels["rating"]] = value
             elif name == "rag_stage_latency_seconds_sum":
                 stage_sum[labels["stage"]] = value
             elif name == "rag_stage_latency_seconds_count":

@@ -154,6 +154,26 @@ class MemoryRequest(BaseModel):
     metadata: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
 
 
+class FeedbackRequest(BaseModel):
+    """POST /api/v1/feedback: thumbs up or down on a recorded answer (the `answer_id` its response carried),
+    with an optional comment (at most RAG_FEEDBACK_MAX_COMMENT_CHARS, checked by the route)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer_id: str = Field(
+        pattern=r"^[A-Za-z0-9_-]{1,64}$", description="The answer's id (generate's `answer_id`)."
+    )
+    rating: Literal["up", "down"]
+    comment: str = Field("", max_length=100_000)
+    tenant_id: TenantId = None
+    user_id: str | None = Field(
+        None,
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="Who rates (default: RAG_DEFAULT_USER).",
+    )
+
+
 #: An id the conversation's memory chunks may carry (a string or an integer; "" / null = not given).
 ConversationId = str | int | None
 

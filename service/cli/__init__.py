@@ -27,6 +27,7 @@ from service.cli import (
     eval_models,
     eval_prompts,
     eval_scale,
+    feedback,
     serve,
     stats,
 )
@@ -97,6 +98,7 @@ app.command("chat")(conversation.chat)
 app.command("serve")(serve.serve)
 app.command("delete")(serve.delete)
 app.command("stats")(stats.stats)
+app.command("feedback")(feedback.feedback)
 
 app.add_typer(eval_app, name="eval")
 app.add_typer(memory_app, name="memory")

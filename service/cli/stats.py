@@ -124,7 +124,17 @@ def _print_tables(figures: dict[str, Any]) -> None:
     scope = f"tenant {figures['tenant']}" if figures["tenant"] else "every tenant"
     priced = "cost" in figures
     strategies = Table(title=f"rag stats: recorded answers, {scope} (tables, no server)")
-    for column in ("strategy", "answers", "mean ms", "mean confidence", "prompt tok.", "completion tok."):
+    columns = (
+        "strategy",
+        "answers",
+        "mean ms",
+        "mean confidence",
+        "prompt tok.",
+        "completion tok.",
+        "up",
+        "down",
+    )
+    for column in columns:
         strategies.add_column(column, justify="left" if column == "strategy" else "right")
     if priced:
         strategies.add_column("cost", justify="right")
@@ -136,6 +146,8 @@ def _print_tables(figures: dict[str, Any]) -> None:
             _number(group["mean_confidence"], ".3f"),
             str(group["prompt_tokens"]),
             str(group["completion_tokens"]),
+            str(group["feedback_up"]),
+            str(group["feedback_down"]),
         ]
         strategies.add_row(*row, *([f"{group['cost']:.4f}"] if priced else []))
     console.print(strategies)
@@ -145,6 +157,8 @@ def _print_tables(figures: dict[str, Any]) -> None:
     totals.add_row("answers", str(figures["answers"]))
     totals.add_row("not found", str(figures["not_found"]))
     totals.add_row("cache hits", str(figures["cache_hits"]))
+    rated = figures["feedback"]
+    totals.add_row("feedback up / down (comments)", f"{rated['up']} / {rated['down']} ({rated['comments']})")
     for model, answers in figures["models"].items():
         totals.add_row(f"model {model}", str(answers))
     totals.add_row(
@@ -173,8 +187,8 @@ def stats(
 ) -> None:
     """The engine's figures: a running API's /metrics (requests, errors, answers, strategies, cache, tokens,
     stage latencies), or with --local / --tenant / no server answering, the recorded answers in the tables
-    (per strategy: answers, mean latency and confidence, tokens; models; token cost when priced) with the
-    configuration; plus the indexed documents and chunks."""
+    (per strategy: answers, mean latency and confidence, tokens, feedback; models; thumbs up / down; token
+    cost when priced) with the configuration; plus the indexed documents and chunks."""
     from persistence.vector_store import validate_collection_name
     from retrieval.knowledge_base import KnowledgeBase
 
