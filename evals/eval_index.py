@@ -17,6 +17,8 @@ from pathlib import Path
 
 from config.settings import Settings
 from evals.datasets import Passage, write_records_jsonl
+from retrieval.chunkers import chunker_signature
+from retrieval.embeddings import DEFAULT_WINDOW_OVERLAP
 from retrieval.ingest import IngestSummary, ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 
@@ -49,11 +51,16 @@ def file_fingerprint(path: Path) -> str:
 def index_settings(settings: Settings, name: str, corpus_file: Path) -> Settings:
     """`settings` with the data directory of this corpus's index: `<data_dir>/eval/<name>-<key>`.
 
-    The key covers the corpus file and the settings that decide chunks and vectors.
+    The key covers the corpus file and the settings that decide chunks and vectors; the chunker's settings
+    (RAG_CHUNKER, RAG_SEPARATOR, RAG_SEMANTIC_*) and a non-default window overlap add to it only when they
+    differ from the defaults, so the indexes built before they existed keep their folders.
     """
+    overlap = settings.embedding_window_overlap
     key = hashlib.sha1(
         f"{file_fingerprint(corpus_file)}|{settings.chunk_size}|{settings.chunk_overlap}|"
-        f"{settings.min_chunk_fraction}|{settings.embedding_provider}|{settings.embedding_model}".encode()
+        f"{settings.min_chunk_fraction}|{settings.embedding_provider}|{settings.embedding_model}"
+        f"{chunker_signature(settings)}"
+        f"{'' if overlap == DEFAULT_WINDOW_OVERLAP else f'|window-overlap={overlap}'}".encode()
     ).hexdigest()[:INDEX_KEY_CHARS]
     return settings.model_copy(update={"data_dir": eval_root(settings) / f"{name}-{key}"})
 

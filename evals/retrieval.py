@@ -179,6 +179,8 @@ def run_retrieval_eval(
             "embedding": settings.embedding_provider,
             "chunk_size": settings.chunk_size,
             "chunk_overlap": settings.chunk_overlap,
+            # RAG_CHUNKER (and its own index: evals.eval_index keys the index folder by the chunker settings).
+            "chunker": settings.chunker,
             "latency_k": LATENCY_K,
             "modes": report_modes,
             **(

@@ -1,10 +1,11 @@
 """Token-sized chunking: paragraphs first, then sentences, then hard token cuts.
 
 Why this order: a paragraph is the unit a writer meant to stand alone, so chunks follow paragraph breaks
-whenever a paragraph fits; longer paragraphs are cut at sentence ends (English and Chinese punctuation), and
-only a single sentence longer than a chunk is cut mid-sentence. Consecutive chunks share `overlap` tokens so
-a fact that straddles a boundary is still retrievable, and chunks shorter than `min_fraction * size` are
-merged into a neighbour so tiny fragments do not crowd the results.
+(a blank line, or the separators of RAG_SEPARATOR) whenever a paragraph fits; longer paragraphs are cut at
+sentence ends (English and Chinese punctuation), and only a single sentence longer than a chunk is cut
+mid-sentence. Consecutive chunks share `overlap` tokens so a fact that straddles a boundary is still
+retrievable, and chunks shorter than `min_fraction * size` are merged into a neighbour so tiny fragments do
+not crowd the results.
 """
 
 from __future__ import annotations
@@ -21,26 +22,31 @@ REPLACEMENT_CHARACTER = "\ufffd"
 
 @dataclass(frozen=True)
 class ChunkingConfig:
-    """Sizes in tiktoken tokens."""
+    """Sizes in tiktoken tokens; `separators` split the text first (none = a blank line)."""
 
     size: int
     overlap: int
     min_fraction: float = 0.25
+    separators: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.size < 1:
             raise ValueError(f"chunk size must be positive, got {self.size}")
         if not 0 <= self.overlap < self.size:
             raise ValueError(f"chunk overlap must be in [0, size), got {self.overlap} for size {self.size}")
+        if any(not separator for separator in self.separators):
+            raise ValueError("a chunk separator must not be empty (it would split between every character)")
 
 
 @dataclass
-class _Unit:
+class Unit:
+    """A paragraph, sentence or token slice that the packer never cuts further."""
+
     text: str
     tokens: int
 
 
-def _hard_split(text: str, size: int) -> list[_Unit]:
+def _hard_split(text: str, size: int) -> list[Unit]:
     """Cut a unit longer than `size` into token slices that each re-encode to at most `size` tokens.
 
     A CJK character often spans two or three tokens, so a slice may end inside one: the cut backs off to
@@ -59,26 +65,37 @@ def _hard_split(text: str, size: int) -> list[_Unit]:
             end -= 1
         piece = decode(ids[start:end]).strip(REPLACEMENT_CHARACTER).strip()
         if piece:
-            pieces.append(_Unit(piece, count_tokens(piece)))
+            pieces.append(Unit(piece, count_tokens(piece)))
         start = end
     return pieces
 
 
-def _units(text: str, size: int) -> list[_Unit]:
-    """Paragraphs that fit, else their sentences, else token slices; in reading order."""
-    units: list[_Unit] = []
-    for paragraph in PARAGRAPH_BREAK.split(text):
+def separator_pattern(separators: tuple[str, ...]) -> re.Pattern[str]:
+    """What splits a text into paragraphs: a blank line by default, else any of `separators` (literally)."""
+    if not separators:
+        return PARAGRAPH_BREAK
+    # Longest first, so a separator that contains another ("\n\n" and "\n") is matched whole.
+    ordered = sorted(separators, key=len, reverse=True)
+    return re.compile("|".join(re.escape(separator) for separator in ordered))
+
+
+def split_units(text: str, config: ChunkingConfig, *, sentences: bool = False) -> list[Unit]:
+    """Paragraphs that fit, else their sentences, else token slices; in reading order. With `sentences`,
+    every paragraph is split into its sentences (the semantic chunker compares sentences)."""
+    size = config.size
+    units: list[Unit] = []
+    for paragraph in separator_pattern(config.separators).split(text):
         paragraph = paragraph.strip()
         if not paragraph:
             continue
         tokens = count_tokens(paragraph)
-        if tokens <= size:
-            units.append(_Unit(paragraph, tokens))
+        if tokens <= size and not sentences:
+            units.append(Unit(paragraph, tokens))
             continue
         for sentence in split_sentences(paragraph):
             sentence_tokens = count_tokens(sentence)
             if sentence_tokens <= size:
-                units.append(_Unit(sentence, sentence_tokens))
+                units.append(Unit(sentence, sentence_tokens))
             else:
                 units.extend(_hard_split(sentence, size))
     return units
@@ -113,13 +130,18 @@ def chunk_text(text: str, config: ChunkingConfig) -> list[str]:
     tokenisation at the seams (a space before a bracket, a Chinese full stop fusing with the next word),
     and a sum would let chunks run a token or two over the limit.
     """
-    units = _units(text, config.size)
+    return pack_units(split_units(text, config), config)
+
+
+def pack_units(units: list[Unit], config: ChunkingConfig) -> list[str]:
+    """Units packed in order into chunks of at most `config.size` tokens, consecutive chunks sharing up to
+    `config.overlap` tokens, short chunks merged (see `chunk_text`)."""
     if not units:
         return []
     pieces: list[_Piece] = []
     current = _Piece("", [])
     for unit in units:
-        if current.body and count_tokens(_join([current.text, unit.text])) > config.size:
+        if current.body and count_tokens(join_parts([current.text, unit.text])) > config.size:
             pieces.append(current)
             current = _Piece(_fitting_overlap(current.text, [unit.text], config), [])
         current.body.append(unit.text)
@@ -136,14 +158,15 @@ class _Piece:
 
     @property
     def text(self) -> str:
-        return _join(([self.overlap] if self.overlap else []) + self.body)
+        return join_parts(([self.overlap] if self.overlap else []) + self.body)
 
     @property
     def tokens(self) -> int:
         return count_tokens(self.text)
 
 
-def _join(parts: list[str]) -> str:
+def join_parts(parts: list[str]) -> str:
+    """Units joined as the chunker joins them (see `_joiner`)."""
     text = parts[0]
     for part in parts[1:]:
         text += _joiner(text, part) + part
@@ -153,7 +176,7 @@ def _join(parts: list[str]) -> str:
 def _fitting_overlap(previous_text: str, body: list[str], config: ChunkingConfig) -> str:
     """The tail of the previous chunk to carry before `body`, or "" when the two would not fit together."""
     overlap = _tail(previous_text, config.overlap)
-    if overlap and count_tokens(_join([overlap, *body])) > config.size:
+    if overlap and count_tokens(join_parts([overlap, *body])) > config.size:
         return ""
     return overlap
 

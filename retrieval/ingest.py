@@ -37,7 +37,6 @@ from core.types import (
     is_custom_metadata_key,
 )
 from persistence.vector_store import validate_collection_name
-from retrieval.chunking import chunk_text
 from retrieval.embeddings import content_hash
 from retrieval.ingest_lock import one_ingest_per_collection
 from retrieval.knowledge_base import KnowledgeBase
@@ -161,7 +160,7 @@ def build_chunks(
         )
         index = 0
         for section in sections:
-            texts = [section.text.strip()] if document.unchunked else chunk_text(section.text, kb.chunking)
+            texts = [section.text.strip()] if document.unchunked else kb.chunk(section.text)
             for text in texts:
                 text_hash = content_hash(text)
                 metadata: dict[str, MetadataValue] = dict(CHUNK_METADATA_DEFAULTS)

@@ -15,6 +15,7 @@ from langchain_core.embeddings import Embeddings
 from config.settings import Settings, get_settings
 from persistence.catalog import Catalog, open_catalog
 from persistence.vector_store import VectorStore
+from retrieval.chunkers import chunker_signature, chunks_of
 from retrieval.chunking import ChunkingConfig
 from retrieval.embeddings import CachedEmbeddings, base_embeddings
 
@@ -53,16 +54,29 @@ class KnowledgeBase:
 
     @property
     def chunking(self) -> ChunkingConfig:
-        """Chunk sizes from settings."""
+        """Chunk sizes and separators from settings."""
         return ChunkingConfig(
-            self.settings.chunk_size, self.settings.chunk_overlap, self.settings.min_chunk_fraction
+            self.settings.chunk_size,
+            self.settings.chunk_overlap,
+            self.settings.min_chunk_fraction,
+            self.settings.separators,
+        )
+
+    def chunk(self, text: str) -> list[str]:
+        """`text` cut by the configured chunker (RAG_CHUNKER; the semantic one embeds through the cache)."""
+        return chunks_of(
+            text, self.settings, self.chunking, lambda texts: self.embeddings.embed_documents(texts)
         )
 
     def index_signature(self) -> str:
-        """What, besides a file's bytes, determines its chunks and vectors (a change forces re-indexing)."""
+        """What, besides a file's bytes, determines its chunks and vectors (a change forces re-indexing).
+
+        The chunker's part is empty for the default chunker and separators, so indexes built before those
+        settings existed keep their signature (and are not re-indexed)."""
         chunking = self.chunking
         _ = self.embeddings
-        return f"{chunking.size}/{chunking.overlap}/{chunking.min_fraction}/{self.model_key}"
+        signature = f"{chunking.size}/{chunking.overlap}/{chunking.min_fraction}/{self.model_key}"
+        return signature + chunker_signature(self.settings)
 
     def close(self) -> None:
         """Release the catalog's connections."""

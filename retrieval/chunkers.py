@@ -1,0 +1,50 @@
+"""Which chunker cuts a text (RAG_CHUNKER), and the part of an index's identity that the choice makes.
+
+The paragraph chunker (retrieval/chunking.py) is the default; the semantic one
+(retrieval/semantic_chunking.py) needs an embedding function, which the knowledge base passes in. Both read
+the separators of RAG_SEPARATOR.
+"""
+
+from __future__ import annotations
+
+import json
+
+from config.settings import Settings
+from retrieval.chunking import ChunkingConfig, chunk_text
+from retrieval.semantic_chunking import Embed, SemanticPolicy, semantic_chunk_text
+
+
+def semantic_policy(settings: Settings) -> SemanticPolicy:
+    """The semantic chunker's cut rule from RAG_SEMANTIC_* settings."""
+    return SemanticPolicy(
+        breakpoint=settings.semantic_breakpoint,
+        percentile=settings.semantic_percentile,
+        min_similarity=settings.semantic_min_similarity,
+        buffer=settings.semantic_buffer,
+    )
+
+
+def chunks_of(text: str, settings: Settings, config: ChunkingConfig, embed: Embed) -> list[str]:
+    """`text` cut by the chunker RAG_CHUNKER names (`embed` is called by the semantic chunker only)."""
+    if settings.chunker == "semantic":
+        return semantic_chunk_text(text, config, embed, semantic_policy(settings))
+    return chunk_text(text, config)
+
+
+def chunker_signature(settings: Settings) -> str:
+    """What the chunker settings add to an index's identity: '' for the default chunker and separators (so
+    indexes built before these settings existed keep their identity), else a suffix naming them, so indexes
+    of different chunkers never mix (ingestion re-indexes a file whose signature changed; benchmarks keep
+    one index folder per signature)."""
+    parts = []
+    if settings.separators:
+        parts.append(f"/separators={json.dumps(list(settings.separators))}")
+    if settings.chunker == "semantic":
+        policy = semantic_policy(settings)
+        rule = (
+            f"percentile={policy.percentile}"
+            if policy.breakpoint == "percentile"
+            else f"min_similarity={policy.min_similarity}"
+        )
+        parts.append(f"/semantic:{rule}:buffer={policy.buffer}")
+    return "".join(parts)
