@@ -2,11 +2,14 @@
 
 Why records first and numbers second: a record holds everything measured for one question (prediction,
 retrieved and cited passages, cost), so an interrupted run resumes from its records and any aggregate can be
-recomputed, or broken down another way, without running a model again. Three answer scores, each on the
+recomputed, or broken down another way, without running a model again. Four answer scores, each on the
 full answer and on its short answer (`short_answer`, the phrase or yes/no the answer starts with; the full
-answer when a record has none): EM, F1, and answer accuracy, whether a gold answer is contained in the
+answer when a record has none): EM, F1, answer accuracy, whether a gold answer is contained in the
 prediction (normalised, on token boundaries), as in the Adaptive-RAG paper (Jeong et al., 2024), which
-credits a correct answer inside a longer reply that EM rejects. Metrics that are undefined for a
+credits a correct answer inside a longer reply that EM rejects, and ROUGE-L (evals.metrics.rouge_l: the
+F-measure of the longest common token subsequence, with characters as tokens for Chinese, as F1), which
+unlike F1 rewards keeping the gold words in their order; records written before ROUGE-L was measured get it
+computed from their prediction when a report is made. Metrics that are undefined for a
 question (support recall without a gold passage in the corpus, citation precision of an uncited answer) are
 None in the record and left out of their mean rather than counted as 0 or 1. EM and F1 are computed on the
 answer without its citation markers ("Paris [1]." scores as "Paris."): the markers are the engine's
@@ -36,6 +39,7 @@ from evals.metrics import (
     f1_score,
     mean_of_defined,
     percentile,
+    rouge_l,
     support_recall_at_k,
 )
 from nodes.cite import REASON_LOW_CONFIDENCE, REASON_MODEL_DECLINED, REASON_NO_ANSWER
@@ -85,21 +89,35 @@ def answer_accuracy(prediction: str, gold_answers: Sequence[str]) -> float:
 
 
 def answer_scores(prediction: str, short: str, gold_answers: Sequence[str]) -> dict[str, float]:
-    """EM, F1 and accuracy of the answer (markers stripped) and of its short answer (the answer when none)."""
+    """EM, F1, accuracy and ROUGE-L of the answer (markers stripped) and of its short answer (the answer when
+    none). ROUGE-L is the best over the gold answers; with none (an old record of an unanswerable question)
+    it compares with the empty answer, as EM and F1 do."""
     full = strip_references(prediction)
     short = strip_references(short) if short.strip() else full
+    references = list(gold_answers) or [""]
     return {
         "em": exact_match(full, gold_answers),
         "f1": round(f1_score(full, gold_answers), DIGITS),
         "accuracy": answer_accuracy(full, gold_answers),
+        "rouge_l": round(rouge_l(full, references), DIGITS),
         "short_em": exact_match(short, gold_answers),
         "short_f1": round(f1_score(short, gold_answers), DIGITS),
         "short_accuracy": answer_accuracy(short, gold_answers),
+        "short_rouge_l": round(rouge_l(short, references), DIGITS),
     }
 
 
 #: The per-record answer scores (answer_scores) and how each aggregate names their mean.
-SCORE_KEYS: tuple[str, ...] = ("em", "f1", "accuracy", "short_em", "short_f1", "short_accuracy")
+SCORE_KEYS: tuple[str, ...] = (
+    "em",
+    "f1",
+    "accuracy",
+    "rouge_l",
+    "short_em",
+    "short_f1",
+    "short_accuracy",
+    "short_rouge_l",
+)
 
 
 def ranked_doc_ids(items: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -275,13 +293,17 @@ def group_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record with the answer scores it lacks computed from its prediction (records written before
-    accuracy and short answers were measured have neither; their short answer is the whole answer)."""
+    accuracy, short answers or ROUGE-L were measured; their short answer is the whole answer). An
+    unanswerable question's missing scores are its declined scores, as when it was answered."""
     if all(key in record for key in SCORE_KEYS):
         return dict(record)
-    prediction = str(record.get("prediction") or "")
-    scores = answer_scores(
-        prediction, str(record.get("short_answer") or ""), list(record.get("answers") or [])
-    )
+    if record.get("answerable") is False:
+        scores = declined_scores(bool(record.get("not_found")))
+    else:
+        prediction = str(record.get("prediction") or "")
+        scores = answer_scores(
+            prediction, str(record.get("short_answer") or ""), list(record.get("answers") or [])
+        )
     return {**scores, **record}  # scores the record already has are kept
 
 

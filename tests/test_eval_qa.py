@@ -45,6 +45,8 @@ REQUIRED_REPORT_KEYS = {
     "n",
     "em",
     "f1",
+    "rouge_l",
+    "short_rouge_l",
     "support_recall@5",
     "citation_precision",
     "not_found_rate",
@@ -732,3 +734,76 @@ def test_records_before_short_answers_are_rescored_from_their_prediction() -> No
     means = score_means([old])
     assert means["em"] == 0.0 and means["f1"] == 0.5  # the record's own scores are kept
     assert means["accuracy"] == 1.0 and means["short_accuracy"] == 1.0 and means["short_em"] == 0.0
+
+
+# --- ROUGE-L (issue 21 §5), against hand-computed values --------------------------------------------------
+
+
+def test_rouge_l_of_the_answer_and_of_its_short_answer_by_hand() -> None:
+    # "the" is dropped by normalisation: velmar bridge opened in 1931 (5 tokens) against velmar bridge
+    # opened 1931 (4): LCS 4, precision 4/5, recall 1, F = 2 * 0.8 / 1.8 = 8/9
+    scores = answer_scores("The Velmar Bridge opened in 1931 [1].", "1931", ["Velmar Bridge opened 1931"])
+    assert scores["rouge_l"] == round(8 / 9, 4)
+    # the short answer "1931" against the same gold: LCS 1, precision 1, recall 1/4, F = 2 * 0.25 / 1.25 = 0.4
+    assert scores["short_rouge_l"] == 0.4
+    # order matters, unlike F1: "opened bridge velmar" shares all 3 tokens but an LCS of 1 (F = 1/3)
+    reversed_order = answer_scores("opened bridge velmar", "", ["velmar bridge opened"])
+    assert reversed_order["f1"] == 1.0 and reversed_order["rouge_l"] == round(1 / 3, 4)
+
+
+def test_rouge_l_uses_characters_as_tokens_for_chinese() -> None:
+    # 青 石 桥 建 于 1931 年 (7 tokens; the digits stay one token) against 1931 年 建 成 (4): the LCS is
+    # "1931 年" (2), precision 2/7, recall 2/4, F = 2 * (2/7) * (1/2) / (2/7 + 1/2) = 4/11
+    assert answer_scores("青石桥建于1931年。", "", ["1931年建成"])["rouge_l"] == round(4 / 11, 4)
+    # several gold answers: the best one counts
+    assert answer_scores("北京大学", "", ["大学北京", "北京大学"])["rouge_l"] == 1.0
+
+
+def test_records_and_the_report_carry_rouge_l() -> None:
+    example = _example({"A"})  # gold answer "Paris"
+    record = question_record(example, {"answer": "It is Paris [1].", "short_answer": "Paris"}, latency_s=1.0)
+    # it is paris (3 tokens) against paris: LCS 1, precision 1/3, recall 1, F = 0.5
+    assert (record["rouge_l"], record["short_rouge_l"]) == (0.5, 1.0)
+    unanswerable = QAExample(
+        qid="u",
+        question="Who?",
+        answers=[],
+        passages=[],
+        supporting=set(),
+        kind=None,
+        language=LANGUAGE_ENGLISH,
+        answerable=False,
+    )
+    declined = question_record(unanswerable, {"answer": NOT_FOUND_EN, "not_found": True}, latency_s=1.0)
+    assert declined["rouge_l"] == declined["short_rouge_l"] == 1.0  # declining is the right answer there
+    # records written before ROUGE-L get it from their prediction; an unanswerable one its declined score
+    old = {"prediction": "Paris", "answers": ["Paris"], "em": 1.0, "f1": 1.0}
+    old_declined = {"prediction": NOT_FOUND_EN, "answers": [], "answerable": False, "not_found": True}
+    report = aggregate([{**_record(), **record, "strategy": "HYBRID"}, {**_record(), **old}])
+    assert report["rouge_l"] == 0.75 and report["short_rouge_l"] == 1.0  # (0.5 + 1) / 2, (1 + 1) / 2
+    assert report["by_strategy"]["HYBRID"]["rouge_l"] == 0.5
+    assert score_means([old_declined])["rouge_l"] == 1.0
+
+
+def test_the_cli_summary_shows_rouge_l(
+    tmp_path: Path, hotpot_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    import evals.qa
+    from service.cli import app
+
+    records = [_record(prediction="It is Paris", answers=["Paris"], strategy="HYBRID")]
+    report = {
+        **aggregate(records),
+        **{"dataset": "hotpotqa", "pipeline": "naive", "model": "fake", "resumed": 0},
+        "results_file": str(tmp_path / "r.jsonl"),
+    }
+    monkeypatch.setattr(evals.qa, "run_qa_eval", lambda *args, **kwargs: report)
+    out = tmp_path / "report.json"
+    arguments = ["eval", "qa", "--dataset", str(hotpot_file), "--pipeline", "naive", "--json", str(out)]
+    result = CliRunner().invoke(app, arguments, env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "ROUGE-L" in result.stdout and "0.500" in result.stdout  # it is paris vs paris: F = 0.5
+    assert "HYBRID: n 1" in result.stdout and "ROUGE-L 0.500" in result.stdout
+    assert json.loads(out.read_text())["rouge_l"] == 0.5

@@ -176,8 +176,8 @@ def eval_qa(
         ),
     ] = None,
 ) -> None:
-    """EM / F1, support recall, citation precision, not-found rate, LLM calls, tokens and latency of a
-    pipeline over the pooled paragraphs of the evaluated questions."""
+    """EM / F1 / answer accuracy / ROUGE-L, support recall, citation precision, not-found rate, LLM calls,
+    tokens and latency of a pipeline over the pooled paragraphs of the evaluated questions."""
     from evals.datasets import ALL_SPLITS, SPLITS
     from evals.qa import PIPELINES, run_qa_eval
     from evals.report import write_qa_plot
@@ -211,9 +211,11 @@ def eval_qa(
         "EM",
         "F1",
         "acc.",
+        "ROUGE-L",
         "short EM",
         "short F1",
         "short acc.",
+        "short ROUGE-L",
         "support R@5",
         "cit. precision",
         "not found",
@@ -226,7 +228,16 @@ def eval_qa(
         *[
             "-" if report[key] is None else f"{report[key]:.3f}"
             for key in (
-                *("em", "f1", "accuracy", "short_em", "short_f1", "short_accuracy"),
+                *(
+                    "em",
+                    "f1",
+                    "accuracy",
+                    "rouge_l",
+                    "short_em",
+                    "short_f1",
+                    "short_accuracy",
+                    "short_rouge_l",
+                ),
                 *("support_recall@5", "citation_precision", "not_found_rate"),
             )
         ],
@@ -239,7 +250,8 @@ def eval_qa(
         for group, values in report[key].items():
             console.print(
                 f"  {title} {group}: n {values['n']}  EM {values['em']:.3f}  F1 {values['f1']:.3f}  "
-                f"acc. {values['accuracy']:.3f}  short EM {values['short_em']:.3f}  "
+                f"acc. {values['accuracy']:.3f}  ROUGE-L {values['rouge_l']:.3f}  "
+                f"short EM {values['short_em']:.3f}  "
                 f"short F1 {values['short_f1']:.3f}  {values['llm_calls']:.2f} LLM calls",
                 highlight=False,
             )
