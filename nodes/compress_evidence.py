@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 
 def sentence_embedder() -> EmbedTexts | None:
     """The search's embedding model without its persistent cache (sentences are not worth storing), or
-    None when it cannot be loaded (lexical scores alone then)."""
+    None when it cannot be loaded, or when runs use no store (the mock retriever: lexical scores alone)."""
+    if not get_resources().uses_store():
+        return None
     try:
         embeddings = get_resources().kb().embeddings
     except Exception as error:  # noqa: BLE001 - compression degrades to lexical scores, never fails

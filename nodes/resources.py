@@ -20,7 +20,8 @@ from models.capability import SelfTest, run_self_test
 from models.factory import chat_model, model_strength, resolve_spec, strength_setting, supports_json_schema
 from persistence.process import install_process_resources
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.search import Searcher
+from retrieval.mock_retriever import MockSearcher
+from retrieval.search import PassageSearcher, Searcher
 from state.context import Context
 
 Role = Literal["generate", "grade"]
@@ -39,7 +40,7 @@ class Resources:
     """Per-role strength overrides (tests use 'strong' fakes to exercise the LLM paths)."""
     json_schema: dict[str, bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _searcher: Searcher | None = field(default=None, repr=False)
+    _searcher: PassageSearcher | None = field(default=None, repr=False)
     _self_tests: dict[int, SelfTest] = field(default_factory=dict, repr=False)
     """Self-tests of the injected models (by id: they live as long as this object holds them)."""
     _test_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -60,13 +61,18 @@ class Resources:
 
     def uses_store(self, context: Context | None = None) -> bool:
         """Whether a run reads the knowledge base (search, memories' embeddings, the semantic cache's
-        documents version): not when retrieval is off (the context's `rag_enabled`, RAG_ENABLED)."""
-        return context.rag_enabled if context is not None else self.settings.enabled
+        documents version): not when retrieval is off (the context's `rag_enabled`, RAG_ENABLED), nor with
+        the mock retriever (RAG_RETRIEVER=mock), which runs the graph without any store."""
+        enabled = context.rag_enabled if context is not None else self.settings.enabled
+        return enabled and self.settings.retriever == "store"
 
-    def searcher(self) -> Searcher:
-        """The searcher over the knowledge base."""
+    def searcher(self) -> PassageSearcher:
+        """The searcher: over the knowledge base, or the mock retriever's passages (RAG_RETRIEVER=mock)."""
         if self._searcher is None:
-            self._searcher = Searcher(self.kb())
+            if self.settings.retriever == "mock":
+                self._searcher = MockSearcher(self.settings)
+            else:
+                self._searcher = Searcher(self.kb())
         return self._searcher
 
     def model(self, role: Role, context: Context | None = None) -> BaseChatModel:

@@ -21,7 +21,7 @@ from core.types import SearchHit
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
 from persistence.vector_store import StoreUnavailableError
-from retrieval.search import Searcher
+from retrieval.search import PassageSearcher
 from state.context import Context, run_context
 from state.graph_state import RetrieveTask
 from state.schemas import RetrievedDoc
@@ -91,7 +91,7 @@ def mode_retrieval(context: Context, settings: Settings) -> tuple[int, tuple[flo
 
 
 def scoped_search(
-    searcher: Searcher,
+    searcher: PassageSearcher,
     text: str,
     dense_text: str,
     *,
@@ -129,7 +129,7 @@ def scoped_search(
 
 
 def expand_summaries(
-    searcher: Searcher, hits: list[SearchHit], text: str, *, context: Context, tenant: str
+    searcher: PassageSearcher, hits: list[SearchHit], text: str, *, context: Context, tenant: str
 ) -> list[SearchHit]:
     """Add the detail chunks of documents whose summary chunk was retrieved."""
     extra: list[SearchHit] = []

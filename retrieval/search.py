@@ -13,9 +13,9 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from config.settings import SearchMode
+from config.settings import SearchMode, Settings
 from core.text import contains_cjk, invalid_utf8
 from core.types import SearchHit
 from persistence.vector_store import validate_collection_name
@@ -69,6 +69,33 @@ def validate_query(query: str, max_chars: int) -> str:
     if problem:
         raise QueryError(f"query is not valid UTF-8 text: {problem}")
     return query.strip()
+
+
+class PassageSearcher(Protocol):
+    """What the graph and the search routes call: the store's Searcher, or the mock retriever
+    (retrieval.mock_retriever, RAG_RETRIEVER=mock)."""
+
+    settings: Settings
+
+    def embed_query(self, query: str) -> list[float]:
+        """The query's vector (the graph embeds once and passes it to each search)."""
+        ...
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        mode: SearchMode | None = None,
+        filters: str | dict[str, Any] | FilterNode | None = None,
+        tenant: str | None = None,
+        collections: Sequence[str] | None = None,
+        mmr: bool | None = None,
+        query_vector: Sequence[float] | None = None,
+        weights: tuple[float, float] | None = None,
+    ) -> SearchResult:
+        """Top `k` passages of `tenant` for `query`; QueryError / FilterError on bad input."""
+        ...
 
 
 class Searcher:

@@ -102,16 +102,21 @@ def search(
     mmr: Annotated[bool | None, typer.Option(help="Diversify results with MMR.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
 ) -> None:
-    """Search the indexed documents."""
+    """Search the indexed documents (the mock retriever's passages with RAG_RETRIEVER=mock)."""
     from retrieval.knowledge_base import KnowledgeBase
-    from retrieval.search import QueryError, Searcher
+    from retrieval.mock_retriever import MockSearcher
+    from retrieval.search import PassageSearcher, QueryError, Searcher
 
     settings = settings_or_exit()
     with user_errors():
         if mode is not None and mode not in ("dense", "bm25", "hybrid"):
             raise QueryError(f"unknown search mode {mode!r}; choose one of dense, bm25, hybrid")
-        kb = checked_store(KnowledgeBase.open(settings))  # a lost vector store: one warning line, once
-        result = Searcher(kb).search(
+        searcher: PassageSearcher
+        if settings.retriever == "mock":
+            searcher = MockSearcher(settings)
+        else:  # a lost vector store: one warning line, once
+            searcher = Searcher(checked_store(KnowledgeBase.open(settings)))
+        result = searcher.search(
             query,
             k=k,
             mode=mode,
