@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from sqlalchemy import (
     Column,
     Engine,
@@ -41,13 +40,13 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.engine import Connection, ExceptionContext, make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
 from config.settings import Settings
 from core.types import Chunk
+from persistence.embedding_cache import LAST_USED_INDEX, EmbeddingCache
 from persistence.errors import StoreDamagedError, StoreUnavailableError
 from persistence.keyword_index import KeywordHit, KeywordIndex
 from persistence.keyword_pruning import PruningPolicy, pruning_policy
@@ -101,6 +100,9 @@ embedding_cache_table = Table(
     Column("model_key", String, primary_key=True),
     Column("content_hash", String, primary_key=True),
     Column("vector", LargeBinary, nullable=False),
+    # When the vector was last stored or read, for the LRU bound (persistence/embedding_cache.py).
+    Column("last_used", Float, nullable=False, default=0.0, server_default="0"),
+    Index(LAST_USED_INDEX, "last_used"),
 )
 
 
@@ -216,9 +218,11 @@ class Catalog:
         *,
         pg_keyword_backend: PgKeywordBackend = "bm25",
         pruning: PruningPolicy | None = None,
+        embedding_cache_max_entries: int = 0,
     ) -> None:
         """`location`: the SQLite file (its FTS5 index prunes query terms by `pruning`), or a PostgreSQL URL
-        (keyword index: `pg_keyword_backend`; its BM25 prunes by `pruning` too)."""
+        (keyword index: `pg_keyword_backend`; its BM25 prunes by `pruning` too). The embedding cache keeps
+        at most `embedding_cache_max_entries` vectors (0 = no bound), least recently used evicted first."""
         self.keyword_index: KeywordIndex | PgBm25Index | PgTsvectorIndex
         if is_postgres_url(location):
             self.path = Path(str(location))  # only named in messages; `shown` hides the password
@@ -241,6 +245,10 @@ class Catalog:
             "postgresql" if self.engine.dialect.name == "postgresql" else "sqlite"
         )
         self._create_schema()
+        self.embedding_cache = EmbeddingCache(
+            self.engine, self.dialect, embedding_cache_table, embedding_cache_max_entries
+        )
+        self.embedding_cache.upgrade()
 
     def _create_schema(self) -> None:
         """Create the tables that do not exist yet. Several processes may start on a new SQLite file at once
@@ -579,31 +587,12 @@ class Catalog:
 
     # --- embedding cache -----------------------------------------------------------------------
     def get_vectors(self, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
-        """Cached vectors of `model_key` for the hashes present in the cache."""
-        found: dict[str, list[float]] = {}
-        with self.engine.connect() as connection:
-            for batch in _batches(list(dict.fromkeys(hashes))):
-                query = select(embedding_cache_table.c.content_hash, embedding_cache_table.c.vector).where(
-                    embedding_cache_table.c.model_key == model_key,
-                    embedding_cache_table.c.content_hash.in_(batch),
-                )
-                for key, blob in connection.execute(query):
-                    found[key] = np.frombuffer(blob, dtype=np.float32).tolist()
-        return found
+        """Cached vectors of `model_key` for the hashes present (see persistence/embedding_cache.py)."""
+        return self.embedding_cache.get(model_key, hashes)
 
     def put_vectors(self, model_key: str, vectors: dict[str, list[float]]) -> None:
-        """Store vectors of `model_key` by content hash (existing entries are kept)."""
-        if not vectors:
-            return
-        rows = [
-            {"model_key": model_key, "content_hash": key, "vector": np.asarray(vector, np.float32).tobytes()}
-            for key, vector in vectors.items()
-        ]
-        with self.engine.begin() as connection:
-            if self.dialect == "postgresql":
-                connection.execute(pg_insert(embedding_cache_table).on_conflict_do_nothing(), rows)
-            else:
-                connection.execute(insert(embedding_cache_table).prefix_with("OR IGNORE"), rows)
+        """Store vectors of `model_key` by content hash (existing entries keep theirs), in the LRU bound."""
+        self.embedding_cache.put(model_key, vectors)
 
 
 def open_catalog(settings: Settings) -> Catalog:
@@ -611,8 +600,17 @@ def open_catalog(settings: Settings) -> Catalog:
     every worker), else the SQLite file `<data_dir>/catalog.sqlite`."""
     if settings.database_url and is_postgres_url(settings.database_url):
         backend = settings.pg_keyword_backend
-        return Catalog(settings.database_url, pg_keyword_backend=backend, pruning=pruning_policy(settings))
-    return Catalog(settings.catalog_path, pruning=pruning_policy(settings))
+        return Catalog(
+            settings.database_url,
+            pg_keyword_backend=backend,
+            pruning=pruning_policy(settings),
+            embedding_cache_max_entries=settings.embedding_cache_max_entries,
+        )
+    return Catalog(
+        settings.catalog_path,
+        pruning=pruning_policy(settings),
+        embedding_cache_max_entries=settings.embedding_cache_max_entries,
+    )
 
 
 def _document(row: Any) -> DocumentRecord:
