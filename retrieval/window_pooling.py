@@ -74,7 +74,8 @@ def mean_pooled(vectors: Sequence[Sequence[float]]) -> list[float]:
     """The mean of `vectors`, scaled to unit length (a zero mean stays zero)."""
     mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)
     norm = float(np.linalg.norm(mean))
-    return (mean / norm if norm > 0.0 else mean).astype(np.float32).tolist()
+    pooled: list[float] = (mean / norm if norm > 0.0 else mean).astype(np.float32).tolist()
+    return pooled
 
 
 class WindowPooledEmbeddings(Embeddings):
