@@ -691,6 +691,27 @@ class Settings(BaseSettings):
         description="Seconds between two idle sweeps of the API server (when RAG_SUMMARY_IDLE_S > 0).",
     )
 
+    # --- the director (nodes/director_recall.py): a stalled conversation gets its events -------------
+    director_stall_turns: int = Field(
+        3,
+        ge=0,
+        le=100,
+        description="Turns in a row without progress (answered 'not found', or asking again a question "
+        "already asked) after which the answer prompt gets the director's section (0 = never).",
+    )
+    director_conversation_k: int = Field(
+        15, ge=0, le=100, description="Events of this conversation the director retrieves."
+    )
+    director_other_k: int = Field(
+        5, ge=0, le=100, description="Events of the tenant's other conversations the director retrieves."
+    )
+    director_share: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description="Share of the answer window left after the fixed part and the memories that the "
+        "director's events may use (budgeted before sources and history).",
+    )
 
     # --- SQL tables and semantic cache (persistence/database.py, persistence/semantic_cache.py) ------
     database_url: str | None = Field(

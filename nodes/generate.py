@@ -7,7 +7,8 @@ The model is called through a guarded stream (nodes.instrumentation.guarded_text
 log-probabilities give the draft's confidence (models.confidence: `draft_confidence`).
 The reader gets the compressed evidence (compress_evidence: `evidence`) when there is some, else whole chunks.
 The tenant's memories nearest the question (nodes.memory_recall) get their own section after the system
-prompt, numbered after the sources; the draft's sources then end with them (`memory:<id>`).
+prompt, numbered after the sources; the draft's sources then end with them (`memory:<id>`). When the
+conversation has stalled, the director's events (nodes.director_recall) get their own section after them.
 
 Short answer first: the prompt asks for "Answer: <short answer>" then "Explanation: <sentence> [n]" (few-shot,
 stop sequences), and the draft is the short answer on its own line, then the explanation
@@ -35,6 +36,7 @@ from langgraph.runtime import Runtime
 
 from core.text import contains_cjk, split_sentences
 from models.confidence import answer_confidence
+from nodes.director_recall import director_events
 from nodes.events import emit
 from nodes.instrumentation import (
     TokenLogprobs,
@@ -63,6 +65,7 @@ from prompts.answer import (
     REVISION_NOTES,
     REVISION_PROBLEMS,
 )
+from prompts.director import DIRECTOR_SECTIONS
 from retrieval.answer_span import SpanAnswer, answer_type, choice_options, extract_answer
 from retrieval.answer_text import (
     EchoDetector,
@@ -411,6 +414,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     language = language_of(question)
     documents = state.get("evidence") or answer_documents(state, context)
     memories = recalled_memories(state, context, question)  # the tenant's notes, seed 000's own section
+    director = director_events(state, context, question)  # a stalled conversation's events (seed 5)
     settings = get_resources().settings
     system = _system_prompt(state, context, language, bool(documents))
     prompt = build_answer_prompt(
@@ -426,6 +430,9 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         memories=memories,
         memory_share=settings.memory_share,
         memory_template=MEMORY_SECTIONS[language],
+        director=director,
+        director_share=settings.director_share,
+        director_texts=DIRECTOR_SECTIONS[language],
         section_chars=settings.prompt_info_section_chars,
         duplicate_similarity=settings.source_duplicate_similarity,
     )
@@ -444,6 +451,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "generation_rounds": 1,
             "draft_confidence": None,
             "recalled_memories": memories,
+            "director_events": director,
         }
     model = with_temperature(get_resources().model("generate", context), context.temperature)
     emit(
@@ -500,5 +508,6 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "generation_rounds": 1,
         "draft_confidence": confidence,
         "recalled_memories": memories,
+        "director_events": director,
     }
     return merge_updates(update, usage)

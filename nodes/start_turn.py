@@ -115,6 +115,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "draft": "",
         "evidence": [],
         "recalled_memories": None,
+        "director_events": None,
         "draft_confidence": None,
         "answer_confidence": None,
         "answer": "",

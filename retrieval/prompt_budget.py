@@ -9,6 +9,10 @@ systems 1 and 2, plus seed 000's memories), in order of priority:
    before anything else, in the given order (best first); a memory that does not fit is cut when at least
    MIN_USEFUL_MEMORY_TOKENS of it fit, else skipped. They are numbered after the sources ([n + 1]...), so
    one marker syntax cites both; what the memories take is no longer available below.
+1c. The director's events (nodes.director_recall, only when the conversation stalled) get at most
+   director_share * (window - reserve - fixed - memories) tokens, this conversation's first, unnumbered
+   (background, not sources: retrieval.director_section), appended after the memories; what they take is
+   no longer available below.
 2. Retrieved context gets at most min(context_budget, context_share * (window - reserve - fixed - memories))
    tokens.
    Documents are added in the given order; the FIRST document is truncated, never dropped, when it alone
@@ -52,6 +56,8 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from prompts.answer import ANSWER_USER_TEMPLATE_EN, MEMORY_SECTION_EN
+from prompts.director import DIRECTOR_EN, DirectorTexts
+from retrieval.director_section import pack_director
 from retrieval.injection import neutralize
 from retrieval.near_duplicates import drop_near_duplicates
 from retrieval.tokens import count_tokens, truncate_to_tokens
@@ -66,7 +72,7 @@ MIN_USEFUL_DOCUMENT_TOKENS = 64
 #: A later memory is cut into the remaining room only when at least this many of its tokens fit.
 MIN_USEFUL_MEMORY_TOKENS = 16
 #: Section names of `prompt_info["sections"]`, in prompt order (seed 000's budget order).
-SECTION_NAMES = ("system", "memories", "history", "sources", "question")
+SECTION_NAMES = ("system", "memories", "director", "history", "sources", "question")
 #: Between two source blocks.
 SOURCE_SEPARATOR = "\n\n"
 #: Truncation may land mid-character; re-encoding can then exceed the cut by a token or two. Retries of the
@@ -295,13 +301,17 @@ def build_answer_prompt(
     memory_template: str = MEMORY_SECTION_EN,
     section_chars: int = 300,
     duplicate_similarity: float = 0.0,
+    director: list[RetrievedDoc] | None = None,
+    director_share: float = 0.0,
+    director_texts: DirectorTexts = DIRECTOR_EN,
 ) -> BudgetedPrompt:
     """Budget an answer prompt by the module's rules. `history` is (role, text) pairs, newest last;
     `user_template` frames the sources and the question (`{sources}`, `{question}`); `memories` (best first)
     go into `memory_template` (`{memories}`) after the system prompt. Without documents the human message is
     the bare question (no-retrieval path); memories are still given then, numbered from 1.
     `duplicate_similarity` (RAG_SOURCE_DUPLICATE_SIMILARITY; 0 = off) merges near-duplicate passages of
-    different files into the better scored one before numbering."""
+    different files into the better scored one before numbering. `director`: the director's events (this
+    conversation's first), in their own section after the memories (`director_texts` frame it)."""
     given = len(documents)
     documents = drop_near_duplicates(documents, duplicate_similarity)
     framed = bool(documents)
@@ -316,7 +326,11 @@ def build_answer_prompt(
         memories, len(documents) + 1, memory_template, memory_limit
     )
     memory_tokens = count_tokens(memory_section)
-    rest = max(0, available - memory_tokens)
+    after_memories = max(0, available - memory_tokens)
+    director_limit = math.floor(director_share * after_memories) if director else 0
+    director_section, used_director = pack_director(director or [], director_limit, director_texts)
+    director_tokens = count_tokens(director_section)
+    rest = max(0, after_memories - director_tokens)
     context_limit = min(context_budget, math.floor(context_share * rest)) if framed else 0
     sources_text, used, truncated = _pack_documents(documents, context_limit) if framed else ("", [], 0)
     if used_memories:  # the memories' final numbers follow the sources actually used
@@ -326,7 +340,7 @@ def build_answer_prompt(
     all_turns = _history_turns(history)
     turns = _pack_history(history, history_limit)
     human = user_template.format(sources=sources_text, question=question) if used else question
-    system_text = system + memory_section
+    system_text = system + memory_section + director_section
 
     def assemble() -> list[BaseMessage]:
         return [SystemMessage(system_text), *_flatten(turns), HumanMessage(human)]
@@ -352,12 +366,14 @@ def build_answer_prompt(
         messages = [SystemMessage(system), HumanMessage(question)]
         used, truncated, context_tokens, history_messages, turns = [], 0, 0, [], []
         memory_section, used_memories, memory_tokens, sources_text = "", [], 0, ""
+        director_section, used_director, director_tokens = "", [], 0
         question_part = question
         total = _message_tokens(messages)
     history_text = "\n".join(f"{message.type}: {message.text}" for message in history_messages)
     sections = [
         _section("system", count_tokens(system), system, section_chars),
         _section("memories", memory_tokens, memory_section.strip(), section_chars),
+        _section("director", director_tokens, director_section.strip(), section_chars),
         _section("history", sum(count_tokens(m.text) for m in history_messages), history_text, section_chars),
         _section("sources", context_tokens, sources_text, section_chars),
         _section("question", count_tokens(question_part), question_part, section_chars),
@@ -369,6 +385,9 @@ def build_answer_prompt(
         "memory_tokens": memory_tokens,
         "memory_limit": memory_limit,
         "memories_used": len(used_memories),
+        "director_tokens": director_tokens,
+        "director_limit": director_limit,
+        "director_events_used": len(used_director),
         "context_tokens": context_tokens,
         "context_limit": context_limit,
         "history_tokens": _message_tokens(history_messages),

@@ -175,6 +175,10 @@ class State(InputState, OutputState, total=False):
     """The tenant's memories recalled for this turn's question (nodes.memory_recall), given to the answer
     prompt after the sources' numbers; None until generate first looks (start_turn resets it), so the Self-RAG
     rounds of a turn search once."""
+    director_events: list[RetrievedDoc] | None
+    """The events the director recalled for this turn (nodes.director_recall: this conversation's, then the
+    tenant's other conversations'), given to the answer prompt in their own section; [] when the conversation
+    is not stalled; None until generate first looks (start_turn resets it)."""
     draft_confidence: float | None
     """answer_confidence of the latest draft (cite reports the chosen answer's)."""
     draft: str
