@@ -21,12 +21,14 @@ def route_after_analyze(state: State) -> Literal["select_strategy", "generate"]:
 
 
 def fan_out_queries(state: State) -> list[Send]:
-    """One `retrieve` task per query of this round; results merge by chunk id in the documents reducer."""
+    """One `retrieve` task per query of this round, at the round's depth (a retry that expands searches
+    deeper, nodes.retry_strategy); results merge by chunk id in the documents reducer."""
     queries = state.get("queries") or []
     if not queries:
         question = state.get("standalone_question") or state.get("question", "")
         queries = [SearchQuery(text=question, dense_text=question, purpose="original")]
     analysis = state.get("analysis") or {}
+    depth = max(1, int(state.get("retrieval_depth") or 1))
     return [
         Send(
             "retrieve",
@@ -36,6 +38,7 @@ def fan_out_queries(state: State) -> list[Send]:
                 filters=state.get("filters") or {},
                 conversation_id=state.get("conversation_id") or "",
                 wants_details=bool(analysis.get("wants_details", False)),
+                depth=depth,
             ),
         )
         for query in queries

@@ -6,11 +6,13 @@ and Studio) and the REST route `/api/v1/rag/generate/stream` all carry `{"event"
 written here by the nodes themselves, in the order the graph does the work.
 
 Events (names are the REST API's SSE event names):
-- query_rewritten: the round's search queries (rewrite, reformulate);
+- query_rewritten: the round's search queries (rewrite, reformulate; a retry's also say what it did,
+  `retry`: expand | rewrite | both | hop, and its `depth`, the factor on each query's k);
 - documents_retrieved: how many passages the round found and how many were judged relevant (grade_retrieval);
 - generation_start: the answer is about to be written (generate);
-- answer_graded: one Self-RAG grade of a draft: round, score, grounded, action, problems, suggestions
-  (grade_answer; none when Self-RAG is off or the answer had no sources);
+- answer_graded: one Self-RAG grade of a draft: round, score, grounded, action, problems, suggestions (the
+  grader's own, then the loop's next step), reflection_score (1-10) and needs_improvement (seed 003's
+  reflector, nodes.reflection) (grade_answer; none when Self-RAG is off or the answer had no sources);
 - generation_complete: the final answer with its citations and sources (cite, not_found).
 Tokens stream through `stream_mode="messages"` (the model's own chunks); the REST route forwards them as
 `token` events and adds `error` and `done`.

@@ -64,6 +64,7 @@ from prompts.answer import (
     OPERATOR_INSTRUCTIONS,
     REVISION_NOTES,
     REVISION_PROBLEMS,
+    REVISION_SUGGESTIONS,
 )
 from prompts.director import DIRECTOR_SECTIONS
 from retrieval.answer_span import SpanAnswer, answer_type, choice_options, extract_answer
@@ -358,13 +359,20 @@ def _system_prompt(state: State, context: Context, language: str, with_documents
 
 
 def revision_note(state: State, language: str) -> str:
-    """The note of a revised answer: the previous one was rejected, and what the grader found wrong with it
-    (`answer_grade["problems"]`, grade_answer.answer_problems), one line each."""
-    problems = (state.get("answer_grade") or {}).get("problems") or []
-    if not problems:
-        return REVISION_NOTES[language]
-    listed = "\n".join(f"- {problem}" for problem in problems)
-    return REVISION_NOTES[language] + REVISION_PROBLEMS[language].format(problems=listed)
+    """The note of a revised answer: the previous one was rejected, what the grader found wrong with it
+    (`answer_grade["problems"]`, grade_answer.answer_problems), and the grader's suggestions for the new one
+    (`answer_grade["suggestions"]`, seed 003's reflector: the next round uses them), one line each."""
+    grade = state.get("answer_grade") or {}
+    note = REVISION_NOTES[language]
+    problems = grade.get("problems") or []
+    if problems:
+        listed = "\n".join(f"- {problem}" for problem in problems)
+        note += REVISION_PROBLEMS[language].format(problems=listed)
+    suggestions = grade.get("suggestions") or []
+    if suggestions:
+        listed = "\n".join(f"- {suggestion}" for suggestion in suggestions)
+        note += REVISION_SUGGESTIONS[language].format(suggestions=listed)
+    return note
 
 
 def whole_chunks(sources: list[RetrievedDoc], documents: list[RetrievedDoc]) -> list[RetrievedDoc]:

@@ -5,7 +5,12 @@ Two graders produce the same AnswerGrade:
   completeness and clarity from the text itself. Used for weak models (a 135M model grades at chance) and as
   the LLM grader's default when its reply is unusable.
 - llm: a structured AnswerGrade call to the grade model.
-`context.grader`: llm | score | auto (score when the grade model is weak).
+`context.grader`: llm | score | auto (score when the grade model is weak). The LLM grader's reply is also read
+in seed 003's reflector form (nodes.reflection: 1-10 scores, an overall score, suggestions), leniently.
+
+Each grade is reported on the seed's 1-10 scale too (`reflection_score`, `needs_improvement`), and the
+grader's suggestions (`answer_grade["suggestions"]`) are what the next round uses: generate adds them to its
+revision note beside the problems, reformulate to its query (nodes.reformulate).
 
 The decision (`next_action`) is made here, from state counters and context bounds, so the router only
 reads it: accept (score >= quality_threshold) | give_up (answer attempts spent, or more than
@@ -24,6 +29,7 @@ from core.text import strip_references
 from nodes.events import emit
 from nodes.generate import current_question, language_of
 from nodes.instrumentation import merge_updates, structured_call, timed
+from nodes.reflection import apply_reflection, needs_improvement, read_reflection, ten_point
 from nodes.resources import get_resources
 from prompts.answer import (
     ANSWER_GRADER_PROMPT,
@@ -101,7 +107,8 @@ META_TERMS = frozenset(
 UNQUALIFIED_SCORE_CAP = 0.5
 #: Upper bound of the LLM grader's reply.
 GRADE_MAX_TOKENS = 256
-#: What the loop does next, in words for a client (the `answer_graded` event's `suggestions`).
+#: What the loop does next, in words for a client (the last of the `answer_graded` event's `suggestions`,
+#: after the grader's own).
 SUGGESTIONS: dict[str, str] = {
     "retrieve": "search again with a reformulated query: the answer is not grounded in these sources",
     "regenerate": "rewrite the answer from the same sources, fixing the problems named",
@@ -258,7 +265,9 @@ def decide(score: float, grounded: bool, state: State, context: Context, stalled
 def _llm_grade(
     question: str, answer: str, sources: list[RetrievedDoc], default: AnswerGrade, context: Context
 ) -> tuple[AnswerGrade, bool, dict[str, Any]]:
-    """The grade model's AnswerGrade (`default` when its reply is unusable): (grade, ok, accounting)."""
+    """The grade model's AnswerGrade (`default` when its reply is unusable): (grade, ok, accounting). The
+    reply is read again in the reflector's form (nodes.reflection): rescaled dimensions, an overall score
+    when it gave no dimension, its suggestions; a reply with an overall score only counts as usable."""
     resources = get_resources()
     blocks = SOURCE_SEPARATOR.join(format_source(number, doc) for number, doc in enumerate(sources, 1))
     prompt = ANSWER_GRADER_PROMPT.format(
@@ -272,7 +281,9 @@ def _llm_grade(
         json_schema=resources.supports_json_schema("grade", context),
         max_tokens=GRADE_MAX_TOKENS,
     )
-    return result.value, result.ok, usage
+    reflection = read_reflection(result.raw)
+    usable = result.ok or reflection.score is not None or bool(reflection.dimensions)
+    return apply_reflection(result.value, reflection), usable, usage
 
 
 def _grader_for(context: Context) -> Literal["llm", "score"]:
@@ -317,6 +328,10 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         confidence=state.get("draft_confidence"),
     )
     problems = answer_problems(question, draft, sources, grade) if action != "accept" else []
+    # What the next round uses (generate's revision note, reformulate's query): the grader's own suggestions.
+    suggestions = list(grade.suggestions) if graded and action != "accept" else []
+    reflection_score = ten_point(score)
+    improve = graded and needs_improvement(score, context.quality_threshold)
     if graded:
         emit(
             "answer_graded",
@@ -328,7 +343,9 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 "grader": grader,
                 "action": action,
                 "problems": problems,
-                "suggestions": [SUGGESTIONS[action]] if action in SUGGESTIONS else [],
+                "suggestions": [*suggestions, *([SUGGESTIONS[action]] if action in SUGGESTIONS else [])],
+                "reflection_score": reflection_score,
+                "needs_improvement": improve,
             },
         )
     update = {
@@ -338,6 +355,9 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "score": score,
             "grader": grader,
             "problems": problems,
+            "suggestions": suggestions,
+            "reflection_score": reflection_score,
+            "needs_improvement": improve,
         },
         "answer_score": score,
         "best_answer": candidate,

@@ -7,8 +7,14 @@ sub-question not searched yet, point where to look. A strong model writes the qu
 heuristic query is its fallback and the weak-model path.
 
 Two guarantees the graph relies on: at least one query comes back, and never one already searched this turn
-(a repeated query would spend a round to find the same passages); a candidate already tried is made to
-differ by adding terms.
+at the same depth (a repeated query would spend a round to find the same passages); a candidate already
+tried is made to differ by adding terms.
+
+A retry (not an ITERATIVE hop) follows the run's retry strategy (nodes.retry_strategy, RAG_RETRY_STRATEGY):
+expand searches the previous round's queries again, deeper; rewrite writes new ones as above; both does the
+two. After an answer that needs improvement, the grader's suggestions (`answer_grade["suggestions"]`, seed
+003's reflector) reach the new query: the model's prompt lists them, and the heuristic path's first
+candidate is the question's keywords with each suggestion's.
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from langgraph.runtime import Runtime
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed
 from nodes.resources import get_resources
+from nodes.retry_strategy import RetryPlan, plan_retry
 from nodes.search_queries import normalized, search_query, valid_query
-from prompts.query import NEXT_HOP_PROMPT, REFORMULATE_PROMPT, REFORMULATE_SYSTEM
+from prompts.query import NEXT_HOP_PROMPT, REFORMULATE_PROMPT, REFORMULATE_SUGGESTIONS, REFORMULATE_SYSTEM
 from query.decomposition import heuristic_subquestions
 from query.feedback import bridge_terms, missing_terms, surface_terms
 from query.text import capitalised_phrases, is_chinese, keyword_query, quoted_titles
@@ -84,18 +91,32 @@ def hop_candidates(
     return [main, *uncovered]
 
 
+def suggestion_queries(question: str, suggestions: Sequence[str]) -> list[str]:
+    """One query per grader suggestion: the question's keywords, then the suggestion's not among them."""
+    base = keyword_query(question)
+    known = set(base.casefold().split())
+    queries = []
+    for suggestion in suggestions:
+        extra = [word for word in keyword_query(suggestion).split() if word.casefold() not in known]
+        if extra:
+            queries.append(f"{base} {' '.join(dict.fromkeys(extra))}".strip())
+    return queries
+
+
 def feedback_candidates(
     question: str,
     missing: Sequence[str],
     documents: Sequence[RetrievedDoc],
     tried: set[str],
     context: Context,
+    suggestions: Sequence[str] = (),
 ) -> list[str]:
-    """After poor grades, best first: the question with its missing terms stressed, sub-questions not searched
-    yet, a focused query of the question's names and missing terms, the keyword form, the expansion, and
-    the keyword form with names from the best passages (pseudo-relevance feedback)."""
+    """After poor grades, best first: the question with the grader's suggestions (suggestion_queries), the
+    question with its missing terms stressed, sub-questions not searched yet, a focused query of the
+    question's names and missing terms, the keyword form, the expansion, and the keyword form with names
+    from the best passages (pseudo-relevance feedback)."""
     uncovered = _uncovered(heuristic_subquestions(question, context.max_subquestions), tried)
-    candidates: list[str] = []
+    candidates: list[str] = suggestion_queries(question, suggestions)
     if missing:
         candidates.append(f"{_without_mark(question)} {' '.join(missing)}")
     candidates += uncovered
@@ -144,6 +165,7 @@ def model_query(
     tried: Sequence[str],
     iterative: bool,
     context: Context,
+    suggestions: Sequence[str] = (),
 ) -> tuple[str | None, dict[str, Any]]:
     """A query a strong model writes from the feedback, or None (weak model, unusable reply, or repeated)."""
     resources = get_resources()
@@ -161,6 +183,11 @@ def model_query(
             tried="\n".join(f"- {text}" for text in tried[-PROMPT_TRIED_QUERIES:]) or "- (none)",
             missing=", ".join(missing) or "(unknown)",
             found=found or "nothing relevant",
+            suggestions=REFORMULATE_SUGGESTIONS.format(
+                suggestions="\n".join(f"- {text}" for text in suggestions)
+            )
+            if suggestions
+            else "",
         )
     messages = [SystemMessage(REFORMULATE_SYSTEM), HumanMessage(prompt)]
     reply, _error, accounting = text_call(
@@ -172,12 +199,18 @@ def model_query(
     return text, accounting
 
 
-@timed("reformulate")
-def reformulate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Set the next round's `queries`: new ones only, at least one; count the round (and the hop)."""
-    context = run_context(runtime)
-    question = state.get("standalone_question") or state.get("question") or ""
-    documents = list(state.get("documents") or [])
+def answer_suggestions(state: State) -> list[str]:
+    """The grader's suggestions when this round follows an answer sent back to retrieval (else none)."""
+    if state.get("next_action") != "retrieve":
+        return []
+    return [str(text) for text in (state.get("answer_grade") or {}).get("suggestions") or []]
+
+
+def new_queries(
+    state: State, question: str, documents: list[RetrievedDoc], iterative: bool, context: Context
+) -> tuple[list[str], dict[str, Any]]:
+    """The texts of new queries (the model's from the feedback, else the best new heuristic candidates),
+    never one tried this turn, with the accounting of the model call."""
     relevant = relevant_documents(documents, context.relevance_threshold)
     tried_texts = list(state.get("queries_run") or [])
     tried = {normalized(text) for text in tried_texts}
@@ -187,27 +220,63 @@ def reformulate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if graded_missing
         else missing_terms(question, documents, context.relevance_threshold)
     )
-    iterative = state.get("strategy") == "ITERATIVE"
-    purpose = "hop" if iterative else "reformulation"
+    suggestions = [] if iterative else answer_suggestions(state)
     ranked = relevant or sorted(documents, key=lambda doc: doc["score"], reverse=True)
-    written, accounting = model_query(question, ranked, missing, tried_texts, iterative, context)
+    written, accounting = model_query(question, ranked, missing, tried_texts, iterative, context, suggestions)
     if written:
-        texts = [written]
+        return [written], accounting
+    if iterative:
+        candidates = hop_candidates(question, documents, tried, context)
     else:
-        if iterative:
-            candidates = hop_candidates(question, documents, tried, context)
-        else:
-            candidates = feedback_candidates(question, missing, documents, tried, context)
-        extra = [*bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, 0.0), *missing]
-        texts = make_new(candidates, tried, extra)[:MAX_REFORMULATIONS]
-    queries: list[SearchQuery] = [search_query(text, purpose) for text in texts]
+        candidates = feedback_candidates(question, missing, documents, tried, context, suggestions)
+    extra = [*bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, 0.0), *missing]
+    return make_new(candidates, tried, extra)[:MAX_REFORMULATIONS], accounting
+
+
+def retry_plan(state: State, context: Context, iterative: bool) -> RetryPlan:
+    """This round's plan: a hop writes a new query at the same depth; a retry follows the strategy."""
+    depth = max(1, int(state.get("retrieval_depth") or 1))
+    if iterative:
+        return RetryPlan(same_queries=False, rewrite=True, depth=depth)
+    settings = get_resources().settings
+    return plan_retry(
+        context.retry_strategy, depth, settings.retry_expand_factor, context.top_k, settings.candidate_k
+    )
+
+
+@timed("reformulate")
+def reformulate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Set the next round's `queries` and depth by the retry plan (the previous queries deeper, new ones, or
+    both), at least one query; count the round (and the hop)."""
+    context = run_context(runtime)
+    question = state.get("standalone_question") or state.get("question") or ""
+    documents = list(state.get("documents") or [])
+    iterative = state.get("strategy") == "ITERATIVE"
+    plan = retry_plan(state, context, iterative)
+    queries: list[SearchQuery] = []
+    accounting: dict[str, Any] = {}
+    if plan.same_queries:
+        queries += list(state.get("queries") or []) or [search_query(question, "original")]
+    if plan.rewrite:
+        texts, accounting = new_queries(state, question, documents, iterative, context)
+        queries += [search_query(text, "hop" if iterative else "reformulation") for text in texts]
     update: dict[str, Any] = {
         "queries": queries,
         "queries_run": [query["text"] for query in queries],
         "retrieval_rounds": 1,
+        "retrieval_depth": plan.depth,
     }
     if iterative:
         update["hops"] = 1
     round_number = state.get("retrieval_rounds", 0) + 1
-    emit("query_rewritten", {"queries": texts, "strategy": state.get("strategy"), "round": round_number})
+    emit(
+        "query_rewritten",
+        {
+            "queries": update["queries_run"],
+            "strategy": state.get("strategy"),
+            "round": round_number,
+            "retry": "hop" if iterative else plan.name,
+            "depth": plan.depth,
+        },
+    )
     return merge_updates(update, accounting) if accounting else update

@@ -20,6 +20,7 @@ from config.settings import Settings
 from core.types import SearchHit
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
+from nodes.retry_strategy import search_k
 from persistence.vector_store import StoreUnavailableError
 from retrieval.search import PassageSearcher
 from state.context import Context, run_context
@@ -99,12 +100,15 @@ def scoped_search(
     tenant: str,
     filters: dict[str, Any] | None,
     conversation_id: str,
+    depth: int = 1,
 ) -> list[SearchHit]:
     """Search with conversation scoping: only the conversation's documents, or with a share > 0,
-    `outside_conversation_k` of k from other conversations and the rest inside."""
+    `outside_conversation_k` of k from other conversations and the rest inside. `depth` multiplies the
+    mode's k (an expanding retry, nodes.retry_strategy), up to RAG_CANDIDATE_K."""
     collections = [context.collection] if context.collection else None
     vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
     top_k, weights = mode_retrieval(context, searcher.settings)
+    top_k = search_k(top_k, depth, searcher.settings.candidate_k)
 
     def search(k: int, scope: dict[str, Any] | None) -> list[SearchHit]:
         return searcher.search(
@@ -166,6 +170,7 @@ def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
             tenant=task["tenant"],
             filters=task["filters"] or None,
             conversation_id=task["conversation_id"],
+            depth=task.get("depth", 1),
         )
         if task["wants_details"]:
             hits = expand_summaries(searcher, hits, query["text"], context=context, tenant=task["tenant"])

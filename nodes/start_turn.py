@@ -107,6 +107,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "usage": reset({}),
         "best_answer": None,  # its reducer clears on None (see state.graph_state.reset)
         "queries": [],
+        "retrieval_depth": 1,
         "sources": [],
         "retrieved": [],
         "citations": [],

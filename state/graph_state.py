@@ -9,7 +9,7 @@ channel, a streamed update or a checkpoint.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -160,6 +160,9 @@ class State(InputState, OutputState, total=False):
 
     queries: list[SearchQuery]
     """Queries of the current retrieval round (fanned out with Send)."""
+    retrieval_depth: int
+    """Factor on each query's k in the current round: 1, grown by expanding retries (RAG_RETRY_STRATEGY
+    expand | both, nodes.retry_strategy); start_turn resets it to 1."""
     queries_run: Annotated[list[str], extend_or_reset]
     documents: Annotated[list[RetrievedDoc], merge_documents]
     """All passages retrieved this turn, deduplicated by chunk id."""
@@ -208,3 +211,5 @@ class RetrieveTask(TypedDict):
     filters: dict[str, Any]
     conversation_id: str
     wants_details: bool
+    depth: NotRequired[int]
+    """Factor on the query's k (State.retrieval_depth; 1 when absent)."""

@@ -9,9 +9,10 @@ a JSON schema from the latter, and the graph's input and output schemas (Studio'
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, NotRequired
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict
 
 QueryType = Literal[
@@ -82,8 +83,32 @@ class RelevanceGrades(BaseModel):
     relevant: list[int] = Field(default_factory=list, description="Numbers of the passages that help answer.")
 
 
+#: Suggestions a grade keeps, at most, and characters of each (a grammar-bound model still gets a short list).
+MAX_SUGGESTIONS = 3
+SUGGESTION_MAX_CHARS = 200
+#: Leading list markers of a suggestion ("- ", "* ", "1. ", "2) ").
+_LIST_MARKER = re.compile(r"^\s*(?:[-*\u2022]+|\d{1,2}[.)])\s*")
+#: Replies that mean "no suggestion".
+_NO_SUGGESTION = frozenset({"", "none", "n/a", "na", "null", "nothing", "no suggestions", "-", "无"})
+
+
+def clean_suggestions(value: Any) -> list[str]:
+    """Suggestions from whatever a model wrote: a list, or one string (one per line); list markers stripped,
+    "none"-like and repeated items dropped, at most MAX_SUGGESTIONS of SUGGESTION_MAX_CHARS each."""
+    if value is None:
+        return []
+    items = value.splitlines() if isinstance(value, str) else value if isinstance(value, list | tuple) else []
+    cleaned: list[str] = []
+    for item in items:
+        text = _LIST_MARKER.sub("", " ".join(str(item).split()))[:SUGGESTION_MAX_CHARS].strip()
+        if text.casefold().rstrip(".") not in _NO_SUGGESTION and text not in cleaned:
+            cleaned.append(text)
+    return cleaned[:MAX_SUGGESTIONS]
+
+
 class AnswerGrade(BaseModel):
-    """4-dimension answer score plus groundedness. Default: all zero (forces the score grader's view)."""
+    """4-dimension answer score plus groundedness, and the grader's suggestions for the next attempt.
+    Default: all zero, no suggestion (forces the score grader's view)."""
 
     grounded: bool = Field(False, description="Every claim is supported by the sources.")
     answers_question: bool = Field(False, description="The answer addresses the question.")
@@ -91,6 +116,16 @@ class AnswerGrade(BaseModel):
     accuracy: float = Field(0.0, ge=0.0, le=1.0)
     completeness: float = Field(0.0, ge=0.0, le=1.0)
     clarity: float = Field(0.0, ge=0.0, le=1.0)
+    suggestions: list[str] = Field(
+        default_factory=list,
+        max_length=MAX_SUGGESTIONS,
+        description="Up to 3 short, concrete fixes for the next attempt; empty when the answer is good.",
+    )
+
+    @field_validator("suggestions", mode="before")
+    @classmethod
+    def _lenient_suggestions(cls, value: Any) -> list[str]:
+        return clean_suggestions(value)
 
 
 class SearchQuery(TypedDict):
