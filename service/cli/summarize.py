@@ -37,7 +37,11 @@ def summarize(
     ] = None,
     conversation_id: Annotated[
         str | None,
-        typer.Option("--conversation-id", help="Conversation id of the memory (default: the thread id)."),
+        typer.Option(
+            "--conversation-id",
+            help="Conversation id of the memory (default: the one the thread's turns were given, else the "
+            "thread id).",
+        ),
     ] = None,
     tenant: Annotated[
         str | None, typer.Option(help="Tenant that owns the thread (default: RAG_DEFAULT_TENANT).")
