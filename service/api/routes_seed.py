@@ -11,7 +11,9 @@ the same Context mapping, the same statuses), with these differences:
   nothing on an ordinary corpus); the engine's routes keep that meaning (tests/test_conversation_scope.py);
 - `mode` changes retrieval (nodes.retrieve.mode_retrieval, nodes.rewrite "advanced") as well as the prompt;
 - per-request model, Self-RAG and HyDE switches set the run's context; citations and hallucination
-  reporting shape the response; `metadata.features` says which ran, with each Self-RAG grade.
+  reporting shape the response; `metadata.features` says which ran, with each Self-RAG grade;
+- seed 003's reflection switches (query rewriting, reflection rounds, retry strategy) set the run's context
+  too; `metadata.features.reflection` reports each round's 1-10 score and suggestions and each retry.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from service.api.seed_schemas import (
     SearchRequest,
     SourceInfo,
 )
+from state.context import Context
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag (seed 001 contract)"])
 search_router = APIRouter(prefix="/api/v1", tags=["search"])
@@ -111,15 +114,79 @@ def seed_spec(body: QueryRequest, tenant: str, state: ApiState) -> RunSpec:
         overrides["model"] = body.model
     if body.enable_self_rag is not None:
         overrides["self_rag"] = body.enable_self_rag
-    if body.enable_hyde:
-        overrides["rewrite"] = "hyde"
-    elif body.enable_hyde is False:
+    if body.max_reflection_rounds is not None:
+        overrides["max_iterations"] = body.max_reflection_rounds
+    if body.retry_strategy is not None:
+        overrides["retry_strategy"] = body.retry_strategy
+    rewrite = first_search_rewrite(body, spec.context.rewrite)
+    if rewrite != spec.context.rewrite:
+        overrides["rewrite"] = rewrite
+    if body.enable_hyde is False:
         overrides["hyde"] = False
-        if spec.context.rewrite == "hyde":
-            overrides["rewrite"] = "auto"
     if overrides:
         spec.context = replace(spec.context, **overrides)
     return spec
+
+
+def first_search_rewrite(body: QueryRequest, configured: str) -> str:
+    """The run's rewrite method from the request's switches: enable_hyde true = hyde; query rewriting off =
+    none (HyDE off too), on = auto where the configuration said none; HyDE off = not hyde (auto, or none
+    with rewriting off)."""
+    rewrite = configured
+    if body.enable_query_rewriting is False:
+        rewrite = "none"
+    elif body.enable_query_rewriting and rewrite == "none":
+        rewrite = "auto"
+    if body.enable_hyde:
+        return "hyde"
+    if body.enable_hyde is False and rewrite == "hyde":
+        return "auto"
+    return rewrite
+
+
+def reflection_report(
+    context: Context, result: dict[str, Any], events: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Seed 003's view of the run: whether the first search was rewritten, and each reflection round (its
+    1-10 score, whether it needed improvement, the suggestions the next round used) and retry."""
+    first = next(
+        (e["data"] for e in events if e.get("event") == "query_rewritten" and e["data"].get("round") == 1),
+        {},
+    )
+    searched = str(result.get("standalone_question") or result.get("question") or "").strip()
+    first_queries = [str(text).strip() for text in first.get("queries") or []]
+    rewritten = len(first_queries) > 1 or any(text != searched for text in first_queries)
+    grades = [event["data"] for event in events if event.get("event") == "answer_graded"]
+    return {
+        "query_rewriting": {"enabled": context.rewrite != "none", "ran": rewritten},
+        "reflection": {
+            "enabled": context.self_rag,
+            "ran": bool(grades),
+            "max_rounds": context.max_iterations,
+            "min_score": round(context.quality_threshold * 10, 2),
+            "retry_strategy": context.retry_strategy,
+            "rounds": [
+                {
+                    "round": grade["round"],
+                    "score": grade.get("reflection_score"),
+                    "needs_improvement": grade.get("needs_improvement"),
+                    "suggestions": grade.get("suggestions") or [],
+                    "action": grade.get("action"),
+                }
+                for grade in grades
+            ],
+            "retries": [
+                {
+                    "round": data.get("round"),
+                    "strategy": data.get("retry"),
+                    "depth": data.get("depth", 1),
+                    "queries": data.get("queries") or [],
+                }
+                for event in events
+                if event.get("event") == "query_rewritten" and (data := event["data"]).get("retry")
+            ],
+        },
+    }
 
 
 def retrieval_plan(mode: str, top_k: int, settings: Settings) -> dict[str, Any]:
@@ -194,6 +261,7 @@ def seed_response(
         "hallucination_detection": {"enabled": body.enable_hallucination_detection, "ran": False},
         "self_rag": {"enabled": context.self_rag, "ran": bool(grades), "iterations": grades},
         "hyde": {"enabled": body.enable_hyde, "ran": strategy == "HYDE"},
+        **reflection_report(context, result, events),
     }
     if body.enable_hallucination_detection and not result.get("cache_hit"):
         features["hallucination_detection"] = {

@@ -5,14 +5,20 @@ meaning "this conversation" (the engine's thread), bound `query` to 2000 charact
 read a differently shaped answer (QueryResponse: sources with `content` and `citation_id`, citations with
 `citation_num` / `source_id`, `generation_time` in seconds). The routes (service.api.routes_seed) map a
 QueryRequest onto the same engine run as /generate, so both contracts share the gates, limits and statuses.
+
+Seed 003's (the notes assistant's) reflection switches are accepted here too, under their camelCase names
+as aliases (`enableReflection`, `maxReflectionRounds`, `enableQueryRewriting`, `enableHyDE`,
+`retryStrategy`): a seed-003 client asks its questions on this route, and each name maps onto the engine's
+one knob of the same meaning (config/settings.py), not a second copy of it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from config.settings import RetryStrategy
 from service.api.schemas import ID_PATTERN, MAX_BATCH, MAX_SYSTEM_PROMPT_CHARS, QueryChecks, TenantId
 
 SeedMode = Literal["simple", "advanced", "precise"]
@@ -57,12 +63,37 @@ class QueryRequest(QueryChecks):
         True, description="Report answer sentences their sources do not support (metadata.features)."
     )
     enable_self_rag: bool | None = Field(
-        None, description="Grade and revise the answer (default: RAG_SELF_RAG); each grade is reported."
+        None,
+        validation_alias=AliasChoices("enable_self_rag", "enableReflection"),
+        description="Grade and revise the answer (default: RAG_SELF_RAG); each grade is reported. Seed "
+        "003: enableReflection.",
     )
     enable_hyde: bool | None = Field(
         None,
+        validation_alias=AliasChoices("enable_hyde", "enableHyDE"),
         description="true: search with a hypothetical answer passage; false: never; default: the strategy "
-        "decides (RAG_HYDE).",
+        "decides (RAG_HYDE). Seed 003: enableHyDE.",
+    )
+    enable_query_rewriting: bool | None = Field(
+        None,
+        validation_alias=AliasChoices("enable_query_rewriting", "enableQueryRewriting"),
+        description="false: the first search is the question as asked (no rewritten queries); true: "
+        "rewritten by strategy; default: RAG_REWRITE. Retries follow retry_strategy. Seed 003: "
+        "enableQueryRewriting.",
+    )
+    max_reflection_rounds: int | None = Field(
+        None,
+        ge=1,
+        le=10,
+        validation_alias=AliasChoices("max_reflection_rounds", "maxReflectionRounds"),
+        description="Answer attempts, each graded once, and retrieval rounds, at most (default: "
+        "RAG_MAX_ITERATIONS). Seed 003: maxReflectionRounds.",
+    )
+    retry_strategy: RetryStrategy | None = Field(
+        None,
+        validation_alias=AliasChoices("retry_strategy", "retryStrategy"),
+        description="What a retrieval retry does: expand (the same queries, a larger k) | rewrite (new "
+        "queries) | both (default: RAG_RETRY_STRATEGY). Seed 003: retryStrategy.",
     )
     filters: dict[str, Any] | None = Field(
         None, description="Metadata filter (the engine's filter language)."
