@@ -302,6 +302,13 @@ class Settings(BaseSettings):
         "caller's (0 = one after the other); shared by the process.",
     )
     search_mode: SearchMode = Field("hybrid", description="dense | bm25 | hybrid.")
+    directory_max_documents: int = Field(
+        1000,
+        ge=1,
+        le=10_000,
+        description="Documents a directory scope may hold (its sources become one `$in` condition of the "
+        "search); a larger directory is refused with this name: scope a deeper directory or raise it.",
+    )
     retriever: RetrieverKind = Field(
         "store",
         description="store = the knowledge base (Chroma and the keyword index) | mock = deterministic canned "
@@ -538,6 +545,12 @@ class Settings(BaseSettings):
     )
     collection: str = Field(
         "", description="Collection the graph searches ('' = every collection of the tenant)."
+    )
+    directory: str = Field(
+        "",
+        max_length=4096,
+        description="Directory the graph searches: only documents whose source path is it or lies under it, "
+        "by whole path components ('' = all; an absolute path, no '..'; retrieval/directory_scope.py).",
     )
     enabled: bool = Field(
         True,

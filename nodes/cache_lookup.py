@@ -37,6 +37,7 @@ def cache_scope(state: State, context: Context) -> CacheScope:
     return CacheScope(
         tenant=context.tenant,
         collection=context.collection,
+        directory=context.directory,
         conversation_id=state.get("conversation_id") or "",
         filters=dict(state.get("filters") or {}),
         mode=context.mode,

@@ -1,9 +1,10 @@
 """retrieve: one hybrid search per query (fanned out with `Send`), scoped and turned into RetrievedDocs.
 
-Scoping, in order: the tenant (always, enforced by the searcher), the caller's metadata filters, then the
-conversation: with a conversation id, results come only from that conversation (strict by default: another
-conversation's memories are not this one's), unless the run opts into a minority share from other
-conversations (`context.cross_conversation_share` > 0, at least one result then). When the question asks
+Scoping, in order: the tenant (always, enforced by the searcher), the context's collection and directory
+(retrieval.directory_scope), the caller's metadata filters, then the conversation: with a conversation id,
+results come only from that conversation (strict by default: another conversation's memories are not this
+one's), unless the run opts into a minority share from other conversations
+(`context.cross_conversation_share` > 0, at least one result then). When the question asks
 how / for details, summary chunks are expanded into the detail chunks of the same document ("deep search").
 """
 
@@ -120,6 +121,7 @@ def scoped_search(
             collections=collections,
             query_vector=vector,
             weights=weights,
+            directory=context.directory or None,
         ).hits
 
     if not conversation_id:

@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 from core.text import invalid_utf8
 from persistence.threads import check_thread_access, thread_owner
 from retrieval.conversation_summary import InvalidConversationMetadataError, conversation_metadata
+from retrieval.directory_scope import DirectoryError, normalize_directory
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_config, run_context
 from state.graph_state import State, reset
@@ -87,6 +88,10 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         parse_filter(state.get("filters") or None)
     except FilterError as error:
         raise InvalidQuestionError(f"invalid filters: {error}") from None
+    try:
+        normalize_directory(context.directory)
+    except DirectoryError as error:
+        raise InvalidQuestionError(f"invalid directory scope: {error}") from None
     try:
         conversation_metadata(state.get("conversation_metadata"))
     except InvalidConversationMetadataError as error:

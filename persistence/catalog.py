@@ -479,6 +479,22 @@ class Catalog:
         with self.engine.connect() as connection:
             return sorted(connection.execute(query).scalars())
 
+    def sources_under(self, tenant: str, prefix: str, exact: str) -> list[str]:
+        """The distinct indexed sources of `tenant` equal to `exact` or starting with `prefix` (matched
+        literally: `%` and `_` in a path are no wildcards), sorted. retrieval.directory_scope passes a
+        directory and the directory with its slash, so `/a/b` never matches `/a/bc.md`."""
+        table = documents_table.c
+        query = (
+            select(table.source)
+            .where(
+                table.tenant == tenant,
+                (table.source == exact) | table.source.startswith(prefix, autoescape=True),
+            )
+            .distinct()
+        )
+        with self.engine.connect() as connection:
+            return sorted(connection.execute(query).scalars())
+
     def chunk_counts(self) -> dict[tuple[str, str], int]:
         """Chunks per (tenant, collection): what the vector store must hold (see retrieval.store_health)."""
         query = select(chunks_table.c.tenant, chunks_table.c.collection, func.count()).group_by(

@@ -3,8 +3,8 @@ analysis, retrieval or generation.
 
 What makes two requests "the same":
 - the same tenant (entries of one tenant are never even read for another), and the same *scope*: collection,
-  filters, conversation, answer mode, model, answer source and operator instructions — each changes what
-  the engine would answer, so each must match exactly (hashed into `scope`);
+  directory, filters, conversation, answer mode, model, answer source and operator instructions — each
+  changes what the engine would answer, so each must match exactly (hashed into `scope`);
 - the same state of the tenant's documents: entries are keyed by `Catalog.documents_version(tenant)`, a
   fingerprint any ingest or delete changes, so a change to the documents makes old answers unreachable
   (and `invalidate_tenant` drops them at once);
@@ -51,6 +51,7 @@ class CacheScope:
 
     tenant: str
     collection: str = ""
+    directory: str = ""
     conversation_id: str = ""
     filters: dict[str, Any] = field(default_factory=dict)
     mode: str = "auto"
@@ -59,8 +60,12 @@ class CacheScope:
     system_prompt: str = ""
 
     def key(self) -> str:
-        """Stable hash of every field (the tenant too, so a key never collides across tenants)."""
-        text = json.dumps(asdict(self), sort_keys=True, ensure_ascii=False, default=str)
+        """Stable hash of every field (the tenant too, so a key never collides across tenants). A search
+        without a directory scope leaves it out, so the keys stored before the field existed still match."""
+        fields = asdict(self)
+        if not fields["directory"]:
+            del fields["directory"]
+        text = json.dumps(fields, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 

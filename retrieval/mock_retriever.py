@@ -14,7 +14,7 @@ passage of session A to a question of session B, which the store never does, so 
 would not be the code that runs. Every search names one tenant (a passage without `tenant` belongs to
 RAG_DEFAULT_TENANT), filters use the one filter language (retrieval.filters, evaluated by `matches`, the
 reference semantics of both store renderings) over the chunk metadata schema's defaults plus the passage's
-fields, and collections restrict as in the store.
+fields, and collections and a directory (retrieval.directory_scope) restrict as in the store.
 
 Ranking is lexical and deterministic: the share of the query's index terms (retrieval.answer_text's
 stemmed, stop-word-free terms) found in the passage, ties in file order; passages sharing no term are not
@@ -34,6 +34,7 @@ from config.settings import SearchMode, Settings
 from core.types import CHUNK_METADATA_DEFAULTS, SearchHit, is_custom_metadata_key
 from persistence.errors import StoreUnavailableError
 from retrieval.answer_text import content_terms
+from retrieval.directory_scope import is_under, normalize_directory
 from retrieval.filters import Condition, FilterNode, Logical, matches, parse_filter
 from retrieval.search import MAX_K, SEARCH_MODES, QueryError, SearchResult, validate_query
 
@@ -175,9 +176,10 @@ class MockSearcher:
         mmr: bool | None = None,
         query_vector: Sequence[float] | None = None,
         weights: tuple[float, float] | None = None,
+        directory: str | None = None,
     ) -> SearchResult:
-        """Top `k` passages of `tenant` for `query` within `filters` and `collections`; the same input
-        errors as the store's searcher (QueryError, FilterError)."""
+        """Top `k` passages of `tenant` for `query` within `filters`, `collections` and `directory`; the
+        same input errors as the store's searcher (QueryError, FilterError, DirectoryError)."""
         settings = self.settings
         query = validate_query(query, settings.max_query_chars)
         k = settings.top_k if k is None else k
@@ -187,6 +189,7 @@ class MockSearcher:
             raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
         node = filters if isinstance(filters, Condition | Logical) else parse_filter(filters)
         tenant = tenant or settings.default_tenant
+        directory = normalize_directory(directory or "")
         wanted = set(collections or ())
         terms = content_terms(query)
         scored: list[SearchHit] = []
@@ -194,7 +197,7 @@ class MockSearcher:
             metadata = passage.metadata
             if metadata["tenant"] != tenant or (wanted and metadata["collection"] not in wanted):
                 continue
-            if not matches(node, metadata):
+            if not matches(node, metadata) or not is_under(str(metadata["source"]), directory):
                 continue
             shared = len(terms & content_terms(passage.text))
             if shared:

@@ -19,7 +19,8 @@ from config.settings import SearchMode, Settings
 from core.text import contains_cjk, invalid_utf8
 from core.types import SearchHit
 from persistence.vector_store import validate_collection_name
-from retrieval.filters import FilterNode, parse_filter, to_chroma_where, to_sql
+from retrieval.directory_scope import directory_prefix, is_under, normalize_directory
+from retrieval.filters import Condition, FilterNode, Logical, parse_filter, to_chroma_where, to_sql
 from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
 from retrieval.ingest import embedding_input
 from retrieval.knowledge_base import KnowledgeBase
@@ -93,8 +94,10 @@ class PassageSearcher(Protocol):
         mmr: bool | None = None,
         query_vector: Sequence[float] | None = None,
         weights: tuple[float, float] | None = None,
+        directory: str | None = None,
     ) -> SearchResult:
-        """Top `k` passages of `tenant` for `query`; QueryError / FilterError on bad input."""
+        """Top `k` passages of `tenant` for `query` (under `directory` when given); QueryError /
+        FilterError / DirectoryError on bad input."""
         ...
 
 
@@ -121,9 +124,11 @@ class Searcher:
         mmr: bool | None = None,
         query_vector: Sequence[float] | None = None,
         weights: tuple[float, float] | None = None,
+        directory: str | None = None,
     ) -> SearchResult:
-        """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError on bad input. `weights`
-        (dense, BM25) replace RAG_DENSE_WEIGHT / RAG_BM25_WEIGHT in the hybrid fusion (mode=precise)."""
+        """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError / DirectoryError on bad
+        input. `weights` (dense, BM25) replace RAG_DENSE_WEIGHT / RAG_BM25_WEIGHT in the hybrid fusion
+        (mode=precise). `directory` keeps the documents whose source lies under it (directory_scope)."""
         settings = self.settings
         query = validate_query(query, settings.max_query_chars)
         k = settings.top_k if k is None else k
@@ -134,11 +139,16 @@ class Searcher:
             raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
         node = filters if isinstance(filters, FilterNode.__args__) else parse_filter(filters)  # type: ignore[attr-defined]
         tenant = tenant or settings.default_tenant
+        directory = normalize_directory(directory or "")
         scope = self._collections(tenant, collections)
         use_mmr = settings.mmr_enabled if mmr is None else mmr
         timings: dict[str, float] = {}
         if not scope:
             return SearchResult([], timings)
+        if directory:
+            node = self._within(directory, tenant, node)
+            if node is None:  # nothing of the tenant is indexed under the directory
+                return SearchResult([], timings)
         candidates = max(settings.candidate_k, k)
 
         keyword_future: Future[list[SearchHit]] | None = None
@@ -178,7 +188,12 @@ class Searcher:
             ranked = reciprocal_rank_fusion(
                 [dense, keyword], [self.dense_weight(query, dense_base), bm25_weight], k=settings.rrf_k
             )
-        ranked = [hit for hit in ranked if hit.metadata.get("tenant") == tenant]
+        ranked = [  # the tenant and the directory checked again on what the stores returned
+            hit
+            for hit in ranked
+            if hit.metadata.get("tenant") == tenant
+            and is_under(str(hit.metadata.get("source", "")), directory)
+        ]
         if use_mmr and query_vector is not None and len(ranked) > 1:
             ranked = self._mmr(query_vector, ranked, k)
         timings["fuse_ms"] = (time.perf_counter() - started) * 1000
@@ -192,6 +207,21 @@ class Searcher:
         if self.settings.embedding_provider in ENGLISH_ONLY_EMBEDDINGS and contains_cjk(query):
             return weight * self.settings.cjk_dense_weight_factor
         return weight
+
+    def _within(self, directory: str, tenant: str, node: FilterNode | None) -> FilterNode | None:
+        """`node` and "source is one of the tenant's sources under `directory`"; None when there is none.
+        QueryError past RAG_DIRECTORY_MAX_DOCUMENTS (the condition would grow past what the stores take)."""
+        sources = self.kb.catalog.sources_under(tenant, directory_prefix(directory), directory)
+        if not sources:
+            return None
+        limit = self.settings.directory_max_documents
+        if len(sources) > limit:
+            raise QueryError(
+                f"directory {directory} holds {len(sources)} documents, more than {limit} "
+                "(RAG_DIRECTORY_MAX_DOCUMENTS): scope a deeper directory or raise the limit"
+            )
+        within = Condition("source", "$in", tuple(sources))
+        return within if node is None else Logical("$and", (node, within))
 
     def _collections(self, tenant: str, requested: Sequence[str] | None) -> list[str]:
         available = self.kb.catalog.collections(tenant)

@@ -174,6 +174,9 @@ class Context:
     user_id: str = _from_settings("user_id")
     """Who asks (RAG_DEFAULT_USER): recorded in the sessions, conversations and audit rows; never a scope."""
     collection: str = _from_settings("collection")
+    directory: str = _from_settings("directory")
+    """Only documents under this directory are searched (RAG_DIRECTORY; '' = all; see
+    retrieval/directory_scope.py)."""
     rag_enabled: bool = _from_settings("rag_enabled")
     """Retrieval on (RAG_ENABLED); False answers from the model alone and says no documents were consulted."""
     temperature: float = _override(-1.0, "Sampling temperature of the answer (-1 = RAG_LLM_TEMPERATURE).")

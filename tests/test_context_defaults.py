@@ -74,6 +74,7 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "default_tenant": ("acme", "acme"),
     "default_user": ("alice@example.com", "alice@example.com"),
     "collection": ("manuals", "manuals"),
+    "directory": ("/srv/manuals", "/srv/manuals"),
     "enabled": ("false", False),
     "system_prompt": ("Answer briefly.", "Answer briefly."),
     "answer_source": ("chat", "chat"),

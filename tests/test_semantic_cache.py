@@ -244,6 +244,7 @@ def test_another_tenant_never_gets_the_answer(make_cache: Callable[..., Any]) ->
     "other",
     [
         CacheScope(tenant="acme", collection="manuals"),
+        CacheScope(tenant="acme", directory="/srv/manuals"),
         CacheScope(tenant="acme", filters={"doc_type": "pdf"}),
         CacheScope(tenant="acme", conversation_id="c-2"),
         CacheScope(tenant="acme", mode="precise"),

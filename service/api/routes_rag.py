@@ -92,6 +92,8 @@ def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
         values["system_prompt"] = body.system_prompt
     if body.user_id is not None:
         values["user_id"] = body.user_id
+    if body.directory:
+        values["directory"] = body.directory
     if "use_cache" in {spec.name for spec in fields(Context)}:  # the semantic cache's bypass flag
         values["use_cache"] = body.use_cache
     return Context(**values)

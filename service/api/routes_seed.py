@@ -107,6 +107,7 @@ def seed_spec(body: QueryRequest, tenant: str, state: ApiState) -> RunSpec:
         system_prompt=body.system_prompt,
         include_citations=body.enable_citations,
         filters=body.filters,
+        directory=body.directory,
     )
     spec = run_spec(generate, tenant, state)
     overrides: dict[str, Any] = {}
@@ -482,6 +483,7 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
         tenant=tenant,
         collections=[body.collection] if body.collection else None,
         weights=weights,
+        directory=body.directory,
     )
     timings = {name: round(ms, 2) for name, ms in found.timings_ms.items()}
     timings["search_ms"] = round((time.perf_counter() - started) * 1000, 2)

@@ -21,6 +21,7 @@ from pydantic import (
 
 from persistence.vector_store import validate_collection_name
 from retrieval.conversation_summary import conversation_metadata as checked_ids
+from retrieval.directory_scope import DirectoryError, normalize_directory
 from retrieval.filters import FilterError, parse_filter
 
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
@@ -63,6 +64,17 @@ class QueryChecks(BaseModel):
             raise ValueError(str(error)) from None
         return value
 
+    @field_validator("directory", check_fields=False)
+    @classmethod
+    def _valid_directory(cls, value: str | None) -> str | None:
+        """The directory scope normalised (retrieval.directory_scope), or a 422 naming what is wrong."""
+        if value is None:
+            return None
+        try:
+            return normalize_directory(value) or None
+        except DirectoryError as error:
+            raise ValueError(str(error)) from None
+
 
 class GenerateRequest(QueryChecks):
     """One question and how to answer it."""
@@ -89,6 +101,12 @@ class GenerateRequest(QueryChecks):
     system_prompt: str | None = Field(None, max_length=MAX_SYSTEM_PROMPT_CHARS)
     include_citations: bool = True
     filters: dict[str, Any] | None = None
+    directory: str | None = Field(
+        None,
+        max_length=4096,
+        description="Search only documents whose source path is this absolute directory or lies under it "
+        "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
+    )
     use_cache: bool = True
     conversation_metadata: dict[str, str | int | None] | None = Field(
         None,

@@ -98,6 +98,12 @@ class QueryRequest(QueryChecks):
     filters: dict[str, Any] | None = Field(
         None, description="Metadata filter (the engine's filter language)."
     )
+    directory: str | None = Field(
+        None,
+        max_length=4096,
+        description="Search only documents whose source path is this absolute directory or lies under it "
+        "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
+    )
 
 
 class SourceInfo(BaseModel):
@@ -152,6 +158,12 @@ class SearchRequest(QueryChecks):
         None, description="Rerank the fused candidates with the generation model (default RAG_SEARCH_RERANK)."
     )
     collection: str | None = Field(None, max_length=64)
+    directory: str | None = Field(
+        None,
+        max_length=4096,
+        description="Search only documents whose source path is this absolute directory or lies under it "
+        "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
+    )
 
 
 class SeedBatchRequest(BaseModel):

@@ -68,6 +68,26 @@ CONVERSATION_OPTION = typer.Option(
 USER_OPTION = typer.Option(
     "--user", help="Who asks, recorded beside the tenant in the tables (default: RAG_DEFAULT_USER)."
 )
+#: `--dir` of ask and chat: the run's directory scope (retrieval.directory_scope).
+DIR_OPTION = typer.Option(
+    "--dir",
+    help="Search only documents under this directory (whole path components; relative to the working "
+    "directory; default RAG_DIRECTORY).",
+)
+
+
+def with_directory(context: object, directory: str | None) -> object:
+    """The run context scoped to `--dir` (resolved like ingested paths), or one line naming the option."""
+    from dataclasses import replace
+
+    from retrieval.directory_scope import cli_directory
+
+    if directory is None:
+        return context
+    try:
+        return replace(context, directory=cli_directory(text_or_exit(directory, "--dir")))  # type: ignore[type-var]
+    except ValueError as error:
+        fail(f"--dir: {error}")
 
 
 def with_user(context: object, user: str | None) -> object:
@@ -107,6 +127,7 @@ def ask(
     as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
     conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
     user: Annotated[str | None, USER_OPTION] = None,
+    directory: Annotated[str | None, DIR_OPTION] = None,
 ) -> None:
     """Answer a question from the indexed documents, with citations; follow-ups with --thread.
     Unsupported sentences and citations the model did not give itself are shown as warnings."""
@@ -122,6 +143,7 @@ def ask(
         text_or_exit(thread, "--thread")
     settings = settings_or_exit()
     context = with_user(context_or_exit(mode, tenant, collection, max_iterations), user)
+    context = with_directory(context, directory)
     inputs = conversation_input(conversation_id)
     with user_errors(), store_errors_reported_here():
         # The turn's own input checks first (the graph repeats them), then the store's: bad input is
@@ -183,6 +205,7 @@ def chat(
     tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
     conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
     user: Annotated[str | None, USER_OPTION] = None,
+    directory: Annotated[str | None, DIR_OPTION] = None,
 ) -> None:
     """Interactive conversation: one answer per turn (the stored one; a preview shows it being written on a
     terminal), with its warnings, citations and strategy. A turn with no evidence in the documents is
@@ -197,7 +220,8 @@ def chat(
     if thread is not None:
         text_or_exit(thread, "--thread")
     settings = settings_or_exit()
-    context = replace(with_user(context_or_exit(mode, tenant, None, None), user), answer_source="chat")  # type: ignore[type-var]
+    scoped = with_directory(with_user(context_or_exit(mode, tenant, None, None), user), directory)
+    context = replace(scoped, answer_source="chat")  # type: ignore[type-var]
     extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():

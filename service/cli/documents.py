@@ -101,8 +101,15 @@ def search(
     collection: Annotated[list[str] | None, typer.Option(help="Restrict to these collections.")] = None,
     mmr: Annotated[bool | None, typer.Option(help="Diversify results with MMR.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    directory: Annotated[
+        str | None,
+        typer.Option(
+            "--dir", help="Only documents under this directory (whole path components; relative to here)."
+        ),
+    ] = None,
 ) -> None:
     """Search the indexed documents (the mock retriever's passages with RAG_RETRIEVER=mock)."""
+    from retrieval.directory_scope import cli_directory
     from retrieval.knowledge_base import KnowledgeBase
     from retrieval.mock_retriever import MockSearcher
     from retrieval.search import PassageSearcher, QueryError, Searcher
@@ -124,6 +131,7 @@ def search(
             tenant=tenant,
             collections=collection,
             mmr=mmr,  # type: ignore[arg-type]
+            directory=cli_directory(directory) if directory is not None else None,
         )
     if as_json:
         payload = {

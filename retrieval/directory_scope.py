@@ -1,0 +1,78 @@
+"""Directory scope: search only the documents whose source path lies under a directory (issue 21 §5, the
+reflector's "search this folder").
+
+The design, one for every entry point: the directory is a scope like the collection, not a filter key.
+`rag search --dir`, `rag ask --dir` / `rag chat --dir`, the API's `directory` field (generate, seed 001's
+query and search) and the run's context field `directory` (RAG_DIRECTORY) all reach
+`Searcher.search(directory=...)`. Why not a `$prefix` filter operator: neither Chroma's `where` nor the two
+SQL renderings can match a path prefix the same way, while the catalog knows every indexed source of a
+tenant; so the searcher turns the directory into the tenant's sources under it (Catalog.sources_under) and
+searches with `source $in [...]`, the one filter language both halves already share.
+
+Matching is by whole path components: `/a/b` holds `/a/b` itself and `/a/b/c.md`, never `/a/bc.md`. It
+cannot reach past the tenant: the sources come from the catalog rows of the search's own tenant, the
+tenant is in every store query as before, and every hit is checked against the directory again. Sources
+that are not paths (`text:...`, `event:...`) are under no directory.
+
+A directory is an absolute POSIX path (the form ingestion stores: resolved absolute paths); `..` is refused
+rather than interpreted (a scope must say where it is, not climb out of somewhere), `.` components, repeated
+and trailing slashes are dropped. The CLI first resolves a relative `--dir` against the working directory,
+as `rag ingest` resolves the paths it stores.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.text import invalid_utf8
+
+#: Longest directory accepted (a Linux path is at most 4096 bytes).
+MAX_DIRECTORY_CHARS = 4096
+
+
+class DirectoryError(ValueError):
+    """A directory scope that cannot be used; the message says why."""
+
+
+def normalize_directory(raw: str) -> str:
+    """`raw` as a normalised absolute directory ('' for no scope); DirectoryError when it is relative,
+    holds `..`, control characters or invalid UTF-8, or is too long."""
+    if not raw:
+        return ""
+    if len(raw) > MAX_DIRECTORY_CHARS:
+        raise DirectoryError(f"directory too long: {len(raw)} characters > {MAX_DIRECTORY_CHARS}")
+    problem = invalid_utf8(raw)
+    if problem:
+        raise DirectoryError(f"directory is not valid UTF-8 text: {problem}")
+    if any(ord(char) < 32 or ord(char) == 127 for char in raw):
+        raise DirectoryError("directory holds a control character")
+    if not raw.startswith("/"):
+        raise DirectoryError(f"directory {raw!r} is not an absolute path (sources are stored absolute)")
+    if ".." in raw.split("/"):
+        raise DirectoryError(f"directory {raw!r} holds '..': name the directory itself")
+    parts = [part for part in raw.split("/") if part not in ("", ".")]
+    return "/" + "/".join(parts)
+
+
+def cli_directory(raw: str) -> str:
+    """A `--dir` option as the engine matches it: a relative path resolved against the working directory
+    (as `rag ingest` stores paths), then normalised."""
+    if not raw:
+        return ""
+    path = raw if raw.startswith("/") else str(Path(raw).resolve())
+    return normalize_directory(path)
+
+
+def is_under(source: str, directory: str) -> bool:
+    """Whether `source` is `directory` or lies under it, by whole path components (`directory` is
+    normalised; '' = no scope, everything is under it)."""
+    if not directory:
+        return True
+    if directory == "/":
+        return source.startswith("/")
+    return source == directory or source.startswith(directory + "/")
+
+
+def directory_prefix(directory: str) -> str:
+    """What a source under `directory` (normalised, not '') starts with: the directory and a slash."""
+    return directory if directory.endswith("/") else directory + "/"
