@@ -180,6 +180,7 @@ def eval_qa(
     tokens and latency of a pipeline over the pooled paragraphs of the evaluated questions."""
     from evals.datasets import ALL_SPLITS, SPLITS
     from evals.qa import PIPELINES, run_qa_eval
+    from evals.qa_scoring import SCORE_KEYS
     from evals.report import write_qa_plot
 
     if pipeline not in PIPELINES:
@@ -227,19 +228,7 @@ def eval_qa(
     table.add_row(
         *[
             "-" if report[key] is None else f"{report[key]:.3f}"
-            for key in (
-                *(
-                    "em",
-                    "f1",
-                    "accuracy",
-                    "rouge_l",
-                    "short_em",
-                    "short_f1",
-                    "short_accuracy",
-                    "short_rouge_l",
-                ),
-                *("support_recall@5", "citation_precision", "not_found_rate"),
-            )
+            for key in (*SCORE_KEYS, "support_recall@5", "citation_precision", "not_found_rate")
         ],
         f"{report['llm_calls_per_question']:.2f}",
         f"{report['tokens_per_question']:.0f}",
