@@ -218,6 +218,15 @@ def docx_parser_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     return calls
 
 
+def test_the_docx_parser_recorder_sees_a_real_parse(tmp_path: Path, docx_parser_calls: list[object]) -> None:
+    """The recorder patches the name the DOCX loader looks up, or the "never parsed" checks prove nothing."""
+    plain = docx.Document()
+    plain.add_paragraph("An ordinary paragraph.")
+    plain.save(tmp_path / "plain.docx")
+    assert load_file(tmp_path / "plain.docx", max_bytes=50_000_000)
+    assert len(docx_parser_calls) == 1
+
+
 def test_docx_bomb_is_refused_before_parsing(tmp_path: Path, docx_parser_calls: list[object]) -> None:
     bomb = write_docx_bomb(tmp_path / "bomb.docx", inflated_bytes=60 * 1024**2)
     assert bomb.stat().st_size < 1024**2  # small on disk, as the reported one (873 KB)

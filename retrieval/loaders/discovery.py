@@ -1,0 +1,248 @@
+"""Finding files and reading their bytes safely: folder walks, symlinks, special files, size caps, gzip
+and zip bombs.
+
+Ingestion must survive whatever a user points it at: a `.txt` symlink to /dev/zero, a named pipe, a symlink
+loop, a small gzip or .docx that inflates without bound. Each fails alone with a `LoaderError` whose message
+is the reason, and never aborts the batch or hangs it.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import io
+import os
+import stat
+import zipfile
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from config.settings import Settings
+from retrieval.loaders.guard import LoaderError
+from retrieval.loaders.registry import SUPPORTED_SUFFIXES, suffix_of
+
+#: Bytes read per system call while reading a file (the size cap is checked after every read).
+READ_BLOCK_BYTES = 1 << 20
+#: Zip entries smaller than this are exempt from the compression-ratio check (tiny XML parts compress
+#: extremely well and cannot hurt).
+ZIP_RATIO_MIN_BYTES = 1 << 20
+#: What a file that is not a regular one is, for the reason shown to the user.
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+@dataclass(frozen=True)
+class ZipLimits:
+    """Bounds on a zip-based file (.docx), enforced before any parser sees it (see `inflate_zip`).
+
+    Why before: python-docx inflates every part and lxml builds a tree ~20x the XML's size, so the only
+    safe moment to refuse a zip bomb is before parsing.
+    """
+
+    max_unzipped_bytes: int = Settings.model_fields["max_unzipped_bytes"].default
+    max_entries: int = Settings.model_fields["max_zip_entries"].default
+    max_ratio: float = Settings.model_fields["max_zip_ratio"].default
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ZipLimits:
+        """The limits of these settings (RAG_MAX_UNZIPPED_BYTES, RAG_MAX_ZIP_ENTRIES, RAG_MAX_ZIP_RATIO)."""
+        return cls(settings.max_unzipped_bytes, settings.max_zip_entries, settings.max_zip_ratio)
+
+
+def safe_resolve(path: Path) -> Path:
+    """`path` with symlinks resolved, or made absolute when they cannot be (a loop, a dangling link): the
+    file then fails alone when it is read, instead of aborting discovery for every other file."""
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: Python 3.11's "Symlink loop from ..."
+        return path.absolute()
+
+
+def discover_files(paths: Iterable[Path]) -> list[Path]:
+    """Expand folders into the supported files under them; keep explicitly named files as given.
+
+    Folders are walked recursively in sorted order so ingestion is reproducible; hidden files and
+    folders (`.git`, `.venv`...) are skipped, as are unsupported suffixes, and symlinked folders are not
+    followed (a link to a parent would loop). A file named explicitly is kept even when unsupported or
+    unreadable (a symlink loop), so the user gets its reason instead of silence.
+    Raises FileNotFoundError naming the first path that does not exist.
+    """
+    found: list[Path] = []
+    seen: set[Path] = set()
+    for path in paths:
+        try:
+            os.lstat(path)
+        except OSError:
+            raise FileNotFoundError(f"no such file or directory: {path}") from None
+        candidates = _walk_supported(path) if _is_directory(path) else [path]
+        for candidate in candidates:
+            key = safe_resolve(candidate)
+            if key not in seen:
+                seen.add(key)
+                found.append(candidate)
+    return found
+
+
+def ensure_regular(path: Path) -> None:
+    """LoaderError unless `path` is (or links to) a regular file; a cheap first check that reads nothing,
+    so a device or a pipe is reported as such whatever its name (`read_regular_file` checks again)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise _open_error(exc) from exc
+    if not stat.S_ISREG(mode):
+        raise LoaderError(f"not a regular file ({_file_kind(mode)})")
+
+
+def _file_kind(mode: int) -> str:
+    return next((name for test, name in _FILE_KINDS if test(mode)), "a special file")
+
+
+def _open_error(exc: OSError) -> LoaderError:
+    if exc.errno == errno.ELOOP:
+        return LoaderError("symlink loop: the path never reaches a file")
+    return LoaderError(f"unreadable file: {exc.strerror or exc}")
+
+
+def read_regular_file(path: Path, max_bytes: int) -> bytes:
+    """The bytes of `path`, which must be (or link to) a regular file of at most `max_bytes` bytes.
+
+    Why this care: a `.txt` symlink to /dev/zero or a named pipe made ingestion hang forever. The file is
+    opened non-blocking (opening a pipe with no writer would block), its type is checked on the open
+    descriptor (no race with a swapped path), and the size cap is enforced while reading: st_size is 0 for
+    devices and may grow as we read, so it is only a first check.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise _open_error(exc) from exc
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise LoaderError(f"not a regular file ({_file_kind(info.st_mode)})")
+        if info.st_size > max_bytes:
+            raise LoaderError(f"file too large: {info.st_size} bytes > {max_bytes}")
+        os.set_blocking(descriptor, True)
+        blocks: list[bytes] = []
+        total = 0
+        while block := os.read(descriptor, min(READ_BLOCK_BYTES, max_bytes + 1 - total)):
+            total += len(block)
+            if total > max_bytes:
+                raise LoaderError(f"file too large: more than {max_bytes} bytes (it grew while read)")
+            blocks.append(block)
+        return b"".join(blocks)
+    except OSError as exc:
+        raise LoaderError(f"unreadable file: {exc.strerror or exc}") from exc
+    finally:
+        os.close(descriptor)
+
+
+def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
+    """The zip `data` rewritten with every entry stored uncompressed, inflated here under `limits`.
+
+    Why a copy and not only a look at the directory: the sizes in the directory are the attacker's to
+    write. Python's zipfile returns no more than an entry's declared size, but `read()` of a whole entry
+    (what python-docx does) first inflates everything the compressed stream holds and only then truncates:
+    a 340 KB .docx declaring 1,000 bytes took 630 MB. Here each entry is inflated 1 MiB at a time, which
+    zipfile bounds, the bytes actually produced are counted against RAG_MAX_UNZIPPED_BYTES, and the parser
+    then reads stored entries that inflate nothing.
+    """
+    _check_zip_directory(data, limits, kind)
+    inflated = 0
+    copy = io.BytesIO()
+    try:
+        with (
+            zipfile.ZipFile(io.BytesIO(data)) as archive,
+            zipfile.ZipFile(copy, "w", compression=zipfile.ZIP_STORED) as stored,
+        ):
+            for entry in archive.infolist():
+                if entry.is_dir():
+                    continue
+                with (
+                    archive.open(entry) as source,
+                    stored.open(entry.filename, "w", force_zip64=True) as target,
+                ):
+                    while block := source.read(READ_BLOCK_BYTES):
+                        inflated += len(block)
+                        if inflated > limits.max_unzipped_bytes:
+                            raise LoaderError(
+                                f"zip bomb refused: inflates to more than {limits.max_unzipped_bytes} bytes "
+                                "(RAG_MAX_UNZIPPED_BYTES)"
+                            )
+                        target.write(block)
+    except LoaderError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - bad CRC, encryption, unknown methods, truncation: all corrupt
+        raise LoaderError(f"corrupt {kind}: {str(exc) or type(exc).__name__}") from exc
+    return copy.getvalue()
+
+
+def _check_zip_directory(data: bytes, limits: ZipLimits, kind: str) -> None:
+    """Refuse a zip whose directory promises too many entries, too many bytes or a bomb's ratio (cheap, and
+    the reason names the setting; `inflate_zip` still counts what is really inflated)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
+        raise LoaderError(f"corrupt {kind}: {exc}") from exc
+    if len(entries) > limits.max_entries:
+        raise LoaderError(
+            f"zip bomb refused: {len(entries)} entries > {limits.max_entries} (RAG_MAX_ZIP_ENTRIES)"
+        )
+    total = sum(entry.file_size for entry in entries)
+    if total > limits.max_unzipped_bytes:
+        raise LoaderError(
+            f"zip bomb refused: inflates to {total} bytes > {limits.max_unzipped_bytes} "
+            "(RAG_MAX_UNZIPPED_BYTES)"
+        )
+    for entry in entries:
+        ratio = entry.file_size / max(entry.compress_size, 1)
+        if entry.file_size > ZIP_RATIO_MIN_BYTES and ratio > limits.max_ratio:
+            raise LoaderError(
+                f"zip bomb refused: {entry.filename} inflates {ratio:.0f}x > {limits.max_ratio:g}x "
+                "(RAG_MAX_ZIP_RATIO)"
+            )
+
+
+def _is_hidden(name: str) -> bool:
+    """Dot-files and dot-folders are tool state (.git, .venv, .DS_Store), never user content."""
+    return name.startswith(".")
+
+
+def _is_directory(path: Path) -> bool:
+    """A folder (or a link to one); False for anything unreadable, which then fails as a file."""
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _walk_supported(root: Path) -> list[Path]:
+    """Supported, non-hidden files under `root`, sorted by their path parts (`a.md`, `b/c.md`, `z.md`)."""
+    found: list[Path] = []
+    for folder, dirnames, filenames in os.walk(root):
+        dirnames[:] = [name for name in dirnames if not _is_hidden(name)]
+        for name in filenames:
+            candidate = Path(folder) / name
+            if not _is_hidden(name) and suffix_of(candidate) in SUPPORTED_SUFFIXES:
+                found.append(candidate)
+    return sorted(found, key=lambda path: path.relative_to(root).parts)
+
+
+def gunzip(data: bytes, max_bytes: int) -> bytes:
+    """Decompress, refusing output beyond `max_bytes` so a small gzip cannot expand without bound."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as stream:
+            raw = stream.read(max_bytes + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise LoaderError(f"corrupt gzip: {exc}") from exc
+    if len(raw) > max_bytes:
+        raise LoaderError(f"file too large: decompressed size > {max_bytes} bytes")
+    return raw
