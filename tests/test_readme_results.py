@@ -1,8 +1,10 @@
-"""The README's router and QA tables say what the committed result files say.
+"""The README's and docs/benchmarks.md's router and QA tables say what the committed result files say.
 
-Why: the numbers in the README are the project's claims; they must come from `rag eval ...` JSON files in
-results/, not be typed by hand. Each cell is compared with its JSON value rounded to the decimals the README
-shows, so a re-run benchmark without a README update (or the reverse) fails here.
+Why: the numbers in the README and on its benchmarks page are the project's claims; they must come from
+`rag eval ...` JSON files in results/, not be typed by hand. Each cell is compared with its JSON value rounded
+to the decimals the document shows, so a re-run benchmark without a document update (or the reverse) fails
+here. The benchmark tables live in docs/benchmarks.md (the README links to them); a table there is checked
+exactly as one in the README.
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+#: The documents whose benchmark sections are checked, the README first.
+DOCUMENTS = [README, BENCHMARKS]
 RESULTS = ROOT / "results"
 
 #: QA table column (lower case) -> key of a results/qa_<dataset>_<pipeline>.json report.
@@ -42,12 +47,18 @@ QA_COLUMNS = {
 QA_REQUIRED = {"n", "em", "f1"}
 
 
+def documents_text() -> str:
+    """The checked documents, one after the other (each begins with its `# title`, so no section runs on
+    from one document into the next's sections)."""
+    return "\n".join(path.read_text(encoding="utf-8") for path in DOCUMENTS)
+
+
 def section(text: str, heading: str) -> str:
-    """The README text under the `### <heading>...` line, up to the next heading of level 2 or 3."""
+    """The text under the `### <heading>...` line, up to the next heading of level 1, 2 or 3."""
     match = re.search(rf"^### {re.escape(heading)}.*$", text, re.MULTILINE)
-    assert match, f"README has no '### {heading}' section"
+    assert match, f"neither the README nor docs/benchmarks.md has a '### {heading}' section"
     rest = text[match.end() :]
-    end = re.search(r"^#{2,3} ", rest, re.MULTILINE)
+    end = re.search(r"^#{1,3} ", rest, re.MULTILINE)
     return rest[: end.start()] if end else rest
 
 
@@ -98,7 +109,7 @@ def test_cells_compare_at_the_readme_precision() -> None:
 
 def test_readme_router_table_matches_results_router_json() -> None:
     """The router section names its file and has one row per half and source, each equal to the JSON."""
-    text = section(README.read_text(encoding="utf-8"), "Router")
+    text = section(documents_text(), "Router")
     assert "results/router.json" in text, "the README's router section must name results/router.json"
     report = json.loads((RESULTS / "router.json").read_text(encoding="utf-8"))
     candidates = [table for table in tables(text) if table[0][:2] == ["half", "source"]]
@@ -126,20 +137,20 @@ def test_readme_router_table_matches_results_router_json() -> None:
 
 
 def qa_sections(text: str) -> list[str]:
-    """Every README section whose heading starts with "### Question answering"."""
+    """Every section of the text whose heading starts with "### Question answering"."""
     starts = [match.end() for match in re.finditer(r"^### Question answering.*$", text, re.MULTILINE)]
-    assert starts, "README has no '### Question answering' section"
+    assert starts, "neither the README nor docs/benchmarks.md has a '### Question answering' section"
     found = []
     for start in starts:
         rest = text[start:]
-        end = re.search(r"^#{2,3} ", rest, re.MULTILINE)
+        end = re.search(r"^#{1,3} ", rest, re.MULTILINE)
         found.append(rest[: end.start()] if end else rest)
     return found
 
 
 def test_readme_qa_tables_match_results_qa_json() -> None:
     """Every row of each QA table is results/qa_<dataset>_<pipeline>.json, cell by cell."""
-    for text in qa_sections(README.read_text(encoding="utf-8")):
+    for text in qa_sections(documents_text()):
         candidates = [table for table in tables(text) if table[0][:2] == ["dataset", "pipeline"]]
         assert candidates, "a README QA section has no '| dataset | pipeline | ...' table"
         header, rows = candidates[0]
@@ -165,8 +176,7 @@ def test_readme_qa_at_scale_table_is_generated_from_its_files() -> None:
     included), so it is regenerated rather than edited after each stage."""
     from evals.report import readme_qa_table
 
-    text = README.read_text(encoding="utf-8")
-    scale = next(section for section in qa_sections(text) if "pooled" in section)
+    scale = next(section for section in qa_sections(documents_text()) if "pooled" in section)
     lines = [line.strip() for line in scale.splitlines() if line.startswith("| ")]
     rows = [_cells(line) for line in lines[1:] if not line.startswith("|---")]
     files = [RESULTS / f"qa_{row[0]}_{row[1]}.json" for row in rows]
@@ -202,7 +212,7 @@ def test_readme_model_table_is_the_one_of_results_models_json() -> None:
     from evals.models import markdown_table
 
     report = json.loads((RESULTS / "models.json").read_text(encoding="utf-8"))
-    text = section(README.read_text(encoding="utf-8"), "The embedded model")
+    text = section(documents_text(), "The embedded model")
     lines = set(text.splitlines())
     missing = [line for line in markdown_table(report) if line not in lines]
     assert not missing, f"README model table lacks {missing}"
@@ -214,6 +224,6 @@ def test_readme_prompt_table_is_the_one_of_results_prompts_json() -> None:
     from evals.prompt_ablation import markdown_table
 
     report = json.loads((RESULTS / "prompts.json").read_text(encoding="utf-8"))
-    lines = set(section(README.read_text(encoding="utf-8"), "Answer prompt and decoding").splitlines())
+    lines = set(section(documents_text(), "Answer prompt and decoding").splitlines())
     missing = [line for line in markdown_table(report) if line not in lines]
     assert not missing, f"README prompt table lacks {missing}"
