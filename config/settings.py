@@ -392,10 +392,15 @@ class Settings(BaseSettings):
     max_query_chars: int = Field(
         4000,
         ge=1,
-        # RAG_MAX_QUESTION_CHARS is the name the graph's context always read: both reach this one limit.
-        validation_alias=AliasChoices("max_query_chars", "RAG_MAX_QUERY_CHARS", "RAG_MAX_QUESTION_CHARS"),
-        description="Longer queries and questions are refused with a clear error "
-        "(RAG_MAX_QUERY_CHARS or RAG_MAX_QUESTION_CHARS).",
+        # The one owner of the limit: search, start_turn (the context's max_question_chars), the CLI and
+        # the API's routes all read it, so no interface accepts a question another part refuses.
+        # RAG_MAX_QUESTION_CHARS is the name the graph's context always read and RAG_API_MAX_QUERY_CHARS the
+        # API's former limit of its own (5000, which let 4001-5000 character questions fail inside the graph).
+        validation_alias=AliasChoices(
+            "max_query_chars", "RAG_MAX_QUERY_CHARS", "RAG_MAX_QUESTION_CHARS", "RAG_API_MAX_QUERY_CHARS"
+        ),
+        description="Longer queries and questions are refused with a clear error, by every interface "
+        "(RAG_MAX_QUERY_CHARS; also read as RAG_MAX_QUESTION_CHARS or RAG_API_MAX_QUERY_CHARS).",
     )
 
     # --- graph runs: defaults of the run's context (state/context.py), each overridable per run ----------
@@ -647,7 +652,6 @@ class Settings(BaseSettings):
         description="Calls to one model at once (0 = auto: 1 for the embedded model, no cap for endpoints).",
     )
     api_retrieval_timeout_s: float = Field(10.0, gt=0, description="One retrieval, at most (then 504).")
-    api_max_query_chars: int = Field(5000, ge=1, description="Longest query the API accepts (then 422).")
     api_max_top_k: int = Field(50, ge=1, le=100, description="Largest top_k the API accepts (then 422).")
     api_max_batch: int = Field(50, ge=1, le=1000, description="Queries in one batch request, at most.")
     api_max_json_bytes: int = Field(

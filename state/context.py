@@ -209,6 +209,13 @@ class Context:
                 f"context field temperature={self.temperature!r} is out of range (RAG_LLM_TEMPERATURE): "
                 "-1 (the setting) or 0 to 2"
             )
+        engine_limit = default_settings().max_query_chars
+        if self.max_question_chars > engine_limit:  # search would refuse the question inside the run
+            raise ValueError(
+                f"context field max_question_chars={self.max_question_chars!r} is out of range "
+                f"(RAG_MAX_QUESTION_CHARS): at most RAG_MAX_QUERY_CHARS={engine_limit}, the longest query "
+                "search accepts (a run may only lower it)"
+            )
         if self.generation_reserve >= self.model_context_tokens:
             raise ValueError(
                 f"context field generation_reserve={self.generation_reserve!r} is out of range "

@@ -169,9 +169,10 @@ def test_bad_input_is_422_naming_the_field(
 
 
 def test_the_query_limit_is_a_setting(start_api: Callable[..., Api]) -> None:
-    api = start_api(api_max_query_chars=20)
+    api = start_api(max_query_chars=20)
     reply = api.post("/api/v1/rag/generate", {"query": "x" * 21})
-    assert reply.status_code == 422 and "RAG_API_MAX_QUERY_CHARS" in reply.json()["message"]
+    assert reply.status_code == 422 and "RAG_MAX_QUERY_CHARS" in reply.json()["message"]
+    assert api.model.calls == []
 
 
 # --- streaming --------------------------------------------------------------------------------------------

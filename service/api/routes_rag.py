@@ -27,7 +27,7 @@ from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.routes_seed import seed_batch
 from service.api.runtime import ApiState, api_state, wait_for_disconnect
-from service.api.schemas import BatchRequest, GenerateRequest
+from service.api.schemas import BatchRequest, GenerateRequest, check_query_chars
 from state.context import Context
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag"])
@@ -68,13 +68,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
     """The run's context for a request (the settings' API limits checked first, naming the field)."""
     settings = state.settings
-    if len(body.query) > settings.api_max_query_chars:
-        raise ApiError(
-            422,
-            "ValidationError",
-            f"query: at most {settings.api_max_query_chars} characters (RAG_API_MAX_QUERY_CHARS)",
-            "query",
-        )
+    check_query_chars(body.query, settings.max_query_chars)
     if body.top_k > settings.api_max_top_k:
         raise ApiError(422, "ValidationError", f"top_k: at most {settings.api_max_top_k}", "top_k")
     values: dict[str, Any] = {
@@ -82,7 +76,7 @@ def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
         "mode": body.mode,
         "rewrite": REWRITE_METHODS.get(body.rewrite_method, body.rewrite_method),
         "top_k": body.top_k,
-        "max_question_chars": settings.api_max_query_chars,
+        "max_question_chars": settings.max_query_chars,
     }
     if body.temperature is not None:
         values["temperature"] = body.temperature

@@ -43,7 +43,7 @@ from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.gate import RunMonitor
 from service.api.runtime import ApiState, api_state
-from service.api.schemas import GenerateRequest
+from service.api.schemas import GenerateRequest, check_query_chars
 from service.api.seed_schemas import (
     CitationInfo,
     QueryRequest,
@@ -467,6 +467,7 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
     """The search (in a worker thread): the searcher's hybrid fusion, then the optional rerank, whose one
     model call waits at the engine's model gate like a run's calls (at most `api_queue_timeout_s`)."""
     settings = state.settings
+    check_query_chars(body.query, settings.max_query_chars)
     resources = get_resources()
     searcher = resources.searcher()
     weights = (

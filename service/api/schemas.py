@@ -23,17 +23,30 @@ from persistence.vector_store import validate_collection_name
 from retrieval.conversation_summary import conversation_metadata as checked_ids
 from retrieval.directory_scope import DirectoryError, normalize_directory
 from retrieval.filters import FilterError, parse_filter
+from service.api.errors import ApiError
 
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteMethod = Literal["auto", "multi", "hyde", "decomposition", "decompose", "expand", "none"]
 #: Ids of threads and conversations: what a URL, a log line and a SQLite key can all carry.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
-#: Static bounds (the settings may only lower them): query length, top_k, completion tokens.
-MAX_QUERY_CHARS = 5000
+#: Static bounds (the settings may only lower them): top_k, completion tokens. The query's length has no
+#: static bound: its one limit is RAG_MAX_QUERY_CHARS, the searcher's, checked by `check_query_chars`.
 MAX_TOP_K = 50
 MAX_COMPLETION_TOKENS = 4096
 MAX_SYSTEM_PROMPT_CHARS = 4000
 MAX_BATCH = 50
+
+
+def check_query_chars(query: str, max_chars: int) -> None:
+    """Refuse (422 naming `query`) a query longer than the engine's one limit, RAG_MAX_QUERY_CHARS.
+
+    Why here and not a schema bound: every route that takes a question (the engine's and the seed's) checks
+    the setting the searcher and start_turn read, so no route accepts a question the graph then refuses
+    (the API once had a 5,000-character limit of its own over search's 4,000)."""
+    if len(query) > max_chars:
+        raise ApiError(
+            422, "ValidationError", f"query: at most {max_chars} characters (RAG_MAX_QUERY_CHARS)", "query"
+        )
 
 
 def _tenant(value: str | None) -> str | None:
@@ -81,7 +94,9 @@ class GenerateRequest(QueryChecks):
 
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="The question.")
+    query: str = Field(
+        min_length=1, description="The question (at most RAG_MAX_QUERY_CHARS characters, 4000 by default)."
+    )
     tenant_id: TenantId = Field(None, description="Tenant whose documents are searched (the key's tenant).")
     thread_id: str | None = Field(
         None, pattern=ID_PATTERN, description="Conversation thread (new if omitted)."

@@ -22,7 +22,9 @@ from config.settings import RetryStrategy
 from service.api.schemas import ID_PATTERN, MAX_BATCH, MAX_SYSTEM_PROMPT_CHARS, QueryChecks, TenantId
 
 SeedMode = Literal["simple", "advanced", "precise"]
-#: The seed's bounds.
+#: The seed's bounds. SEED_MAX_QUERY_CHARS is the seed contract's documented bound, not a second owner of
+#: the query limit: the routes check RAG_MAX_QUERY_CHARS too (schemas.check_query_chars), so a lower engine
+#: limit wins and this bound never lets through a question the engine refuses.
 SEED_MAX_QUERY_CHARS = 2000
 SEED_MAX_TOP_K = 20
 MAX_MODEL_NAME_CHARS = 200
