@@ -227,3 +227,46 @@ def test_readme_prompt_table_is_the_one_of_results_prompts_json() -> None:
     lines = set(section(documents_text(), "Answer prompt and decoding").splitlines())
     missing = [line for line in markdown_table(report) if line not in lines]
     assert not missing, f"README prompt table lacks {missing}"
+
+
+def headline_section(text: str) -> str:
+    """The README's `## Headline numbers` section, up to the next heading of level 1 or 2."""
+    match = re.search(r"^## Headline numbers.*$", text, re.MULTILINE)
+    assert match, "the README has no '## Headline numbers' section"
+    rest = text[match.end() :]
+    end = re.search(r"^#{1,2} ", rest, re.MULTILINE)
+    return rest[: end.start()] if end else rest
+
+
+def value_at(report: Any, key: str) -> Any:
+    """The value under a dotted key of a JSON report (`modes.hybrid.ndcg@10`; a number indexes a list)."""
+    for part in key.split("."):
+        report = report[int(part)] if isinstance(report, list) else report[part]
+    return report
+
+
+def test_readme_headline_numbers_are_values_of_their_result_files() -> None:
+    """The README's first screen claims only what a committed result file shows: every row of its headline
+    table names a results/*.json file and a key, and the value cell is that key's value (a number at the
+    README's precision, a text exactly)."""
+    text = headline_section(README.read_text(encoding="utf-8"))
+    candidates = [table for table in tables(text) if table[0] == ["measured", "value", "result file", "key"]]
+    assert candidates, "the README's headline section has no '| measured | value | result file | key |' table"
+    rows = candidates[0][1]
+    assert len(rows) >= 5
+    for measured, cell, file_cell, key_cell in rows:
+        path = ROOT / file_cell.strip("`")
+        assert path.parent == RESULTS and path.is_file(), f"headline {measured!r}: no result file {file_cell}"
+        value = value_at(json.loads(path.read_text(encoding="utf-8")), key_cell.strip("`"))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            assert matches(cell, value), f"README headline {measured!r}: {cell} != {value} ({path.name})"
+        else:
+            assert cell == str(value), f"README headline {measured!r}: {cell} != {value} ({path.name})"
+
+
+def test_the_benchmark_tables_are_on_the_page_the_readme_links() -> None:
+    """The tables the README no longer holds are on docs/benchmarks.md, and the README links that page."""
+    assert "(docs/benchmarks.md)" in README.read_text(encoding="utf-8")
+    page = BENCHMARKS.read_text(encoding="utf-8")
+    for heading in ("Router", "The embedded model", "Answer prompt and decoding", "Question answering"):
+        assert f"### {heading}" in page, f"docs/benchmarks.md has no '### {heading}' section"
