@@ -56,7 +56,7 @@ from retrieval.citations import extract_markers
 from retrieval.grounding import ground_answer
 from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
 from retrieval.tokens import truncate_to_tokens
-from state.context import Context, run_context
+from state.context import Context, default_settings, run_context
 from state.graph_state import State
 from state.schemas import AnswerCandidate, AnswerGrade, RetrievedDoc
 
@@ -81,8 +81,6 @@ LONG_ANSWER_TERMS = 600
 LONG_ANSWER_COMPLETENESS = 0.7
 #: relevance and completeness needed for `answers_question`.
 ANSWERS_QUESTION_MIN = 0.5
-#: Passages with at least this relevance make a "not found" answer wrong (ungraded ones, -1, count too).
-RELEVANT_SOURCE_THRESHOLD = 0.35
 #: Dimensions of an honest "not found" answer: when the sources are relevant it is incomplete (regenerate),
 #: else it is the right answer.
 NOT_FOUND_WITH_RELEVANT = {"relevance": 0.3, "accuracy": 0.5, "completeness": 0.0}
@@ -134,10 +132,14 @@ def clarity_score(answer: str) -> float:
     return _clamp(1.0 - penalty)
 
 
-def _has_relevant(sources: list[RetrievedDoc]) -> bool:
-    """Whether some source is relevant (an ungraded one, relevance < 0, is given the benefit of the doubt)."""
+def _has_relevant(sources: list[RetrievedDoc], threshold: float | None) -> bool:
+    """Whether some source is relevant, which makes a "not found" answer wrong: relevance at least the run's
+    `relevance_threshold` (RAG_RELEVANCE_THRESHOLD; None = the setting's value), the one bar grade_retrieval
+    and generate use too, so a passage the run kept as relevant never lets "not found" pass. An ungraded
+    source (relevance < 0) is given the benefit of the doubt."""
+    bar = default_settings().relevance_threshold if threshold is None else threshold
     grades = [doc.get("relevance", -1.0) for doc in sources]
-    return any(grade >= RELEVANT_SOURCE_THRESHOLD or grade < 0 for grade in grades)
+    return any(grade >= bar or grade < 0 for grade in grades)
 
 
 def _cited_sources(answer: str, sources: list[RetrievedDoc]) -> list[RetrievedDoc]:
@@ -159,17 +161,20 @@ def sentence_grounding(
     return not report.wrong_facts and share >= GROUNDED_SENTENCE_SHARE, share
 
 
-def score_answer(question: str, answer: str, sources: list[RetrievedDoc]) -> AnswerGrade:
-    """The score-based grade of `answer` (pure, no model); see the module docstring. Accuracy and
-    groundedness are per sentence (retrieval.grounding): a sentence whose name, number, date or quoted term
-    is not in the passage it cites is unsupported, however many of its words the passage shares."""
+def score_answer(
+    question: str, answer: str, sources: list[RetrievedDoc], *, relevance_threshold: float | None = None
+) -> AnswerGrade:
+    """The score-based grade of `answer` (no model); see the module docstring. Accuracy and groundedness
+    are per sentence (retrieval.grounding): a sentence whose name, number, date or quoted term is not in the
+    passage it cites is unsupported, however many of its words the passage shares. `relevance_threshold`:
+    the run's (None = RAG_RELEVANCE_THRESHOLD), which decides whether a "not found" answer is right."""
     clarity = clarity_score(answer)
     if is_garbage(strip_references(answer)):
         return AnswerGrade(
             grounded=False, answers_question=False, relevance=0.0, accuracy=0.0, completeness=0.0
         )
     if is_not_found_answer(answer):
-        relevant = _has_relevant(sources)
+        relevant = _has_relevant(sources, relevance_threshold)
         dims = NOT_FOUND_WITH_RELEVANT if relevant else NOT_FOUND_WITHOUT_RELEVANT
         return AnswerGrade(grounded=True, answers_question=not relevant, clarity=clarity, **dims)
     answer_terms = content_terms(answer) - META_TERMS
@@ -206,13 +211,20 @@ PROBLEM_SENTENCE_CHARS = 160
 UNCLEAR_BELOW = 0.5
 
 
-def answer_problems(question: str, answer: str, sources: list[RetrievedDoc], grade: AnswerGrade) -> list[str]:
+def answer_problems(
+    question: str,
+    answer: str,
+    sources: list[RetrievedDoc],
+    grade: AnswerGrade,
+    *,
+    relevance_threshold: float | None = None,
+) -> list[str]:
     """What was wrong with an answer, in words the next attempt's prompt can use (generate adds them to its
     revision note): sentences naming what their source does not say, an answer off the question, a
     repeating or cut-off one, an honest "not found" although the sources are relevant."""
     language = language_of(question)
     if is_not_found_answer(answer):
-        return [PROBLEM_WRONGLY_NOT_FOUND[language]] if _has_relevant(sources) else []
+        return [PROBLEM_WRONGLY_NOT_FOUND[language]] if _has_relevant(sources, relevance_threshold) else []
     problems = [
         PROBLEM_UNSUPPORTED[language].format(
             sentence=check.sentence.strip()[:PROBLEM_SENTENCE_CHARS], missing=", ".join(check.missing)
@@ -299,7 +311,7 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = current_question(state)
     draft = state.get("draft") or ""
     sources = state.get("sources") or []
-    grade = score_answer(question, draft, sources)
+    grade = score_answer(question, draft, sources, relevance_threshold=context.relevance_threshold)
     grader: GraderName = "score"
     usage: dict[str, Any] = {}
     if not sources:
@@ -327,7 +339,11 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         doc_ids=[doc["chunk_id"] for doc in sources],
         confidence=state.get("draft_confidence"),
     )
-    problems = answer_problems(question, draft, sources, grade) if action != "accept" else []
+    problems = (
+        answer_problems(question, draft, sources, grade, relevance_threshold=context.relevance_threshold)
+        if action != "accept"
+        else []
+    )
     # What the next round uses (generate's revision note, reformulate's query): the grader's own suggestions.
     suggestions = list(grade.suggestions) if graded and action != "accept" else []
     reflection_score = ten_point(score)

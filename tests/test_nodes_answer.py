@@ -282,6 +282,24 @@ def test_score_grader_judges_not_found_answers_by_source_relevance() -> None:
     assert without_relevant.answers_question and without_relevant.grounded
 
 
+@pytest.mark.parametrize(("threshold", "right"), [(0.6, True), (0.4, False)])
+def test_a_not_found_answer_is_judged_by_the_runs_relevance_threshold(
+    install: Any, threshold: float, right: bool
+) -> None:
+    """One bar for "relevant" (RAG_RELEVANCE_THRESHOLD): a source under the run's threshold, which
+    grade_retrieval would not count as relevant, does not make "not found" wrong (issue 22 §1)."""
+    install(scripted(), strength="weak")
+    state = grade_state(NOT_FOUND_EN, sources=[TOWER])  # relevance 0.5
+    update = grade_answer(state, runtime(relevance_threshold=threshold))
+    assert update["answer_grade"]["answers_question"] is right
+
+
+def test_the_score_grader_reads_the_relevance_threshold_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RAG_RELEVANCE_THRESHOLD", "0.6")
+    assert score_answer(QUESTION, NOT_FOUND_EN, [TOWER]).answers_question  # 0.5 < 0.6: nothing relevant
+    assert not score_answer(QUESTION, NOT_FOUND_EN, [TOWER], relevance_threshold=0.4).answers_question
+
+
 def test_score_grader_chinese_answer() -> None:
     source = doc(1, "巴黎是法国的首都，也是法国最大的城市。")
     good = score_answer("法国的首都是哪里？", "法国的首都是巴黎[1]。", [source])
