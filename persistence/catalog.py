@@ -47,10 +47,18 @@ from sqlalchemy.sql.elements import ColumnElement
 from config.settings import Settings
 from core.types import Chunk
 from persistence.embedding_cache import LAST_USED_INDEX, EmbeddingCache
-from persistence.errors import StoreDamagedError, StoreUnavailableError
+from persistence.errors import (
+    CatalogDamagedError,
+    CatalogUnavailableError,
+    KeywordIndexDamagedError,
+    damaged_catalog_message,
+    damaged_keyword_index_message,
+    unavailable_catalog_message,
+)
 from persistence.keyword_index import KeywordHit, KeywordIndex
 from persistence.keyword_pruning import PruningPolicy, pruning_policy
 from persistence.pg_keyword_index import PgBm25Index, PgKeywordBackend, PgTsvectorIndex, pg_keyword_index
+from persistence.urls import is_postgres_url, sqlalchemy_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_MAX_VARIABLES = 900
@@ -142,56 +150,6 @@ def configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
-class CatalogDamagedError(StoreDamagedError):
-    """The catalog file is not a (healthy) SQLite database; the message says how to rebuild it."""
-
-
-def damaged_catalog_message(path: Path, reason: str) -> str:
-    """One line naming the damaged catalog and how to rebuild it (the documents on disk are the source)."""
-    return (
-        f"the catalog {path} is damaged ({reason}); move it aside and rebuild it by ingesting your documents "
-        "again (`rag ingest PATH...`); `rag doctor` checks every store"
-    )
-
-
-class CatalogUnavailableError(StoreUnavailableError):
-    """The catalog's database server cannot be reached (down, refused, wrong credentials): exit 1 / 503."""
-
-
-def unavailable_catalog_message(shown: str, reason: str) -> str:
-    """One line naming the unreachable catalog database and what to check."""
-    return (
-        f"cannot reach the catalog database {shown} ({reason}); is the server running? "
-        "`rag doctor` checks every store"
-    )
-
-
-def is_postgres_url(location: Path | str) -> bool:
-    """Whether a catalog location is a PostgreSQL URL, read by persistence.database's one predicate."""
-    from persistence.database import is_postgres  # late: persistence.database imports this module
-
-    return isinstance(location, str) and is_postgres(location)
-
-
-def engine_url(url: str) -> str:
-    """The SQLAlchemy URL of a Postgres URL (psycopg 3 as the driver)."""
-    from persistence.database import sqlalchemy_url  # late: persistence.database imports this module
-
-    return sqlalchemy_url(url)
-
-
-class KeywordIndexDamagedError(StoreDamagedError):
-    """The FTS5 keyword index inside the catalog is damaged; the chunks are not, so it can be rebuilt."""
-
-
-def damaged_keyword_index_message(path: Path, reason: str) -> str:
-    """One line naming the damaged keyword index and its repair (`rag doctor --repair` rebuilds it)."""
-    return (
-        f"the keyword index in {path} is damaged ({reason}); `rag doctor --repair` rebuilds it from the "
-        "catalog's chunks"
-    )
-
-
 def is_damage(error: BaseException) -> bool:
     """Whether a SQLite error means a damaged file rather than a busy or misused database."""
     original = error.orig if isinstance(error, DBAPIError) else error
@@ -226,8 +184,8 @@ class Catalog:
         self.keyword_index: KeywordIndex | PgBm25Index | PgTsvectorIndex
         if is_postgres_url(location):
             self.path = Path(str(location))  # only named in messages; `shown` hides the password
-            self.shown = make_url(engine_url(str(location))).render_as_string(hide_password=True)
-            self.engine: Engine = create_engine(engine_url(str(location)), pool_pre_ping=True)
+            self.shown = make_url(sqlalchemy_url(str(location))).render_as_string(hide_password=True)
+            self.engine: Engine = create_engine(sqlalchemy_url(str(location)), pool_pre_ping=True)
             self.keyword_index = pg_keyword_index(pg_keyword_backend, pruning)
             event.listen(self.engine, "handle_error", self._unreachable)
         else:

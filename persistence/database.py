@@ -47,6 +47,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from config.settings import Settings
 from persistence.catalog import configure_sqlite
 from persistence.errors import StoreUnavailableError
+from persistence.urls import is_postgres as is_postgres
+from persistence.urls import libpq_url as libpq_url
+from persistence.urls import postgres_url as postgres_url
+from persistence.urls import sqlalchemy_url
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +59,6 @@ APP_DB_FILENAME = "app.sqlite"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: Lock file beside a SQLite database, held while its migrations run.
 MIGRATION_LOCK_SUFFIX = ".migrate-lock"
-#: URL schemes of PostgreSQL (before any "+driver"), and the SQLAlchemy scheme with the installed driver.
-POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
-SQLALCHEMY_POSTGRES_SCHEME = "postgresql+psycopg"
 #: Key of the Postgres advisory lock held while the app tables' migrations run (any fixed 64-bit number
 #: other locks do not use; persistence.thread_lock derives its keys from thread ids by SHA-1).
 MIGRATION_ADVISORY_LOCK_KEY = 0x7261675F6D696772  # "rag_migr"
@@ -228,37 +229,6 @@ def database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
     return f"sqlite:///{(settings.data_dir / APP_DB_FILENAME).resolve()}"
-
-
-def is_postgres(url: str | None) -> bool:
-    """Whether a database URL names PostgreSQL (postgresql://, postgres://, postgresql+driver://).
-
-    Why one predicate: this URL alone moves conversations, app tables, catalog and keyword index, and the
-    thread lock onto the server; every store must read it the same way."""
-    if not url or "://" not in url:
-        return False
-    return url.split("://", 1)[0].split("+", 1)[0].lower() in POSTGRES_SCHEMES
-
-
-def postgres_url(settings: Settings) -> str | None:
-    """RAG_DATABASE_URL when it names PostgreSQL, else None (the embedded SQLite files are used)."""
-    return settings.database_url if is_postgres(settings.database_url) else None
-
-
-def sqlalchemy_url(url: str) -> str:
-    """The URL SQLAlchemy opens: a Postgres URL gets psycopg 3 as its driver (SQLAlchemy's default driver
-    for `postgresql://` is psycopg2, which is not installed); other URLs are returned unchanged."""
-    if not is_postgres(url):
-        return url
-    return f"{SQLALCHEMY_POSTGRES_SCHEME}://{url.split('://', 1)[1]}"
-
-
-def libpq_url(url: str) -> str:
-    """The URL psycopg / libpq opens (the LangGraph saver, advisory locks): `postgresql://` without a
-    SQLAlchemy driver suffix. ValueError for a URL that does not name PostgreSQL."""
-    if not is_postgres(url):
-        raise ValueError(f"not a PostgreSQL URL: {url.split('://', 1)[0]}://...")
-    return f"postgresql://{url.split('://', 1)[1]}"
 
 
 def alembic_config(url: str) -> AlembicConfig:

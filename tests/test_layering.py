@@ -62,3 +62,14 @@ def test_a_forbidden_edge_is_reported_with_its_file(tmp_path: Path) -> None:
         (tmp_path / name / "a.py").write_text(body)
     problems = graph_tools.forbidden_edges(graph_tools.import_graph(tmp_path))
     assert len(problems) == 1 and problems[0].startswith("nodes -> evals") and "nodes/a.py:1" in problems[0]
+
+
+def test_the_catalog_reads_database_urls_without_importing_the_database() -> None:
+    """persistence.database imports the catalog, so the catalog reaching back for its URL helpers (late
+    imports, once) was a hidden cycle; they live in persistence.urls now, which imports no store."""
+    import ast
+
+    for module, forbidden in (("catalog", "persistence.database"), ("urls", "persistence.")):
+        tree = ast.parse((REPO_ROOT / "persistence" / f"{module}.py").read_text(encoding="utf-8"))
+        imported = [name for name, _line in graph_tools._imported_modules(tree)]
+        assert not [name for name in imported if name.startswith(forbidden)], (module, imported)

@@ -1,0 +1,53 @@
+"""Database URLs: which name PostgreSQL, and the forms SQLAlchemy and libpq open.
+
+Why a module of its own: the catalog and the app tables (persistence.database) both read RAG_DATABASE_URL,
+and the catalog used to reach these helpers through late imports of persistence.database, which imports the
+catalog. Here they depend on nothing of the project but the settings, so every store reads a URL the same
+way without an import cycle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from config.settings import Settings
+
+#: URL schemes of PostgreSQL (before any "+driver"), and the SQLAlchemy scheme with the installed driver.
+POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
+SQLALCHEMY_POSTGRES_SCHEME = "postgresql+psycopg"
+
+
+def is_postgres(url: str | None) -> bool:
+    """Whether a database URL names PostgreSQL (postgresql://, postgres://, postgresql+driver://).
+
+    Why one predicate: this URL alone moves conversations, app tables, catalog and keyword index, and the
+    thread lock onto the server; every store must read it the same way."""
+    if not url or "://" not in url:
+        return False
+    return url.split("://", 1)[0].split("+", 1)[0].lower() in POSTGRES_SCHEMES
+
+
+def postgres_url(settings: Settings) -> str | None:
+    """RAG_DATABASE_URL when it names PostgreSQL, else None (the embedded SQLite files are used)."""
+    return settings.database_url if is_postgres(settings.database_url) else None
+
+
+def sqlalchemy_url(url: str) -> str:
+    """The URL SQLAlchemy opens: a Postgres URL gets psycopg 3 as its driver (SQLAlchemy's default driver
+    for `postgresql://` is psycopg2, which is not installed); other URLs are returned unchanged."""
+    if not is_postgres(url):
+        return url
+    return f"{SQLALCHEMY_POSTGRES_SCHEME}://{url.split('://', 1)[1]}"
+
+
+def libpq_url(url: str) -> str:
+    """The URL psycopg / libpq opens (the LangGraph saver, advisory locks): `postgresql://` without a
+    SQLAlchemy driver suffix. ValueError for a URL that does not name PostgreSQL."""
+    if not is_postgres(url):
+        raise ValueError(f"not a PostgreSQL URL: {url.split('://', 1)[0]}://...")
+    return f"postgresql://{url.split('://', 1)[1]}"
+
+
+def is_postgres_url(location: Path | str) -> bool:
+    """Whether a catalog location (a SQLite file's path, or a URL) is a PostgreSQL URL."""
+    return isinstance(location, str) and is_postgres(location)
