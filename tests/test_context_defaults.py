@@ -301,7 +301,7 @@ def test_the_module_level_graph_runs_without_context(model: TaskChatModel) -> No
 
 def readme_python_snippet() -> str:
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("## Python, Studio, server, notebooks", 1)[1]
+    section = text.split("### Python (`graph.invoke`)", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert match, "the README's Python section has no ```python block"
     return match.group(1)
