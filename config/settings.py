@@ -575,7 +575,9 @@ class Settings(BaseSettings):
         "local", description="local (embedded model, RAG_LOCAL_MODEL) | openai | init_chat_model."
     )
     llm_model: str = Field(
-        "smollm2-135m", description="Model name (openai) or provider:model (init_chat_model)."
+        "",
+        description="Model name the endpoint serves (openai) or provider:model (init_chat_model); required "
+        "with those providers (no name fits every server). With local it is RAG_LOCAL_MODEL's name.",
     )
     llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint for generation.")
     llm_api_key: str | None = Field(None, description="API key for the generation endpoint.")
@@ -885,6 +887,14 @@ class Settings(BaseSettings):
             )
         if self.llm_provider == "openai" and not self.llm_base_url and not self.llm_api_key:
             raise ValueError("RAG_LLM_PROVIDER=openai needs RAG_LLM_BASE_URL or RAG_LLM_API_KEY")
+        if self.llm_provider != "local" and not self.llm_model.strip():
+            # Why no default: an embedded model's name (the old default) is not what an OpenAI-compatible
+            # server answers to, and the first call would fail far from the cause.
+            example = "openai:gpt-4o-mini" if self.llm_provider == "init_chat_model" else "gpt-4o-mini"
+            raise ValueError(
+                f"RAG_LLM_PROVIDER={self.llm_provider} needs RAG_LLM_MODEL: the model name the endpoint "
+                f"serves (e.g. {example})"
+            )
         if self.generation_reserve >= self.model_context_tokens:
             raise ValueError(
                 f"RAG_GENERATION_RESERVE={self.generation_reserve} must be smaller than "

@@ -59,6 +59,9 @@ def resolve_spec(settings: Settings, role: Role = "generate") -> ModelSpec:
     if provider == "openai" and not base_url and not api_key:
         prefix = "RAG_GRADER" if grading else "RAG_LLM"
         raise SettingsError(f"{prefix}_PROVIDER=openai needs {prefix}_BASE_URL or {prefix}_API_KEY")
+    if grading and provider != "local" and not settings.grader_model and settings.llm_provider == "local":
+        # RAG_LLM_MODEL names the embedded model then: not a name a served grader answers to.
+        raise SettingsError(f"RAG_GRADER_PROVIDER={provider} needs RAG_GRADER_MODEL (e.g. gpt-4o-mini)")
     return ModelSpec(
         role=role,
         provider=provider,

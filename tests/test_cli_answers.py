@@ -210,6 +210,7 @@ def test_chat_with_the_model_endpoint_down_exits_1(
     url = f"http://127.0.0.1:{closed_port()}/v1"
     monkeypatch.setenv("RAG_LLM_PROVIDER", "openai")
     monkeypatch.setenv("RAG_LLM_BASE_URL", url)
+    monkeypatch.setenv("RAG_LLM_MODEL", "served-model")
     monkeypatch.setenv("RAG_LLM_MAX_RETRIES", "0")
     factory.clear_model_cache()
     with use_resources(Resources(load_settings(), knowledge_base=corpus_kb)):

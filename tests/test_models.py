@@ -316,6 +316,14 @@ def test_grader_openai_without_endpoint_or_key_is_a_settings_error() -> None:
         factory.resolve_spec(settings(grader_provider="openai"), "grade")
 
 
+def test_a_served_grader_beside_the_embedded_model_needs_its_name() -> None:
+    """RAG_LLM_MODEL names the embedded model then: not a name to send to the grader's endpoint."""
+    with pytest.raises(SettingsError, match="RAG_GRADER_PROVIDER=openai needs RAG_GRADER_MODEL"):
+        factory.resolve_spec(settings(grader_provider="openai", grader_api_key="k"), "grade")
+    named = settings(grader_provider="openai", grader_api_key="k", grader_model="gpt-4o-mini")
+    assert factory.resolve_spec(named, "grade").model == "gpt-4o-mini"
+
+
 def test_model_strength_is_weak_for_the_embedded_model_and_set_for_the_grader() -> None:
     """`auto` on a remote model runs a self-test (tests/test_capability.py); a set strength is taken as is."""
     s = settings(

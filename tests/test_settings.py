@@ -89,6 +89,23 @@ def test_openai_embeddings_need_an_endpoint_or_key(monkeypatch: pytest.MonkeyPat
     assert "RAG_EMBEDDING_BASE_URL" in settings_error()
 
 
+@pytest.mark.parametrize("provider", ["openai", "init_chat_model"])
+def test_a_served_model_needs_its_name(monkeypatch: pytest.MonkeyPatch, provider: str) -> None:
+    """No default model name for an endpoint: the embedded model's name (the old default) is not one an
+    OpenAI-compatible server answers to, so the settings say what is missing in one line."""
+    monkeypatch.setenv("RAG_LLM_PROVIDER", provider)
+    monkeypatch.setenv("RAG_LLM_BASE_URL", "http://127.0.0.1:8080/v1")
+    message = settings_error()
+    assert f"RAG_LLM_PROVIDER={provider} needs RAG_LLM_MODEL" in message and "\n" not in message
+    monkeypatch.setenv("RAG_LLM_MODEL", "served-model")
+    assert load_settings().llm_model == "served-model"
+
+
+def test_the_embedded_provider_names_its_model_without_rag_llm_model() -> None:
+    settings = load_settings(local_model="smollm2-135m")
+    assert settings.llm_model == "smollm2-135m"
+
+
 def test_dotenv_in_the_working_directory_is_read(tmp_path: Path) -> None:
     # conftest made tmp_path the working directory.
     assert Path.cwd() == tmp_path
