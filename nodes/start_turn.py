@@ -8,8 +8,9 @@ the same before the graph writes anything (persistence.threads); this node is th
 whatever runs the graph (another checkpointer, the LangGraph server).
 
 The checkpointer keeps a thread's whole state between turns; only the conversation (`messages`) should carry
-over, so counters, documents, timings and answers are reset here (reducer-managed fields with LangGraph's
-`Overwrite`, through `reset`, so no placeholder reaches a streamed update).
+over, so counters, documents, timings and answers are reset here: every field the state schema declares
+per-turn (`PerTurn` in state.graph_state; reducer-managed ones with LangGraph's `Overwrite`, so no placeholder
+reaches a streamed update). A new per-turn field is declared there, not listed here.
 Bad input fails here, before any model or store is touched, with a message naming what is wrong.
 """
 
@@ -27,7 +28,7 @@ from retrieval.conversation_summary import InvalidConversationMetadataError, con
 from retrieval.directory_scope import DirectoryError, normalize_directory
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_config, run_context
-from state.graph_state import State, reset
+from state.graph_state import State, turn_reset
 
 
 class InvalidQuestionError(ValueError):
@@ -102,44 +103,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "tenant": context.tenant,
         "filters": state.get("filters") or {},
         "conversation_id": state.get("conversation_id") or "",
-        "documents": reset([]),
-        "queries_run": reset([]),
-        "hops": reset(0),
-        "retrieval_rounds": reset(0),
-        "generation_rounds": reset(0),
-        "llm_calls": reset(0),
-        "timings_ms": reset({}),
-        "usage": reset({}),
-        "best_answer": None,  # its reducer clears on None (see state.graph_state.reset)
-        "queries": [],
-        "retrieval_depth": 1,
-        "sources": [],
-        "retrieved": [],
-        "citations": [],
-        "renderings": {},
-        "unsupported_sentences": [],
-        "draft": "",
-        "evidence": [],
-        "recalled_memories": None,
-        "director_events": None,
-        "draft_confidence": None,
-        "answer_confidence": None,
-        "answer": "",
-        "answer_id": "",
-        "short_answer": "",
-        "not_found": False,
-        "not_found_reason": "",
-        "declined_answer": "",
-        "error": "",
-        "prompt_info": {},
-        "answer_grade": {},
-        "missing_terms": [],
-        "retrieval_score": 0.0,
-        "strategy": "",
-        "analysis": {},
-        "next_action": "accept",
-        "stalled_revisions": 0,
-        "retrieval_decision": "generate",
+        **turn_reset(),  # every PerTurn field of the state schema (state.graph_state)
     }
     if append:
         update["messages"] = [HumanMessage(question)]

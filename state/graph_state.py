@@ -1,15 +1,21 @@
 """The graph's typed state: what callers pass (InputState), what nodes share (State), what comes out
 (OutputState), and the named reducers that merge node updates.
 
-Per-turn fields are reset by `start_turn` at the start of each turn (the checkpointer keeps a thread's state
-between turns, and only `messages` and the thread's owner should carry over). Reducer-managed fields are reset
-with LangGraph's `Overwrite` (`reset(value)`), which bypasses the reducer: no placeholder value ever reaches a
-channel, a streamed update or a checkpoint.
+Per-turn fields are declared once, here, with `PerTurn(empty)` in their Annotated type; `start_turn` sets each
+to its empty value at the start of every turn (`turn_reset`), so a new per-turn field needs no edit there (the
+checkpointer keeps a thread's state between turns, and only `messages`, the thread's owner and the
+conversation's ids should carry over). Reducer-managed fields are reset with LangGraph's `Overwrite`
+(`reset(value)`), which bypasses the reducer: no placeholder value ever reaches a channel, a streamed update
+or a checkpoint. `PerTurn` goes before a reducer in the metadata: LangGraph takes the last item as the
+reducer.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, NotRequired
+import copy
+from dataclasses import dataclass
+from functools import cache
+from typing import Annotated, Any, Literal, NotRequired, get_type_hints
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
@@ -33,6 +39,39 @@ def reset(value: Any) -> Overwrite:
     write as is, so on a field that starts unset (`best_answer`) the wrapper itself would be stored; that one
     is cleared by writing None, which its reducer understands."""
     return Overwrite(value)
+
+
+@dataclass(frozen=True)
+class PerTurn:
+    """Annotated metadata of a per-turn field: `start_turn` sets it to (a copy of) `empty` every turn.
+
+    Why metadata on the field rather than a list in start_turn: the schema is where a field is added, so the
+    decision "reset each turn or carry over" is made there, once (a hand-kept list of ~37 names drifted)."""
+
+    empty: Any
+
+
+@cache
+def per_turn_fields(schema: type) -> dict[str, tuple[Any, bool]]:
+    """Each `PerTurn` field of a state schema: (its empty value, whether a reducer merges its updates)."""
+    found: dict[str, tuple[Any, bool]] = {}
+    for name, hint in get_type_hints(schema, include_extras=True).items():
+        metadata: tuple[Any, ...] = getattr(hint, "__metadata__", ())
+        marker = next((item for item in metadata if isinstance(item, PerTurn)), None)
+        if marker is not None:
+            found[name] = (marker.empty, callable(metadata[-1]) and not isinstance(metadata[-1], PerTurn))
+    return found
+
+
+def turn_reset(schema: type | None = None) -> dict[str, Any]:
+    """The update that resets every per-turn field of `schema` (default State) to its empty value: reducer
+    fields through `reset` (Overwrite), except an empty of None, which a reducer reads as "clear"
+    (`keep_best_answer`; an unset channel would store the Overwrite wrapper itself, see `reset`)."""
+    update: dict[str, Any] = {}
+    for name, (empty, reduced) in per_turn_fields(schema or State).items():
+        value = copy.deepcopy(empty)  # [] and {} must not be shared between turns
+        update[name] = reset(value) if reduced and value is not None else value
+    return update
 
 
 def _value(current: Any, empty: Any) -> Any:
@@ -108,49 +147,48 @@ class InputState(TypedDict, total=False):
     gives one replaces that one only."""
 
 
-
 class OutputState(TypedDict, total=False):
     """What a run returns."""
 
     question: str
     standalone_question: str
-    answer: str
-    short_answer: str
+    answer: Annotated[str, PerTurn("")]
+    short_answer: Annotated[str, PerTurn("")]
     """The short answer `answer` starts with (a name, a number, a date, a few words, yes/no), without
     citation markers; "" when the answer is "not found" or opens with a sentence (retrieval.answer_text)."""
-    citations: list[Citation]
-    sources: list[RetrievedDoc]
+    citations: Annotated[list[Citation], PerTurn([])]
+    sources: Annotated[list[RetrievedDoc], PerTurn([])]
     """The passages the answer cites, renumbered to match its [n] markers."""
-    retrieved: list[RetrievedDoc]
+    retrieved: Annotated[list[RetrievedDoc], PerTurn([])]
     """Every passage retrieved this turn, best first (what retrieval found, cited or not)."""
-    renderings: dict[str, str]
+    renderings: Annotated[dict[str, str], PerTurn({})]
     """The cited answer rendered as markdown, html and plain text."""
-    unsupported_sentences: list[str]
-    strategy: str
-    analysis: dict[str, Any]
-    not_found: bool
-    not_found_reason: str
+    unsupported_sentences: Annotated[list[str], PerTurn([])]
+    strategy: Annotated[str, PerTurn("")]
+    analysis: Annotated[dict[str, Any], PerTurn({})]
+    not_found: Annotated[bool, PerTurn(False)]
+    not_found_reason: Annotated[str, PerTurn("")]
     """Why the answer is "not found" ("" when answered): nothing retrieved, no relevant passage, the model
     found none, or the check of retrieval.answerability declined the model's answer (its reason)."""
-    declined_answer: str
+    declined_answer: Annotated[str, PerTurn("")]
     """The answer that check replaced with "not found" ("" otherwise): kept so a reader (Studio, the QA
     benchmark) can tell a right decline from a correct answer thrown away."""
-    answer_confidence: float | None
+    answer_confidence: Annotated[float | None, PerTurn(None)]
     """Mean token log-probability of the model's short answer (None when the endpoint returns none, or no
     model wrote the answer): the calibrated signal of the not-found decision
     (RAG_ANSWER_CONFIDENCE_THRESHOLD)."""
-    answer_grade: dict[str, Any]
-    retrieval_rounds: Annotated[int, add_count]
-    generation_rounds: Annotated[int, add_count]
-    llm_calls: Annotated[int, add_count]
-    timings_ms: Annotated[dict[str, float], add_numbers]
-    usage: Annotated[dict[str, float], add_numbers]
-    prompt_info: dict[str, Any]
-    error: str
+    answer_grade: Annotated[dict[str, Any], PerTurn({})]
+    retrieval_rounds: Annotated[int, PerTurn(0), add_count]
+    generation_rounds: Annotated[int, PerTurn(0), add_count]
+    llm_calls: Annotated[int, PerTurn(0), add_count]
+    timings_ms: Annotated[dict[str, float], PerTurn({}), add_numbers]
+    usage: Annotated[dict[str, float], PerTurn({}), add_numbers]
+    prompt_info: Annotated[dict[str, Any], PerTurn({})]
+    error: Annotated[str, PerTurn("")]
     messages: Annotated[list[AnyMessage], add_messages]
     cache_hit: bool
     """True when the answer came from the semantic cache (nodes.cache_lookup): no retrieval, no model."""
-    answer_id: str
+    answer_id: Annotated[str, PerTurn("")]
     """The id the answer was recorded under (the audit row's `answer_id`, nodes.record_turn): what a caller
     rates it by (`rag feedback`, POST /api/v1/feedback); "" when the turn was not recorded."""
 
@@ -158,40 +196,40 @@ class OutputState(TypedDict, total=False):
 class State(InputState, OutputState, total=False):
     """Everything nodes share during a run."""
 
-    queries: list[SearchQuery]
+    queries: Annotated[list[SearchQuery], PerTurn([])]
     """Queries of the current retrieval round (fanned out with Send)."""
-    retrieval_depth: int
+    retrieval_depth: Annotated[int, PerTurn(1)]
     """Factor on each query's k in the current round: 1, grown by expanding retries (RAG_RETRY_STRATEGY
     expand | both, nodes.retry_strategy); start_turn resets it to 1."""
-    queries_run: Annotated[list[str], extend_or_reset]
-    documents: Annotated[list[RetrievedDoc], merge_documents]
+    queries_run: Annotated[list[str], PerTurn([]), extend_or_reset]
+    documents: Annotated[list[RetrievedDoc], PerTurn([]), merge_documents]
     """All passages retrieved this turn, deduplicated by chunk id."""
-    hops: Annotated[int, add_count]
-    retrieval_score: float
-    missing_terms: list[str]
-    retrieval_decision: RetrievalDecision
+    hops: Annotated[int, PerTurn(0), add_count]
+    retrieval_score: Annotated[float, PerTurn(0.0)]
+    missing_terms: Annotated[list[str], PerTurn([])]
+    retrieval_decision: Annotated[RetrievalDecision, PerTurn("generate")]
     """What grade_retrieval decided (the router only reads it)."""
-    evidence: list[RetrievedDoc]
+    evidence: Annotated[list[RetrievedDoc], PerTurn([])]
     """The sentences of the graded passages the reader gets (retrieval.evidence), one entry per chunk, best
     first; empty when compression is off (RAG_EVIDENCE_TOKEN_BUDGET=0): the reader then gets whole chunks."""
-    recalled_memories: list[RetrievedDoc] | None
+    recalled_memories: Annotated[list[RetrievedDoc] | None, PerTurn(None)]
     """The tenant's memories recalled for this turn's question (nodes.memory_recall), given to the answer
     prompt after the sources' numbers; None until generate first looks (start_turn resets it), so the Self-RAG
     rounds of a turn search once."""
-    director_events: list[RetrievedDoc] | None
+    director_events: Annotated[list[RetrievedDoc] | None, PerTurn(None)]
     """The events the director recalled for this turn (nodes.director_recall: this conversation's, then the
     tenant's other conversations'), given to the answer prompt in their own section; [] when the conversation
     is not stalled; None until generate first looks (start_turn resets it)."""
-    draft_confidence: float | None
+    draft_confidence: Annotated[float | None, PerTurn(None)]
     """answer_confidence of the latest draft (cite reports the chosen answer's)."""
-    draft: str
+    draft: Annotated[str, PerTurn("")]
     """The latest generated answer (before grading)."""
-    best_answer: Annotated[AnswerCandidate | None, keep_best_answer]
+    best_answer: Annotated[AnswerCandidate | None, PerTurn(None), keep_best_answer]
     answer_score: float
-    stalled_revisions: int
+    stalled_revisions: Annotated[int, PerTurn(0)]
     """Answer attempts in a row, up to the latest, that scored no better than the best one before them
     (grade_answer gives up once they exceed `Context.revision_patience`)."""
-    next_action: AnswerAction
+    next_action: Annotated[AnswerAction, PerTurn("accept")]
     """What grade_answer decided (the router only reads it)."""
     owner_tenant: str
     """Tenant of the thread's first turn, which owns the thread: set once by start_turn, never reset; a turn
