@@ -223,7 +223,7 @@ class Settings(BaseSettings):
     separator: str = Field(
         "",
         description="What splits a text into paragraphs before sentences and tokens: '' = a blank line; one "
-        "separator (\\n, \\t, \\r escapes read), or a JSON list of them, e.g. '[\"\\n\\n\", \"---\"]'.",
+        'separator (\\n, \\t, \\r escapes read), or a JSON list of them, e.g. \'["\\n\\n", "---"]\'.',
     )
     chunker: Chunker = Field(
         "paragraph",
