@@ -14,6 +14,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from config.settings import load_settings
+from retrieval import embeddings as embeddings_module
 from retrieval.embedding_errors import EmbeddingError
 from retrieval.embeddings import MiniLMEmbeddings, base_embeddings
 from retrieval.window_pooling import (
@@ -138,6 +139,8 @@ def test_a_long_query_is_pooled_over_query_embeddings() -> None:
 
 
 def test_minilm_comes_wrapped_in_window_pooling_without_loading_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A fresh MiniLM, not the process-wide one an earlier test of the session may have loaded.
+    monkeypatch.setattr(embeddings_module, "_minilm", embeddings_module._minilm.__wrapped__)
     model, key = base_embeddings(load_settings())
     assert isinstance(model, WindowPooledEmbeddings)
     assert isinstance(model.inner, MiniLMEmbeddings) and model.inner._model is None  # loaded on first use
