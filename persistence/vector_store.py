@@ -12,16 +12,16 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import chromadb
-from chromadb.config import Settings as ChromaSettings
-from langchain_chroma import Chroma
 from langchain_core.embeddings import Embeddings
 
 from config.settings import Settings
 from core.types import Chunk
 from persistence.errors import StoreUnavailableError as StoreUnavailableError  # re-exported (its old home)
+
+if TYPE_CHECKING:
+    from langchain_chroma import Chroma
 
 CHROMA_COLLECTION_PREFIX = "rag_"
 COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
@@ -68,7 +68,13 @@ _clients_lock = threading.Lock()
 
 
 def chroma_client(settings: Settings) -> Any:
-    """The process's Chroma client for these settings (persistent folder or HTTP server)."""
+    """The process's Chroma client for these settings (persistent folder or HTTP server).
+
+    chromadb is imported here, on the first store access, not with the module: it costs ~0.9 s, which every
+    `rag` command and graph import would pay before knowing whether it searches (issue 22 §6)."""
+    import chromadb
+    from chromadb.config import Settings as ChromaSettings
+
     chroma_settings = ChromaSettings(anonymized_telemetry=False, allow_reset=False)
     if settings.chroma_host:
         key = f"http://{settings.chroma_host}:{settings.chroma_port}"
@@ -98,6 +104,8 @@ class VectorStore:
         self._stores: dict[str, Chroma] = {}
 
     def _store(self, tenant: str, collection: str, create: bool = True) -> Chroma | None:
+        from langchain_chroma import Chroma  # with chromadb, on first use (see chroma_client)
+
         name = chroma_collection_name(tenant, collection)
         if name not in self._stores:
             client = chroma_client(self.settings)

@@ -205,16 +205,16 @@ def write_docx_bomb(path: Path, inflated_bytes: int, entries: int = 1) -> Path:
 @pytest.fixture
 def docx_parser_calls(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """Records every call of python-docx's parser (a bomb must be refused before it)."""
-    import retrieval.loaders as loaders
+    import retrieval.loaders.docx as docx_loader  # imported on first use by the registry, so import it here
 
     calls: list[object] = []
-    real = loaders.docx.Document
+    real = docx_loader.Document
 
     def recording(*args: object, **kwargs: object) -> object:
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(loaders.docx, "Document", recording)
+    monkeypatch.setattr(docx_loader, "Document", recording)
     return calls
 
 

@@ -3,38 +3,37 @@
 A format is one module exposing a `Loader` (`(path, bytes, guard) -> documents`, raising only LoaderError
 or StopRequested) plus its entries here; discovery, the API's upload check and `load_bytes` all read this
 table, so a suffix added here is found, accepted and parsed everywhere at once.
+
+Entries name their module rather than hold its function: a format's parser library (python-docx, pypdf,
+BeautifulSoup: ~0.8 s together) is imported the first time a file of that format is read, not by every
+`rag ask` or graph import that only searches (issue 22 §6).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 
 from core.types import LoadedDocument
-from retrieval.loaders.docx import load_docx
 from retrieval.loaders.guard import LoaderError, LoadGuard
-from retrieval.loaders.html import load_html
-from retrieval.loaders.markdown import load_markdown
-from retrieval.loaders.pdf import load_pdf
-from retrieval.loaders.records import load_json, load_jsonl
-from retrieval.loaders.text import load_txt
 
 #: A format's reader: the file's path (for its title and id), its bytes, and the guard its parse runs under.
 Loader = Callable[[Path, bytes, LoadGuard], list[LoadedDocument]]
 
-#: Suffix (lower case; compound for gzip record files) -> the loader that reads it.
-LOADERS: dict[str, Loader] = {
-    ".md": load_markdown,
-    ".markdown": load_markdown,
-    ".txt": load_txt,
-    ".html": load_html,
-    ".htm": load_html,
-    ".pdf": load_pdf,
-    ".docx": load_docx,
-    ".json": load_json,
-    ".jsonl": load_jsonl,
-    ".json.gz": load_json,
-    ".jsonl.gz": load_jsonl,
+#: Suffix (lower case; compound for gzip record files) -> (module under retrieval.loaders, its loader).
+LOADERS: dict[str, tuple[str, str]] = {
+    ".md": ("markdown", "load_markdown"),
+    ".markdown": ("markdown", "load_markdown"),
+    ".txt": ("text", "load_txt"),
+    ".html": ("html", "load_html"),
+    ".htm": ("html", "load_html"),
+    ".pdf": ("pdf", "load_pdf"),
+    ".docx": ("docx", "load_docx"),
+    ".json": ("records", "load_json"),
+    ".jsonl": ("records", "load_jsonl"),
+    ".json.gz": ("records", "load_json"),
+    ".jsonl.gz": ("records", "load_jsonl"),
 }
 
 #: Suffixes of gzip-compressed record files; the inner suffix picks the record format.
@@ -57,7 +56,9 @@ def suffix_of(path: Path) -> str:
 def loader_for(path: Path) -> Loader:
     """The loader of `path`'s suffix; LoaderError naming the suffix when there is none."""
     suffix = suffix_of(path)
-    loader = LOADERS.get(suffix)
-    if loader is None:
+    entry = LOADERS.get(suffix)
+    if entry is None:
         raise LoaderError(f"unsupported file type: {suffix or '(no suffix)'}")
+    module, function = entry
+    loader: Loader = getattr(importlib.import_module(f"retrieval.loaders.{module}"), function)
     return loader
