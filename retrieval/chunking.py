@@ -6,6 +6,16 @@ sentence ends (English and Chinese punctuation), and only a single sentence long
 mid-sentence. Consecutive chunks share `overlap` tokens so a fact that straddles a boundary is still
 retrievable, and chunks shorter than `min_fraction * size` are merged into a neighbour so tiny fragments do
 not crowd the results.
+
+Why not langchain-text-splitters (issue 22 §3): RecursiveCharacterTextSplitter with these separators, a
+sentence-end regex and `length_function=count_tokens` was tried on the samples/ corpus and changed 30 of the
+31 default chunks (200 tokens, overlap 32), 57 of 58 at 100/16, so the benchmarks' numbers would move.
+It cannot do what this module does: its overlap is whole splits, not the last `overlap` tokens; it has no
+merging of short chunks; it keeps the original separators between units (a paragraph break stays "\n\n"
+where this module joins as running text, see `_joiner`); it bounds a chunk by the sum of its parts'
+lengths, not the joined text's count; and its token splitter cuts inside a CJK character (both halves
+decode to U+FFFD, the character is lost). So the packer stays hand-written, and the library is not a
+dependency.
 """
 
 from __future__ import annotations
