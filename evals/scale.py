@@ -39,8 +39,8 @@ from evals.environment import machine_description
 from evals.eval_index import ProgressFactory, no_progress
 from evals.metrics import percentile
 from persistence import vector_store
+from retrieval.chunk_records import build_chunks
 from retrieval.embeddings import MiniLMEmbeddings, content_hash
-from retrieval.ingest import build_chunks
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 
@@ -166,7 +166,7 @@ def write_corpus(
 ) -> int:
     """Write `count` synthetic chunks of `tenant` through the product's storage classes; return their number.
 
-    As `retrieval.ingest.index_documents` does, minus the embedding: chunks with the full metadata schema,
+    As `retrieval.indexing.index_documents` does, minus the embedding: chunks with the full metadata schema,
     vectors into Chroma (written by a second thread while the catalog commits), then one atomic catalog
     replacement (documents, chunks, keyword index) per source. `vectors=False` writes the catalog only (the
     server set-up's database reuses the Chroma folder of the embedded store)."""

@@ -41,7 +41,7 @@ from persistence.threads import check_thread_access, stored_thread_id, thread_ow
 from persistence.vector_store import validate_collection_name
 from prompts.summary import SUMMARY_PROMPT, SUMMARY_SYSTEM
 from retrieval.answer_text import best_sentences, is_garbage
-from retrieval.ingest import index_documents
+from retrieval.indexing import index_documents
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.tokens import count_tokens, truncate_to_tokens
 

@@ -18,26 +18,16 @@ embedding batches, which is a safe point by the order above: nothing of the file
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from core.types import (
-    CHUNK_METADATA_DEFAULTS,
-    Chunk,
-    LoadedDocument,
-    MetadataValue,
-    Section,
-    is_custom_metadata_key,
-)
 from persistence.vector_store import validate_collection_name
-from retrieval.embeddings import content_hash
+from retrieval.chunk_records import source_hash
+from retrieval.indexing import ProgressCallback, StopCallback, index_documents, noop_progress
 from retrieval.ingest_lock import one_ingest_per_collection
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.loaders import (
@@ -52,11 +42,9 @@ from retrieval.loaders import (
     read_regular_file,
     safe_resolve,
 )
+from retrieval.store_health import repair_vectors, vector_drift
 
 logger = logging.getLogger(__name__)
-
-#: Chunks embedded per call: bounds memory and gives the progress bar something to show.
-EMBED_BATCH_CHUNKS = 256
 
 FileStatus = Literal["indexed", "skipped", "failed", "pruned"]
 
@@ -115,238 +103,6 @@ class IngestSummary:
         }
 
 
-#: Progress callback: (event, amount) with event "file" (one source done) or "chunks" (n chunks embedded).
-ProgressCallback = Callable[[str, int], None]
-#: Stop hook: returns True once the caller no longer wants the run (e.g. `threading.Event().is_set`).
-StopCallback = Callable[[], bool]
-
-
-def _noop(_event: str, _amount: int) -> None:
-    return None
-
-
-def chunk_id_for(tenant: str, collection: str, source: str, doc_id: str, index: int, text_hash: str) -> str:
-    """Deterministic chunk id: the same chunk of the same source always gets the same id."""
-    key = "\x1f".join((tenant, collection, source, doc_id, str(index), text_hash))
-    return hashlib.sha1(key.encode("utf-8")).hexdigest()
-
-
-def embedding_input(title: str, text: str) -> str:
-    """What is embedded for a chunk: its text, headed by the document title when the text lacks it
-    (a later chunk of a long document otherwise loses the document's subject)."""
-    if title and not text.startswith(title):
-        return f"{title}\n{text}"
-    return text
-
-
-def build_chunks(
-    documents: Sequence[LoadedDocument],
-    kb: KnowledgeBase,
-    *,
-    tenant: str,
-    collection: str,
-    doc_hash: str,
-) -> list[Chunk]:
-    """Chunk documents and attach the full metadata schema to every chunk."""
-    now = time.time()
-    created_at = datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds")
-    chunks: list[Chunk] = []
-    for document in documents:
-        doc_id = document.doc_id or document.source
-        sections = (
-            [Section(document.text)]
-            if document.unchunked
-            else [s for s in document.sections if s.text.strip()]
-        )
-        index = 0
-        for section in sections:
-            texts = [section.text.strip()] if document.unchunked else kb.chunk(section.text)
-            for text in texts:
-                text_hash = content_hash(text)
-                metadata: dict[str, MetadataValue] = dict(CHUNK_METADATA_DEFAULTS)
-                metadata.update(
-                    {
-                        k: v
-                        for k, v in document.metadata.items()
-                        if k in CHUNK_METADATA_DEFAULTS or is_custom_metadata_key(k)
-                    }
-                )
-                metadata.update(
-                    collection=collection,
-                    source=document.source,
-                    doc_id=doc_id,
-                    title=document.title,
-                    page=section.page if section.page is not None else -1,
-                    section=section.section or "",
-                    chapter=section.chapter or str(document.metadata.get("chapter", "")),
-                    tenant=tenant,
-                    doc_type=str(document.metadata.get("doc_type") or document.doc_type),
-                    created_at=str(document.metadata.get("created_at") or created_at),
-                    created_ts=now,
-                    chunk_index=index,
-                    content_hash=text_hash,
-                    doc_hash=doc_hash,
-                )
-                chunk_id = chunk_id_for(tenant, collection, document.source, doc_id, index, text_hash)
-                chunks.append(Chunk(chunk_id, text, metadata))
-                index += 1
-    return chunks
-
-
-def source_hash(data: bytes, signature: str) -> str:
-    """Hash of a file's bytes and the index signature (chunking and model)."""
-    digest = hashlib.sha256(signature.encode("utf-8"))
-    digest.update(data)
-    return digest.hexdigest()
-
-
-def index_documents(
-    kb: KnowledgeBase,
-    documents: Sequence[LoadedDocument],
-    *,
-    source: str,
-    source_hash: str,
-    tenant: str,
-    collection: str,
-    progress: ProgressCallback = _noop,
-    should_stop: StopCallback | None = None,
-) -> int:
-    """Chunk, embed and atomically store the documents of one source; return the number of chunks.
-
-    `should_stop` is asked before each embedding batch; True raises StopRequested before the catalog
-    commit, so the source keeps its previous version (vectors already upserted are ignored by search).
-    """
-    chunks = build_chunks(documents, kb, tenant=tenant, collection=collection, doc_hash=source_hash)
-    if not chunks:
-        raise LoaderError("empty document: no text to index")
-    # Chroma writes batch i while the model embeds batch i + 1 (both release the GIL): the index insert
-    # then costs no wall time. All writes finish before the catalog commit below, which publishes them.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-upsert") as writer:
-        pending: list[Future[None]] = []
-        for start in range(0, len(chunks), EMBED_BATCH_CHUNKS):
-            if should_stop is not None and should_stop():
-                raise StopRequested("ingestion stopped by the caller")
-            batch = chunks[start : start + EMBED_BATCH_CHUNKS]
-            inputs = [embedding_input(str(chunk.metadata["title"]), chunk.text) for chunk in batch]
-            vectors = kb.embeddings.embed_documents(inputs)
-            pending.append(writer.submit(kb.vectors.upsert, tenant, collection, batch, vectors))
-            progress("chunks", len(batch))
-        for write in pending:
-            write.result()
-    first = documents[0]
-    old_ids = kb.catalog.replace_document(
-        tenant=tenant,
-        collection=collection,
-        source=source,
-        file_hash=source_hash,
-        doc_type=first.doc_type,
-        title=first.title if len(documents) == 1 else Path(source).name,
-        chunks=chunks,
-    )
-    stale = sorted(set(old_ids) - {chunk.chunk_id for chunk in chunks})
-    kb.vectors.delete(tenant, collection, stale)
-    return len(chunks)
-
-
-def _index_text(
-    kb: KnowledgeBase,
-    text: str,
-    *,
-    source: str,
-    title: str,
-    doc_type: str,
-    doc_id: str,
-    unchunked: bool,
-    metadata: dict[str, MetadataValue] | None,
-    tenant: str,
-    collection: str,
-    should_stop: StopCallback | None = None,
-) -> int:
-    """Index one text given by a caller (not read from a file) as one document; return its chunk count
-    (`should_stop` as for index_documents: True before an embedding batch raises StopRequested)."""
-    document = LoadedDocument(
-        source=source,
-        title=title,
-        doc_type=doc_type,
-        sections=[Section(text)],
-        doc_id=doc_id,
-        unchunked=unchunked,
-        metadata=dict(metadata or {}),
-    )
-    return index_documents(
-        kb,
-        [document],
-        source=source,
-        source_hash=content_hash(text),
-        tenant=tenant,
-        collection=collection,
-        should_stop=should_stop,
-    )
-
-
-def index_event(
-    kb: KnowledgeBase,
-    text: str,
-    *,
-    tenant: str,
-    collection: str,
-    title: str = "",
-    metadata: dict[str, MetadataValue] | None = None,
-    should_stop: StopCallback | None = None,
-) -> str:
-    """Index one event (a message, a note) as a single unchunked chunk; return its source key."""
-    if not text.strip():
-        raise LoaderError("empty event: no text")
-    source = f"event:{content_hash(text)[:16]}"
-    _index_text(
-        kb,
-        text,
-        source=source,
-        title=title,
-        doc_type="event",
-        doc_id=source,
-        unchunked=True,
-        metadata=metadata,
-        tenant=tenant,
-        collection=collection,
-        should_stop=should_stop,
-    )
-    return source
-
-
-def index_raw_text(
-    kb: KnowledgeBase,
-    text: str,
-    *,
-    tenant: str,
-    collection: str,
-    title: str = "",
-    doc_id: str | None = None,
-    metadata: dict[str, MetadataValue] | None = None,
-    should_stop: StopCallback | None = None,
-) -> tuple[str, int]:
-    """Index raw text chunked like a file, under the source `text:<doc_id or content hash>`; return the
-    source key and the chunk count (`doc_type` from the metadata, else "text"). `should_stop` True before an
-    embedding batch raises StopRequested and the source keeps its previous version."""
-    key = doc_id or content_hash(text)[:16]
-    source = f"text:{key}"
-    doc_type = str((metadata or {}).get("doc_type") or "text")
-    chunks = _index_text(
-        kb,
-        text,
-        source=source,
-        title=title or key,
-        doc_type=doc_type,
-        doc_id=doc_id or source,
-        unchunked=False,
-        metadata=metadata,
-        tenant=tenant,
-        collection=collection,
-        should_stop=should_stop,
-    )
-    return source, chunks
-
-
 def _under(source: str, roots: Iterable[Path]) -> bool:
     path = Path(source)
     return any(path == root or root in path.parents for root in roots)
@@ -360,7 +116,7 @@ def ingest_paths(
     collection: str | None = None,
     tenant: str | None = None,
     prune: bool = False,
-    progress: ProgressCallback = _noop,
+    progress: ProgressCallback = noop_progress,
     on_files: Callable[[list[Path]], None] | None = None,
     should_stop: StopCallback | None = None,
 ) -> IngestSummary:
@@ -423,8 +179,6 @@ def restore_lost_vectors(kb: KnowledgeBase) -> int:
 
     Ingestion is where a user expects the index to be made whole again, and the catalog has every chunk's
     text, so this needs neither the original files nor, thanks to the embedding cache, the model."""
-    from retrieval.store_health import repair_vectors, vector_drift  # it imports this module
-
     lost = [scope for scope in vector_drift(kb) if scope.missing]
     return repair_vectors(kb, lost).restored if lost else 0
 

@@ -19,10 +19,10 @@ from config.settings import SearchMode, Settings
 from core.text import contains_cjk, invalid_utf8
 from core.types import SearchHit
 from persistence.vector_store import validate_collection_name
+from retrieval.chunk_records import embedding_input
 from retrieval.directory_scope import directory_prefix, is_under, normalize_directory
 from retrieval.filters import Condition, FilterNode, Logical, parse_filter, to_chroma_where, to_sql
 from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
-from retrieval.ingest import embedding_input
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.store_health import warn_once
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from core.types import Chunk
 from persistence.errors import StoreUnavailableError
-from retrieval.ingest import EMBED_BATCH_CHUNKS, embedding_input
+from retrieval.chunk_records import EMBED_BATCH_CHUNKS, embedding_input
 from retrieval.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)

@@ -31,7 +31,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from config.settings import Settings
 from graphs.runner import Session
 from nodes.resources import Resources
-from retrieval import ingest
+from retrieval import chunk_records
 from retrieval.ingest import IngestSummary, ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from service.api import routes_documents
@@ -426,7 +426,7 @@ def test_raw_text_whose_client_leaves_stops_indexing_and_stores_nothing(
         left.set()
 
     monkeypatch.setattr(routes_documents, "_set_when_gone", watch_and_tell)
-    monkeypatch.setattr(ingest, "EMBED_BATCH_CHUNKS", 1)  # one chunk per batch: a check between chunks
+    monkeypatch.setattr(chunk_records, "EMBED_BATCH_CHUNKS", 1)  # one chunk per batch: a check between chunks
     text = "\n\n".join(f"## Part {n}\n\n" + f"Kelp forest number {n} grows quickly. " * 40 for n in range(4))
     body = json.dumps({"text": text, "doc_id": "kelp", "title": "Kelp"}).encode()
     request = Upload(

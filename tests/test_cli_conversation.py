@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from config.settings import Settings
 from nodes.resources import use_resources
 from prompts.not_found import NOT_FOUND_ANSWER_EN
-from retrieval.ingest import index_event
+from retrieval.indexing import index_event
 from retrieval.knowledge_base import KnowledgeBase
 from service.cli import app
 from tests.fakes import TaskChatModel, fake_resources

@@ -13,7 +13,7 @@ import pytest
 
 from nodes.resources import Resources, use_resources
 from nodes.retrieve import outside_conversation_k, retrieve, scoped_search
-from retrieval.ingest import index_event
+from retrieval.indexing import index_event
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 from state.context import Context

@@ -25,7 +25,7 @@ from prompts.answer import NOT_FOUND_EN
 from retrieval.director import director_search, question_key, stalled_turns
 from retrieval.director_section import MIN_USEFUL_EVENT_TOKENS, pack_director
 from retrieval.filters import FilterError
-from retrieval.ingest import index_event, index_raw_text
+from retrieval.indexing import index_event, index_raw_text
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.prompt_budget import SECTION_NAMES, build_answer_prompt
 from retrieval.search import Searcher

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
-from retrieval.ingest import index_raw_text
+from retrieval.indexing import index_raw_text
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 

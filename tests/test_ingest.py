@@ -18,7 +18,8 @@ from core.types import CHUNK_METADATA_DEFAULTS
 from persistence.catalog import chunks_table
 from persistence.vector_store import chroma_client, chroma_collection_name
 from retrieval.embeddings import EmbeddingError
-from retrieval.ingest import index_event, ingest_paths
+from retrieval.indexing import index_event
+from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.loaders import LoaderError
 from retrieval.search import Searcher

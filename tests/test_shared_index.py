@@ -25,7 +25,8 @@ from persistence.keyword_pruning import PruningPolicy
 from persistence.pg_keyword_index import DF_TABLE, PG_KEYWORD_BACKENDS, POSTINGS_TABLE
 from retrieval.deletion import delete_content
 from retrieval.filters import FilterError, matches, parse_filter, to_sql
-from retrieval.ingest import index_raw_text, ingest_paths
+from retrieval.indexing import index_raw_text
+from retrieval.ingest import ingest_paths
 from retrieval.search import Searcher
 from tests.conftest import write_corpus
 from tests.helpers.servers import server_settings, unique_tenant

@@ -29,7 +29,8 @@ from core.types import (
 from nodes.resources import get_resources
 from persistence.vector_store import validate_collection_name
 from retrieval.deletion import delete_content
-from retrieval.ingest import index_event, index_raw_text, ingest_paths
+from retrieval.indexing import index_event, index_raw_text
+from retrieval.ingest import ingest_paths
 from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError, StopRequested
 from service.api.errors import ApiError, ClientDisconnected
 from service.api.runtime import api_state, wait_for_disconnect
