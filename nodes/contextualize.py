@@ -12,9 +12,17 @@ history there is nothing to resolve and no model is called.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    trim_messages,
+)
 from langgraph.runtime import Runtime
 
 from nodes.instrumentation import merge_updates, text_call, timed
@@ -39,14 +47,24 @@ def split_history(messages: list[AnyMessage]) -> tuple[list[AnyMessage], str]:
     return [], ""
 
 
+def _questions(messages: Sequence[BaseMessage]) -> int:
+    """Human messages in `messages`: one per turn, what recent_turns has trim_messages count."""
+    return sum(isinstance(message, HumanMessage) for message in messages)
+
+
 def recent_turns(history: list[AnyMessage], turns: int) -> list[AnyMessage]:
-    """The last `turns` turns of `history` (a turn starts at a human message); none when turns <= 0."""
+    """The last `turns` turns of `history` (a turn starts at a human message); none when turns <= 0.
+
+    trim_messages makes the cut, counting questions instead of tokens; `start_on="human"` drops the answers
+    whose question was cut off. A history without any question keeps its last `turns` messages (start_on
+    would drop them all)."""
     if turns <= 0:
         return []
-    starts = [index for index, message in enumerate(history) if isinstance(message, HumanMessage)]
-    if not starts:
+    if not _questions(history):
         return list(history[-turns:])
-    return list(history[starts[-turns] if len(starts) >= turns else starts[0] :])
+    # trim_messages returns the very messages it was given, so they are still AnyMessage.
+    kept = trim_messages(history, max_tokens=turns, token_counter=_questions, start_on="human")
+    return cast(list[AnyMessage], kept)
 
 
 def turn_answers(turns: list[AnyMessage]) -> list[str]:

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, trim_messages
 
 from prompts.answer import ANSWER_USER_TEMPLATE_EN, MEMORY_SECTION_EN
 from prompts.director import DIRECTOR_EN, DirectorTexts
@@ -258,16 +258,18 @@ def _message_tokens(messages: list[BaseMessage]) -> int:
 
 
 def _pack_history(history: list[tuple[str, str]], limit: int) -> list[list[BaseMessage]]:
-    """Whole turns, newest first, while they fit in `limit`; returned oldest first."""
-    kept: list[list[BaseMessage]] = []
-    used = 0
-    for turn in reversed(_history_turns(history)):
-        size = _message_tokens(turn)
-        if used + size > limit:
-            break
-        kept.insert(0, turn)
-        used += size
-    return kept
+    """Whole turns, newest first, while they fit in `limit`; returned oldest first.
+
+    trim_messages keeps the longest run of newest messages that fits, and `start_on="human"` cuts it back to
+    a turn's start: with a counter that adds up per message, that is the longest run of whole turns that
+    fits. It is asked only when the history does not fit whole, since `start_on` would also drop a first
+    turn that has no question (an answer whose question is older than the history given)."""
+    turns = _history_turns(history)
+    messages = _flatten(turns)
+    if _message_tokens(messages) <= limit:
+        return turns
+    kept = trim_messages(messages, max_tokens=limit, token_counter=_message_tokens, start_on="human")
+    return turns[len(turns) - sum(isinstance(message, HumanMessage) for message in kept) :]
 
 
 def _flatten(turns: list[list[BaseMessage]]) -> list[BaseMessage]:
