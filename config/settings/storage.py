@@ -1,0 +1,190 @@
+"""Settings of storage: where data lives, the checkpoints, the tenant and user of a run, the locks, and the
+SQL tables and semantic cache (persistence/). One field group of `Settings` (config/settings/engine.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, BaseModel, Field
+
+CheckpointDurability = Literal["exit", "async", "sync"]
+
+
+class StorageSettings(BaseModel):
+    """Where indexes, checkpoints and tables live and how long their locks wait."""
+
+    data_dir: Path = Field(Path(".rag"), description="Where indexes, caches and checkpoints live.")
+    checkpoint_durability: CheckpointDurability = Field(
+        "exit",
+        description="When a graph run with the engine's checkpointer saves its state: exit = once per turn "
+        "(when the run ends or fails; 11 KB instead of 133 KB per turn measured), async / sync = after every "
+        "step (14-24 checkpoints a turn, resumable mid-turn). LangGraph's `durability`; a caller's own "
+        "`durability=` wins.",
+    )
+    checkpoint_keep: int = Field(
+        10,
+        ge=0,
+        description="Checkpoints kept per thread after each save (the newest N; 0 = all, for time "
+        "travel over every turn). Each checkpoint holds the whole conversation, so keeping all makes every "
+        "turn cost more than the one before (41 KB/turn on average at turn 100 with all kept, 6.3 KB with "
+        "10, with the tests' fake models); 10 keeps time travel over the last ten turns. The LangGraph "
+        "server's saver keeps at least RAG_SERVER_CHECKPOINT_KEEP.",
+    )
+    server_checkpoint_keep: int = Field(
+        16,
+        ge=1,
+        description="Checkpoints the LangGraph server's saver keeps per thread after each save: the server "
+        "saves after every step (its own durability), so without this its storage grows without bound. "
+        "16 keeps about the latest turn's steps for Studio's history and time travel.",
+    )
+    chroma_host: str | None = Field(
+        None, description="Chroma server host; unset = embedded persistent Chroma."
+    )
+    chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with chroma_host).")
+    default_collection: str = Field("default", min_length=1, description="Collection (category) by default.")
+    default_tenant: str = Field(
+        "default",
+        min_length=1,
+        # RAG_TENANT is the name the run's context (state/context.py `tenant`) read: both reach this field.
+        validation_alias=AliasChoices("default_tenant", "RAG_DEFAULT_TENANT", "RAG_TENANT"),
+        description="Tenant every search and graph run is scoped to (RAG_DEFAULT_TENANT or RAG_TENANT).",
+    )
+    default_user: str = Field(
+        "",
+        max_length=128,
+        pattern=r"^[^\x00-\x1f\x7f]*$",
+        description="Who asks, recorded beside the tenant in the sessions, conversations and audit rows "
+        "(the run's context `user_id`; CLI --user, API user_id); '' = not said. An identity, not a scope: "
+        "the tenant alone decides what is searched.",
+    )
+    thread_lock_timeout_s: float = Field(
+        120.0, ge=0, description="Seconds a turn waits for another turn on its thread (then 'thread busy')."
+    )
+    ingest_lock_timeout_s: float = Field(
+        600.0,
+        ge=0,
+        description="Seconds an ingest waits for another ingest into the same tenant and collection (another "
+        "process, or another request) before it gives up with 'ingest busy' (CLI exit 1, HTTP 409); 0 = skip "
+        "at once.",
+    )
+
+    # --- derived paths -------------------------------------------------------------------------
+    @property
+    def chroma_dir(self) -> Path:
+        """Folder of the embedded Chroma store."""
+        return self.data_dir / "chroma"
+
+    @property
+    def catalog_path(self) -> Path:
+        """SQLite file of the catalog, keyword index and embedding cache."""
+        return self.data_dir / "catalog.sqlite"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """SQLite file of the LangGraph checkpointer (conversation history)."""
+        return self.data_dir / "checkpoints.sqlite"
+
+
+class TablesSettings(BaseModel):
+    """The SQL tables (sessions, conversations, memories, audit_logs) and the semantic cache
+    (persistence/database.py, persistence/semantic_cache.py)."""
+
+    database_url: str | None = Field(
+        None,
+        description="SQLAlchemy URL of the tables sessions, conversations, memories, audit_logs and the "
+        "semantic cache; unset = sqlite:///<data_dir>/app.sqlite.",
+    )
+    database_connect_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="Seconds to wait for the database server (RAG_DATABASE_URL=postgresql://...) before a "
+        "store-unavailable error (CLI exit 1, HTTP 503).",
+    )
+    database_pool_size: int = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="Connections per process to PostgreSQL for conversations (the LangGraph saver's pool); "
+        "turns waiting for the thread lock hold one more each while they wait.",
+    )
+    pg_keyword_backend: Literal["bm25", "ts_rank", "ts_rank_cd"] = Field(
+        "bm25",
+        description="Keyword index when the catalog is on PostgreSQL (RAG_DATABASE_URL): bm25 = a postings "
+        "table ranked like the embedded FTS5 index; ts_rank / ts_rank_cd = Postgres full text (tsvector + "
+        "GIN). Chosen by measurement: `rag eval keyword-backends`.",
+    )
+    record_turns: bool = Field(
+        True, description="Write every answer to the SQL tables (sessions, conversations, audit_logs)."
+    )
+    price_prompt_per_1k: float | None = Field(
+        None,
+        ge=0,
+        description="Price of 1,000 prompt tokens (any currency) for `rag stats`' token cost; unset with "
+        "RAG_PRICE_COMPLETION_PER_1K unset = no cost reported (an unset one of the two counts 0).",
+    )
+    price_completion_per_1k: float | None = Field(
+        None, ge=0, description="Price of 1,000 completion tokens, as RAG_PRICE_PROMPT_PER_1K."
+    )
+    feedback_max_comment_chars: int = Field(
+        2000,
+        ge=1,
+        le=100_000,
+        description="Longest comment of an answer's feedback (`rag feedback`, POST /api/v1/feedback).",
+    )
+    memory_max_chars: int = Field(20_000, ge=1, description="Longest memory text accepted.")
+    memory_search_k: int = Field(5, ge=1, le=100, description="Memories a search returns by default.")
+    memory_recall_k: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description="Memories recalled into an answer prompt, at most (the question's nearest ones of the "
+        "conversation first, then the tenant-wide ones); 0 = memories are never recalled.",
+    )
+    memory_recall_min_score: float = Field(
+        0.3,
+        ge=-1.0,
+        le=1.0,
+        description="Cosine similarity to the question a memory needs to be recalled (below it, a note about "
+        "something else would only take room from the sources).",
+    )
+    memory_share: float = Field(
+        0.15,
+        ge=0.0,
+        le=1.0,
+        description="Share of the answer window left after the fixed part that recalled memories may use "
+        "(budgeted before sources and history).",
+    )
+    prompt_info_section_chars: int = Field(
+        300,
+        ge=0,
+        le=100_000,
+        description="Characters of each prompt section's text kept in prompt_info (the rest is cut with an "
+        "ellipsis: prompt_info is stored with every checkpoint).",
+    )
+    source_duplicate_similarity: float = Field(
+        0.9,
+        ge=0.0,
+        le=1.0,
+        description="Passages of different files whose word sets overlap this much (Jaccard) go into the "
+        "answer prompt once, as the better scored (retrieval/near_duplicates.py); 1 = only identical word "
+        "sets, 0 = off.",
+    )
+    cache_enabled: bool = Field(True, description="Answer repeated questions from the semantic cache.")
+    cache_similarity: float = Field(
+        0.95,
+        ge=0.0,
+        le=1.0,
+        description="Cosine similarity between standalone questions needed for a cache hit (same tenant, "
+        "collection, filters, conversation, mode and model).",
+    )
+    cache_ttl_s: float = Field(3600.0, gt=0, description="Seconds a cached answer stays valid.")
+    cache_max_entries: int = Field(
+        2000, ge=1, description="Cached answers kept per tenant (the oldest are dropped first)."
+    )
+    redis_url: str | None = Field(
+        None,
+        description="Redis URL for the semantic cache (e.g. redis://localhost:6379/0); unset = SQL table.",
+    )
