@@ -12,100 +12,28 @@ import asyncio
 import contextlib
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable
-from dataclasses import fields
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from sse_starlette.sse import EventSourceResponse
 
-from graphs.runner import new_thread_id
 from service.api.auth import resolve_tenant
 from service.api.draft import DRAFT_REPLACED, DraftWatch, sse_event
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.routes_seed import seed_batch
-from service.api.runtime import ApiState, api_state, wait_for_disconnect
-from service.api.schemas import BatchRequest, GenerateRequest, check_query_chars
-from state.context import Context
+from service.api.run_request import metered_answer, run_spec, unless_disconnected
+from service.api.runtime import ApiState, api_state
+from service.api.schemas import BatchRequest, GenerateRequest
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag"])
 
-#: The API's rewrite method names -> the context's (`decomposition` is the seed's name for `decompose`).
-REWRITE_METHODS = {"decomposition": "decompose"}
 #: Citation markers removed from the answer when the caller does not want citations.
 _MARKERS = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
 #: Seconds between SSE keep-alive comments (proxies close idle streams).
 SSE_PING_S = 15
-T = TypeVar("T")
-
-
-async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await `work`; cancel it when the client disconnects (then raise ClientDisconnected).
-
-    Why: a client that gave up (its own timeout, a closed tab) must not keep its run waiting for or holding
-    the single model while other requests queue behind it; cancelling abandons the run (service.api.engine).
-    Listening on `receive` rather than polling `Request.is_disconnected`, which never sees the disconnect
-    behind a BaseHTTPMiddleware (the app's request meter)."""
-    task = asyncio.ensure_future(work)
-    gone = asyncio.ensure_future(wait_for_disconnect(request))
-    try:
-        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        if not task.done() and gone.exception() is not None:  # cannot listen: just wait for the answer
-            await asyncio.wait({task})
-        if task.done():
-            return task.result()
-        raise ClientDisconnected("the client closed the connection before its answer")
-    finally:
-        for pending in (task, gone):
-            if not pending.done():
-                pending.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await pending
-
-
-def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
-    """The run's context for a request (the settings' API limits checked first, naming the field)."""
-    settings = state.settings
-    check_query_chars(body.query, settings.max_query_chars)
-    if body.top_k > settings.api_max_top_k:
-        raise ApiError(422, "ValidationError", f"top_k: at most {settings.api_max_top_k}", "top_k")
-    values: dict[str, Any] = {
-        "tenant": tenant,
-        "mode": body.mode,
-        "rewrite": REWRITE_METHODS.get(body.rewrite_method, body.rewrite_method),
-        "top_k": body.top_k,
-        "max_question_chars": settings.max_query_chars,
-    }
-    if body.temperature is not None:
-        values["temperature"] = body.temperature
-    if body.max_tokens is not None:
-        values["generation_reserve"] = body.max_tokens
-    if body.system_prompt:
-        values["system_prompt"] = body.system_prompt
-    if body.user_id is not None:
-        values["user_id"] = body.user_id
-    if body.directory:
-        values["directory"] = body.directory
-    if "use_cache" in {spec.name for spec in fields(Context)}:  # the semantic cache's bypass flag
-        values["use_cache"] = body.use_cache
-    return Context(**values)
-
-
-def run_spec(body: GenerateRequest, tenant: str, state: ApiState) -> RunSpec:
-    """What the engine runs for a request."""
-    inputs: dict[str, Any] = {"filters": body.filters or {}}
-    if body.conversation_id:
-        inputs["conversation_id"] = body.conversation_id
-    if body.conversation_metadata:
-        inputs["conversation_metadata"] = body.conversation_metadata
-    return RunSpec(
-        question=body.query,
-        thread_id=body.thread_id or new_thread_id(),
-        context=run_context(body, tenant, state),
-        inputs=inputs,
-    )
 
 
 def response_body(
@@ -181,18 +109,6 @@ async def answer_one(body: GenerateRequest, tenant: str, state: ApiState) -> dic
     )
     state.metrics.record_answer(result, response["metadata"]["cache_hit"])
     return response
-
-
-async def metered_answer(request: Request, state: ApiState, route: str, work: Awaitable[T], detail: str) -> T:
-    """`work` unless the client leaves (unless_disconnected); a failure is counted under `route`, and a
-    client that left is logged and counted as a 499 (`detail` names what it left)."""
-    try:
-        return await unless_disconnected(request, work)
-    except Exception as error:
-        state.metrics.record_error(route, classify(error).kind)
-        if isinstance(error, ClientDisconnected):
-            state.client_left(route, request, detail)
-        raise
 
 
 @router.post("/generate")
