@@ -10,6 +10,11 @@ embedded 135M model, an OpenAI-compatible server that may or may not support `re
    prompt and parse it leniently (`models.lenient`), filling missing fields from a caller-given default.
 3. One retry, with the reason of the failure appended to the prompt; then the default, `ok=False`.
 
+The strategy is expressed with langchain-core's own combinators: the json_schema attempt `.with_fallbacks`
+to the plain attempt, which `.with_retry` runs once more while the call has an attempt left. Each attempt
+is a Runnable over the call's tally (what was spent and why the last attempt failed), so traces show every
+attempt as a run of its own.
+
 Garbage from the model never raises: the caller gets its default with `ok=False`. An endpoint that is
 down does raise: connection refused, timeouts, 5xx or 429 after the client's own retries, a refused key or
 an unknown model end the call at once with `ModelUnavailableError` naming the endpoint
@@ -24,14 +29,15 @@ import json
 import logging
 import types
 import typing
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
 from langchain_core.prompt_values import PromptValue
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
@@ -103,20 +109,12 @@ def invoke_structured(
     """Ask `model` for a `schema` instance; see the module docstring for the strategy. Never raises for
     unusable model output (`ok=False` and `value=default` then); raises ModelUnavailableError when the
     endpoint is down."""
-    plan = _plan(schema, _as_messages(messages), default, supports_json_schema)
-    call = next(plan)
-    while True:
-        runnable, outcome = _prepare(model, schema, call, max_tokens)
-        if runnable is not None:
-            try:
-                outcome = _read(call, runnable.invoke(call.messages, config=config))
-            except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
-                raise_if_unavailable(error, model)
-                outcome = _failure(error)
-        try:
-            call = plan.send(outcome)
-        except StopIteration as stop:
-            return typing.cast(StructuredResult[M], stop.value)
+    tally = _Tally(model, schema, default, _as_messages(messages), max_tokens)
+    try:
+        result = _strategy(supports_json_schema).invoke(tally, config)
+    except _Unusable:
+        return tally.give_up()
+    return typing.cast(StructuredResult[M], result)
 
 
 async def ainvoke_structured(
@@ -130,31 +128,15 @@ async def ainvoke_structured(
     config: RunnableConfig | None = None,
 ) -> StructuredResult[M]:
     """Async `invoke_structured`: same strategy, same guarantees; cancellation still propagates."""
-    plan = _plan(schema, _as_messages(messages), default, supports_json_schema)
-    call = next(plan)
-    while True:
-        runnable, outcome = _prepare(model, schema, call, max_tokens)
-        if runnable is not None:
-            try:
-                outcome = _read(call, await runnable.ainvoke(call.messages, config=config))
-            except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
-                raise_if_unavailable(error, model)
-                outcome = _failure(error)
-        try:
-            call = plan.send(outcome)
-        except StopIteration as stop:
-            return typing.cast(StructuredResult[M], stop.value)
+    tally = _Tally(model, schema, default, _as_messages(messages), max_tokens)
+    try:
+        result = await _strategy(supports_json_schema).ainvoke(tally, config)
+    except _Unusable:
+        return tally.give_up()
+    return typing.cast(StructuredResult[M], result)
 
 
-# --- the strategy, shared by both drivers -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Call:
-    """One model call the strategy asks for: constrained (json_schema) or plain with instructions."""
-
-    constrained: bool
-    messages: list[BaseMessage]
+# --- the strategy as Runnables: a json_schema attempt, falling back to plain JSON with one retry -----------
 
 
 @dataclass
@@ -170,75 +152,144 @@ class _Outcome:
     usage: dict[str, int] = field(default_factory=dict)
 
 
-def _plan(
-    schema: type[M], messages: list[BaseMessage], default: M, supports_json_schema: bool
-) -> Generator[_Call, _Outcome, StructuredResult[M]]:
-    """The strategy as a generator: yields the calls to make, receives their outcomes, returns the result."""
-    usage = {"prompt_tokens": 0, "completion_tokens": 0}
-    attempts = 0
-    raw = ""
-    error: str | None = None
-    budget = MAX_ATTEMPTS
+class _Unusable(Exception):
+    """An attempt that produced nothing usable. It carries its call's tally, so that `with_retry` can
+    tell whether an attempt is left and the fallback / retry prompt can name what went wrong."""
 
-    def fail(reason: str | None) -> StructuredResult[M]:
+    def __init__(self, tally: _Tally[Any]) -> None:
+        super().__init__(tally.error or "no usable reply")
+        self.tally = tally
+
+
+@dataclass
+class _Tally(Generic[M]):
+    """One structured call: its inputs, and what its attempts spent and saw so far. It is the input of the
+    attempt Runnables, which `with_fallbacks` / `with_retry` run again on the same input."""
+
+    model: BaseChatModel = field(repr=False)
+    schema: type[M]
+    default: M
+    messages: list[BaseMessage] = field(repr=False)
+    max_tokens: int | None
+    #: Plain-JSON attempts left; a json_schema reply that could not be used spends one.
+    budget: int = MAX_ATTEMPTS
+    attempts: int = 0
+    raw: str = ""
+    #: Why the last attempt failed (the retry prompt tells the model).
+    error: str | None = None
+    usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
+
+    def settle(self, constrained: bool, outcome: _Outcome) -> StructuredResult[M]:
+        """An attempt's result: the validated object or the reply parsed leniently, else _Unusable. A
+        json_schema request the endpoint refused spends no plain attempt and is not the model's fault."""
+        self.attempts += int(outcome.called)
+        self.budget -= int(not constrained or outcome.replied)
+        for key in self.usage:
+            self.usage[key] += int(outcome.usage.get(key, 0) or 0)
+        self.raw = outcome.text or self.raw
+        if isinstance(outcome.parsed, self.schema):
+            return self._ok(outcome.parsed)
+        self.error = outcome.error if outcome.replied or not constrained else None
+        if outcome.text or (outcome.replied and not constrained):
+            try:
+                coerced = parse_reply(outcome.text, self.schema, self.default)
+            except LenientParseError as parse_error:
+                self.error = str(parse_error)
+                logger.info(
+                    "unusable reply for %s: %s; raw=%r",
+                    self.schema.__name__,
+                    self.error,
+                    self.raw[:MAX_RAW_IN_LOG],
+                )
+            else:
+                return self._ok(coerced.value, coerced.filled)
+        raise _Unusable(self)
+
+    def _ok(self, value: M, filled: tuple[str, ...] = ()) -> StructuredResult[M]:
+        return StructuredResult(
+            value, ok=True, attempts=self.attempts, raw=self.raw, usage=self.usage, filled=filled
+        )
+
+    def give_up(self) -> StructuredResult[M]:
+        """The default, `ok=False`, when no attempt is left."""
         logger.warning(
             "structured output for %s failed after %d attempt(s): %s; using the default",
-            schema.__name__,
-            attempts,
-            reason,
+            self.schema.__name__,
+            self.attempts,
+            self.error,
         )
-        return StructuredResult(default, ok=False, attempts=attempts, raw=raw, error=reason, usage=usage)
-
-    def success(value: M, filled: tuple[str, ...] = ()) -> StructuredResult[M]:
-        return StructuredResult(value, ok=True, attempts=attempts, raw=raw, usage=usage, filled=filled)
-
-    if supports_json_schema:
-        outcome = yield _Call(constrained=True, messages=messages)
-        attempts += int(outcome.called)
-        _add_usage(usage, outcome.usage)
-        raw, error = outcome.text or raw, outcome.error
-        if isinstance(outcome.parsed, schema):
-            return success(outcome.parsed)
-        if outcome.text:
-            try:
-                coerced = parse_reply(outcome.text, schema, default)
-                return success(coerced.value, coerced.filled)
-            except LenientParseError as parse_error:
-                error = str(parse_error)
-        if outcome.replied:
-            budget -= 1  # a reply that could not be used spends the first try
-        else:
-            error = None  # a refused request is no fault of the model's to tell it about
-        logger.info("json_schema output for %s unusable; asking for plain JSON", schema.__name__)
-
-    for _ in range(budget):
-        outcome = yield _Call(constrained=False, messages=_with_instruction(messages, schema, error))
-        attempts += 1
-        _add_usage(usage, outcome.usage)
-        raw = outcome.text or raw
-        if not outcome.replied:
-            error = outcome.error
-            continue
-        try:
-            coerced = parse_reply(outcome.text, schema, default)
-            return success(coerced.value, coerced.filled)
-        except LenientParseError as parse_error:
-            error = str(parse_error)
-            logger.info("unusable reply for %s: %s; raw=%r", schema.__name__, error, raw[:MAX_RAW_IN_LOG])
-    return fail(error)
+        return StructuredResult(
+            self.default, ok=False, attempts=self.attempts, raw=self.raw, error=self.error, usage=self.usage
+        )
 
 
-def _prepare(
-    model: BaseChatModel, schema: type[BaseModel], call: _Call, max_tokens: int | None
-) -> tuple[Runnable[Any, Any] | None, _Outcome]:
-    """The runnable for a call, or (None, outcome) when the model cannot even be set up for it."""
-    limited = with_max_tokens(model, max_tokens)
-    if not call.constrained:
-        return limited, _Outcome()
+def _runnable(tally: _Tally[Any], constrained: bool) -> Runnable[Any, Any] | _Outcome:
+    """The runnable for an attempt, or the outcome when the model cannot even be set up for it."""
+    limited = with_max_tokens(tally.model, tally.max_tokens)
+    if not constrained:
+        return limited
     try:
-        return limited.with_structured_output(schema, method="json_schema", include_raw=True), _Outcome()
+        return limited.with_structured_output(tally.schema, method="json_schema", include_raw=True)
     except (NotImplementedError, ValueError, TypeError) as error:
-        return None, _Outcome(error=f"json_schema output unsupported: {error}", called=False)
+        return _Outcome(error=f"json_schema output unsupported: {error}", called=False)
+
+
+def _attempt(tally: _Tally[Any], config: RunnableConfig, *, constrained: bool) -> StructuredResult[Any]:
+    """One model call and its result; any failure but a down endpoint (ModelUnavailableError) is an
+    unusable attempt."""
+    runnable = _runnable(tally, constrained)
+    if isinstance(runnable, _Outcome):
+        return tally.settle(constrained, runnable)
+    prompt = tally.messages if constrained else _with_instruction(tally.messages, tally.schema, tally.error)
+    try:
+        outcome = _read(constrained, runnable.invoke(prompt, config))
+    except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
+        raise_if_unavailable(error, tally.model)
+        outcome = _failure(error)
+    return tally.settle(constrained, outcome)
+
+
+async def _aattempt(
+    tally: _Tally[Any], config: RunnableConfig, *, constrained: bool
+) -> StructuredResult[Any]:
+    """Async `_attempt`."""
+    runnable = _runnable(tally, constrained)
+    if isinstance(runnable, _Outcome):
+        return tally.settle(constrained, runnable)
+    prompt = tally.messages if constrained else _with_instruction(tally.messages, tally.schema, tally.error)
+    try:
+        outcome = _read(constrained, await runnable.ainvoke(prompt, config))
+    except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
+        raise_if_unavailable(error, tally.model)
+        outcome = _failure(error)
+    return tally.settle(constrained, outcome)
+
+
+def _attempt_left(error: BaseException) -> bool:
+    """Retry a plain attempt while the call has budget (an outage or a bug is never retried)."""
+    return isinstance(error, _Unusable) and error.tally.budget > 0
+
+
+def _step(name: str, *, constrained: bool) -> Runnable[_Tally[Any], StructuredResult[Any]]:
+    return RunnableLambda(
+        partial(_attempt, constrained=constrained),
+        afunc=partial(_aattempt, constrained=constrained),
+        name=name,
+    )
+
+
+#: Plain JSON: the first try and, while budget is left, one retry whose prompt says what went wrong.
+_PLAIN = _step("plain_json", constrained=False).with_retry(
+    retry_if_exception_type=_attempt_left, wait_exponential_jitter=False, stop_after_attempt=MAX_ATTEMPTS
+)
+#: Grammar-constrained output first; an unusable reply or a refused request falls back to plain JSON.
+_JSON_SCHEMA_THEN_PLAIN = _step("json_schema", constrained=True).with_fallbacks(
+    [_PLAIN], exceptions_to_handle=(_Unusable,)
+)
+
+
+def _strategy(supports_json_schema: bool) -> Runnable[_Tally[Any], StructuredResult[Any]]:
+    return _JSON_SCHEMA_THEN_PLAIN if supports_json_schema else _PLAIN
 
 
 def with_max_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatModel:
@@ -251,9 +302,9 @@ def with_max_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatMod
     return model
 
 
-def _read(call: _Call, result: Any) -> _Outcome:
+def _read(constrained: bool, result: Any) -> _Outcome:
     """Turn a call's return value into an outcome (`include_raw` dict for constrained calls)."""
-    if call.constrained and isinstance(result, Mapping):
+    if constrained and isinstance(result, Mapping):
         message = result.get("raw")
         parsing_error = result.get("parsing_error")
         return _Outcome(
@@ -290,11 +341,6 @@ def _salvage(error: Exception) -> tuple[str, dict[str, int]]:
         "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
         "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
     }
-
-
-def _add_usage(total: dict[str, int], usage: Mapping[str, int]) -> None:
-    for key in total:
-        total[key] += int(usage.get(key, 0) or 0)
 
 
 # --- prompts -----------------------------------------------------------------------------------------------
@@ -374,16 +420,7 @@ def _bounds(info: FieldInfo | None) -> tuple[Any, Any]:
 
 
 def _text_of(message: Any) -> str:
-    """The text of a message whose content may be a string or a list of content blocks."""
-    content = getattr(message, "content", message)
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = []
-        for block in content:
-            if isinstance(block, str):
-                parts.append(block)
-            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
-                parts.append(block["text"])
-        return "".join(parts)
-    return "" if content is None else str(content)
+    """The text of a reply (a message's string or text blocks; langchain-core's `.text`)."""
+    if isinstance(message, BaseMessage):
+        return str(message.text)
+    return "" if message is None else str(message)

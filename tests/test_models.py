@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -283,6 +284,36 @@ def test_async_variant_follows_the_same_strategy() -> None:
         ainvoke_structured(model, Grade, [("user", "grade it")], DEFAULT, supports_json_schema=True)
     )
     assert result.ok and result.attempts == 2 and result.value.score == 10
+
+
+class RunNames(BaseCallbackHandler):
+    """Names of the chain runs a call makes (what a trace shows)."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+        self.names.append(str(kwargs.get("name")))
+
+
+def test_the_attempts_are_the_runnables_fallback_and_retry_runs() -> None:
+    """The strategy is langchain-core's `with_fallbacks` / `with_retry`, so a trace shows each attempt; the
+    config's callbacks reach the model calls inside them."""
+    model = scripted(reply("garbage"), reply("still garbage"), reply("never asked"))
+    runs = RunNames()
+    result = invoke_structured(
+        model, Grade, "grade it", DEFAULT, supports_json_schema=False, config={"callbacks": [runs]}
+    )
+    assert not result.ok and result.attempts == 2 and len(model.calls) == 2
+    assert runs.names == ["plain_json"] * 3  # the with_retry run and its two attempts
+    runs.names.clear()
+    model = scripted(reply("garbage"), reply('{"relevant": true}'))
+    result = invoke_structured(
+        model, Grade, "grade it", DEFAULT, supports_json_schema=True, config={"callbacks": [runs]}
+    )
+    assert result.ok and result.attempts == 2
+    fallbacks = ["RunnableWithFallbacks", "json_schema", "plain_json", "plain_json"]
+    assert [name for name in runs.names if name in fallbacks] == fallbacks  # plain_json: retry run, attempt
 
 
 def test_usage_of_reads_both_metadata_forms() -> None:
