@@ -8,8 +8,19 @@ the cap are deleted. The entries of every model count together (one table, one c
 Recency is a `last_used` time written when a vector is stored or read back. Reads happen only while
 ingesting (queries are not cached), so this write never slows a search; with no cap (0) reads write nothing.
 Ties (one batch stored at one instant) are broken by model key and hash, so eviction is deterministic.
-The table lives in the catalog's database (persistence/catalog.py); catalogs written before the cap existed
-get the `last_used` column (0 for their entries, so they are the first evicted) when they are opened.
+The table is defined here (`define_embedding_cache_table`) and created in the catalog's database with the
+catalog's other tables (persistence/catalog.py), so every tenant of a catalog, SQLite or Postgres, shares
+one cache; catalogs written before the cap existed get the `last_used` column (0 for their entries, so
+they are the first evicted) when they are opened.
+
+Why not LangChain's CacheBackedEmbeddings (issue 22 §3): it is in `langchain-classic`, which this project
+does not install, and it stores through a ByteStore (mget / mset / mdelete / yield_keys). langchain_core
+has only in-memory ones; the SQL one is in `langchain-community`, and a ByteStore has no notion of recency,
+so the bound above would need a custom store: the same SQL as here, behind a key-value interface. It also
+keys by a hash of the text under a namespace, not by the content hash that ingestion already computes,
+so every vector cached so far would miss once, and it stores vectors as JSON text, about 5.5 times the
+size of the float32 bytes kept here (a normalised 384-dimension vector). retrieval/embeddings.py's
+CachedEmbeddings is the thin wrapper that CacheBackedEmbeddings would be.
 """
 
 from __future__ import annotations
@@ -19,7 +30,21 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from sqlalchemy import Engine, Table, delete, func, inspect, select, update
+from sqlalchemy import (
+    Column,
+    Engine,
+    Float,
+    Index,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    delete,
+    func,
+    inspect,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
@@ -27,8 +52,25 @@ from sqlalchemy.exc import OperationalError
 
 #: Keys per IN (...) list: under SQLite's default limit of host parameters.
 KEY_BATCH = 900
+#: The table's name in the catalog's database.
+TABLE_NAME = "embedding_cache"
 #: Index that makes finding the least recently used entries cheap.
 LAST_USED_INDEX = "ix_embedding_cache_last_used"
+
+
+def define_embedding_cache_table(metadata: MetaData) -> Table:
+    """The `embedding_cache` table in the catalog's `metadata` (one create_all makes it with the catalog's
+    tables): vectors keyed by model and content hash, with the recency the bound evicts by."""
+    return Table(
+        TABLE_NAME,
+        metadata,
+        Column("model_key", String, primary_key=True),
+        Column("content_hash", String, primary_key=True),
+        Column("vector", LargeBinary, nullable=False),
+        # When the vector was last stored or read, for the LRU bound.
+        Column("last_used", Float, nullable=False, default=0.0, server_default="0"),
+        Index(LAST_USED_INDEX, "last_used"),
+    )
 
 
 def _batches(items: Sequence[Any], size: int = KEY_BATCH) -> Iterable[Sequence[Any]]:
