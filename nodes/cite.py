@@ -22,8 +22,8 @@ from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
 
 from nodes.events import emit, source_summary
-from nodes.generate import current_question, language_of
 from nodes.instrumentation import timed
+from nodes.turn import current_question, language_of
 from prompts.answer import NO_DOCUMENTS_NOTES, NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH
 from retrieval.answer_text import is_not_found_answer, matches_phrase, short_answer_of
 from retrieval.answerability import not_found_reason

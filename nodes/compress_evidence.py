@@ -14,9 +14,9 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from langgraph.runtime import Runtime
 
-from nodes.generate import answer_documents, current_question
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
+from nodes.turn import answer_documents, current_question
 from retrieval.evidence import EmbedTexts, select_evidence
 from state.context import Context, run_context
 from state.graph_state import State

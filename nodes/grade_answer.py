@@ -28,10 +28,10 @@ from langgraph.runtime import Runtime
 from config.settings import get_settings
 from core.text import strip_references
 from nodes.events import emit
-from nodes.generate import current_question, language_of
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.reflection import apply_reflection, needs_improvement, read_reflection, ten_point
 from nodes.resources import get_resources
+from nodes.turn import current_question, language_of
 from prompts.answer import (
     ANSWER_GRADER_PROMPT,
     ANSWER_GRADER_SYSTEM,

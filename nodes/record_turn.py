@@ -26,11 +26,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
 from nodes.conversation_memory import schedule_summary
-from nodes.generate import answer_mode
 from nodes.instrumentation import NodeFunction, timed
 from nodes.memory_recall import is_memory_doc
 from nodes.resources import get_resources
 from nodes.start_turn import thread_id_of
+from nodes.turn import answer_mode
 from persistence.audit import TurnRecord, record_turn_rows
 from persistence.database import get_database
 from persistence.semantic_cache import CacheScope, count, get_semantic_cache

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from nodes.generate import generate, is_grounded_short_answer
+from nodes.draft_text import is_grounded_short_answer
+from nodes.generate import generate
 from retrieval.answer_span import answer_type, choice_options, extract_answer
 from retrieval.answer_text import (
     answer_parts,
@@ -216,7 +217,7 @@ def test_answerer_model_keeps_the_model_answer_and_extractive_calls_no_model(ins
 
 def test_the_answer_prompt_stops_before_a_new_example(install: Any) -> None:
     """The embedded model continues the few-shot pattern unless stopped; the stop sequences reach it."""
-    from nodes.generate import with_stop
+    from nodes.model_draft import with_stop
     from prompts.answer import ANSWER_STOP_SEQUENCES
 
     class Stoppable(ScriptedChatModel):
@@ -252,7 +253,7 @@ def test_an_unusable_json_answer_falls_back_to_the_extractive_draft(install: Any
 
 
 def test_auto_decoding_asks_json_of_weak_models_whose_endpoint_takes_a_schema(install: Any) -> None:
-    from nodes.generate import uses_json_schema
+    from nodes.model_draft import uses_json_schema
     from state.context import Context
 
     auto = Context(answer_decoding="auto")

@@ -1,0 +1,77 @@
+"""The draft without the model: the extractive answerer's typed span and the sentence it was read from,
+cited, else the source sentences that best overlap the question (retrieval.answer_span, .answer_text).
+
+Why a module of its own: it is generate's answerer under `answerer="extractive"`, its fallback when the model
+fails or echoes, and its replacement for a short answer the passages do not hold; the benchmarks call it too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from core.text import contains_cjk
+from nodes.draft_text import cited, truncated_sentence
+from prompts.answer import MODEL_FAILED_EN, MODEL_FAILED_ZH, NOT_FOUND_EN, NOT_FOUND_ZH
+from retrieval.answer_span import SpanAnswer, extract_answer
+from retrieval.answer_text import answer_body, best_sentences, compose_answer, normalized, split_short_answer
+from retrieval.tokens import truncate_to_tokens
+from state.schemas import RetrievedDoc
+
+#: Sentences of the top source used by the extractive fallback.
+FALLBACK_SENTENCES = 2
+
+
+def extractive_answer(
+    question: str, documents: list[RetrievedDoc], language: str, max_tokens: int
+) -> tuple[str, list[RetrievedDoc]]:
+    """The draft without the model: the typed short answer of the extractive answerer (retrieval.answer_span)
+    and the sentence it was read from, cited; when no span fits, the sentences of the first document that
+    has usable ones (not instruction-like) that best overlap the question, cited [1]. Without documents the
+    apology; when every passage is only planted instructions, the not-found sentence (nothing else to say)."""
+    if not documents:
+        return (MODEL_FAILED_ZH if language == "zh" else MODEL_FAILED_EN), []
+    span = extract_answer(question, [doc["text"] for doc in documents])
+    if span is not None and span.text.strip():
+        return span_draft(span, documents, max_tokens)
+    for doc in documents:
+        sentences = best_sentences(question, doc["text"], FALLBACK_SENTENCES)
+        joiner = "" if contains_cjk(doc["text"]) else " "  # the source's script, not the question's
+        body = truncate_to_tokens(joiner.join(sentences).strip(), max_tokens).rstrip("\ufffd").strip()
+        if answer_body(body):
+            return f"{body}{joiner}[1]", [doc]
+    return (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), []
+
+
+def span_draft(
+    span: SpanAnswer, documents: list[RetrievedDoc], max_tokens: int
+) -> tuple[str, list[RetrievedDoc]]:
+    """The extractive answerer's draft and its source: the short answer, then the sentence it was read from,
+    cited [1] (`span` was read from `documents`)."""
+    source = documents[span.passage]
+    sentence = truncated_sentence(span.sentence, max_tokens)
+    if not answer_body(sentence):
+        return span.text, [source]
+    return compose_answer(span.text, cited(sentence, 1)), [source]
+
+
+def extractive_short(
+    question: str,
+    text: str,
+    sources: list[RetrievedDoc],
+    used: list[RetrievedDoc],
+    info: dict[str, Any],
+    max_tokens: int,
+) -> tuple[str, list[RetrievedDoc]]:
+    """The draft when the model's short answer is missing or not in the passages: the extractive answerer's
+    span in front of the model's text when that text names it (the model answered, without the format), else
+    the extractive draft instead (the model's explanation argues for an ungrounded answer). Unchanged when no
+    span of the expected type is in the passages."""
+    span = extract_answer(question, [doc["text"] for doc in used])
+    if span is None or not span.text.strip():
+        return text, sources
+    info["short_answer_source"] = "extractive"
+    short, explanation = split_short_answer(text)
+    if not short and normalized(span.text) in normalized(text):
+        return compose_answer(span.text, text), sources
+    info["model_short_answer"] = short
+    return span_draft(span, used, max_tokens)

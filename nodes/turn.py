@@ -1,0 +1,80 @@
+"""What this turn asks: its standalone question and language, the conversation before it, the passages an
+answer is written from, and the answer template its analysis calls for.
+
+Why a module of its own: generate, grade_answer, cite, compress_evidence and record_turn all read the turn the
+same way; they imported these from nodes.generate, so every node depended on the generator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import AnyMessage
+
+from core.text import contains_cjk
+from state.context import Context
+from state.graph_state import State
+from state.schemas import RetrievedDoc
+
+
+def language_of(question: str) -> str:
+    """'zh' when the question has CJK characters, else 'en' (picks prompts and fallback texts)."""
+    return "zh" if contains_cjk(question) else "en"
+
+
+def current_question(state: State) -> str:
+    """The standalone question of this turn (falls back to the raw question)."""
+    return state.get("standalone_question") or state.get("question") or ""
+
+
+def select_documents(
+    documents: list[RetrievedDoc], relevance_threshold: float, limit: int
+) -> list[RetrievedDoc]:
+    """Relevant passages by relevance then score; when none is relevant, the `limit` best by score (a weak
+    relevance grader must not leave the generator with nothing)."""
+    relevant = [doc for doc in documents if doc.get("relevance", -1.0) >= relevance_threshold]
+    if relevant:
+        return sorted(relevant, key=lambda doc: (doc["relevance"], doc.get("score", 0.0)), reverse=True)
+    return sorted(documents, key=lambda doc: doc.get("score", 0.0), reverse=True)[:limit]
+
+
+def answer_documents(state: State, context: Context) -> list[RetrievedDoc]:
+    """The passages an answer is written from (select_documents). Chat mode answers from the conversation
+    when no passage is relevant, rather than from the best irrelevant ones (RAG mode keeps them: the model
+    may still find the answer, or say it is not there)."""
+    unrelated_limit = 0 if context.answer_source == "chat" else context.top_k
+    return select_documents(state.get("documents") or [], context.relevance_threshold, unrelated_limit)
+
+
+def conversation_history(messages: list[AnyMessage], max_turns: int) -> list[tuple[str, str]]:
+    """(role, text) of the previous human/AI messages, newest last, at most `max_turns` exchanges.
+
+    The last message is this turn's question when it is a human message, so it is left out.
+    """
+    previous = messages[:-1] if messages and messages[-1].type == "human" else messages
+    turns: list[tuple[str, str]] = [(message.type, message.text.strip()) for message in previous]
+    turns = [(role, text) for role, text in turns if role in ("human", "ai") and text]
+    return turns[-2 * max_turns :] if max_turns > 0 else []
+
+
+#: Template per query type when the context's mode is "auto": factoid questions (one fact, a bridge entity,
+#: a comparison's winner) get the short-answer template; questions that need explanation get "advanced".
+AUTO_MODES: dict[str, str] = {
+    "SIMPLE_FACT": "simple",
+    "MULTI_HOP": "simple",
+    "COMPARISON": "simple",
+    "AGGREGATION": "advanced",
+    "COMPLEX_REASONING": "advanced",
+    "OPEN_ENDED": "advanced",
+}
+
+
+#: Template of "auto" when there is no analysis (the naive baseline).
+AUTO_DEFAULT_MODE = "advanced"
+
+
+def answer_mode(mode: str, analysis: dict[str, Any] | None) -> str:
+    """The template to use: the context's mode, or for "auto" the one that suits the analysed query type."""
+    if mode != "auto":
+        return mode
+    return AUTO_MODES.get(str((analysis or {}).get("query_type", "")), AUTO_DEFAULT_MODE)
