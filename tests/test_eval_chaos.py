@@ -15,42 +15,20 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from evals.chaos import (
-    BYTES_PER_TURN_AT_100_TARGET,
-    LONG_CONVERSATION_TURNS,
-    SUPPRESSIONS,
-    ChaosRunner,
-    HostileCase,
-    Probe,
-    ProcessResult,
-    answer_gist,
-    checkpoint_bytes,
-    hostile_files,
-    hostile_verdict,
-    ingest_race_verdict,
-    last_json,
-    leaked,
-    long_conversation_snippet,
-    report_figures,
-    scoped_id,
-    storage_figures,
-    storage_verdicts,
-    suppression_documents,
-    suppression_verdict,
-    turn_verdict,
-    unanswered_questions,
-)
-from evals.chaos_api import (
-    DISCONNECT_METRIC,
-    HttpResult,
-    cap_verdict,
-    disconnect_count,
-    disconnect_verdict,
-    http_request,
-    http_verdict,
-    multipart,
-    parse_response,
-)
+from evals.chaos.api_disconnect import DISCONNECT_METRIC, disconnect_count, disconnect_verdict
+from evals.chaos.api_probes import cap_verdict, http_verdict
+from evals.chaos.corpora import leaked
+from evals.chaos.hostile import HostileCase, hostile_files, hostile_verdict
+from evals.chaos.http_client import HttpResult, http_request, multipart, parse_response
+from evals.chaos.ingest_race import ingest_race_verdict
+from evals.chaos.injection import SUPPRESSIONS, answer_gist, suppression_documents, suppression_verdict
+from evals.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, LONG_CONVERSATION_TURNS
+from evals.chaos.probe import Probe
+from evals.chaos.report import report_figures
+from evals.chaos.runner import ChaosRunner, ProcessResult, last_json
+from evals.chaos.storage import checkpoint_bytes, long_conversation_snippet, storage_figures, storage_verdicts
+from evals.chaos.threads import scoped_id, unanswered_questions
+from evals.chaos.turns import turn_verdict
 from persistence.threads import scoped_thread_id
 from service.cli import app
 
@@ -421,15 +399,15 @@ def test_the_api_probes_work_in_a_process_with_many_open_files() -> None:
     import os
     import socket
 
-    from evals import chaos_api
+    from evals.chaos import http_client
 
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     left, right = socket.socketpair()
     try:
         assert left.fileno() > 1023
-        assert chaos_api._readable(left, 0.0) is False
+        assert http_client._readable(left, 0.0) is False
         right.sendall(b"x")
-        assert chaos_api._readable(left, 1.0) is True
+        assert http_client._readable(left, 1.0) is True
     finally:
         left.close()
         right.close()
