@@ -9,7 +9,7 @@ QueryRequest onto the same engine run as /generate, so both contracts share the 
 Seed 003's (the notes assistant's) reflection switches are accepted here too, under their camelCase names
 as aliases (`enableReflection`, `maxReflectionRounds`, `enableQueryRewriting`, `enableHyDE`,
 `retryStrategy`): a seed-003 client asks its questions on this route, and each name maps onto the engine's
-one knob of the same meaning (config/settings.py), not a second copy of it.
+one knob of the same meaning (config/settings/), not a second copy of it.
 """
 
 from __future__ import annotations

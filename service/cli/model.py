@@ -108,7 +108,7 @@ def client_base_url(listening_url: str) -> str:
 
 
 def engine_settings(base_url: str, model: str, api_key: str) -> list[str]:
-    """The environment lines that point the engine at the served model (config/settings.py names).
+    """The environment lines that point the engine at the served model (config/settings/ names).
 
     Without a key the OpenAI client sends a placeholder (models/factory.py), which the server ignores."""
     lines = {
