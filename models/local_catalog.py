@@ -27,7 +27,7 @@ from models.errors import ModelUnavailableError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DEFAULT_LOCAL_MODEL", "LocalModelName"]  # re-exported: config/settings.py defines them
+__all__ = ["DEFAULT_LOCAL_MODEL", "LocalModelName"]  # re-exported: config/settings/ defines them
 #: Environment variable that moves the assembled weights (default: beside the virtual environment).
 MODEL_DIR_ENV = "RAG_LOCAL_MODEL_DIR"
 #: Copy buffer of the assembly.

@@ -1,6 +1,6 @@
 """The embedded default by rule (evals/model_choice.py): the best mean accuracy over the required development
 sets within the p50 budget, every model on the same questions; nothing chosen while a dataset is missing;
-and the default in config/settings.py follows the committed report."""
+and the default in config/settings/ follows the committed report."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_accuracy_is_the_mean_over_datasets_and_a_missing_dataset_chooses_nothin
 
 
 def test_the_default_model_follows_the_committed_report() -> None:
-    """config/settings.py's DEFAULT_LOCAL_MODEL is the rule's choice in results/model_choice.json; while
+    """config.settings.DEFAULT_LOCAL_MODEL is the rule's choice in results/model_choice.json; while
     the report misses a required dataset it chooses nothing, and the default stays what it was."""
     report = json.loads(COMMITTED_REPORT.read_text(encoding="utf-8"))
     assert report["required_datasets"] == list(REQUIRED_DATASETS)
