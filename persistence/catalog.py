@@ -7,44 +7,36 @@ document behind (on Postgres: one transaction, and readers see the old or the ne
 Chroma (not transactional) is written before this commit and cleaned after it, and searches
 only trust dense hits that the catalog knows (see retrieval.search), so the two stores never disagree in
 what a user sees.
+
+The tables are persistence.catalog_tables, SQLite's connection settings persistence.sqlite_engine, the
+doctor's checks and repairs persistence.catalog_health (a mixin of Catalog).
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from sqlalchemy import (
-    Column,
-    Engine,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    create_engine,
-    delete,
-    event,
-    func,
-    insert,
-    select,
-)
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, ExceptionContext, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.sql.elements import ColumnElement
 
 from config.settings import Settings
 from core.types import Chunk
+from persistence.catalog_health import CatalogHealth
+from persistence.catalog_tables import (
+    DocumentRecord,
+    StoredChunk,
+    chunks_table,
+    document_record,
+    documents_table,
+    metadata_obj,
+)
 from persistence.embedding_cache import EmbeddingCache, define_embedding_cache_table
 from persistence.errors import (
     CatalogDamagedError,
@@ -57,107 +49,18 @@ from persistence.errors import (
 from persistence.keyword_index import KeywordHit, KeywordIndex
 from persistence.keyword_pruning import PruningPolicy, pruning_policy
 from persistence.pg_keyword_index import PgBm25Index, PgKeywordBackend, PgTsvectorIndex, pg_keyword_index
+from persistence.sqlite_engine import SQLITE_CORRUPT_VTAB, batches, configure_sqlite, is_damage
 from persistence.urls import is_postgres_url, sqlalchemy_url
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
-SQLITE_MAX_VARIABLES = 900
-#: SQLite result codes that mean the file itself is damaged (SQLITE_CORRUPT, SQLITE_NOTADB).
-SQLITE_DAMAGE_CODES = frozenset({11, 26})
-#: SQLite's extended code for a damaged virtual table: here the FTS5 keyword index, rebuilt from the chunks.
-SQLITE_CORRUPT_VTAB = 267
 #: Advisory-lock key (any constant) under which one worker at a time creates the catalog tables on Postgres:
 #: CREATE TABLE IF NOT EXISTS is not safe against a concurrent twin.
 PG_SCHEMA_LOCK_KEY = 0x52414701
-
-metadata_obj = MetaData()
-
-documents_table = Table(
-    "documents",
-    metadata_obj,
-    Column("id", Integer, primary_key=True),
-    Column("tenant", String, nullable=False),
-    Column("collection", String, nullable=False),
-    Column("source", String, nullable=False),
-    Column("file_hash", String, nullable=False),
-    Column("doc_type", String, nullable=False, default=""),
-    Column("title", String, nullable=False, default=""),
-    Column("n_chunks", Integer, nullable=False, default=0),
-    Column("updated_at", Float, nullable=False),
-    UniqueConstraint("tenant", "collection", "source", name="uq_document_source"),
-)
-
-chunks_table = Table(
-    "chunks",
-    metadata_obj,
-    Column("id", Integer, primary_key=True),
-    Column("chunk_id", String, nullable=False, unique=True),
-    Column("document_id", Integer, ForeignKey("documents.id", ondelete="CASCADE"), nullable=False),
-    Column("tenant", String, nullable=False),
-    Column("collection", String, nullable=False),
-    Column("content_hash", String, nullable=False),
-    Column("text", Text, nullable=False),
-    Column("metadata", Text, nullable=False),
-    Index("ix_chunks_scope", "tenant", "collection"),
-    Index("ix_chunks_document", "document_id"),
-)
-
 embedding_cache_table = define_embedding_cache_table(metadata_obj)
-
-
 #: Tries at creating the catalog's tables when another process is creating them at the same moment.
 SCHEMA_CREATE_ATTEMPTS = 3
 
 
-@dataclass(frozen=True)
-class DocumentRecord:
-    """What the catalog knows about one indexed source."""
-
-    id: int
-    tenant: str
-    collection: str
-    source: str
-    file_hash: str
-    n_chunks: int
-
-
-@dataclass(frozen=True)
-class StoredChunk:
-    """A chunk as the catalog stores it."""
-
-    chunk_id: str
-    text: str
-    metadata: dict[str, Any]
-
-
-def configure_sqlite(dbapi_connection: Any, _record: Any) -> None:
-    """Connection settings of every SQLite engine of the engine (catalog, app tables): WAL for concurrent
-    readers, a busy timeout so writers of several processes wait instead of failing."""
-    cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
-    cursor.close()
-
-
-def is_damage(error: BaseException) -> bool:
-    """Whether a SQLite error means a damaged file rather than a busy or misused database."""
-    original = error.orig if isinstance(error, DBAPIError) else error
-    if not isinstance(original, sqlite3.DatabaseError):
-        return False
-    code = getattr(original, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in SQLITE_DAMAGE_CODES
-    message = str(original).lower()
-    return "not a database" in message or "malformed" in message
-
-
-def _batches(items: Sequence[Any], size: int = SQLITE_MAX_VARIABLES) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-class Catalog:
+class Catalog(CatalogHealth):
     """Documents, chunks, keyword index and embedding cache in one SQLite file or one Postgres database."""
 
     def __init__(
@@ -244,7 +147,7 @@ class Catalog:
         )
         with self.engine.connect() as connection:
             row = connection.execute(query).mappings().first()
-        return _document(row) if row else None
+        return document_record(row) if row else None
 
     def verify_chunks(self, record: DocumentRecord) -> None:
         """Raise CatalogDamagedError unless every one of a document's `n_chunks` chunk rows can be read in
@@ -276,7 +179,7 @@ class Catalog:
         if collection is not None:
             query = query.where(documents_table.c.collection == collection)
         with self.engine.connect() as connection:
-            return [_document(row) for row in connection.execute(query).mappings()]
+            return [document_record(row) for row in connection.execute(query).mappings()]
 
     def chunk_ids_of(self, connection: Connection, document_id: int) -> list[str]:
         """Chunk ids of a document, inside an open transaction."""
@@ -385,7 +288,7 @@ class Catalog:
                     found[chunk_id] = StoredChunk(chunk_id, text, json.loads(metadata))
             return found
         with self.engine.connect() as connection:
-            for batch in _batches(list(chunk_ids)):
+            for batch in batches(list(chunk_ids)):
                 marks = ", ".join("?" for _ in batch)
                 # `+tenant` keeps SQLite on the chunk_id index; it would otherwise scan the tenant's rows.
                 sql = (
@@ -499,56 +402,6 @@ class Catalog:
             with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
                 connection.exec_driver_sql("VACUUM ANALYZE")
 
-    # --- health (rag doctor) ---------------------------------------------------------------------
-    def integrity_errors(self) -> list[str]:
-        """SQLite's PRAGMA integrity_check findings for the whole file; empty when it is sound (a Postgres
-        server guards its own pages: nothing to check from here)."""
-        if self.dialect == "postgresql":
-            return []
-        with self.engine.connect() as connection:
-            rows = [str(row[0]) for row in connection.exec_driver_sql("PRAGMA integrity_check")]
-        return [] if rows == ["ok"] else rows
-
-    def keyword_rows(self) -> int:
-        """Rows of the keyword index, whichever backend holds it."""
-        with self.engine.connect() as connection:
-            return int(self.keyword_index.count(connection))
-
-    def keyword_index_drift(self) -> tuple[int, int, str | None]:
-        """(chunks without FTS rows, FTS rows without a chunk, FTS5's own integrity error or None)."""
-        with self.engine.connect() as connection:
-            chunk_rows = set(connection.execute(select(chunks_table.c.id)).scalars())
-            error = self.keyword_index.integrity_error(connection)
-            try:
-                fts_rows = self.keyword_index.rowids(connection)
-            except KeywordIndexDamagedError as damaged:  # too damaged to list: every chunk counts as lost
-                return len(chunk_rows), 0, error or str(damaged.__cause__ or damaged)
-        return len(chunk_rows - fts_rows), len(fts_rows - chunk_rows), error
-
-    def rebuild_keyword_index(self) -> int:
-        """Re-create the FTS table from the chunk rows in one transaction; return the rows written.
-
-        The table is dropped, not emptied: deleting rows from a damaged FTS5 index reads the damaged
-        structures and fails, while dropping it removes its shadow tables whatever they hold."""
-        written = 0
-        with self.engine.begin() as connection:
-            self.keyword_index.reset(connection)
-            rows = connection.execute(
-                select(
-                    chunks_table.c.id, chunks_table.c.chunk_id, chunks_table.c.text, chunks_table.c.metadata
-                )
-            )
-            while batch := rows.fetchmany(SQLITE_MAX_VARIABLES):
-                self.keyword_index.add(
-                    connection,
-                    [
-                        (rowid, Chunk(chunk_id, text, json.loads(meta)))
-                        for rowid, chunk_id, text, meta in batch
-                    ],
-                )
-                written += len(batch)
-        return written
-
     # --- embedding cache -----------------------------------------------------------------------
     def get_vectors(self, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
         """Cached vectors of `model_key` for the hashes present (see persistence/embedding_cache.py)."""
@@ -574,15 +427,4 @@ def open_catalog(settings: Settings) -> Catalog:
         settings.catalog_path,
         pruning=pruning_policy(settings),
         embedding_cache_max_entries=settings.embedding_cache_max_entries,
-    )
-
-
-def _document(row: Any) -> DocumentRecord:
-    return DocumentRecord(
-        id=row["id"],
-        tenant=row["tenant"],
-        collection=row["collection"],
-        source=row["source"],
-        file_hash=row["file_hash"],
-        n_chunks=row["n_chunks"],
     )

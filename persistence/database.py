@@ -43,8 +43,8 @@ from sqlalchemy.exc import NoSuchModuleError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 
 from config.settings import Settings
-from persistence.catalog import configure_sqlite
 from persistence.errors import StoreUnavailableError
+from persistence.sqlite_engine import configure_sqlite
 from persistence.urls import is_postgres as is_postgres
 from persistence.urls import libpq_url as libpq_url
 from persistence.urls import postgres_url as postgres_url

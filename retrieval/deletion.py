@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import delete, func, select, update
 
-from persistence.catalog import chunks_table, documents_table
+from persistence.catalog_tables import chunks_table, documents_table
 from retrieval.knowledge_base import KnowledgeBase
 
 
