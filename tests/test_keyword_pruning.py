@@ -10,15 +10,14 @@ from config.settings import Settings
 from core.keyword import analyze
 from core.types import Chunk
 from persistence import bm25
-from persistence.keyword_index import (
+from persistence.fts_statistics import (
     DF_TABLE,
     VOCAB_TABLE,
-    KeywordHit,
     document_frequencies,
     index_averages,
     read_varints,
-    scope_token,
 )
+from persistence.keyword_index import KeywordHit, scope_token
 from persistence.keyword_pruning import PruningPolicy, prune_terms
 from retrieval.knowledge_base import KnowledgeBase
 
