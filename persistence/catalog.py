@@ -298,6 +298,15 @@ class Catalog(CatalogHealth):
                     found[chunk_id] = StoredChunk(chunk_id, text, json.loads(metadata))
         return found
 
+    def source_chunks(self, tenant: str, collection: str, source: str) -> list[StoredChunk]:
+        """The chunks one source has in the catalog now ([] when it has none)."""
+        record = self.document(tenant, collection, source)
+        if record is None:
+            return []
+        with self.engine.connect() as connection:
+            ids = self.chunk_ids_of(connection, record.id)
+        return list(self.chunks_by_id(ids, tenant).values())
+
     def count_chunks(self, tenant: str | None = None, collection: str | None = None) -> int:
         """Number of indexed chunks in a scope."""
         query = select(func.count()).select_from(chunks_table)

@@ -239,22 +239,12 @@ def _event(
     )
 
 
-def _stored_chunks(kb: KnowledgeBase, tenant: str, collection: str, source: str) -> list[Any]:
-    """The chunks a source has in the catalog now ([] when it has none)."""
-    record = kb.catalog.document(tenant, collection, source)
-    if record is None:
-        return []
-    with kb.catalog.engine.connect() as connection:
-        ids = kb.catalog.chunk_ids_of(connection, record.id)
-    return list(kb.catalog.chunks_by_id(ids, tenant).values())
-
-
 def _reusable_summaries(kb: KnowledgeBase, tenant: str, collection: str, source: str) -> dict[str, str]:
     """Summary texts already stored for the thread, by block hash (a model-written one is kept for a block
     whose turns did not change)."""
     return {
         str(chunk.metadata["block_hash"]): chunk.text
-        for chunk in _stored_chunks(kb, tenant, collection, source)
+        for chunk in kb.catalog.source_chunks(tenant, collection, source)
         if chunk.metadata.get("level") == SUMMARY_LEVEL and chunk.metadata.get("block_hash")
     }
 

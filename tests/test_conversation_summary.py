@@ -53,16 +53,6 @@ TURNS = [
 ]
 
 
-def stored_chunks(kb: KnowledgeBase, tenant: str, collection: str, source: str) -> list[Any]:
-    """The catalog's chunks of one source."""
-    record = kb.catalog.document(tenant, collection, source)
-    if record is None:
-        return []
-    with kb.catalog.engine.connect() as connection:
-        ids = kb.catalog.chunk_ids_of(connection, record.id)
-    return list(kb.catalog.chunks_by_id(ids, tenant).values())
-
-
 @pytest.fixture
 def small_blocks(make_settings: Any, make_kb: Any) -> KnowledgeBase:
     """A knowledge base whose summaries cover two turns each."""
@@ -116,7 +106,7 @@ def test_summaries_and_details_share_their_block_doc_id(small_blocks: KnowledgeB
         3,
         "conversations",
     )
-    chunks = stored_chunks(small_blocks, "default", "conversations", conversation_source("t1"))
+    chunks = small_blocks.catalog.source_chunks("default", "conversations", conversation_source("t1"))
     assert len(chunks) == 5
     by_level: dict[str, list[Any]] = {SUMMARY_LEVEL: [], DETAIL_LEVEL: []}
     for chunk in chunks:
@@ -145,7 +135,8 @@ def test_the_retrieve_node_levels_match_the_summarizers() -> None:
 def test_unchanged_thread_is_skipped_and_a_grown_one_replaced(small_blocks: KnowledgeBase) -> None:
     index_conversation(small_blocks, TURNS[:2], thread_id="t1", conversation_id="c1", tenant="default")
     before = {
-        chunk.chunk_id for chunk in stored_chunks(small_blocks, "default", "conversations", "conversation:t1")
+        chunk.chunk_id
+        for chunk in small_blocks.catalog.source_chunks("default", "conversations", "conversation:t1")
     }
     again = index_conversation(
         small_blocks, TURNS[:2], thread_id="t1", conversation_id="c1", tenant="default"
@@ -153,7 +144,7 @@ def test_unchanged_thread_is_skipped_and_a_grown_one_replaced(small_blocks: Know
     assert again.status == "skipped"
     grown = index_conversation(small_blocks, TURNS, thread_id="t1", conversation_id="c1", tenant="default")
     assert grown.status == "indexed"
-    after = stored_chunks(small_blocks, "default", "conversations", "conversation:t1")
+    after = small_blocks.catalog.source_chunks("default", "conversations", "conversation:t1")
     assert len(after) == 5 and before <= {
         chunk.chunk_id for chunk in after
     }  # block 1 unchanged, block 2 added
@@ -185,7 +176,7 @@ def test_a_strong_models_summary_is_used_and_garbage_falls_back(kb: KnowledgeBas
         tenant="default",
         summarize=lambda _turns: "%%% ### %%%",
     )
-    chunks = stored_chunks(kb, "default", "conversations", "conversation:t2")
+    chunks = kb.catalog.source_chunks("default", "conversations", "conversation:t2")
     summary_text = next(chunk.text for chunk in chunks if chunk.metadata["level"] == SUMMARY_LEVEL)
     assert result.summarizer == "model" and summary_text == extractive_summary(
         TURNS, kb.settings.summary_max_tokens
@@ -245,7 +236,7 @@ def test_summarize_thread_reads_the_checkpointer_and_writes_into_the_threads_ten
         "c7",
         "indexed",
     )
-    chunks = stored_chunks(thread_store, "acme", "conversations", "conversation:t1")
+    chunks = thread_store.catalog.source_chunks("acme", "conversations", "conversation:t1")
     details = sorted(
         (c for c in chunks if c.metadata["level"] == DETAIL_LEVEL), key=lambda c: c.metadata["turn_first"]
     )
@@ -254,7 +245,7 @@ def test_summarize_thread_reads_the_checkpointer_and_writes_into_the_threads_ten
         f"User: {TURNS[2].question}",
     ]
     assert all("Assistant: The Maksutov" in chunk.text for chunk in details)
-    assert stored_chunks(thread_store, "default", "conversations", "conversation:t1") == []
+    assert thread_store.catalog.source_chunks("default", "conversations", "conversation:t1") == []
 
 
 def test_summarize_thread_refuses_another_tenant_and_unknown_threads(thread_store: KnowledgeBase) -> None:
