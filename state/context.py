@@ -110,25 +110,19 @@ class Context:
     use_cache: bool = _setting("use_cache")  # False bypasses the semantic cache for this run
 
     def __post_init__(self) -> None:
+        """Fill the fields not given from the settings (one read), and check (and coerce, e.g. "5" -> 5 from
+        JSON) the given ones against their setting's type and range: ValueError naming the variable."""
         settings = get_settings()
         for spec in fields(self):
-            if isinstance(getattr(self, spec.name), _FromSettings):
-                value = getattr(settings, setting_name(spec.name) or spec.name)
-                setattr(self, spec.name, "" if value is None else value)  # no grader model = ''
-        self.validate()
-
-    def validate(self) -> None:
-        """Check (and coerce, e.g. "5" -> 5 from JSON) every field against its setting's type and range;
-        raise ValueError naming the field and its variable when a value is out of range."""
-        for spec in fields(self):
-            name = setting_name(spec.name)
-            if name is not None and not (spec.name == "grader_model" and self.grader_model == ""):
-                value = getattr(self, spec.name)
+            name, value = setting_name(spec.name) or spec.name, getattr(self, spec.name)
+            if isinstance(value, _FromSettings):
+                setattr(self, spec.name, "" if getattr(settings, name) is None else getattr(settings, name))
+            elif spec.name not in RUN_OVERRIDES and not (spec.name == "grader_model" and value == ""):
                 label, variable = f"context field {spec.name}", f"RAG_{spec.name.upper()}"
                 setattr(self, spec.name, checked_value(name, value, label, variable))
         if self.temperature != -1.0 and not 0.0 <= self.temperature <= 2.0:
             _refuse("temperature", self.temperature, "RAG_LLM_TEMPERATURE", "-1 (the setting) or 0 to 2")
-        engine_limit = get_settings().max_query_chars  # search would refuse a longer question inside the run
+        engine_limit = settings.max_query_chars  # search would refuse a longer question inside the run
         if self.max_question_chars > engine_limit:
             why = f"at most RAG_MAX_QUERY_CHARS={engine_limit}, the longest query search accepts"
             why += " (a run may only lower it)"
