@@ -1,11 +1,13 @@
-"""The import graph of the project's top-level packages, its cycles, and a picture of it.
+"""The import graph of the project's top-level packages and of its modules, their cycles, and a picture.
 
     .venv/bin/python scripts/import_graph.py [--out results/import_graph.png]
 
 Why a script (and tests/test_layering.py beside it): the layering is only real if a change that breaks it
 fails; the test reads the same graph this script draws. Every `import` and `from ... import` counts, at
 module level, inside functions (late imports are still dependencies) and under TYPE_CHECKING (the type
-checker follows them). Standard library only for the graph; matplotlib draws the picture.
+checker follows them). The module graph (`module_graph`) counts the same imports between single modules
+(issue 22 §4: a cycle between two modules of one package is as real as one between packages, and late
+imports had hidden three). Standard library only for the graphs; matplotlib draws the package picture.
 """
 
 from __future__ import annotations
@@ -65,8 +67,60 @@ def import_graph(root: Path = REPO_ROOT) -> Graph:
     return {name: dict(edges) for name, edges in graph.items()}
 
 
+def module_name(path: Path, root: Path = REPO_ROOT) -> str:
+    """The dotted name Python imports a file under (a package's __init__.py is the package itself)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _module_targets(tree: ast.AST, known: set[str]) -> Iterable[tuple[str, int]]:
+    """The project modules one file's imports load: `from a.b import c` loads a.b and, when c is a module
+    of its own, a.b.c too; `import a.b.c` loads the longest known prefix."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield from _longest_known(alias.name, node.lineno, known)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield from _longest_known(node.module, node.lineno, known)
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in known:
+                    yield f"{node.module}.{alias.name}", node.lineno
+
+
+def _longest_known(name: str, line: int, known: set[str]) -> Iterable[tuple[str, int]]:
+    """The longest prefix of the dotted `name` that is a project module (none for a library)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in known:
+            yield candidate, line
+            return
+
+
+def module_graph(root: Path = REPO_ROOT) -> Graph:
+    """{importer module: {imported module: ["file:line", ...]}} over every .py file of the layered packages.
+
+    The same imports count as in `import_graph` (late ones and TYPE_CHECKING ones too); `from a.b import c`
+    with c a module is an edge to a.b.c and to a.b (whose __init__ runs first)."""
+    files = {
+        module_name(path, root): path
+        for name in packages(root)
+        for path in sorted((root / name).rglob("*.py"))
+    }
+    known = set(files)
+    graph: Graph = {name: defaultdict(list) for name in sorted(files)}
+    for name, path in sorted(files.items()):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for target, line in _module_targets(tree, known):
+            if target != name:
+                graph[name][target].append(f"{path.relative_to(root)}:{line}")
+    return {name: dict(edges) for name, edges in graph.items()}
+
+
 def cycles(graph: Graph) -> list[list[str]]:
-    """The strongly connected components with more than one package (each one is a cycle), sorted."""
+    """The strongly connected components with more than one node (each one is a cycle), sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -202,6 +256,8 @@ def main() -> int:
         print("cycle:", " <-> ".join(component))
     for problem in forbidden_edges(graph):
         print("forbidden:", problem)
+    for component in cycles(module_graph()):
+        print("module cycle:", " <-> ".join(component))
     print(f"picture: {draw(graph, args.out)}")
     return 0
 

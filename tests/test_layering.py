@@ -73,3 +73,55 @@ def test_the_catalog_reads_database_urls_without_importing_the_database() -> Non
         tree = ast.parse((REPO_ROOT / "persistence" / f"{module}.py").read_text(encoding="utf-8"))
         imported = [name for name, _line in graph_tools._imported_modules(tree)]
         assert not [name for name in imported if name.startswith(forbidden)], (module, imported)
+
+
+#: Module cycles tolerated for now (none may be added): each with the work that removes it.
+KNOWN_MODULE_CYCLES: dict[tuple[str, ...], str] = {
+    # removed by the threads rework (persistence/threads.py split, issue 22 §4; gone in its working copy)
+    ("persistence.postgres_checkpoints", "persistence.threads"): "removed by the threads rework",
+}
+
+
+def test_the_modules_import_each_other_without_a_cycle() -> None:
+    """Issue 22 §4: no cycle between modules either (they hid behind late imports: catalog / database /
+    process, retrieval.ingest / store_health, routes_rag / routes_seed, threads / postgres_checkpoints)."""
+    graph = graph_tools.module_graph()
+    assert {"nodes.generate", "persistence.catalog", "retrieval.ingest", "service.api.routes_seed"} <= set(
+        graph
+    )
+    found = [cycle for cycle in graph_tools.cycles(graph) if tuple(cycle) not in KNOWN_MODULE_CYCLES]
+    detail = {
+        f"{a} -> {b}": graph[a][b][:5]
+        for component in found
+        for a in component
+        for b in component
+        if b in graph[a]
+    }
+    assert found == [], f"module import cycles {found}; edges: {detail}"
+
+
+def test_the_module_check_finds_a_planted_cycle_through_late_and_type_checking_imports(
+    tmp_path: Path,
+) -> None:
+    package = tmp_path / "app"
+    package.mkdir()
+    for name, body in {
+        "__init__": "",
+        "a": "from app.b import f\n",
+        "b": (
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from app.c import g\n\n\n"
+            "def f():\n    from app import a  # a late import is still an edge\n"
+        ),
+        "c": "import app.a.missing_attribute\nimport json\n",
+        "alone": "from app import b as _b\n",
+    }.items():
+        (package / f"{name}.py").write_text(body)
+    graph = graph_tools.module_graph(tmp_path)
+    assert graph == {
+        "app": {},
+        "app.a": {"app.b": ["app/a.py:1"]},
+        "app.alone": {"app": ["app/alone.py:1"], "app.b": ["app/alone.py:1"]},
+        "app.b": {"app.c": ["app/b.py:4"], "app": ["app/b.py:8"], "app.a": ["app/b.py:8"]},
+        "app.c": {"app.a": ["app/c.py:1"]},
+    }
+    assert graph_tools.cycles(graph) == [["app.a", "app.b", "app.c"]]
