@@ -4,7 +4,8 @@ tenant check and the same storage bounds as the SQLite ones, and the housekeepin
 Why LangGraph's own savers (langgraph-checkpoint-postgres) and not a table of ours: the LangGraph server, the
 CLI and the HTTP API must read one another's threads, so every process stores them the way LangGraph reads
 them. What is added here is what the SQLite savers add (persistence.checkpointer):
-- the owner check (persistence.threads.OwnerCheckedSaver): a run of one tenant cannot load another's thread;
+- the owner check (persistence.saver_mixins.OwnerCheckedSaver): a run of one tenant cannot load another's
+  thread;
 - keep-last-N after each save (RAG_CHECKPOINT_KEEP / RAG_SERVER_CHECKPOINT_KEEP) and `prune` / `aprune`;
 - a server that is down or unreachable is one line, CheckpointStoreUnavailableError (a
   StoreUnavailableError: CLI exit 1, HTTP 503), never a psycopg stack trace;
@@ -36,7 +37,7 @@ from sqlalchemy.engine import make_url
 
 from persistence.database import libpq_url
 from persistence.errors import StoreUnavailableError
-from persistence.threads import (
+from persistence.saver_mixins import (
     KEEP_LATEST,
     AsyncKeepNewestSaver,
     KeepNewestSaver,
@@ -256,14 +257,9 @@ class PruningPostgresSaver(KeepNewestSaver, OwnerCheckedSaver, PostgresSaver):
         (LangGraph's own Postgres prune, which also handles subgraph namespaces)."""
         super().prune([str(thread) for thread in thread_ids], strategy=prune_strategy(strategy))
 
-    def has_thread(self, thread_id: str) -> bool:
-        """Whether the thread has any checkpoint (in any namespace)."""
-        with self._cursor() as cur:
-            cur.execute("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1", (str(thread_id),))
-            return cur.fetchone() is not None
-
     def thread_rows(self) -> list[tuple[str, int, str]]:
-        """(thread id, checkpoints, latest checkpoint id) of every thread, most recently active first."""
+        """(thread id, checkpoints, latest checkpoint id) of every thread, most recently active first: one
+        query on the saver's table, for `rag doctor`'s count (`list` would read every checkpoint)."""
         with self._cursor() as cur:
             cur.execute(THREADS_SQL)
             return [(str(r["thread_id"]), int(r["checkpoints"]), str(r["latest"])) for r in cur.fetchall()]
