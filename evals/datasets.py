@@ -31,8 +31,8 @@ BEIR_QRELS_DIR = "qrels"
 DEFAULT_BEIR_SPLIT = "test"
 LANGUAGE_ENGLISH = "en"
 LANGUAGE_CHINESE = "zh"
-#: The evaluation data beside the project's checkout (../shared/data) and the files in it the benchmarks read.
-SHARED_DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: The files of the shared-data layout (hotpotqa/, cmrc2018/) the labelled sets come in, relative to its
+#: folder.
 HOTPOTQA_FILE = Path("hotpotqa") / "hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
 

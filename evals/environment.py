@@ -18,6 +18,9 @@ from models.local_catalog import CATALOG
 CPU_INFO = Path("/proc/cpuinfo")
 #: The checkout whose commit a result file names (this package's parent).
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: Where the evaluation commands write their files by default (`rag eval qa`'s per-question records under
+#: runs/), relative to the working directory: the repository root when run from there.
+DEFAULT_RESULTS_DIR = Path("results")
 
 
 def machine_description() -> str:

@@ -41,7 +41,13 @@ from evals.datasets import (
     open_text,
     pool_passages,
 )
-from evals.environment import code_commit, load_average, machine_description, model_description
+from evals.environment import (
+    DEFAULT_RESULTS_DIR,
+    code_commit,
+    load_average,
+    machine_description,
+    model_description,
+)
 from evals.eval_index import (
     ProgressFactory,
     eval_root,
@@ -51,7 +57,6 @@ from evals.eval_index import (
     write_corpus_once,
 )
 from evals.qa_scoring import aggregate, error_record, question_record
-from evals.report import DEFAULT_RESULTS_DIR
 from graphs.runner import GraphName, Session
 from nodes.resources import Resources, use_resources
 from state.context import Context

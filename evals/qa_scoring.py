@@ -18,7 +18,8 @@ provenance, not part of the answer, and their digits would otherwise count as wr
 Unanswerable questions (SQuAD 2.0): every answer score is 1 when the engine answered "not found" and 0
 otherwise, since its not-found reply is a sentence, never the empty prediction SQuAD's own scoring expects.
 Each record also keeps its candidate answer (what the engine would have shown had no check declined it) and
-the answer's confidence, so `rag eval calibrate` (evals/calibration.py) can replay any confidence threshold
+the answer's confidence, so `python -m benchmarks calibrate` (benchmarks/calibration.py) can replay any
+confidence threshold
 on the records without running a model again.
 """
 
@@ -216,7 +217,7 @@ def question_record(
         )
         if declined
         else None,
-        # What a confidence threshold decides on (evals/calibration.py): the answer shown without any
+        # What a confidence threshold decides on (benchmarks/calibration.py): the answer shown without any
         # decline, whether it is right, and the model's confidence in it.
         "answer_confidence": confidence_of(result),
         "candidate_answer": candidate_answer(prediction, not_found, declined),

@@ -37,7 +37,6 @@ from typing import Any, Literal
 from config.settings import Settings
 from evals.datasets import (
     CMRC_FILE,
-    SHARED_DATA_DIR,
     Split,
     hash_split,
     load_beir,
@@ -64,14 +63,12 @@ MULTI_HOP_TYPES = frozenset({"MULTI_HOP", "COMPARISON"})
 MULTI_HOP_STRATEGIES = frozenset({"ITERATIVE", "HYBRID", "QUERY_DECOMPOSITION"})
 MAPPING_DESCRIPTION = "query type: MULTI_HOP or COMPARISON -> multi-hop; any other type -> single-hop"
 
-#: The repository's sibling `shared/data` folder (overridable with --data-dir).
+#: The folders of a --data-dir in the shared-data layout.
 HOTPOTQA_DIR = "hotpotqa"
 HOTPOTQA_PATTERN = "*.json*"
 SCIFACT_DIR = "beir-scifact"
 #: CMRC questions in the labelled set (the first ones: deterministic, and as many as SciFact's test claims).
 CMRC_QUESTIONS = 300
-#: English single-hop questions (SQuAD 2.0 dev sample; provenance in data/squad/README.md), in the repository.
-SQUAD_FILE = Path(__file__).resolve().parents[1] / "data" / "squad" / "squad2_dev_sample600.json.gz"
 #: Share of the labelled questions in the test half (by hash, so a question never changes half).
 TEST_SHARE = 0.5
 DEFAULT_LLM_LIMIT = 100
@@ -128,9 +125,7 @@ def squad_questions(path: Path, source: str, limit: int | None = None) -> list[L
     return [LabelledQuestion(e.qid, e.question, "single", source) for e in examples]
 
 
-def default_labelled_set(
-    data_dir: Path = SHARED_DATA_DIR, squad_file: Path | None = SQUAD_FILE
-) -> list[LabelledQuestion]:
+def default_labelled_set(data_dir: Path, squad_file: Path | None = None) -> list[LabelledQuestion]:
     """HotpotQA (multi-hop) + SciFact test claims + the first CMRC_QUESTIONS CMRC questions + the SQuAD sample
     (single-hop); `squad_file=None` leaves SQuAD out."""
     data_dir = Path(data_dir)
@@ -423,15 +418,22 @@ def evaluate_halves(
 def run_router_eval(
     settings: Settings,
     *,
-    data_dir: Path = SHARED_DATA_DIR,
+    data_dir: Path | None = None,
+    squad_file: Path | None = None,
     extra: Iterable[Path] = (),
     llm_limit: int = DEFAULT_LLM_LIMIT,
     progress: ProgressFactory = no_progress,
 ) -> dict[str, Any]:
-    """The labelled set from `data_dir` plus `extra` files, scored with the settings' models."""
+    """The labelled set from `data_dir` (the shared-data layout) and `squad_file` plus `extra` files, scored
+    with the settings' models. Every path is the caller's: nothing is read from outside what it names."""
     if llm_limit < 0:
         raise ValueError(f"--llm-limit must be >= 0, got {llm_limit}")
-    questions = default_labelled_set(data_dir)
+    extra = list(extra)
+    if data_dir is None and squad_file is None and not extra:
+        raise ValueError("no labelled questions: give --data-dir, --squad or --dataset")
+    questions = default_labelled_set(data_dir, squad_file) if data_dir is not None else []
+    if data_dir is None and squad_file is not None:
+        questions += squad_questions(Path(squad_file), "squad")
     for path in extra:
         questions += extra_questions(path)
     context = Context()

@@ -80,8 +80,8 @@ def llm_relevance_grades(
     """The grading model's verdict on numbered passages in one call: the 1-based numbers it judged relevant
     (None when its reply was unusable twice), with the call's accounting update.
 
-    Public because `rag eval graders` measures exactly this call against gold labels; a copy there would
-    drift from what the node does.
+    Public because `python -m benchmarks graders` measures exactly this call against gold labels; a copy there
+    would drift from what the node does.
     """
     resources = get_resources()
     listing = "\n\n".join(

@@ -2,23 +2,23 @@
 
 Why: a BM25 query ORs its terms, so its cost grows with the posting lists of its terms, and the longest lists
 belong to the terms that matter least (a term in 20% of the chunks has an IDF about a third of a rare term's).
-Measured on the synthetic SciFact corpus of `rag eval scale`: with all terms a SciFact claim matches ~40% of
-the chunks, and the FTS5 query's time grows with the corpus (p50 45 ms at 5k, 400 ms at 50k chunks on the
-loaded 2-core machine). Dropping the terms that occur in more than `bm25_max_df_fraction` of the chunks
-(keeping at least `bm25_min_query_terms` of the rarest) leaves the discriminating terms, whose lists are
-short: at 50k chunks the keyword query's p50 fell from 140 to 49 ms with 0.1 (76 ms with 0.2, 42 with 0.05).
-The price, on real SciFact (train queries, keyword search alone, whole abstracts): nDCG@10 0.697 -> 0.684
-with 0.1 (0.696 with 0.2, 0.670 with 0.05). Lucene's "common terms" query makes the same trade.
+Measured on the synthetic SciFact corpus of `python -m benchmarks scale`: with all terms a SciFact claim
+matches ~40% of the chunks, and the FTS5 query's time grows with the corpus (p50 45 ms at 5k, 400 ms at 50k
+chunks on the loaded 2-core machine). Dropping the terms that occur in more than `bm25_max_df_fraction` of the
+chunks (keeping at least `bm25_min_query_terms` of the rarest) leaves the discriminating terms, whose lists
+are short: at 50k chunks the keyword query's p50 fell from 140 to 49 ms with 0.1 (76 ms with 0.2, 42 with
+0.05). The price, on real SciFact (train queries, keyword search alone, whole abstracts): nDCG@10 0.697 ->
+0.684 with 0.1 (0.696 with 0.2, 0.670 with 0.05). Lucene's "common terms" query makes the same trade.
 
 A share of the corpus alone does not bound the cost: at 500k chunks a 10% term still has 50,000 postings.
 So the kept terms also share a posting budget (`bm25_max_query_postings`): the rarest are kept first while
 their document frequencies add up to at most the budget (the `bm25_min_query_terms` rarest always stay),
 which caps the work of one query whatever the corpus size (FTS5 spent ~2.5 us per posting at 50k chunks
 here). Alone, it costs ranking quality (the dropped terms no longer score), so the best `bm25_rescore_pool`
-candidates are rescored with every term (persistence/bm25.py). Measured by `rag eval keyword-pruning`
-(results/keyword_pruning.json) on real SciFact with the budget scaled to the share of the corpus it has at
-500k chunks: test nDCG@10 0.6825 with every term, 0.567 pruned without rescoring, 0.682 with it (Recall@100
-0.921 -> 0.868: what the rare terms do not reach is lost).
+candidates are rescored with every term (persistence/bm25.py). Measured by `python -m benchmarks
+keyword-pruning` (results/keyword_pruning.json) on real SciFact with the budget scaled to the share of the
+corpus it has at 500k chunks: test nDCG@10 0.6825 with every term, 0.567 pruned without rescoring, 0.682 with
+it (Recall@100 0.921 -> 0.868: what the rare terms do not reach is lost).
 
 Only corpora of at least `bm25_prune_min_chunks` chunks are pruned: on small ones every query is cheap and the
 exact ranking is kept. This module is the policy alone; the index that prunes supplies its document

@@ -4,7 +4,7 @@ Why two: Postgres full text (tsvector + GIN) is built in, but its ranks (ts_rank
 document frequency, so a rare decisive word counts no more than a common one; a BM25 over a postings table
 ranks exactly like the embedded FTS5 index (same analyzer, same formula, title weight, k1 and b) at the cost
 of one row per (term, chunk). Which one serves is the setting `pg_keyword_backend`, and its default is the
-one that won the measurement (`rag eval keyword-backends`, results/keyword_backends.json).
+one that won the measurement (`python -m benchmarks keyword-backends`, results/keyword_backends.json).
 
 Both index the terms of `core.keyword.analyze` (stemming, stop words, Chinese bigrams), so tokenisation
 never depends on the server's locale or text-search configuration; both change in the caller's transaction,

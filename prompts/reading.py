@@ -1,4 +1,4 @@
-"""Prompts of `rag eval models`: reading comprehension with the gold passages in the prompt.
+"""Prompts of `python -m benchmarks models`: reading comprehension with the gold passages in the prompt.
 
 Why a separate prompt from the product's answer prompt: this benchmark compares the embedded models
 themselves, so retrieval and the graph are left out and every model gets the same plain request, in the

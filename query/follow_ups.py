@@ -3,7 +3,7 @@
 Why heuristics: the embedded model cannot rewrite a follow-up reliably; this is its path and the fallback of
 the LLM contextualizer. Why the previous answer too: what a follow-up points at ("the mountain it stands
 on") is often named only by the answer (query/referents.py); without answers the rewrite is the older one,
-which carries the previous question's terms (kept so `rag eval followups` can measure both).
+which carries the previous question's terms (kept so `python -m benchmarks followups` can measure both).
 """
 
 from __future__ import annotations

@@ -6,19 +6,20 @@ whose answer no document holds. Three signals, all model-free:
 1. retrieval evidence: a name, number, quoted or CJK term of the question occurs in no retrieved passage
    (hybrid search with BM25 would have found a passage naming it, so the documents do not mention it); a
    CJK term only from 3 characters and only when not one of its character pairs is there (Chinese terms cut
-   at function characters straddle words; chosen on development CMRC questions, results/dev/);
+   at function characters straddle words; chosen on development CMRC questions,
+   results/runs/answerability_dev_cmrc2018_*.json);
 2. grounding: the answer has claim sentences and none of them is supported by its evidence
    (retrieval.grounding);
 3. coverage: the supported sentences and the passages they cite contain less than MIN_QUESTION_COVERAGE of
    the question's content terms (the answer rests on passages about something else).
-MIN_QUESTION_COVERAGE was chosen on the invented development set evals/fixtures/answerability.json only (28
-questions, `rag eval answerability --dataset evals/fixtures/answerability.json`, extractive pipeline): the
-value with the best balanced accuracy, ties to the lower one. 0.5 said "not found" for 9/14 unanswerable and
-0/14 answerable questions; 0.6 for 13/14 and 1/14; 0.7 for 14/14 and 4/14. The held-out figures (HotpotQA,
-not used for tuning) are in results/answerability_*.json. Rechecked with the Qwen default on development
-HotpotQA questions 301-320 (results/dev/qa_dev_hotpotqa_agentic_patience0.jsonl): 0.5 would have kept 2
-correct declined answers and shown 4 wrong ones, so 0.6 stays (a wrong answer with citations costs a user
-more than "not found").
+MIN_QUESTION_COVERAGE was chosen on the invented development set benchmarks/fixtures/answerability.json only
+(28 questions, `python -m benchmarks answerability --dataset benchmarks/fixtures/answerability.json`,
+extractive pipeline): the value with the best balanced accuracy, ties to the lower one. 0.5 said "not found"
+for 9/14 unanswerable and 0/14 answerable questions; 0.6 for 13/14 and 1/14; 0.7 for 14/14 and 4/14. The
+held-out figures (HotpotQA, not used for tuning) are in results/answerability_*.json. Rechecked with the Qwen
+default on development HotpotQA questions 301-320 (results/runs/qa_dev_hotpotqa_agentic_patience0.jsonl): 0.5
+would have kept 2 correct declined answers and shown 4 wrong ones, so 0.6 stays (a wrong answer with citations
+costs a user more than "not found").
 """
 
 from __future__ import annotations

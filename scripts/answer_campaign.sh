@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The answer-quality runs of docs/answer-quality.md (issue 19), each resumable from its per-question records
 # under results/runs/, then the table (scripts/answer_table.py). The confidence decline is disabled so that
-# `rag eval calibrate` can replay any threshold on the records; the answer cache is off.
+# `python -m benchmarks calibrate` can replay any threshold on the records; the answer cache is off.
 #   SQuAD 2.0 mixed (answerable + unanswerable), test half: whole chunks vs compressed evidence (naive),
 #   agentic, and the 1.5B model; HotpotQA (the file's first questions, pooled corpus): naive vs agentic.
 #   LIMIT=30 bash scripts/answer_campaign.sh

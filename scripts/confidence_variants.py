@@ -7,8 +7,8 @@ Each record of a run made with RAG_ANSWER_CONFIDENCE_THRESHOLD=-1000 keeps the r
 (`reply_logprobs`) and what the term checks alone decided (`term_check_reason`), so every signal below is
 replayed on the same answers without running the model again. For each signal: how many answers have one,
 its AUROC (right answers vs wrong or unanswerable ones), the threshold of least cost chosen on these records
-(evals.calibration's rule), and the engine's cost at it: answers without that signal are decided by the term
-checks, as the engine does. The last row is the term checks alone (the behaviour before calibration).
+(benchmarks.calibration's rule), and the engine's cost at it: answers without that signal are decided by the
+term checks, as the engine does. The last row is the term checks alone (the behaviour before calibration).
 Development records only: never pass test records here.
 """
 
@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from evals.calibration import (
+from benchmarks.calibration import (
     COST_CORRECT_WITHHELD,
     COST_WRONG_SHOWN,
     Candidate,
@@ -102,7 +102,7 @@ def evaluate(
     The engine declines an answer with the signal when it is below the threshold (with `with_terms`, also
     when the term checks decline it), and an answer without the signal when the term checks decline it. The
     threshold is the one of least engine cost on these records (ties: the lower), which for the signal alone
-    is evals.calibration.choose_threshold's.
+    is benchmarks.calibration.choose_threshold's.
     """
     scored: list[tuple[Candidate, float | None, bool]] = []
     for record in records:

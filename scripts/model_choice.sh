@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The embedded default by rule (evals/model_choice.py): each embedded instruct model answers the same development
+# The embedded default by rule (benchmarks/model_choice.py): each embedded instruct model answers the same development
 # questions of SQuAD 2.0, CMRC 2018 and HotpotQA end to end (naive pipeline, compressed evidence, each dataset's
-# paragraphs pooled), then `rag eval choose-model` applies the rule and writes results/model_choice.json;
+# paragraphs pooled), then `python -m benchmarks choose-model` applies the rule and writes results/model_choice.json;
 # config.settings.DEFAULT_LOCAL_MODEL must name its choice (tests/test_model_choice.py). Each run resumes
 # from its per-question records. Run it on an idle machine: the rule reads the median seconds per answer.
 #   LIMIT=40 bash scripts/model_choice.sh
@@ -26,4 +26,4 @@ for name in squad cmrc2018 hotpotqa; do
     reports+=("results/qa_model-choice-$name-$model.json")
   done
 done
-.venv/bin/rag eval choose-model "${reports[@]}" --json results/model_choice.json
+.venv/bin/python -m benchmarks choose-model "${reports[@]}" --json results/model_choice.json

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 DATA="${DATA_DIR:-../shared/data}"
 RESULTS=results
 RAG=.venv/bin/rag
+# The campaigns that are not `rag eval` commands (benchmarks/README.md).
+BENCH=".venv/bin/python -m benchmarks"
 HOTPOT="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
 
@@ -22,16 +24,16 @@ for pipeline in naive agentic; do
 done
 $RAG eval qa --dataset "$HOTPOT" --pipeline no-retrieval --limit "${DIRECT_LIMIT:-30}" \
   --json "$RESULTS/qa_hotpotqa_no-retrieval.json"
-$RAG eval router --llm-limit "${ROUTER_LLM_LIMIT:-12}" --json "$RESULTS/router.json"
+$RAG eval router --data-dir "$DATA" --squad data/squad/squad2_dev_sample600.json.gz --llm-limit "${ROUTER_LLM_LIMIT:-12}" --json "$RESULTS/router.json"
 $RAG eval latency --questions "${LATENCY_QUESTIONS:-12}" --json "$RESULTS/latency.json"
-$RAG eval graders --dataset "$HOTPOT" --limit "${GRADER_LIMIT:-10}" --json "$RESULTS/graders_hotpotqa.json"
-$RAG eval groundedness --json "$RESULTS/groundedness.json"
-$RAG eval answerability --dataset evals/fixtures/answerability.json --json "$RESULTS/answerability_dev_extractive.json"
-$RAG eval answerability --dataset "$HOTPOT" --limit 30 --json "$RESULTS/answerability_hotpotqa_extractive.json"
-RAG_MAX_ITERATIONS=1 $RAG eval answerability --dataset "$HOTPOT" --limit 30 --pipeline agentic \
+$BENCH graders --dataset "$HOTPOT" --limit "${GRADER_LIMIT:-10}" --json "$RESULTS/graders_hotpotqa.json"
+$BENCH groundedness --json "$RESULTS/groundedness.json"
+$BENCH answerability --dataset benchmarks/fixtures/answerability.json --json "$RESULTS/answerability_dev_extractive.json"
+$BENCH answerability --dataset "$HOTPOT" --limit 30 --json "$RESULTS/answerability_hotpotqa_extractive.json"
+RAG_MAX_ITERATIONS=1 $BENCH answerability --dataset "$HOTPOT" --limit 30 --pipeline agentic \
   --json "$RESULTS/answerability_hotpotqa_agentic.json"
 $RAG eval chaos --json "$RESULTS/chaos_after.json"
 # Load (see README "Serving under load"): the same run as the server set-up's side-by-side one, on the
 # embedded set-up, written to load.json: one script starts the worker, waits for it and stops it.
 ONLY=load SETUP=embedded OUT="$RESULTS/load.json" bash scripts/bench_servers.sh
-$RAG eval report --results-dir "$RESULTS"
+$BENCH report --results-dir "$RESULTS"

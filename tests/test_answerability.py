@@ -16,7 +16,7 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from evals.answerability import (
+from benchmarks.answerability import (
     ABSENT,
     DEV_SET,
     PRESENT,

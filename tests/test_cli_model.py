@@ -247,7 +247,8 @@ def test_a_split_model_counts_as_installed_once_assembled_or_with_all_its_parts(
 
 
 def test_strongest_first_follows_the_measured_accuracy() -> None:
-    """The default model of `rag model serve` is the most accurate by `rag eval models`, not by size."""
+    """The default model of `rag model serve` is the most accurate by `python -m benchmarks models`, not by
+    size."""
     measured = json.loads((REPO_ROOT / "results" / "models.json").read_text(encoding="utf-8"))["models"]
     by_accuracy = sorted(measured, key=lambda name: measured[name]["accuracy"], reverse=True)
     assert tuple(by_accuracy) == local_catalog.STRONGEST_FIRST

@@ -1,5 +1,6 @@
-"""The answer-confidence calibration (evals/calibration.py, `rag eval calibrate`), the scoring of unanswerable
-questions (evals/qa_scoring.py) and the development / test halves (evals.datasets.split_of).
+"""The answer-confidence calibration (benchmarks/calibration.py, `python -m benchmarks calibrate`), the
+scoring of unanswerable questions (evals/qa_scoring.py) and the development / test halves
+(evals.datasets.split_of).
 
 Every expected number below is worked out by hand in the comments beside it, never taken from the code.
 """
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from evals.calibration import (
+from benchmarks.calibration import (
     SKIPPED_ERROR,
     SKIPPED_NO_CONFIDENCE,
     THRESHOLD_VARIABLE,
@@ -323,19 +324,19 @@ def test_examples_in_split_partitions_the_questions() -> None:
 def test_the_calibrate_command_writes_json_plot_and_the_setting(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from service.cli import app
+    from benchmarks.commands import app
 
     dev_file, test_file = tmp_path / "dev.jsonl", tmp_path / "test.jsonl"
     dev_file.write_text("".join(json.dumps(record) + "\n" for record in _dev_records()))
     test_file.write_text(json.dumps(_record("t1", correct=True, confidence=-0.05)) + "\nnot json\n")
     out, png = tmp_path / "calibration.json", tmp_path / "calibration.png"
-    arguments = ["eval", "calibrate", "--dev", str(dev_file), "--test", str(test_file)]
+    arguments = ["calibrate", "--dev", str(dev_file), "--test", str(test_file)]
     result = CliRunner().invoke(app, [*arguments, "--json", str(out), "--plot", str(png)])
     assert result.exit_code == 0, result.output
     assert f"{THRESHOLD_VARIABLE}=-0.1" in result.output
     report = json.loads(out.read_text())
     assert report["threshold"] == -0.1 and report["test"]["records"] == 1
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    missing = CliRunner().invoke(app, ["eval", "calibrate", "--dev", str(tmp_path / "absent.jsonl")])
+    missing = CliRunner().invoke(app, ["calibrate", "--dev", str(tmp_path / "absent.jsonl")])
     assert missing.exit_code == 2 and "absent.jsonl" in missing.output
     assert math.isfinite(report["threshold"])

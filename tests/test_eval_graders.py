@@ -1,5 +1,6 @@
-"""`rag eval graders`: metric arithmetic on hand-made labels, runs over a 3-question HotpotQA fixture with
-fake embeddings and a scripted grading model, the --no-llm path, the CLI table and the report section."""
+"""`python -m benchmarks graders`: metric arithmetic on hand-made labels, runs over a 3-question HotpotQA
+fixture with fake embeddings and a scripted grading model, the --no-llm path, the CLI table and the report
+section."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import pytest
 from langchain_core.messages import BaseMessage, HumanMessage
 from typer.testing import CliRunner
 
+from benchmarks.commands import app
+from benchmarks.grader_scoring import base_rate, binary_metrics, cost_summary, ranking_quality, roc_auc
+from benchmarks.graders import LLM_GRADER, SCORE_GRADER, grade_question, run_grader_eval
+from benchmarks.report import README_NAME, load_results, report_kind, write_report
 from config.settings import Settings
 from evals.datasets import LANGUAGE_ENGLISH, QAExample
-from evals.grader_scoring import base_rate, binary_metrics, cost_summary, ranking_quality, roc_auc
-from evals.graders import LLM_GRADER, SCORE_GRADER, grade_question, run_grader_eval
-from evals.report import README_NAME, load_results, report_kind, write_report
 from nodes.resources import Resources, use_resources
-from service.cli import app
 from state.context import Context
 from state.schemas import RetrievedDoc
 from tests.fakes import TaskChatModel, fake_resources_factory
@@ -313,11 +314,11 @@ def test_cli_prints_the_table_and_writes_json(
         seen.update(options, dataset=dataset)
         return GRADERS_REPORT
 
-    monkeypatch.setattr("evals.graders.run_grader_eval", fake_run)
+    monkeypatch.setattr("benchmarks.graders.run_grader_eval", fake_run)
     out = tmp_path / "results" / "graders.json"
     result = CliRunner().invoke(
         app,
-        ["eval", "graders", "--dataset", str(hotpot_file), "--limit", "5", "--no-llm", "--json", str(out)],
+        ["graders", "--dataset", str(hotpot_file), "--limit", "5", "--no-llm", "--json", str(out)],
     )
     assert result.exit_code == 0, result.output
     assert (seen["limit"], seen["top_k"], seen["llm"]) == (5, 8, False)
@@ -326,7 +327,7 @@ def test_cli_prints_the_table_and_writes_json(
     assert written == GRADERS_REPORT
     assert "score" in result.output and "0.509" in result.output and "AUC 0.86" in result.output
     for bad in (["--limit", "0"], ["--top-k", "0"], ["--top-k", "101"]):
-        refused = CliRunner().invoke(app, ["eval", "graders", "--dataset", str(hotpot_file), *bad])
+        refused = CliRunner().invoke(app, ["graders", "--dataset", str(hotpot_file), *bad])
         assert refused.exit_code == 2
 
 

@@ -1,5 +1,6 @@
-"""`rag eval prompts` (evals/prompt_ablation.py) without a model server: the variants' prompts and decoding,
-the passages of a question, scoring through the product's parser, and the summary. Invented questions."""
+"""`python -m benchmarks prompts` (benchmarks/prompt_ablation.py) without a model server: the variants'
+prompts and decoding, the passages of a question, scoring through the product's parser, and the summary.
+Invented questions."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
-from evals.datasets import LANGUAGE_ENGLISH, Passage, QAExample
-from evals.prompt_ablation import (
+from benchmarks.prompt_ablation import (
     DEV_PASSAGES,
     SUMMARY_KEYS,
     VARIANTS,
@@ -19,6 +19,7 @@ from evals.prompt_ablation import (
     system_prompt,
     variant_messages,
 )
+from evals.datasets import LANGUAGE_ENGLISH, Passage, QAExample
 from prompts.answer import ANSWER_STOP_SEQUENCES, ANSWER_SYSTEM_PROMPTS
 from state.context import Context
 from tests.fakes import ScriptedChatModel
@@ -46,7 +47,7 @@ class StopRecorder(ScriptedChatModel):
 
 
 class FakeBench:
-    """Stands in for evals.models.BenchServer: its chat model is a scripted one."""
+    """Stands in for benchmarks.models.BenchServer: its chat model is a scripted one."""
 
     def __init__(self, reply: str) -> None:
         self.model = StopRecorder(messages=iter([AIMessage(reply)]), stops=[])
@@ -112,14 +113,14 @@ def test_summary_and_table_per_variant() -> None:
 def test_the_cli_prints_the_table_and_writes_the_file(tmp_path: Any, monkeypatch: Any) -> None:
     from typer.testing import CliRunner
 
-    import evals.prompt_ablation as ablation
-    from service.cli import app
+    import benchmarks.prompt_ablation as ablation
+    from benchmarks.commands import app
 
     summary = summarize([{"dataset": "hotpotqa", **dict.fromkeys(SUMMARY_KEYS, 1.0)}])
     report = {"machine": "test machine", "variants": {"few-shot": summary}, "records": []}
     monkeypatch.setattr(ablation, "run_prompt_ablation", lambda *args, **kwargs: report)
     out = tmp_path / "prompts.json"
-    result = CliRunner().invoke(app, ["eval", "prompts", "--json", str(out)])
+    result = CliRunner().invoke(app, ["prompts", "--json", str(out)])
     assert result.exit_code == 0, result.output
     assert markdown_table(report)[2] in result.output and out.is_file()
-    assert CliRunner().invoke(app, ["eval", "prompts", "--model", "llama-70b"]).exit_code == 2
+    assert CliRunner().invoke(app, ["prompts", "--model", "llama-70b"]).exit_code == 2

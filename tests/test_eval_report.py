@@ -1,4 +1,5 @@
-"""`rag eval report`: README tables and PNG plots from small JSON fixtures; junk files are tolerated."""
+"""`python -m benchmarks report`: README tables and PNG plots from small JSON fixtures; junk files are
+tolerated."""
 
 from __future__ import annotations
 
@@ -8,18 +9,17 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from evals.report import (
+from benchmarks.commands import app
+from benchmarks.report import (
     LATENCY_PLOT,
     QA_ACCURACY_PLOT,
-    QA_PLOT,
     README_NAME,
     RETRIEVAL_PLOT,
     load_results,
     report_kind,
-    write_qa_plot,
     write_report,
 )
-from service.cli import app
+from evals.qa_plot import QA_PLOT, write_qa_plot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 MACHINE = "Test CPU, 2 cores"
@@ -206,8 +206,8 @@ def test_qa_plot_includes_the_current_run(tmp_path: Path) -> None:
 
 def test_cli_report(tmp_path: Path) -> None:
     write_fixtures(tmp_path)
-    result = CliRunner().invoke(app, ["eval", "report", "--results-dir", str(tmp_path)])
+    result = CliRunner().invoke(app, ["report", "--results-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert (tmp_path / README_NAME).is_file()
-    missing = CliRunner().invoke(app, ["eval", "report", "--results-dir", str(tmp_path / "none")])
+    missing = CliRunner().invoke(app, ["report", "--results-dir", str(tmp_path / "none")])
     assert missing.exit_code == 2

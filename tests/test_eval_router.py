@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from benchmarks.data import SHARED_DATA_DIR
+from benchmarks.data import SQUAD_SAMPLE as SQUAD_FILE
 from evals.datasets import load_squad
 from evals.router import (
     CMRC_FILE,
-    SHARED_DATA_DIR,
-    SQUAD_FILE,
     LabelledQuestion,
     accuracy,
     confusion_matrix,
@@ -223,13 +223,21 @@ def test_evaluate_router_without_llm() -> None:
 
 def test_cli_router_heuristic_only(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "router.json"
-    result = CliRunner().invoke(
-        app, ["eval", "router", "--data-dir", str(data_dir), "--llm-limit", "0", "--json", str(out)]
-    )
+    arguments = [
+        "--data-dir",
+        str(data_dir),
+        "--squad",
+        str(SQUAD_FILE),
+        "--llm-limit",
+        "0",
+        "--json",
+        str(out),
+    ]
+    result = CliRunner().invoke(app, ["eval", "router", *arguments])
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     assert {"n", "accuracy", "heuristic_accuracy", "confusion", "default_analyzer", "dev"} <= set(report)
-    # 6 questions of the miniature folder + the committed SQuAD sample, split in two halves
+    # 6 questions of the miniature folder + the SQuAD sample given with --squad, split in two halves
     squad_n = len(load_squad(SQUAD_FILE))
     assert report["split"]["test_n"] + report["split"]["dev_n"] == 6 + squad_n
     assert report["n"] == report["split"]["test_n"] and report["dev"]["n"] == report["split"]["dev_n"]
@@ -240,6 +248,9 @@ def test_cli_router_heuristic_only(data_dir: Path, tmp_path: Path) -> None:
         app, ["eval", "router", "--data-dir", str(tmp_path / "none"), "--llm-limit", "0"]
     )
     assert bad.exit_code == 2 and "HotpotQA" in bad.output
+    # The installed command reads only what it is given: no labelled file named, nothing to evaluate.
+    nothing = CliRunner().invoke(app, ["eval", "router", "--llm-limit", "0"])
+    assert nothing.exit_code == 2 and "--data-dir" in nothing.output
 
 
 def test_split_is_stable_disjoint_and_about_half() -> None:
@@ -295,6 +306,8 @@ def test_heuristic_reaches_the_floor_on_the_shared_data() -> None:
     """HotpotQA (500) + SciFact test (300) + CMRC (300) + SQuAD (600), test half: heuristic only (~2 s).
 
     The floor is the earlier issue's 85%; issue 8's 90% (each source 85%) is reported, not asserted."""
-    report = evaluate_halves(default_labelled_set(), context=Context(), llm_analyze=None)
+    report = evaluate_halves(
+        default_labelled_set(SHARED_DATA_DIR, SQUAD_FILE), context=Context(), llm_analyze=None
+    )
     assert report["split"]["test_n"] + report["split"]["dev_n"] == 1700
     assert report["heuristic_accuracy"] >= TARGET_ACCURACY

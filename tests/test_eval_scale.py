@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from benchmarks import scale, scale_corpus
+from benchmarks.scale_corpus import BasePassages
 from config.settings import Settings
-from evals import scale, scale_corpus
-from evals.scale_corpus import BasePassages
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 
@@ -181,9 +181,10 @@ def test_an_interrupted_build_is_removed_before_a_rebuild(tmp_path: Path) -> Non
 def test_bad_options_are_one_line_and_exit_2(arguments: list[str], named: str) -> None:
     from typer.testing import CliRunner
 
-    from service.cli import EXIT_BAD_INPUT, app
+    from benchmarks.commands import app
+    from service.cli import EXIT_BAD_INPUT
 
-    result = CliRunner().invoke(app, ["eval", "scale", *arguments])
+    result = CliRunner().invoke(app, ["scale", *arguments])
     assert result.exit_code == EXIT_BAD_INPUT
     assert named in result.output
     assert "Traceback" not in result.output

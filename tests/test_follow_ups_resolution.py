@@ -1,8 +1,8 @@
 """Follow-ups resolved from the previous turn's answer: the heuristic (English and Chinese), the contextualize
-node with weak and strong (scripted) models, questions that point at nothing, and `rag eval followups` on
-three tiny conversations.
+node with weak and strong (scripted) models, questions that point at nothing, and `python -m benchmarks
+followups` on three tiny conversations.
 
-Every name here is invented, and none comes from evals/fixtures/followups.jsonl (the measured set) nor
+Every name here is invented, and none comes from benchmarks/fixtures/followups.jsonl (the measured set) nor
 from an evaluation data set; the expected names are read off the conversations by hand."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
-from config.settings import load_settings
-from evals.followups import (
+from benchmarks.followups import (
     DEFAULT_FIXTURE,
     load_conversations,
     run_followups_eval,
     run_followups_with_model,
 )
+from config.settings import load_settings
 from nodes.contextualize import contextualize, turn_answers
 from nodes.resources import Resources
 from query.follow_ups import heuristic_standalone

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import nodes.generate as generate_module
-from evals.groundedness import DEFAULT_FIXTURE, evaluate, load_cases
+from benchmarks.groundedness import DEFAULT_FIXTURE, evaluate, load_cases
 from nodes.generate import generate
 from nodes.grade_answer import grade_answer, score_answer
 from nodes.instrumentation import GuardedReply, accounting

@@ -41,6 +41,47 @@ def test_no_forbidden_edge() -> None:
     assert graph_tools.forbidden_edges(graph_tools.import_graph()) == []
 
 
+#: The benchmark campaigns (issue 22 §2): a checkout-only package that is not installed, so the product's
+#: packages may never import it (it imports them).
+CHECKOUT_ONLY = "benchmarks"
+
+
+def product_imports_of_checkout_only(graph: dict[str, dict[str, list[str]]]) -> dict[str, list[str]]:
+    """{product package: the files and lines that import the checkout-only package}."""
+    return {
+        package: edges[CHECKOUT_ONLY]
+        for package, edges in graph.items()
+        if package != CHECKOUT_ONLY and CHECKOUT_ONLY in edges
+    }
+
+
+def test_no_product_package_imports_the_benchmarks() -> None:
+    graph = graph_tools.import_graph()
+    assert CHECKOUT_ONLY in graph and "evals" in graph[CHECKOUT_ONLY]  # the campaigns build on the product
+    assert product_imports_of_checkout_only(graph) == {}
+
+
+def test_the_benchmarks_are_not_installed() -> None:
+    """The wheel's packages (pyproject's find rule) hold evals but not the campaigns or their fixtures."""
+    import tomllib
+
+    from setuptools import find_packages
+
+    rule = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    find = rule["tool"]["setuptools"]["packages"]["find"]
+    installed = find_packages(str(REPO_ROOT), include=find["include"], exclude=find.get("exclude", ()))
+    assert "evals" in installed and "service.cli" in installed
+    assert not [name for name in installed if name.split(".")[0] == CHECKOUT_ONLY]
+
+
+def test_a_product_import_of_the_benchmarks_is_found(tmp_path: Path) -> None:
+    for name, body in {"evals": "def f():\n    from benchmarks.models import g\n", "benchmarks": ""}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "a.py").write_text(body)
+    assert product_imports_of_checkout_only(graph_tools.import_graph(tmp_path)) == {"evals": ["evals/a.py:2"]}
+
+
 def test_the_check_finds_a_planted_cycle_and_a_late_import(tmp_path: Path) -> None:
     for name, body in {
         "low": "def f():\n    from high.x import y  # a late import is still an edge\n",

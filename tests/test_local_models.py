@@ -1,5 +1,6 @@
 """The embedded-model catalog (RAG_LOCAL_MODEL), its assembly from part packages, the GGUF header reader,
-the scoring of `rag eval models`, and (slow) the real installed weights and the default model's self-test."""
+the scoring of `python -m benchmarks models`, and (slow) the real installed weights and the default model's
+self-test."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from config.settings import DEFAULT_LOCAL_MODEL, SettingsError, load_settings
 from benchmarks import models as model_eval
+from config.settings import DEFAULT_LOCAL_MODEL, SettingsError, load_settings
 from evals.datasets import QAExample
 from models import capability, factory, local_catalog, local_llm
 from models.errors import ModelUnavailableError
@@ -217,7 +218,8 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path: Path) -> None:
         read_gguf_metadata(tmp_path / "cut.gguf")
 
 
-# --- scoring of rag eval models --------------------------------------------------------------------------
+# --- scoring of python -m benchmarks models
+# --------------------------------------------------------------------------
 
 
 def test_the_short_answer_is_the_first_line_without_prefix_or_period() -> None:

@@ -1,6 +1,6 @@
-"""The embedded default by rule (evals/model_choice.py): the best mean accuracy over the required development
-sets within the p50 budget, every model on the same questions; nothing chosen while a dataset is missing;
-and the default in config/settings/ follows the committed report."""
+"""The embedded default by rule (benchmarks/model_choice.py): the best mean accuracy over the required
+development sets within the p50 budget, every model on the same questions; nothing chosen while a dataset is
+missing; and the default in config/settings/ follows the committed report."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from config.settings import DEFAULT_LOCAL_MODEL
-from evals.model_choice import (
+from benchmarks.commands import app
+from benchmarks.model_choice import (
     MODEL_CHOICE_P50_BUDGET_S,
     REQUIRED_DATASETS,
     ModelChoiceError,
     choose_model,
     model_choice_report,
 )
+from config.settings import DEFAULT_LOCAL_MODEL
 from models.local_catalog import CATALOG
-from service.cli import app
 from tests.conftest import REPO_ROOT
 
 COMMITTED_REPORT = REPO_ROOT / "results" / "model_choice.json"
@@ -122,7 +122,7 @@ def test_the_command_writes_the_report_and_refuses_bad_input(tmp_path: Path) -> 
         path.write_text(json.dumps(summary(model, accuracy, p50)), encoding="utf-8")
         files.append(str(path))
     out = tmp_path / "choice.json"
-    result = CliRunner().invoke(app, ["eval", "choose-model", *files, "--json", str(out)])
+    result = CliRunner().invoke(app, ["choose-model", *files, "--json", str(out)])
     assert result.exit_code == 0, result.output
     written = json.loads(out.read_text(encoding="utf-8"))
     assert written["chosen"] is None and set(written["missing"]) == {
@@ -130,5 +130,5 @@ def test_the_command_writes_the_report_and_refuses_bad_input(tmp_path: Path) -> 
         "qwen2.5-coder-1.5b",
     }
     (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
-    bad = CliRunner().invoke(app, ["eval", "choose-model", str(tmp_path / "bad.json")])
+    bad = CliRunner().invoke(app, ["choose-model", str(tmp_path / "bad.json")])
     assert bad.exit_code == 2 and "cannot read the QA summary" in bad.stderr and "Traceback" not in bad.output

@@ -18,15 +18,8 @@ from typing import Annotated
 import typer
 
 from service.cli import (
-    benchmarks,
     conversation,
     documents,
-    eval_calibrate,
-    eval_followups,
-    eval_keyword_backends,
-    eval_models,
-    eval_prompts,
-    eval_scale,
     feedback,
     serve,
     stats,
@@ -86,8 +79,9 @@ def main(
 
 # --------------------------------------------------------------------------------------------------------
 # Registration: `rag --help` lists the commands in this order, then the groups (eval, memory, model, threads).
-# A new top-level command: app.command("name")(module.function). A new benchmark:
-# eval_app.command("name")(module.function). A new group: app.add_typer(module.group_app, name="name").
+# A new top-level command: app.command("name")(module.function). A new evaluation of a user's corpus:
+# eval_app.command("name")(module.function); a benchmark campaign goes to benchmarks/commands/ instead.
+# A new group: app.add_typer(module.group_app, name="name").
 
 app.command("summarize")(summarize)
 app.command("doctor")(doctor)
@@ -105,14 +99,5 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(model_app, name="model")
 app.add_typer(threads_app, name="threads")
 
-# Benchmarks defined outside service/cli/benchmarks.py, listed after its own.
+# Evaluations defined outside service/cli/benchmarks.py, listed after its own.
 eval_app.command("load")(serve.eval_load)
-eval_app.command("answerability")(benchmarks.eval_answerability)
-eval_app.command("scale")(eval_scale.eval_scale)
-eval_app.command("keyword-backends")(eval_keyword_backends.eval_keyword_backends)
-eval_app.command("keyword-pruning")(eval_keyword_backends.eval_keyword_pruning)
-eval_app.command("models")(eval_models.eval_models)
-eval_app.command("choose-model")(eval_models.eval_choose_model)
-eval_app.command("calibrate")(eval_calibrate.eval_calibrate)
-eval_app.command("prompts")(eval_prompts.eval_prompts)
-eval_app.command("followups")(eval_followups.eval_followups)

@@ -1,7 +1,9 @@
-"""`rag eval ...`: the benchmarks (retrieval, latency, QA, router, graders, chaos, groundedness, report).
+"""`rag eval ...`: evaluations a user runs on their own files (retrieval, latency, QA, router, chaos).
 
-Commands that live in other modules (load, answerability, ...) are added to `eval_app` in
-service/cli/__init__.py, after these, in the order `rag eval --help` lists them.
+Each reads the labelled set it is given, in the formats labelled sets come in (BEIR folders, SQuAD / CMRC
+JSON, HotpotQA JSON/JSONL). `rag eval load` lives in service/cli/serve.py and is added to `eval_app` in
+service/cli/__init__.py, after these. The project's own campaigns (model and prompt ablations, scale,
+graders, results/README.md) are `python -m benchmarks ...` in the checkout (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from config.settings import SearchMode
-from evals.answerability import DEFAULT_LIMIT as ANSWERABILITY_LIMIT
-from evals.report import DEFAULT_RESULTS_DIR
 from service.cli.common import (
     JsonReportOption,
     console,
@@ -28,12 +28,10 @@ from service.cli.common import (
 )
 
 eval_app = typer.Typer(
-    help="Benchmarks: retrieval quality and speed, graph latency, QA, routing, relevance graders.",
+    help="Evaluate on your own labelled files: retrieval quality and speed, graph latency, QA, routing, "
+    "load, chaos.",
     no_args_is_help=True,
 )
-
-#: Largest --top-k of `rag eval graders` (the context's own bound on top_k).
-MAX_GRADED_TOP_K = 100
 
 
 @eval_app.command("retrieval")
@@ -180,8 +178,8 @@ def eval_qa(
     tokens and latency of a pipeline over the pooled paragraphs of the evaluated questions."""
     from evals.datasets import ALL_SPLITS, SPLITS
     from evals.qa import PIPELINES, run_qa_eval
+    from evals.qa_plot import write_qa_plot
     from evals.qa_scoring import SCORE_KEYS
-    from evals.report import write_qa_plot
 
     if pipeline not in PIPELINES:
         fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
@@ -280,11 +278,17 @@ def eval_router(
     ] = None,
     data_dir: Annotated[
         Path | None,
-        typer.Option(help="Folder with hotpotqa/, beir-scifact/, cmrc2018/ (default: ../shared/data)."),
+        typer.Option(
+            help="Folder in the shared-data layout: hotpotqa/*.json* (multi-hop), beir-scifact/ and "
+            "cmrc2018/cmrc2018_dev.json.gz (single-hop)."
+        ),
+    ] = None,
+    squad: Annotated[
+        Path | None, typer.Option(help="SQuAD-format file of single-hop questions (source 'squad').")
     ] = None,
 ) -> None:
-    """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side."""
-    from evals.datasets import SHARED_DATA_DIR
+    """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side, on the
+    labelled questions of --data-dir, --squad and --dataset (at least one)."""
     from evals.router import DEFAULT_LLM_LIMIT, run_router_eval
     from service.cli.router_report import print_router_report
 
@@ -294,92 +298,14 @@ def eval_router(
     with user_errors(), progress_bars() as bars:
         report = run_router_eval(
             settings,
-            data_dir=data_dir or SHARED_DATA_DIR,
+            data_dir=data_dir,
+            squad_file=squad,
             extra=dataset or [],
             llm_limit=DEFAULT_LLM_LIMIT if llm_limit is None else llm_limit,
             progress=bars,
         )
     write_json_report(json_out, report)
     print_router_report(report)
-
-
-@eval_app.command("report")
-def eval_report(
-    results_dir: Annotated[
-        Path, typer.Option(help="Folder of the JSON reports; README.md and the PNGs are written there.")
-    ] = DEFAULT_RESULTS_DIR,
-) -> None:
-    """Write README.md (tables) and PNG plots from the benchmarks' JSON reports."""
-    from evals.report import write_report
-
-    if not results_dir.is_dir():
-        fail(f"results folder not found: {results_dir}")
-    written = write_report(results_dir)
-    counts = ", ".join(f"{count} {kind}" for kind, count in written["reports"].items())
-    console.print(f"wrote {written['readme']} from {counts} report(s)")
-    for path in written["plots"]:
-        console.print(f"  {path}")
-
-
-@eval_app.command("graders")
-def eval_graders(
-    dataset: Annotated[
-        Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
-    ],
-    limit: Annotated[int, typer.Option(help="Grade the passages of the first N questions.")] = 30,
-    top_k: Annotated[int, typer.Option(help="Passages retrieved (and graded) per question, 1-100.")] = 8,
-    no_llm: Annotated[
-        bool, typer.Option("--no-llm", help="Measure only the score grader (no model call).")
-    ] = False,
-    json_out: JsonReportOption = None,
-) -> None:
-    """Accuracy, precision, recall and F1 of the score and LLM relevance graders against the gold supporting
-    passages, with their cost, over the pooled paragraphs of the evaluated questions."""
-    from evals.graders import run_grader_eval
-
-    if limit < 1:
-        fail("--limit must be at least 1")
-    if not 1 <= top_k <= MAX_GRADED_TOP_K:
-        fail(f"--top-k must be between 1 and {MAX_GRADED_TOP_K}")
-    settings = settings_or_exit()
-    with user_errors(), progress_bars() as bars:
-        report = run_grader_eval(dataset, settings, limit=limit, top_k=top_k, llm=not no_llm, progress=bars)
-    write_json_report(json_out, report)
-    table = Table(
-        title=f"{report['dataset']}: {report['passages']} passages of {report['questions']} questions "
-        f"(base rate {report['base_rate']}; {report['model']})"
-    )
-    for column in (
-        "grader",
-        "accuracy",
-        "precision",
-        "recall",
-        "F1",
-        "judged rel.",
-        "LLM calls",
-        "ms/q",
-        "failed",
-    ):
-        table.add_column(column, justify="right")
-    for name, values in report["graders"].items():
-        table.add_row(
-            name,
-            *[
-                "-" if values[key] is None else f"{values[key]:.3f}"
-                for key in ("accuracy", "precision", "recall", "f1", "judged_relevant")
-            ],
-            str(values["llm_calls"]),
-            "-" if values["mean_ms_per_question"] is None else f"{values['mean_ms_per_question']:.1f}",
-            str(values["failed_replies"]),
-        )
-    console.print(table)
-    score = report["graders"]["score"]
-    console.print(
-        f"score grader ranking: AUC {score['auc']}, mean score relevant {score['mean_score_relevant']} vs "
-        f"irrelevant {score['mean_score_irrelevant']} (threshold {report['relevance_threshold']}); "
-        f"default grader under these settings: {report['default_grader']}",
-        highlight=False,
-    )
 
 
 @eval_app.command("chaos")
@@ -444,76 +370,3 @@ def eval_chaos(
                 f"FAIL {probe['suite']}/{probe['name']}: {probe['detail']}", highlight=False, markup=False
             )
     console.print(f"{report['passed']} passed, {report['failed']} failed", highlight=False)
-
-
-@eval_app.command("groundedness")
-def eval_groundedness(
-    fixture: Annotated[
-        Path | None,
-        typer.Option(help="Planted-error cases (JSONL); default: evals/fixtures/planted_errors.jsonl."),
-    ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the full result here.")] = None,
-) -> None:
-    """How often the score grader's per-sentence groundedness check catches planted errors (wrong names,
-    numbers, dates, titles) and how often it flags correct answers. No model: runs in a second."""
-    from evals.groundedness import DEFAULT_FIXTURE, run_groundedness
-
-    raise typer.Exit(run_groundedness(fixture or DEFAULT_FIXTURE, json_out))
-
-
-def eval_answerability(
-    dataset: Annotated[
-        Path | None,
-        typer.Option(
-            help="HotpotQA or SQuAD-format (CMRC 2018) file (default: the HotpotQA sample in "
-            "../shared/data), or a development-set JSON such as evals/fixtures/answerability.json."
-        ),
-    ] = None,
-    pipeline: Annotated[
-        str, typer.Option(help="extractive (no model: retrieval and grounding only) | agentic (the graph).")
-    ] = "extractive",
-    limit: Annotated[
-        int, typer.Option(help="Questions (each asked over the present and the absent corpus).")
-    ] = ANSWERABILITY_LIMIT,
-    skip: Annotated[
-        int, typer.Option(help="Leave out the first N usable questions (a development block before them).")
-    ] = 0,
-    pool: Annotated[
-        str | None,
-        typer.Option(
-            help="Also pool the paragraphs of the file's first N questions, or 'all' (needed for CMRC, whose "
-            "questions have no distractors: the absent corpus is the other articles)."
-        ),
-    ] = None,
-    json_out: JsonReportOption = None,
-) -> None:
-    """Not-found rate where the documents lack the answer (want high) and where they hold it (want low)."""
-    from evals.answerability import (
-        HOTPOTQA_SAMPLE,
-        PIPELINES,
-        is_dev_set,
-        load_dev_set,
-        qa_set,
-        run_answerability_eval,
-    )
-
-    if pipeline not in PIPELINES:
-        fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    if limit < 1:
-        fail("--limit must be at least 1")
-    path = dataset or HOTPOTQA_SAMPLE
-    if not path.is_file():
-        fail(f"dataset {path} not found (pass --dataset)")
-    settings = settings_or_exit()
-    with user_errors():
-        pool_size = parse_pool(pool)
-        chosen = load_dev_set(path) if is_dev_set(path) else qa_set(path, limit, skip=skip, pool=pool_size)
-    with user_errors(), progress_bars() as bars:
-        report = run_answerability_eval(chosen, settings, pipeline=pipeline, progress=bars)
-    write_json_report(json_out, report)
-    console.print(
-        f"{report['dataset']} · {report['pipeline']} ({report['model']}): not found where the answer is "
-        f"absent {report['not_found_rate_absent']} (n {report['n_absent']}), where it is present "
-        f"{report['not_found_rate_present']} (n {report['n_present']}); {report['seconds']} s",
-        highlight=False,
-    )

@@ -1,0 +1,44 @@
+"""`python -m benchmarks ...`: one command per campaign, registered here in the order `--help` lists them.
+
+Each command keeps the options it had as `rag eval <name>`; the product's `rag eval` keeps only what a
+user runs on their own corpus (retrieval, qa, latency, load, router, chaos).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated
+
+import typer
+
+from benchmarks.commands import calibrate, followups, keyword_backends, models, prompts, quality, scale
+
+app = typer.Typer(
+    help="Benchmark campaigns of this checkout (not installed): they write the result files under results/.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")] = False,
+) -> None:
+    """Configure logging for every campaign."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+
+
+app.command("report")(quality.report)
+app.command("graders")(quality.graders)
+app.command("groundedness")(quality.groundedness)
+app.command("answerability")(quality.answerability)
+app.command("scale")(scale.eval_scale)
+app.command("keyword-backends")(keyword_backends.eval_keyword_backends)
+app.command("keyword-pruning")(keyword_backends.eval_keyword_pruning)
+app.command("models")(models.eval_models)
+app.command("choose-model")(models.eval_choose_model)
+app.command("calibrate")(calibrate.eval_calibrate)
+app.command("prompts")(prompts.eval_prompts)
+app.command("followups")(followups.eval_followups)

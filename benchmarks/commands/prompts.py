@@ -1,0 +1,57 @@
+"""`python -m benchmarks prompts`: the answer prompt's devices (few-shot, stop sequences, JSON schema)
+switched one at a
+time on development questions with an embedded model (benchmarks/prompt_ablation.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evals.environment import DEFAULT_RESULTS_DIR
+from service.cli.common import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
+
+DEFAULT_PROMPTS_RESULTS = DEFAULT_RESULTS_DIR / "prompts.json"
+
+
+def eval_prompts(
+    model: Annotated[
+        str | None, typer.Option(help="Catalog model (default: RAG_LOCAL_MODEL, the default model).")
+    ] = None,
+    hotpotqa: Annotated[int, typer.Option(min=0, help="HotpotQA development questions.")] = 50,
+    cmrc: Annotated[int, typer.Option(min=0, help="CMRC 2018 development questions.")] = 25,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="The shared data folder (default ../shared/data).")
+    ] = None,
+    json_out: Annotated[Path, typer.Option("--json", help="Results file.")] = DEFAULT_PROMPTS_RESULTS,
+) -> None:
+    """Short-answer EM / F1 / accuracy, format and grounding rates, tokens and time per prompt variant."""
+    from benchmarks.data import SHARED_DATA_DIR
+    from benchmarks.prompt_ablation import markdown_table, run_prompt_ablation, write_report
+    from models.local_catalog import LOCAL_MODEL_NAMES
+
+    settings = settings_or_exit()
+    name = model or settings.local_model
+    if name not in LOCAL_MODEL_NAMES:
+        fail(f"unknown model {name!r}; choose among {', '.join(LOCAL_MODEL_NAMES)}")
+    if hotpotqa + cmrc == 0:
+        fail("--hotpotqa and --cmrc are both 0: nothing to measure")
+    import httpx
+
+    with user_errors():
+        try:
+            report = run_prompt_ablation(
+                settings,
+                model=name,  # type: ignore[arg-type]  # checked above
+                data_dir=data_dir or SHARED_DATA_DIR,
+                hotpotqa=hotpotqa,
+                cmrc=cmrc,
+                progress=console.print,
+            )
+        except httpx.HTTPError as error:
+            fail(f"the embedded model's server failed ({type(error).__name__}: {error})", EXIT_UNAVAILABLE)
+    write_report(json_out, report)
+    console.print(f"answer prompt variants, {name} ({report['machine']})")
+    console.print("\n".join(markdown_table(report)), markup=False, highlight=False)
+    console.print(f"written to {json_out}")
