@@ -116,13 +116,6 @@ def test_the_catalog_reads_database_urls_without_importing_the_database() -> Non
         assert not [name for name in imported if name.startswith(forbidden)], (module, imported)
 
 
-#: Module cycles tolerated for now (none may be added): each with the work that removes it.
-KNOWN_MODULE_CYCLES: dict[tuple[str, ...], str] = {
-    # removed by the threads rework (persistence/threads.py split, issue 22 §4; gone in its working copy)
-    ("persistence.postgres_checkpoints", "persistence.threads"): "removed by the threads rework",
-}
-
-
 def test_the_modules_import_each_other_without_a_cycle() -> None:
     """Issue 22 §4: no cycle between modules either (they hid behind late imports: catalog / database /
     process, retrieval.ingest / store_health, routes_rag / routes_seed, threads / postgres_checkpoints)."""
@@ -130,7 +123,7 @@ def test_the_modules_import_each_other_without_a_cycle() -> None:
     assert {"nodes.generate", "persistence.catalog", "retrieval.ingest", "service.api.routes_seed"} <= set(
         graph
     )
-    found = [cycle for cycle in graph_tools.cycles(graph) if tuple(cycle) not in KNOWN_MODULE_CYCLES]
+    found = graph_tools.cycles(graph)
     detail = {
         f"{a} -> {b}": graph[a][b][:5]
         for component in found
