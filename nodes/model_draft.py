@@ -31,8 +31,6 @@ from state.schemas import AnswerReply, RetrievedDoc
 #: The tag that keeps a model call out of LangGraph's "messages" stream (langgraph.constants.TAG_NOSTREAM):
 #: a JSON-schema answer streams as JSON, so its tokens are not shown; the composed answer is.
 NO_STREAM_TAG = "nostream"
-
-
 #: What a JSON-schema answer call that gave no usable object returns (never used as an answer).
 EMPTY_REPLY = AnswerReply(answer="", explanation="")
 

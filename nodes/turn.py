@@ -67,8 +67,6 @@ AUTO_MODES: dict[str, str] = {
     "COMPLEX_REASONING": "advanced",
     "OPEN_ENDED": "advanced",
 }
-
-
 #: Template of "auto" when there is no analysis (the naive baseline).
 AUTO_DEFAULT_MODE = "advanced"
 

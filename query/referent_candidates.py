@@ -27,44 +27,28 @@ from query.text import capitalised_phrases, content_words, is_chinese, norm, quo
 
 #: Words of the first answer line up to which it is a short answer ("Lena Harwick"), not a sentence.
 SHORT_ANSWER_MAX_WORDS = 8
-
-
 #: Chinese characters of a short answer that still reads as one name ("林晚秋", "江州省").
 CJK_NAME_MAX_CHARS = 8
 #: Words of a short-answer item kept as an entity when it names nothing capitalised ("river blindness").
 UNNAMED_ENTITY_MAX_WORDS = 5
-
-
 #: Referents appended to one follow-up, at most (one per phrase that points back).
 MAX_REFERENTS = 2
-
-
 #: Words before a name within which a head noun says what the name is ("the island of Tarsa").
 KIND_WINDOW_WORDS = 3
-
-
 #: Punctuation that ends a sentence (a one-line answer ending so is a sentence, not a short answer).
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
-
-
 #: Verbs after a name that make it a person ("Lena Harwick founded ...").
 PERSON_VERBS = frozenset(
     """wrote founded painted designed built directed composed married studied discovered invented died reigned
     taught sang was_born grew lived""".split()
 )
-
-
 #: Participles before "by <name>" that make the name a person ("written by Ada Fenwright").
 PERSON_BY_VERBS = frozenset(
     """written painted designed founded directed composed discovered built invented sculpted played sung
     drawn photographed""".split()
 )
-
-
 #: Words that are never an entity of a short answer ("Yes", "No", "Unknown").
 NON_ENTITY_ANSWERS = frozenset({"yes", "no", "unknown", "none", "not found"})
-
-
 #: Chinese question words that ask for a person.
 CJK_PERSON_QUESTION = re.compile(r"谁|哪位|哪个人")
 
