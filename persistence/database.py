@@ -10,7 +10,6 @@ a shared server database while the index stays local. The schema is owned by Ale
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import threading
@@ -21,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from filelock import FileLock
 from sqlalchemy import (
     Boolean,
     DateTime,
@@ -286,18 +286,14 @@ class Database:
 def _migration_lock(file: Path | None) -> Iterator[None]:
     """One migrating process at a time per SQLite file. Why: Alembic reads the version, then creates the
     tables; two processes opening a fresh file at once (CLI turns started together, API workers) both read
-    "no version" and the second fails with "table already exists". An flock on a file beside the database
-    serializes them (the kernel drops it if a process dies); the second then finds the file at head.
-    PostgreSQL is serialized by an advisory lock inside `upgrade`."""
+    "no version" and the second fails with "table already exists". A file lock beside the database (the
+    `filelock` package: an flock the kernel drops if a process dies) serializes them; the second then finds
+    the file at head. PostgreSQL is serialized by an advisory lock inside `upgrade`."""
     if file is None:
         yield
         return
-    with (file.parent / f"{file.name}{MIGRATION_LOCK_SUFFIX}").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with FileLock(file.parent / f"{file.name}{MIGRATION_LOCK_SUFFIX}"):
+        yield
 
 
 def open_database(url: str, connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> Database:
