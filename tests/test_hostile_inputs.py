@@ -457,7 +457,9 @@ def test_json_output_of_a_clean_search_is_unaffected(
 
 # --- documents built to be slow: nesting, quadratic steps, time budget, stop hook (issue 20 §1) -------------
 
-#: Seconds a parse that is linear must finish within (about 10x what it takes on a slow machine).
+#: Seconds a parse that is linear must finish within (about 10x what it takes on a slow machine). The
+#: linear-parse tests count the process's CPU seconds, not wall time: other processes on a busy machine
+#: stretch the wall time (12 s on a 2-core machine at load 12), not the work done.
 LINEAR_PARSE_LIMIT_S = 10.0
 
 
@@ -473,9 +475,9 @@ def test_deeply_nested_html_loads_in_linear_time(tmp_path: Path, max_depth: int)
     # 30,000 take minutes. With the cap raised past the depth, this checks the single walk is linear.
     path = tmp_path / "nested.html"
     path.write_text(nested_divs(30_000))
-    started = time.perf_counter()
+    started = time.process_time()
     (document,) = load_file(path, 50_000_000, guard=LoadGuard(max_depth=max_depth, timeout_s=0))
-    assert time.perf_counter() - started < LINEAR_PARSE_LIMIT_S
+    assert time.process_time() - started < LINEAR_PARSE_LIMIT_S
     assert document.text.endswith("x\n\nx deep text")
     assert document.text.count("x\n\n") == 29_999  # every level kept its text, as a paragraph
 
@@ -498,9 +500,9 @@ def test_long_runs_of_spaces_do_not_make_text_and_markdown_quadratic(tmp_path: P
     spaces = " " * 100_000
     path = tmp_path / "spaces.md"
     path.write_text(f"# Title{spaces}end\n\nbody{spaces}word\n\n## Closed ##\n\nmore\n\n## C#\n\nsharp\n")
-    started = time.perf_counter()
+    started = time.process_time()
     documents = load_file(path, 1_000_000)
-    assert time.perf_counter() - started < LINEAR_PARSE_LIMIT_S
+    assert time.process_time() - started < LINEAR_PARSE_LIMIT_S
     (document,) = documents
     assert [section.section for section in document.sections] == [f"Title{spaces}end", "Closed", "C#"]
     assert document.sections[0].text.endswith(f"body{spaces}word")
