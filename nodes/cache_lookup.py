@@ -20,7 +20,8 @@ from langgraph.runtime import Runtime
 from nodes.events import emit, source_summary
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
-from persistence.semantic_cache import CacheScope, count, documents_version, get_semantic_cache
+from persistence.semantic_cache import count, documents_version, get_semantic_cache
+from persistence.semantic_cache_backends import CacheScope
 from retrieval.answer_text import short_answer_of
 from state.context import Context, run_context
 from state.graph_state import State

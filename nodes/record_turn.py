@@ -33,7 +33,8 @@ from nodes.start_turn import thread_id_of
 from nodes.turn import answer_mode
 from persistence.audit import TurnRecord, record_turn_rows
 from persistence.database import get_database
-from persistence.semantic_cache import CacheScope, count, get_semantic_cache
+from persistence.semantic_cache import count, get_semantic_cache
+from persistence.semantic_cache_backends import CacheScope
 from persistence.threads import visible_thread_id
 from state.context import Context, run_config, run_context
 from state.graph_state import State

@@ -23,7 +23,7 @@ from config.settings import Settings, load_settings
 from graphs.runner import compiled_graph
 from nodes.resources import Resources
 from nodes.start_turn import InvalidQuestionError
-from persistence.semantic_cache import CacheScope
+from persistence.semantic_cache_backends import CacheScope
 from retrieval.directory_scope import DirectoryError, cli_directory, is_under, normalize_directory
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase

@@ -215,7 +215,8 @@ def test_memories_and_the_semantic_cache_work_on_postgres(tmp_path: Path, pg_url
     """The app tables' users (memories: vectors as bytea; the cache's SQL backend: eviction per tenant)."""
     from persistence.database import close_databases
     from persistence.memories import add_memory, delete_memories, list_memories, search_memories
-    from persistence.semantic_cache import CacheScope, SemanticCache, SqlCacheBackend
+    from persistence.semantic_cache import SemanticCache
+    from persistence.semantic_cache_backends import CacheScope, SqlCacheBackend
     from tests.fakes import HashEmbeddings
 
     settings = pg_settings(tmp_path, pg_url)

@@ -25,15 +25,8 @@ from config.settings import Settings
 from graphs.rag import build_graph
 from nodes.resources import Resources
 from persistence.database import open_database
-from persistence.semantic_cache import (
-    CacheScope,
-    RedisCacheBackend,
-    SemanticCache,
-    SqlCacheBackend,
-    cache_counters,
-    get_semantic_cache,
-    reset_cache_counters,
-)
+from persistence.semantic_cache import SemanticCache, cache_counters, get_semantic_cache, reset_cache_counters
+from persistence.semantic_cache_backends import CacheScope, RedisCacheBackend, SqlCacheBackend
 from retrieval.deletion import delete_content
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
