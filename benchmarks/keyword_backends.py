@@ -25,7 +25,7 @@ from config.settings import Settings
 from core.types import Chunk
 from evals.datasets import Passage, iter_beir_corpus, load_beir
 from evals.environment import machine_description
-from evals.metrics import dedupe_to_documents, mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from evals.metrics import dedupe_to_documents, linear_percentile, mrr_at_k, ndcg_at_k, recall_at_k
 from persistence.catalog import Catalog
 from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS
 from retrieval.chunking import ChunkingConfig, chunk_text
@@ -140,8 +140,8 @@ def latency(catalog: Catalog, queries: Sequence[str], title_weight: float) -> di
         _search(catalog, query, LATENCY_K, title_weight)
         times.append((time.perf_counter() - started) * 1000)
     return {
-        "p50_ms": round(percentile(times, 50), 2),
-        "p95_ms": round(percentile(times, 95), 2),
+        "p50_ms": round(linear_percentile(times, 50), 2),
+        "p95_ms": round(linear_percentile(times, 95), 2),
         "mean_ms": round(sum(times) / len(times), 2),
         "queries": len(times),
     }

@@ -38,7 +38,7 @@ from config.settings import SearchMode, Settings
 from core.types import LoadedDocument, Section
 from evals.environment import machine_description
 from evals.eval_index import ProgressFactory, no_progress
-from evals.metrics import percentile
+from evals.metrics import linear_percentile
 from persistence import vector_store
 from retrieval.chunk_records import build_chunks
 from retrieval.embeddings import MiniLMEmbeddings, content_hash
@@ -76,11 +76,12 @@ class ModeTimings:
         """p50/p95/mean of the totals and p50 of each stage (milliseconds, 2 decimals)."""
         return {
             "queries": len(self.total_ms),
-            "p50_ms": round(percentile(self.total_ms, 50), 2),
-            "p95_ms": round(percentile(self.total_ms, 95), 2),
+            "p50_ms": round(linear_percentile(self.total_ms, 50), 2),
+            "p95_ms": round(linear_percentile(self.total_ms, 95), 2),
             "mean_ms": round(sum(self.total_ms) / len(self.total_ms), 2),
             "stage_p50_ms": {
-                stage: round(percentile(values, 50), 2) for stage, values in sorted(self.stages_ms.items())
+                stage: round(linear_percentile(values, 50), 2)
+                for stage, values in sorted(self.stages_ms.items())
             },
             "mean_hits": round(sum(self.hits) / len(self.hits), 2),
         }
@@ -451,8 +452,8 @@ def run_scale_eval(
         "k": LATENCY_K,
         "candidate_k": settings.candidate_k,
         "embed_query_ms": {
-            "p50": round(percentile(embed_times, 50), 2),
-            "p95": round(percentile(embed_times, 95), 2),
+            "p50": round(linear_percentile(embed_times, 50), 2),
+            "p95": round(linear_percentile(embed_times, 95), 2),
         },
         "corpus": corpus_description(base, seed),
         "sizes": {},

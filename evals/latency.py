@@ -19,7 +19,7 @@ from typing import Any
 
 from config.settings import Settings
 from evals.environment import machine_description, model_description
-from evals.metrics import percentile
+from evals.metrics import linear_percentile
 from evals.qa import ResourcesFactory
 from graphs.runner import Session, new_thread_id
 from nodes.resources import Resources, use_resources
@@ -120,11 +120,11 @@ def _time_questions(
         "retrieval_s": round(sum(retrievals) / 1000, 2),
         "overhead_fraction": round(sum(overheads) / wall_total, 4) if wall_total else 0.0,
         "overhead_ms_per_question": round(sum(overheads) / questions, 2),
-        "overhead_ms_p50": round(percentile(overheads, 50), 2),
-        "wall_ms_p50": round(percentile(walls, 50), 1),
-        "wall_ms_p95": round(percentile(walls, 95), 1),
-        "first_token_ms_p50": round(percentile(first_tokens, 50), 1) if first_tokens else None,
-        "first_token_ms_p95": round(percentile(first_tokens, 95), 1) if first_tokens else None,
+        "overhead_ms_p50": round(linear_percentile(overheads, 50), 2),
+        "wall_ms_p50": round(linear_percentile(walls, 50), 1),
+        "wall_ms_p95": round(linear_percentile(walls, 95), 1),
+        "first_token_ms_p50": round(linear_percentile(first_tokens, 50), 1) if first_tokens else None,
+        "first_token_ms_p95": round(linear_percentile(first_tokens, 95), 1) if first_tokens else None,
         "questions_with_streamed_answer": len(first_tokens),
         "targets": {"wall_p50_s": WALL_P50_TARGET_S, "first_token_p50_s": FIRST_TOKEN_P50_TARGET_S},
         "load_1m_after": round(os.getloadavg()[0], 2),

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import httpx
 
 from evals.environment import machine_description
+from evals.metrics import linear_percentile
 
 DEFAULT_QUESTIONS = Path(__file__).resolve().parent.parent / "samples" / "questions.jsonl"
 GENERATE_ROUTE = "/api/v1/rag/generate"
@@ -57,12 +58,11 @@ def load_questions(path: Path, limit: int) -> list[str]:
     return questions[:limit]
 
 
-def percentile(values: list[float], share: float) -> float | None:
-    """The nearest-rank percentile (None for no values)."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered) + 0.5) - 1))]
+def percentile_or_none(values: list[float], q: float) -> float | None:
+    """evals.metrics.linear_percentile of the values (q in 0..100); None for no values (no request answered).
+
+    Reports written before this used the nearest rank (p50 of 100, 200, 300, 400 was 200, now 250)."""
+    return linear_percentile(values, q) if values else None
 
 
 def _one(
@@ -192,13 +192,13 @@ def _summary(records: list[dict[str, Any]], wall_s: float | None = None) -> dict
         "requests": len(records),
         "errors": sum(1 for record in records if record["status"] != 200),
         "errors_by_status": errors_by_status(records),
-        "p50_ms": _round(percentile(ok, 0.5)),
-        "p95_ms": _round(percentile(ok, 0.95)),
+        "p50_ms": _round(percentile_or_none(ok, 50)),
+        "p95_ms": _round(percentile_or_none(ok, 95)),
         "mean_ms": _round(statistics.fmean(ok) if ok else None),
     }
     if first_tokens:
-        summary["first_token_p50_ms"] = _round(percentile(first_tokens, 0.5))
-        summary["first_token_p95_ms"] = _round(percentile(first_tokens, 0.95))
+        summary["first_token_p50_ms"] = _round(percentile_or_none(first_tokens, 50))
+        summary["first_token_p95_ms"] = _round(percentile_or_none(first_tokens, 95))
     if wall_s is not None:
         summary["wall_s"] = round(wall_s, 3)
         summary["throughput_rps"] = round(len(records) / wall_s, 3) if wall_s > 0 else None

@@ -117,10 +117,13 @@ def support_recall_at_k(retrieved_ids: Sequence[str], supporting_ids: set[str], 
     return len(found) / len(supporting_ids)
 
 
-def percentile(values: Iterable[float], q: float) -> float:
+def linear_percentile(values: Iterable[float], q: float) -> float:
     """The q-th percentile (0..100) with linear interpolation between ranks, as numpy's default method.
 
-    Used for latency reports (p50/p95), where numpy would be the only reason to import numpy.
+    The one percentile of every report (retrieval, QA, latency, load, the campaigns), so a p95 means the same
+    in each: position (n - 1) * q / 100 in the sorted values, interpolated between its two neighbours
+    (p50 of 100, 200, 300, 400 is 250; nearest rank would say 200). Used for latency reports (p50/p95),
+    where numpy would be the only reason to import numpy.
     """
     if not 0 <= q <= 100:
         raise ValueError(f"q must be within [0, 100], got {q}")

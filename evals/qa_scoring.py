@@ -38,8 +38,8 @@ from evals.metrics import (
     citation_precision,
     exact_match,
     f1_score,
+    linear_percentile,
     mean_of_defined,
-    percentile,
     rouge_l,
     support_recall_at_k,
 )
@@ -448,8 +448,8 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "completion_tokens_per_question": round(
             _mean([record["completion_tokens"] for record in answered]), 1
         ),
-        "latency_p50_s": round(percentile(latencies, 50), 3) if latencies else None,
-        "latency_p95_s": round(percentile(latencies, 95), 3) if latencies else None,
+        "latency_p50_s": round(linear_percentile(latencies, 50), 3) if latencies else None,
+        "latency_p95_s": round(linear_percentile(latencies, 95), 3) if latencies else None,
         "latency_mean_s": round(_mean(latencies), 3) if latencies else None,
         "per_node_ms": {node: round(total / len(answered), 2) for node, total in sorted(per_node.items())},
         "by_strategy": _breakdown(records, "strategy"),

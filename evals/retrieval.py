@@ -33,7 +33,7 @@ from evals.eval_index import (
     no_progress,
     write_corpus_once,
 )
-from evals.metrics import dedupe_to_documents, mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from evals.metrics import dedupe_to_documents, linear_percentile, mrr_at_k, ndcg_at_k, recall_at_k
 from retrieval.ingest import IngestSummary
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.rerank import rerank
@@ -168,8 +168,8 @@ def run_retrieval_eval(
         for mode, scores in per_mode.items():
             latencies = scores.pop("latency_ms", [])
             summary = {name: round(sum(values) / len(values), 4) for name, values in scores.items() if values}
-            summary["p50_ms"] = round(percentile(latencies, 50), 2) if latencies else 0.0
-            summary["p95_ms"] = round(percentile(latencies, 95), 2) if latencies else 0.0
+            summary["p50_ms"] = round(linear_percentile(latencies, 50), 2) if latencies else 0.0
+            summary["p95_ms"] = round(linear_percentile(latencies, 95), 2) if latencies else 0.0
             report_modes[mode] = summary
         return {
             "dataset": dataset.name,
@@ -194,7 +194,7 @@ def run_retrieval_eval(
                 if rerank_model is not None
                 else {}
             ),
-            "embed_query_ms": round(percentile(embed_ms, 50), 2) if embed_ms else 0.0,
+            "embed_query_ms": round(linear_percentile(embed_ms, 50), 2) if embed_ms else 0.0,
             **ingest,
         }
     finally:

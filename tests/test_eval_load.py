@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from evals.load import errors_by_status, run_load
+from evals.load import errors_by_status, percentile_or_none, run_load
 
 QUESTIONS = ("How old is the oak?", "Where is the mill?", "Too busy today?", "A slow one?")
 
@@ -219,3 +219,13 @@ def test_stream_and_batch_routes_count_whole_answers_and_item_errors(
 def test_an_unknown_route_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--route must be one of generate, stream, batch"):
         run_load("http://127.0.0.1:9", route="sse")  # type: ignore[arg-type]
+
+
+def test_load_percentiles_are_the_linear_ones_of_every_report() -> None:
+    """One percentile definition across the reports (evals.metrics.linear_percentile): 100, 200, 300, 400 ms
+    -> p50 at position 3 * 0.5 = 1.5, 200 + 0.5 * 100 = 250 (nearest rank, used before, said 200); p95 at
+    3 * 0.95 = 2.85, 300 + 0.85 * 100 = 385 (nearest rank: 400). No answered request: no percentile."""
+    times = [400.0, 100.0, 300.0, 200.0]
+    assert percentile_or_none(times, 50) == pytest.approx(250.0)
+    assert percentile_or_none(times, 95) == pytest.approx(385.0)
+    assert percentile_or_none([], 50) is None

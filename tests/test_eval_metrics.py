@@ -16,11 +16,11 @@ from evals.metrics import (
     dedupe_to_documents,
     exact_match,
     f1_score,
+    linear_percentile,
     mean_of_defined,
     mrr_at_k,
     ndcg_at_k,
     normalize_answer,
-    percentile,
     recall_at_k,
     rouge_l,
     support_recall_at_k,
@@ -106,21 +106,21 @@ def test_support_recall_at_k() -> None:
 
 def test_percentile_linear_interpolation() -> None:
     values = [4.0, 1.0, 3.0, 2.0]  # sorted: 1, 2, 3, 4
-    assert percentile(values, 50) == pytest.approx(2.5)  # position 3*0.5 = 1.5 -> 2 + 0.5*(3-2)
-    assert percentile(values, 95) == pytest.approx(3.85)  # position 3*0.95 = 2.85 -> 3 + 0.85*(4-3)
-    assert percentile(values, 0) == 1.0
-    assert percentile(values, 100) == 4.0
-    assert percentile([7.0], 95) == 7.0
+    assert linear_percentile(values, 50) == pytest.approx(2.5)  # position 3*0.5 = 1.5 -> 2 + 0.5*(3-2)
+    assert linear_percentile(values, 95) == pytest.approx(3.85)  # position 3*0.95 = 2.85 -> 3 + 0.85*(4-3)
+    assert linear_percentile(values, 0) == 1.0
+    assert linear_percentile(values, 100) == 4.0
+    assert linear_percentile([7.0], 95) == 7.0
     sample = [random.Random(7).uniform(0, 100) for _ in range(37)]
     for q in (5, 50, 90, 99):
-        assert percentile(sample, q) == pytest.approx(float(np.percentile(sample, q)))
+        assert linear_percentile(sample, q) == pytest.approx(float(np.percentile(sample, q)))
 
 
 def test_percentile_rejects_bad_input() -> None:
     with pytest.raises(ValueError):
-        percentile([], 50)
+        linear_percentile([], 50)
     with pytest.raises(ValueError):
-        percentile([1.0], 101)
+        linear_percentile([1.0], 101)
 
 
 def test_mean_of_defined_skips_none() -> None:
