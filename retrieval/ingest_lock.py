@@ -10,7 +10,10 @@ busy thread.
 
 How: the lock of persistence.thread_lock under a name of its own (a lock file under `<data_dir>/locks`,
 or a PostgreSQL advisory lock when RAG_DATABASE_URL names one), so it has the same guarantees: released by
-the kernel (or the server) when a process dies, re-entrant in the thread that holds it.
+the kernel (or the server) when a process dies, re-entrant in the thread that holds it. Why not the
+`filelock` package here (persistence/database.py's migration lock uses it): this module writes no lock file
+of its own, and one lock with one wait and one message for both stores is what keeps an ingest exclusive
+across the hosts of a PostgreSQL deployment, where a lock file excludes nobody.
 """
 
 from __future__ import annotations
