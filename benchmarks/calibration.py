@@ -37,8 +37,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evals.datasets import split_of
 from evals.qa_scoring import with_candidate
+from evals.splits import split_of
 
 #: Weights of the operating-point cost: a wrong answer shown costs twice a correct answer withheld.
 COST_WRONG_SHOWN = 2
@@ -265,7 +265,7 @@ def split_summary(
 ) -> dict[str, Any]:
     """One side's numbers at `threshold`: counts, left-out records, AUROC, ROC, trade-off curve, targets.
 
-    `split_mismatch` counts records whose question id lies in the other half (evals.datasets.split_of): a
+    `split_mismatch` counts records whose question id lies in the other half (evals.splits.split_of): a
     run not made with `--split`, or files passed on the wrong side.
     """
     candidates, skipped = candidates_of(records)

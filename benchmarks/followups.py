@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from core.types import CHUNK_METADATA_DEFAULTS, Chunk
-from evals.datasets import Split, hash_split
+from evals.splits import Split, hash_split
 from persistence.catalog import Catalog
 from query.follow_ups import heuristic_standalone
 

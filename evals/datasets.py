@@ -8,14 +8,13 @@ with the file and line in the message: an evaluation silently run on half a data
 from __future__ import annotations
 
 import gzip
-import hashlib
 import io
 import json
 import logging
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Literal, get_args
+from typing import IO, Any
 
 logger = logging.getLogger(__name__)
 
@@ -35,12 +34,6 @@ LANGUAGE_CHINESE = "zh"
 #: folder.
 HOTPOTQA_FILE = Path("hotpotqa") / "hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
-
-#: The halves of a question set: settings are chosen on "dev" and reported on "test" (split_of).
-Split = Literal["dev", "test"]
-SPLITS: tuple[str, ...] = get_args(Split)
-#: What `rag eval qa --split` also accepts: every question, whichever half (the behaviour before splits).
-ALL_SPLITS = "all"
 
 
 @dataclass(frozen=True)
@@ -348,38 +341,6 @@ def load_hotpotqa(path: Path) -> list[QAExample]:
         _hotpot_example(record, path, position)
         for position, record in enumerate(_read_json_array_or_lines(path), start=1)
     ]
-
-
-# --------------------------------------------------------------------------------------------------------
-# Development and test halves
-
-
-def hash_split(key: str, test_share: float) -> Split:
-    """ "test" when SHA-256(key, UTF-8), its first 8 bytes read as a fraction of their range, is below
-    `test_share`, else "dev": the router's and the follow-ups' halves (a key with the source or a salt keeps
-    sets apart; stable across runs, machines and added items)."""
-    digest = hashlib.sha256(key.encode("utf-8")).digest()
-    return "test" if int.from_bytes(digest[:8], "big") / 2**64 < test_share else "dev"
-
-
-def split_of(qid: str) -> Split:
-    """The half a question belongs to: "dev" when the first byte of SHA-256(qid, UTF-8) is even, else "test".
-
-    Why a hash of the id rather than file position: the half of a question never changes when a file is
-    resampled, reordered or grown, so a setting chosen on "dev" (a confidence threshold, a prompt) is never
-    chosen on a question later reported in "test". SHA-256 makes the halves about even whatever the ids
-    look like (sequential, hex, prefixed); Python's hash() would change between processes.
-    """
-    return "dev" if hashlib.sha256(qid.encode("utf-8")).digest()[0] % 2 == 0 else "test"
-
-
-def examples_in_split(examples: Iterable[QAExample], split: str) -> list[QAExample]:
-    """The examples of one half (split_of), in their order; all of them for ALL_SPLITS."""
-    if split == ALL_SPLITS:
-        return list(examples)
-    if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
-    return [example for example in examples if split_of(example.qid) == split]
 
 
 # --------------------------------------------------------------------------------------------------------

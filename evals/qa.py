@@ -30,12 +30,10 @@ from typing import Any, Literal, get_args
 from config.settings import Settings
 from core.text import contains_cjk
 from evals.datasets import (
-    ALL_SPLITS,
     LANGUAGE_CHINESE,
     LANGUAGE_ENGLISH,
     Passage,
     QAExample,
-    examples_in_split,
     load_hotpotqa,
     load_squad,
     open_text,
@@ -57,6 +55,7 @@ from evals.eval_index import (
     write_corpus_once,
 )
 from evals.qa_scoring import aggregate, error_record, question_record
+from evals.splits import ALL_SPLITS, examples_in_split
 from graphs.runner import GraphName, Session
 from nodes.resources import Resources, use_resources
 from state.context import Context
@@ -272,7 +271,7 @@ def run_qa_eval(
     """Run the first `limit` questions through `pipeline`, appending records to `results_path`; return the
     report (aggregate over the selected questions, resumed ones included).
 
-    `split` keeps one half of the file's questions (evals.datasets.split_of: "dev" to choose settings on,
+    `split` keeps one half of the file's questions (evals.splits.split_of: "dev" to choose settings on,
     "test" to report) before `skip` and `limit` apply; "all" keeps every question.
 
     `pool` sets the corpus apart from the questions answered: the paragraphs of the first `pool` questions

@@ -25,7 +25,6 @@ costs a model call per question. `accuracy` is the analyzer the engine uses by d
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter
@@ -35,19 +34,19 @@ from pathlib import Path
 from typing import Any, Literal
 
 from config.settings import Settings
-from evals.datasets import (
-    CMRC_FILE,
-    Split,
-    hash_split,
-    load_beir,
-    load_cmrc,
-    load_hotpotqa,
-    load_squad,
-    open_text,
-    read_beir_queries,
-)
 from evals.environment import machine_description, model_description
 from evals.eval_index import ProgressFactory, no_progress
+from evals.router_questions import (
+    LABELS,
+    TEST_SHARE,
+    Label,
+    LabelledQuestion,
+    default_labelled_set,
+    extra_questions,
+    split_questions,
+    squad_questions,
+    stratified_subset,
+)
 from nodes.analyze import llm_analysis, use_llm_analyzer
 from nodes.resources import Resources, use_resources
 from nodes.select_strategy import choose_strategy
@@ -55,22 +54,12 @@ from query.classification import heuristic_analysis
 from state.context import Context
 from state.schemas import QueryAnalysis
 
-Label = Literal["single", "multi"]
-LABELS: tuple[Label, Label] = ("single", "multi")
 #: Query types that mean "needs more than one retrieval" (the scored mapping; see the module doc).
 MULTI_HOP_TYPES = frozenset({"MULTI_HOP", "COMPARISON"})
 #: Strategies that retrieve more than once or for several entities (the reported secondary mapping).
 MULTI_HOP_STRATEGIES = frozenset({"ITERATIVE", "HYBRID", "QUERY_DECOMPOSITION"})
 MAPPING_DESCRIPTION = "query type: MULTI_HOP or COMPARISON -> multi-hop; any other type -> single-hop"
 
-#: The folders of a --data-dir in the shared-data layout.
-HOTPOTQA_DIR = "hotpotqa"
-HOTPOTQA_PATTERN = "*.json*"
-SCIFACT_DIR = "beir-scifact"
-#: CMRC questions in the labelled set (the first ones: deterministic, and as many as SciFact's test claims).
-CMRC_QUESTIONS = 300
-#: Share of the labelled questions in the test half (by hash, so a question never changes half).
-TEST_SHARE = 0.5
 DEFAULT_LLM_LIMIT = 100
 #: Misclassified questions listed per analyzer in the dev half's report (for reading, not for the numbers).
 MISCLASSIFIED_SHOWN = 8
@@ -82,115 +71,6 @@ _SLICE_WORD = re.compile(r"[A-Za-z0-9][\w'’.\-]*")
 DIGITS = 4
 
 LLMAnalyzer = Callable[[str, QueryAnalysis], QueryAnalysis]
-
-
-@dataclass(frozen=True)
-class LabelledQuestion:
-    """A question with its single-/multi-hop label and the dataset it comes from."""
-
-    qid: str
-    text: str
-    label: Label
-    source: str
-
-    @property
-    def split(self) -> Split:
-        """dev or test, from a hash of source and id: stable across runs, machines and added questions."""
-        return hash_split(f"{self.source}:{self.qid}", TEST_SHARE)
-
-
-def split_questions(questions: Sequence[LabelledQuestion], split: Split) -> list[LabelledQuestion]:
-    """The questions of one half, order kept."""
-    return [question for question in questions if question.split == split]
-
-
-# --------------------------------------------------------------------------------------------------------
-# Labelled questions
-
-
-def hotpotqa_questions(path: Path, source: str = "hotpotqa") -> list[LabelledQuestion]:
-    """HotpotQA questions (bridge and comparison alike): multi-hop."""
-    return [LabelledQuestion(e.qid, e.question, "multi", source) for e in load_hotpotqa(path)]
-
-
-def beir_questions(path: Path, source: str) -> list[LabelledQuestion]:
-    """Queries of a BEIR folder (its test split) or of a BEIR queries.jsonl file: single-hop."""
-    queries = load_beir(path).queries if Path(path).is_dir() else read_beir_queries(path)
-    return [LabelledQuestion(qid, text, "single", source) for qid, text in queries.items()]
-
-
-def squad_questions(path: Path, source: str, limit: int | None = None) -> list[LabelledQuestion]:
-    """Questions of a SQuAD-format file (CMRC 2018 included), each over one paragraph: single-hop."""
-    examples = load_squad(path)[:limit] if limit else load_squad(path)
-    return [LabelledQuestion(e.qid, e.question, "single", source) for e in examples]
-
-
-def default_labelled_set(data_dir: Path, squad_file: Path | None = None) -> list[LabelledQuestion]:
-    """HotpotQA (multi-hop) + SciFact test claims + the first CMRC_QUESTIONS CMRC questions + the SQuAD sample
-    (single-hop); `squad_file=None` leaves SQuAD out."""
-    data_dir = Path(data_dir)
-    hotpot_files = sorted((data_dir / HOTPOTQA_DIR).glob(HOTPOTQA_PATTERN))
-    if not hotpot_files:
-        raise FileNotFoundError(f"no HotpotQA file in {data_dir / HOTPOTQA_DIR} (set --data-dir)")
-    questions = [question for path in hotpot_files for question in hotpotqa_questions(path)]
-    questions += beir_questions(data_dir / SCIFACT_DIR, "scifact")
-    cmrc = load_cmrc(data_dir / CMRC_FILE)[:CMRC_QUESTIONS]
-    questions += [LabelledQuestion(e.qid, e.question, "single", "cmrc2018") for e in cmrc]
-    if squad_file is not None:
-        questions += squad_questions(Path(squad_file), "squad")
-    return questions
-
-
-def extra_questions(path: Path) -> list[LabelledQuestion]:
-    """Labelled questions of a file given with --dataset, its format read from the content.
-
-    A folder is a BEIR dataset; a whole-file JSON object with "data" is SQuAD-format; JSON lines with a
-    "question" field (or a JSON array) are HotpotQA; JSON lines with "_id" and "text" are BEIR queries.
-    """
-    path = Path(path)
-    source = path.name.split(".")[0]
-    if path.is_dir():
-        return beir_questions(path, source)
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset not found: {path}")
-    with open_text(path) as handle:
-        text = handle.read()
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        return hotpotqa_questions(path, source)
-    try:
-        document = json.loads(stripped)
-    except json.JSONDecodeError:
-        document = None
-    if isinstance(document, dict) and isinstance(document.get("data"), list):
-        return squad_questions(path, source)
-    first_line = stripped.split("\n", 1)[0]
-    try:
-        first = json.loads(first_line)
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{path}: neither HotpotQA, BEIR queries nor SQuAD format ({error.msg})") from error
-    if isinstance(first, dict) and "question" in first:
-        return hotpotqa_questions(path, source)
-    if isinstance(first, dict) and "_id" in first and "text" in first:
-        return beir_questions(path, source)
-    raise ValueError(f"{path}: neither HotpotQA, BEIR queries nor SQuAD format")
-
-
-def stratified_subset(questions: Sequence[LabelledQuestion], limit: int) -> list[LabelledQuestion]:
-    """At most `limit` questions, an equal share from each source (the first ones of each, in order).
-
-    The remainder of the division goes to the first sources; a source smaller than its share gives all it has.
-    """
-    if limit <= 0:
-        return []
-    by_source: dict[str, list[LabelledQuestion]] = {}
-    for question in questions:
-        by_source.setdefault(question.source, []).append(question)
-    share, remainder = divmod(limit, len(by_source))
-    chosen: list[LabelledQuestion] = []
-    for index, members in enumerate(by_source.values()):
-        chosen += members[: share + (1 if index < remainder else 0)]
-    return chosen
 
 
 # --------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The answer-confidence calibration (benchmarks/calibration.py, `python -m benchmarks calibrate`), the
 scoring of unanswerable questions (evals/qa_scoring.py) and the development / test halves
-(evals.datasets.split_of).
+(evals.splits.split_of).
 
 Every expected number below is worked out by hand in the comments beside it, never taken from the code.
 """
@@ -26,15 +26,9 @@ from benchmarks.calibration import (
     outcome_at,
     roc_points,
 )
-from evals.datasets import (
-    ALL_SPLITS,
-    LANGUAGE_ENGLISH,
-    Passage,
-    QAExample,
-    examples_in_split,
-    split_of,
-)
+from evals.datasets import LANGUAGE_ENGLISH, Passage, QAExample
 from evals.qa_scoring import aggregate, error_record, question_record, with_candidate
+from evals.splits import ALL_SPLITS, examples_in_split, split_of
 from prompts.answer import NOT_FOUND_EN
 
 # --------------------------------------------------------------------------------------------------------

@@ -15,20 +15,21 @@ from typer.testing import CliRunner
 
 from benchmarks.data import SHARED_DATA_DIR
 from benchmarks.data import SQUAD_SAMPLE as SQUAD_FILE
-from evals.datasets import load_squad
+from evals.datasets import CMRC_FILE, load_squad
 from evals.router import (
-    CMRC_FILE,
-    LabelledQuestion,
     accuracy,
     confusion_matrix,
-    default_labelled_set,
     evaluate_halves,
     evaluate_router,
-    extra_questions,
     label_of,
     long_with_two_names,
-    split_questions,
     strategy_label,
+)
+from evals.router_questions import (
+    LabelledQuestion,
+    default_labelled_set,
+    extra_questions,
+    split_questions,
     stratified_subset,
 )
 from service.cli import app

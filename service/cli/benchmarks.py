@@ -151,7 +151,7 @@ def eval_qa(
         str,
         typer.Option(
             help="dev | test | all: keep one half of the questions (by a hash of the question id; "
-            "evals.datasets.split_of) before --skip and --limit. Choose settings on dev, report on test."
+            "evals.splits.split_of) before --skip and --limit. Choose settings on dev, report on test."
         ),
     ] = "all",
     pool: Annotated[
@@ -176,10 +176,10 @@ def eval_qa(
 ) -> None:
     """EM / F1 / answer accuracy / ROUGE-L, support recall, citation precision, not-found rate, LLM calls,
     tokens and latency of a pipeline over the pooled paragraphs of the evaluated questions."""
-    from evals.datasets import ALL_SPLITS, SPLITS
     from evals.qa import PIPELINES, run_qa_eval
     from evals.qa_plot import write_qa_plot
     from evals.qa_scoring import SCORE_KEYS
+    from evals.splits import ALL_SPLITS, SPLITS
 
     if pipeline not in PIPELINES:
         fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
