@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from config.settings import Settings
+from config.settings import Settings, load_settings
 from core.types import Chunk
-from nodes.resources import use_resources
+from nodes.resources import Resources, use_resources
 from persistence.catalog import Catalog, CatalogDamagedError
 from persistence.errors import StoreUnavailableError
 from retrieval.ingest import ingest_paths
@@ -72,22 +72,46 @@ def one_line(stderr: str) -> str:
 # --- invalid UTF-8 input -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("arguments", "expected"),
-    [
-        (["ask", b"caf\xff\xfe?"], "error: question is not valid UTF-8 text: byte 0xff at character 4"),
-        (["ask", "heron?", "--thread", b"t\xff"], "error: --thread is not valid UTF-8 text: byte 0xff at"),
-        (["ask", "heron?", "--conversation-id", b"\xfe"], "error: --conversation-id is not valid UTF-8 text"),
-        (["chat", "--thread", b"t\xff"], "error: --thread is not valid UTF-8 text: byte 0xff at character 2"),
-    ],
-    ids=["question", "thread", "conversation-id", "chat-thread"],
-)
-def test_invalid_utf8_argument_is_one_line_and_exit_2(
-    arguments: list[str | bytes], expected: str, tmp_path: Path
-) -> None:
+INVALID_UTF8_ARGUMENTS: dict[str, tuple[list[str | bytes], str]] = {
+    "question": (
+        ["ask", b"caf\xff\xfe?"],
+        "error: question is not valid UTF-8 text: byte 0xff at character 4",
+    ),
+    "thread": (
+        ["ask", "heron?", "--thread", b"t\xff"],
+        "error: --thread is not valid UTF-8 text: byte 0xff at",
+    ),
+    "conversation-id": (
+        ["ask", "heron?", "--conversation-id", b"\xfe"],
+        "error: --conversation-id is not valid UTF-8 text",
+    ),
+    "chat-thread": (
+        ["chat", "--thread", b"t\xff"],
+        "error: --thread is not valid UTF-8 text: byte 0xff at character 2",
+    ),
+}
+
+
+def test_invalid_utf8_argument_of_the_installed_command_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """The question's case through a real process (its argv decoded by Python, logging as a user sees it);
+    the other arguments go through the same check in process below."""
+    arguments, expected = INVALID_UTF8_ARGUMENTS["question"]
     code, _stdout, stderr = run_rag(arguments, tmp_path / "rag")
     assert code == 2, stderr
     assert one_line(stderr).startswith(expected)
+
+
+@pytest.mark.parametrize("case", sorted(INVALID_UTF8_ARGUMENTS))
+def test_invalid_utf8_argument_is_one_line_and_exit_2(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process, with each argument as Python's argv decoding hands it over (surrogate escapes)."""
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "rag"))
+    arguments, expected = INVALID_UTF8_ARGUMENTS[case]
+    decoded = [os.fsdecode(argument) if isinstance(argument, bytes) else argument for argument in arguments]
+    result = CliRunner().invoke(app, decoded)
+    assert result.exit_code == 2, result.output + result.stderr
+    assert one_line(result.stderr).startswith(expected)
 
 
 def test_chat_refuses_an_invalid_utf8_turn_and_goes_on(tmp_path: Path) -> None:
@@ -143,30 +167,51 @@ COMMANDS: dict[str, tuple[list[str], bytes]] = {
 }
 
 
-#: Every command on the damaged header (the issue's case), the other kinds of damage on a few.
-CASES = [("damaged header", command) for command in sorted(COMMANDS)] + [
-    ("garbage", "ask"),
-    ("garbage", "chat"),
-    ("truncated", "ask"),
-    ("truncated", "ingest"),
-]
+#: Every command on the damaged header (the issue's case) through the installed command, in a child process;
+#: the other kinds of damage on a few commands in process (the same check: `checked_store`).
+CHILD_CASES = [("damaged header", command) for command in sorted(COMMANDS)]
+IN_PROCESS_CASES = [("garbage", "ask"), ("garbage", "chat"), ("truncated", "ask"), ("truncated", "ingest")]
 
 
-@pytest.mark.parametrize(("damage", "command"), CASES)
-def test_damaged_catalog_is_one_line_and_exit_1_for_every_command(
-    damage: str, command: str, tmp_path: Path
-) -> None:
-    data_dir = tmp_path / "rag"
-    catalog = data_dir / "catalog.sqlite"
+def damaged_folder(tmp_path: Path, damage: str, command: str) -> tuple[Path, bytes, list[str], bytes]:
+    """A data folder whose catalog has `damage`: (catalog path, its damaged bytes, the command's arguments,
+    its stdin)."""
+    catalog = tmp_path / "rag" / "catalog.sqlite"
     write_catalog(catalog)
     catalog.write_bytes(DAMAGE[damage](catalog.read_bytes()))
-    damaged = catalog.read_bytes()
     docs = write_corpus(tmp_path / "docs", CORPUS)
     arguments, stdin = COMMANDS[command]
     arguments = [str(docs["heron.md"].parent) if argument == "DOCS" else argument for argument in arguments]
+    return catalog, catalog.read_bytes(), arguments, stdin
 
-    code, stdout, stderr = run_rag(list(arguments), data_dir, stdin)
 
+@pytest.mark.parametrize(("damage", "command"), CHILD_CASES)
+def test_damaged_catalog_is_one_line_and_exit_1_for_every_command(
+    damage: str, command: str, tmp_path: Path
+) -> None:
+    catalog, damaged, arguments, stdin = damaged_folder(tmp_path, damage, command)
+
+    code, stdout, stderr = run_rag(list(arguments), catalog.parent, stdin)
+
+    check_damaged_catalog_line(catalog, damaged, code, stdout, stderr)
+
+
+@pytest.mark.parametrize(("damage", "command"), IN_PROCESS_CASES)
+def test_every_kind_of_catalog_damage_is_one_line_and_exit_1(
+    damage: str, command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    catalog, damaged, arguments, stdin = damaged_folder(tmp_path, damage, command)
+    monkeypatch.setenv("RAG_DATA_DIR", str(catalog.parent))
+    # This folder's resources, not the process's (made from the first test's folder); no model loads: the
+    # store check comes first.
+    with use_resources(Resources(load_settings())):
+        result = CliRunner().invoke(app, arguments, input=stdin)
+
+    check_damaged_catalog_line(catalog, damaged, result.exit_code, result.stdout, result.stderr)
+
+
+def check_damaged_catalog_line(catalog: Path, damaged: bytes, code: int, stdout: str, stderr: str) -> None:
+    """Exit 1 with the catalog's one line naming the fix, no "cannot answer" or "skipped", the file intact."""
     assert code == 1, stdout + stderr
     line = one_line(stderr)
     assert line.startswith(f"error: the catalog {catalog} is damaged"), line
