@@ -503,6 +503,33 @@ def test_an_abandoned_wait_holds_nothing() -> None:
     assert gate.busy == 1
 
 
+def test_a_waiter_that_gave_up_does_not_take_the_model_when_it_comes_free() -> None:
+    """The request gave up (its 503 sent), then the model came free before the waiter's next poll: the
+    waiter, woken by the release, must skip the model (it took it, and a refused run called the model)."""
+    gate = ModelGate(1)
+    gate.acquire(0.0, lambda: False)
+    gave_up = threading.Event()
+    outcome: list[str] = []
+
+    def wait() -> None:
+        try:
+            gate.acquire(1.0, gave_up.is_set)
+            outcome.append("took the model")
+        except RunAbandoned:
+            outcome.append("abandoned")
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    deadline = time.monotonic() + 10
+    while gate.waiting == 0:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    gave_up.set()
+    gate.release()
+    waiter.join(timeout=10)
+    assert outcome == ["abandoned"] and gate.busy == 0 and gate.waiting == 0
+
+
 def test_the_embedded_model_is_gated_and_endpoints_are_not() -> None:
     automatic = ModelGates(0)
     assert automatic.size_for(LOCAL_MODEL_ALIAS) == 1 and automatic.gate("gpt-4o-mini") is None

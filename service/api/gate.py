@@ -74,11 +74,14 @@ class ModelGate:
             ticket = (priority, next(self._order))
             heapq.heappush(self._waiting, ticket)
             try:
-                while self._busy >= self.size or self._waiting[0] != ticket:
-                    if give_up():
-                        raise RunAbandoned("the request no longer waits for this run")
+                # give_up() is asked before taking the model too: a waiter woken by a release right after
+                # its request gave up (a 503 sent, the model freed within WAIT_POLL_S) must not call it.
+                while not give_up():
+                    if self._busy < self.size and self._waiting[0] == ticket:
+                        self._busy += 1
+                        return
                     self._condition.wait(WAIT_POLL_S)
-                self._busy += 1
+                raise RunAbandoned("the request no longer waits for this run")
             finally:
                 self._waiting.remove(ticket)
                 heapq.heapify(self._waiting)
