@@ -54,7 +54,8 @@ from evals.eval_index import (
     no_progress,
     write_corpus_once,
 )
-from evals.qa_scoring import aggregate, error_record, question_record
+from evals.qa_aggregate import aggregate
+from evals.qa_scoring import error_record, question_record
 from evals.splits import ALL_SPLITS, examples_in_split
 from graphs.runner import GraphName, Session
 from nodes.resources import Resources, use_resources

@@ -1,4 +1,4 @@
-"""Scoring of the QA benchmark: one record per question from a graph run, and the aggregate of the records.
+"""Scoring of the QA benchmark: one record per question from a graph run (evals/qa_aggregate.py sums them up).
 
 Why records first and numbers second: a record holds everything measured for one question (prediction,
 retrieved and cited passages, cost), so an interrupted run resumes from its records and any aggregate can be
@@ -25,9 +25,6 @@ on the records without running a model again.
 
 from __future__ import annotations
 
-import os
-import statistics
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -38,8 +35,6 @@ from evals.metrics import (
     citation_precision,
     exact_match,
     f1_score,
-    linear_percentile,
-    mean_of_defined,
     rouge_l,
     support_recall_at_k,
 )
@@ -50,10 +45,6 @@ from retrieval.answerability import REASON_LOW_COVERAGE, REASON_MISSING_ANCHOR, 
 #: Retrieved passages over which supporting-passage recall is measured (the graph's default top_k).
 SUPPORT_RECALL_K = 5
 SUPPORT_RECALL_KEY = f"support_recall@{SUPPORT_RECALL_K}"
-#: Group name of records without a strategy (the no-retrieval graph sets none) or without a type.
-NO_GROUP = "NONE"
-#: Keys of `timings_ms` that are costs summed over nodes, not nodes (see evals/latency.py).
-COST_TIMING_KEYS = frozenset({"model", "retrieval"})
 DIGITS = 4
 #: Every way an answer becomes "not found", by how its `not_found_reason` starts; the ones the answerability
 #: check gives (the first three) replaced an answer the model wrote, kept as `declined_answer`.
@@ -126,7 +117,8 @@ def ranked_doc_ids(items: Iterable[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(str(item["doc_id"]) for item in items if item.get("doc_id")))
 
 
-def _round(value: float | None) -> float | None:
+def rounded(value: float | None) -> float | None:
+    """A metric at DIGITS decimals (None stays None)."""
     return None if value is None else round(value, DIGITS)
 
 
@@ -203,11 +195,11 @@ def question_record(
         "model_short_answer": info.get("model_short_answer"),
         "retrieved": retrieved,
         "supporting": sorted(supporting),
-        SUPPORT_RECALL_KEY: _round(support_recall_at_k(retrieved, supporting, SUPPORT_RECALL_K))
+        SUPPORT_RECALL_KEY: rounded(support_recall_at_k(retrieved, supporting, SUPPORT_RECALL_K))
         if supporting
         else None,
         "cited": cited,
-        "citation_precision": _round(citation_precision(cited, supporting)) if supporting else None,
+        "citation_precision": rounded(citation_precision(cited, supporting)) if supporting else None,
         "not_found": not_found,
         "not_found_reason": str(result.get("not_found_reason") or ""),
         # The answer the not-found check replaced, and whether it held a gold answer: the check's cost.
@@ -278,20 +270,6 @@ def error_record(
     }
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
-def group_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """n, the answer scores, LLM calls and support recall of a group of records (a strategy, a type)."""
-    return {
-        "n": len(records),
-        **score_means(records),
-        "llm_calls": round(_mean([record["llm_calls"] for record in records]), 2),
-        SUPPORT_RECALL_KEY: _round(mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in records)),
-    }
-
-
 def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record with the answer scores it lacks computed from its prediction (records written before
     accuracy, short answers or ROUGE-L were measured; their short answer is the whole answer). An
@@ -324,136 +302,3 @@ def with_candidate(record: Mapping[str, Any]) -> dict[str, Any]:
         "candidate_accuracy": candidate_accuracy(prediction, not_found, declined, answers, answerable),
     }
     return {**defaults, **record}
-
-
-def _rate(count: int, total: int) -> float | None:
-    return round(count / total, DIGITS) if total else None
-
-
-def answerability_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """How the run treated answerable and unanswerable questions: accuracy and not-found rate on the
-    answerable ones, the share of unanswerable ones declined, and of all declines how many threw away a
-    correct answer (their candidate held a gold answer). Rates over an empty group are None."""
-    complete = [with_candidate(rescored(record)) for record in records]
-    answerable = [record for record in complete if record["answerable"]]
-    unanswerable = [record for record in complete if not record["answerable"]]
-    declines = [record for record in complete if record.get("not_found")]
-    declines_with_gold = sum(1 for record in declines if float(record["candidate_accuracy"]) == 1.0)
-    return {
-        "answerable": len(answerable),
-        "unanswerable": len(unanswerable),
-        "answerable_accuracy": _rate(
-            sum(float(record["accuracy"]) == 1.0 for record in answerable), len(answerable)
-        ),
-        "answerable_not_found_rate": _rate(
-            sum(bool(record.get("not_found")) for record in answerable), len(answerable)
-        ),
-        "unanswerable_declined_rate": _rate(
-            sum(bool(record.get("not_found")) for record in unanswerable), len(unanswerable)
-        ),
-        "declines": len(declines),
-        "declines_with_gold": declines_with_gold,
-        "declines_with_gold_share": _rate(declines_with_gold, len(declines)),
-    }
-
-
-def score_means(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """The mean of each answer score over `records` (rescored when they predate a score)."""
-    complete = [rescored(record) for record in records]
-    return {key: round(_mean([float(record[key]) for record in complete]), DIGITS) for key in SCORE_KEYS}
-
-
-def reason_group(reason: str) -> str:
-    """The NOT_FOUND_REASONS entry a reason starts with (the reason itself when none does)."""
-    if not reason:
-        return UNRECORDED_REASON
-    return next((known for known in NOT_FOUND_REASONS if reason.startswith(known)), reason)
-
-
-def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Why answers were "not found" (count per reason group) and what the answerability check threw away:
-    of the answers it declined, how many held a gold answer (its false declines) - the evidence for or
-    against the check, measured on the run itself rather than argued."""
-    declined = [record for record in records if record.get("declined_accuracy") is not None]
-    groups = [
-        reason_group(str(record.get("not_found_reason") or ""))
-        for record in records
-        if record.get("not_found")
-    ]
-    return {
-        "reasons": {name: groups.count(name) for name in sorted(set(groups))},
-        "declined_answers": len(declined),
-        "declined_with_gold": int(sum(float(record["declined_accuracy"]) for record in declined)),
-    }
-
-
-#: How records from before the per-record stamps are counted in `code_commits`.
-UNRECORDED_COMMIT = "unrecorded (answered before records named their commit)"
-
-
-def commit_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """How many of the reported questions each commit answered: a resumed run may span several."""
-    return dict(Counter(str(record.get("code_commit") or UNRECORDED_COMMIT) for record in records))
-
-
-def load_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The 1-minute load average when the questions started (median and max) against the core count, so a
-    reader can tell a quiet run's latencies from a run that shared the cores."""
-    loads = [float(record["load_1m"]) for record in records if record.get("load_1m") is not None]
-    return {
-        "cores": os.cpu_count(),
-        "questions_measured": len(loads),
-        "load_1m_median": round(statistics.median(loads), 2) if loads else None,
-        "load_1m_max": max(loads) if loads else None,
-    }
-
-
-def _breakdown(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, dict[str, Any]]:
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records:
-        groups.setdefault(str(record.get(key) or NO_GROUP), []).append(record)
-    return {name: group_summary(members) for name, members in sorted(groups.items())}
-
-
-def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The run's numbers over its records: means, rates, latency percentiles and the breakdowns.
-
-    A question that failed counts in `n` with EM = F1 = 0 (a benchmark must not improve by crashing); its
-    cost and latency are left out of the cost means, which describe answered questions.
-    """
-    answered = [record for record in records if not record.get("error")]
-    latencies = [float(record["latency_s"]) for record in answered]
-    tokens = [record["prompt_tokens"] + record["completion_tokens"] for record in answered]
-    per_node: dict[str, float] = {}
-    for record in answered:
-        for node, value in (record.get("timings_ms") or {}).items():
-            if node not in COST_TIMING_KEYS:
-                per_node[node] = per_node.get(node, 0.0) + float(value)
-    has_kinds = any(record.get("kind") for record in records)
-    sources = [str(record.get("short_answer_source") or "none") for record in answered]
-    return {
-        "n": len(records),
-        "errors": len(records) - len(answered),
-        **score_means(records),
-        "short_answer_sources": {name: sources.count(name) for name in sorted(set(sources))},
-        SUPPORT_RECALL_KEY: _round(mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in records)),
-        "citation_precision": _round(mean_of_defined(record.get("citation_precision") for record in records)),
-        "citation_rate": round(_mean([float(bool(record.get("cited"))) for record in answered]), DIGITS),
-        "not_found_rate": round(_mean([float(record["not_found"]) for record in records]), DIGITS),
-        "not_found": not_found_summary(records),
-        "answerability": answerability_summary(records),
-        "llm_calls_per_question": round(_mean([record["llm_calls"] for record in answered]), 2),
-        "tokens_per_question": round(_mean(tokens), 1),
-        "prompt_tokens_per_question": round(_mean([record["prompt_tokens"] for record in answered]), 1),
-        "completion_tokens_per_question": round(
-            _mean([record["completion_tokens"] for record in answered]), 1
-        ),
-        "latency_p50_s": round(linear_percentile(latencies, 50), 3) if latencies else None,
-        "latency_p95_s": round(linear_percentile(latencies, 95), 3) if latencies else None,
-        "latency_mean_s": round(_mean(latencies), 3) if latencies else None,
-        "per_node_ms": {node: round(total / len(answered), 2) for node, total in sorted(per_node.items())},
-        "by_strategy": _breakdown(records, "strategy"),
-        "by_type": _breakdown(records, "kind") if has_kinds else {},
-        "machine_load": load_summary(records),
-        "code_commits": commit_counts(records),
-    }

@@ -27,7 +27,8 @@ from benchmarks.calibration import (
     roc_points,
 )
 from evals.datasets import LANGUAGE_ENGLISH, Passage, QAExample
-from evals.qa_scoring import aggregate, error_record, question_record, with_candidate
+from evals.qa_aggregate import aggregate
+from evals.qa_scoring import error_record, question_record, with_candidate
 from evals.splits import ALL_SPLITS, examples_in_split, split_of
 from prompts.answer import NOT_FOUND_EN
 

@@ -23,16 +23,14 @@ from evals.qa import (
     run_qa_eval,
     select_examples,
 )
+from evals.qa_aggregate import UNRECORDED_COMMIT, aggregate, score_means
 from evals.qa_scoring import (
     SUPPORT_RECALL_KEY,
-    UNRECORDED_COMMIT,
     UNRECORDED_REASON,
-    aggregate,
     answer_accuracy,
     answer_scores,
     error_record,
     question_record,
-    score_means,
 )
 from graphs.runner import Session
 from nodes.cite import REASON_MODEL_DECLINED
