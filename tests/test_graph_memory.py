@@ -1,10 +1,11 @@
 """Conversation memory across process restarts, and thread housekeeping on the same checkpoint file.
 
-Why subprocesses: an in-memory checkpointer, or one SQLite connection reused in one process, would pass even
-if nothing reached the disk. Here process A answers a first question on a thread and exits; process B opens
-the same SQLite file, asks a follow-up on that thread, and must see A's turn: in the thread's messages and in
-the prompt contextualize sends to the model. Both processes run the real compiled graph with the fake
-embeddings and a scripted chat model (tests.fakes), so no real model is loaded.
+Why a second process: an in-memory checkpointer, or one SQLite connection reused in one process, would pass
+even if nothing reached the disk. Here A (the test's own process, its connection then closed) answers a
+first question on a thread; process B, a fresh Python process, opens the same SQLite file, asks a follow-up
+on that thread, and must see A's turn: in the thread's messages and in the prompt contextualize sends to the
+model. Both run the real compiled graph with the fake embeddings and a scripted chat model (tests.fakes), so
+no real model is loaded. (A ran in a child process too, which doubled the test's time for no extra check.)
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from tests.conftest import REPO_ROOT, isolated_settings, write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
+from tests.helpers.graph_turns import answer_turns
 
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. "
@@ -43,7 +45,7 @@ THIRD_ANSWER = "Ganymede is the largest moon of Jupiter [1]."
 THREAD = "planets"
 OTHER_THREAD = "smalltalk"
 
-#: Run by each process: build the graph on the SQLite file, answer the spec's turns, print what happened.
+#: Run by process B: answer the spec's turns (tests.helpers.graph_turns), print what happened.
 SCRIPT = """
 import json
 import sys
@@ -51,49 +53,9 @@ import sys
 spec = json.loads(open(sys.argv[1], encoding="utf-8").read())
 sys.path.insert(0, spec["repo"])
 
-from pathlib import Path
+from tests.helpers.graph_turns import answer_turns
 
-from config.settings import load_settings
-from graphs.rag import build_graph
-from nodes.resources import Resources, use_resources
-from persistence.checkpointer import sqlite_checkpointer
-from retrieval.ingest import ingest_paths
-from retrieval.knowledge_base import KnowledgeBase
-from state.context import Context
-from tests.fakes import HashEmbeddings, TaskChatModel
-
-settings = load_settings(data_dir=Path(spec["data_dir"]))
-kb = KnowledgeBase(settings, base_model=HashEmbeddings(), model_key="fake")
-ingest_paths(kb, [Path(spec["corpus"])])
-model = TaskChatModel(replies=spec["replies"])
-resources = Resources(
-    settings, knowledge_base=kb, generator=model, grader=model, strengths=spec["strengths"]
-)
-graph = build_graph(sqlite_checkpointer(path=Path(spec["checkpoint"])))
-turns = []
-with use_resources(resources):
-    for thread, question in spec["turns"]:
-        before = len(model.calls)
-        out = graph.invoke(
-            {"question": question},
-            config={"configurable": {"thread_id": thread}},
-            context=Context(top_k=2, answerer="model"),  # the reply kept as is: this test is about memory
-        )
-        calls = model.calls[before:]
-        turns.append(
-            {
-                "thread": thread,
-                "standalone_question": out["standalone_question"],
-                "answer": out["answer"],
-                "messages": [[message.type, message.content] for message in out["messages"]],
-                "tasks": [task for task, _ in calls],
-                "contextualize_prompts": [
-                    str(messages[-1].content) for task, messages in calls if task == "contextualize"
-                ],
-            }
-        )
-kb.close()
-print(json.dumps(turns))
+print(json.dumps(answer_turns(spec)))
 """
 
 
@@ -119,10 +81,10 @@ def run_process(tmp_path: Path, name: str, spec: dict[str, Any]) -> list[dict[st
 
 @pytest.fixture(scope="module")
 def conversation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Process A asks FIRST on THREAD; process B says hello on OTHER_THREAD, then follows up on THREAD.
+    """A asks FIRST on THREAD here; process B says hello on OTHER_THREAD, then follows up on THREAD.
 
-    Module-scoped because the processes are the slow part; the first test only reads their reports, the
-    second then works on the checkpoint file they left."""
+    Module-scoped because the turns (and the process) are the slow part; the first test only reads their
+    reports, the second then works on the checkpoint file they left."""
     tmp_path = tmp_path_factory.mktemp("graph-memory")
     write_corpus(tmp_path / "corpus", CORPUS)
     common = {
@@ -130,16 +92,18 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "corpus": str(tmp_path / "corpus"),
         "checkpoint": str(tmp_path / "ckpt.sqlite"),
     }
-    process_a = run_process(
-        tmp_path,
-        "a",
-        {
-            **common,
-            "strengths": {"generate": "weak", "grade": "weak"},
-            "replies": {"generate": FIRST_ANSWER},
-            "turns": [[THREAD, FIRST]],
-        },
-    )
+    with pytest.MonkeyPatch.context() as isolated:  # as the child gets it: no RAG_* variable, its own folder
+        for name in [name for name in os.environ if name.startswith("RAG_")]:
+            isolated.delenv(name)
+        isolated.chdir(tmp_path)
+        turns_a = answer_turns(
+            {
+                **common,
+                "strengths": {"generate": "weak", "grade": "weak"},
+                "replies": {"generate": FIRST_ANSWER},
+                "turns": [[THREAD, FIRST]],
+            }
+        )
     process_b = run_process(
         tmp_path,
         "b",
@@ -151,7 +115,7 @@ def conversation(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "turns": [[OTHER_THREAD, "Hello!"], [THREAD, FOLLOW_UP]],
         },
     )
-    return {"a": process_a, "b": process_b, "checkpoint": tmp_path / "ckpt.sqlite", "root": tmp_path}
+    return {"a": turns_a, "b": process_b, "checkpoint": tmp_path / "ckpt.sqlite", "root": tmp_path}
 
 
 def test_follow_up_in_a_new_process_sees_the_first_turn(conversation: dict[str, Any]) -> None:
