@@ -40,17 +40,17 @@ from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
 from persistence.database import postgres_url
-from persistence.threads import (
+from persistence.saver_mixins import (
     KEEP_LATEST,
     PRUNE_STATEMENTS,
     AsyncKeepNewestSaver,
-    CheckpointLocation,
     KeepNewestSaver,
     OwnerCheckedAsyncSqliteSaver,
     OwnerCheckedSqliteSaver,
     prune_parameters,
     prune_strategy,
 )
+from persistence.threads import CheckpointLocation
 
 if TYPE_CHECKING:
     from persistence.postgres_checkpoints import PruningAsyncPostgresSaver, PruningPostgresSaver

@@ -8,8 +8,8 @@ it exists, `delete_thread` to remove it. Where SQL on the saver's tables stays, 
 naming the threads (no public API; `list` would read every checkpoint), dropping all but a thread's latest
 checkpoint (the savers' own keep-newest), compacting a SQLite file.
 
-Who owns a thread and the ids it is stored under are persistence.thread_access's, the saver mixins
-persistence.saver_mixins'; both are re-exported here for the callers that import them from this module.
+Who owns a thread and the ids it is stored under are persistence.thread_access's (re-exported here for the
+callers that import them from this module); the savers' owner check is persistence.saver_mixins'.
 Where the CLI reads owners: from each thread's latest checkpoint, the same `owner_tenant` channel the graph
 checks; the cost is one checkpoint read per thread for `rag threads list` and `prune`, a housekeeping command.
 
@@ -31,14 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from persistence.saver_mixins import KEEP_LATEST as KEEP_LATEST
-from persistence.saver_mixins import PRUNE_STATEMENTS as PRUNE_STATEMENTS
-from persistence.saver_mixins import AsyncKeepNewestSaver as AsyncKeepNewestSaver
-from persistence.saver_mixins import KeepNewestSaver as KeepNewestSaver
-from persistence.saver_mixins import OwnerCheckedAsyncSqliteSaver as OwnerCheckedAsyncSqliteSaver
-from persistence.saver_mixins import OwnerCheckedSqliteSaver as OwnerCheckedSqliteSaver
-from persistence.saver_mixins import prune_parameters as prune_parameters
-from persistence.saver_mixins import prune_strategy as prune_strategy
+from persistence.saver_mixins import PRUNE_STATEMENTS, prune_parameters
 from persistence.thread_access import THREAD_SCOPE_SEPARATOR as THREAD_SCOPE_SEPARATOR
 from persistence.thread_access import CheckpointLookup as CheckpointLookup
 from persistence.thread_access import ThreadAccessError as ThreadAccessError
