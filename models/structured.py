@@ -7,7 +7,8 @@ embedded 135M model, an OpenAI-compatible server that may or may not support `re
 1. If the model supports it, ask for grammar/JSON-schema constrained output (`with_structured_output(...,
    method="json_schema")`). A reply that does not validate is still parsed leniently before giving up.
 2. Otherwise, or when that fails, ask the plain model for a JSON object with the fields listed in the
-   prompt and parse it leniently (`models.lenient`), filling missing fields from a caller-given default.
+   prompt (`models.json_prompt`) and parse it leniently (`models.lenient`), filling missing fields from a
+   caller-given default.
 3. One retry, with the reason of the failure appended to the prompt; then the default, `ok=False`.
 
 The strategy is expressed with langchain-core's own combinators: the json_schema attempt `.with_fallbacks`
@@ -24,10 +25,7 @@ normal, and retrying the prompt cannot help.
 
 from __future__ import annotations
 
-import enum
-import json
 import logging
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,13 +33,12 @@ from functools import partial
 from typing import Any, Generic, TypeVar
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import BaseMessage, HumanMessage, convert_to_messages
-from langchain_core.prompt_values import PromptValue
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import BaseModel
-from pydantic.fields import FieldInfo
 
 from models.errors import raise_if_unavailable
+from models.json_prompt import as_messages, with_instruction
 from models.lenient import LenientParseError, parse_reply
 
 logger = logging.getLogger(__name__)
@@ -50,15 +47,8 @@ M = TypeVar("M", bound=BaseModel)
 
 #: Model calls that may produce an answer: the first try and one retry.
 MAX_ATTEMPTS = 2
-#: How much of a failure reason is echoed back to the model in the retry prompt.
-MAX_ERROR_IN_PROMPT = 200
 #: How much of the raw reply is kept in logs.
 MAX_RAW_IN_LOG = 300
-
-FORMAT_INSTRUCTION = (
-    "Answer with a JSON object only, no other text, with these keys:\n{fields}\nStart your reply with {{"
-)
-RETRY_INSTRUCTION = "Your previous reply could not be used ({error}). Reply with only the JSON object."
 
 
 @dataclass
@@ -109,7 +99,7 @@ def invoke_structured(
     """Ask `model` for a `schema` instance; see the module docstring for the strategy. Never raises for
     unusable model output (`ok=False` and `value=default` then); raises ModelUnavailableError when the
     endpoint is down."""
-    tally = _Tally(model, schema, default, _as_messages(messages), max_tokens)
+    tally = _Tally(model, schema, default, as_messages(messages), max_tokens)
     try:
         result = _strategy(supports_json_schema).invoke(tally, config)
     except _Unusable:
@@ -128,7 +118,7 @@ async def ainvoke_structured(
     config: RunnableConfig | None = None,
 ) -> StructuredResult[M]:
     """Async `invoke_structured`: same strategy, same guarantees; cancellation still propagates."""
-    tally = _Tally(model, schema, default, _as_messages(messages), max_tokens)
+    tally = _Tally(model, schema, default, as_messages(messages), max_tokens)
     try:
         result = await _strategy(supports_json_schema).ainvoke(tally, config)
     except _Unusable:
@@ -240,7 +230,7 @@ def _attempt(tally: _Tally[Any], config: RunnableConfig, *, constrained: bool) -
     runnable = _runnable(tally, constrained)
     if isinstance(runnable, _Outcome):
         return tally.settle(constrained, runnable)
-    prompt = tally.messages if constrained else _with_instruction(tally.messages, tally.schema, tally.error)
+    prompt = tally.messages if constrained else with_instruction(tally.messages, tally.schema, tally.error)
     try:
         outcome = _read(constrained, runnable.invoke(prompt, config))
     except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
@@ -256,7 +246,7 @@ async def _aattempt(
     runnable = _runnable(tally, constrained)
     if isinstance(runnable, _Outcome):
         return tally.settle(constrained, runnable)
-    prompt = tally.messages if constrained else _with_instruction(tally.messages, tally.schema, tally.error)
+    prompt = tally.messages if constrained else with_instruction(tally.messages, tally.schema, tally.error)
     try:
         outcome = _read(constrained, await runnable.ainvoke(prompt, config))
     except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
@@ -341,82 +331,6 @@ def _salvage(error: Exception) -> tuple[str, dict[str, int]]:
         "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
         "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
     }
-
-
-# --- prompts -----------------------------------------------------------------------------------------------
-
-
-def _as_messages(messages: LanguageModelInput) -> list[BaseMessage]:
-    if isinstance(messages, PromptValue):
-        return messages.to_messages()
-    if isinstance(messages, str):
-        return [HumanMessage(content=messages)]
-    return convert_to_messages(messages)
-
-
-def _with_instruction(
-    messages: list[BaseMessage], schema: type[BaseModel], error: str | None
-) -> list[BaseMessage]:
-    """The conversation with the JSON instruction (and the last failure) added to the final user turn:
-    small models follow an instruction at the end of the prompt far better than one in a system message."""
-    instruction = FORMAT_INSTRUCTION.format(fields=describe_fields(schema))
-    if error:
-        instruction += "\n" + RETRY_INSTRUCTION.format(error=error[:MAX_ERROR_IN_PROMPT])
-    if messages and isinstance(messages[-1], HumanMessage) and isinstance(messages[-1].content, str):
-        last = messages[-1]
-        return [*messages[:-1], HumanMessage(content=f"{last.content}\n\n{instruction}")]
-    return [*messages, HumanMessage(content=instruction)]
-
-
-def describe_fields(schema: type[BaseModel]) -> str:
-    """One line per field: key, expected value and description, as the plain-JSON prompt lists them."""
-    lines = []
-    for name, info in schema.model_fields.items():
-        key = info.alias or name
-        description = f" - {info.description}" if info.description else ""
-        lines.append(f'- "{key}": {_describe_type(info.annotation, info)}{description}')
-    return "\n".join(lines)
-
-
-def _describe_type(annotation: Any, info: FieldInfo | None) -> str:
-    origin = typing.get_origin(annotation)
-    if origin is typing.Literal:
-        return "one of " + ", ".join(json.dumps(choice) for choice in typing.get_args(annotation))
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-        return "one of " + ", ".join(json.dumps(member.value) for member in annotation)
-    if annotation is bool:
-        return "true or false"
-    if annotation in (int, float):
-        kind = "integer" if annotation is int else "number"
-        low, high = _bounds(info)
-        if low is not None and high is not None:
-            return f"{kind} from {low} to {high}"
-        if low is not None:
-            return f"{kind} >= {low}"
-        if high is not None:
-            return f"{kind} <= {high}"
-        return kind
-    if annotation is str:
-        return "string"
-    if origin in (list, tuple, set, frozenset):
-        args = typing.get_args(annotation)
-        return f"list of {_describe_type(args[0], None)}" if args else "list"
-    if origin in (typing.Union, types.UnionType):
-        arms = [arm for arm in typing.get_args(annotation) if arm is not type(None)]
-        return " or ".join(_describe_type(arm, info) for arm in arms) + " (or null)"
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return "object with keys " + ", ".join(f'"{key}"' for key in annotation.model_fields)
-    return "value"
-
-
-def _bounds(info: FieldInfo | None) -> tuple[Any, Any]:
-    low = high = None
-    for item in info.metadata if info is not None else ():
-        low = next((v for v in (getattr(item, "ge", None), getattr(item, "gt", None)) if v is not None), low)
-        high = next(
-            (v for v in (getattr(item, "le", None), getattr(item, "lt", None)) if v is not None), high
-        )
-    return low, high
 
 
 def _text_of(message: Any) -> str:
