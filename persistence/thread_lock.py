@@ -13,6 +13,11 @@ A caller waits up to `RAG_THREAD_LOCK_TIMEOUT_S`, then gets ThreadBusyError (CLI
 refusal the user can retry, never a silently lost turn. The file name is a hash, so any thread id (slashes,
 dots, very long) is a safe name.
 
+Why not the `filelock` package (used for the SQLite migration lock, persistence/database.py): its FileLock
+keeps the lock file after release by design (deleting it races with a waiter that has it open), so the
+locks folder would keep one file per thread id ever used; this lock removes its file while still holding it
+and a waiter re-checks the inode after locking, which is what `_try_lock` and `_FileLock.release` add.
+
 Across machines: when RAG_DATABASE_URL names PostgreSQL (conversations shared by several workers, maybe on
 several hosts, where a file lock excludes nobody) the lock is a session-level advisory lock on that database
 instead, `pg_try_advisory_lock(key)` with key = the first 8 bytes of SHA-1("rag-thread:" + thread id), held on
