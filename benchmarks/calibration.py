@@ -109,7 +109,7 @@ def candidate_of(record: Mapping[str, Any]) -> Candidate | str:
     return Candidate(
         qid=str(complete.get("qid", "")),
         answerable=answerable,
-        correct=answerable and not always_declined and float(complete["candidate_accuracy"]) == 1.0,
+        correct=answerable and not always_declined and float(complete["candidate_contains_gold"]) == 1.0,
         confidence=None if confidence is None else float(confidence),
         always_declined=always_declined,
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evals.qa_scoring import current_names
 from models.local_catalog import CATALOG
 
 #: Longest median end-to-end answer time a default model may take (s), on an idle 2-core machine.
@@ -57,15 +58,16 @@ def catalog_name(model_description: str) -> str:
 
 def model_row(summary: Mapping[str, Any]) -> dict[str, Any]:
     """What the rule reads of one QA summary (`rag eval qa --json`)."""
+    summary = current_names(summary)  # QA reports written before issue 22 said "accuracy"
     name = catalog_name(str(summary.get("model") or ""))
-    answerability = summary.get("answerability") or {}
+    answerability = current_names(summary.get("answerability") or {})
     return {
         "model": name,
         "instruct": CATALOG[name].instruct,  # type: ignore[index]  # catalog_name returns catalog keys
-        "accuracy": float(summary["accuracy"]),
-        "answerable_accuracy": answerability.get("answerable_accuracy"),
+        "contains_gold": float(summary["contains_gold"]),
+        "answerable_contains_gold": answerability.get("answerable_contains_gold"),
         "unanswerable_declined_rate": answerability.get("unanswerable_declined_rate"),
-        "short_accuracy": summary.get("short_accuracy"),
+        "short_contains_gold": summary.get("short_contains_gold"),
         "latency_p50_s": float(summary["latency_p50_s"]),
         "latency_p95_s": summary.get("latency_p95_s"),
         "prompt_tokens_per_question": summary.get("prompt_tokens_per_question"),
@@ -109,7 +111,7 @@ def model_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "model": rows[0]["model"],
         "instruct": rows[0]["instruct"],
-        "accuracy": round(sum(row["accuracy"] for row in rows) / len(rows), 4),
+        "contains_gold": round(sum(row["contains_gold"] for row in rows) / len(rows), 4),
         "latency_p50_s": max(row["latency_p50_s"] for row in rows),
         "errors": sum(row["errors"] for row in rows),
         "questions": sum(row["questions"] for row in rows),
@@ -135,7 +137,7 @@ def choose_model(
     ]
     if not eligible:
         return None
-    best = max(eligible, key=lambda model: (model["accuracy"], -model["latency_p50_s"]))
+    best = max(eligible, key=lambda model: (model["contains_gold"], -model["latency_p50_s"]))
     return str(best["model"])
 
 
@@ -151,7 +153,7 @@ def model_choice_report(
     for row in rows:
         per_model.setdefault(str(row["model"]), []).append(row)
     models = sorted(
-        (model_summary(runs) for runs in per_model.values()), key=lambda model: -model["accuracy"]
+        (model_summary(runs) for runs in per_model.values()), key=lambda model: -model["contains_gold"]
     )
     missing = {
         str(model["model"]): [name for name in required if name not in model["datasets"]] for model in models
@@ -162,7 +164,7 @@ def model_choice_report(
         "p50_budget_s": MODEL_CHOICE_P50_BUDGET_S,
         "required_datasets": list(required),
         "machine": summaries[0].get("machine"),
-        "runs": sorted(rows, key=lambda row: (str(row["dataset"]), -row["accuracy"])),
+        "runs": sorted(rows, key=lambda row: (str(row["dataset"]), -row["contains_gold"])),
         "models": models,
         "missing": missing,
         "chosen": None if missing else choose_model(models, required=required),

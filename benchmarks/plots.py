@@ -19,10 +19,11 @@ BAR_LABEL_FORMAT = "%.3g"
 
 
 def plot_qa_accuracy(runs: Sequence[tuple[str, Mapping[str, Any]]], path: Path) -> Path | None:
-    """Answer accuracy (left) and model calls per question (right) of each (run label, QA report), one bar
-    per pipeline within each run: the agentic-against-naive question of the QA targets at a glance, quality
-    beside its price. Reports without an answer accuracy (older runs) are left out; None when none has it."""
-    usable = [(label, report) for label, report in runs if report.get("accuracy") is not None]
+    """Gold contained in the answer (left) and model calls per question (right) of each (run label, QA
+    report, its keys current: evals.qa_scoring.current_names), one bar per pipeline within each run: the
+    agentic-against-naive question of the QA targets at a glance, quality beside its price. Reports without
+    the score (older runs) are left out; None when none has it."""
+    usable = [(label, report) for label, report in runs if report.get("contains_gold") is not None]
     if not usable:
         return None
     labels = list(dict.fromkeys(label for label, _report in usable))
@@ -32,7 +33,7 @@ def plot_qa_accuracy(runs: Sequence[tuple[str, Mapping[str, Any]]], path: Path) 
     figure.set_size_inches(FIGURE_SIZE[0] * 1.4, max(FIGURE_SIZE[1], 0.45 * len(labels) * len(pipelines)))
     for column, (key, title) in enumerate(
         (
-            ("accuracy", "answer accuracy (gold contained)"),
+            ("contains_gold", "gold contained in the answer"),
             ("llm_calls_per_question", "model calls per question"),
         )
     ):
@@ -47,7 +48,7 @@ def plot_qa_accuracy(runs: Sequence[tuple[str, Mapping[str, Any]]], path: Path) 
         axes.grid(axis="x", alpha=0.3)
         if column:
             axes.set_yticks([])
-    figure.suptitle("Question answering: accuracy and its price, per run")
+    figure.suptitle("Question answering: gold contained in the answer and its price, per run")
     return save_figure(figure, path)
 
 

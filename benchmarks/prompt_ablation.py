@@ -174,8 +174,8 @@ def question_record(
         "raw": raw[:400],
         "short_em": scores["em"],
         "short_f1": scores["f1"],
-        "short_accuracy": scores["accuracy"],
-        "answer_accuracy": score_answer(draft, example.answers)["accuracy"],
+        "short_contains_gold": scores["contains_gold"],
+        "answer_contains_gold": score_answer(draft, example.answers)["contains_gold"],
         "formatted": float(bool(short)),
         "grounded": float(is_grounded_short_answer(short, example.question, documents)),
         "completion_tokens": tokens,
@@ -183,11 +183,14 @@ def question_record(
     }
 
 
+#: Score names of results written before issue 22 (they said "accuracy"): current name -> old name.
+LEGACY_NAMES = {"short_contains_gold": "short_accuracy", "answer_contains_gold": "answer_accuracy"}
+
 SUMMARY_KEYS = (
     "short_em",
     "short_f1",
-    "short_accuracy",
-    "answer_accuracy",
+    "short_contains_gold",
+    "answer_contains_gold",
     "formatted",
     "grounded",
     "completion_tokens",
@@ -252,15 +255,16 @@ def run_prompt_ablation(
 def markdown_table(report: dict[str, Any]) -> list[str]:
     """The README table of a results file."""
     lines = [
-        "| variant | questions (HotpotQA+CMRC) | short EM | short F1 | short acc. | answer acc. | format "
-        "followed | grounded | completion tokens | s/question |",
+        "| variant | questions (HotpotQA+CMRC) | short EM | short F1 | short contains gold | contains gold "
+        "| format followed | grounded | completion tokens | s/question |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in report["variants"].items():
+        row = {**{new: row[old] for new, old in LEGACY_NAMES.items() if old in row}, **row}
         by = row["by_dataset"]
         lines.append(
             f"| {name} | {by['hotpotqa']['questions']}+{by['cmrc']['questions']} | {row['short_em']:.3f} "
-            f"| {row['short_f1']:.3f} | {row['short_accuracy']:.3f} | {row['answer_accuracy']:.3f} "
+            f"| {row['short_f1']:.3f} | {row['short_contains_gold']:.3f} | {row['answer_contains_gold']:.3f} "
             f"| {row['formatted']:.3f} | {row['grounded']:.3f} | {row['completion_tokens']:.1f} "
             f"| {row['seconds']:.1f} |"
         )

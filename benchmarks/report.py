@@ -19,6 +19,7 @@ from typing import Any
 
 from benchmarks.plots import plot_latency_per_node, plot_qa_accuracy, plot_retrieval_ndcg
 from evals.qa_plot import QA_PLOT, is_qa_report, plot_qa_f1_vs_llm_calls
+from evals.qa_scoring import current_names
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ def load_results(results_dir: Path) -> Results:
         if kind is None:
             logger.info("skipping %s: not a benchmark report", path)
             continue
+        if kind == "qa":
+            report = current_names(report)  # QA reports written before issue 22 said "accuracy"
         getattr(results, kind).append((path.stem, report))
     return results
 
@@ -183,7 +186,7 @@ def qa_section(results: Results, written: set[str]) -> list[str]:
         "",
         "Datasets: " + ", ".join(f"{label} = {report.get('dataset')}" for label, report in runs) + ".",
     ]
-    lines += ["", *_image(QA_ACCURACY_PLOT, "answer accuracy and model calls per run", written)]
+    lines += ["", *_image(QA_ACCURACY_PLOT, "gold contained in the answer and model calls per run", written)]
     lines += _image(QA_PLOT, "F1 against LLM calls per question", written)
     breakdown_rows = [
         [
@@ -398,8 +401,8 @@ README_QA_COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("n", "n", None),
     ("EM", "em", 3),
     ("F1", "f1", 3),
-    ("acc.", "accuracy", 3),
-    ("short acc.", "short_accuracy", 3),
+    ("contains gold", "contains_gold", 3),
+    ("short contains gold", "short_contains_gold", 3),
     ("support R@5", "support_recall@5", 3),
     ("citation precision", "citation_precision", 3),
     ("not found", "not_found_rate", 3),
@@ -437,7 +440,7 @@ def readme_qa_table(paths: Sequence[Path]) -> list[str]:
     numbers drift from the runs."""
     runs = []
     for path in paths:
-        report = json.loads(Path(path).read_text(encoding="utf-8"))
+        report = current_names(json.loads(Path(path).read_text(encoding="utf-8")))
         runs.append((run_label(Path(path).stem, report), report))
     return qa_table(runs)
 

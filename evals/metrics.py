@@ -202,6 +202,27 @@ def exact_match(prediction: str, gold_answers: str | Sequence[str]) -> float:
     return max(float(normalized_prediction == normalize_answer(gold)) for gold in _gold_list(gold_answers))
 
 
+def contains_gold_answer(prediction: str, gold_answers: Sequence[str]) -> float:
+    """1.0 when a gold answer's normalised tokens occur, in order and contiguous, in the prediction's.
+
+    What the QA reports publish as `contains_gold` (and the campaigns' model and prompt comparisons too):
+    the Adaptive-RAG paper's "accuracy" (Jeong et al., 2024), which credits a right answer inside a longer
+    reply that EM rejects, measured on token boundaries rather than as a substring.
+
+    Token boundaries matter: "1931" is not found in "19310"; for Chinese the tokens are characters (CMRC's
+    segmentation). An unanswerable question (no gold answer) is accurate only with an empty prediction.
+    """
+    predicted = answer_tokens(prediction)
+    golds = [tokens for tokens in (answer_tokens(gold) for gold in gold_answers) if tokens]
+    if not golds:
+        return float(not predicted)
+    for gold in golds:
+        width = len(gold)
+        if any(predicted[start : start + width] == gold for start in range(len(predicted) - width + 1)):
+            return 1.0
+    return 0.0
+
+
 def _overlap_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
     """SQuAD's token F1; when either side is empty, 1.0 only if both are (unanswerable questions)."""
     if not prediction_tokens or not gold_tokens:

@@ -20,6 +20,7 @@ from evals.qa_scoring import (
     SCORE_KEYS,
     SUPPORT_RECALL_KEY,
     UNRECORDED_REASON,
+    current_names,
     rescored,
     rounded,
     with_candidate,
@@ -50,19 +51,19 @@ def _rate(count: int, total: int) -> float | None:
 
 
 def answerability_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """How the run treated answerable and unanswerable questions: accuracy and not-found rate on the
+    """How the run treated answerable and unanswerable questions: gold containment and not-found rate on the
     answerable ones, the share of unanswerable ones declined, and of all declines how many threw away a
     correct answer (their candidate held a gold answer). Rates over an empty group are None."""
     complete = [with_candidate(rescored(record)) for record in records]
     answerable = [record for record in complete if record["answerable"]]
     unanswerable = [record for record in complete if not record["answerable"]]
     declines = [record for record in complete if record.get("not_found")]
-    declines_with_gold = sum(1 for record in declines if float(record["candidate_accuracy"]) == 1.0)
+    declines_with_gold = sum(1 for record in declines if float(record["candidate_contains_gold"]) == 1.0)
     return {
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
-        "answerable_accuracy": _rate(
-            sum(float(record["accuracy"]) == 1.0 for record in answerable), len(answerable)
+        "answerable_contains_gold": _rate(
+            sum(float(record["contains_gold"]) == 1.0 for record in answerable), len(answerable)
         ),
         "answerable_not_found_rate": _rate(
             sum(bool(record.get("not_found")) for record in answerable), len(answerable)
@@ -93,7 +94,8 @@ def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Why answers were "not found" (count per reason group) and what the answerability check threw away:
     of the answers it declined, how many held a gold answer (its false declines) - the evidence for or
     against the check, measured on the run itself rather than argued."""
-    declined = [record for record in records if record.get("declined_accuracy") is not None]
+    records = [current_names(record) for record in records]
+    declined = [record for record in records if record.get("declined_contains_gold") is not None]
     groups = [
         reason_group(str(record.get("not_found_reason") or ""))
         for record in records
@@ -102,7 +104,7 @@ def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {
         "reasons": {name: groups.count(name) for name in sorted(set(groups))},
         "declined_answers": len(declined),
-        "declined_with_gold": int(sum(float(record["declined_accuracy"]) for record in declined)),
+        "declined_with_gold": int(sum(float(record["declined_contains_gold"]) for record in declined)),
     }
 
 

@@ -4,7 +4,8 @@ Why records first and numbers second: a record holds everything measured for one
 retrieved and cited passages, cost), so an interrupted run resumes from its records and any aggregate can be
 recomputed, or broken down another way, without running a model again. Four answer scores, each on the
 full answer and on its short answer (`short_answer`, the phrase or yes/no the answer starts with; the full
-answer when a record has none): EM, F1, answer accuracy, whether a gold answer is contained in the
+answer when a record has none): EM, F1, `contains_gold` (published as "accuracy" before issue 22), whether a
+gold answer is contained in the
 prediction (normalised, on token boundaries), as in the Adaptive-RAG paper (Jeong et al., 2024), which
 credits a correct answer inside a longer reply that EM rejects, and ROUGE-L (evals.metrics.rouge_l: the
 F-measure of the longest common token subsequence, with characters as tokens for Chinese, as F1), which
@@ -31,8 +32,8 @@ from typing import Any
 from core.text import strip_references
 from evals.datasets import QAExample
 from evals.metrics import (
-    answer_tokens,
     citation_precision,
+    contains_gold_answer,
     exact_match,
     f1_score,
     rouge_l,
@@ -63,51 +64,54 @@ NOT_FOUND_REASONS: tuple[str, ...] = (
 UNRECORDED_REASON = "unrecorded"
 
 
-def answer_accuracy(prediction: str, gold_answers: Sequence[str]) -> float:
-    """1.0 when a gold answer's normalised tokens occur, in order and contiguous, in the prediction's.
-
-    Token boundaries matter: "1931" is not found in "19310"; for Chinese the tokens are characters (CMRC's
-    segmentation). An unanswerable question (no gold answer) is accurate only with an empty prediction.
-    """
-    predicted = answer_tokens(prediction)
-    golds = [tokens for tokens in (answer_tokens(gold) for gold in gold_answers) if tokens]
-    if not golds:
-        return float(not predicted)
-    for gold in golds:
-        width = len(gold)
-        if any(predicted[start : start + width] == gold for start in range(len(predicted) - width + 1)):
-            return 1.0
-    return 0.0
-
-
 def answer_scores(prediction: str, short: str, gold_answers: Sequence[str]) -> dict[str, float]:
-    """EM, F1, accuracy and ROUGE-L of the answer (markers stripped) and of its short answer (the answer when
-    none). ROUGE-L is the best over the gold answers; with none (an old record of an unanswerable question)
-    it compares with the empty answer, as EM and F1 do."""
+    """EM, F1, gold containment and ROUGE-L of the answer (markers stripped) and of its short answer (the
+    answer when none). ROUGE-L is the best over the gold answers; with none (an old record of an unanswerable
+    question) it compares with the empty answer, as EM and F1 do."""
     full = strip_references(prediction)
     short = strip_references(short) if short.strip() else full
     references = list(gold_answers) or [""]
     return {
         "em": exact_match(full, gold_answers),
         "f1": round(f1_score(full, gold_answers), DIGITS),
-        "accuracy": answer_accuracy(full, gold_answers),
+        "contains_gold": contains_gold_answer(full, gold_answers),
         "rouge_l": round(rouge_l(full, references), DIGITS),
         "short_em": exact_match(short, gold_answers),
         "short_f1": round(f1_score(short, gold_answers), DIGITS),
-        "short_accuracy": answer_accuracy(short, gold_answers),
+        "short_contains_gold": contains_gold_answer(short, gold_answers),
         "short_rouge_l": round(rouge_l(short, references), DIGITS),
     }
+
+
+#: Names records and reports wrote before issue 22 (the gold containment was published as "accuracy"):
+#: current name -> old name. Readers go through `current_names`, so committed files stay readable.
+LEGACY_NAMES = {
+    "contains_gold": "accuracy",
+    "short_contains_gold": "short_accuracy",
+    "candidate_contains_gold": "candidate_accuracy",
+    "declined_contains_gold": "declined_accuracy",
+    "answerable_contains_gold": "answerable_accuracy",
+}
+
+
+def current_names(mapping: Mapping[str, Any]) -> dict[str, Any]:
+    """A record or report with each value written under a legacy name also under its current name (a value
+    under the current name wins)."""
+    renamed = {
+        new: mapping[old] for new, old in LEGACY_NAMES.items() if old in mapping and new not in mapping
+    }
+    return {**mapping, **renamed}
 
 
 #: The per-record answer scores (answer_scores) and how each aggregate names their mean.
 SCORE_KEYS: tuple[str, ...] = (
     "em",
     "f1",
-    "accuracy",
+    "contains_gold",
     "rouge_l",
     "short_em",
     "short_f1",
-    "short_accuracy",
+    "short_contains_gold",
     "short_rouge_l",
 )
 
@@ -139,15 +143,16 @@ def candidate_answer(answer: str, not_found: bool, declined_answer: str) -> str:
     return declined_answer if not_found and declined_answer else answer
 
 
-def candidate_accuracy(
+def candidate_contains_gold(
     answer: str, not_found: bool, declined_answer: str, gold_answers: Sequence[str], answerable: bool
 ) -> float:
-    """Answer accuracy of the candidate answer; 0 for an unanswerable question (any answer shown there is
-    wrong) and for a not-found reply nobody declined (it holds no answer)."""
+    """Whether the candidate answer contains a gold answer (contains_gold_answer); 0 for an unanswerable
+    question (any answer shown there is wrong) and for a not-found reply nobody declined (it holds no
+    answer)."""
     if not answerable or (not_found and not declined_answer):
         return 0.0
     candidate = candidate_answer(answer, not_found, declined_answer)
-    return answer_accuracy(strip_references(candidate), gold_answers)
+    return contains_gold_answer(strip_references(candidate), gold_answers)
 
 
 def confidence_of(result: Mapping[str, Any]) -> float | None:
@@ -204,8 +209,8 @@ def question_record(
         "not_found_reason": str(result.get("not_found_reason") or ""),
         # The answer the not-found check replaced, and whether it held a gold answer: the check's cost.
         "declined_answer": declined,
-        "declined_accuracy": (
-            answer_accuracy(strip_references(declined), example.answers) if example.answerable else 0.0
+        "declined_contains_gold": (
+            contains_gold_answer(strip_references(declined), example.answers) if example.answerable else 0.0
         )
         if declined
         else None,
@@ -213,7 +218,7 @@ def question_record(
         # decline, whether it is right, and the model's confidence in it.
         "answer_confidence": confidence_of(result),
         "candidate_answer": candidate_answer(prediction, not_found, declined),
-        "candidate_accuracy": candidate_accuracy(
+        "candidate_contains_gold": candidate_contains_gold(
             prediction, not_found, declined, example.answers, example.answerable
         ),
         # What the term checks alone decided on an answer that had a confidence (None: they decided the
@@ -257,7 +262,7 @@ def error_record(
         "not_found": False,
         "answer_confidence": None,
         "candidate_answer": "",
-        "candidate_accuracy": 0.0,
+        "candidate_contains_gold": 0.0,
         "llm_calls": 0,
         "prompt_tokens": 0,
         "completion_tokens": 0,
@@ -272,10 +277,11 @@ def error_record(
 
 def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record with the answer scores it lacks computed from its prediction (records written before
-    accuracy, short answers or ROUGE-L were measured; their short answer is the whole answer). An
+    gold containment, short answers or ROUGE-L were measured; their short answer is the whole answer). An
     unanswerable question's missing scores are its declined scores, as when it was answered."""
+    record = current_names(record)
     if all(key in record for key in SCORE_KEYS):
-        return dict(record)
+        return record
     if record.get("answerable") is False:
         scores = declined_scores(bool(record.get("not_found")))
     else:
@@ -288,8 +294,9 @@ def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def with_candidate(record: Mapping[str, Any]) -> dict[str, Any]:
     """A record with the answerability fields it lacks filled in (records written before they existed):
-    answerable when it has gold answers, no confidence, and the candidate answer and its accuracy
+    answerable when it has gold answers, no confidence, and the candidate answer and its gold containment
     recomputed from the prediction and the declined answer."""
+    record = current_names(record)
     answers = [str(answer) for answer in record.get("answers") or []]
     answerable = bool(record.get("answerable", bool(answers) or "answers" not in record))
     prediction = str(record.get("prediction") or "")
@@ -299,6 +306,8 @@ def with_candidate(record: Mapping[str, Any]) -> dict[str, Any]:
         "answerable": answerable,
         "answer_confidence": None,
         "candidate_answer": candidate_answer(prediction, not_found, declined),
-        "candidate_accuracy": candidate_accuracy(prediction, not_found, declined, answers, answerable),
+        "candidate_contains_gold": candidate_contains_gold(
+            prediction, not_found, declined, answers, answerable
+        ),
     }
     return {**defaults, **record}

@@ -39,7 +39,7 @@ LINE_LABELS = (*ANSWER_LABELS, "Explanation:", "解释：", "解释:")
 def first_line_range(text: str) -> tuple[int, int] | None:
     """Character range of the reply's first line with words, its label ("Answer:", "Explanation:") left
     out; None when the reply has no words. A candidate signal for a reply without a short answer
-    (scripts/confidence_variants.py compares it with the short answer's on development records)."""
+    (benchmarks/confidence_variants.py compares it with the short answer's on development records)."""
     start = 0
     while start < len(text):
         end = text.find("\n", start)

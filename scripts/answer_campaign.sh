@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The answer-quality runs of docs/answer-quality.md (issue 19), each resumable from its per-question records
-# under results/runs/, then the table (scripts/answer_table.py). The confidence decline is disabled so that
+# under results/runs/, then the table (benchmarks/answer_table.py). The confidence decline is disabled so that
 # `python -m benchmarks calibrate` can replay any threshold on the records; the answer cache is off.
 #   SQuAD 2.0 mixed (answerable + unanswerable), test half: whole chunks vs compressed evidence (naive),
 #   agentic, and the 1.5B model; HotpotQA (the file's first questions, pooled corpus): naive vs agentic.
@@ -30,4 +30,4 @@ run compressed-cmrc2018-test-naive "$CMRC" naive test
 run compressed-cmrc2018-test-agentic "$CMRC" agentic test
 run compressed-hotpotqa-naive "$HOTPOTQA" naive
 run compressed-hotpotqa-agentic "$HOTPOTQA" agentic
-.venv/bin/python scripts/answer_table.py results/runs/{wholechunks-squad-test-naive,compressed-squad-test-naive,compressed-squad-test-agentic,compressed-squad-test-gold,compressed-1.5b-squad-test-naive,compressed-cmrc2018-test-naive,compressed-cmrc2018-test-agentic,compressed-hotpotqa-naive,compressed-hotpotqa-agentic}.jsonl
+.venv/bin/python -m benchmarks.answer_table results/runs/{wholechunks-squad-test-naive,compressed-squad-test-naive,compressed-squad-test-agentic,compressed-squad-test-gold,compressed-1.5b-squad-test-naive,compressed-cmrc2018-test-naive,compressed-cmrc2018-test-agentic,compressed-hotpotqa-naive,compressed-hotpotqa-agentic}.jsonl

@@ -215,20 +215,20 @@ def test_an_unanswerable_question_is_correct_only_when_declined() -> None:
         _example(False), {"answer": NOT_FOUND_EN, "not_found": True, "answer_confidence": -1.5}, latency_s=0.1
     )
     assert declined["answerable"] is False
-    assert declined["accuracy"] == 1.0 and declined["em"] == 1.0 and declined["short_f1"] == 1.0
-    assert declined["candidate_accuracy"] == 0.0 and declined["candidate_answer"] == NOT_FOUND_EN
+    assert declined["contains_gold"] == 1.0 and declined["em"] == 1.0 and declined["short_f1"] == 1.0
+    assert declined["candidate_contains_gold"] == 0.0 and declined["candidate_answer"] == NOT_FOUND_EN
     assert declined["answer_confidence"] == -1.5
     shown = question_record(
         _example(False), {"answer": "Ilsa Marrow [1].", "not_found": False}, latency_s=0.1
     )
-    assert shown["accuracy"] == 0.0 and shown["f1"] == 0.0 and shown["candidate_accuracy"] == 0.0
+    assert shown["contains_gold"] == 0.0 and shown["f1"] == 0.0 and shown["candidate_contains_gold"] == 0.0
     assert shown["answer_confidence"] is None
     failed = error_record(_example(False), RuntimeError("x"), latency_s=0.1)
-    assert failed["accuracy"] == 0.0 and failed["answerable"] is False
+    assert failed["contains_gold"] == 0.0 and failed["answerable"] is False
 
 
 def test_the_record_keeps_the_reply_logprobs_and_the_term_checks_verdict() -> None:
-    """Other confidence signals (scripts/confidence_variants.py) are replayed from these two fields."""
+    """Other confidence signals (benchmarks/confidence_variants.py) are replayed from these two fields."""
     info = {"reply_logprobs": [["Answer", -0.1], [": Ilsa", -0.4]], "term_check_reason": "no passage says it"}
     record = question_record(
         _example(True), {"answer": "Ilsa Marrow [1].", "prompt_info": info}, latency_s=0.1
@@ -245,21 +245,22 @@ def test_the_candidate_is_the_declined_answer_and_is_scored_against_gold() -> No
         "answer_confidence": -0.3,
     }
     record = question_record(_example(True), result, latency_s=0.1)
-    assert record["accuracy"] == 0.0  # what was shown: "not found"
+    assert record["contains_gold"] == 0.0  # what was shown: "not found"
     assert (
-        record["candidate_answer"] == "Ilsa Marrow [1] repainted it." and record["candidate_accuracy"] == 1.0
+        record["candidate_answer"] == "Ilsa Marrow [1] repainted it."
+        and record["candidate_contains_gold"] == 1.0
     )
     answered = question_record(
         _example(True), {"answer": "Ilsa Marrow [1].", "not_found": False}, latency_s=0.1
     )
-    assert answered["candidate_answer"] == "Ilsa Marrow [1]." and answered["candidate_accuracy"] == 1.0
+    assert answered["candidate_answer"] == "Ilsa Marrow [1]." and answered["candidate_contains_gold"] == 1.0
 
 
 def test_old_records_get_defaults_and_the_report_summarises_answerability() -> None:
     old = {"qid": "o", "answers": ["Ilsa Marrow"], "prediction": "Ilsa Marrow.", "not_found": False}
     filled = with_candidate(old)
     assert filled["answerable"] is True and filled["answer_confidence"] is None
-    assert filled["candidate_answer"] == "Ilsa Marrow." and filled["candidate_accuracy"] == 1.0
+    assert filled["candidate_answer"] == "Ilsa Marrow." and filled["candidate_contains_gold"] == 1.0
     assert with_candidate({"qid": "n", "answers": [], "prediction": "x"})["answerable"] is False
 
     def record(example: QAExample, result: dict[str, Any]) -> dict[str, Any]:
@@ -280,7 +281,7 @@ def test_old_records_get_defaults_and_the_report_summarises_answerability() -> N
     assert summary == {
         "answerable": 4,
         "unanswerable": 2,
-        "answerable_accuracy": 0.25,
+        "answerable_contains_gold": 0.25,
         "answerable_not_found_rate": 0.5,
         "unanswerable_declined_rate": 0.5,
         "declines": 3,

@@ -77,7 +77,7 @@ def test_a_record_is_scored_on_the_parsed_short_answer() -> None:
     bench = FakeBench("Answer: Mara Velt\nExplanation: It was founded by Mara Velt [1].")
     record = question_record(bench, "few-shot", EXAMPLE, Context())  # type: ignore[arg-type]
     assert record["short_answer"] == "Mara Velt"
-    assert (record["short_em"], record["short_accuracy"], record["formatted"], record["grounded"]) == (
+    assert (record["short_em"], record["short_contains_gold"], record["formatted"], record["grounded"]) == (
         1.0,
         1.0,
         1.0,
@@ -90,11 +90,11 @@ def test_no_stop_calls_without_stop_sequences_and_a_wrong_answer_scores_zero() -
     bench = FakeBench("Answer: Tom Ferro\nExplanation: Tom Ferro founded it [1].")
     record = question_record(bench, "no-stop", EXAMPLE, Context())  # type: ignore[arg-type]
     assert bench.model.stops == [None]
-    assert (record["short_em"], record["short_accuracy"], record["grounded"]) == (0.0, 0.0, 0.0)
+    assert (record["short_em"], record["short_contains_gold"], record["grounded"]) == (0.0, 0.0, 0.0)
 
 
 def test_summary_and_table_per_variant() -> None:
-    keys = ("short_em", "short_f1", "short_accuracy", "answer_accuracy", "formatted", "grounded")
+    keys = ("short_em", "short_f1", "short_contains_gold", "answer_contains_gold", "formatted", "grounded")
     rows = [
         {"dataset": "hotpotqa", **dict.fromkeys(keys, 1.0), "completion_tokens": 10, "seconds": 2.0},
         {"dataset": "cmrc", **dict(zip(keys, (0.0, 0.5, 0.0, 1.0, 0.0, 0.0), strict=True)),

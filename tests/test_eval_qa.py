@@ -14,6 +14,7 @@ import pytest
 from config.settings import Settings
 from evals.datasets import LANGUAGE_CHINESE, LANGUAGE_ENGLISH, Passage, QAExample
 from evals.environment import code_commit
+from evals.metrics import contains_gold_answer
 from evals.qa import (
     PIPELINES,
     append_record,
@@ -27,7 +28,6 @@ from evals.qa_aggregate import UNRECORDED_COMMIT, aggregate, score_means
 from evals.qa_scoring import (
     SUPPORT_RECALL_KEY,
     UNRECORDED_REASON,
-    answer_accuracy,
     answer_scores,
     error_record,
     question_record,
@@ -271,14 +271,14 @@ def test_records_keep_what_the_not_found_check_declined_and_the_run_counts_its_f
     declined = {"answer": NOT_FOUND_EN, "not_found": True, "declined_answer": "Paris [1] is the capital."}
     declined["not_found_reason"] = f"{REASON_MISSING_ANCHOR} Lutetia"
     wrong_decline = question_record(_example(set()), declined, latency_s=1.0)
-    assert wrong_decline["declined_accuracy"] == 1.0 and wrong_decline["accuracy"] == 0.0
+    assert wrong_decline["declined_contains_gold"] == 1.0 and wrong_decline["contains_gold"] == 0.0
     right_decline = question_record(
         _example(set()), {**declined, "declined_answer": "Lyon [1]."}, latency_s=1.0
     )
-    assert right_decline["declined_accuracy"] == 0.0
+    assert right_decline["declined_contains_gold"] == 0.0
     by_model = {"answer": NOT_FOUND_EN, "not_found": True, "not_found_reason": REASON_MODEL_DECLINED}
     model_record = question_record(_example(set()), by_model, latency_s=1.0)
-    assert model_record["declined_answer"] == "" and model_record["declined_accuracy"] is None
+    assert model_record["declined_answer"] == "" and model_record["declined_contains_gold"] is None
     answered = question_record(_example(set()), {"answer": "Paris [1]."}, latency_s=1.0)
     legacy = {**_record(), "not_found": True}  # written before records named a reason
     summary = aggregate([wrong_decline, right_decline, model_record, answered, legacy])["not_found"]
@@ -648,7 +648,7 @@ def test_a_split_run_answers_only_its_half_and_records_answerability(
     assert list(records) == dev and report["n"] == len(dev) and report["split"] == "dev"
     for qid, record in records.items():
         assert record["answerable"] is (qids.index(qid) % 2 == 0)
-        assert "candidate_accuracy" in record and "answer_confidence" in record
+        assert "candidate_contains_gold" in record and "answer_confidence" in record
     limited = run_qa_eval(
         path,
         settings,
@@ -714,15 +714,15 @@ def test_records_of_another_model_are_run_again(
     ],
 )
 def test_answer_accuracy_is_gold_contained(prediction: str, golds: list[str], accurate: float) -> None:
-    assert answer_accuracy(prediction, golds) == accurate
+    assert contains_gold_answer(prediction, golds) == accurate
 
 
 def test_answer_scores_on_the_answer_and_on_its_short_answer() -> None:
     scores = answer_scores(
         "Velmar Bridge\n\nThe Velmar Bridge opened in 1931 [1].", "Velmar Bridge", ["Velmar Bridge"]
     )
-    assert (scores["short_em"], scores["short_f1"], scores["short_accuracy"]) == (1.0, 1.0, 1.0)
-    assert scores["em"] == 0.0 and scores["accuracy"] == 1.0 and 0.0 < scores["f1"] < 1.0
+    assert (scores["short_em"], scores["short_f1"], scores["short_contains_gold"]) == (1.0, 1.0, 1.0)
+    assert scores["em"] == 0.0 and scores["contains_gold"] == 1.0 and 0.0 < scores["f1"] < 1.0
     # Without a short answer the answer itself is scored as the short one.
     assert answer_scores("1931 [1]", "", ["1931"])["short_em"] == 1.0
 
@@ -731,7 +731,7 @@ def test_records_before_short_answers_are_rescored_from_their_prediction() -> No
     old = {"prediction": "It opened in 1931 [1].", "answers": ["1931"], "em": 0.0, "f1": 0.5}
     means = score_means([old])
     assert means["em"] == 0.0 and means["f1"] == 0.5  # the record's own scores are kept
-    assert means["accuracy"] == 1.0 and means["short_accuracy"] == 1.0 and means["short_em"] == 0.0
+    assert means["contains_gold"] == 1.0 and means["short_contains_gold"] == 1.0 and means["short_em"] == 0.0
 
 
 # --- ROUGE-L (issue 21 §5), against hand-computed values --------------------------------------------------
@@ -805,3 +805,16 @@ def test_the_cli_summary_shows_rouge_l(
     assert "ROUGE-L" in result.stdout and "0.500" in result.stdout  # it is paris vs paris: F = 0.5
     assert "HYBRID: n 1" in result.stdout and "ROUGE-L 0.500" in result.stdout
     assert json.loads(out.read_text())["rouge_l"] == 0.5
+
+
+def test_records_and_reports_written_as_accuracy_read_as_contains_gold() -> None:
+    """Files written before the score was named for what it measures (issue 22) said "accuracy": an old
+    record's scores are read under the current names, nothing recomputed, and the aggregate uses them."""
+    old = {"qid": "q", "answers": ["Paris"], "prediction": "It is Lyon.", "short_answer": "Lyon"}
+    old |= {"em": 0.0, "f1": 0.0, "accuracy": 1.0, "rouge_l": 0.0, "short_em": 0.0, "short_f1": 0.0}
+    old |= {"short_accuracy": 1.0, "short_rouge_l": 0.0, "candidate_accuracy": 1.0, "declined_accuracy": None}
+    old |= {"not_found": False, "llm_calls": 1, "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 1.0}
+    # Recomputed from the prediction, "It is Lyon." would not contain "Paris": 1.0 can only come from the file.
+    assert score_means([old])["contains_gold"] == 1.0 and score_means([old])["short_contains_gold"] == 1.0
+    report = aggregate([old])
+    assert "accuracy" not in report and report["answerability"]["answerable_contains_gold"] == 1.0

@@ -36,7 +36,8 @@ def eval_models(
         Path, typer.Option("--json", help="Results file (merged per model).")
     ] = DEFAULT_MODELS_RESULTS,
 ) -> None:
-    """EM, F1, answer accuracy, JSON-schema validity and speed of each embedded model (RAG_LOCAL_MODEL)."""
+    """EM, F1, gold contained in the answer, JSON-schema validity and speed of each embedded model
+    (RAG_LOCAL_MODEL)."""
     from benchmarks.data import SHARED_DATA_DIR
     from benchmarks.models import run_models_eval
     from models.local_catalog import LOCAL_MODEL_NAMES
@@ -74,7 +75,7 @@ def eval_models(
             str(row["questions"]),
             str(row["em"]),
             str(row["f1"]),
-            str(row["accuracy"]),
+            str(row["contains_gold"]),
             str(row["json_valid"]),
             str(row["prompt_tok_s"]),
             str(row["gen_tok_s"]),
@@ -118,14 +119,22 @@ def eval_choose_model(
     json_out.parent.mkdir(parents=True, exist_ok=True)
     json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     table = Table(title=f"model choice ({report['machine']})")
-    for column in ("dataset", "model", "accuracy", "answerable", "unanswerable declined", "p50 s", "p95 s"):
+    for column in (
+        "dataset",
+        "model",
+        "contains gold",
+        "answerable",
+        "unanswerable declined",
+        "p50 s",
+        "p95 s",
+    ):
         table.add_column(column)
     for row in report["runs"]:
         table.add_row(
             str(row["dataset"]),
             row["model"],
-            f"{row['accuracy']:.3f}",
-            str(row["answerable_accuracy"]),
+            f"{row['contains_gold']:.3f}",
+            str(row["answerable_contains_gold"]),
             str(row["unanswerable_declined_rate"]),
             f"{row['latency_p50_s']:.1f}",
             str(row["latency_p95_s"]),
@@ -133,8 +142,8 @@ def eval_choose_model(
     console.print(table)
     for model in report["models"]:
         console.print(
-            f"{model['model']}: mean accuracy {model['accuracy']:.3f} over {len(model['datasets'])} "
-            f"dataset(s), slowest p50 {model['latency_p50_s']:.1f} s"
+            f"{model['model']}: mean gold contained {model['contains_gold']:.3f} over "
+            f"{len(model['datasets'])} dataset(s), slowest p50 {model['latency_p50_s']:.1f} s"
         )
     for name, datasets in report["missing"].items():
         console.print(f"missing for {name}: {', '.join(datasets)}")

@@ -174,8 +174,8 @@ def eval_qa(
         ),
     ] = None,
 ) -> None:
-    """EM / F1 / answer accuracy / ROUGE-L, support recall, citation precision, not-found rate, LLM calls,
-    tokens and latency of a pipeline over the pooled paragraphs of the evaluated questions."""
+    """EM / F1 / gold contained in the answer / ROUGE-L, support recall, citation precision, not-found rate,
+    LLM calls, tokens and latency of a pipeline over the pooled paragraphs of the evaluated questions."""
     from evals.qa import PIPELINES, run_qa_eval
     from evals.qa_plot import write_qa_plot
     from evals.qa_scoring import SCORE_KEYS
@@ -209,11 +209,11 @@ def eval_qa(
     for column in (
         "EM",
         "F1",
-        "acc.",
+        "gold in ans.",
         "ROUGE-L",
         "short EM",
         "short F1",
-        "short acc.",
+        "short gold in ans.",
         "short ROUGE-L",
         "support R@5",
         "cit. precision",
@@ -237,7 +237,7 @@ def eval_qa(
         for group, values in report[key].items():
             console.print(
                 f"  {title} {group}: n {values['n']}  EM {values['em']:.3f}  F1 {values['f1']:.3f}  "
-                f"acc. {values['accuracy']:.3f}  ROUGE-L {values['rouge_l']:.3f}  "
+                f"gold in answer {values['contains_gold']:.3f}  ROUGE-L {values['rouge_l']:.3f}  "
                 f"short EM {values['short_em']:.3f}  "
                 f"short F1 {values['short_f1']:.3f}  {values['llm_calls']:.2f} LLM calls",
                 highlight=False,
@@ -245,7 +245,8 @@ def eval_qa(
     answerability = report["answerability"]
     if answerability["unanswerable"]:
         console.print(
-            f"  answerable {answerability['answerable']}: accuracy {answerability['answerable_accuracy']}, "
+            f"  answerable {answerability['answerable']}: gold in answer "
+            f"{answerability['answerable_contains_gold']}, "
             f"not found {answerability['answerable_not_found_rate']}; unanswerable "
             f"{answerability['unanswerable']}: declined {answerability['unanswerable_declined_rate']}; "
             f"declines holding a gold answer {answerability['declines_with_gold']} of "

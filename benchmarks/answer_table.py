@@ -1,6 +1,6 @@
 """The answer-quality table of docs/answer-quality.md from per-question QA records (`rag eval qa --results`).
 
-    .venv/bin/python scripts/answer_table.py results/runs/compressed-squad-test-naive.jsonl ...
+    .venv/bin/python -m benchmarks.answer_table results/runs/compressed-squad-test-naive.jsonl ...
 
 Columns: questions; accuracy on answerable questions (their count); "not found" on answerable ones;
 unanswerable questions declined (their count); declines whose withheld answer held a gold answer; accuracy
@@ -14,7 +14,8 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any
+
+from evals.qa_scoring import current_names
 
 HEADER = (
     "| run | n | answerable right | answerable not found | unanswerable declined | declines holding gold "
@@ -27,7 +28,8 @@ def share(part: float, whole: int) -> str:
 
 
 def row(path: Path) -> str:
-    records: list[dict[str, Any]] = [json.loads(line) for line in path.open(encoding="utf-8")]
+    # current_names: records written before issue 22 named the gold containment "accuracy"
+    records = [current_names(json.loads(line)) for line in path.open(encoding="utf-8")]
     answerable = [r for r in records if r.get("answerable", True)]
     unanswerable = [r for r in records if not r.get("answerable", True)]
     declined = [r for r in records if r["not_found"]]
@@ -35,13 +37,13 @@ def row(path: Path) -> str:
     cells = [
         path.stem,
         str(n),
-        f"{share(sum(r['accuracy'] for r in answerable), len(answerable))} ({len(answerable)})",
+        f"{share(sum(r['contains_gold'] for r in answerable), len(answerable))} ({len(answerable)})",
         share(sum(r["not_found"] for r in answerable), len(answerable)),
         f"{share(sum(r['not_found'] for r in unanswerable), len(unanswerable))} ({len(unanswerable)})"
         if unanswerable
         else "–",
-        f"{sum(1 for r in declined if r.get('candidate_accuracy'))}/{len(declined)}",
-        share(sum(1 for r in answerable if r.get("candidate_accuracy")), len(answerable)),
+        f"{sum(1 for r in declined if r.get('candidate_contains_gold'))}/{len(declined)}",
+        share(sum(1 for r in answerable if r.get("candidate_contains_gold")), len(answerable)),
         f"{sum(r['llm_calls'] for r in records) / n:.2f}",
         f"{sum(r['prompt_tokens'] for r in records) / n:.0f}",
         f"{statistics.median(r['latency_s'] for r in records):.1f}",

@@ -1,7 +1,7 @@
 """Draw data/squad/squad2_dev_mixed400.json.gz: answerable and unanswerable SQuAD 2.0 dev questions.
 
     git --git-dir=/work/.mirror/chrischute+squad/repo/.git show HEAD:data/dev-v2.0.json > /tmp/dev-v2.0.json
-    python3 scripts/squad2_mixed_sample.py /tmp/dev-v2.0.json
+    python3 -m benchmarks.squad2_mixed_sample /tmp/dev-v2.0.json
 
 Why a script: the sample is evaluation data for the answer-confidence calibration (python -m benchmarks
 calibrate), and a reader must be able to redraw it byte for byte to trust that no question was picked by hand.

@@ -1,7 +1,7 @@
 """Compare confidence signals for the calibrated "not found" on development QA records
 (docs/answer-quality.md, "Calibrated 'not found'").
 
-    .venv/bin/python scripts/confidence_variants.py results/runs/calib-squad-dev-naive.jsonl
+    .venv/bin/python -m benchmarks.confidence_variants results/runs/calib-squad-dev-naive.jsonl
 
 Each record of a run made with RAG_ANSWER_CONFIDENCE_THRESHOLD=-1000 keeps the reply's token log-probabilities
 (`reply_logprobs`) and what the term checks alone decided (`term_check_reason`), so every signal below is
