@@ -23,15 +23,16 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 from langchain_core.messages import convert_to_messages
 from pydantic import BaseModel, Field
 
+from benchmarks.bench_server import BenchServer
 from benchmarks.data import SHARED_DATA_DIR
+from benchmarks.models_report import LONG_PROMPT_BUDGET_S, build_report
 from config.settings import LocalModelName, Settings
 from evals.datasets import (
     CMRC_FILE,
@@ -42,12 +43,9 @@ from evals.datasets import (
     load_cmrc,
     load_hotpotqa,
 )
-from evals.environment import machine_description
 from evals.metrics import contains_gold_answer, exact_match, f1_score
 from models.capability import SelfTest, run_self_test
-from models.factory import PLACEHOLDER_API_KEY
-from models.local_catalog import CATALOG, LocalModel, find_model_file
-from models.local_llm import LocalLLMServer
+from models.local_catalog import CATALOG, LocalModel
 from prompts.reading import (
     EXAMPLE_ANSWER_EN,
     EXAMPLE_ANSWER_ZH,
@@ -79,13 +77,8 @@ JSON_MAX_TOKENS = 96
 #: The timing prompt: at least this many prompt tokens, and up to this many generated.
 LONG_PROMPT_TOKENS = 1500
 LONG_MAX_TOKENS = 128
-#: The default must answer the long prompt within this (issue 8 §1).
-LONG_PROMPT_BUDGET_S = 30.0
-#: Context of the benchmark server: the long prompt and its answer fit.
-EVAL_N_CTX = 4096
 #: Prefixes a model may put before its short answer; removed before scoring.
 _ANSWER_PREFIXES = ("answer:", "答案：", "答案:", "a:")
-HTTP_TIMEOUT_S = 1800.0
 
 Progress = Callable[[str], None]
 
@@ -154,71 +147,6 @@ def score_answer(prediction: str, golds: Sequence[str]) -> dict[str, float]:
         "f1": f1_score(prediction, golds),
         "contains_gold": contains_gold_answer(prediction, golds),
     }
-
-
-class BenchServer:
-    """One model's llama.cpp server for the benchmark, with raw calls that keep llama.cpp's timings."""
-
-    def __init__(self, name: LocalModelName, settings: Settings) -> None:
-        model = CATALOG[name]
-        self.name = name
-        self.server = LocalLLMServer(
-            find_model_file(name),
-            n_ctx=EVAL_N_CTX,
-            threads=settings.local_threads,
-            alias=name,
-            parallel=1,
-            chat_template=model.chat_template,
-        )
-        self.client = httpx.Client(timeout=HTTP_TIMEOUT_S)
-
-    def __enter__(self) -> BenchServer:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.client.close()
-        self.server.stop()
-
-    def chat(
-        self,
-        messages: list[dict[str, str]],
-        max_tokens: int,
-        *,
-        cache_prompt: bool = True,
-        stop: Sequence[str] = (),
-    ) -> tuple[str, dict[str, Any], float]:
-        """(reply text, llama.cpp timings, wall seconds) of one greedy chat completion."""
-        body: dict[str, Any] = {
-            "messages": messages,
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "cache_prompt": cache_prompt,
-        }
-        if stop:
-            body["stop"] = list(stop)
-        payload, wall = self.server.chat_completion(body, timeout_s=HTTP_TIMEOUT_S, client=self.client)
-        return payload["choices"][0]["message"].get("content") or "", payload.get("timings", {}), wall
-
-    def count_tokens(self, text: str) -> int:
-        base = self.server.base_url.removesuffix("/v1")
-        response = self.client.post(f"{base}/tokenize", json={"content": text})
-        response.raise_for_status()
-        return len(response.json()["tokens"])
-
-    def chat_model(self, max_tokens: int) -> Any:
-        """The engine's client kind (ChatOpenAI) on this server, for the structured and self-test calls."""
-        from langchain_openai import ChatOpenAI
-
-        return ChatOpenAI(
-            model=self.name,
-            base_url=self.server.base_url,
-            api_key=PLACEHOLDER_API_KEY,  # type: ignore[arg-type]
-            temperature=0,
-            max_tokens=max_tokens,  # type: ignore[call-arg]
-            timeout=HTTP_TIMEOUT_S,
-            max_retries=0,
-        )
 
 
 def json_answer(bench: BenchServer, example: QAExample) -> tuple[bool, str, float]:
@@ -421,28 +349,6 @@ def _row(
     }
 
 
-def _contains_gold(row: Mapping[str, Any]) -> float:
-    """A model's gold containment; results written before issue 22 named it "accuracy"."""
-    return float(row["contains_gold"] if "contains_gold" in row else row["accuracy"])
-
-
-def choose_default(rows: dict[str, dict[str, Any]]) -> str | None:
-    """The instruction-tuned model with the best gold containment (then F1) among those that answered the
-    long prompt within the budget; None when no measured model qualifies."""
-    eligible = [
-        row
-        for row in rows.values()
-        if row.get("instruct")
-        and row.get("long_prompt", {}).get("within_budget")
-        and row.get("questions")
-        and not row.get("partial")
-    ]
-    if not eligible:
-        return None
-    best = max(eligible, key=lambda row: (_contains_gold(row), row["f1"]))
-    return str(best["model"])
-
-
 def run_models_eval(
     models: Sequence[LocalModelName],
     settings: Settings,
@@ -494,52 +400,3 @@ def _write(path: Path, report: dict[str, Any]) -> None:
     partial = path.with_name(f"{path.name}.tmp")
     partial.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     partial.replace(path)
-
-
-def build_report(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The results file's content for these model rows (rows of separate runs can be combined)."""
-    return {
-        "benchmark": "models",
-        "machine": machine_description(),
-        "cpu_count": os.cpu_count(),
-        "setup": "gold passages in the prompt (HotpotQA: supporting paragraphs; CMRC: the question's "
-        "paragraph), greedy decoding, one request at a time, one llama.cpp slot",
-        "long_prompt_budget_s": LONG_PROMPT_BUDGET_S,
-        "models": rows,
-        "default": choose_default(rows),
-    }
-
-
-def markdown_table(report: dict[str, Any]) -> list[str]:
-    """The README table of a results file (every number read from it; `partial` rows say how far they got)."""
-    lines = [
-        "| model | questions (HotpotQA+CMRC) | EM | F1 | contains gold | JSON-schema valid | prompt tok/s "
-        "| gen tok/s | s/question | ~1500-token prompt s (alone / wall) | self-test "
-        "| load avg before -> after |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for name, row in report["models"].items():
-        by = row["by_dataset"]
-        long = row["long_prompt"]
-        json_cell = (
-            "-" if row.get("json_valid") is None else f"{row['json_valid']:.2f} of {row['json_questions']}"
-        )
-        notes = (" (base model)" if not row["instruct"] else "") + (
-            " (partial)" if row.get("partial") else ""
-        )
-        lines.append(
-            f"| {name}{notes} "
-            f"| {by['hotpotqa']['questions']}+{by['cmrc']['questions']} | {row['em']:.2f} | {row['f1']:.2f} "
-            f"| {_contains_gold(row):.2f} | {json_cell} | {row['prompt_tok_s']} | {row['gen_tok_s']} "
-            f"| {row['s_per_question']:.1f} | {long.get('alone_s', '-')} / {long['wall_s']} "
-            f"| {row['self_test']['strength']} | {row['loadavg_before'][0]} -> {row['loadavg_after'][0]} |"
-        )
-    return lines
-
-
-if (
-    __name__ == "__main__"
-):  # print the README table of a results file: python -m benchmarks.models results/models.json
-    import sys
-
-    print("\n".join(markdown_table(json.loads(Path(sys.argv[1]).read_text()))))

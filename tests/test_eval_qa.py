@@ -814,7 +814,7 @@ def test_records_and_reports_written_as_accuracy_read_as_contains_gold() -> None
     old |= {"em": 0.0, "f1": 0.0, "accuracy": 1.0, "rouge_l": 0.0, "short_em": 0.0, "short_f1": 0.0}
     old |= {"short_accuracy": 1.0, "short_rouge_l": 0.0, "candidate_accuracy": 1.0, "declined_accuracy": None}
     old |= {"not_found": False, "llm_calls": 1, "prompt_tokens": 1, "completion_tokens": 1, "latency_s": 1.0}
-    # Recomputed from the prediction, "It is Lyon." would not contain "Paris": 1.0 can only come from the file.
+    # Recomputed, "It is Lyon." would not contain "Paris": 1.0 can only come from the file.
     assert score_means([old])["contains_gold"] == 1.0 and score_means([old])["short_contains_gold"] == 1.0
     report = aggregate([old])
     assert "accuracy" not in report and report["answerability"]["answerable_contains_gold"] == 1.0

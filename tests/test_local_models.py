@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from benchmarks import models as model_eval
+from benchmarks import models_report
 from config.settings import DEFAULT_LOCAL_MODEL, SettingsError, load_settings
 from evals.datasets import QAExample
 from models import capability, factory, local_catalog, local_llm
@@ -294,8 +295,8 @@ def test_the_default_is_the_most_accurate_instruct_model_within_the_time_budget(
         "base": _row("base", 0.9, 0.9, instruct=False),
         "cut": _row("cut", 0.8, 0.8, partial=True),
     }
-    assert model_eval.choose_default(rows) == "good"
-    assert model_eval.choose_default({"slow": rows["slow"]}) is None
+    assert models_report.choose_default(rows) == "good"
+    assert models_report.choose_default({"slow": rows["slow"]}) is None
 
 
 # --- the real weights (installed by scripts/install.sh) --------------------------------------------------
@@ -351,7 +352,7 @@ def test_the_readme_table_reads_every_number_from_the_results() -> None:
         "loadavg_after": [7.25, 1, 1],
         "by_dataset": {"hotpotqa": {**summary, "questions": 6}, "cmrc": {**summary, "questions": 3}},
     }
-    lines = model_eval.markdown_table({"models": {"gemma3-270m": row}})
+    lines = models_report.markdown_table({"models": {"gemma3-270m": row}})
     assert lines[-1] == (
         "| gemma3-270m (base model) (partial) | 6+3 | 0.12 | 0.50 | 0.25 | - | 123.4 | 45.6 | 2.2 "
         "| 17.5 / 99.0 | weak | 3.5 -> 7.25 |"

@@ -212,9 +212,9 @@ def test_the_compared_result_files_are_committed_json(name: str) -> None:
 
 
 def test_readme_model_table_is_the_one_of_results_models_json() -> None:
-    """The embedded-model table is `python -m benchmarks.models results/models.json`, row for row, and the
-    README names as default the model the results file chose."""
-    from benchmarks.models import markdown_table
+    """The embedded-model table is `python -m benchmarks.models_report results/models.json`, row for row, and
+    the README names as default the model the results file chose."""
+    from benchmarks.models_report import markdown_table
     from config.settings import DEFAULT_LOCAL_MODEL
 
     report = json.loads((RESULTS / "models.json").read_text(encoding="utf-8"))
