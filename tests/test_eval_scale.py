@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks import scale, scale_corpus
+from benchmarks import scale, scale_corpus, scale_stores
 from benchmarks.scale_corpus import BasePassages
 from config.settings import Settings
 from retrieval.knowledge_base import KnowledgeBase
@@ -132,28 +132,28 @@ def test_store_is_built_through_the_product_once_and_searches_stay_in_the_tenant
     make_kb: Callable[..., KnowledgeBase],
     tmp_path: Path,
 ) -> None:
-    settings = scale.store_settings(make_settings(), tmp_path / "scale", 300)
+    settings = scale_stores.store_settings(make_settings(), tmp_path / "scale", 300)
     kb = make_kb(settings)
-    record = scale.build_store(kb, base, 300, seed=0)
-    assert record["chunks_written"] == 300 + scale.CHUNKS_PER_SOURCE
-    assert kb.catalog.count_chunks(scale.SCALE_TENANT) == 300
-    assert kb.catalog.count_chunks(scale.OTHER_TENANT) == scale.CHUNKS_PER_SOURCE
-    assert kb.vectors.count(scale.SCALE_TENANT, scale.SCALE_COLLECTION) == 300
-    assert len(kb.catalog.documents(scale.SCALE_TENANT)) == 300 // scale.CHUNKS_PER_SOURCE
-    assert scale.build_store(kb, base, 300, seed=0) == record  # reused, not rebuilt
-    assert kb.catalog.count_chunks(scale.SCALE_TENANT) == 300
+    record = scale_stores.build_store(kb, base, 300, seed=0)
+    assert record["chunks_written"] == 300 + scale_stores.CHUNKS_PER_SOURCE
+    assert kb.catalog.count_chunks(scale_stores.SCALE_TENANT) == 300
+    assert kb.catalog.count_chunks(scale_stores.OTHER_TENANT) == scale_stores.CHUNKS_PER_SOURCE
+    assert kb.vectors.count(scale_stores.SCALE_TENANT, scale_stores.SCALE_COLLECTION) == 300
+    assert len(kb.catalog.documents(scale_stores.SCALE_TENANT)) == 300 // scale_stores.CHUNKS_PER_SOURCE
+    assert scale_stores.build_store(kb, base, 300, seed=0) == record  # reused, not rebuilt
+    assert kb.catalog.count_chunks(scale_stores.SCALE_TENANT) == 300
 
     # Query: a glacier sentence with the glacier passage's vector; every mode finds glacier chunks, only
     # of the measured tenant.
     queries = [(passage_sentences("glacier")[0], base.vectors[0].tolist())] * 3
     searcher = Searcher(kb)
     for mode in scale.MODES:
-        timings = scale.time_searches(searcher, queries, mode, tenant=scale.SCALE_TENANT, warmup=1)
+        timings = scale.time_searches(searcher, queries, mode, tenant=scale_stores.SCALE_TENANT, warmup=1)
         assert len(timings.total_ms) == 3 and timings.hits == [scale.LATENCY_K] * 3
         hits = searcher.search(
-            queries[0][0], k=10, mode=mode, tenant=scale.SCALE_TENANT, query_vector=queries[0][1]
+            queries[0][0], k=10, mode=mode, tenant=scale_stores.SCALE_TENANT, query_vector=queries[0][1]
         ).hits
-        assert all(hit.metadata["tenant"] == scale.SCALE_TENANT for hit in hits)
+        assert all(hit.metadata["tenant"] == scale_stores.SCALE_TENANT for hit in hits)
         assert hits[0].metadata["title"] == "On the glacier"
     assert set(timings.stages_ms) >= {"dense_ms", "bm25_ms", "fuse_ms"}
 
@@ -161,11 +161,11 @@ def test_store_is_built_through_the_product_once_and_searches_stay_in_the_tenant
 def test_an_interrupted_build_is_removed_before_a_rebuild(tmp_path: Path) -> None:
     folder = tmp_path / "embedded-300"
     (folder / "chroma").mkdir(parents=True)
-    scale.fresh_dir(folder)
+    scale_stores.fresh_dir(folder)
     assert not folder.exists()
     (folder / "chroma").mkdir(parents=True)
-    (folder / scale.MARKER_FILE).write_text('{"size": 300}', encoding="utf-8")
-    scale.fresh_dir(folder)
+    (folder / scale_stores.MARKER_FILE).write_text('{"size": 300}', encoding="utf-8")
+    scale_stores.fresh_dir(folder)
     assert (folder / "chroma").exists()
 
 

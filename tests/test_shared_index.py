@@ -424,7 +424,7 @@ def test_a_chroma_server_that_is_down_is_one_line_and_nothing_is_half_written(
 @pytest.fixture
 def private_chroma(tmp_path: Path) -> Iterator[tuple[str, int]]:
     """A Chroma server of this test's own (`chroma run` on a free loopback port), stopped after it."""
-    from benchmarks.scale import chroma_server
+    from benchmarks.scale_stores import chroma_server
 
     with chroma_server(tmp_path / "chroma", tmp_path / "chroma.log") as port:
         yield "127.0.0.1", port
