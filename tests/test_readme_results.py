@@ -178,9 +178,9 @@ def test_readme_qa_tables_match_results_qa_json() -> None:
 
 
 def test_readme_qa_at_scale_table_is_generated_from_its_files() -> None:
-    """The large-run table is `python -m benchmarks.report <its rows' files>`, line for line (formatting
-    included), so it is regenerated rather than edited after each stage."""
-    from benchmarks.report import readme_qa_table
+    """The large-run table is `python -m benchmarks.report_tables <its rows' files>`, line for line
+    (formatting included), so it is regenerated rather than edited after each stage."""
+    from benchmarks.report_tables import readme_qa_table
 
     scale = next(section for section in qa_sections(documents_text()) if "pooled" in section)
     lines = [line.strip() for line in scale.splitlines() if line.startswith("| ")]
@@ -190,7 +190,7 @@ def test_readme_qa_at_scale_table_is_generated_from_its_files() -> None:
 
 
 def test_the_readme_qa_table_labels_rows_by_file_name(tmp_path: Path) -> None:
-    from benchmarks.report import readme_qa_table
+    from benchmarks.report_tables import readme_qa_table
 
     report = {"pipeline": "no-retrieval", "n": 4, "em": 0.25, "f1": 0.5, "accuracy": 0.5}
     report |= {"short_accuracy": 0.25, "support_recall@5": None, "citation_precision": None}
