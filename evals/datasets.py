@@ -30,8 +30,7 @@ BEIR_QRELS_DIR = "qrels"
 DEFAULT_BEIR_SPLIT = "test"
 LANGUAGE_ENGLISH = "en"
 LANGUAGE_CHINESE = "zh"
-#: The files of the shared-data layout (hotpotqa/, cmrc2018/) the labelled sets come in, relative to its
-#: folder.
+#: Files of the shared-data layout that `rag eval router --data-dir DIR` reads, relative to DIR.
 HOTPOTQA_FILE = Path("hotpotqa") / "hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
 
