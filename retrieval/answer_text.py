@@ -34,11 +34,21 @@ MIN_LOOP_UNITS = 12
 MIN_DISTINCT_TRIGRAM_SHARE = 0.3
 #: Distinct-trigram share is only meaningful from this many units on.
 REPETITION_MIN_UNITS = 30
+#: Distinct texts whose content terms are kept (answers, sentences and passages of recent questions).
+CONTENT_TERMS_CACHE_SIZE = 4096
 
 
 def content_terms(text: str) -> set[str]:
-    """Distinct index terms of `text` without its reference markers (what support is measured on)."""
-    return set(analyze(strip_references(text)))
+    """Distinct index terms of `text` without its reference markers (what support is measured on); a copy
+    of the cached terms, so a caller may change it."""
+    return set(_content_terms(text))
+
+
+@lru_cache(maxsize=CONTENT_TERMS_CACHE_SIZE)
+def _content_terms(text: str) -> frozenset[str]:
+    """Cached per text: one question's nodes (cite, grade_answer, answerability, generate's short-answer
+    check) analyse the same answer and passages several times, and stemming them was their largest cost."""
+    return frozenset(analyze(strip_references(text)))
 
 
 def support(claim_terms: set[str], source_terms: set[str]) -> float:

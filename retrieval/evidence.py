@@ -25,6 +25,7 @@ can point at exactly the sentences that support a claim.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -110,6 +111,17 @@ def cosine(left: Sequence[float], right: Sequence[float]) -> float:
     return dot / norm if norm else 0.0
 
 
+def cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
+    """`cosine(query, vector)` for each vector, the same floats, with the query's norm computed once and
+    the products summed without a generator (a third of compress_evidence's time went to cosine)."""
+    query_norm = math.sqrt(sum(map(operator.mul, query, query)))
+    similarities = []
+    for vector in vectors:
+        norm = query_norm * math.sqrt(sum(map(operator.mul, vector, vector)))
+        similarities.append(sum(map(operator.mul, query, vector)) / norm if norm else 0.0)
+    return similarities
+
+
 def split_chunk(text: str) -> list[tuple[int, int]]:
     """Sentence offsets of a chunk; a sentence over MAX_SENTENCE_CHARS is cut into pieces of that size."""
     spans: list[tuple[int, int]] = []
@@ -154,7 +166,7 @@ def score_sentences(
     dense: list[float] = [0.0] * len(texts)
     if embed is not None and texts:
         vectors = embed([question, *texts])
-        dense = [max(0.0, cosine(vectors[0], vector)) for vector in vectors[1:]]
+        dense = [max(0.0, similarity) for similarity in cosines(vectors[0], vectors[1:])]
     lexical_weight, dense_weight = (LEXICAL_WEIGHT, DENSE_WEIGHT) if embed is not None else (1.0, 0.0)
     scored: list[ScoredSentence] = []
     position = 0

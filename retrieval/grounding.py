@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from core.keyword import ENGLISH_STOP_WORDS
 from core.text import CJK_RANGES, char_pairs, split_sentences, strip_references
@@ -34,6 +35,9 @@ MIN_CLAIM_TERMS = 2
 #: (Chinese answers re-order long phrases).
 CJK_LONG_TERM = 4
 CJK_BIGRAM_SHARE = 0.75
+#: Prepared evidences kept (per distinct tuple of passage texts): a question needs a handful, one per cited
+#: set of passages and one for all of them.
+EVIDENCE_CACHE_SIZE = 256
 
 #: Words that open sentences capitalised without naming anything.
 DISCOURSE_WORDS = (
@@ -269,9 +273,11 @@ class Evidence:
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> Evidence:
-        """Evidence from passages, without their instruction-like sentences (planted text is no fact)."""
-        joined = "\n".join(factual_text(text) for text in texts)
-        return cls(joined, _squash(joined), frozenset(numbers_in(joined)), frozenset(content_terms(joined)))
+        """Evidence from passages, without their instruction-like sentences (planted text is no fact).
+
+        Cached per tuple of texts (Evidence is frozen): one question's cite, grade_answer and answerability
+        checks ground against the same passages, and preparing them was the largest cost of those nodes."""
+        return _evidence_of(tuple(texts))
 
     def missing(self, anchors: Anchors) -> tuple[str, ...]:
         """The anchors this evidence does not contain."""
@@ -280,6 +286,12 @@ class Evidence:
         absent += [quote for quote in anchors.quoted if _squash(quote) not in self.squashed]
         absent += [term for term in anchors.cjk if not _cjk_in(term, self.text)]
         return tuple(absent)
+
+
+@lru_cache(maxsize=EVIDENCE_CACHE_SIZE)
+def _evidence_of(texts: tuple[str, ...]) -> Evidence:
+    joined = "\n".join(factual_text(text) for text in texts)
+    return Evidence(joined, _squash(joined), frozenset(numbers_in(joined)), frozenset(content_terms(joined)))
 
 
 def claim_terms(sentence: str) -> set[str]:
