@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage
 from langgraph.runtime import Runtime
@@ -20,11 +20,13 @@ from langgraph.runtime import Runtime
 from nodes.events import emit, source_summary
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
-from persistence.semantic_cache import count, documents_version, get_semantic_cache
-from persistence.semantic_cache_backends import CacheScope
 from retrieval.answer_text import short_answer_of
 from state.context import Context, run_context
 from state.graph_state import State
+
+if TYPE_CHECKING:
+    # The cache's backends need numpy and sqlalchemy: imported on the first lookup, not with the graph.
+    from persistence.semantic_cache_backends import CacheScope
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ def cache_scope(state: State, context: Context) -> CacheScope:
     """Everything besides the question that changes the answer, and so must match exactly: the models
     are the ones that would answer now (settings and the run's override), so switching the model never
     serves an answer another model wrote."""
+    from persistence.semantic_cache_backends import CacheScope
+
     resources = get_resources()
     generator, grader = (resources.model_identity(role, context) for role in ("generate", "grade"))
     return CacheScope(
@@ -80,6 +84,8 @@ def cache_lookup(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return update
     if not get_resources().uses_store(context):  # its key holds the store's documents version: none here
         return update
+    from persistence.semantic_cache import count, documents_version, get_semantic_cache
+
     if not context.use_cache:
         count("bypassed")
         return update

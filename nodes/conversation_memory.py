@@ -10,19 +10,18 @@ never lets it fail the answer.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from langchain_core.language_models import BaseChatModel
 
 from nodes.resources import Resources, get_resources
 from persistence.threads import visible_thread_id
-from retrieval.auto_summary import SummaryJob, summary_worker
-from retrieval.conversation_summary import (
-    Summarizer,
-    conversation_metadata,
-    model_summarizer,
-    turns_from_messages,
-)
 from state.graph_state import State
+
+if TYPE_CHECKING:
+    # The summaries are written to the store (sqlalchemy, numpy): imported when a turn may be summarized,
+    # not with the graph (issue 22 §6).
+    from retrieval.conversation_summary import Summarizer
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +39,8 @@ def summary_model(resources: Resources) -> BaseChatModel | None:
 
 def summarizer_of(resources: Resources) -> Summarizer | None:
     """The Summarizer of `resources` (see summary_model)."""
+    from retrieval.conversation_summary import model_summarizer
+
     model = summary_model(resources)
     return model_summarizer(model, resources.settings.summary_max_tokens) if model is not None else None
 
@@ -54,6 +55,9 @@ def schedule_summary(state: State, tenant: str, stored_thread_id: str) -> bool:
     conversation_id = state.get("conversation_id") or ""
     if every <= 0 or not stored_thread_id or not conversation_id:
         return False
+    from retrieval.auto_summary import SummaryJob, summary_worker
+    from retrieval.conversation_summary import conversation_metadata, turns_from_messages
+
     turns = turns_from_messages(state.get("messages") or [])
     if len(turns) < every:
         return False

@@ -20,7 +20,6 @@ import logging
 from core.types import SearchHit
 from nodes.resources import get_resources
 from nodes.retrieve import to_retrieved
-from retrieval.director import director_search, stalled_turns
 from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
@@ -52,6 +51,10 @@ def director_events(state: State, context: Context, question: str) -> list[Retri
     needed = settings.director_stall_turns
     if needed <= 0 or not conversation_id or not question.strip():
         return []
+    # The director reads conversation summaries and the store (sqlalchemy, numpy): imported when a
+    # conversation asks for it, not with the graph (issue 22 §6).
+    from retrieval.director import director_search, stalled_turns
+
     if stalled_turns(state.get("messages") or [], question) < needed:
         return []
     try:

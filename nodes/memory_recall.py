@@ -21,14 +21,16 @@ citation's `kind` is "memory").
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nodes.resources import get_resources
-from persistence.memories import Memory, has_memories, recall_memories
 from retrieval.citations import extract_markers
 from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
+
+if TYPE_CHECKING:
+    from persistence.memories import Memory
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +76,9 @@ def recalled_memories(state: State, context: Context, question: str) -> list[Ret
     settings = resources.settings
     if settings.memory_recall_k <= 0 or not question.strip() or not resources.uses_store(context):
         return []
+    # The memory store needs sqlalchemy and numpy: imported on the first recall, not with the graph.
+    from persistence.memories import has_memories, recall_memories
+
     tenant = state.get("tenant") or context.tenant
     conversation_id = state.get("conversation_id") or ""
     try:

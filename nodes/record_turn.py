@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
@@ -31,13 +31,14 @@ from nodes.memory_recall import is_memory_doc
 from nodes.resources import get_resources
 from nodes.start_turn import thread_id_of
 from nodes.turn import answer_mode
-from persistence.audit import TurnRecord, record_turn_rows
-from persistence.database import get_database
-from persistence.semantic_cache import count, get_semantic_cache
-from persistence.semantic_cache_backends import CacheScope
 from persistence.threads import visible_thread_id
 from state.context import Context, run_config, run_context
 from state.graph_state import State
+
+if TYPE_CHECKING:
+    # The app tables and the semantic cache need sqlalchemy and numpy: imported when a turn is recorded,
+    # not with the graph (issue 22 §6).
+    from persistence.audit import TurnRecord
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +106,8 @@ def turn_record(
     state: State, context: Context, config: RunnableConfig, graph: str, default_model: str = ""
 ) -> TurnRecord:
     """The tables' view of this turn (`default_model`: the settings' model, when the context names none)."""
+    from persistence.audit import TurnRecord
+
     analysis = state.get("analysis") or {}
     tenant = state.get("tenant") or context.tenant
     usage = state.get("usage") or {}
@@ -134,6 +137,9 @@ def turn_record(
 
 def store_answer(state: State) -> None:
     """Put this turn's answer in the semantic cache under the key cache_lookup missed."""
+    from persistence.semantic_cache import get_semantic_cache
+    from persistence.semantic_cache_backends import CacheScope
+
     key = state["cache_key"]
     payload = {name: state.get(name) for name in CACHED_FIELDS}
     get_semantic_cache().store(key["question"], CacheScope(**key["scope"]), key["docs_version"], payload)
@@ -150,11 +156,16 @@ def record_turn_node(graph: str) -> NodeFunction:
         update: dict[str, Any] = {}
         if settings.record_turns:
             try:
+                from persistence.audit import record_turn_rows
+                from persistence.database import get_database
+
                 record = turn_record(state, run_context(runtime), run_config(), graph, settings.llm_model)
                 update["answer_id"] = record_turn_rows(record, get_database(settings))
             except Exception:  # noqa: BLE001 - recording must never cost the answer
                 logger.warning("could not record the turn in the app database", exc_info=True)
         if settings.cache_enabled and cacheable(state):
+            from persistence.semantic_cache import count
+
             try:
                 store_answer(state)
             except Exception:  # noqa: BLE001 - a cache that is down must not cost the answer

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from langchain_core.language_models import BaseChatModel
 
@@ -19,10 +19,13 @@ from config.settings import Settings, get_settings
 from models.capability import SelfTest, run_self_test
 from models.factory import chat_model, model_strength, resolve_spec, strength_setting, supports_json_schema
 from persistence.process import install_process_resources
-from retrieval.knowledge_base import KnowledgeBase
-from retrieval.mock_retriever import MockSearcher
-from retrieval.search import PassageSearcher, Searcher
 from state.context import Context
+
+if TYPE_CHECKING:
+    # The knowledge base and its searchers bring the stores' libraries (sqlalchemy, numpy): imported on the
+    # first search, not with the graph (issue 22 §6, tests/test_import_cost.py).
+    from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.search import PassageSearcher
 
 Role = Literal["generate", "grade"]
 Strength = Literal["weak", "strong"]
@@ -56,6 +59,8 @@ class Resources:
         """The knowledge base (opened on first use)."""
         with self._lock:
             if self.knowledge_base is None:
+                from retrieval.knowledge_base import KnowledgeBase
+
                 self.knowledge_base = KnowledgeBase.open(self.settings)
             return self.knowledge_base
 
@@ -69,6 +74,9 @@ class Resources:
     def searcher(self) -> PassageSearcher:
         """The searcher: over the knowledge base, or the mock retriever's passages (RAG_RETRIEVER=mock)."""
         if self._searcher is None:
+            from retrieval.mock_retriever import MockSearcher
+            from retrieval.search import Searcher
+
             if self.settings.retriever == "mock":
                 self._searcher = MockSearcher(self.settings)
             else:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
@@ -23,10 +23,12 @@ from nodes.instrumentation import timed
 from nodes.resources import get_resources
 from nodes.retry_strategy import search_k
 from persistence.vector_store import StoreUnavailableError
-from retrieval.search import PassageSearcher
 from state.context import Context, run_context
 from state.graph_state import RetrieveTask
 from state.schemas import RetrievedDoc
+
+if TYPE_CHECKING:
+    from retrieval.search import PassageSearcher
 
 logger = logging.getLogger(__name__)
 

@@ -39,7 +39,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
-from persistence.database import postgres_url
 from persistence.saver_mixins import (
     KEEP_LATEST,
     PRUNE_STATEMENTS,
@@ -51,6 +50,7 @@ from persistence.saver_mixins import (
     prune_strategy,
 )
 from persistence.threads import CheckpointLocation
+from persistence.urls import postgres_url
 
 if TYPE_CHECKING:
     from persistence.postgres_checkpoints import PruningAsyncPostgresSaver, PruningPostgresSaver

@@ -11,10 +11,12 @@ callers outside the graph pass the embedding model themselves (the CLI and the A
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from config.settings import Settings, get_settings
-from persistence.catalog import Catalog
+
+if TYPE_CHECKING:
+    from persistence.catalog import Catalog
 
 
 class KnowledgeBaseView(Protocol):

@@ -27,7 +27,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -36,14 +36,17 @@ from config.settings import Settings
 from core.types import LoadedDocument, MetadataValue, Section
 from models.structured import with_max_tokens
 from persistence.checkpointer import PruningSqliteSaver, checkpoint_location, checkpointer_for
-from persistence.database import postgres_url
 from persistence.threads import check_thread_access, stored_thread_id, thread_owner
+from persistence.urls import postgres_url
 from persistence.vector_store import validate_collection_name
 from prompts.summary import SUMMARY_PROMPT, SUMMARY_SYSTEM
 from retrieval.answer_text import best_sentences, is_garbage
-from retrieval.indexing import index_documents
-from retrieval.knowledge_base import KnowledgeBase
 from retrieval.tokens import count_tokens, truncate_to_tokens
+
+if TYPE_CHECKING:
+    # The knowledge base and indexing bring the stores' libraries (sqlalchemy, numpy); start_turn imports this
+    # module with the graph, so they are imported when a summary is written (issue 22 §6).
+    from retrieval.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
@@ -332,6 +335,8 @@ def index_conversation(
             documents.append(
                 _event(source, doc_id, title, turn.text(), {**common, **turn_span, "level": DETAIL_LEVEL})
             )
+    from retrieval.indexing import index_documents
+
     index_documents(kb, documents, source=source, source_hash=digest, tenant=tenant, collection=collection)
     result.status = "indexed"
     return result

@@ -21,6 +21,8 @@ DEFERRED = {
     "pypdf": "the .pdf loader, when a .pdf file is read",
     "bs4": "the HTML loader, when an .html file is read",
     "alembic": "migrations, when a database is created or upgraded",
+    "sqlalchemy": "the app tables, catalog and semantic cache, on their first use (persistence/database.py)",
+    "numpy": "vectors (embeddings, the semantic cache, fusion), on the first embedding or cache lookup",
     "torch": "the embedding model, on the first embedding",
     "sentence_transformers": "the embedding model, on the first embedding",
     "xllamacpp": "the embedded LLM, on the first model call",

@@ -23,7 +23,6 @@ from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from graphs.rag import build_graph
-from nodes import memory_recall
 from nodes.memory_recall import MEMORY_PREFIX, is_memory_doc, recalled_memories
 from nodes.record_turn import cacheable
 from persistence.database import APP_DB_FILENAME, open_database, upgrade
@@ -110,7 +109,8 @@ def test_a_tenant_without_memories_pays_no_memory_search(
     tenants: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     searched: list[str] = []
-    monkeypatch.setattr(memory_recall, "recall_memories", lambda *args, **kwargs: searched.append("x") or [])
+    # nodes.memory_recall imports the store's function when it recalls: patch it where it lives.
+    monkeypatch.setattr("persistence.memories.recall_memories", lambda *a, **k: searched.append("x") or [])
     remember(tenants, tenant="beta")  # another tenant's memory does not make acme pay
     out = ask(tenant="acme")
     assert out["answer"] and searched == []
