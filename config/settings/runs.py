@@ -116,7 +116,7 @@ class RunSettings(BaseModel):
         description="Seed 003's name of RAG_QUALITY_THRESHOLD on its 1-10 scale (7 = 0.7); when set, it "
         "sets that threshold (and must agree with RAG_QUALITY_THRESHOLD when both are set).",
     )
-    # 0 chosen on development questions (results/dev/): HotpotQA 300-319 and CMRC 120-159, same answer
+    # 0 chosen on development questions (not reported): HotpotQA 300-319 and CMRC 120-159, same answer
     # accuracy as unlimited patience (0.20 / 0.25) at 1.15 / 1.18 model calls instead of 1.25 / 1.38.
     revision_patience: int = Field(
         0,
