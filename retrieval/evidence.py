@@ -28,6 +28,7 @@ import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from core.keyword import analyze
 from core.text import contains_cjk, sentence_spans
@@ -61,6 +62,8 @@ HEADER_TOKENS = 12
 GAP_MARK = " … "
 #: Sentences this long (characters) are cut before scoring: a table or a run-on line is not a sentence.
 MAX_SENTENCE_CHARS = 1200
+#: Distinct sentences whose index terms are kept for lexical overlap.
+SENTENCE_TERMS_CACHE_SIZE = 8192
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def lexical_overlap(terms: set[str], sentence: str, title_terms: set[str]) -> fl
     terms, which the caller analyses once per document)."""
     if not terms:
         return 0.0
-    in_sentence = terms & set(analyze(sentence))
+    in_sentence = terms & _sentence_terms(sentence)
     in_title = (terms - in_sentence) & title_terms
     return (len(in_sentence) + TITLE_TERM_CREDIT * len(in_title)) / len(terms)
 
@@ -109,6 +112,12 @@ def cosine(left: Sequence[float], right: Sequence[float]) -> float:
     dot = sum(a * b for a, b in zip(left, right, strict=False))
     norm = math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right))
     return dot / norm if norm else 0.0
+
+
+@lru_cache(maxsize=SENTENCE_TERMS_CACHE_SIZE)
+def _sentence_terms(sentence: str) -> frozenset[str]:
+    """A sentence's index terms, cached: the passages a corpus's questions retrieve repeat."""
+    return frozenset(analyze(sentence))
 
 
 def cosines(query: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:

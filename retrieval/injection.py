@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from prompts.answer import SOURCES_CLOSE, SOURCES_OPEN
 
@@ -76,10 +77,15 @@ _HEADING_ROLE = re.compile(
 _FAKE_HEADER = re.compile(r"\((File|Source|Page)\s*:\s*", re.IGNORECASE)
 #: Tokens that can carry an obeyed instruction into an answer: words with a digit or in capitals, numbers.
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+#: Distinct sentences whose instruction check is kept.
+INSTRUCTION_CHECK_CACHE_SIZE = 8192
 
 
+@lru_cache(maxsize=INSTRUCTION_CHECK_CACHE_SIZE)
 def is_instruction_like(sentence: str) -> bool:
-    """Whether a sentence addresses a model (an instruction or a role marker), not the reader."""
+    """Whether a sentence addresses a model (an instruction or a role marker), not the reader. Cached per
+    sentence: evidence selection, answer spans and the grounding checks ask it of the same passage
+    sentences, about 70 times a question."""
     return bool(_INSTRUCTION.search(sentence) or _ROLE_TAG.search(sentence) or _HEADING_ROLE.search(sentence))
 
 
