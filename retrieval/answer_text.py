@@ -158,8 +158,15 @@ def matches_phrase(text: str, phrases: Iterable[str]) -> bool:
 
 def is_not_found_answer(answer: str) -> bool:
     """Whether an answer is the engine's honest refusal (or a close paraphrase of it): the one check that
-    generate (a model that declines), grade_answer and cite share."""
-    return matches_phrase(answer, (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS))
+    generate (a model that declines), grade_answer and cite share (`matches_phrase` against the refusal
+    texts, normalised once: a question asks this five times)."""
+    body = normalized(answer)
+    return any(key in body for key in _not_found_keys())
+
+
+@lru_cache(maxsize=1)
+def _not_found_keys() -> tuple[str, ...]:
+    return tuple(key for key in (normalized(text) for text in (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS)) if key)
 
 
 #: Passages whose factual sentences are remembered: a turn reads the same passages in grade_retrieval, the
