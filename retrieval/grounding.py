@@ -290,8 +290,12 @@ class Evidence:
 
 @lru_cache(maxsize=EVIDENCE_CACHE_SIZE)
 def _evidence_of(texts: tuple[str, ...]) -> Evidence:
-    joined = "\n".join(factual_text(text) for text in texts)
-    return Evidence(joined, _squash(joined), frozenset(numbers_in(joined)), frozenset(content_terms(joined)))
+    """The terms are the union of each passage's (cached per text: the same passages come in several
+    evidences of a question), which are the joined text's: no term or reference mark spans a line break."""
+    factual = [factual_text(text) for text in texts]
+    joined = "\n".join(factual)
+    terms = frozenset().union(*(content_terms(text) for text in factual))
+    return Evidence(joined, _squash(joined), frozenset(numbers_in(joined)), terms)
 
 
 def claim_terms(sentence: str) -> set[str]:
