@@ -556,22 +556,40 @@ def wait_until_idle(api: Api, seconds: float = 20) -> dict[str, dict[str, int]]:
         time.sleep(0.05)
 
 
-def test_errors_and_disconnects_leave_the_gate_at_full_capacity(start_api: Callable[..., Api]) -> None:
+def disconnects_counted(api: Api) -> float:
+    """How many clients the server has counted as gone before their answer (its 499s), all routes."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in api.client.get("/metrics").text.splitlines()
+        if line.startswith("rag_client_disconnects_total{")
+    )
+
+
+def wait_for_disconnects(api: Api, count: int, seconds: float = 20) -> None:
+    """Until the server has counted `count` clients that left (fails after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while disconnects_counted(api) < count:
+        assert time.monotonic() < deadline, "the server never noticed the client that left"
+        time.sleep(0.05)
+
+
+def test_errors_and_disconnects_leave_the_gate_at_full_capacity(
+    start_api: Callable[..., Api], holds: Callable[[], Hold]
+) -> None:
     # Each question below reaches the generate prompt when its run is not stopped (checked for the others).
-    slow = Concurrency(0.8)
+    # The first run holds the model until the server has counted both clients that leave: no wall-clock
+    # race decides whether an abandoned run is still waiting when the model comes free.
+    hold = holds()
 
     def reply(messages: list[BaseMessage]) -> str:
         if "Explode" in prompt_text(messages):
             raise RuntimeError("the model broke")
-        return slow(messages)
+        return hold(messages) if hold.calls == 0 else REPLY
 
     api = start_api(StreamingTaskModel(replies={"generate": reply}), api_model_concurrency=1)
     holder = threading.Thread(target=api.post, args=("/api/v1/rag/generate", {"query": QUESTION}))
     holder.start()
-    deadline = time.monotonic() + 10
-    while slow.inside == 0:  # the first run holds the model
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    hold.wait_entered()  # the first run holds the model
     # A client that gives up while its run waits for the model: the run is abandoned before the model.
     with pytest.raises(httpx.ReadTimeout):
         httpx.post(f"{api.base}/api/v1/rag/generate", json={"query": LEAVING}, timeout=0.3)
@@ -583,6 +601,8 @@ def test_errors_and_disconnects_leave_the_gate_at_full_capacity(start_api: Calla
     ) as r:
         assert r.status_code == 200
         next(line for line in r.iter_lines() if line.startswith("event:"))
+    wait_for_disconnects(api, 2)
+    hold.release()
     # A model call that fails.
     failed = api.post(
         "/api/v1/rag/generate", {"query": "Explode: which is the largest planet in the Solar System?"}
@@ -597,7 +617,6 @@ def test_errors_and_disconnects_leave_the_gate_at_full_capacity(start_api: Calla
     again = api.post("/api/v1/rag/generate", {"query": QUESTION})
     assert again.status_code == 200 and again.json()["answer"] == ANSWER
     assert all(gate["busy"] == 0 and gate["waiting"] == 0 for gate in wait_until_idle(api).values())
-    assert slow.most == 1
     finish_runs(api)  # every run has ended: the abandoned ones would have reached the model by now
     asked = [prompt_text(prompt) for prompt in api.model.prompts("generate")]
     assert any("Explode: which" in text for text in asked)  # the prompts do carry the question

@@ -5,7 +5,9 @@ section."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -316,14 +318,17 @@ def test_cli_prints_the_table_and_writes_json(
 
     monkeypatch.setattr("benchmarks.graders.run_grader_eval", fake_run)
     out = tmp_path / "results" / "graders.json"
-    result = CliRunner().invoke(
-        app,
-        ["graders", "--dataset", str(hotpot_file), "--limit", "5", "--no-llm", "--json", str(out)],
-    )
+    arguments = ["graders", "--dataset", str(hotpot_file), "--limit", "5", "--no-llm", "--json", str(out)]
+    # The report names the command line it ran under (sys.argv; pytest's own, which differs under xdist).
+    monkeypatch.setattr("sys.argv", ["benchmarks", *arguments])
+    for name in [name for name in os.environ if name.startswith("RAG_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RAG_TOP_K", "8")
+    result = CliRunner().invoke(app, arguments)
     assert result.exit_code == 0, result.output
     assert (seen["limit"], seen["top_k"], seen["llm"]) == (5, 8, False)
     written = json.loads(out.read_text(encoding="utf-8"))
-    assert "rag " in written.pop("command")  # how it was run (sys.argv: pytest's own under CliRunner)
+    assert written.pop("command") == "RAG_TOP_K=8 " + shlex.join(["rag", *arguments])
     assert written == GRADERS_REPORT
     assert "score" in result.output and "0.509" in result.output and "AUC 0.86" in result.output
     for bad in (["--limit", "0"], ["--top-k", "0"], ["--top-k", "101"]):
