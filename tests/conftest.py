@@ -37,6 +37,15 @@ SAMPLE_CORPUS = REPO_ROOT / "samples" / "corpus"
 CACHE_OFF = {"RAG_CACHE_ENABLED": "false"}
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`-n`, with `--dist loadgroup` as .ci/run runs it) the `servers` tests share one
+    worker: they share the session's PostgreSQL and Chroma servers (tests/helpers/servers.py), which a
+    second worker would start a second time."""
+    for item in items:
+        if item.get_closest_marker("servers") is not None:
+            item.add_marker(pytest.mark.xdist_group("servers"))
+
+
 @pytest.fixture(autouse=True)
 def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No RAG_* variable from the caller, and a working directory without a `.env` or `.rag`."""
