@@ -10,8 +10,10 @@ a shared server database while the index stays local. The schema is owned by Ale
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +65,9 @@ MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 #: Key of the Postgres advisory lock held while the app tables' migrations run (any fixed 64-bit number
 #: other locks do not use; persistence.thread_lock derives its keys from thread ids by SHA-1).
 MIGRATION_ADVISORY_LOCK_KEY = 0x7261675F6D696772  # "rag_migr"
+#: Resolved SQLite URLs kept per (data folder, working directory): Path.resolve() walks the path with a
+#: system call per part, and database_url runs for every table read or write of every question.
+RESOLVED_URL_CACHE_SIZE = 64
 #: Seconds to wait for a database server by default (RAG_DATABASE_CONNECT_TIMEOUT_S in the settings).
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
@@ -229,7 +234,16 @@ def database_url(settings: Settings) -> str:
     """RAG_DATABASE_URL, or the SQLite file `<data_dir>/app.sqlite`."""
     if settings.database_url:
         return settings.database_url
-    return f"sqlite:///{(settings.data_dir / APP_DB_FILENAME).resolve()}"
+    data_dir = Path(settings.data_dir)
+    # A relative folder resolves against the working directory, so that is part of the key; an absolute one
+    # does not depend on it.
+    return _sqlite_url(data_dir, "" if data_dir.is_absolute() else os.getcwd())
+
+
+@functools.lru_cache(maxsize=RESOLVED_URL_CACHE_SIZE)
+def _sqlite_url(data_dir: Path, cwd: str) -> str:
+    """The URL of `<data_dir>/app.sqlite`, resolved once per folder and working directory (issue 22 §6)."""
+    return f"sqlite:///{(data_dir / APP_DB_FILENAME).resolve()}"
 
 
 def alembic_config(url: str) -> AlembicConfig:
