@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
-from sqlalchemy import Select, delete, exists, select
+from sqlalchemy import Select, bindparam, delete, exists, literal, select
 
 from config.settings import Settings
 from persistence.audit import write_audit
@@ -236,11 +236,23 @@ def has_memories(tenant: str, conversation_id: str = "", *, settings: Settings |
     tenant-wide one. One indexed EXISTS query (ix_memories_scope), no model: the price every answer pays
     when a tenant keeps no memories."""
     tenant = _check_tenant(tenant)
-    statement = select(
-        exists().where(MemoryRow.tenant == tenant, MemoryRow.conversation_id.in_(_scopes(conversation_id)))
+    scope = _check_conversation(conversation_id or "") or ""
+    # One statement built at import with bound parameters, run on a Core connection rather than an ORM
+    # session: building the expression and the session's bookkeeping were most of this query's time (issue
+    # 22 §6). Not cached in the process: another process (the CLI beside the API, another worker) may add a
+    # memory to the same database at any time.
+    with get_database(_settings(settings)).engine.connect() as connection:
+        return bool(connection.scalar(_HAS_MEMORIES, {"tenant": tenant, "scope": scope}))
+
+
+#: has_memories' query: a memory of the tenant in the conversation `scope` or tenant-wide ('' when `scope` is
+#: '' too, the same scopes as `_scopes`).
+_HAS_MEMORIES = select(
+    exists().where(
+        MemoryRow.tenant == bindparam("tenant"),
+        MemoryRow.conversation_id.in_([bindparam("scope"), literal("")]),
     )
-    with get_database(_settings(settings)).session() as session:
-        return bool(session.scalar(statement))
+)
 
 
 def _scopes(conversation_id: str | None) -> list[str]:

@@ -128,6 +128,18 @@ def test_recall_embeds_nothing_when_the_scope_holds_no_memory(tenants: World) ->
     assert found == [] and (counting.query_calls, counting.document_calls) == (0, 0)
 
 
+def test_has_memories_sees_the_scopes_recall_reads(tenants: World) -> None:
+    def has(tenant: str, conversation_id: str) -> bool:
+        return has_memories(tenant, conversation_id, settings=tenants.settings)
+
+    assert not has("acme", "") and not has("acme", "c1")
+    remember(tenants, tenant="acme", conversation_id="c1")
+    # the conversation's own memory, never another conversation's nor another tenant's
+    assert has("acme", "c1") and not has("acme", "c2") and not has("acme", "") and not has("beta", "c1")
+    remember(tenants, tenant="acme")  # tenant-wide: every conversation of the tenant reads it
+    assert all(has("acme", scope) for scope in ("", "c1", "c2")) and not has("beta", "")
+
+
 def test_recall_reads_the_conversation_first_then_the_tenant_never_another_conversation(
     tenants: World,
 ) -> None:
