@@ -17,7 +17,7 @@ the engine's:
 - `advanced`: the "advanced" template (what the naive baseline uses), stop sequences on.
 
 Questions: a development split, never the reported QA questions. HotpotQA questions from DEV_HOTPOTQA_START on
-(scripts/qa_campaign.sh reports the first 300) with their two gold paragraphs and the first distractors up to
+(benchmarks/qa_campaign.sh reports the first 300) with their two gold paragraphs and the first distractors up to
 DEV_PASSAGES (as retrieval would give five passages); CMRC 2018 questions from DEV_CMRC_START on (the campaign
 reports the first 100) with their paragraph. Scores: short answer EM / F1 / accuracy (gold contained), answer
 accuracy on the whole draft, format rate (a short answer could be read), grounded rate (the short answer is in
@@ -60,7 +60,7 @@ logger = logging.getLogger(__name__)
 
 Variant = Literal["few-shot", "zero-shot", "no-stop", "json-schema", "advanced"]
 VARIANTS: tuple[Variant, ...] = get_args(Variant)
-#: First development question of each dataset: the reported QA run (scripts/qa_campaign.sh) uses the ones
+#: First development question of each dataset: the reported QA run (benchmarks/qa_campaign.sh) uses the ones
 #: before.
 DEV_HOTPOTQA_START = 300
 DEV_CMRC_START = 100

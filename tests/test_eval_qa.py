@@ -411,8 +411,8 @@ def test_a_json_report_names_its_command_without_credentials(
     assert written["command"].endswith("rag eval qa --limit 5 --dataset 'a b.json'")
     assert "sk-secret-value" not in written["command"] and "pw@db" not in written["command"]
     # a report that already says how it was made keeps its own command
-    write_json_report(path, {"n": 1, "command": "bash scripts/qa_campaign.sh"})
-    assert json.loads(path.read_text())["command"] == "bash scripts/qa_campaign.sh"
+    write_json_report(path, {"n": 1, "command": "bash benchmarks/qa_campaign.sh"})
+    assert json.loads(path.read_text())["command"] == "bash benchmarks/qa_campaign.sh"
 
 
 def test_records_file_survives_a_cut_off_last_line(tmp_path: Path) -> None:

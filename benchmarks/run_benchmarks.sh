@@ -35,5 +35,5 @@ RAG_MAX_ITERATIONS=1 $BENCH answerability --dataset "$HOTPOT" --limit 30 --pipel
 $RAG eval chaos --json "$RESULTS/chaos_after.json"
 # Load (see README "Serving under load"): the same run as the server set-up's side-by-side one, on the
 # embedded set-up, written to load.json: one script starts the worker, waits for it and stops it.
-ONLY=load SETUP=embedded OUT="$RESULTS/load.json" bash scripts/bench_servers.sh
+ONLY=load SETUP=embedded OUT="$RESULTS/load.json" bash benchmarks/bench_servers.sh
 $BENCH report --results-dir "$RESULTS"

@@ -8,9 +8,9 @@
 # file), so a stage only answers new questions; finished questions are read back from results/runs/.
 # The answer cache is off: each question is answered on its own, never from a similar earlier question.
 #
-#   bash scripts/qa_campaign.sh            # all stages (resumes; stops after the last one)
-#   STAGES="25 50" bash scripts/qa_campaign.sh
-#   DATASETS=cmrc2018 STAGES=100 bash scripts/qa_campaign.sh   # one dataset only
+#   bash benchmarks/qa_campaign.sh            # all stages (resumes; stops after the last one)
+#   STAGES="25 50" bash benchmarks/qa_campaign.sh
+#   DATASETS=cmrc2018 STAGES=100 bash benchmarks/qa_campaign.sh   # one dataset only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"

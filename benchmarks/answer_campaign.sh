@@ -4,7 +4,7 @@
 # `python -m benchmarks calibrate` can replay any threshold on the records; the answer cache is off.
 #   SQuAD 2.0 mixed (answerable + unanswerable), test half: whole chunks vs compressed evidence (naive),
 #   agentic, and the 1.5B model; HotpotQA (the file's first questions, pooled corpus): naive vs agentic.
-#   LIMIT=30 bash scripts/answer_campaign.sh
+#   LIMIT=30 bash benchmarks/answer_campaign.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"

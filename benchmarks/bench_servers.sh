@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The server set-up's half of the side-by-side benchmarks (issue 10 §5): the same `rag eval retrieval`
-# (BEIR SciFact) and `rag eval load` that scripts/run_benchmarks.sh runs on the embedded set-up, with every
+# (BEIR SciFact) and `rag eval load` that benchmarks/run_benchmarks.sh runs on the embedded set-up, with every
 # store shared through a throwaway PostgreSQL (RAG_DATABASE_URL: catalog, keyword index, checkpoints, tables)
 # and a Chroma server (RAG_CHROMA_HOST/PORT), both started by scripts/servers.sh and stopped at the end.
 #
-#   bash scripts/bench_servers.sh                 # both; ONLY=retrieval or ONLY=load for one
+#   bash benchmarks/bench_servers.sh                 # both; ONLY=retrieval or ONLY=load for one
 #
 # RAG_LOCAL_MODEL=qwen2.5-coder-0.5b OUT=results/load_servers_qwen.json (and SETUP=embedded
 # OUT=results/load_embedded_rerun_qwen.json) measure today's default model the same way.
@@ -44,7 +44,7 @@ fi
 
 if [[ " $ONLY " == *" load "* ]]; then
   # Same corpus, clients, sizes and embedded model (SmolLM2-135M, the default when load.json was measured) as
-  # load.json (scripts/run_benchmarks.sh, which runs this block with SETUP=embedded OUT=results/load.json), so
+  # load.json (benchmarks/run_benchmarks.sh, which runs this block with SETUP=embedded OUT=results/load.json), so
   # the set-ups compare; RAG_LOCAL_MODEL=qwen2.5-coder-0.5b measures today's default (results/load_qwen.json).
   # SETUP=embedded runs the load on the embedded set-up (no servers) into load_embedded_rerun.json unless OUT
   # names a file.

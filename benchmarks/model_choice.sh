@@ -4,7 +4,7 @@
 # paragraphs pooled), then `python -m benchmarks choose-model` applies the rule and writes results/model_choice.json;
 # config.settings.DEFAULT_LOCAL_MODEL must name its choice (tests/test_model_choice.py). Each run resumes
 # from its per-question records. Run it on an idle machine: the rule reads the median seconds per answer.
-#   LIMIT=40 bash scripts/model_choice.sh
+#   LIMIT=40 bash benchmarks/model_choice.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"
