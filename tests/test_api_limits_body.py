@@ -279,7 +279,7 @@ def test_a_key_with_a_body_is_checked_then_the_route_decides(start_api: Callable
     assert api.client.post("/api/v1/documents/text", json=text, headers=HEADERS).status_code == 200
     other = api.client.post("/api/v1/documents/text", json={**text, "tenant_id": "globex"}, headers=HEADERS)
     assert other.status_code == 403  # the tenant named in the body: still the route's check
-    assert api.client.get("/api/v1/rag/health").status_code in (200, 503)  # needs no key
+    assert api.client.get("/api/v1/rag/health").status_code == 200  # needs no key
     assert api.client.get("/health").status_code == 200
 
 

@@ -308,18 +308,22 @@ def test_search_text_of_bravos_documents(attack: World, mode: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "filters",
+    ("filters", "exit_code"),
     [
-        {"tenant": BRAVO},
-        {"$or": [{"tenant": BRAVO}, {"doc_type": "md"}]},
-        {"tenant": {"$ne": ALPHA}},
-        {"doc_type": {"$in": ["md", "txt"]}},
-        {"title": "Zorblatine"},
+        # `tenant` is no filter field (retrieval/filters.py): refused as bad input, however it is nested
+        ({"tenant": BRAVO}, EXIT_BAD_INPUT),
+        ({"$or": [{"tenant": BRAVO}, {"doc_type": "md"}]}, EXIT_BAD_INPUT),
+        ({"tenant": {"$ne": ALPHA}}, EXIT_BAD_INPUT),
+        # valid filters run, inside alpha's documents only
+        ({"doc_type": {"$in": ["md", "txt"]}}, 0),
+        ({"title": "Zorblatine"}, 0),
     ],
 )
 @pytest.mark.parametrize("command", ["search", "ask"])
-def test_filters_cannot_reach_bravo(attack: World, filters: dict[str, Any], command: str) -> None:
+def test_filters_cannot_reach_bravo(
+    attack: World, filters: dict[str, Any], exit_code: int, command: str
+) -> None:
     result = cli(command, "Zorblatine", "--tenant", ALPHA, "--filter", json.dumps(filters), "--json")
-    assert result.exit_code in (0, EXIT_BAD_INPUT), result.output
+    assert result.exit_code == exit_code, result.output
     assert "Traceback" not in result.output + result.stderr
     assert leaks(result.stdout + result.stderr, attack.bravo_ids) == []
