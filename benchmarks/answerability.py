@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from state.context import Context
 
 # The graph, the stores and the models are imported where they are used: `rag` imports this module for the
-# command's default --limit (service/cli/benchmarks.py), and every other command would pay for them at
+# command's default --limit (service/cli/evaluations.py), and every other command would pay for them at
 # start-up.
 
 logger = logging.getLogger(__name__)

@@ -17,11 +17,12 @@ the engine's:
 - `advanced`: the "advanced" template (what the naive baseline uses), stop sequences on.
 
 Questions: a development split, never the reported QA questions. HotpotQA questions from DEV_HOTPOTQA_START on
-(benchmarks/qa_campaign.sh reports the first 300) with their two gold paragraphs and the first distractors up to
-DEV_PASSAGES (as retrieval would give five passages); CMRC 2018 questions from DEV_CMRC_START on (the campaign
-reports the first 100) with their paragraph. Scores: short answer EM / F1 / accuracy (gold contained), answer
-accuracy on the whole draft, format rate (a short answer could be read), grounded rate (the short answer is in
-the passages: nodes.draft_text.is_grounded_short_answer), completion tokens and seconds per question.
+(benchmarks/qa_campaign.sh reports the first 300) with their two gold paragraphs and the first distractors up
+to DEV_PASSAGES (as retrieval would give five passages); CMRC 2018 questions from DEV_CMRC_START on (the
+campaign reports the first 100) with their paragraph. Scores: short answer EM / F1 / accuracy (gold
+contained), answer accuracy on the whole draft, format rate (a short answer could be read), grounded rate (the
+short answer is in the passages: nodes.draft_text.is_grounded_short_answer), completion tokens and seconds per
+question.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from rich.table import Table
 
 from benchmarks.answerability import DEFAULT_LIMIT as ANSWERABILITY_LIMIT
 from evals.environment import DEFAULT_RESULTS_DIR
-from service.cli.benchmarks import parse_pool
 from service.cli.common import (
     JsonReportOption,
     console,
@@ -25,6 +24,7 @@ from service.cli.common import (
     user_errors,
     write_json_report,
 )
+from service.cli.evaluations import parse_pool
 
 #: Largest --top-k of `python -m benchmarks graders` (the context's own bound on top_k).
 MAX_GRADED_TOP_K = 100

@@ -24,7 +24,6 @@ from service.cli import (
     serve,
     stats,
 )
-from service.cli.benchmarks import eval_app
 from service.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FILES_FAILED,
@@ -38,6 +37,7 @@ from service.cli.common import (
     warning,
     write_json_report,
 )
+from service.cli.evaluations import eval_app
 from service.cli.memory import memory_app
 from service.cli.model import model_app
 from service.cli.summarize import summarize
@@ -99,5 +99,5 @@ app.add_typer(memory_app, name="memory")
 app.add_typer(model_app, name="model")
 app.add_typer(threads_app, name="threads")
 
-# Evaluations defined outside service/cli/benchmarks.py, listed after its own.
+# Evaluations defined outside service/cli/evaluations.py, listed after its own.
 eval_app.command("load")(serve.eval_load)
