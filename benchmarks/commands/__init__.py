@@ -6,12 +6,12 @@ user runs on their own corpus (retrieval, qa, latency, load, router, chaos).
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
 
 from benchmarks.commands import calibrate, followups, keyword_backends, models, prompts, quality, scale
+from service.cli.common import configure_logging
 
 app = typer.Typer(
     help="Benchmark campaigns of this checkout (not installed): they write the result files under results/.",
@@ -25,9 +25,7 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")] = False,
 ) -> None:
     """Configure logging for every campaign."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(verbose)
 
 
 app.command("report")(quality.report)

@@ -12,7 +12,6 @@ function so `rag` starts fast.
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 
 import typer
@@ -28,6 +27,7 @@ from service.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_FILES_FAILED,
     EXIT_UNAVAILABLE,
+    configure_logging,
     console,
     error_console,
     fail,
@@ -72,9 +72,7 @@ def main(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details.")] = False,
 ) -> None:
     """Configure logging for every command."""
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(verbose)
 
 
 # --------------------------------------------------------------------------------------------------------

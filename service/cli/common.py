@@ -133,19 +133,13 @@ def store_error_or_exit(result: dict[str, object]) -> None:
 
 #: `--json` of the benchmarks: the file their report is written to (write_json_report).
 JsonReportOption = Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")]
-ScifactOption = Annotated[
-    Path | None, typer.Option(help="BEIR SciFact folder (default: ../shared/data/beir-scifact).")
-]
 
 
-def scifact_folder(option: Path | None) -> Path:
-    """The SciFact folder a benchmark reads (the option, else the shared data's); exit 2 when missing."""
-    from evals.datasets import SHARED_DATA_DIR  # late: the data paths are only needed by benchmarks
-
-    folder = option or SHARED_DATA_DIR / "beir-scifact"
-    if not folder.is_dir():
-        fail(f"SciFact folder not found: {folder}")
-    return folder
+def configure_logging(verbose: bool) -> None:
+    """The log format and level of a command line (`rag`, `python -m benchmarks`): INFO with --verbose."""
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
 
 
 #: Environment variables a report's command line leaves out by name: they may hold credentials.
