@@ -10,18 +10,27 @@ first node runs: a refused caller must write nothing into another tenant's threa
 
 from __future__ import annotations
 
+import contextvars
+import queue
+import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
+from uuid import UUID
 
-from langchain_core.messages import AIMessageChunk
+from langchain_core.callbacks import BaseCallbackHandler, Callbacks
+from langchain_core.messages import AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGenerationChunk, GenerationChunk, LLMResult
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tracers._streaming import _StreamingCallbackHandler
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.constants import TAG_NOSTREAM as NO_STREAM_TAG
 
 from config.settings import Settings
 from graphs.types import GraphType
+from nodes.events import EVENT_SINK
 from nodes.start_turn import check_input_tenant
 from persistence.checkpointer import checkpointer_for
 from persistence.thread_lock import thread_lock
@@ -32,6 +41,12 @@ from state.graph_state import InputState
 GraphName = Literal["rag", "baseline", "direct"]
 #: Nodes whose model tokens are shown while streaming (the answer being written).
 STREAMED_NODES = frozenset({"generate"})
+#: What the worker of stream_on_worker puts last: the run's final state, or its error.
+_DONE = "done"
+_FAILED = "failed"
+T = TypeVar("T")
+#: What separates a subgraph's checkpoint namespace from its parent task's (LangGraph's NS_SEP).
+SUBGRAPH_SEPARATOR = "|"
 
 
 def new_thread_id() -> str:
@@ -57,6 +72,136 @@ def compiled_graph(name: GraphName, checkpointer: BaseCheckpointSaver[Any] | Non
 def _input(question: str, inputs: dict[str, Any]) -> InputState:
     """The graph input of a turn: the question and the caller's other input fields (the graph validates)."""
     return cast(InputState, {"question": question, **inputs})
+
+
+class TokenHandler(BaseCallbackHandler, _StreamingCallbackHandler[Any]):
+    """Puts ("token", text) for each chunk a model streams inside STREAMED_NODES of the root graph.
+
+    What LangGraph's "messages" stream mode does for us, kept to what the runner shows: AI chunks with text,
+    not from calls tagged NO_STREAM_TAG, not from subgraphs. A streaming handler (langchain_core's
+    `_StreamingCallbackHandler`, as LangGraph's own handler is), so a model called with `invoke` inside the
+    run streams as it did under "messages"."""
+
+    def __init__(self, put: Callable[[tuple[str, Any]], None]) -> None:
+        self._put = put
+        self._streamed: set[UUID] = set()
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[BaseMessage]],
+        *,
+        run_id: UUID,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Watch the call when it is a streamed node's, in the root graph, and not kept out of the stream."""
+        if (
+            not metadata
+            or metadata.get("langgraph_node") not in STREAMED_NODES
+            or NO_STREAM_TAG in (tags or ())
+        ):
+            return
+        if SUBGRAPH_SEPARATOR in str(metadata.get("langgraph_checkpoint_ns") or ""):
+            return  # a subgraph's node (its namespace nests under the root task's)
+        self._streamed.add(run_id)
+
+    def on_llm_new_token(
+        self,
+        token: str | list[str | dict[str, Any]],
+        *,
+        chunk: GenerationChunk | ChatGenerationChunk | None = None,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Put a watched call's text chunk."""
+        if run_id not in self._streamed or not isinstance(chunk, ChatGenerationChunk):
+            return
+        message = chunk.message
+        if isinstance(message, AIMessageChunk) and isinstance(message.content, str) and message.content:
+            self._put(("token", message.content))
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        """Forget a finished call."""
+        self._streamed.discard(run_id)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """Forget a failed call."""
+        self._streamed.discard(run_id)
+
+    def tap_output_aiter(self, run_id: UUID, output: AsyncIterator[T]) -> AsyncIterator[T]:
+        """Chunks pass unchanged (they are read in on_llm_new_token)."""
+        return output
+
+    def tap_output_iter(self, run_id: UUID, output: Iterator[T]) -> Iterator[T]:
+        """Chunks pass unchanged (they are read in on_llm_new_token)."""
+        return output
+
+
+def with_handler(callbacks: Callbacks, handler: BaseCallbackHandler) -> Callbacks:
+    """The run's callbacks (a list, a manager or none) with `handler` added, inherited by every node."""
+    if callbacks is None or isinstance(callbacks, list):
+        return [*(callbacks or []), handler]
+    manager = callbacks.copy()
+    manager.add_handler(handler, inherit=True)
+    return manager
+
+
+def stream_on_worker(
+    graph: GraphType, graph_input: InputState, config: RunnableConfig, context: Context, events: bool
+) -> Generator[tuple[str, Any], None, dict[str, Any]]:
+    """Run the graph on one worker thread of its own and yield its ("token", text) and, with `events`,
+    ("event", {"event", "data"}) items as they come; return the final state.
+
+    Why not LangGraph's "messages" and "custom" stream modes: with either, LangGraph hands every step of the
+    run to a thread pool it creates per run, so that it can yield while a node works; a question then pays a
+    pool and two thread switches per step (issue 22 §6: about a quarter of the graph's own time). Here the
+    graph streams only its values on one thread, every step inline, while tokens (TokenHandler) and events
+    (nodes.events.EVENT_SINK) reach this generator through a queue. Closing the generator stops the graph
+    at its next step, as closing LangGraph's stream did, and waits for it, so the caller's thread lock is
+    held until the run has stopped."""
+    items: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+    stop = threading.Event()
+    handler = TokenHandler(items.put)
+    config = {**config, "callbacks": with_handler(config.get("callbacks"), handler)}
+
+    def put_event(payload: dict[str, Any]) -> None:
+        items.put(("event", payload))
+
+    def run() -> None:
+        if events:
+            EVENT_SINK.set(put_event)
+        last: dict[str, Any] = {}
+        try:
+            parts = graph.stream(graph_input, config=config, context=context, stream_mode="values")
+            with closing(cast(Generator[Any, None, None], parts)):  # closed early: the graph stops here
+                for part in parts:
+                    last = cast(dict[str, Any], part)
+                    if stop.is_set():
+                        break
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, which raises it
+            items.put((_FAILED, error))
+        else:
+            items.put((_DONE, last))
+
+    worker = threading.Thread(
+        target=contextvars.copy_context().run, args=(run,), name="graph-run", daemon=True
+    )
+    worker.start()
+    try:
+        while True:
+            kind, payload = items.get()
+            if kind == _DONE:
+                return cast(dict[str, Any], payload)
+            if kind == _FAILED:
+                raise payload
+            yield kind, payload
+    finally:
+        stop.set()
+        worker.join()
 
 
 @dataclass
@@ -141,22 +286,7 @@ class Session:
         with self.turn(thread_id, context, inputs) as config:
             if callbacks:
                 config["callbacks"] = callbacks
-            for part in self.graph.stream(
-                _input(question, inputs),
-                config=config,
-                context=context,
-                stream_mode=["messages", "values", "custom"] if events else ["messages", "values"],
-            ):
-                mode, payload = cast(tuple[str, Any], part)  # several stream modes: (mode, payload) pairs
-                if mode == "custom":
-                    yield "event", payload
-                elif mode == "messages":
-                    chunk, metadata = payload
-                    if isinstance(chunk, AIMessageChunk) and metadata.get("langgraph_node") in STREAMED_NODES:
-                        if isinstance(chunk.content, str) and chunk.content:
-                            yield "token", chunk.content
-                else:
-                    last = payload
+            last = yield from stream_on_worker(self.graph, _input(question, inputs), config, context, events)
         yield "result", {**last, "thread_id": thread_id}
 
     def history(self, thread_id: str, tenant: str | None = None) -> dict[str, Any]:

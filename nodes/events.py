@@ -21,11 +21,17 @@ Tokens stream through `stream_mode="messages"` (the model's own chunks); the RES
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Literal
 
 from langgraph.config import get_stream_writer
 
 logger = logging.getLogger(__name__)
+
+#: Where a run's events go when its runner collects them itself (graphs.runner.Session.stream) rather than
+#: through LangGraph's "custom" stream mode, which hands every step of the run to a worker thread.
+EVENT_SINK: ContextVar[Callable[[dict[str, Any]], None] | None] = ContextVar("rag_event_sink", default=None)
 
 #: Every event name a graph node may emit (the REST route adds `done`).
 EventName = Literal[
@@ -45,10 +51,12 @@ def emit(name: EventName, data: dict[str, Any]) -> None:
     Never raises: an event is a courtesy to a watcher and must not fail the node that sends it (a node
     called directly by a test or a script has no run, hence no writer).
     """
-    try:
-        writer = get_stream_writer()
-    except RuntimeError:  # called outside a graph run
-        return
+    writer = EVENT_SINK.get()
+    if writer is None:
+        try:
+            writer = get_stream_writer()
+        except RuntimeError:  # called outside a graph run
+            return
     try:
         writer({"event": name, "data": data})
     except Exception:  # noqa: BLE001 - a broken watcher must not break the answer
