@@ -66,10 +66,12 @@ def run_latency_eval(
     *,
     questions: int = 50,
     corpus: Path = SAMPLE_CORPUS,
+    questions_file: Path = SAMPLE_QUESTIONS,
     progress: Callable[[str, int], Callable[[int], None]] | None = None,
     resources: ResourcesFactory = Resources,
 ) -> dict[str, Any]:
-    """Ingest the sample corpus into a dedicated data dir, then time `questions` graph runs.
+    """Ingest `corpus` (a folder or file; the sample corpus by default) into a dedicated data dir, then time
+    `questions` graph runs cycling through `questions_file` (JSONL with a "question" field).
 
     `resources` builds the models and stores for that data dir (tests pass fakes)."""
     # The answer cache off: the warm-up asks the first question again, and a cache hit times no graph at all.
@@ -79,18 +81,20 @@ def run_latency_eval(
     installed = resources(eval_settings)
     with use_resources(installed):
         ingest_paths(installed.kb(), [corpus], collection=LATENCY_COLLECTION)
-        return _time_questions(eval_settings, settings, questions, progress)
+        return _time_questions(eval_settings, settings, sample_questions(questions_file), questions, progress)
 
 
 def _time_questions(
     eval_settings: Settings,
     settings: Settings,
+    pool: list[str],
     questions: int,
     progress: Callable[[str, int], Callable[[int], None]] | None,
 ) -> dict[str, Any]:
+    if not pool:
+        raise ValueError("the questions file holds no question")
     session = Session(eval_settings)
     context = Context(collection=LATENCY_COLLECTION)
-    pool = sample_questions()
     session.ask(pool[0], thread_id=new_thread_id(), context=context)  # warm-up: model and index loading
     advance = progress("questions", questions) if progress else (lambda _n: None)
     walls, models, retrievals, overheads, calls, first_tokens = [], [], [], [], [], []

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
 
 from config.settings import Settings
 from evals.latency import run_latency_eval
 from models.local_catalog import CATALOG
 from nodes.resources import Resources
+from service.cli import app
 from tests.fakes import StreamingTaskModel, TaskChatModel, fake_resources_factory
 
 REPLY = "Answer: the sample corpus [1]."
@@ -55,3 +60,32 @@ def test_latency_reports_the_time_to_the_first_streamed_answer_token(
     assert report["questions_with_streamed_answer"] == 2
     assert 0 < report["first_token_ms_p50"] <= report["wall_ms_p50"]
     assert report["targets"] == {"wall_p50_s": 15.0, "first_token_p50_s": 5.0}
+
+
+def test_latency_runs_on_the_users_corpus_and_questions(
+    make_settings: Callable[..., Settings], tmp_path: Path
+) -> None:
+    """`rag eval latency --corpus --questions-file`: the user's questions, asked of their files."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "kiln.md").write_text("# Kiln\n\nThe Orvell kiln fires porcelain at 1,300 degrees.\n")
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"question": "How hot does the Orvell kiln fire?"}) + "\n")
+    model = TaskChatModel(replies={"generate": REPLY, "chat": REPLY})
+    report = run_latency_eval(
+        make_settings(),
+        questions=2,
+        corpus=corpus,
+        questions_file=questions,
+        resources=fake_resources_factory(model),
+    )
+    assert report["questions"] == 2
+    asked = [" ".join(str(m.content) for m in prompt) for prompt in model.prompts("generate")]
+    assert asked and all("Orvell kiln fire?" in text and "1,300 degrees" in text for text in asked)
+
+
+def test_latency_command_names_a_missing_corpus_or_questions_file(tmp_path: Path) -> None:
+    for option in ("--corpus", "--questions-file"):
+        result = CliRunner().invoke(app, ["eval", "latency", option, str(tmp_path / "missing")])
+        assert result.exit_code == 2
+        assert f"not found: {tmp_path / 'missing'} ({option})" in result.output

@@ -89,19 +89,33 @@ def eval_retrieval(
 
 @eval_app.command("latency")
 def eval_latency(
-    questions: Annotated[
-        int, typer.Option(help="Questions to run (cycling through samples/questions.jsonl).")
-    ] = 50,
+    questions: Annotated[int, typer.Option(help="Questions to run (cycling through --questions-file).")] = 50,
+    corpus: Annotated[
+        Path | None, typer.Option(help="Folder or file to index and ask about (default: samples/corpus).")
+    ] = None,
+    questions_file: Annotated[
+        Path | None,
+        typer.Option(help='JSONL of {"question": ...} about the corpus (default: samples/questions.jsonl).'),
+    ] = None,
     json_out: JsonReportOption = None,
 ) -> None:
-    """Per-node time and graph overhead (wall - model - retrieval) with the embedded model."""
-    from evals.latency import run_latency_eval
+    """Per-node time and graph overhead (wall - model - retrieval) with the configured model, on your corpus
+    and questions or the checkout's samples."""
+    from evals.latency import SAMPLE_CORPUS, SAMPLE_QUESTIONS, run_latency_eval
 
     if questions < 1:
         fail("--questions must be at least 1")
+    corpus = corpus or SAMPLE_CORPUS
+    questions_file = questions_file or SAMPLE_QUESTIONS
+    if not corpus.exists():
+        fail(f"corpus not found: {corpus} (--corpus)")
+    if not questions_file.is_file():
+        fail(f"questions file not found: {questions_file} (--questions-file)")
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:
-        report = run_latency_eval(settings, questions=questions, progress=bars)
+        report = run_latency_eval(
+            settings, questions=questions, corpus=corpus, questions_file=questions_file, progress=bars
+        )
     write_json_report(json_out, report)
     table = Table(title=f"graph latency over {report['questions']} questions ({report['machine']})")
     table.add_column("node")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -74,7 +75,11 @@ def eval_load(
     url: Annotated[str, typer.Option(help="Base URL of a running API (rag serve).")],
     clients: Annotated[int, typer.Option(help="Concurrent clients.")] = 16,
     requests: Annotated[int, typer.Option(help="Requests of the load phase, in total.")] = 160,
-    questions: Annotated[int, typer.Option(help="Distinct questions (samples/questions.jsonl).")] = 4,
+    questions: Annotated[int, typer.Option(help="Distinct questions (the first of --questions-file).")] = 4,
+    questions_file: Annotated[
+        Path | None,
+        typer.Option(help='JSONL of {"question": ...} to send (default: samples/questions.jsonl).'),
+    ] = None,
     uncached_requests: Annotated[
         int | None,
         typer.Option(help="Requests of the uncached phase (cache bypassed; default = --clients; 0 = skip)."),
@@ -88,16 +93,20 @@ def eval_load(
     json_out: JsonReportOption = None,
 ) -> None:
     """Throughput, p50/p95, errors, and cold vs cache-hit latency of the HTTP API under N clients."""
-    from evals.load import run_load
+    from evals.load import DEFAULT_QUESTIONS, run_load
     from service.cli.common import error_console, write_json_report
 
     payload = {"max_tokens": max_tokens} if max_tokens else {}
+    questions_file = questions_file or DEFAULT_QUESTIONS
+    if not questions_file.is_file():
+        fail(f"questions file not found: {questions_file} (--questions-file)")
     try:
         report = run_load(
             url,
             clients=clients,
             requests=requests,
             questions=questions,
+            questions_file=questions_file,
             uncached_requests=uncached_requests,
             payload=payload,
             headers={"X-API-Key": api_key} if api_key else None,
