@@ -15,7 +15,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import chromadb
@@ -32,7 +32,9 @@ from retrieval.search import Searcher
 from service.cli import app
 from service.doctor import run_doctor
 from tests.conftest import REPO_ROOT, write_corpus
+from tests.fake_openai import FakeOpenAIServer
 from tests.fakes import HashEmbeddings
+from tests.helpers.api_server import free_port
 
 CORPUS = {
     "heron.md": "# Heron\n\nThe patient heron waits by the reeds for silver fish at dawn.",
@@ -319,12 +321,26 @@ def test_doctor_help_documents_exit_codes_and_json() -> None:
         assert f"{code} =" in text, text
 
 
-# --- the real command in processes (real embedding model) ---------------------------------------------------
+# --- the installed command in processes --------------------------------------------------------------------
+# Embeddings from the fake OpenAI-compatible endpoint (hashed bag of words): the subject is the store, and
+# each process would otherwise spend seconds loading torch and MiniLM (the notebook test runs real models).
+
+
+@pytest.fixture
+def embedding_endpoint() -> Iterator[str]:
+    with FakeOpenAIServer("unused", free_port()) as fake:
+        yield fake.base_url
 
 
 @pytest.mark.slow
-def test_deleted_chroma_folder_through_the_installed_command(tmp_path: Path) -> None:
-    env = {**os.environ, "RAG_DATA_DIR": str(tmp_path / "rag")}
+def test_deleted_chroma_folder_through_the_installed_command(tmp_path: Path, embedding_endpoint: str) -> None:
+    env = {
+        **os.environ,
+        "RAG_DATA_DIR": str(tmp_path / "rag"),
+        "RAG_EMBEDDING_PROVIDER": "openai",
+        "RAG_EMBEDDING_BASE_URL": embedding_endpoint,
+        "RAG_EMBEDDING_API_KEY": "test",
+    }
     docs = write_corpus(tmp_path / "docs", CORPUS)["heron.md"].parent
 
     def rag(*args: str) -> subprocess.CompletedProcess[str]:
