@@ -3,24 +3,11 @@ edges, and a graph check that can fail (a planted cycle is found)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
+
+from tests.helpers.import_graph import graph_tools
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("import_graph", REPO_ROOT / "scripts" / "import_graph.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("import_graph", module)
-    spec.loader.exec_module(module)
-    return module
-
-
-graph_tools = _script()
 
 
 def test_the_packages_import_each_other_without_a_cycle() -> None:

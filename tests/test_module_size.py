@@ -4,10 +4,9 @@ the benchmarks; tests, scripts and notebooks are not product code."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
+
+from tests.helpers.import_graph import graph_tools
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Lines a product module may have (the issue's "about 400", with room for a docstring's growth).
@@ -19,20 +18,11 @@ NOT_PRODUCT = frozenset({"benchmarks"})
 OVER_THE_LIMIT: dict[str, str] = {}
 
 
-def _graph_tools() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("import_graph", REPO_ROOT / "scripts" / "import_graph.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("import_graph", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 def module_lengths(root: Path = REPO_ROOT) -> dict[str, int]:
     """Lines of every product module, by path relative to `root`."""
     return {
         str(path.relative_to(root)): len(path.read_text(encoding="utf-8").splitlines())
-        for package in _graph_tools().packages(root)
+        for package in graph_tools.packages(root)
         if package not in NOT_PRODUCT
         for path in sorted((root / package).rglob("*.py"))
     }
