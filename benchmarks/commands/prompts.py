@@ -55,3 +55,56 @@ def eval_prompts(
     console.print(f"answer prompt variants, {name} ({report['machine']})")
     console.print("\n".join(markdown_table(report)), markup=False, highlight=False)
     console.print(f"written to {json_out}")
+
+
+DEFAULT_PROMPT_CACHE_RESULTS = DEFAULT_RESULTS_DIR / "prompt_cache.json"
+
+
+def eval_prompt_cache(
+    model: Annotated[
+        str | None, typer.Option(help="Catalog model (default: RAG_LOCAL_MODEL, the default model).")
+    ] = None,
+    questions: Annotated[
+        Path, typer.Option(help="JSONL of {'question': ...} lines (default: the sample questions).")
+    ] = Path("samples/questions.jsonl"),
+    corpus: Annotated[Path, typer.Option(help="Folder whose documents are the sources.")] = Path(
+        "samples/corpus"
+    ),
+    json_out: Annotated[Path, typer.Option("--json", help="Results file.")] = DEFAULT_PROMPT_CACHE_RESULTS,
+) -> None:
+    """Prompt tokens read and reused, and prompt time, with llama.cpp's prompt cache off and on, for the
+    engine's answer templates on its embedded server (benchmarks/prompt_cache.py)."""
+    import json
+
+    from benchmarks.prompt_cache import markdown_table, run_prompt_cache, write_report
+    from models.local_catalog import LOCAL_MODEL_NAMES
+
+    settings = settings_or_exit()
+    name = model or settings.local_model
+    if name not in LOCAL_MODEL_NAMES:
+        fail(f"unknown model {name!r}; choose among {', '.join(LOCAL_MODEL_NAMES)}")
+    for option, path in (("--questions", questions), ("--corpus", corpus)):
+        if not path.exists():
+            fail(f"{option}: {path} does not exist")
+    lines = questions.read_text(encoding="utf-8").splitlines()
+    texts = [json.loads(line)["question"] for line in lines if line.strip()]
+    english = [text for text in texts if text.isascii()]
+    if len(english) < 2:
+        fail(f"--questions: {questions} holds fewer than two English questions")
+    import httpx
+
+    with user_errors():
+        try:
+            report = run_prompt_cache(
+                settings,
+                model=name,  # type: ignore[arg-type]  # checked above
+                questions=english,
+                corpus=corpus,
+                progress=console.print,
+            )
+        except httpx.HTTPError as error:
+            fail(f"the embedded model's server failed ({type(error).__name__}: {error})", EXIT_UNAVAILABLE)
+    write_report(json_out, report)
+    console.print(f"prompt cache, {name} ({report['machine']})")
+    console.print("\n".join(markdown_table(report)), markup=False, highlight=False)
+    console.print(f"written to {json_out}")
