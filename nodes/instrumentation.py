@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from models.errors import raise_if_unavailable
 from models.structured import StructuredResult, invoke_structured, usage_of, with_max_tokens
 from retrieval.answer_text import cut_at_repetition, is_looping
+from retrieval.tokens import count_tokens
 
 NodeFunction = Callable[..., dict[str, Any]]
 
@@ -132,6 +133,20 @@ class GuardedReply:
     """True when the reply was cut because it started repeating itself."""
 
 
+def estimated_usage(messages: list[BaseMessage], pieces: int) -> dict[str, int]:
+    """Usage of a streamed reply the endpoint did not account for: the prompt counted with the engine's
+    tokenizer, one completion token per streamed piece.
+
+    Why: an endpoint sends a stream's usage in its last chunk, so a reply cut by the loop guard (or an
+    endpoint that never reports usage) would count as a call that read and wrote nothing, and the prompt
+    tokens per question of `rag eval qa` would be too low exactly for the models that loop most.
+    llama.cpp and OpenAI stream one token a chunk; the prompt count is tiktoken's, not the model's own."""
+    return {
+        "prompt_tokens": sum(count_tokens(str(message.content)) for message in messages),
+        "completion_tokens": pieces,
+    }
+
+
 def token_logprobs_of(message: Any) -> TokenLogprobs | None:
     """The (token, logprob) pairs of a reply's `response_metadata["logprobs"]["content"]`, or None."""
     logprobs = (getattr(message, "response_metadata", None) or {}).get("logprobs")
@@ -160,8 +175,10 @@ def guarded_text_call(
     reply: Any = None
     stopped = False
     error: str | None = None
+    pieces = 0
     try:
-        for pieces, chunk in enumerate(bound.stream(messages), start=1):
+        for chunk in bound.stream(messages):
+            pieces += 1
             reply = chunk if reply is None else reply + chunk
             if pieces % LOOP_CHECK_EVERY == 0 and is_looping(str(reply.text)):
                 stopped = True
@@ -174,6 +191,8 @@ def guarded_text_call(
     if stopped:
         text = cut_at_repetition(text)
     usage = usage_of(reply) if reply is not None else {}
+    if reply is not None and not usage.get("prompt_tokens"):
+        usage = estimated_usage(messages, pieces)
     elapsed = (time.perf_counter() - started) * 1000
     pairs = token_logprobs_of(reply) if reply is not None and error is None else None
     return GuardedReply(text, error, accounting(1, usage, elapsed), pairs, stopped)

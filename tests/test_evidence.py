@@ -4,11 +4,14 @@ citation offsets. Passages are invented; no evaluation question appears here."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
+from langchain_core.messages.ai import UsageMetadata
+from langchain_core.outputs import ChatGenerationChunk
 
 from models.confidence import answer_confidence, first_line_range
 from nodes.cite import REASON_LOW_CONFIDENCE, cite
@@ -140,6 +143,25 @@ def test_guarded_call_stops_a_looping_reply() -> None:
 
     assert result.stopped_on_loop and result.error is None
     assert result.text == "Answer: Tallow. She was born in the port town."
+    # The endpoint's usage arrives in the stream's last chunk, which a cut reply never reads: estimated.
+    usage = result.accounting["usage"]
+    assert usage["prompt_tokens"] == count_tokens("q")
+    assert 0 < usage["completion_tokens"] < len(reply.split())
+
+
+class UsageReportingModel(GenericFakeChatModel):
+    """Streams its reply, then a last chunk with the endpoint's usage (as OpenAI-compatible servers do)."""
+
+    def _stream(self, *args: Any, **kwargs: Any) -> Iterator[ChatGenerationChunk]:
+        yield from super()._stream(*args, **kwargs)
+        usage = UsageMetadata(input_tokens=321, output_tokens=4, total_tokens=325)
+        yield ChatGenerationChunk(message=AIMessageChunk(content="", usage_metadata=usage))
+
+
+def test_guarded_call_keeps_the_usage_the_endpoint_reports() -> None:
+    model = UsageReportingModel(messages=iter([AIMessage("Answer: Tallow")]))
+    result = guarded_text_call(model, [HumanMessage("q")], max_tokens=64)
+    assert result.accounting["usage"] == {"prompt_tokens": 321.0, "completion_tokens": 4.0}
 
 
 def test_guarded_call_returns_an_ordinary_reply_whole() -> None:
