@@ -10,7 +10,6 @@ own answer templates: the same requests once with `cache_prompt` on and once off
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -190,8 +189,3 @@ def markdown_table(report: dict[str, Any]) -> list[str]:
             f"{row['tokens_reused_mean']:.0f} | {row['prompt_ms_p50']:.0f} | {row['wall_s_p50']:.2f} |"
         )
     return lines
-
-
-def write_report(path: Path, report: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
