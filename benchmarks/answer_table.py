@@ -54,6 +54,8 @@ def row(name: str, records: Sequence[dict[str, Any]]) -> str:
     declined = [r for r in records if r["not_found"]]
     n = len(records)
     tokens = prompt_tokens_per_question(records)
+    # records written before the engine kept the withheld answer cannot say what a decline held
+    keeps_candidates = any("candidate_contains_gold" in r for r in records)
     cells = [
         name,
         str(n),
@@ -63,8 +65,12 @@ def row(name: str, records: Sequence[dict[str, Any]]) -> str:
         f"{share(sum(r['not_found'] for r in unanswerable), len(unanswerable))} ({len(unanswerable)})"
         if unanswerable
         else "–",
-        f"{sum(1 for r in declined if r.get('candidate_contains_gold'))}/{len(declined)}",
-        share(sum(1 for r in answerable if r.get("candidate_contains_gold")), len(answerable)),
+        f"{sum(1 for r in declined if r.get('candidate_contains_gold'))}/{len(declined)}"
+        if keeps_candidates
+        else "–",
+        share(sum(1 for r in answerable if r.get("candidate_contains_gold")), len(answerable))
+        if keeps_candidates
+        else "–",
         f"{sum(r['llm_calls'] for r in records) / n:.2f}" if n else "–",
         f"{tokens:.0f}" if tokens is not None else "–",
         f"{statistics.median(r['latency_s'] for r in records):.1f}" if n else "–",

@@ -55,3 +55,11 @@ def test_the_split_keeps_one_half_of_the_questions(tmp_path: Path) -> None:
     assert len(load_records(path)) == len(qids)
     lines = table([path], "test")
     assert lines[0] == HEADER and lines[2].startswith(f"| run (test half) | {len(test_half)} |")
+
+
+def test_records_without_the_withheld_answer_leave_the_decline_columns_empty() -> None:
+    old = [
+        {key: value for key, value in record("a", not_found=True).items() if key != "candidate_contains_gold"}
+    ]
+    cells = [cell.strip() for cell in row("old", old).strip("|").split("|")]
+    assert cells[6:8] == ["–", "–"]
