@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Issue 19 development run behind nodes/turn.py AUTO_MODES: the agentic graph with RAG_MODE=auto (then: the
+# short-answer template for factoid query types) against RAG_MODE=advanced, the first LIMIT development
+# questions of SQuAD 2.0 (mixed), HotpotQA and CMRC 2018, each dataset's paragraphs pooled, embedded
+# Qwen2.5-Coder-0.5B, answer cache off. Records: results/runs/dev-agentic-template-<mode>-<dataset>.jsonl;
+# table: python -m benchmarks.answer_table results/runs/dev-agentic-template-*.jsonl
+# Since AUTO_MODES maps every type to "advanced", rerunning the auto arm now measures the advanced template.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${DATA:-../shared/data}"
+LIMIT="${LIMIT:-40}"
+declare -A DATASETS=(
+  [squad]="data/squad/squad2_dev_mixed400.json.gz"
+  [cmrc2018]="$DATA/cmrc2018/cmrc2018_dev.json.gz"
+  [hotpotqa]="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
+)
+export RAG_CACHE_ENABLED=false RAG_LOCAL_MODEL=qwen2.5-coder-0.5b
+for name in hotpotqa squad cmrc2018; do
+  for mode in auto advanced; do
+    echo "== $(date -u +%H:%M:%S) $name $mode"
+    RAG_MODE=$mode .venv/bin/rag eval qa --dataset "${DATASETS[$name]}" --pipeline agentic --split dev \
+      --limit "$LIMIT" --pool all --results "results/runs/dev-agentic-template-$mode-$name.jsonl"
+  done
+done
