@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 19's reported runs, each resumable from its per-question records under results/runs/:
+#   1. HotpotQA, the file's first 300 questions (the same 300 as the whole-chunk runs of docs/benchmarks.md,
+#      "before compression"), every question's paragraphs of the file pooled (4,920): naive and agentic with
+#      the default embedded model and compressed evidence ("after"). The no-retrieval row is the earlier run
+#      (results/qa_pooled_hotpotqa_no-retrieval.json): without documents, evidence compression changes nothing.
+#   2. The agentic graph and no retrieval on the test halves of SQuAD 2.0 (mixed) and CMRC 2018, the same
+#      questions as benchmarks/answer_campaign.sh's runs.
+#   3. The strong paths on and off: Qwen2.5-Coder-1.5B served the way a user serves a model
+#      (`rag model serve`, llama.cpp's OpenAI-compatible server on loopback), the agentic graph on the first
+#      questions of HotpotQA's test half, RAG_LLM_STRENGTH=strong (LLM analysis, grading, rewriting) against
+#      RAG_LLM_STRENGTH=weak (the heuristic analyser and score graders) on the same endpoint; and the naive
+#      graph on the same questions and endpoint.
+# The answer cache is off. STAGES picks stages (default "1 2 3"); LIMIT, SMALL_LIMIT and STRONG_LIMIT the
+# question counts.
+#   bash benchmarks/reported_campaign.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${DATA:-../shared/data}"
+HOTPOTQA="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
+LIMIT="${LIMIT:-300}"
+STRONG_LIMIT="${STRONG_LIMIT:-12}"
+STAGES="${STAGES:-1 2 3}"
+SQUAD="data/squad/squad2_dev_mixed400.json.gz"
+CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
+SMALL_LIMIT="${SMALL_LIMIT:-30}"
+PORT="${PORT:-8093}"
+# One index for every run: the pooled corpus does not depend on the pipeline or the model.
+export RAG_DATA_DIR="${RAG_DATA_DIR:-/tmp/rag-reported}"
+export RAG_CACHE_ENABLED=false
+# The SQuAD and CMRC indexes (each dataset has its own under eval/, so one folder can hold them all).
+SMALL_DATA_DIR="${SMALL_DATA_DIR:-$RAG_DATA_DIR}"
+
+run() {  # run NAME PIPELINE SPLIT LIMIT [DATASET]
+  local name="$1" pipeline="$2" split="$3" limit="$4" dataset="${5:-$HOTPOTQA}"
+  echo "== $(date -u +%H:%M:%S) $name --split $split --limit $limit"
+  .venv/bin/rag eval qa --dataset "$dataset" --pipeline "$pipeline" --split "$split" --limit "$limit" \
+    --pool all --results "results/runs/$name.jsonl" --json "results/qa_$name.json"
+}
+
+if [[ " $STAGES " == *" 1 "* ]]; then
+  run reported-hotpotqa-naive naive all "$LIMIT"
+  run reported-hotpotqa-agentic agentic all "$LIMIT"
+fi
+
+if [[ " $STAGES " == *" 2 "* ]]; then
+  RAG_DATA_DIR="$SMALL_DATA_DIR" run reported-squad-test-agentic agentic test "$SMALL_LIMIT" "$SQUAD"
+  RAG_DATA_DIR="$SMALL_DATA_DIR" run reported-squad-test-no-retrieval no-retrieval test "$SMALL_LIMIT" "$SQUAD"
+  RAG_DATA_DIR="$SMALL_DATA_DIR" run reported-cmrc2018-test-agentic agentic test "$SMALL_LIMIT" "$CMRC"
+  RAG_DATA_DIR="$SMALL_DATA_DIR" run reported-cmrc2018-test-no-retrieval no-retrieval test "$SMALL_LIMIT" "$CMRC"
+fi
+
+if [[ " $STAGES " == *" 3 "* ]]; then
+  .venv/bin/rag model serve --model qwen2.5-coder-1.5b --port "$PORT" > "$RAG_DATA_DIR/model-serve.log" 2>&1 &
+  server=$!
+  trap 'kill "$server" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 120); do
+    curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break
+    sleep 1
+  done
+  export RAG_LLM_PROVIDER=openai RAG_LLM_BASE_URL="http://127.0.0.1:$PORT/v1" RAG_LLM_MODEL=qwen2.5-coder-1.5b
+  RAG_LLM_STRENGTH=weak run strong-off-1.5b-hotpotqa-test-agentic agentic test "$STRONG_LIMIT"
+  RAG_LLM_STRENGTH=strong run strong-on-1.5b-hotpotqa-test-agentic agentic test "$STRONG_LIMIT"
+  RAG_LLM_STRENGTH=weak run strong-off-1.5b-hotpotqa-test-naive naive test "$STRONG_LIMIT"
+fi
