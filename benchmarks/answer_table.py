@@ -12,12 +12,12 @@ a file's first questions can also be read without the development half.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evals.qa import read_records
 from evals.qa_scoring import current_names
 from evals.splits import ALL_SPLITS, SPLITS, split_of
 
@@ -33,8 +33,9 @@ def share(part: float, whole: int) -> str:
 
 def load_records(path: Path, split: str = ALL_SPLITS) -> list[dict[str, Any]]:
     """The records of one results file, of one half of the questions or all of them."""
+    # read_records: the latest record per question, as `rag eval qa` resumes them (a torn last line skipped);
     # current_names: records written before issue 22 named the gold containment "accuracy"
-    records = [current_names(json.loads(line)) for line in path.open(encoding="utf-8") if line.strip()]
+    records = [current_names(record) for record in read_records(path).values()]
     return [r for r in records if split == ALL_SPLITS or split_of(str(r["qid"])) == split]
 
 
