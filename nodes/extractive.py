@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.text import contains_cjk
-from nodes.draft_text import cited, truncated_sentence
+from core.text import contains_cjk, strip_references
+from nodes.draft_text import cited, is_grounded_short_answer, truncated_sentence
 from prompts.answer import MODEL_FAILED_EN, MODEL_FAILED_ZH, NOT_FOUND_EN, NOT_FOUND_ZH
 from retrieval.answer_span import SpanAnswer, extract_answer
 from retrieval.answer_text import answer_body, best_sentences, compose_answer, normalized, split_short_answer
@@ -19,6 +19,23 @@ from state.schemas import RetrievedDoc
 
 #: Sentences of the top source used by the extractive fallback.
 FALLBACK_SENTENCES = 2
+#: `short_answer_source` of a short answer read from the model's own explanation (`explanation_short`).
+SOURCE_MODEL_EXPLANATION = "model_explanation"
+
+
+def explanation_short(question: str, explanation: str, used: list[RetrievedDoc]) -> str:
+    """The short answer the model's explanation gives without an answer line, or "" when it gives none the
+    passages hold: the extractive answerer run over the explanation alone, kept when the span is grounded in
+    the passages (nodes.draft_text.is_grounded_short_answer). Why: the small default model mostly writes only
+    an explanation ("Andrew Jaspan was the co-founder of The Conversation, ..."), and the extractive answerer
+    over the passages then often voted for another sentence's span and replaced a right explanation with a
+    wrong one (development HotpotQA questions, docs/answer-quality.md)."""
+    if not explanation.strip():
+        return ""
+    own = extract_answer(question, [strip_references(explanation)])  # a span, not its citation marker
+    if own is None or not own.text.strip():
+        return ""
+    return own.text if is_grounded_short_answer(own.text, question, used) else ""
 
 
 def extractive_answer(
@@ -63,15 +80,21 @@ def extractive_short(
     max_tokens: int,
 ) -> tuple[str, list[RetrievedDoc]]:
     """The draft when the model's short answer is missing or not in the passages: the extractive answerer's
-    span in front of the model's text when that text names it (the model answered, without the format), else
-    the extractive draft instead (the model's explanation argues for an ungrounded answer). Unchanged when no
-    span of the expected type is in the passages."""
+    span in front of the model's text when that text names it (the model answered, without the format); else,
+    when the model wrote no short answer, the span of the expected type that its own explanation gives, if
+    the passages hold it (`explanation_short`); else the extractive draft instead (the model's explanation
+    argues for an ungrounded answer). Unchanged when no span of the expected type is in the passages."""
     span = extract_answer(question, [doc["text"] for doc in used])
+    short, explanation = split_short_answer(text)
+    if span is not None and span.text.strip() and not short and normalized(span.text) in normalized(text):
+        info["short_answer_source"] = "extractive"
+        return compose_answer(span.text, text), sources
+    own = "" if short else explanation_short(question, explanation or text, used)
+    if own:
+        info["short_answer_source"] = SOURCE_MODEL_EXPLANATION
+        return compose_answer(own, text), sources
     if span is None or not span.text.strip():
         return text, sources
     info["short_answer_source"] = "extractive"
-    short, explanation = split_short_answer(text)
-    if not short and normalized(span.text) in normalized(text):
-        return compose_answer(span.text, text), sources
     info["model_short_answer"] = short
     return span_draft(span, used, max_tokens)

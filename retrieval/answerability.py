@@ -24,6 +24,7 @@ costs a user more than "not found").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -38,6 +39,17 @@ REASON_UNSUPPORTED = "no sentence of the answer is supported by a passage"
 REASON_LOW_COVERAGE = "the supported answer covers"
 #: Share of the question's content terms that the supported answer and its cited passages must contain.
 MIN_QUESTION_COVERAGE = 0.6
+#: A question's name of this many words or more counts as mentioned when two adjacent words of it are.
+NAME_PART_FROM_WORDS = 3
+#: A number the question compares against ("more than 300 papers", "over 200,000") is a bound, not a fact
+#: the documents must state: it is no anchor.
+_COMPARED_NUMBER = re.compile(
+    r"\b(?:(?:more|less|fewer|greater|higher|lower|older|younger|larger|smaller)\s+than|over|under|above|"
+    r"below|at\s+(?:least|most)|exceeding|beyond)\s+(?:\d[\d,.]*\d|\d|(?:one|two|three|four|five|six|"
+    r"seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
+    r"ninety|hundred|thousand|million|billion)\b)",
+    re.IGNORECASE,
+)
 #: Chinese question characters (啥: colloquial "what"): bigrams with one of them are not terms a passage
 #: repeats.
 CJK_QUESTION_CHARS = frozenset("哪什么吗呢谁几怎何啥")
@@ -67,7 +79,7 @@ def question_anchors(question: str) -> Anchors:
     quoted: list[str] = []
     cjk: list[str] = []
     for sentence in split_sentences(question) or [question]:
-        found = anchors_of(sentence)
+        found = anchors_of(_COMPARED_NUMBER.sub(" ", sentence))
         opening = sentence.lstrip(" \t\"'“‘(")
         entities += [e for e in found.entities if " " in e or not opening.startswith(e)]
         numbers += found.numbers
@@ -77,6 +89,20 @@ def question_anchors(question: str) -> Anchors:
         ]
     unique = dict.fromkeys
     return Anchors(tuple(unique(entities)), tuple(unique(numbers)), tuple(unique(quoted)), tuple(unique(cjk)))
+
+
+def name_in(entity: str, evidence: Evidence) -> bool:
+    """Whether the documents mention a name of the question: the name itself, or for a name of three words
+    or more any two adjacent words of it. A question's capitalised run often glues a name to a capitalised
+    word beside it ("James Norman Hall Argentinian", "Las Vegas Nevada", "Lithuania Michał Korybut
+    Wiśniowiecki"), and a passage about the name need not repeat that word."""
+    if not evidence.missing(Anchors(entities=(entity,))):
+        return True
+    words = entity.split()
+    return len(words) >= NAME_PART_FROM_WORDS and any(
+        not evidence.missing(Anchors(entities=(f"{first} {second}",)))
+        for first, second in zip(words, words[1:], strict=False)
+    )
 
 
 def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -> list[str]:
@@ -90,7 +116,8 @@ def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -
     if not anchors.all():
         return []
     evidence = Evidence.of([f"{doc.get('title', '')}\n{doc['text']}" for doc in documents])
-    missing = list(evidence.missing(replace(anchors, cjk=())))
+    missing = [entity for entity in anchors.entities if not name_in(entity, evidence)]
+    missing += evidence.missing(replace(anchors, entities=(), cjk=()))
     missing += [term for term in anchors.cjk if not any(pair in evidence.text for pair in char_pairs(term))]
     return missing
 

@@ -57,7 +57,9 @@ META_WORDS = "according source sources document documents provided context passa
 META_TERMS = frozenset(content_terms(META_WORDS))
 
 _CANONICAL = re.compile(r"\[\d+\]")
-_CAPITAL_RUN = re.compile(r"(?<![\w'’-])[A-ZÀ-ÖØ-Þ][\w'’-]*(?:[ \t]+[A-ZÀ-ÖØ-Þ][\w'’-]*)*")
+#: A capitalised word, or an initial ("D." of "Joseph D. Stewart") when another capitalised word follows.
+_CAPITAL_WORD = r"[A-ZÀ-ÖØ-Þ](?:\.(?=[ \t]+[A-ZÀ-ÖØ-Þ])|[\w'’-]*)"
+_CAPITAL_RUN = re.compile(rf"(?<![\w'’.-]){_CAPITAL_WORD}(?:[ \t]+{_CAPITAL_WORD})*")
 _QUOTED = re.compile(
     r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”|「([^」\n]{1,30})」|《([^》\n]{1,30})》|『([^』\n]{1,30})』"
 )
@@ -91,6 +93,8 @@ CJK_FUNCTION_CHARS = frozenset(
     "更它他她们我你吗呢吧啊哪什么谁几怎何该此即若则但却因故年"
 )
 _POSSESSIVE = re.compile(r"['’]s$")
+#: A word or number of `loose_form` (letters and digits of any script).
+_LOOSE_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -194,14 +198,17 @@ def numbers_in(text: str, *, loose_words: bool = True) -> set[str]:
 
 
 def _entity_runs(sentence: str) -> list[str]:
-    """Capitalised runs without leading discourse/function words and possessives ("The Eiffel Tower's"
-    -> "Eiffel Tower"); a run at the start of the sentence loses its opening word when that is one."""
+    """Capitalised runs without leading discourse/function words ("Where's", "The") and without the
+    possessive of their last word ("The Eiffel Tower's" -> "Eiffel Tower"). A possessive inside a run is
+    part of the name ("Queen's University", "Finity's End"): without it the name is in no passage."""
     runs: list[str] = []
     for match in _CAPITAL_RUN.finditer(sentence):
         words = match.group(0).split()
-        while words and words[0].lower().strip("'’") in DISCOURSE_WORDS:
+        while words and _POSSESSIVE.sub("", words[0]).lower().strip("'’") in DISCOURSE_WORDS:
             words = words[1:]
-        words = [_POSSESSIVE.sub("", word).strip("'’-") for word in words]
+        if words:
+            words[-1] = _POSSESSIVE.sub("", words[-1])
+        words = [word.strip("'’-") for word in words]
         words = [word for word in words if word and not word.isdigit()]
         if words:
             runs.append(" ".join(words))
@@ -239,13 +246,17 @@ def anchors_of(sentence: str, *, skip_words: frozenset[str] = frozenset()) -> An
     )
 
 
-def _squash(text: str) -> str:
-    return re.sub(r"\s+", " ", text.lower().replace("’", "'"))
+def loose_form(text: str) -> str:
+    """Lowercase words and numbers only, one space between them, with a space at both ends: names and
+    quoted terms are compared in this form, so punctuation does not hide a name the passage holds ("EOG
+    Resources Inc." in "EOG Resources, Inc.", "Baby Driver?" in "Baby Driver", "Park Hae-jin")."""
+    return f" {' '.join(_LOOSE_WORD.findall(text.lower()))} "
 
 
-def _phrase_in(phrase: str, squashed: str) -> bool:
-    target = _squash(phrase)
-    return re.search(r"(?<!\w)" + re.escape(target) + r"(?!\w)", squashed) is not None
+def _phrase_in(phrase: str, loose_text: str) -> bool:
+    """Whether a name or quoted term occurs in a text given in `loose_form`, as whole words."""
+    target = loose_form(phrase)
+    return target.strip() != "" and target in loose_text
 
 
 def _cjk_in(term: str, text: str) -> bool:
@@ -267,7 +278,8 @@ class Evidence:
     """The text a sentence may rest on, prepared once."""
 
     text: str
-    squashed: str
+    loose: str
+    """The text in `loose_form`, where names and quoted terms are looked up."""
     numbers: frozenset[str]
     terms: frozenset[str]
 
@@ -281,9 +293,9 @@ class Evidence:
 
     def missing(self, anchors: Anchors) -> tuple[str, ...]:
         """The anchors this evidence does not contain."""
-        absent = [entity for entity in anchors.entities if not _phrase_in(entity, self.squashed)]
+        absent = [entity for entity in anchors.entities if not _phrase_in(entity, self.loose)]
         absent += [number for number in anchors.numbers if number not in self.numbers]
-        absent += [quote for quote in anchors.quoted if _squash(quote) not in self.squashed]
+        absent += [quote for quote in anchors.quoted if not _phrase_in(quote, self.loose)]
         absent += [term for term in anchors.cjk if not _cjk_in(term, self.text)]
         return tuple(absent)
 
@@ -295,7 +307,7 @@ def _evidence_of(texts: tuple[str, ...]) -> Evidence:
     factual = [factual_text(text) for text in texts]
     joined = "\n".join(factual)
     terms = frozenset().union(*(content_terms(text) for text in factual))
-    return Evidence(joined, _squash(joined), frozenset(numbers_in(joined)), terms)
+    return Evidence(joined, loose_form(joined), frozenset(numbers_in(joined)), terms)
 
 
 def claim_terms(sentence: str) -> set[str]:
@@ -318,13 +330,21 @@ def check_sentence(sentence: str, cited: tuple[int, ...], evidence: Evidence) ->
     )
 
 
+def titled_text(doc: RetrievedDoc) -> str:
+    """A passage with its document's title on the line before: the title is part of what the document
+    says, and the reader sees it in front of the passage's first sentence (retrieval.evidence), so an
+    answer that quotes that line names the title ("Eric A. Sykes: Eric Anthony Sykes (1883-1945) ...")."""
+    title = (doc.get("title") or "").strip()
+    return f"{title}\n{doc['text']}" if title else doc["text"]
+
+
 def ground_answer(
     answer: str, sources: Sequence[RetrievedDoc], pool: Sequence[RetrievedDoc] = ()
 ) -> GroundingReport:
     """Check every sentence of `answer`: a sentence citing [n] against sources[n - 1] (all it cites), an
     uncited one against all of `sources` and `pool` (the other retrieved passages)."""
-    texts = [doc["text"] for doc in sources]
-    every_text = [*texts, *(doc["text"] for doc in pool)]
+    texts = [titled_text(doc) for doc in sources]
+    every_text = [*texts, *(titled_text(doc) for doc in pool)]
     by_marker: dict[tuple[int, ...], Evidence] = {}  # () = uncited: every passage, built when first needed
     checks: list[SentenceCheck] = []
     for sentence in split_sentences(answer):

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from nodes.draft_text import is_grounded_short_answer
+from nodes.extractive import SOURCE_MODEL_EXPLANATION, explanation_short
 from nodes.generate import generate
 from retrieval.answer_span import answer_type, choice_options, extract_answer
 from retrieval.answer_text import (
@@ -175,6 +176,30 @@ def test_an_ungrounded_model_short_answer_is_replaced_by_the_extractive_one(inst
     assert update["draft"] == f"Mara Velt\n\n{GLASSWORKS.split('. ')[0]}. [1]"
     assert update["prompt_info"]["short_answer_source"] == "extractive"
     assert update["prompt_info"]["model_short_answer"] == "Tom Ferro"
+
+
+def test_an_explanation_without_answer_line_gives_the_short_answer_it_names(install: Any) -> None:
+    """The small model often writes only an explanation: its own answer, if the passages hold it, stays (with
+    the explanation) instead of the span the passages' vote would pick from another sentence."""
+    first = doc(1, "The Orrin Glassworks was founded, according to Tom Ferro, in 1874.")
+    second = doc(2, "Mara Velt started the glassworks in Kessby.")
+    documents = [first, second]
+    vote = extract_answer(QUESTION, [first["text"], second["text"]])
+    assert vote is not None and vote.text == "Tom Ferro"  # what the passages' vote alone would answer
+    install(scripted("Explanation:\nMara Velt started the glassworks in Kessby [2]."))
+    update = generate({"question": QUESTION, "documents": documents}, runtime())
+    assert update["draft"] == "Mara Velt\n\nMara Velt started the glassworks in Kessby [2]."
+    assert update["prompt_info"]["short_answer_source"] == SOURCE_MODEL_EXPLANATION
+
+
+def test_an_explanation_naming_no_grounded_answer_is_replaced_by_the_extractive_draft(install: Any) -> None:
+    install(scripted("Explanation:\nThe glassworks was founded by Orla Brennan [1]."))
+    update = generate({"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}, runtime())
+    assert update["draft"].startswith("Mara Velt\n\n") and "Orla Brennan" not in update["draft"]
+    assert update["prompt_info"]["short_answer_source"] == "extractive"
+    passages = [doc(1, GLASSWORKS)]
+    assert explanation_short(QUESTION, "It was founded long ago.", passages) == ""
+    assert explanation_short(QUESTION, "It was founded by Mara Velt [1].", passages) == "Mara Velt"
 
 
 def test_the_supporting_sentence_states_the_answer_and_fits_the_question() -> None:

@@ -212,6 +212,63 @@ def test_missing_anchors_read_titles_too() -> None:
     assert missing_question_anchors("Where is Kestrel Bay?", [TARROW, CORRAN]) == ["Kestrel Bay"]
 
 
+@pytest.mark.parametrize(
+    ("question", "text", "title"),
+    [
+        # a possessive inside a name is part of it; a contraction opening the question is no name
+        (
+            "Which was founded earlier, Penn State or Queen's University?",
+            "Queen's University, 1841. Penn State.",
+            "",
+        ),
+        (
+            "Where's Officer Tuba? is a comedy film that stars whom?",
+            "Where's Officer Tuba? is a 1986 film.",
+            "",
+        ),
+        # an initial stays inside the name it belongs to
+        ("Where is the academy Joseph D. Stewart led?", "Joseph D. Stewart was its superintendent.", ""),
+        # punctuation does not hide a name or a quoted term
+        ("Is EOG Resources Inc. a petroleum company?", "EOG Resources, Inc. is an oil company.", ""),
+        (
+            'What is the job of his character in "Baby Driver?"',
+            "In Baby Driver he plays a getaway driver.",
+            "",
+        ),
+        # a capitalised word glued to a name of three words or more need not be in the passage
+        ("Is James Norman Hall Argentinian?", "James Norman Hall was an American author.", ""),
+        # a bound the question compares against is not a fact the passage states
+        ("Who has written more than 300 papers, Gershgorin?", "Gershgorin wrote many papers.", "Gershgorin"),
+    ],
+)
+def test_names_are_found_whatever_their_punctuation(question: str, text: str, title: str) -> None:
+    assert missing_question_anchors(question, [passage(1, text, title)]) == []
+
+
+def test_a_name_that_differs_is_still_missing() -> None:
+    """Loose matching forgives punctuation, not a different name: the check still catches invented ones."""
+    text = "Queen's University was founded in 1841 by royal charter."
+    assert missing_question_anchors("When was King's University founded?", [passage(1, text)]) == [
+        "King's University"
+    ]
+    assert missing_question_anchors("Who led Joseph P. Stewart's academy?", [passage(1, text)]) == [
+        "Joseph P. Stewart"
+    ]
+    # two-word names have no part to fall back on; numbers that are facts, not bounds, still count
+    assert missing_question_anchors("Is Kevin Ullyett older?", [passage(1, text)]) == ["Kevin Ullyett"]
+    assert missing_question_anchors("What happened there in 1902?", [passage(1, text)]) == ["1902"]
+
+
+def test_an_answer_quoting_the_title_line_of_its_passage_is_supported() -> None:
+    """The reader sees a compressed passage as "Title: first sentence" and may quote that line."""
+    source = passage(1, "Eric Anthony Sykes (1883-1945) was born in Eccles, England.", "Eric A. Sykes")
+    answer = "England\n\nEric A. Sykes Eric Anthony Sykes (1883-1945) was born in Eccles, England. [1]"
+    question = "What country is Eric A. Sykes from?"
+    assert not_found_reason(question, answer, [source], [source]) is None
+    untitled = passage(1, source["text"])
+    assert not_found_reason(question, answer, [untitled], [untitled]) is not None
+
+
 # --- the evaluation ----------------------------------------------------------------------------------------
 
 
