@@ -17,9 +17,11 @@
 # question counts; PREFIX the records' names (default "reported": results/runs/reported-*.jsonl);
 # HOTPOT_SPLIT the HotpotQA half (default all: the first LIMIT questions of the file).
 #   bash benchmarks/reported_campaign.sh
-# After the term checks' name fix: every test question of the HotpotQA file (238, among them the 144 of the
-# first 300), naive, agentic and no retrieval; SQuAD and CMRC test halves agentic, naive and (SQuAD) the reader's ceiling:
-#   PREFIX=reported-loose STAGES="1 2" NAIVE_TOO=1 HOTPOT_SPLIT=test LIMIT=238 bash benchmarks/reported_campaign.sh
+# After the term checks' name fix and the model's own short answer (a9e5541): SQuAD and CMRC test halves
+# (60 questions each) agentic, naive and (SQuAD) the reader's ceiling; then HotpotQA's 144 test questions among
+# the file's first 300 (the "test half" rows of the earlier runs), naive, agentic and no retrieval:
+#   export PREFIX=reported2 NAIVE_TOO=1 SMALL_LIMIT=60 HOTPOT_SPLIT=test LIMIT=144
+#   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"
