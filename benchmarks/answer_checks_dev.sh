@@ -9,13 +9,8 @@
 # python -m benchmarks.answer_table results/runs/dev-agentic-template-advanced-*.jsonl results/runs/dev-term-checks-*.jsonl
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA="${DATA:-../shared/data}"
 LIMIT="${LIMIT:-40}"
-declare -A DATASETS=(
-  [squad]="data/squad/squad2_dev_mixed400.json.gz"
-  [cmrc2018]="$DATA/cmrc2018/cmrc2018_dev.json.gz"
-  [hotpotqa]="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
-)
+source benchmarks/lib.sh  # DATASETS
 export RAG_CACHE_ENABLED=false RAG_LOCAL_MODEL=qwen2.5-coder-0.5b RAG_MODE=advanced
 for name in ${DATASET_NAMES:-hotpotqa squad cmrc2018}; do
   echo "== $(date -u +%H:%M:%S) $name"

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RAG=.venv/bin/rag
+source benchmarks/lib.sh  # start_rag_serve
 WORK=$(mktemp -d /tmp/rag-answer-load.XXXXXX)
 SERVER=""
 stop_server() {
@@ -23,14 +24,7 @@ for route in ${ROUTES:-generate stream batch}; do
   data="$WORK/$route"
   mkdir -p "$data"
   RAG_DATA_DIR="$data" $RAG ingest samples/corpus
-  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  RAG_DATA_DIR="$data" $RAG serve --port "$PORT" >"$WORK/serve-$route.log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
-    kill -0 "$SERVER" 2>/dev/null || { tail -n 30 "$WORK/serve-$route.log"; exit 1; }
-    sleep 1
-  done
+  start_rag_serve "$data" "$WORK/serve-$route.log"  # sets PORT and SERVER
   for clients in 1 4; do
     name="load_answer_${route}_clients$clients.json"
     if [ "$route" = generate ]; then name="load_answer_clients$clients.json"; fi

@@ -18,6 +18,7 @@ cd "$(dirname "$0")/.."
 DATA="${DATA_DIR:-../shared/data}"
 RESULTS=results
 RAG=.venv/bin/rag
+source benchmarks/lib.sh  # start_rag_serve
 ONLY="${ONLY:-retrieval load}"
 WORK=$(mktemp -d /tmp/rag-bench-servers.XXXXXX)
 SERVER=""
@@ -56,14 +57,7 @@ if [[ " $ONLY " == *" load "* ]]; then
   INGEST_DIR="$WORK/ingest"
   if [ "${SETUP:-servers}" = embedded ]; then INGEST_DIR="$WORK/worker"; fi  # embedded: the worker's folder
   RAG_DATA_DIR="$INGEST_DIR" $RAG ingest samples/corpus
-  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  RAG_DATA_DIR="$WORK/worker" $RAG serve --port "$PORT" >"$WORK/serve.log" 2>&1 &
-  SERVER=$!
-  for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break
-    kill -0 "$SERVER" 2>/dev/null || { tail -n 30 "$WORK/serve.log"; exit 1; }
-    sleep 1
-  done
+  start_rag_serve "$WORK/worker" "$WORK/serve.log"  # sets PORT and SERVER
   $RAG eval load --url "http://127.0.0.1:$PORT" --clients 16 --requests 32 --uncached-requests 16 \
     --max-tokens 96 --json "$OUT"
 fi

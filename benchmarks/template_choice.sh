@@ -7,13 +7,8 @@
 # Since AUTO_MODES maps every type to "advanced", rerunning the auto arm now measures the advanced template.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA="${DATA:-../shared/data}"
 LIMIT="${LIMIT:-40}"
-declare -A DATASETS=(
-  [squad]="data/squad/squad2_dev_mixed400.json.gz"
-  [cmrc2018]="$DATA/cmrc2018/cmrc2018_dev.json.gz"
-  [hotpotqa]="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
-)
+source benchmarks/lib.sh  # DATASETS
 export RAG_CACHE_ENABLED=false RAG_LOCAL_MODEL=qwen2.5-coder-0.5b
 for name in hotpotqa squad cmrc2018; do
   for mode in auto advanced; do
