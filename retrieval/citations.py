@@ -18,7 +18,7 @@ from pathlib import PurePath
 from typing import Literal
 
 from core.text import contains_cjk, sentence_spans
-from retrieval.answer_text import content_terms, matches_phrase, support
+from retrieval.answer_text import content_terms, matches_phrase, short_answer_of, support
 from state.schemas import Citation, RetrievedDoc
 
 RenderFormat = Literal["markdown", "html", "plain"]
@@ -26,6 +26,8 @@ RENDER_FORMATS: tuple[RenderFormat, ...] = ("markdown", "html", "plain")
 
 #: A sentence is adequately supported when this share of its terms occurs in some source.
 SUPPORT_THRESHOLD = 0.5
+#: The blank line between an answer's short-answer line and its explanation.
+_PARAGRAPH_GAP = re.compile(r"\n\s*\n")
 #: An uncited sentence gets an inferred citation to its best source when that source supports this share.
 INFERRED_SUPPORT_THRESHOLD = 0.5
 #: Sentences with fewer distinct terms ("Yes.", "In short:") are not claims: not checked, never cited.
@@ -148,18 +150,36 @@ def _insert_marker(sentence: str, marker: int) -> str:
     return f"{body}{space}[{marker}]{sentence[cut:]}"
 
 
+def short_answer_end(text: str) -> int:
+    """Where the short-answer line an answer starts with ends (retrieval.answer_text.compose_answer: a short
+    answer, a blank line, its explanation); 0 when the answer opens with a sentence or is one paragraph.
+    That line is the answer the explanation under it cites; a marker on it too ("Byzantine Greece [1]")
+    would show in the bold answer."""
+    gap = _PARAGRAPH_GAP.search(text)
+    if gap is None or not text[gap.end() :].strip() or not short_answer_of(text):
+        return 0  # one paragraph: the whole answer is the claim its marker goes on
+    return gap.start()
+
+
 def _infer(text: str, source_terms: list[set[str]], exempt: tuple[str, ...]) -> tuple[str, list[int]]:
     """Attach each claim sentence to its best-supporting source (above the threshold), marker at the
-    sentence end: (new text, cited source numbers (1-based) in order of first appearance)."""
+    sentence end: (new text, cited source numbers (1-based) in order of first appearance). The short-answer
+    line is left as it is (`short_answer_end`)."""
     pieces: list[str] = []
     cited: list[int] = []
     position = 0
+    short_end = short_answer_end(text)
     for start, end in sentence_spans(text):
         sentence = text[start:end]
         terms = _claim_terms(sentence)
         pieces.append(text[position:start])
         position = end
-        if len(terms) < MIN_CLAIM_TERMS or not source_terms or matches_phrase(sentence, exempt):
+        if (
+            start < short_end
+            or len(terms) < MIN_CLAIM_TERMS
+            or not source_terms
+            or matches_phrase(sentence, exempt)
+        ):
             pieces.append(sentence)
             continue
         scores = [support(terms, doc_terms) for doc_terms in source_terms]

@@ -119,6 +119,15 @@ def test_citations_are_inferred_when_the_answer_has_no_valid_marker() -> None:
     assert cited.unsupported_sentences == ["Cats like warm sunny windows."]
 
 
+def test_an_inferred_marker_goes_on_the_explanation_not_on_the_short_answer_line() -> None:
+    """The bold short answer stays clean; the sentence under it that states it is what cites the source."""
+    cited = resolve_citations("Paris France\n\nParis is the capital of France.", SOURCES)
+    assert cited.text == "Paris France\n\nParis is the capital of France [1]."
+    assert cited.sources == [PARIS]
+    # one paragraph is the whole claim, short or not
+    assert resolve_citations("Paris is the capital of France.", SOURCES).text.endswith("[1].")
+
+
 def test_no_sources_means_no_citations() -> None:
     cited = resolve_citations("Hello! How can I help you today?", [])
     assert cited.citations == [] and cited.sources == [] and cited.text == "Hello! How can I help you today?"
