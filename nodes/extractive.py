@@ -85,15 +85,17 @@ def extractive_short(
     the passages hold it (`explanation_short`); else the extractive draft instead (the model's explanation
     argues for an ungrounded answer). Unchanged when no span of the expected type is in the passages."""
     span = extract_answer(question, [doc["text"] for doc in used])
+    if span is not None and not span.text.strip():
+        span = None
     short, explanation = split_short_answer(text)
-    if span is not None and span.text.strip() and not short and normalized(span.text) in normalized(text):
+    if span is not None and not short and normalized(span.text) in normalized(text):
         info["short_answer_source"] = "extractive"
         return compose_answer(span.text, text), sources
     own = "" if short else explanation_short(question, explanation or text, used)
     if own:
         info["short_answer_source"] = SOURCE_MODEL_EXPLANATION
         return compose_answer(own, text), sources
-    if span is None or not span.text.strip():
+    if span is None:
         return text, sources
     info["short_answer_source"] = "extractive"
     info["model_short_answer"] = short

@@ -391,6 +391,10 @@ def split_short_answer(reply: str, *, allow_bare: bool = False) -> tuple[str, st
     return short, rest.strip()
 
 
+#: The blank line between an answer's short-answer line and its explanation (`compose_answer`).
+PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+
+
 def compose_answer(short: str, explanation: str) -> str:
     """The answer text: the short answer on its own line, then the cited explanation (either may be "")."""
     return "\n\n".join(part for part in (short.strip(), explanation.strip()) if part)
@@ -399,7 +403,7 @@ def compose_answer(short: str, explanation: str) -> str:
 def answer_parts(answer: str) -> tuple[str, str]:
     """(short answer, explanation) of an answer text (see compose_answer): the explanation is what follows
     the short answer's paragraph, or the whole answer when it opens with a sentence ("" short answer)."""
-    paragraphs = [part for part in re.split(r"\n\s*\n", answer.strip(), maxsplit=1) if part.strip()]
+    paragraphs = [part for part in PARAGRAPH_BREAK.split(answer.strip(), maxsplit=1) if part.strip()]
     if not paragraphs:
         return "", ""
     first = paragraphs[0]

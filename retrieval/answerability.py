@@ -30,7 +30,16 @@ from dataclasses import replace
 
 from core.text import CJK_CHAR, char_pairs, contains_cjk, split_sentences
 from retrieval.answer_text import content_terms
-from retrieval.grounding import CJK_FUNCTION_CHARS, META_TERMS, Anchors, Evidence, anchors_of, ground_answer
+from retrieval.grounding import (
+    CJK_FUNCTION_CHARS,
+    META_TERMS,
+    NUMBER_WORDS,
+    Anchors,
+    Evidence,
+    anchors_of,
+    ground_answer,
+    titled_text,
+)
 from state.schemas import RetrievedDoc
 
 #: How `not_found_reason` explains a decline (each is how its reason starts; the evaluation groups by them).
@@ -45,9 +54,8 @@ NAME_PART_FROM_WORDS = 3
 #: the documents must state: it is no anchor.
 _COMPARED_NUMBER = re.compile(
     r"\b(?:(?:more|less|fewer|greater|higher|lower|older|younger|larger|smaller)\s+than|over|under|above|"
-    r"below|at\s+(?:least|most)|exceeding|beyond)\s+(?:\d[\d,.]*\d|\d|(?:one|two|three|four|five|six|"
-    r"seven|eight|nine|ten|eleven|twelve|[a-z]+teen|twenty|thirty|forty|fifty|sixty|seventy|eighty|"
-    r"ninety|hundred|thousand|million|billion)\b)",
+    rf"below|at\s+(?:least|most)|exceeding|beyond)\s+(?:\d[\d,.]*\d|\d|(?:{'|'.join(NUMBER_WORDS)}|"
+    r"hundred|thousand|million|billion)\b)",
     re.IGNORECASE,
 )
 #: Chinese question characters (啥: colloquial "what"): bigrams with one of them are not terms a passage
@@ -96,12 +104,11 @@ def name_in(entity: str, evidence: Evidence) -> bool:
     or more any two adjacent words of it. A question's capitalised run often glues a name to a capitalised
     word beside it ("James Norman Hall Argentinian", "Las Vegas Nevada", "Lithuania Michał Korybut
     Wiśniowiecki"), and a passage about the name need not repeat that word."""
-    if not evidence.missing(Anchors(entities=(entity,))):
+    if evidence.mentions(entity):
         return True
     words = entity.split()
     return len(words) >= NAME_PART_FROM_WORDS and any(
-        not evidence.missing(Anchors(entities=(f"{first} {second}",)))
-        for first, second in zip(words, words[1:], strict=False)
+        evidence.mentions(f"{first} {second}") for first, second in zip(words, words[1:], strict=False)
     )
 
 
@@ -115,7 +122,7 @@ def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -
     anchors = question_anchors(question)
     if not anchors.all():
         return []
-    evidence = Evidence.of([f"{doc.get('title', '')}\n{doc['text']}" for doc in documents])
+    evidence = Evidence.of([titled_text(doc) for doc in documents])
     missing = [entity for entity in anchors.entities if not name_in(entity, evidence)]
     missing += evidence.missing(replace(anchors, entities=(), cjk=()))
     missing += [term for term in anchors.cjk if not any(pair in evidence.text for pair in char_pairs(term))]

@@ -18,7 +18,7 @@ from pathlib import PurePath
 from typing import Literal
 
 from core.text import contains_cjk, sentence_spans
-from retrieval.answer_text import content_terms, matches_phrase, short_answer_of, support
+from retrieval.answer_text import PARAGRAPH_BREAK, answer_parts, content_terms, matches_phrase, support
 from state.schemas import Citation, RetrievedDoc
 
 RenderFormat = Literal["markdown", "html", "plain"]
@@ -26,8 +26,6 @@ RENDER_FORMATS: tuple[RenderFormat, ...] = ("markdown", "html", "plain")
 
 #: A sentence is adequately supported when this share of its terms occurs in some source.
 SUPPORT_THRESHOLD = 0.5
-#: The blank line between an answer's short-answer line and its explanation.
-_PARAGRAPH_GAP = re.compile(r"\n\s*\n")
 #: An uncited sentence gets an inferred citation to its best source when that source supports this share.
 INFERRED_SUPPORT_THRESHOLD = 0.5
 #: Sentences with fewer distinct terms ("Yes.", "In short:") are not claims: not checked, never cited.
@@ -155,8 +153,9 @@ def short_answer_end(text: str) -> int:
     answer, a blank line, its explanation); 0 when the answer opens with a sentence or is one paragraph.
     That line is the answer the explanation under it cites; a marker on it too ("Byzantine Greece [1]")
     would show in the bold answer."""
-    gap = _PARAGRAPH_GAP.search(text)
-    if gap is None or not text[gap.end() :].strip() or not short_answer_of(text):
+    short, explanation = answer_parts(text)
+    gap = PARAGRAPH_BREAK.search(text)
+    if not short or not explanation or gap is None:
         return 0  # one paragraph: the whole answer is the claim its marker goes on
     return gap.start()
 

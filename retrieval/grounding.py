@@ -64,7 +64,8 @@ _QUOTED = re.compile(
     r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”|「([^」\n]{1,30})」|《([^》\n]{1,30})》|『([^』\n]{1,30})』"
 )
 _NUMBER = re.compile(r"(?<![A-Za-z0-9.,])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?")
-_NUMBER_WORDS = {
+#: English number words and the digits they stand for.
+NUMBER_WORDS = {
     word: str(value)
     for value, word in enumerate(
         "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
@@ -189,8 +190,8 @@ def numbers_in(text: str, *, loose_words: bool = True) -> set[str]:
     also "one", "zero" and a lone "一", which are as often words as numbers)."""
     found = {normalize_number(match.group(1), match.group(2)) for match in _NUMBER.finditer(text)}
     for word in _WORD.findall(text.lower()):
-        if word in _NUMBER_WORDS and (loose_words or word not in _LOOSE_NUMBER_WORDS):
-            found.add(_NUMBER_WORDS[word])
+        if word in NUMBER_WORDS and (loose_words or word not in _LOOSE_NUMBER_WORDS):
+            found.add(NUMBER_WORDS[word])
     for numeral in _CJK_NUMERAL.findall(text):
         if loose_words or numeral not in ("一", "两"):
             found.add(str(chinese_number(numeral)))
@@ -291,11 +292,15 @@ class Evidence:
         checks ground against the same passages, and preparing them was the largest cost of those nodes."""
         return _evidence_of(tuple(texts))
 
+    def mentions(self, phrase: str) -> bool:
+        """Whether a name or quoted term occurs in this evidence, as whole words of `loose_form`."""
+        return _phrase_in(phrase, self.loose)
+
     def missing(self, anchors: Anchors) -> tuple[str, ...]:
         """The anchors this evidence does not contain."""
-        absent = [entity for entity in anchors.entities if not _phrase_in(entity, self.loose)]
+        absent = [entity for entity in anchors.entities if not self.mentions(entity)]
         absent += [number for number in anchors.numbers if number not in self.numbers]
-        absent += [quote for quote in anchors.quoted if not _phrase_in(quote, self.loose)]
+        absent += [quote for quote in anchors.quoted if not self.mentions(quote)]
         absent += [term for term in anchors.cjk if not _cjk_in(term, self.text)]
         return tuple(absent)
 
