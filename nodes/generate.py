@@ -41,6 +41,7 @@ from nodes.director_recall import director_events
 from nodes.draft_text import explained_short_answer, is_grounded_short_answer
 from nodes.events import emit
 from nodes.extractive import extractive_answer, extractive_short
+from nodes.focused_read import SOURCE_FOCUSED_READ, focused_read
 from nodes.instrumentation import TokenLogprobs, guarded_text_call, merge_updates, timed, with_temperature
 from nodes.memory_recall import memory_sources, recalled_memories
 from nodes.model_draft import json_schema_draft, model_draft, uses_json_schema, with_stop
@@ -228,8 +229,14 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         text, sources = extractive_short(question, text, sources, used, info, context.generation_reserve)
     if short and info["short_answer_source"] == "model" and text.strip() == short.strip():
         text = explained_short_answer(short, question, sources, context.generation_reserve)
-    if info["short_answer_source"] == "extractive" or info["generation_fallback"]:
-        confidence = None  # the model did not write this answer: its log-probabilities say nothing of it
+    read_usage: dict[str, Any] = {}
+    if context.focused_read and info["generation_fallback"] is None and not is_not_found_answer(text):
+        passages = sources[: len(prompt.used_documents)]  # the retrieved chunks, not the memories after them
+        budget = context.focused_read_tokens
+        text, read_usage, read_info = focused_read(model, question, text, passages, budget)
+        info.update(read_info)
+    if info["short_answer_source"] in ("extractive", SOURCE_FOCUSED_READ) or info["generation_fallback"]:
+        confidence = None  # not the draft's reply: its log-probabilities say nothing of this short answer
     update = {
         "draft": text,
         "sources": sources,
@@ -239,4 +246,4 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "recalled_memories": memories,
         "director_events": director,
     }
-    return merge_updates(update, usage)
+    return merge_updates(update, usage, read_usage)

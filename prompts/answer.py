@@ -92,6 +92,16 @@ NONE_ANSWER_ZH = "无"
 #: Short answers read as "the sources do not answer" (compared lower-cased, without end punctuation).
 NONE_ANSWERS: frozenset[str] = frozenset({NONE_ANSWER_EN, NONE_ANSWER_ZH, "none found", "not found", "没有"})
 
+#: The focused read (nodes/focused_read.py): the short answer read again from the one passage that holds
+#: the draft's answer, in a prompt of a few hundred tokens. One English prompt for every language: it is the
+#: wording measured on the development questions (CMRC's Chinese passages included; the replies are in the
+#: passage's language). "none" is read as no answer (the draft then stands).
+FOCUSED_READ_SYSTEM = (
+    "Answer the question using only the passage. Reply with the answer in a few words. "
+    f"If the passage does not answer the question, reply {NONE_ANSWER_EN}."
+)
+FOCUSED_READ_USER = "Passage: {title}: {passage}\n\nQuestion: {question}"
+
 ANSWER_SYSTEM_SIMPLE_EN = f"""You answer questions using only the numbered sources given with the question.
 If the sources do not answer the question, reply exactly: {ANSWER_LABEL_EN} {NONE_ANSWER_EN}
 {UNTRUSTED_SOURCES_EN}

@@ -107,6 +107,8 @@ class Context:
     answer_source: AnswerSource = _setting("answer_source")
     answerer: Answerer = _setting("answerer")
     answer_decoding: AnswerDecoding = _setting("answer_decoding")
+    focused_read: bool = _setting("focused_read")
+    focused_read_tokens: int = _setting("focused_read_tokens")
     use_cache: bool = _setting("use_cache")  # False bypasses the semantic cache for this run
 
     def __post_init__(self) -> None:

@@ -35,6 +35,10 @@ SAMPLE_CORPUS = REPO_ROOT / "samples" / "corpus"
 #: The semantic cache is off in tests unless a test turns it on (settings `cache_enabled=True`): otherwise a
 #: question asked again in one data folder would get the first run's answer instead of running the graph.
 CACHE_OFF = {"RAG_CACHE_ENABLED": "false"}
+#: The focused read (nodes/focused_read.py) is off in tests unless a test turns it on (`focused_read=True` in
+#: the run's context, or the variable): a fake model scripts one reply per answer call, and the second call
+#: would consume the next reply. tests/test_focused_read.py runs it, on fake and on the real model.
+FOCUSED_READ_OFF = {"RAG_FOCUSED_READ": "false"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -52,7 +56,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     for name in list(os.environ):
         if name.startswith("RAG_"):
             monkeypatch.delenv(name)
-    for name, value in CACHE_OFF.items():
+    for name, value in {**CACHE_OFF, **FOCUSED_READ_OFF}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.chdir(tmp_path)
 
@@ -67,6 +71,7 @@ def isolated_settings(root: Path, **overrides: object) -> Settings:
         patch.chdir(root)
         overrides.setdefault("data_dir", root / "rag")
         overrides.setdefault("cache_enabled", False)
+        overrides.setdefault("focused_read", False)
         return load_settings(**overrides)
 
 

@@ -26,7 +26,12 @@ from pydantic import Field
 
 from config.settings import Settings
 from nodes.resources import Resources, Strength
-from prompts.answer import ANSWER_GRADER_SYSTEM, ANSWER_SYSTEM_PROMPTS, NO_RETRIEVAL_SYSTEMS
+from prompts.answer import (
+    ANSWER_GRADER_SYSTEM,
+    ANSWER_SYSTEM_PROMPTS,
+    FOCUSED_READ_SYSTEM,
+    NO_RETRIEVAL_SYSTEMS,
+)
 from prompts.grading import RELEVANCE_GRADER_SYSTEM
 from prompts.query import (
     ANALYZE_SYSTEM,
@@ -116,6 +121,7 @@ PROMPT_TASKS: tuple[tuple[str, str], ...] = (
     (REFORMULATE_SYSTEM, "reformulate"),
     (RELEVANCE_GRADER_SYSTEM, "grade_retrieval"),
     (ANSWER_GRADER_SYSTEM, "grade_answer"),
+    (FOCUSED_READ_SYSTEM, "focused_read"),
     *((system, "chat") for system in NO_RETRIEVAL_SYSTEMS.values()),
 )
 #: Answer-writing system prompts (a revision note may follow them), all reported as the "generate" task.

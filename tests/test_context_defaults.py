@@ -81,6 +81,8 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "cache_enabled": ("false", False),
     "answerer": ("extractive", "extractive"),
     "answer_decoding": ("json_schema", "json_schema"),
+    "focused_read": ("false", False),
+    "focused_read_tokens": ("200", 200),
 }
 
 

@@ -117,3 +117,20 @@ def test_the_extractive_fallback_copies_no_instruction(
     answer = out["answer"].lower()
     assert marker.lower() not in answer and fact in out["answer"]
     assert "ignore" not in answer and "instruction" not in answer and "system" not in answer
+
+
+@pytest.mark.parametrize(("question", "marker", "fact"), CASES, ids=MARKERS)
+def test_a_focused_read_that_obeys_the_passage_changes_nothing(
+    planted_kb: KnowledgeBase, question: str, marker: str, fact: str
+) -> None:
+    """The focused read (nodes/focused_read.py) reads one passage again: a model that answers it with the
+    planted token must leave the honest draft's answer as it was."""
+    model = TaskChatModel(
+        replies={"generate": f"Answer: {fact}\nExplanation: It is {fact} [1].", "focused_read": marker}
+    )
+    resources = fake_resources(planted_kb, model)
+    with use_resources(resources):
+        context = Context(top_k=2, focused_read=True)
+        out = build_graph().invoke({"question": question}, context=context)
+    assert model.prompts("focused_read"), "the focused read ran"
+    assert marker not in out["answer"] and fact in out["answer"]

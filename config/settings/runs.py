@@ -79,6 +79,19 @@ class RunSettings(BaseModel):
         description="Short answer: auto (the model's, or the extractive span when the model's is not in the "
         "passages) | model | extractive (no model call).",
     )
+    focused_read: bool = Field(
+        True,
+        description="Focused read: after the draft, the model reads the one passage that holds its "
+        "answer again in a short prompt, and the short answer it gives there (when the passage holds it) "
+        "becomes the bold short answer (one more model call, ~1-2 s on 2 cores); false keeps the draft's.",
+    )
+    focused_read_tokens: int = Field(
+        400,
+        ge=32,
+        le=4000,
+        description="Tokens of the passage given to the focused read, at most (the sentences around the "
+        "draft's answer when the passage is longer).",
+    )
     answer_decoding: AnswerDecoding = Field(
         "text",
         description="Answer decoding: text (streams) | json_schema ({answer, explanation} forced by the "

@@ -1,0 +1,138 @@
+"""The focused read: the short answer read again from the one passage that holds the draft's answer.
+
+Why: the small default reader, given several hundred tokens of compressed evidence from several passages and
+asked for an explained answer, mostly writes no answer line, and the bold short answer picked from its
+explanation or from the passages is often not what the question asks ("Turing" for "what are time and space
+examples of?"). The same model asked the question again over only the passage that holds the draft's answer
+("reply in a few words", ~150-400 prompt tokens) reads far better: on the first 40 development questions of
+each set its short answer held a gold answer for 13 of 22 answerable SQuAD 2.0 questions (the draft's: 4), 15
+of 39 CMRC 2018 (4) and 10 of 39 HotpotQA (8) (docs/answer-quality.md "The focused read"). It is the regime
+in which shared FACTS.md measured the reader best: one paragraph, a few hundred tokens, a few words back.
+
+What changes: only the short answer on the answer's first line; the draft's explanation, citations and the
+checks after it stay as they were. Fallback (documented, never raises except for a down endpoint): "none",
+a failed call, a reply the passage does not hold, an instruction or a planted token keep the draft as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from core.text import contains_cjk, split_sentences, strip_references
+from nodes.draft_text import is_grounded_short_answer, is_none_answer
+from nodes.instrumentation import text_call
+from nodes.model_draft import NO_STREAM_TAG
+from prompts.answer import FOCUSED_READ_SYSTEM, FOCUSED_READ_USER
+from retrieval.answer_span import extract_answer
+from retrieval.answer_text import (
+    answer_parts,
+    clean_short_answer,
+    compose_answer,
+    content_terms,
+    ends_properly,
+    normalized,
+)
+from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
+from retrieval.tokens import count_tokens, truncate_to_tokens
+from state.schemas import RetrievedDoc
+
+#: Completion cap of the focused read: a short answer is a few words (FACTS.md measured with 24).
+FOCUSED_READ_MAX_TOKENS = 24
+#: `short_answer_source` of a short answer the focused read gave.
+SOURCE_FOCUSED_READ = "focused_read"
+_CITATION_NUMBER = re.compile(r"\[(\d{1,3})\]")
+
+
+def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> RetrievedDoc | None:
+    """The passage to read again: the first source whose text holds the draft's short answer, else the
+    first source the draft cites, else the first source (None without sources)."""
+    if not sources:
+        return None
+    wanted = normalized(short)
+    for doc in sources:
+        if wanted and wanted in normalized(doc["text"]):
+            return doc
+    for number in (int(found) for found in _CITATION_NUMBER.findall(draft)):
+        if 1 <= number <= len(sources):
+            return sources[number - 1]
+    return sources[0]
+
+
+def passage_window(text: str, short: str, max_tokens: int) -> str:
+    """The passage without its instruction-like sentences, whole when it fits `max_tokens`, else the
+    sentence that holds `short` (the first sentence when none does) grown by its neighbours while they fit."""
+    sentences = [sentence for sentence in split_sentences(text) if not is_instruction_like(sentence)]
+    joiner = "" if contains_cjk(text) else " "
+    whole = joiner.join(sentences)
+    if not sentences or count_tokens(whole) <= max_tokens:
+        return whole
+    wanted = normalized(short)
+    anchor = next((i for i, sentence in enumerate(sentences) if wanted and wanted in normalized(sentence)), 0)
+    low, high, used = anchor, anchor + 1, count_tokens(sentences[anchor])
+    grew = True
+    while grew:
+        grew = False
+        for index in (high, low - 1):
+            if 0 <= index < len(sentences) and not low <= index < high:
+                cost = count_tokens(sentences[index])
+                if used + cost <= max_tokens:
+                    used, low, high, grew = used + cost, min(low, index), max(high, index + 1), True
+    return truncate_to_tokens(joiner.join(sentences[low:high]), max_tokens).rstrip("\ufffd")
+
+
+def focused_short(reply: str, question: str, passage: RetrievedDoc) -> str:
+    """The short answer of a focused-read reply, or "" when it gives none the passage holds: its first line
+    when that is a short answer, else the typed span its sentence states (retrieval.answer_span); never
+    "none", an instruction, or a token only a planted instruction of the passage holds. A short reply that
+    repeats the question's terms gives its typed span too, when it has one."""
+    lines = [line for line in reply.strip().splitlines() if line.strip()]
+    candidate = clean_short_answer(lines[0]) if lines else ""
+    if lines and (not candidate or content_terms(candidate) & content_terms(question)):
+        # a sentence, or a phrase restating the question ("Mara Velt founded the glassworks"): its typed span
+        span = extract_answer(question, [strip_references(reply if not candidate else candidate)])
+        typed = clean_short_answer(span.text) if span is not None else ""
+        candidate = typed or candidate
+    if not candidate or is_none_answer(candidate) or is_instruction_like(candidate):
+        return ""
+    if carries_planted_token(candidate, planted_tokens([split_sentences(passage["text"])])):
+        return ""
+    return candidate if is_grounded_short_answer(candidate, question, [passage]) else ""
+
+
+def focused_read(
+    model: BaseChatModel, question: str, draft: str, sources: list[RetrievedDoc], max_passage_tokens: int
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(draft, accounting update, info) after the focused read: the draft with the short answer the model
+    gives over the one passage that holds the draft's answer (`focused_passage`, cut by `passage_window`),
+    the draft's explanation kept under it; the draft unchanged when the read gives no usable short answer.
+    `info` says what was read and answered (`focused_read_passage`, `focused_read_reply`). The call is kept
+    out of the token stream: the client was shown the draft, and the final answer says what replaced it."""
+    short, explanation = answer_parts(draft)
+    passage = focused_passage(short, draft, sources)
+    if passage is None:
+        return draft, {}, {}
+    text = passage_window(passage["text"], short, max_passage_tokens)
+    messages = [
+        SystemMessage(FOCUSED_READ_SYSTEM),
+        HumanMessage(FOCUSED_READ_USER.format(title=passage["title"], passage=text, question=question)),
+    ]
+    quiet = model.model_copy(update={"tags": [*(model.tags or []), NO_STREAM_TAG]})
+    reply, error, usage = text_call(quiet, messages, max_tokens=FOCUSED_READ_MAX_TOKENS)
+    info: dict[str, Any] = {"focused_read_passage": passage["chunk_id"], "focused_read_reply": reply[:200]}
+    if error is not None:
+        info["focused_read_error"] = error
+        return draft, usage, info
+    answer = focused_short(reply, question, passage)
+    if not answer or normalized(answer) == normalized(short):
+        return draft, usage, info
+    info["short_answer_source"] = SOURCE_FOCUSED_READ
+    info["draft_short_answer"] = short
+    if not explanation and ends_properly(
+        draft
+    ):  # a one-sentence draft is its explanation, not a short answer
+        explanation = draft.strip()
+    return compose_answer(answer, explanation), usage, info
