@@ -198,6 +198,10 @@ def question_record(
         # model's own: the model alone can be scored from the same run.
         "short_answer_source": info.get("short_answer_source"),
         "model_short_answer": info.get("model_short_answer"),
+        # The focused read (nodes/focused_read.py): what it read, its reply, the short answer it replaced.
+        "focused_read_passage": info.get("focused_read_passage"),
+        "focused_read_reply": info.get("focused_read_reply"),
+        "draft_short_answer": info.get("draft_short_answer"),
         "retrieved": retrieved,
         "supporting": sorted(supporting),
         SUPPORT_RECALL_KEY: rounded(support_recall_at_k(retrieved, supporting, SUPPORT_RECALL_K))

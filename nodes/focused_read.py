@@ -27,6 +27,7 @@ from nodes.draft_text import is_grounded_short_answer, is_none_answer
 from nodes.instrumentation import text_call
 from nodes.model_draft import NO_STREAM_TAG
 from prompts.answer import FOCUSED_READ_SYSTEM, FOCUSED_READ_USER
+from query.signals import question_signals
 from retrieval.answer_span import extract_answer
 from retrieval.answer_text import (
     answer_parts,
@@ -87,7 +88,8 @@ def passage_window(text: str, short: str, max_tokens: int) -> str:
 def focused_short(reply: str, question: str, passage: RetrievedDoc) -> str:
     """The short answer of a focused-read reply, or "" when it gives none the passage holds: its first line
     when that is a short answer, else the typed span its sentence states (retrieval.answer_span); never
-    "none", an instruction, or a token only a planted instruction of the passage holds. A short reply that
+    "none", an echo of the question, an instruction, or a token only a planted instruction of the passage
+    holds. A short reply that
     repeats the question's terms gives its typed span too, when it has one."""
     lines = [line for line in reply.strip().splitlines() if line.strip()]
     candidate = clean_short_answer(lines[0]) if lines else ""
@@ -97,6 +99,8 @@ def focused_short(reply: str, question: str, passage: RetrievedDoc) -> str:
         typed = clean_short_answer(span.text) if span is not None else ""
         candidate = typed or candidate
     if not candidate or is_none_answer(candidate) or is_instruction_like(candidate):
+        return ""
+    if normalized(candidate) in normalized(question):  # the question (or part of it) echoed
         return ""
     if carries_planted_token(candidate, planted_tokens([split_sentences(passage["text"])])):
         return ""
@@ -110,10 +114,12 @@ def focused_read(
     gives over the one passage that holds the draft's answer (`focused_passage`, cut by `passage_window`),
     the draft's explanation kept under it; the draft unchanged when the read gives no usable short answer.
     `info` says what was read and answered (`focused_read_passage`, `focused_read_reply`). The call is kept
-    out of the token stream: the client was shown the draft, and the final answer says what replaced it."""
+    out of the token stream: the client was shown the draft, and the final answer says what replaced it.
+    A comparison ("which is older, A or B?") is not read again: one passage holds only one side of it (on
+    development HotpotQA comparisons the read named the side its passage held)."""
     short, explanation = answer_parts(draft)
     passage = focused_passage(short, draft, sources)
-    if passage is None:
+    if passage is None or question_signals(question).comparison:  # a comparison needs both passages
         return draft, {}, {}
     text = passage_window(passage["text"], short, max_passage_tokens)
     messages = [

@@ -40,7 +40,9 @@ _YES_NO_START = re.compile(
     r"^\s*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might)\b",
     re.IGNORECASE,
 )
-_YES_NO_ZH = re.compile(r"(?:吗|么)[？?]?\s*$|是否|是不是|有没有")
+#: A Chinese yes/no question ends in 吗 (or a bare 么, "是么"), or asks 是否 / 是不是 / 有没有; "什么", "怎么"
+#: and the like end "what / how" questions ("锣鼓经是什么？" was read as yes/no and answered "是").
+_YES_NO_ZH = re.compile(r"(?:吗|(?<![什怎多那这要])么)[？?]?\s*$|是否|是不是|有没有")
 _CHOICE = re.compile(r"(?:^|[,:;]|\b(?:between|first|either))\s*([^,:;?]+?)\s+or\s+([^,:;?]+?)\s*[?？]?\s*$")
 _CHOICE_ZH = re.compile(r"([^，,。？?、]+?)(?:还是|或者|或)([^，,。？?、]+?)[？?]?\s*$")
 _DATE_QUESTION = re.compile(

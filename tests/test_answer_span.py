@@ -63,6 +63,8 @@ LODGE = "Corven Lodge opened in 1908."
         ("What age did the rower who won the race retire at?", "entity"),  # "who" is a relative pronoun
         ("青石桥建于哪一年？", "date"),
         ("澄河流经几个省？", "number"),
+        ("锣鼓经是什么？", "entity"),  # 什么 ends a "what" question, not a yes/no one
+        ("青石桥是石桥吗？", "yes_no"),
     ],
 )
 def test_answer_type_follows_the_question(question: str, kind: str) -> None:

@@ -54,10 +54,10 @@ def test_auto_limits_of_the_embedded_model_follow_its_measured_speed(
     limits = policy.limits()
     # prompt 8192 - 512 = 7680 tokens: 7680 / 100 = 76.8 s; answer 512 / 20 = 25.6 s; x 3 = 307.2 s
     assert limits.model_s == pytest.approx(307.2)
-    # 3 once-per-run calls + 3 rounds x (2 retrieval-round + 2 answer-attempt calls) = 15 calls
-    assert model_calls_per_run(3) == 15
-    # 307.2 x 15 + 3 rounds x 10 s = 4608 + 30
-    assert limits.run_s == pytest.approx(4638.0)
+    # 3 once-per-run calls + 3 rounds x (2 retrieval-round + 3 answer-attempt calls) = 18 calls
+    assert model_calls_per_run(3) == 18
+    # 307.2 x 18 + 3 rounds x 10 s = 5529.6 + 30
+    assert limits.run_s == pytest.approx(5559.6)
     assert (limits.model_source, limits.run_source, limits.retrieval_s) == ("measured", "measured", 10.0)
 
 
@@ -68,8 +68,8 @@ def test_a_runs_own_shape_sizes_its_limits(make_settings: Callable[..., Settings
     limits = policy.limits(RunShape(model_context_tokens=8192, generation_reserve=1024, max_iterations=1))
     # 2 x (3072 / 100 + 1024 / 20) = 2 x (30.72 + 51.2) = 163.84 s
     assert limits.model_s == pytest.approx(163.84)
-    # 3 + 1 x 4 = 7 calls: 163.84 x 7 + 1 x 5 s = 1146.88 + 5
-    assert limits.run_s == pytest.approx(1151.88)
+    # 3 + 1 x 5 = 8 calls: 163.84 x 8 + 1 x 5 s = 1310.72 + 5
+    assert limits.run_s == pytest.approx(1315.72)
 
 
 def test_derived_limits_stop_at_a_day(make_settings: Callable[..., Settings]) -> None:
@@ -97,9 +97,9 @@ def test_values_set_are_used_as_is(make_settings: Callable[..., Settings]) -> No
     )
     assert (both.limits().model_s, both.limits().run_s) == (45.0, 90.0)
     assert (both.limits().model_source, both.limits().run_source) == ("setting", "setting")
-    # the embedded model's run limit on auto follows a model limit that is set: 45 x 15 + 3 x 10
+    # the embedded model's run limit on auto follows a model limit that is set: 45 x 18 + 3 x 10
     model_only = LimitPolicy(make_settings(api_model_timeout_s=45.0), embedded=True).limits()
-    assert (model_only.run_s, model_only.run_source) == (705.0, "model_setting")
+    assert (model_only.run_s, model_only.run_source) == (840.0, "model_setting")
     endpoint = LimitPolicy(make_settings(api_run_timeout_s=120.0, **ENDPOINT), embedded=False).limits()
     assert (endpoint.model_s, endpoint.run_s) == (30.0, 120.0)
 
@@ -188,15 +188,15 @@ def test_the_api_measures_the_embedded_model_once_and_shows_its_limits(
     client, app, server = api_with()
     assert server.probes == 1  # at warm-up, before the first request
     health = client.get("/api/v1/rag/health").json()["limits"]
-    assert (health["model_s"], health["run_s"], health["model_source"]) == (307.2, 4638.0, "measured")
+    assert (health["model_s"], health["run_s"], health["model_source"]) == (307.2, 5559.6, "measured")
     assert health["measured_speed"]["prompt_tokens_per_s"] == 100.0
     derivation = health["derivation"]
     assert (derivation["max_prompt_tokens"], derivation["completion_cap_tokens"]) == (7680, 512)
-    assert (derivation["safety_factor"], derivation["model_calls_per_run"]) == (3.0, 15)
+    assert (derivation["safety_factor"], derivation["model_calls_per_run"]) == (3.0, 18)
     assert health["settings"]["RAG_API_MODEL_TIMEOUT_S"] == "auto"
     metrics = client.get("/metrics").text
     assert 'rag_api_time_limit_seconds{limit="model",source="measured"} 307.2' in metrics
-    assert 'rag_api_time_limit_seconds{limit="run",source="measured"} 4638.0' in metrics
+    assert 'rag_api_time_limit_seconds{limit="run",source="measured"} 5559.6' in metrics
     # a request's max_tokens sizes its own run: 3 x ((8192 - 1024) / 100 + 1024 / 20) = 3 x 122.88
     assert app.state.api.engine.limits_for(Context(generation_reserve=1024)).model_s == pytest.approx(368.64)
     reply = client.post("/api/v1/rag/generate", json={"query": QUESTION})

@@ -91,6 +91,7 @@ def test_a_reply_in_a_few_words_is_the_short_answer_when_the_passage_holds_it() 
     assert focused_short("Tom Ferro", QUESTION, passage) == ""  # not in the passage
     assert focused_short("Mara Velt founded the Orrin Glassworks", QUESTION, passage) == "Mara Velt"
     assert focused_short("none", QUESTION, passage) == ""
+    assert focused_short("the Orrin Glassworks", QUESTION, passage) == ""  # the question echoed
     assert focused_short("", QUESTION, passage) == ""
 
 
@@ -183,3 +184,13 @@ def test_the_embedded_model_reads_the_passage_again(tmp_path: Path) -> None:
     finally:
         factory.clear_model_cache()
         local_llm.shutdown_local_server()
+
+
+def test_a_comparison_is_not_read_again(install: Any) -> None:
+    """One passage holds one side of a comparison: the draft stands, and no second call is made."""
+    model = scripted("Answer: Tamsin Hall\nExplanation: Tamsin Hall opened in 1931 [1].", "Corven Lodge")
+    install(model)
+    passages = [doc(1, "Tamsin Hall opened in 1931."), doc(2, "Corven Lodge opened in 1908.")]
+    question = "Which opened first, Tamsin Hall or Corven Lodge?"
+    update = generate({"question": question, "documents": passages}, runtime(focused_read=True))
+    assert update["llm_calls"] == 1 and update["draft"].startswith("Tamsin Hall\n\n")

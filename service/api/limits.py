@@ -34,10 +34,10 @@ ENDPOINT_MODEL_TIMEOUT_S = 30.0
 ENDPOINT_RUN_TIMEOUT_S = 60.0
 #: Model calls a run makes once at most: contextualize, analyze and rewrite.
 ONCE_PER_RUN_MODEL_CALLS = 3
-#: Model calls per retrieval round (grade_retrieval, reformulate) and per answer attempt (generate,
-#: grade_answer); max_iterations bounds both kinds of round (graphs.rag).
+#: Model calls per retrieval round (grade_retrieval, reformulate) and per answer attempt (generate, its
+#: focused read, grade_answer); max_iterations bounds both kinds of round (graphs.rag).
 MODEL_CALLS_PER_RETRIEVAL_ROUND = 2
-MODEL_CALLS_PER_ANSWER_ATTEMPT = 2
+MODEL_CALLS_PER_ANSWER_ATTEMPT = 3
 
 #: Where a limit in force comes from: set in the settings; the endpoint's fixed value; derived from the
 #: embedded model's measured speed; the fixed value for an embedded model whose speed is unknown; (run limit)
