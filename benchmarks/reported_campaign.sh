@@ -22,6 +22,9 @@
 # the file's first 300 (the "test half" rows of the earlier runs), naive, agentic and no retrieval:
 #   export PREFIX=reported2 NAIVE_TOO=1 SMALL_LIMIT=60 HOTPOT_SPLIT=test LIMIT=144
 #   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
+# After the focused read (nodes/focused_read.py), the same questions again:
+#   export PREFIX=reported3 NAIVE_TOO=1 SMALL_LIMIT=60 HOTPOT_SPLIT=test LIMIT=144 SMALL_DATA_DIR=/tmp/exp/data
+#   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"

@@ -25,31 +25,11 @@ from nodes.generate import generate
 from nodes.model_draft import NO_STREAM_TAG
 from prompts.answer import FOCUSED_READ_SYSTEM
 from retrieval.tokens import count_tokens
-from state.schemas import RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import scripted
+from tests.test_answer_span import GLASSWORKS, KESSBY, doc  # the same invented passages
 
 QUESTION = "Who founded the Orrin Glassworks?"
-GLASSWORKS = (
-    "The Orrin Glassworks was founded in 1874 by Mara Velt in the town of Kessby. "
-    "It employed 312 workers at its peak."
-)
-KESSBY = "Kessby is a harbour town in the province of Vantor. Its mayor is Ilse Brann."
-
-
-def doc(index: int, text: str) -> RetrievedDoc:
-    return RetrievedDoc(
-        chunk_id=f"chunk-{index}",
-        text=text,
-        source=f"/corpus/doc{index}.md",
-        title=f"Doc {index}",
-        page=index,
-        doc_id=f"doc{index}",
-        score=1.0,
-        relevance=0.9,
-        query="",
-        metadata={},
-    )
 
 
 # --- which passage, how much of it --------------------------------------------------------------------
