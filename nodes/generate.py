@@ -15,7 +15,9 @@ stop sequences), and the draft is the short answer on its own line, then the exp
 (retrieval.answer_text.compose_answer). A model that gives only the short answer ("Jupiter") gets the
 sentence of the sources that states it as its cited explanation (draft_text.explained_short_answer). With
 `answerer="auto"` a short answer that is missing or not found in the passages is replaced by the extractive
-answerer's (retrieval.answer_span); `model` keeps the model's; `extractive` calls no model.
+answerer's (retrieval.answer_span); `model` keeps the model's; `extractive` calls no model. Then the focused
+read (nodes.focused_read, `focused_read`): the model reads the one passage that holds the draft's answer again
+in a short prompt, and its reply becomes the short answer when that passage holds it.
 
 Fallback (documented, never raises): when the model fails or returns garbage (empty, punctuation only, or a
 phrase looping) or nothing but an echo of its prompt ("The answer to this question is:", a line of its
