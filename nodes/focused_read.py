@@ -16,16 +16,15 @@ a failed call, a reply the passage does not hold, an instruction or a planted to
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from core.text import contains_cjk, split_sentences, strip_references
-from nodes.draft_text import is_grounded_short_answer, is_none_answer
+from nodes.draft_text import is_grounded_short_answer, is_none_answer, truncated_sentence
 from nodes.instrumentation import text_call
-from nodes.model_draft import NO_STREAM_TAG
+from nodes.model_draft import unstreamed
 from prompts.answer import FOCUSED_READ_SYSTEM, FOCUSED_READ_USER
 from query.signals import question_signals
 from retrieval.answer_span import extract_answer
@@ -37,15 +36,15 @@ from retrieval.answer_text import (
     ends_properly,
     normalized,
 )
+from retrieval.citations import extract_markers
 from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
-from retrieval.tokens import count_tokens, truncate_to_tokens
+from retrieval.tokens import count_tokens
 from state.schemas import RetrievedDoc
 
 #: Completion cap of the focused read: a short answer is a few words (FACTS.md measured with 24).
 FOCUSED_READ_MAX_TOKENS = 24
 #: `short_answer_source` of a short answer the focused read gave.
 SOURCE_FOCUSED_READ = "focused_read"
-_CITATION_NUMBER = re.compile(r"\[(\d{1,3})\]")
 
 
 def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> RetrievedDoc | None:
@@ -57,7 +56,7 @@ def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> Retr
     for doc in sources:
         if wanted and wanted in normalized(doc["text"]):
             return doc
-    for number in (int(found) for found in _CITATION_NUMBER.findall(draft)):
+    for number in extract_markers(draft):
         if 1 <= number <= len(sources):
             return sources[number - 1]
     return sources[0]
@@ -69,28 +68,26 @@ def passage_window(text: str, short: str, max_tokens: int) -> str:
     sentences = [sentence for sentence in split_sentences(text) if not is_instruction_like(sentence)]
     joiner = "" if contains_cjk(text) else " "
     whole = joiner.join(sentences)
-    if not sentences or count_tokens(whole) <= max_tokens:
+    if count_tokens(whole) <= max_tokens:
         return whole
+    costs = [count_tokens(sentence) for sentence in sentences]  # once each, however long the window grows
     wanted = normalized(short)
     anchor = next((i for i, sentence in enumerate(sentences) if wanted and wanted in normalized(sentence)), 0)
-    low, high, used = anchor, anchor + 1, count_tokens(sentences[anchor])
+    low, high, used = anchor, anchor + 1, costs[anchor]
     grew = True
     while grew:
         grew = False
-        for index in (high, low - 1):
-            if 0 <= index < len(sentences) and not low <= index < high:
-                cost = count_tokens(sentences[index])
-                if used + cost <= max_tokens:
-                    used, low, high, grew = used + cost, min(low, index), max(high, index + 1), True
-    return truncate_to_tokens(joiner.join(sentences[low:high]), max_tokens).rstrip("\ufffd")
+        for index in (high, low - 1):  # the next sentence after the window, then the one before it
+            if 0 <= index < len(sentences) and not low <= index < high and used + costs[index] <= max_tokens:
+                used, low, high, grew = used + costs[index], min(low, index), max(high, index + 1), True
+    return truncated_sentence(joiner.join(sentences[low:high]), max_tokens)
 
 
 def focused_short(reply: str, question: str, passage: RetrievedDoc) -> str:
     """The short answer of a focused-read reply, or "" when it gives none the passage holds: its first line
     when that is a short answer, else the typed span its sentence states (retrieval.answer_span); never
     "none", an echo of the question, an instruction, or a token only a planted instruction of the passage
-    holds. A short reply that
-    repeats the question's terms gives its typed span too, when it has one."""
+    holds. A short reply that repeats the question's terms gives its typed span too, when it has one."""
     lines = [line for line in reply.strip().splitlines() if line.strip()]
     candidate = clean_short_answer(lines[0]) if lines else ""
     if lines and (not candidate or content_terms(candidate) & content_terms(question)):
@@ -126,8 +123,7 @@ def focused_read(
         SystemMessage(FOCUSED_READ_SYSTEM),
         HumanMessage(FOCUSED_READ_USER.format(title=passage["title"], passage=text, question=question)),
     ]
-    quiet = model.model_copy(update={"tags": [*(model.tags or []), NO_STREAM_TAG]})
-    reply, error, usage = text_call(quiet, messages, max_tokens=FOCUSED_READ_MAX_TOKENS)
+    reply, error, usage = text_call(unstreamed(model), messages, max_tokens=FOCUSED_READ_MAX_TOKENS)
     info: dict[str, Any] = {"focused_read_passage": passage["chunk_id"], "focused_read_reply": reply[:200]}
     if error is not None:
         info["focused_read_error"] = error
@@ -137,8 +133,6 @@ def focused_read(
         return draft, usage, info
     info["short_answer_source"] = SOURCE_FOCUSED_READ
     info["draft_short_answer"] = short
-    if not explanation and ends_properly(
-        draft
-    ):  # a one-sentence draft is its explanation, not a short answer
-        explanation = draft.strip()
+    if not explanation and ends_properly(draft):
+        explanation = draft.strip()  # a one-sentence draft is its explanation, not a short answer
     return compose_answer(answer, explanation), usage, info

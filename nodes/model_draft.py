@@ -48,14 +48,18 @@ def uses_json_schema(context: Context) -> bool:
     )
 
 
+def unstreamed(model: BaseChatModel) -> BaseChatModel:
+    """A copy of the model whose calls stay out of LangGraph's "messages" stream (NO_STREAM_TAG)."""
+    return model.model_copy(update={"tags": [*(model.tags or []), NO_STREAM_TAG]})
+
+
 def json_schema_draft(
     model: BaseChatModel, messages: list[BaseMessage], max_tokens: int
 ) -> tuple[str, str | None, dict[str, Any]]:
     """(reply as "Answer: X\nExplanation: Y", error or None, accounting) of a JSON-schema answer call, so
     the text path's parsing and checks apply unchanged. Kept out of the token stream (NO_STREAM_TAG)."""
-    quiet = model.model_copy(update={"tags": [*(model.tags or []), NO_STREAM_TAG]})
     result, usage = structured_call(
-        quiet, AnswerReply, messages, EMPTY_REPLY, json_schema=True, max_tokens=max_tokens
+        unstreamed(model), AnswerReply, messages, EMPTY_REPLY, json_schema=True, max_tokens=max_tokens
     )
     if not result.ok:
         return "", result.error or "no usable JSON answer", usage
