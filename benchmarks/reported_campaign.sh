@@ -14,7 +14,8 @@
 #      With NAIVE_TOO=1 also the naive graph and the reader's ceiling (gold: only each question's own
 #      paragraph) on the same questions, so every row of a dataset's table comes from the same code.
 # The answer cache is off. STAGES picks stages (default "1 2 3"); LIMIT, SMALL_LIMIT and STRONG_LIMIT the
-# question counts; PREFIX the records' names (default "reported": results/runs/reported-*.jsonl);
+# question counts; PREFIX the records' names (default "reported": results/runs/reported-*.jsonl) and
+# STRONG_PREFIX stage 3's (default "strong": results/runs/strong-off-1.5b-*.jsonl);
 # HOTPOT_SPLIT the HotpotQA half (default all: the first LIMIT questions of the file).
 #   bash benchmarks/reported_campaign.sh
 # After the term checks' name fix and the model's own short answer (a9e5541): SQuAD and CMRC test halves
@@ -25,6 +26,8 @@
 # After the focused read (nodes/focused_read.py), the same questions again:
 #   export PREFIX=reported3 NAIVE_TOO=1 SMALL_LIMIT=60 HOTPOT_SPLIT=test LIMIT=144 SMALL_DATA_DIR=/tmp/exp/data
 #   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
+# The strong paths after the focused read, on the first 24 of HotpotQA's test questions:
+#   STRONG_PREFIX=strong3 STRONG_LIMIT=24 STAGES=3 bash benchmarks/reported_campaign.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"
@@ -37,6 +40,7 @@ CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
 SMALL_LIMIT="${SMALL_LIMIT:-30}"
 PORT="${PORT:-8093}"
 PREFIX="${PREFIX:-reported}"
+STRONG_PREFIX="${STRONG_PREFIX:-strong}"
 HOTPOT_SPLIT="${HOTPOT_SPLIT:-all}"
 # One index for every run: the pooled corpus does not depend on the pipeline or the model.
 export RAG_DATA_DIR="${RAG_DATA_DIR:-/tmp/rag-reported}"
@@ -79,7 +83,7 @@ if [[ " $STAGES " == *" 3 "* ]]; then
     sleep 1
   done
   export RAG_LLM_PROVIDER=openai RAG_LLM_BASE_URL="http://127.0.0.1:$PORT/v1" RAG_LLM_MODEL=qwen2.5-coder-1.5b
-  RAG_LLM_STRENGTH=weak run strong-off-1.5b-hotpotqa-test-agentic agentic test "$STRONG_LIMIT"
-  RAG_LLM_STRENGTH=strong run strong-on-1.5b-hotpotqa-test-agentic agentic test "$STRONG_LIMIT"
-  RAG_LLM_STRENGTH=weak run strong-off-1.5b-hotpotqa-test-naive naive test "$STRONG_LIMIT"
+  RAG_LLM_STRENGTH=weak run "$STRONG_PREFIX-off-1.5b-hotpotqa-test-agentic" agentic test "$STRONG_LIMIT"
+  RAG_LLM_STRENGTH=strong run "$STRONG_PREFIX-on-1.5b-hotpotqa-test-agentic" agentic test "$STRONG_LIMIT"
+  RAG_LLM_STRENGTH=weak run "$STRONG_PREFIX-off-1.5b-hotpotqa-test-naive" naive test "$STRONG_LIMIT"
 fi
