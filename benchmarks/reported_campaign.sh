@@ -11,9 +11,11 @@
 #      questions of HotpotQA's test half, RAG_LLM_STRENGTH=strong (LLM analysis, grading, rewriting) against
 #      RAG_LLM_STRENGTH=weak (the heuristic analyser and score graders) on the same endpoint; and the naive
 #      graph on the same questions and endpoint.
-#      With NAIVE_TOO=1 also the naive graph and the reader's ceiling (gold: only each question's own
+#   4. The strongest embedded model (Qwen2.5-Coder-1.5B) on stage 2's test halves, the agentic graph, so
+#      the default and the strongest model answer the same questions with the same code.
+#      With NAIVE_TOO=1 (stage 2) also the naive graph and the reader's ceiling (gold: only each question's own
 #      paragraph) on the same questions, so every row of a dataset's table comes from the same code.
-# The answer cache is off. STAGES picks stages (default "1 2 3"); LIMIT, SMALL_LIMIT and STRONG_LIMIT the
+# The answer cache is off. STAGES picks stages (default "1 2 3"; 4 only when named); LIMIT, SMALL_LIMIT and STRONG_LIMIT the
 # question counts; PREFIX the records' names (default "reported": results/runs/reported-*.jsonl) and
 # STRONG_PREFIX stage 3's (default "strong": results/runs/strong-off-1.5b-*.jsonl);
 # HOTPOT_SPLIT the HotpotQA half (default all: the first LIMIT questions of the file).
@@ -28,6 +30,7 @@
 #   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
 # The strong paths after the focused read, on the first 24 of HotpotQA's test questions:
 #   STRONG_PREFIX=strong3 STRONG_LIMIT=24 STAGES=3 bash benchmarks/reported_campaign.sh
+#   PREFIX=reported3 SMALL_LIMIT=60 SMALL_DATA_DIR=/tmp/exp/data STAGES=4 bash benchmarks/reported_campaign.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA="${DATA:-../shared/data}"
@@ -86,4 +89,11 @@ if [[ " $STAGES " == *" 3 "* ]]; then
   RAG_LLM_STRENGTH=weak run "$STRONG_PREFIX-off-1.5b-hotpotqa-test-agentic" agentic test "$STRONG_LIMIT"
   RAG_LLM_STRENGTH=strong run "$STRONG_PREFIX-on-1.5b-hotpotqa-test-agentic" agentic test "$STRONG_LIMIT"
   RAG_LLM_STRENGTH=weak run "$STRONG_PREFIX-off-1.5b-hotpotqa-test-naive" naive test "$STRONG_LIMIT"
+fi
+
+if [[ " $STAGES " == *" 4 "* ]]; then
+  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_DATA_DIR="$SMALL_DATA_DIR" \
+    run "$PREFIX-1.5b-squad-test-agentic" agentic test "$SMALL_LIMIT" "$SQUAD"
+  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_DATA_DIR="$SMALL_DATA_DIR" \
+    run "$PREFIX-1.5b-cmrc2018-test-agentic" agentic test "$SMALL_LIMIT" "$CMRC"
 fi
