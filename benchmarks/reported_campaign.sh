@@ -11,12 +11,14 @@
 #      questions of HotpotQA's test half, RAG_LLM_STRENGTH=strong (LLM analysis, grading, rewriting) against
 #      RAG_LLM_STRENGTH=weak (the heuristic analyser and score graders) on the same endpoint; and the naive
 #      graph on the same questions and endpoint.
-#   4. The strongest embedded model (Qwen2.5-Coder-1.5B) on stage 2's test halves, the agentic graph, so
-#      the default and the strongest model answer the same questions with the same code.
+#   4. The strongest embedded model (Qwen2.5-Coder-1.5B) as the reader on stage 2's test halves, the agentic
+#      graph with the weak paths as the default model gets them (the 1.5B passes the self-test for the strong
+#      paths, which cost 5-10 calls and about 80 s a question here), so the default and the strongest
+#      model read the same questions through the same graph.
 #      With NAIVE_TOO=1 (stage 2) also the naive graph and the reader's ceiling (gold: only each question's own
 #      paragraph) on the same questions, so every row of a dataset's table comes from the same code.
-# The answer cache is off. STAGES picks stages (default "1 2 3"; 4 only when named); LIMIT, SMALL_LIMIT and STRONG_LIMIT the
-# question counts; PREFIX the records' names (default "reported": results/runs/reported-*.jsonl) and
+# The answer cache is off. STAGES picks stages (default "1 2 3"; 4 only when named); LIMIT, SMALL_LIMIT
+# and STRONG_LIMIT the question counts; PREFIX the records' names (default "reported": results/runs/reported-*.jsonl) and
 # STRONG_PREFIX stage 3's (default "strong": results/runs/strong-off-1.5b-*.jsonl);
 # HOTPOT_SPLIT the HotpotQA half (default all: the first LIMIT questions of the file).
 #   bash benchmarks/reported_campaign.sh
@@ -92,8 +94,8 @@ if [[ " $STAGES " == *" 3 "* ]]; then
 fi
 
 if [[ " $STAGES " == *" 4 "* ]]; then
-  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_DATA_DIR="$SMALL_DATA_DIR" \
+  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_LLM_STRENGTH=weak RAG_DATA_DIR="$SMALL_DATA_DIR" \
     run "$PREFIX-1.5b-squad-test-agentic" agentic test "$SMALL_LIMIT" "$SQUAD"
-  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_DATA_DIR="$SMALL_DATA_DIR" \
+  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_LLM_STRENGTH=weak RAG_DATA_DIR="$SMALL_DATA_DIR" \
     run "$PREFIX-1.5b-cmrc2018-test-agentic" agentic test "$SMALL_LIMIT" "$CMRC"
 fi
