@@ -15,11 +15,11 @@
 #      graph with the weak paths as the default model gets them (the 1.5B passes the self-test for the strong
 #      paths, which cost 5-10 calls and about 80 s a question here), so the default and the strongest
 #      model read the same questions through the same graph.
-#      With NAIVE_TOO=1 (stage 2) also the naive graph and the reader's ceiling (gold: only each question's own
-#      paragraph) on the same questions, so every row of a dataset's table comes from the same code.
+#      With NAIVE_TOO=1 (stage 2) also the naive graph and the reader's ceiling (gold: only each question's
+#      own paragraph) on the same questions, so every row of a dataset's table comes from the same code.
 # The answer cache is off. STAGES picks stages (default "1 2 3"; 4 only when named); LIMIT, SMALL_LIMIT
-# and STRONG_LIMIT the question counts; PREFIX the records' names (default "reported": results/runs/reported-*.jsonl) and
-# STRONG_PREFIX stage 3's (default "strong": results/runs/strong-off-1.5b-*.jsonl);
+# and STRONG_LIMIT the question counts; PREFIX the records' names (default "reported":
+# results/runs/reported-*.jsonl) and STRONG_PREFIX stage 3's (default "strong": results/runs/strong-*.jsonl);
 # HOTPOT_SPLIT the HotpotQA half (default all: the first LIMIT questions of the file).
 #   bash benchmarks/reported_campaign.sh
 # After the term checks' name fix and the model's own short answer (a9e5541): SQuAD and CMRC test halves
@@ -32,6 +32,7 @@
 #   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
 # The strong paths after the focused read, on the first 24 of HotpotQA's test questions:
 #   STRONG_PREFIX=strong3 STRONG_LIMIT=24 STAGES=3 bash benchmarks/reported_campaign.sh
+# and the 1.5B reading stage 2's test questions:
 #   PREFIX=reported3 SMALL_LIMIT=60 SMALL_DATA_DIR=/tmp/exp/data STAGES=4 bash benchmarks/reported_campaign.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,8 +95,9 @@ if [[ " $STAGES " == *" 3 "* ]]; then
 fi
 
 if [[ " $STAGES " == *" 4 "* ]]; then
-  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_LLM_STRENGTH=weak RAG_DATA_DIR="$SMALL_DATA_DIR" \
+  (
+    export RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_LLM_STRENGTH=weak RAG_DATA_DIR="$SMALL_DATA_DIR"
     run "$PREFIX-1.5b-squad-test-agentic" agentic test "$SMALL_LIMIT" "$SQUAD"
-  RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_LLM_STRENGTH=weak RAG_DATA_DIR="$SMALL_DATA_DIR" \
     run "$PREFIX-1.5b-cmrc2018-test-agentic" agentic test "$SMALL_LIMIT" "$CMRC"
+  )
 fi
