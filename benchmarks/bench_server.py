@@ -53,6 +53,20 @@ class BenchServer:
         stop: Sequence[str] = (),
     ) -> tuple[str, dict[str, Any], float]:
         """(reply text, llama.cpp timings, wall seconds) of one greedy chat completion."""
+        payload, wall = self.completion(messages, max_tokens, cache_prompt=cache_prompt, stop=stop)
+        return payload["choices"][0]["message"].get("content") or "", payload.get("timings", {}), wall
+
+    def completion(
+        self,
+        messages: list[dict[str, str]],
+        max_tokens: int,
+        *,
+        cache_prompt: bool = True,
+        stop: Sequence[str] = (),
+        logprobs: bool = False,
+    ) -> tuple[dict[str, Any], float]:
+        """(llama.cpp's whole response, wall seconds) of one greedy chat completion; with `logprobs`, the
+        response carries each reply token's log-probability (choices[0].logprobs.content)."""
         body: dict[str, Any] = {
             "messages": messages,
             "max_tokens": max_tokens,
@@ -61,8 +75,9 @@ class BenchServer:
         }
         if stop:
             body["stop"] = list(stop)
-        payload, wall = self.server.chat_completion(body, timeout_s=HTTP_TIMEOUT_S, client=self.client)
-        return payload["choices"][0]["message"].get("content") or "", payload.get("timings", {}), wall
+        if logprobs:
+            body["logprobs"] = True
+        return self.server.chat_completion(body, timeout_s=HTTP_TIMEOUT_S, client=self.client)
 
     def count_tokens(self, text: str) -> int:
         base = self.server.base_url.removesuffix("/v1")
