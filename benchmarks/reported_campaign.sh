@@ -14,9 +14,10 @@
 #   4. The strongest embedded model (Qwen2.5-Coder-1.5B) as the reader on stage 2's test halves, the agentic
 #      graph with the weak paths as the default model gets them (the 1.5B passes the self-test for the strong
 #      paths, which cost 5-10 calls and about 80 s a question here), so the default and the strongest
-#      model read the same questions through the same graph.
+#      model read the same questions through the same graph; and the 1.5B's own ceiling on SQuAD (gold).
 #      With NAIVE_TOO=1 (stage 2) also the naive graph and the reader's ceiling (gold: only each question's
-#      own paragraph) on the same questions, so every row of a dataset's table comes from the same code.
+#      own paragraph) on the same questions, so every row of a dataset's table comes from the same code;
+#      (stage 1) also HotpotQA's ceiling (its two gold paragraphs).
 # The answer cache is off. STAGES picks stages (default "1 2 3"; 4 only when named); LIMIT, SMALL_LIMIT
 # and STRONG_LIMIT the question counts; PREFIX the records' names (default "reported":
 # results/runs/reported-*.jsonl) and STRONG_PREFIX stage 3's (default "strong": results/runs/strong-*.jsonl);
@@ -67,6 +68,9 @@ if [[ " $STAGES " == *" 1 "* ]]; then
   if [ "$HOTPOT_SPLIT" != all ]; then  # the all-questions row is the earlier run (see above)
     run "$PREFIX-hotpotqa-no-retrieval" no-retrieval "$HOTPOT_SPLIT" "$LIMIT"
   fi
+  if [ "${NAIVE_TOO:-0}" = 1 ]; then  # the reader's ceiling: each question's gold paragraphs only
+    run "$PREFIX-hotpotqa-gold" gold "$HOTPOT_SPLIT" "$LIMIT"
+  fi
 fi
 
 if [[ " $STAGES " == *" 2 "* ]]; then
@@ -99,5 +103,6 @@ if [[ " $STAGES " == *" 4 "* ]]; then
     export RAG_LOCAL_MODEL=qwen2.5-coder-1.5b RAG_LLM_STRENGTH=weak RAG_DATA_DIR="$SMALL_DATA_DIR"
     run "$PREFIX-1.5b-squad-test-agentic" agentic test "$SMALL_LIMIT" "$SQUAD"
     run "$PREFIX-1.5b-cmrc2018-test-agentic" agentic test "$SMALL_LIMIT" "$CMRC"
+    run "$PREFIX-1.5b-squad-test-gold" gold test "$SMALL_LIMIT" "$SQUAD"  # the 1.5B's own ceiling
   )
 fi
