@@ -80,8 +80,13 @@ RETRIEVING_PIPELINES = frozenset({"naive", "agentic", "gold"})
 
 def gold_filter(example: QAExample) -> dict[str, Any]:
     """The search filter of the gold pipeline: only the question's gold paragraphs (its supporting ones
-    when the file names them, else its own context: a SQuAD question's paragraph, answerable or not)."""
+    when the file names them, else its own context: a SQuAD question's paragraph, answerable or not).
+
+    ValueError, recorded as the question's error, when the file gives the question no paragraph: an empty
+    filter would be refused by the search with a message about filters instead of about the data."""
     gold = sorted(example.supporting_available or {passage.passage_id for passage in example.passages})
+    if not gold:
+        raise ValueError(f"question {example.qid}: the file gives it no gold paragraph to read")
     return {"doc_id": {"$in": gold}}
 
 

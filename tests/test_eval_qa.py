@@ -18,6 +18,7 @@ from evals.metrics import contains_gold_answer
 from evals.qa import (
     PIPELINES,
     append_record,
+    gold_filter,
     load_qa_examples,
     pool_examples,
     read_records,
@@ -232,6 +233,13 @@ def _example(
         kind=kind,
         language=LANGUAGE_ENGLISH,
     )
+
+
+def test_the_gold_filter_reads_gold_paragraphs_else_the_context_and_names_a_question_without() -> None:
+    assert gold_filter(_example({"B", "Q"})) == {"doc_id": {"$in": ["B"]}}  # Q is not in the file
+    assert gold_filter(_example(set(), passages=("P",))) == {"doc_id": {"$in": ["P"]}}  # a SQuAD paragraph
+    with pytest.raises(ValueError, match="question x: the file gives it no gold paragraph"):
+        gold_filter(_example({"B"}, passages=()))
 
 
 def test_question_record_ranks_unique_doc_ids_and_scores_support_and_citations() -> None:
