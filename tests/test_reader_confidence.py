@@ -113,3 +113,21 @@ def test_the_run_writes_records_that_calibrate_ranks(tmp_path: Path) -> None:
     assert report["threshold"] == pytest.approx(-0.2)
     assert report["dev"]["at_threshold"]["unanswerable_declined"] == 1.0
     assert report["dev"]["at_threshold"]["answerable_declined"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--model", "gpt-9"], "unknown model 'gpt-9'"),
+        (["--split", "train"], "unknown split 'train'"),
+        (["--dataset", "absent.json.gz"], "question file not found: absent.json.gz"),
+    ],
+)
+def test_the_command_names_a_bad_option_before_loading_any_model(arguments: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from benchmarks.commands import app
+
+    result = CliRunner().invoke(app, ["reader-confidence", *arguments])
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())
