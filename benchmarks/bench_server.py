@@ -20,6 +20,11 @@ EVAL_N_CTX = 4096
 HTTP_TIMEOUT_S = 1800.0
 
 
+def reply_text(payload: dict[str, Any]) -> str:
+    """The reply of an OpenAI-compatible chat completion response ("" when it has none)."""
+    return str(payload["choices"][0]["message"].get("content") or "")
+
+
 class BenchServer:
     """One model's llama.cpp server for the benchmark, with raw calls that keep llama.cpp's timings."""
 
@@ -54,7 +59,7 @@ class BenchServer:
     ) -> tuple[str, dict[str, Any], float]:
         """(reply text, llama.cpp timings, wall seconds) of one greedy chat completion."""
         payload, wall = self.completion(messages, max_tokens, cache_prompt=cache_prompt, stop=stop)
-        return payload["choices"][0]["message"].get("content") or "", payload.get("timings", {}), wall
+        return reply_text(payload), payload.get("timings", {}), wall
 
     def completion(
         self,

@@ -23,13 +23,14 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_server import BenchServer
+from benchmarks.bench_server import BenchServer, reply_text
 from benchmarks.models import gold_passages
 from config.settings import LocalModelName
 from evals.datasets import QAExample
 from evals.metrics import contains_gold_answer
 from nodes.draft_text import is_none_answer
 from nodes.focused_read import FOCUSED_READ_MAX_TOKENS
+from nodes.instrumentation import token_logprobs_in
 from prompts.answer import FOCUSED_READ_SYSTEM, FOCUSED_READ_USER
 from retrieval.answer_text import clean_short_answer
 
@@ -51,8 +52,7 @@ def read_messages(example: QAExample) -> list[dict[str, str]]:
 
 def reply_logprobs(payload: dict[str, Any]) -> list[float]:
     """The log-probability of each reply token in an OpenAI-compatible response (empty when it has none)."""
-    content = (payload["choices"][0].get("logprobs") or {}).get("content") or []
-    return [float(token["logprob"]) for token in content]
+    return [value for _token, value in token_logprobs_in(payload["choices"][0].get("logprobs")) or []]
 
 
 def read_record(example: QAExample, reply: str, logprobs: Sequence[float], model: str) -> dict[str, Any]:
@@ -101,7 +101,7 @@ def run_reader_confidence(
     with records_path.open("w", encoding="utf-8") as out:
         for index, example in enumerate(chosen, start=1):
             payload, wall = bench.completion(read_messages(example), FOCUSED_READ_MAX_TOKENS, logprobs=True)
-            reply = payload["choices"][0]["message"].get("content") or ""
+            reply = reply_text(payload)
             record = read_record(example, reply, reply_logprobs(payload), name)
             record["latency_s"] = round(wall, 3)
             record["prompt_tokens"] = (payload.get("usage") or {}).get("prompt_tokens")

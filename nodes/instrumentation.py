@@ -149,7 +149,12 @@ def estimated_usage(messages: list[BaseMessage], pieces: int) -> dict[str, int]:
 
 def token_logprobs_of(message: Any) -> TokenLogprobs | None:
     """The (token, logprob) pairs of a reply's `response_metadata["logprobs"]["content"]`, or None."""
-    logprobs = (getattr(message, "response_metadata", None) or {}).get("logprobs")
+    return token_logprobs_in((getattr(message, "response_metadata", None) or {}).get("logprobs"))
+
+
+def token_logprobs_in(logprobs: Any) -> TokenLogprobs | None:
+    """The (token, logprob) pairs of an OpenAI-compatible `logprobs` object ({"content": [{"token",
+    "logprob"}, ...]}, as a chat message's metadata or a raw response's choice carries it), or None."""
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list) or not content:
         return None

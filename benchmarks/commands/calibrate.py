@@ -9,11 +9,12 @@ confidence decline disabled (RAG_ANSWER_CONFIDENCE_THRESHOLD=-1000), then this c
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.table import Table
 
+from config.settings import LocalModelName
 from evals.environment import DEFAULT_RESULTS_DIR
 from service.cli.common import console, fail, settings_or_exit, user_errors, warning, write_json_report
 
@@ -165,10 +166,11 @@ def eval_reader_confidence(
         fail(f"unknown split {split!r}; choose one of {', '.join(SPLITS)}")
     if not dataset.is_file():
         fail(f"question file not found: {dataset}")
+    name = cast(LocalModelName, model)  # checked above
     settings = settings_or_exit()
     path = records or DEFAULT_RESULTS_DIR / "runs" / f"reader-confidence-{model}-{split}.jsonl"
     with user_errors():
         examples = examples_in_split(load_squad(dataset), split)[:limit]
-        with BenchServer(model, settings) as bench:  # type: ignore[arg-type]  # checked above
-            rows = run_reader_confidence(model, bench, examples, path, console.print)  # type: ignore[arg-type]
+        with BenchServer(name, settings) as bench:
+            rows = run_reader_confidence(name, bench, examples, path, console.print)
     console.print(f"{len(rows)} records written to {path}")
