@@ -38,7 +38,7 @@ from evals.metrics import linear_percentile
 
 DEFAULT_QUESTIONS = Path(__file__).resolve().parent.parent / "samples" / "questions.jsonl"
 GENERATE_ROUTE = "/api/v1/rag/generate"
-STREAM_ROUTE = "/api/v1/rag/generate/stream"
+STREAM_ROUTE = "/api/v1/rag/generate/events"
 BATCH_ROUTE = "/api/v1/rag/batch"
 LoadRoute = Literal["generate", "stream", "batch"]
 LOAD_ROUTES: tuple[LoadRoute, ...] = ("generate", "stream", "batch")

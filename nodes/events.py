@@ -2,7 +2,7 @@
 
 Why from the graph and not from the HTTP layer: the same events then reach every interface that streams a
 run. `graph.stream(..., stream_mode="custom")`, the LangGraph server's `custom` stream mode (and so the SDK
-and Studio) and the REST route `/api/v1/rag/generate/stream` all carry `{"event": name, "data": {...}}`
+and Studio) and the REST route `/api/v1/rag/generate/events` all carry `{"event": name, "data": {...}}`
 written here by the nodes themselves, in the order the graph does the work.
 
 Events (names are the REST API's SSE event names):

@@ -1,15 +1,18 @@
-"""Seed 001's API contract ("API 详解", docs/api-seed.md), driven over a real server by a client written from
-the contract alone: /api/v1/rag/query, /query-stream, /batch with {"queries": [...]}, /api/v1/search.
+"""The seed contract's routes over a real server, driven by a client built from the seed's own classes
+(tests/helpers/seed001.py: QueryRequest / QueryResponse / SourceInfo / CitationInfo as the seed writes them,
+RAGRequest / RAGResponse and the stream events from its field lists and stream examples): /api/v1/rag/query
+in its three modes, /query-stream, /generate (with and without `stream`), /generate/stream, /batch, the
+errors a client sees (422 naming the field, 401 without a key), and the engine's own switches, conversations,
+search and tenants on the same routes.
 
-Why: a client written from the seed got 404 (no such routes) and 422 (other field names) before, and its
-`conversation_id` follow-ups found nothing (the engine read it as a retrieval scope). Each test names what
-a seed client relies on: statuses, field names and types, the SSE sequence, conversation history, modes that
-change retrieval, per-request switches, and tenant isolation through these routes.
+Why the seed's classes: every body and every stream event must be readable by the client the seed
+describes; a field of another type, a missing one or an event type it does not know fails the validation.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -18,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 from fastapi import FastAPI
-from langchain_core.messages import SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage
+from pydantic import BaseModel
 
 from graphs.runner import Session
 from nodes.resources import Resources
@@ -28,7 +32,9 @@ from retrieval.search import Searcher, SearchResult
 from service.api.app import create_app
 from tests.conftest import write_corpus
 from tests.fakes import StreamingTaskModel, TaskChatModel
+from tests.helpers import seed001
 from tests.helpers.api_server import serve_app
+from tests.helpers.seed001 import QueryRequest, QueryResponse, RAGRequest
 
 REPLY = "Jupiter is the largest planet in the Solar System [1]."
 QUESTION = "What is the largest planet in the Solar System?"
@@ -36,25 +42,21 @@ CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. It has 95 known moons.",
     "tea.md": "# Tea\n\nOolong tea is brewed at 90 degrees for three minutes.",
 }
-SOURCE_FIELDS = {"id": str, "title": str, "content": str, "score": float, "source": str}
-RESPONSE_FIELDS = {
-    "answer": str,
-    "sources": list,
-    "query": str,
-    "retrieved_count": int,
-    "generation_time": float,
-    "citations": list,
-    "metadata": dict,
-}
+#: The seed's stream orders: the opening events once each, then the answer's pieces, then the closing ones.
+QUERY_STREAM_ORDER = ["query_rewritten", "documents_retrieved", "generation_start"]
+GENERATE_STREAM_ORDER = ["context"]
+#: Seconds a blocked model call waits for the test to release it (a test that forgot to).
+HOLD_LIMIT_S = 60
 
 
-class SeedClient:
-    """A client of the seed's contract: its routes and bodies, nothing of the engine's own API."""
+class SeedApi:
+    """A running server, its seed client, the raw HTTP client, resources and fake model."""
 
     def __init__(
         self, client: httpx.Client, resources: Resources, model: TaskChatModel, app: FastAPI
     ) -> None:
         self.client, self.resources, self.model, self.app = client, resources, model, app
+        self.seed = seed001.SeedClient(client)
 
     def query(self, body: dict[str, Any], **kwargs: Any) -> httpx.Response:
         return self.client.post("/api/v1/rag/query", json=body, **kwargs)
@@ -62,37 +64,22 @@ class SeedClient:
     def search(self, body: dict[str, Any], **kwargs: Any) -> httpx.Response:
         return self.client.post("/api/v1/search", json=body, **kwargs)
 
-    def stream(self, path: str, body: dict[str, Any]) -> list[tuple[str, Any]]:
-        """The (event, data) pairs of an SSE answer."""
-        events: list[tuple[str, Any]] = []
-        with self.client.stream("POST", path, json=body) as reply:
-            assert reply.status_code == 200, reply.read()
-            assert reply.headers["content-type"].startswith("text/event-stream")
-            name = None
-            for line in reply.iter_lines():
-                if line.startswith("event:"):
-                    name = line.split(":", 1)[1].strip()
-                elif line.startswith("data:") and name:
-                    events.append((name, json.loads(line.split(":", 1)[1].strip())))
-                    name = None
-        return events
-
 
 @pytest.fixture
 def seed_api(
     tmp_path: Path, install: Callable[..., Resources], make_kb: Callable[..., KnowledgeBase]
-) -> Iterator[Callable[..., SeedClient]]:
+) -> Iterator[Callable[..., SeedApi]]:
     """`seed_api(model=None, strength="weak", **settings)`: a uvicorn server over the corpus, fake models."""
     with ExitStack() as servers:
 
-        def start(model: TaskChatModel | None = None, strength: str = "weak", **overrides: Any) -> SeedClient:
+        def start(model: TaskChatModel | None = None, strength: str = "weak", **overrides: Any) -> SeedApi:
             model = model or StreamingTaskModel(replies={"generate": REPLY})
             resources = install(model, strength=strength)
             resources.knowledge_base = make_kb(resources.settings)
             files = write_corpus(tmp_path / "corpus", CORPUS)
             ingest_paths(resources.knowledge_base, list(files.values()))
             app = create_app(resources.settings.model_copy(update=overrides))
-            return SeedClient(servers.enter_context(serve_app(app)), resources, model, app)
+            return SeedApi(servers.enter_context(serve_app(app)), resources, model, app)
 
         yield start
 
@@ -111,40 +98,52 @@ def searches(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     return calls
 
 
-def assert_query_response(body: dict[str, Any]) -> None:
-    """The QueryResponse's fields, with the contract's types."""
-    for name, kind in RESPONSE_FIELDS.items():
-        assert isinstance(body[name], kind), (name, body[name])
-    assert body["rewritten_query"] is None or isinstance(body["rewritten_query"], str)
-    for source in body["sources"]:
-        for name, kind in SOURCE_FIELDS.items():
-            assert isinstance(source[name], kind), (name, source)
-        assert source["citation_id"] is None or isinstance(source["citation_id"], int)
-    for citation in body["citations"]:
-        assert isinstance(citation["citation_num"], int) and isinstance(citation["source_id"], str)
-        assert isinstance(citation["confidence"], float)
+def types_of(events: list[BaseModel]) -> list[str]:
+    return [str(event.type) for event in events]
 
 
-# --- /query -------------------------------------------------------------------------------------------------
+def assert_stream_order(types: list[str], opening: list[str], piece: str, closing: list[str]) -> None:
+    """The opening events once each in order, one or more pieces of the answer, the closing events."""
+    pieces = len(types) - len(opening) - len(closing)
+    assert pieces >= 1 and types == [*opening, *[piece] * pieces, *closing], types
 
 
-def test_query_answers_with_the_seed_response(seed_api: Callable[..., SeedClient]) -> None:
+def assert_cites_jupiter(response: QueryResponse) -> None:
+    """The answer cites the Jupiter passage as [1], in sources and citations alike."""
+    (citation,) = response.citations
+    assert citation.citation_num == 1 and 0.0 <= citation.confidence <= 1.0
+    first = response.sources[0]
+    assert first.citation_id == "[1]" and first.id == citation.source_id
+    assert first.source.endswith("jupiter.md") and "95 known moons" in first.content
+
+
+# --- /query: the three modes
+
+
+@pytest.mark.parametrize("mode", ["simple", "advanced", "precise"])
+def test_each_mode_answers_a_query_response(
+    seed_api: Callable[..., SeedApi], searches: list[dict[str, Any]], mode: str
+) -> None:
     api = seed_api()
-    reply = api.query({"query": QUESTION, "top_k": 3, "mode": "simple", "temperature": 0.2})
-    assert reply.status_code == 200, reply.text
-    body = reply.json()
-    assert_query_response(body)
-    assert body["query"] == QUESTION and "Jupiter is the largest planet" in body["answer"]
-    assert body["retrieved_count"] >= 1 and body["generation_time"] > 0
-    (citation,) = body["citations"]
-    assert citation["citation_num"] == 1
-    assert body["sources"][0]["citation_id"] == 1 and body["sources"][0]["id"] == citation["source_id"]
-    assert (
-        body["sources"][0]["source"].endswith("jupiter.md")
-        and "95 known moons" in body["sources"][0]["content"]
-    )
-    assert body["metadata"]["conversation_id"]  # a new conversation, named for the follow-up
-    assert body["metadata"]["mode"] == "simple" and body["metadata"]["temperature"] == 0.2
+    response = api.seed.query(QueryRequest(query=QUESTION, mode=mode, top_k=6, temperature=0.2))
+    assert response.query == QUESTION and "Jupiter is the largest planet" in response.answer
+    assert response.retrieved_count >= 1 and response.generation_time > 0
+    assert_cites_jupiter(response)
+    searched = {call["query"] for call in searches}
+    # The searched question: the question itself, or the first rewrite the search ran.
+    assert response.rewritten_query in searched
+    if mode != "advanced":
+        assert response.rewritten_query == QUESTION  # the weak model's simple question is not rewritten
+    assert response.metadata["mode"] == mode and response.metadata["temperature"] == 0.2
+    assert response.metadata["conversation_id"]  # a new conversation, named for the follow-up
+
+
+def test_include_sources_false_leaves_sources_out(seed_api: Callable[..., SeedApi]) -> None:
+    response = seed_api().seed.query(QueryRequest(query=QUESTION, include_sources=False))
+    assert response.sources == [] and response.citations  # the answer still cites
+
+
+# --- errors a seed client sees
 
 
 @pytest.mark.parametrize(
@@ -164,7 +163,7 @@ def test_query_answers_with_the_seed_response(seed_api: Callable[..., SeedClient
     ],
 )
 def test_out_of_range_fields_are_422_naming_the_field(
-    seed_api: Callable[..., SeedClient], payload: dict[str, Any], field: str
+    seed_api: Callable[..., SeedApi], payload: dict[str, Any], field: str
 ) -> None:
     api = seed_api()
     reply = api.query(payload)
@@ -173,35 +172,75 @@ def test_out_of_range_fields_are_422_naming_the_field(
     assert api.model.calls == []
 
 
-def test_include_sources_false_leaves_sources_out(seed_api: Callable[..., SeedClient]) -> None:
-    body = seed_api().query({"query": QUESTION, "include_sources": False}).json()
-    assert body["sources"] == [] and body["citations"]  # the answer still cites
+@pytest.mark.parametrize(
+    ("path", "payload", "field"),
+    [
+        ("/api/v1/rag/query-stream", {"query": QUESTION, "top_k": 21}, "top_k"),
+        ("/api/v1/rag/generate", {"query": QUESTION, "top_k": 51}, "top_k"),
+        ("/api/v1/rag/generate", {"query": QUESTION, "rewrite_method": "magic"}, "rewrite_method"),
+        ("/api/v1/rag/generate", {"query": QUESTION, "stream": "sometimes"}, "stream"),
+        ("/api/v1/rag/generate/stream", {"query": ""}, "query"),
+        (
+            "/api/v1/rag/generate/stream",
+            {"query": QUESTION, "include_citations": "maybe"},
+            "include_citations",
+        ),
+        ("/api/v1/rag/batch", {"queries": [QUESTION] * 51}, "queries"),
+        ("/api/v1/rag/batch", {"queries": []}, "queries"),
+    ],
+)
+def test_a_bad_body_is_422_on_every_route(
+    seed_api: Callable[..., SeedApi], path: str, payload: dict[str, Any], field: str
+) -> None:
+    api = seed_api()
+    reply = api.client.post(path, json=payload)
+    assert reply.status_code == 422, reply.text
+    assert reply.json()["field"] == field
+    assert api.model.calls == []
+
+
+@pytest.mark.parametrize(
+    ("path", "payload"),
+    [
+        ("/api/v1/rag/query", QueryRequest(query=QUESTION).model_dump()),
+        ("/api/v1/rag/query-stream", QueryRequest(query=QUESTION).model_dump()),
+        ("/api/v1/rag/generate", RAGRequest(query=QUESTION).model_dump()),
+        ("/api/v1/rag/generate/stream", RAGRequest(query=QUESTION).model_dump()),
+        ("/api/v1/rag/batch", {"queries": [QUESTION]}),
+    ],
+)
+def test_without_a_key_every_route_is_401(
+    seed_api: Callable[..., SeedApi], path: str, payload: dict[str, Any]
+) -> None:
+    api = seed_api(api_keys="key-a:default")
+    assert api.client.post(path, json=payload).status_code == 401
+    assert api.client.post(path, json={**payload, "top_k": 99}).status_code == 401  # the key comes first
+    assert api.client.post(path, json=payload, headers={"X-API-Key": "wrong"}).status_code == 401
+    assert api.model.calls == []
 
 
 # --- conversation_id: the seed's conversation -------------------------------------------------------------
 
 
-def test_a_follow_up_in_a_conversation_sees_the_previous_turn(seed_api: Callable[..., SeedClient]) -> None:
+def test_a_follow_up_in_a_conversation_sees_the_previous_turn(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api()
-    first = api.query({"query": QUESTION, "conversation_id": "conv-1"}).json()
-    assert first["metadata"]["conversation_id"] == "conv-1"
-    follow_up = api.query({"query": "How many moons does it have?", "conversation_id": "conv-1"}).json()
-    # The old meaning (retrieval scoped to documents tagged conv-1) found nothing on this corpus.
-    assert follow_up["metadata"]["not_found"] is False and follow_up["retrieved_count"] >= 1
-    rewritten = follow_up["rewritten_query"] or ""
-    assert rewritten.startswith("How many moons does it have?") and (
-        "Jupiter" in rewritten or "Solar" in rewritten
-    )
+    first = api.seed.query(QueryRequest(query=QUESTION, conversation_id="conv-1"))
+    assert first.metadata["conversation_id"] == "conv-1"
+    follow_up = api.seed.query(QueryRequest(query="How many moons does it have?", conversation_id="conv-1"))
+    # Read as a retrieval scope (documents tagged conv-1), the follow-up would find nothing on this corpus.
+    assert follow_up.metadata["not_found"] is False and follow_up.retrieved_count >= 1
+    assert follow_up.rewritten_query.startswith("How many moons does it have?")
+    assert "Jupiter" in follow_up.rewritten_query or "Solar" in follow_up.rewritten_query
     last_prompt = api.model.prompts("generate")[-1]
     assert any(QUESTION in str(message.content) for message in last_prompt), "the history reaches the prompt"
     messages = Session(api.resources.settings).history("conv-1")["messages"]
     assert [message.type for message in messages] == ["human", "ai", "human", "ai"]
 
 
-def test_without_a_conversation_each_query_starts_a_new_one(seed_api: Callable[..., SeedClient]) -> None:
+def test_without_a_conversation_each_query_starts_a_new_one(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api()
-    one = api.query({"query": QUESTION}).json()["metadata"]["conversation_id"]
-    two = api.query({"query": QUESTION}).json()["metadata"]["conversation_id"]
+    one = api.seed.query(QueryRequest(query=QUESTION)).metadata["conversation_id"]
+    two = api.seed.query(QueryRequest(query=QUESTION)).metadata["conversation_id"]
     assert one != two
 
 
@@ -209,7 +248,7 @@ def test_without_a_conversation_each_query_starts_a_new_one(seed_api: Callable[.
 
 
 def test_simple_mode_is_the_standard_hybrid_search(
-    seed_api: Callable[..., SeedClient], searches: list[dict[str, Any]]
+    seed_api: Callable[..., SeedApi], searches: list[dict[str, Any]]
 ) -> None:
     api = seed_api()
     assert api.query({"query": QUESTION, "mode": "simple", "top_k": 6}).status_code == 200
@@ -218,7 +257,7 @@ def test_simple_mode_is_the_standard_hybrid_search(
 
 
 def test_precise_mode_weights_dense_0_8_and_bm25_0_2(
-    seed_api: Callable[..., SeedClient], searches: list[dict[str, Any]]
+    seed_api: Callable[..., SeedApi], searches: list[dict[str, Any]]
 ) -> None:
     api = seed_api()
     body = api.query({"query": QUESTION, "mode": "precise", "top_k": 6}).json()
@@ -227,7 +266,7 @@ def test_precise_mode_weights_dense_0_8_and_bm25_0_2(
 
 
 def test_advanced_mode_searches_three_queries_with_a_third_of_top_k_each(
-    seed_api: Callable[..., SeedClient], searches: list[dict[str, Any]]
+    seed_api: Callable[..., SeedApi], searches: list[dict[str, Any]]
 ) -> None:
     api = seed_api()
     body = api.query({"query": QUESTION, "mode": "advanced", "top_k": 6}).json()
@@ -242,7 +281,7 @@ def test_advanced_mode_searches_three_queries_with_a_third_of_top_k_each(
 # --- per-request switches ---------------------------------------------------------------------------------
 
 
-def test_switches_reach_the_run_and_the_response_says_which_ran(seed_api: Callable[..., SeedClient]) -> None:
+def test_switches_reach_the_run_and_the_response_says_which_ran(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api()
     body = api.query(
         {
@@ -270,7 +309,7 @@ def test_switches_reach_the_run_and_the_response_says_which_ran(seed_api: Callab
     assert str(system).endswith("Answer in one line.")
 
 
-def test_switches_off(seed_api: Callable[..., SeedClient]) -> None:
+def test_switches_off(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api()
     body = api.query(
         {
@@ -287,10 +326,13 @@ def test_switches_off(seed_api: Callable[..., SeedClient]) -> None:
     assert features["hallucination_detection"] == {"enabled": False, "ran": False}
     assert features["citations"]["ran"] is False
     assert body["citations"] == [] and "[1]" not in body["answer"]
-    assert all(source["citation_id"] is None for source in body["sources"])
+    # Each source keeps its label (the answer just does not cite it).
+    assert [source["citation_id"] for source in body["sources"]] == [
+        f"[{n}]" for n in range(1, len(body["sources"]) + 1)
+    ]
 
 
-def test_a_self_rag_revision_reports_each_grade(seed_api: Callable[..., SeedClient]) -> None:
+def test_a_self_rag_revision_reports_each_grade(seed_api: Callable[..., SeedApi]) -> None:
     """The (LLM) grader calls the first draft ungrounded: the run searches again and writes a second
     draft, which passes. The response carries both grades, the first with its problems and suggestion."""
     bad = {"grounded": False, "answers_question": False, "relevance": 0.2, "accuracy": 0.1}
@@ -308,7 +350,7 @@ def test_a_self_rag_revision_reports_each_grade(seed_api: Callable[..., SeedClie
     assert len(api.model.prompts("grade_answer")) == 2
 
 
-def test_self_rag_off_makes_no_grading_call(seed_api: Callable[..., SeedClient]) -> None:
+def test_self_rag_off_makes_no_grading_call(seed_api: Callable[..., SeedApi]) -> None:
     model = StreamingTaskModel(replies={"generate": REPLY, "grade_answer": "{}"})
     api = seed_api(model, strength="strong")
     body = api.query({"query": QUESTION, "enable_self_rag": False}).json()
@@ -316,58 +358,165 @@ def test_self_rag_off_makes_no_grading_call(seed_api: Callable[..., SeedClient])
     assert api.model.prompts("grade_answer") == [] and len(api.model.prompts("generate")) == 1
 
 
-# --- streaming --------------------------------------------------------------------------------------------
+# --- /query-stream ----------------------------------------------------------------------------------------
+
+
+def test_the_query_stream_is_the_seeds_example_in_order(seed_api: Callable[..., SeedApi]) -> None:
+    api = seed_api()
+    request = QueryRequest(query=QUESTION, conversation_id="s-1", top_k=3)
+    payloads = api.seed.stream("/api/v1/rag/query-stream", request)
+    assert payloads[-1] == seed001.QUERY_STREAM_END
+    events = seed001.read_events(payloads[:-1], seed001.QUERY_STREAM_EVENTS)
+    assert_stream_order(types_of(events), QUERY_STREAM_ORDER, "token", ["generation_complete"])
+    rewritten, retrieved, complete = events[0], events[1], events[-1]
+    assert isinstance(rewritten, seed001.QueryRewrittenEvent) and rewritten.content == QUESTION
+    assert isinstance(retrieved, seed001.DocumentsRetrievedEvent) and retrieved.count >= 1
+    tokens = [event for event in events if isinstance(event, seed001.TokenEvent)]
+    assert "".join(token.content for token in tokens) == REPLY
+    assert isinstance(complete, seed001.GenerationCompleteEvent)
+    (citation,) = complete.citations
+    assert citation.citation_num == 1 and complete.sources[0].citation_id == "[1]"
+    assert complete.sources[0].id == citation.source_id and complete.sources[0].source.endswith("jupiter.md")
+    # The rest of the QueryResponse rides along (a client needs the conversation for its follow-up).
+    response = QueryResponse.model_validate(json.loads(payloads[-2]))
+    assert response.metadata["conversation_id"] == "s-1" and response.retrieved_count == retrieved.count
+
+
+def test_query_with_stream_true_answers_as_the_query_stream(seed_api: Callable[..., SeedApi]) -> None:
+    api = seed_api()
+    with api.client.stream("POST", "/api/v1/rag/query", json={"query": QUESTION, "stream": True}) as reply:
+        assert reply.status_code == 200
+        payloads = seed001.data_lines(reply)
+    assert payloads[-1] == seed001.QUERY_STREAM_END
+    events = seed001.read_events(payloads[:-1], seed001.QUERY_STREAM_EVENTS)
+    assert_stream_order(types_of(events), QUERY_STREAM_ORDER, "token", ["generation_complete"])
+
+
+class Blocked:
+    """A model reply that blocks until released (a call that outlives the server's model limit)."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def __call__(self, _messages: list[BaseMessage]) -> str:
+        self.released.wait(HOLD_LIMIT_S)
+        return REPLY
+
+
+@pytest.fixture
+def blocked() -> Iterator[Blocked]:
+    held = Blocked()
+    yield held
+    held.released.set()
+
+
+def test_a_failed_query_stream_sends_error_then_done(
+    seed_api: Callable[..., SeedApi], blocked: Blocked
+) -> None:
+    api = seed_api(StreamingTaskModel(replies={"generate": blocked}), api_model_timeout_s=0.3)
+    events, last = api.seed.query_stream(QueryRequest(query=QUESTION))
+    assert last == seed001.QUERY_STREAM_END
+    types = types_of(events)
+    assert types[-1] == "error" and "generation_complete" not in types and "token" not in types
+    error = events[-1]
+    assert isinstance(error, seed001.ErrorEvent) and "RAG_API_MODEL_TIMEOUT_S" in error.message
+
+
+# --- /generate and /generate/stream
+
+
+@pytest.mark.parametrize("rewrite_method", ["multi", "hyde", "none"])
+def test_generate_answers_the_seeds_rag_request_with_a_rag_response(
+    seed_api: Callable[..., SeedApi], rewrite_method: str
+) -> None:
+    api = seed_api()
+    request = RAGRequest(query=QUESTION, rewrite_method=rewrite_method, top_k=5)  # `stream: false` sent
+    response = api.seed.generate(request)
+    assert "Jupiter is the largest planet" in response.answer
+    (citation,) = response.citations
+    assert citation.source_id == 1 and citation.chunk_id and citation.filename == "jupiter.md"
+    assert "95 known moons" in citation.content and citation.document_id
+    metadata = response.metadata
+    assert metadata.chunks_found >= 1 and metadata.model == api.resources.settings.llm_model
+    assert metadata.total_time > 0 and metadata.generate_time > 0 and metadata.retrieve_time > 0
+    # Answers are written one after another, inside the request (searches may run side by side).
+    assert metadata.generate_time <= metadata.total_time and metadata.rewrite_time >= 0
+    usage = metadata.usage
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens > 0
+
+
+def test_generate_without_citations(seed_api: Callable[..., SeedApi]) -> None:
+    response = seed_api().seed.generate(RAGRequest(query=QUESTION, include_citations=False))
+    assert response.citations == [] and "[1]" not in response.answer
 
 
 @pytest.mark.parametrize(
-    ("path", "extra"), [("/api/v1/rag/query-stream", {}), ("/api/v1/rag/query", {"stream": True})]
+    ("path", "extra"),
+    [("/api/v1/rag/generate/stream", {}), ("/api/v1/rag/generate", {"stream": True})],
 )
-def test_the_stream_sends_start_tokens_sources_done(
-    seed_api: Callable[..., SeedClient], path: str, extra: dict[str, Any]
+def test_the_generate_stream_is_context_chunks_citations_done(
+    seed_api: Callable[..., SeedApi], path: str, extra: dict[str, Any]
 ) -> None:
     api = seed_api()
-    events = api.stream(path, {"query": QUESTION, "conversation_id": "s-1", **extra})
-    names = [name for name, _ in events]
-    assert names[0] == "start" and names[-2:] == ["sources", "done"]
-    assert set(names) <= {"start", "token", "draft_replaced", "sources", "done"}
-    assert "".join(data["text"] for name, data in events if name == "token") == REPLY
-    start, done = events[0][1], events[-1][1]
-    assert start["conversation_id"] == "s-1" and start["query"] == QUESTION
-    assert_query_response(done)
-    assert events[-2][1]["sources"] == done["sources"] and done["metadata"]["conversation_id"] == "s-1"
+    events = api.seed.generate_stream(RAGRequest(query=QUESTION, **extra), path=path)
+    assert_stream_order(types_of(events), GENERATE_STREAM_ORDER, "chunk", ["citations", "done"])
+    context, citations = events[0], events[-2]
+    assert isinstance(context, seed001.ContextEvent) and context.chunks_count >= 1
+    chunks = [event for event in events if isinstance(event, seed001.ChunkEvent)]
+    assert "".join(chunk.content for chunk in chunks) == REPLY
+    assert isinstance(citations, seed001.CitationsEvent)
+    (citation,) = citations.citations
+    assert citation.source_id == 1 and citation.filename == "jupiter.md"
 
 
-def test_a_failed_stream_ends_with_an_error_event(seed_api: Callable[..., SeedClient]) -> None:
-    api = seed_api(api_keys="key-a:default")
-    reply = api.client.post("/api/v1/rag/query-stream", json={"query": QUESTION})
-    assert reply.status_code == 401  # checked before the stream opens
-    reply = api.client.post("/api/v1/rag/query-stream", json={"query": QUESTION, "top_k": 99})
-    assert reply.status_code == 401  # the key is checked before the body (service/api/request_guard.py)
+def test_a_failed_generate_stream_ends_with_an_error_event(
+    seed_api: Callable[..., SeedApi], blocked: Blocked
+) -> None:
+    api = seed_api(StreamingTaskModel(replies={"generate": blocked}), api_model_timeout_s=0.3)
+    events = api.seed.generate_stream(RAGRequest(query=QUESTION))
+    assert types_of(events)[-1] == "error" and "chunk" not in types_of(events)
+    error = events[-1]
+    assert isinstance(error, seed001.ErrorEvent) and "RAG_API_MODEL_TIMEOUT_S" in error.message
+
+
+def test_the_engines_own_events_are_their_own_route(seed_api: Callable[..., SeedApi]) -> None:
+    """/generate/events streams the run's events by SSE name (not the seed's format)."""
+    api = seed_api()
+    names = []
+    with api.client.stream("POST", "/api/v1/rag/generate/events", json={"query": QUESTION}) as reply:
+        assert reply.status_code == 200
+        names = [line.split(":", 1)[1].strip() for line in reply.iter_lines() if line.startswith("event:")]
+    assert names[0] == "query_rewritten" and names[-2:] == ["generation_complete", "done"]
 
 
 # --- batch ------------------------------------------------------------------------------------------------
 
 
-def test_batch_takes_the_seed_body(seed_api: Callable[..., SeedClient]) -> None:
+def test_batch_takes_the_seeds_body(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api()
-    reply = api.client.post(
-        "/api/v1/rag/batch",
-        json={"queries": [QUESTION, {"query": QUESTION, "mode": "precise"}, {"query": ""}]},
-    )
+    body = seed001.BatchRAGRequest(queries=[QUESTION, "How long is oolong tea brewed?"]).model_dump()
+    reply = api.client.post("/api/v1/rag/batch", json=body)
     assert reply.status_code == 200, reply.text
-    body = reply.json()
-    assert (body["succeeded"], body["failed"]) == (2, 1)
-    first, second, bad = body["results"]
-    assert_query_response(first) and assert_query_response(second)  # type: ignore[func-returns-value]
-    assert second["metadata"]["mode"] == "precise"
+    results = reply.json()["results"]
+    first, second = (QueryResponse.model_validate(result) for result in results)
+    assert first.query == QUESTION and first.citations and first.sources[0].citation_id == "[1]"
+    assert second.query == "How long is oolong tea brewed?"
+
+
+def test_batch_items_are_query_requests_each_validated_alone(seed_api: Callable[..., SeedApi]) -> None:
+    api = seed_api()
+    items = [QueryRequest(query=QUESTION, mode="precise").model_dump(), {"query": ""}]
+    body = api.client.post("/api/v1/rag/batch", json={"queries": items}).json()
+    assert (body["succeeded"], body["failed"]) == (1, 1)
+    good, bad = body["results"]
+    assert QueryResponse.model_validate(good).metadata["mode"] == "precise"
     assert bad["status"] == 422 and bad["field"] == "query"
 
 
-def test_batch_bounds_and_bodies(seed_api: Callable[..., SeedClient]) -> None:
+def test_batch_bounds_and_bodies(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api()
     post = api.client.post
-    assert post("/api/v1/rag/batch", json={"queries": [QUESTION] * 51}).status_code == 422
-    assert post("/api/v1/rag/batch", json={"queries": []}).status_code == 422
+    assert post("/api/v1/rag/batch", json={"queries": [QUESTION] * 50}).status_code == 200
     both = {"queries": [QUESTION], "requests": [{"query": QUESTION}]}
     assert post("/api/v1/rag/batch", json=both).status_code == 422
     today = post("/api/v1/rag/batch", json={"requests": [{"query": QUESTION}]}).json()
@@ -377,7 +526,7 @@ def test_batch_bounds_and_bodies(seed_api: Callable[..., SeedClient]) -> None:
 # --- /api/v1/search ----------------------------------------------------------------------------------------
 
 
-def test_search_returns_ranked_passages(seed_api: Callable[..., SeedClient]) -> None:
+def test_search_returns_ranked_passages(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api()
     reply = api.search({"query": "largest planet", "top_k": 2})
     assert reply.status_code == 200, reply.text
@@ -390,9 +539,7 @@ def test_search_returns_ranked_passages(seed_api: Callable[..., SeedClient]) -> 
     assert api.model.calls == []  # retrieval only
 
 
-def test_search_filters_and_modes(
-    seed_api: Callable[..., SeedClient], searches: list[dict[str, Any]]
-) -> None:
+def test_search_filters_and_modes(seed_api: Callable[..., SeedApi], searches: list[dict[str, Any]]) -> None:
     api = seed_api()
     body = api.search({"query": "planet tea", "filters": {"title": "Tea"}, "top_k": 5}).json()
     assert [result["title"] for result in body["results"]] == ["Tea"]
@@ -403,7 +550,7 @@ def test_search_filters_and_modes(
     assert api.search({"query": "planet", "top_k": 21}).status_code == 422
 
 
-def test_search_rerank_uses_one_batched_model_call(seed_api: Callable[..., SeedClient]) -> None:
+def test_search_rerank_uses_one_batched_model_call(seed_api: Callable[..., SeedApi]) -> None:
     model = StreamingTaskModel(replies={"generate": REPLY, "unknown": "[1] 1\n[2] 9"})
     api = seed_api(model)
     fused = api.search({"query": "planet tea", "top_k": 2}).json()["results"]
@@ -413,7 +560,7 @@ def test_search_rerank_uses_one_batched_model_call(seed_api: Callable[..., SeedC
     assert reranked["results"][0]["fused_rank"] == 2 and "rerank_ms" in reranked["timings_ms"]
 
 
-def test_search_rerank_garbage_keeps_the_fused_order(seed_api: Callable[..., SeedClient]) -> None:
+def test_search_rerank_garbage_keeps_the_fused_order(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api(StreamingTaskModel(replies={"unknown": "I cannot rank these."}))
     fused = api.search({"query": "planet tea", "top_k": 2}).json()["results"]
     reranked = api.search({"query": "planet tea", "top_k": 2, "rerank": True}).json()
@@ -424,7 +571,7 @@ def test_search_rerank_garbage_keeps_the_fused_order(seed_api: Callable[..., See
 # --- tenants ----------------------------------------------------------------------------------------------
 
 
-def test_another_tenants_key_gets_nothing_of_the_first_tenant(seed_api: Callable[..., SeedClient]) -> None:
+def test_another_tenants_key_gets_nothing_of_the_first_tenant(seed_api: Callable[..., SeedApi]) -> None:
     api = seed_api(api_keys="key-a:default,key-b:globex")
     mine, theirs = {"X-API-Key": "key-a"}, {"X-API-Key": "key-b"}
     first = api.query({"query": QUESTION, "conversation_id": "shared-id"}, headers=mine).json()
@@ -445,4 +592,4 @@ def test_another_tenants_key_gets_nothing_of_the_first_tenant(seed_api: Callable
     assert api.query({"query": QUESTION, "tenant_id": "default"}, headers=theirs).status_code == 403
     assert api.search({"query": "largest planet"}).status_code == 401
     batch = api.client.post("/api/v1/rag/batch", json={"queries": [QUESTION]}, headers=theirs).json()
-    assert batch["results"][0]["retrieved_count"] == 0
+    assert QueryResponse.model_validate(batch["results"][0]).retrieved_count == 0

@@ -70,7 +70,7 @@ def fake_api() -> Iterator[tuple[str, FakeApi]]:
                 (item,) = body["requests"]
                 status, answer = api.answer(item)
                 self._send(200, {"results": [{"index": 0, "ok": status == 200, "status": status, **answer}]})
-            elif self.path.endswith("/generate/stream"):  # SSE: a token, then done (or error + done)
+            elif self.path.endswith("/generate/events"):  # SSE: a token, then done (or error + done)
                 status, answer = api.answer(body)
                 events = [("token", {"text": "An"})] if status == 200 else [("error", answer)]
                 events.append(

@@ -23,7 +23,7 @@ from evals.chaos.runner import ChaosRunner
 
 #: The REST routes the probes attack, and the header that carries a key.
 GENERATE = "/api/v1/rag/generate"
-STREAM = "/api/v1/rag/generate/stream"
+STREAM = "/api/v1/rag/generate/events"
 DOCUMENTS = "/api/v1/documents"
 KEY_HEADER = "X-API-Key"
 #: Each tenant's key (RAG_API_KEYS of the server).

@@ -1,9 +1,10 @@
-"""RAG routes: POST /api/v1/rag/generate, /generate/stream (SSE) and /batch.
+"""RAG routes: POST /api/v1/rag/generate, /generate/events (the run's events as SSE) and /batch.
 
 A request maps onto the run's context (state.context.Context: tenant, mode, rewrite, top_k, temperature,
 generation_reserve = max_tokens, system_prompt) and the graph's inputs (filters, conversation_id); the thread
 is the caller's or a new one. The answer's metadata comes from the run's own accounting (per-stage
-`timings_ms`, token `usage`) and its events (the rewritten queries).
+`timings_ms`, token `usage`) and its events (the rewritten queries); it carries the seed contract's
+RAGResponse fields too (service.api.seed_runs). /generate/stream, the seed's stream, is routes_seed's.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from service.api.auth import resolve_tenant
 from service.api.draft import DRAFT_REPLACED, DraftWatch, sse_event
 from service.api.engine import RunSpec
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
-from service.api.routes_seed import seed_batch
+from service.api.routes_seed import generate_stream, seed_batch
 from service.api.run_request import metered_answer, run_spec, unless_disconnected
 from service.api.runtime import ApiState, api_state
 from service.api.schemas import BatchRequest, GenerateRequest
+from service.api.seed_runs import rag_citations, stage_seconds
+from service.api.seed_schemas import RAGRequest
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag"])
 
@@ -49,7 +52,7 @@ def response_body(
     prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
     completion_tokens = int(usage.get("completion_tokens", 0) or 0)
     answer = str(result.get("answer") or "")
-    citations = list(result.get("citations") or [])
+    citations = rag_citations(result)
     if not body.include_citations:
         answer, citations = _MARKERS.sub("", answer).strip(), []
     rewritten = [
@@ -72,10 +75,12 @@ def response_body(
         "strategy": result.get("strategy") or None,
         "rewritten_queries": list(dict.fromkeys(rewritten)),
         "not_found": bool(result.get("not_found", False)),
+        "unsupported_sentences": list(result.get("unsupported_sentences") or []),
         "thread_id": spec.thread_id,
         "answer_id": result.get("answer_id") or None,
         "conversation_id": body.conversation_id,
         "metadata": {
+            **stage_seconds(result, total_ms),
             "timings": {stage: round(float(ms), 2) for stage, ms in (result.get("timings_ms") or {}).items()},
             "total_ms": round(total_ms, 2),
             "usage": {
@@ -111,16 +116,19 @@ async def answer_one(body: GenerateRequest, tenant: str, state: ApiState) -> dic
     return response
 
 
-@router.post("/generate")
-async def generate(body: GenerateRequest, request: Request) -> dict[str, Any]:
-    """Answer one question with citations, sources, strategy, rewritten queries, timings and token usage."""
+@router.post("/generate", response_model=None)
+async def generate(body: RAGRequest, request: Request) -> dict[str, Any] | EventSourceResponse:
+    """Answer one question with citations, sources, strategy, rewritten queries, timings and token usage
+    (`stream: true` answers as /generate/stream does)."""
+    if body.stream:
+        return await generate_stream(body, request)
     state = api_state(request)
     work = answer_one(body, state.tenant(request, body.tenant_id), state)
     return await metered_answer(request, state, "generate", work, f"thread {body.thread_id or '-'}")
 
 
-@router.post("/generate/stream")
-async def generate_stream(body: GenerateRequest, request: Request) -> EventSourceResponse:
+@router.post("/generate/events")
+async def generate_events(body: GenerateRequest, request: Request) -> EventSourceResponse:
     """The answer as Server-Sent Events: query_rewritten, documents_retrieved, generation_start, token...,
     generation_complete (answer, citations, sources), then done (the generate response); error on failure.
     draft_replaced (round, reason, answer) comes before a new round's generation_start or before
@@ -158,11 +166,11 @@ async def generate_stream(body: GenerateRequest, request: Request) -> EventSourc
             # The response stops the stream when its client disconnects (cancelled while waiting for the
             # run, or closed at a `yield`); closing the run above abandons and rolls back the turn.
             if gone.is_set():
-                state.client_left("generate_stream", request, f"thread {body.thread_id or '-'}")
+                state.client_left("generate_events", request, f"thread {body.thread_id or '-'}")
             raise
         except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
             info = classify(error)
-            state.metrics.record_error("generate_stream", info.kind)
+            state.metrics.record_error("generate_events", info.kind)
             yield sse_event("error", info.body())
             yield sse_event("done", {"ok": False, "status": info.status})
             return

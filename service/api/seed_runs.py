@@ -14,6 +14,9 @@ the same Context mapping, the same statuses), with these differences:
   reporting shape the response; `metadata.features` says which ran, with each Self-RAG grade;
 - seed 003's reflection switches (query rewriting, reflection rounds, retry strategy) set the run's context
   too; `metadata.features.reflection` reports each round's 1-10 score and suggestions and each retry.
+
+The run's result as the seed's RAGResponse fields (rag_citations, rag_metadata) is here too: /generate's
+response and /generate/stream carry them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
+from pathlib import PurePath
 from typing import Any
 
 from config.settings import Settings
@@ -31,8 +35,19 @@ from service.api.errors import ApiError
 from service.api.run_request import run_spec
 from service.api.runtime import ApiState
 from service.api.schemas import GenerateRequest
-from service.api.seed_schemas import CitationInfo, QueryRequest, QueryResponse, SourceInfo
+from service.api.seed_schemas import (
+    CitationInfo,
+    QueryRequest,
+    QueryResponse,
+    RAGCitation,
+    RAGMetadata,
+    SourceInfo,
+)
 from state.context import Context
+
+#: The graph's nodes whose time is a RAGResponse's `rewrite_time`: a follow-up made standalone, the
+#: first search's rewrite and a retry's reformulation.
+REWRITE_STAGES = ("contextualize", "rewrite", "reformulate")
 
 
 def configured_models(settings: Settings) -> list[str]:
@@ -167,18 +182,100 @@ def retrieval_plan(mode: str, top_k: int, settings: Settings) -> dict[str, Any]:
     return {"mode": mode, "queries": "by strategy", "k_per_query": top_k, "weights": weights}
 
 
-def rewritten_query(result: dict[str, Any], events: list[dict[str, Any]], query: str) -> str | None:
+def first_rewrite(queries: list[Any], query: str) -> str:
+    """The first of a round's search queries that differs from the question, else the question."""
+    return next((str(text) for text in queries if str(text).strip() != query.strip()), query)
+
+
+def rewritten_query(result: dict[str, Any], events: list[dict[str, Any]], query: str) -> str:
     """The question as the engine searched it: the standalone rewrite of a follow-up, else the first
-    rewritten search query that differs from the question (None when it was searched as asked)."""
+    rewritten search query that differs from the question, else the question as asked."""
     standalone = str(result.get("standalone_question") or "").strip()
     if standalone and standalone != query.strip():
         return standalone
     for event in events:
         if event.get("event") == "query_rewritten":
-            for text in event["data"].get("queries") or []:
-                if str(text).strip() != query.strip():
-                    return str(text)
-    return None
+            searched = first_rewrite(list(event["data"].get("queries") or []), query)
+            if searched != query:
+                return searched
+    return query
+
+
+def uncited(answer: str) -> str:
+    """The answer without its citation markers (a request that asked for no citations)."""
+    return " ".join(strip_references(answer).split(" ")).strip()
+
+
+def cited_answer(result: dict[str, Any], include_citations: bool) -> tuple[str, list[dict[str, Any]]]:
+    """A RAGResponse's answer and citations (rag_citations), or the answer without markers and no
+    citations when the request asked for none."""
+    answer = str(result.get("answer") or "")
+    return (answer, rag_citations(result)) if include_citations else (uncited(answer), [])
+
+
+def citation_label(number: int) -> str:
+    """A source's citation label, the marker the answer cites it with: `[n]`."""
+    return f"[{number}]"
+
+
+def _seconds(timings_ms: dict[str, Any], stages: tuple[str, ...]) -> float:
+    return round(sum(float(timings_ms.get(stage) or 0.0) for stage in stages) / 1000, 3)
+
+
+def stage_seconds(result: dict[str, Any], total_ms: float) -> dict[str, float]:
+    """A RAGResponse's seconds: total_time, rewrite_time (the REWRITE_STAGES nodes), retrieve_time and
+    generate_time (the run's `timings_ms` of those nodes)."""
+    timings = result.get("timings_ms") or {}
+    return {
+        "total_time": round(total_ms / 1000, 3),
+        "rewrite_time": _seconds(timings, REWRITE_STAGES),
+        "retrieve_time": _seconds(timings, ("retrieve",)),
+        "generate_time": _seconds(timings, ("generate",)),
+    }
+
+
+def rag_metadata(result: dict[str, Any], total_ms: float, model: str) -> dict[str, Any]:
+    """A RAGResponse's metadata: seconds in all and per stage (rewrite = the REWRITE_STAGES nodes, retrieve,
+    generate), passages found, the model and its token usage."""
+    usage = result.get("usage") or {}
+    prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
+    completion_tokens = int(usage.get("completion_tokens", 0) or 0)
+    return RAGMetadata(
+        **stage_seconds(result, total_ms),
+        chunks_found=len(result.get("retrieved") or []),
+        model=model,
+        usage={
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    ).model_dump()
+
+
+def rag_citations(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer's citations with a RAGResponse citation's fields (source_id = the marker, the cited
+    passage's content, score, document id, file name, page, url) beside the engine's own (marker, title,
+    confidence, spans...): source [n] is `result["sources"][n - 1]`."""
+    sources = list(result.get("sources") or [])
+    cited: list[dict[str, Any]] = []
+    for citation in result.get("citations") or []:
+        marker = int(citation.get("marker", 0) or 0)
+        doc = sources[marker - 1] if 0 < marker <= len(sources) else {}
+        source = str(doc.get("source") or citation.get("source") or "")
+        page = int(doc.get("page") or citation.get("page") or 0)
+        url = (doc.get("metadata") or {}).get("url")
+        seed = RAGCitation(
+            source_id=marker,
+            chunk_id=str(citation.get("chunk_id") or doc.get("chunk_id") or ""),
+            content=str(doc.get("text") or ""),
+            score=float(doc.get("score") or 0.0),
+            document_id=str(doc.get("doc_id") or citation.get("doc_id") or "") or None,
+            filename=PurePath(source).name or None,
+            page=page if page > 0 else None,
+            url=str(url) if url else None,
+        )
+        cited.append({**citation, **seed.model_dump()})
+    return cited
 
 
 def seed_response(
@@ -193,7 +290,7 @@ def seed_response(
     citations_on = body.enable_citations
     answer = str(result.get("answer") or "")
     if not citations_on:
-        answer = " ".join(strip_references(answer).split(" ")).strip()
+        answer = uncited(answer)
     sources = [
         SourceInfo(
             id=str(doc.get("chunk_id") or ""),
@@ -201,7 +298,7 @@ def seed_response(
             content=str(doc.get("text") or ""),
             score=float(doc.get("score") or 0.0),
             source=str(doc.get("source") or ""),
-            citation_id=number if citations_on else None,
+            citation_id=citation_label(number),
         )
         for number, doc in enumerate(result.get("sources") or [], 1)
     ]

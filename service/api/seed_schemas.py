@@ -19,7 +19,14 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from config.settings import RetryStrategy
-from service.api.schemas import ID_PATTERN, MAX_BATCH, MAX_SYSTEM_PROMPT_CHARS, QueryChecks, TenantId
+from service.api.schemas import (
+    ID_PATTERN,
+    MAX_BATCH,
+    MAX_SYSTEM_PROMPT_CHARS,
+    GenerateRequest,
+    QueryChecks,
+    TenantId,
+)
 
 SeedMode = Literal["simple", "advanced", "precise"]
 #: The seed's bounds. SEED_MAX_QUERY_CHARS is the seed contract's documented bound, not a second owner of
@@ -116,9 +123,7 @@ class SourceInfo(BaseModel):
     content: str
     score: float
     source: str
-    citation_id: int | None = Field(
-        None, description="The answer's [n] marker of this source (None: uncited)."
-    )
+    citation_id: str = Field(description="The source's citation label, `[n]`: the answer's marker for it.")
 
 
 class CitationInfo(BaseModel):
@@ -135,7 +140,9 @@ class QueryResponse(BaseModel):
     answer: str
     sources: list[SourceInfo]
     query: str
-    rewritten_query: str | None
+    rewritten_query: str = Field(
+        description="The question as it was searched (the question itself when it was not rewritten)."
+    )
     retrieved_count: int
     generation_time: float = Field(description="Seconds from the request to the answer.")
     citations: list[CitationInfo]
@@ -174,3 +181,35 @@ class SeedBatchRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     queries: list[dict[str, Any] | str] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class RAGRequest(GenerateRequest):
+    """POST /api/v1/rag/generate and /generate/stream: the engine's GenerateRequest (which has the seed's
+    RAGRequest fields: query, tenant_id, rewrite_method, top_k, include_citations) plus `stream`."""
+
+    stream: bool = Field(False, description="Answer as Server-Sent Events (as /generate/stream does).")
+
+
+class RAGCitation(BaseModel):
+    """One cited passage of a RAGResponse: its marker number and the passage it resolves to."""
+
+    source_id: int = Field(description="The citation's number, the answer's [n] marker.")
+    chunk_id: str
+    content: str = Field(description="The passage's text.")
+    score: float = Field(description="The passage's retrieval score.")
+    document_id: str | None
+    filename: str | None = Field(description="The source file's name (no directories).")
+    page: int | None = Field(description="The page, when the source has pages (else null).")
+    url: str | None = Field(description="The passage's `url` metadata, when it has one.")
+
+
+class RAGMetadata(BaseModel):
+    """A RAGResponse's metadata: per-stage seconds, passages found, the model and its token usage."""
+
+    total_time: float = Field(description="Seconds from the request to the answer.")
+    rewrite_time: float = Field(description="Seconds spent rewriting the question (rewrite, reformulate).")
+    retrieve_time: float = Field(description="Seconds spent searching.")
+    generate_time: float = Field(description="Seconds spent writing the answer.")
+    chunks_found: int
+    model: str
+    usage: dict[str, int] = Field(description="prompt_tokens, completion_tokens, total_tokens.")

@@ -25,7 +25,8 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Address to listen on (RAG_API_HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on (RAG_API_PORT).")] = None,
 ) -> None:
-    """Serve the HTTP API: generate, generate/stream (SSE), batch, documents, health and metrics."""
+    """Serve the HTTP API: generate, generate/stream and generate/events (SSE), batch, documents, health
+    and metrics."""
     import uvicorn
 
     from service.api.app import create_app

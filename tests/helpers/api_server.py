@@ -25,9 +25,10 @@ SERVER_START_S = 20
 
 
 def sse_events(client: httpx.Client, payload: dict[str, Any], **kwargs: Any) -> list[tuple[str, Any]]:
-    """The (event, data) pairs of a streamed answer (POST /api/v1/rag/generate/stream with `payload`)."""
+    """The (event, data) pairs of a streamed answer: the engine's own events (POST
+    /api/v1/rag/generate/events with `payload`)."""
     events: list[tuple[str, Any]] = []
-    with client.stream("POST", "/api/v1/rag/generate/stream", json=payload, **kwargs) as reply:
+    with client.stream("POST", "/api/v1/rag/generate/events", json=payload, **kwargs) as reply:
         assert reply.status_code == 200, reply.read()
         name = None
         for line in reply.iter_lines():
