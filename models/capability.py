@@ -6,8 +6,10 @@ and the LLM graders it cannot do. Now `auto` asks the model one tiny structured 
 answer (prompts/capability.py) the first time its strength matters: a model that returns the right JSON is
 strong, one that returns garbage, a wrong verdict or an incomplete object is weak.
 
-The result is cached per process and model (concurrent first users run the test once); a down endpoint
-raises ModelUnavailableError and caches nothing. Nothing here runs at import.
+The result is cached per process and model (concurrent first users run the test once) and, through the
+`load` / `save` callbacks models/factory.py passes, in the data directory (models/self_test_store.py), so
+a new process reuses a verdict instead of calling the model again; a down endpoint raises
+ModelUnavailableError and caches nothing. Nothing here runs at import.
 """
 
 from __future__ import annotations
@@ -94,11 +96,17 @@ _registry_lock = threading.Lock()
 
 
 def measured_strength(
-    key: Hashable, model: Callable[[], BaseChatModel], *, supports_json_schema: bool
+    key: Hashable,
+    model: Callable[[], BaseChatModel],
+    *,
+    supports_json_schema: bool,
+    load: Callable[[], SelfTest | None] | None = None,
+    save: Callable[[SelfTest], None] | None = None,
 ) -> SelfTest:
     """The self-test of the model identified by `key`, run on first use and cached for the process.
 
-    `model` is called only when the test has to run, so a cached verdict starts no model."""
+    On a process-cache miss `load` (a verdict another process stored) is asked first; a test that ran is
+    handed to `save`. `model` is called only when the test has to run, so a known verdict starts no model."""
     with _registry_lock:
         cached = _results.get(key)
         if cached is not None:
@@ -106,13 +114,18 @@ def measured_strength(
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
         cached = _results.get(key)
+        if cached is not None:
+            return cached
+        cached = load() if load is not None else None
         if cached is None:
             cached = run_self_test(model(), supports_json_schema=supports_json_schema)
             logger.info(
                 "model self-test: %s (%s) in %.2fs -> %s", key, cached.reason, cached.seconds, cached.strength
             )
-            with _registry_lock:
-                _results[key] = cached
+            if save is not None:
+                save(cached)
+        with _registry_lock:
+            _results[key] = cached
         return cached
 
 

@@ -18,9 +18,12 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 
 from config.settings import LLMProvider, ModelStrength, Settings, SettingsError
-from models.capability import Strength, clear_self_tests, measured_strength
+from models.capability import SelfTest, Strength, clear_self_tests, measured_strength
 from models.errors import ModelUnavailableError
+from models.local_catalog import CATALOG as LOCAL_CATALOG
+from models.local_catalog import find_model_file
 from models.local_llm import get_local_server
+from models.self_test_store import SelfTestStore, file_identity, identity_hash
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +89,9 @@ def model_strength(settings: Settings, role: Role = "generate") -> Strength:
 
     `weak` / `strong` are taken as set. `auto` is measured, not guessed from the provider: the model gets
     the one-call JSON self-test of models/capability.py the first time this is asked in a process (cached
-    per resolved model). The embedded model is measured like any other (keyed by its catalog name,
-    `RAG_LOCAL_MODEL`): SmolLM2-135M and Qwen2.5-Coder-0.5B fail the test, Qwen2.5-Coder-1.5B passes it.
+    per resolved model, and stored in the data directory for every later process: models/self_test_store.py).
+    The embedded model is measured like any other (keyed by its catalog name, `RAG_LOCAL_MODEL`, and its
+    weights file): SmolLM2-135M and Qwen2.5-Coder-0.5B fail the test, Qwen2.5-Coder-1.5B passes it.
     Asking starts the model under `auto` (never at import); a down endpoint raises ModelUnavailableError.
     """
     setting = strength_setting(settings, role)
@@ -98,12 +102,43 @@ def model_strength(settings: Settings, role: Role = "generate") -> Strength:
     key: Hashable = (
         ("local", settings.local_model) if spec.provider == "local" else replace(spec, role="generate")
     )
+    store = SelfTestStore(settings.data_dir)
+    persisted: list[tuple[str, str] | None] = []  # the identity, found on the first process-cache miss
+
+    def load() -> SelfTest | None:
+        persisted.append(stored_identity(settings, spec))
+        verdict = store.get(persisted[0][0]) if persisted[0] else None
+        return verdict.self_test() if verdict else None
+
+    def save(test: SelfTest) -> None:
+        if persisted and persisted[0]:
+            store.put(*persisted[0], test)
+
     test = measured_strength(
         key,
         lambda: chat_model(settings, role),
         supports_json_schema=supports_json_schema(settings, role),
+        load=load,
+        save=save,
     )
     return test.strength
+
+
+def stored_identity(settings: Settings, spec: ModelSpec) -> tuple[str, str] | None:
+    """The identity hash a model's self-test verdict is stored under in the data directory, and a label.
+
+    The embedded model is known by its catalog entry and its weights file (path, size, modification time),
+    so replaced weights are tested again; an endpoint by provider, base URL and model name. None when the
+    embedded model's file is not there (the test then fails to start the model and nothing is stored)."""
+    if spec.provider == "local":
+        model = LOCAL_CATALOG[settings.local_model]
+        try:
+            path, size, mtime_ns = file_identity(find_model_file(model.name))
+        except (ModelUnavailableError, OSError):
+            return None
+        return identity_hash("local", model.name, model.sha256, path, size, mtime_ns), f"local:{model.name}"
+    label = f"{spec.provider}:{spec.model}@{spec.base_url or ''}"
+    return identity_hash("endpoint", spec.provider, spec.base_url or "", spec.model), label
 
 
 def supports_json_schema(settings: Settings, role: Role = "generate") -> bool:
@@ -130,8 +165,8 @@ def chat_model(settings: Settings, role: Role = "generate") -> BaseChatModel:
     with _cache_lock:
         if spec.provider == "local":
             server = get_local_server(settings)
-            # a restarted server has a new port, hence a new key and a new client
-            spec = replace(spec, model=server.model_alias, base_url=server.base_url, api_key=None)
+            # a restarted server has a new port and API key, hence a new cache key and a new client
+            spec = replace(spec, model=server.model_alias, base_url=server.base_url, api_key=server.api_key)
         key = replace(spec, role="generate")  # a grader resolved to the generator's config shares it
         model = _cache.get(key)
         if model is None:
@@ -152,7 +187,7 @@ def _build(spec: ModelSpec) -> BaseChatModel:
     if spec.provider == "local":
         return _openai_client(
             spec,
-            api_key=PLACEHOLDER_API_KEY,
+            api_key=spec.api_key or PLACEHOLDER_API_KEY,  # the embedded server's own key
             max_tokens=LOCAL_MAX_TOKENS,
             stream_usage=True,
             http_async_client=_loop_safe_async_client(),

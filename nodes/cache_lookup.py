@@ -1,10 +1,12 @@
 """cache_lookup: answer a question asked before from the semantic cache (persistence.semantic_cache).
 
 Placed after contextualize, so the key is the standalone question (a follow-up "and its moons?" is looked
-up as the question it stands for), and before analyze, so a hit costs one embedding and one lookup instead
-of analysis, retrieval and generation. A hit writes the cached answer, citations, sources and strategy with
-`cache_hit: True` and goes to record_turn; a miss remembers what it looked up (`cache_key`) so record_turn
-can store the answer under it. A cache that fails is logged and counted, and the turn goes on as a miss.
+up as the question it stands for), and before analyze, so a hit costs one lookup (and, for a reworded
+question, one embedding) instead of analysis, retrieval and generation: an exact repeat and a cache with
+no entry for the scope never load the embedding model (persistence.semantic_cache). A hit writes the
+cached answer, citations, sources and strategy with `cache_hit: True` and goes to record_turn; a miss
+remembers what it looked up (`cache_key`) so record_turn can store the answer under it. A cache that
+fails is logged and counted, and the turn goes on as a miss.
 """
 
 from __future__ import annotations

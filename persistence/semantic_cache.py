@@ -10,7 +10,8 @@ What makes two requests "the same":
   (and `invalidate_tenant` drops them at once);
 - a standalone question (after contextualize, so follow-ups are resolved) whose embedding, by the knowledge
   base's model, has cosine similarity >= `RAG_CACHE_SIMILARITY` with the cached one, within
-  `RAG_CACHE_TTL_S` seconds.
+  `RAG_CACHE_TTL_S` seconds. The same text is a hit without embedding, and a scope holding no live entry
+  a miss without embedding: neither loads the embedding model.
 
 Backends: a table of the app database by default (embedded, no server: SQLite unless RAG_DATABASE_URL), or
 Redis when RAG_REDIS_URL is set (entries expire by Redis TTL; shared by every worker), both in
@@ -113,6 +114,12 @@ class SemanticCache:
         self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
+    def model_key(self) -> str:
+        """The key the embedding model's vectors are stored under, read without loading the model (the
+        embeddings object loads its weights on the first embed, not when it is built)."""
+        model = self._embeddings()
+        return str(getattr(model, "model_key", "") or type(model).__name__)
+
     def embed(self, question: str) -> tuple[np.ndarray, str]:
         """The question's unit vector and the model key (memoized: a store after a lookup embeds nothing)."""
         model = self._embeddings()
@@ -130,14 +137,22 @@ class SemanticCache:
         return vector, model_key
 
     def lookup(self, question: str, scope: CacheScope, docs_version: str) -> CacheHit | None:
-        """The cached answer for a question like this one in this scope, or None (counted)."""
-        vector, model_key = self.embed(question)
+        """The cached answer for a question like this one in this scope, or None (counted).
+
+        The question is embedded only when it has to be: a scope without live entries is a miss and an
+        entry made for exactly this text is a hit (similarity 1) before any embedding, so an empty cache and
+        a repeated question never load the embedding model (seconds in a new process)."""
         now = self.clock()
-        found = _best(
-            self.backend.candidates(scope, docs_version, model_key, now),
-            vector,
-            self.settings.cache_similarity,
-        )
+        candidates = self.backend.candidates(scope, docs_version, self.model_key(), now)
+        exact = next((entry for _vector, entry in candidates if entry.question == question), None)
+        if exact is not None:
+            count("hits")
+            return CacheHit(exact.payload, 1.0, exact.question, now - exact.created_at)
+        if not candidates:
+            count("misses")
+            return None
+        vector, _model_key = self.embed(question)
+        found = _best(candidates, vector, self.settings.cache_similarity)
         count("hits" if found else "misses")
         if found is None:
             return None

@@ -4,12 +4,18 @@ Why a doctor: the engine keeps four stores that can each be damaged or lost on t
 folder, a half-copied SQLite file), and before this a loss was silent or a stack trace. The checks are:
 - catalog: SQLite's PRAGMA integrity_check of catalog.sqlite (documents, chunks, embedding cache);
 - keyword index: the FTS5 rows against the chunk rows, plus FTS5's own integrity check;
-- vectors: Chroma's ids against the catalog's, per tenant and collection;
+- vector collection: each tenant's Chroma collection counted, read and queried; one that fails is damaged
+  (its files hold what Chroma cannot apply) and is reported on its own, named with its tenant;
+- vectors: Chroma's ids against the catalog's, per tenant and collection (the readable collections);
 - checkpoints: PRAGMA integrity_check of checkpoints.sqlite (conversations).
-What `--repair` rebuilds comes from the catalog, the reference: the keyword index (from the chunk rows) and
-the vectors (re-embedded from the stored text through the embedding cache). A damaged catalog is not
+What `--repair` rebuilds comes from the catalog, the reference: the keyword index (from the chunk rows), a
+damaged collection (deleted, then written again from the chunk rows, each vector from the embedding cache or,
+without one there, embedded again) and missing vectors (the same way). A damaged catalog is not
 repaired in place; the report says how to rebuild it from the documents. A damaged checkpoint file is moved
 aside (kept, never deleted) so that new conversations work again.
+The report also lists the model self-test verdicts stored in the data folder (models/self_test_store.py:
+the strength `RAG_LLM_STRENGTH=auto` measured per model); `--clear-self-tests` forgets them, so the next
+question tests its model again.
 Exit code 0 when every store is healthy (or was repaired), 1 when damage remains.
 """
 
@@ -32,8 +38,12 @@ from persistence.errors import StoreUnavailableError
 if TYPE_CHECKING:  # the stores import chromadb and SQLAlchemy (seconds): only `rag doctor` pays for them
     from persistence.postgres_checkpoints import PostgresLocation
     from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.store_health import CollectionState
 
 Status = Literal["ok", "damaged", "repaired"]
+
+#: How the report names the finding of one damaged Chroma collection.
+COLLECTION_STORE = "vector collection"
 
 #: Seconds the checkpoint check waits for a writer to release the file.
 CHECKPOINT_BUSY_TIMEOUT_S = 30.0
@@ -55,6 +65,10 @@ class DoctorReport:
     """Every finding; healthy when no store is left damaged."""
 
     findings: list[Finding]
+    self_tests: list[dict[str, object]] = field(default_factory=list)
+    """The stored model self-test verdicts (label, strength, reason, when), newest first."""
+    cleared_self_tests: int | None = None
+    """How many stored verdicts `--clear-self-tests` removed (None: not asked)."""
 
     @property
     def healthy(self) -> bool:
@@ -63,7 +77,14 @@ class DoctorReport:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready report."""
-        return {"healthy": self.healthy, "checks": [asdict(finding) for finding in self.findings]}
+        report: dict[str, object] = {
+            "healthy": self.healthy,
+            "checks": [asdict(finding) for finding in self.findings],
+            "self_tests": self.self_tests,
+        }
+        if self.cleared_self_tests is not None:
+            report["cleared_self_tests"] = self.cleared_self_tests
+        return report
 
 
 def check_catalog(kb: KnowledgeBase) -> Finding:
@@ -97,15 +118,59 @@ def check_keyword_index(kb: KnowledgeBase, repair: bool) -> Finding:
     return Finding("keyword index", path, "repaired", f"{problem}; rebuilt {rebuilt} rows", counts)
 
 
-def check_vectors(kb: KnowledgeBase, repair: bool) -> Finding:
-    """Chroma's ids against the catalog's; `repair` re-embeds missing chunks (cache) and drops strays."""
-    from retrieval.store_health import repair_vectors, reset_checks, vector_gaps
+def check_collection(kb: KnowledgeBase, state: CollectionState, repair: bool) -> Finding:
+    """A collection Chroma cannot read, named with its tenant; `repair` rebuilds it from the catalog and
+    says how many chunks it wrote (and how many vectors came from the embedding cache)."""
+    from persistence.thread_lock import ThreadBusyError
+    from persistence.vector_store import chroma_collection_name
+    from retrieval.embedding_errors import EmbeddingError
+    from retrieval.store_health import damaged_collection_message, rebuild_collection
+
+    name = chroma_collection_name(state.tenant, state.collection)
+    where = f"{kb.settings.chroma_host or kb.settings.chroma_dir} ({name})"
+    chunks = kb.catalog.count_chunks(state.tenant, state.collection)
+    message = damaged_collection_message(state)
+    if not repair:
+        return Finding(COLLECTION_STORE, where, "damaged", f"{message} ({chunks} chunks)", {"chunks": chunks})
+    try:
+        done = rebuild_collection(kb, state.tenant, state.collection)
+    except (StoreUnavailableError, EmbeddingError, ThreadBusyError) as error:
+        return Finding(COLLECTION_STORE, where, "damaged", f"{message}; the rebuild failed: {error}")
+    embedded = done.chunks - done.cached
+    return Finding(
+        COLLECTION_STORE,
+        where,
+        "repaired",
+        f"collection {state.collection!r} of tenant {state.tenant!r} could not be read ({state.error}); "
+        f"rebuilt {done.chunks} chunks from the catalog ({done.cached} vectors from the embedding cache, "
+        f"{embedded} embedded again)",
+        {"chunks": done.chunks, "cached": done.cached, "embedded": embedded},
+    )
+
+
+def check_vectors(kb: KnowledgeBase, repair: bool) -> list[Finding]:
+    """Every collection probed, a damaged one reported (and with `repair` rebuilt) by `check_collection`;
+    then the readable collections' ids against the catalog's, where `repair` re-embeds missing chunks
+    (cache) and drops strays. A collection still damaged is left out of the comparison, untouched."""
+    from retrieval.store_health import collection_states, repair_vectors, reset_checks, vector_gaps
 
     where = kb.settings.chroma_host or str(kb.settings.chroma_dir)
     try:
-        gaps = vector_gaps(kb)
+        states = collection_states(kb)
     except StoreUnavailableError as error:
-        return Finding("vectors", where, "damaged", str(error))
+        return [Finding("vectors", where, "damaged", str(error))]
+    findings: list[Finding] = []
+    readable: list[tuple[str, str]] = []
+    for state in states:
+        finding = check_collection(kb, state, repair) if state.damaged else None
+        if finding is not None:
+            findings.append(finding)
+        if finding is None or finding.status == "repaired":
+            readable.append((state.tenant, state.collection))
+    try:
+        gaps = vector_gaps(kb, readable)
+    except StoreUnavailableError as error:
+        return [*findings, Finding("vectors", where, "damaged", str(error))]
     counts = {
         "chunks": sum(gap.catalog_chunks for gap in gaps),
         "missing": sum(gap.missing for gap in gaps),
@@ -113,16 +178,19 @@ def check_vectors(kb: KnowledgeBase, repair: bool) -> Finding:
     }
     bad = [gap for gap in gaps if gap.missing or gap.strays]
     if not bad:
-        return Finding("vectors", where, "ok", f"{len(gaps)} collections agree with the catalog", counts)
+        detail = f"{len(gaps)} readable collections agree with the catalog"
+        return [*findings, Finding("vectors", where, "ok", detail, counts)]
     scopes = ", ".join(f"{gap.tenant}/{gap.collection}" for gap in bad[:5])
     problem = f"{counts['missing']} chunks without a vector, {counts['strays']} stray vectors ({scopes})"
     if not repair:
-        return Finding("vectors", where, "damaged", f"{problem}; run `rag doctor --repair`", counts)
+        return [
+            *findings,
+            Finding("vectors", where, "damaged", f"{problem}; run `rag doctor --repair`", counts),
+        ]
     done = repair_vectors(kb, bad, remove_strays=True)
     reset_checks()
-    return Finding(
-        "vectors", where, "repaired", f"{problem}; restored {done.restored}, removed {done.removed}", counts
-    )
+    detail = f"{problem}; restored {done.restored}, removed {done.removed}"
+    return [*findings, Finding("vectors", where, "repaired", detail, counts)]
 
 
 def check_postgres_checkpoints(location: PostgresLocation) -> Finding:
@@ -181,10 +249,39 @@ def catalog_location(settings: Settings) -> str:
     return shown_url(url) if url else str(settings.catalog_path)
 
 
-def run_doctor(settings: Settings, *, repair: bool = False, kb: KnowledgeBase | None = None) -> DoctorReport:
-    """Check (and with `repair`, rebuild) every store of `settings`' data folder."""
+def stored_self_tests(settings: Settings) -> list[dict[str, object]]:
+    """The model self-test verdicts stored in the data folder, as the report shows them."""
+    from models.self_test_store import SelfTestStore
+
+    return [
+        {
+            "model": verdict.label,
+            "strength": verdict.strength,
+            "reason": verdict.reason,
+            "seconds": verdict.seconds,
+            "tested_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(verdict.tested_at)),
+        }
+        for verdict in SelfTestStore(settings.data_dir).verdicts()
+    ]
+
+
+def run_doctor(
+    settings: Settings,
+    *,
+    repair: bool = False,
+    kb: KnowledgeBase | None = None,
+    clear_self_tests: bool = False,
+) -> DoctorReport:
+    """Check (and with `repair`, rebuild) every store of `settings`' data folder; list the stored model
+    self-test verdicts (after forgetting them with `clear_self_tests`)."""
+    from models.self_test_store import SelfTestStore
     from persistence.database import postgres_url
     from retrieval.knowledge_base import KnowledgeBase
+
+    try:
+        cleared = SelfTestStore(settings.data_dir).clear() if clear_self_tests else None
+    except OSError as error:
+        raise StoreUnavailableError(str(error)) from error
 
     owned = kb is None
     kb = kb or KnowledgeBase.open(settings)
@@ -197,12 +294,12 @@ def run_doctor(settings: Settings, *, repair: bool = False, kb: KnowledgeBase | 
             findings.append(catalog)
             if catalog.status == "ok":  # the other checks compare against the catalog
                 findings.append(check_keyword_index(kb, repair))
-                findings.append(check_vectors(kb, repair))
+                findings.extend(check_vectors(kb, repair))
         findings.append(check_checkpoints(settings, repair))
     finally:
         if owned:
             kb.close()
-    return DoctorReport(findings)
+    return DoctorReport(findings, stored_self_tests(settings), cleared)
 
 
 def doctor(
@@ -210,14 +307,25 @@ def doctor(
         bool,
         typer.Option(
             "--repair",
-            help="Rebuild the keyword index and vectors from the catalog; move damaged checkpoints aside.",
+            help=(
+                "Rebuild the keyword index, damaged collections and missing vectors from the catalog; "
+                "move damaged checkpoints aside."
+            ),
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+    clear_self_tests: Annotated[
+        bool,
+        typer.Option(
+            "--clear-self-tests",
+            help="Forget the stored model self-test verdicts (the next question tests its model again).",
+        ),
+    ] = False,
 ) -> None:
-    """Check the catalog, keyword index, vectors and checkpoints; --repair rebuilds the keyword index and
-    the vectors from the catalog and moves a damaged checkpoint file aside (kept). A damaged catalog is
-    only reported, with how to rebuild it (ingest your documents again).
+    """Check the catalog, keyword index, each collection's vectors and checkpoints; --repair rebuilds the
+    keyword index, a damaged collection (named with its tenant) and missing vectors from the catalog and
+    moves a damaged checkpoint file aside (kept). A damaged catalog is only reported, with how to rebuild it
+    (ingest your documents again).
 
     Exit codes: 0 = every store healthy (or repaired); 1 = a store is still damaged or cannot be opened
     (the report names it and the way to repair it); 2 = invalid settings or options."""
@@ -225,7 +333,7 @@ def doctor(
 
     settings = settings_or_exit()
     with user_errors():
-        report = run_doctor(settings, repair=repair)
+        report = run_doctor(settings, repair=repair, clear_self_tests=clear_self_tests)
     if as_json:
         sys.stdout.write(json.dumps(report.as_dict(), indent=2) + "\n")
     else:
@@ -236,6 +344,15 @@ def doctor(
                 highlight=False,
                 soft_wrap=True,
                 markup=True,
+            )
+        if report.cleared_self_tests is not None:
+            console.print(f"cleared {report.cleared_self_tests} stored model self-test verdict(s)")
+        for verdict in report.self_tests:
+            console.print(
+                f"self-test {escape(str(verdict['model']))}: {verdict['strength']} "
+                f"({escape(str(verdict['reason']))}, {verdict['tested_at']})",
+                highlight=False,
+                soft_wrap=True,
             )
     if not report.healthy:
         raise typer.Exit(EXIT_UNAVAILABLE)

@@ -159,7 +159,7 @@ def test_install_command_refuses_unknown_names(capsys: pytest.CaptureFixture[str
 
 def test_every_embedded_model_is_gated_to_one_call() -> None:
     gates = ModelGates(0)
-    assert all(gates.size_for(name) == 1 for name in CATALOG)
+    assert all(gates.size_for(name) == 2 for name in CATALOG)
     assert gates.size_for("gpt-4o-mini") == 0
 
 

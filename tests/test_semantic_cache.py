@@ -373,12 +373,21 @@ def test_the_cache_setting_off_never_answers_from_the_cache(
         assert built.generate_calls() == 2
 
 
+def chunk_ids(built: World, tenant: str, name: str) -> set[str]:
+    """The chunk ids of one file of `tenant`'s folder (answers show sources by name, not by path)."""
+    source = str((built.folders[tenant] / name).resolve())
+    collection = built.settings.default_collection
+    return {chunk.chunk_id for chunk in built.kb.catalog.source_chunks(tenant, collection, source)}
+
+
 def test_another_tenant_asking_the_same_gets_its_own_answer(cached: World) -> None:
     ask(tenant="default")
     out = ask(tenant="acme")
     assert out["cache_hit"] is False and cached.generate_calls() == 2
-    acme_sources = {str((cached.folders["acme"] / name).resolve()) for name in ("jupiter.md", "tea.md")}
-    assert {source["source"] for source in out["sources"]} <= acme_sources
+    acme_chunks = {
+        chunk_id for name in ("jupiter.md", "tea.md") for chunk_id in chunk_ids(cached, "acme", name)
+    }
+    assert {source["chunk_id"] for source in out["sources"]} <= acme_chunks
     assert ask(tenant="acme")["cache_hit"] is True
 
 

@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi_offline import FastAPIOffline
 
 from config.settings import Settings, get_settings
 from graphs.runner import Session
@@ -35,6 +36,8 @@ from service.api.request_guard import BodyCap, GuardedRoutes, RequestGuard
 from service.api.runtime import ApiState
 
 TITLE = "Agentic RAG API"
+#: Status the client gets for an error no handler maps (counted by the meter as it passes).
+INTERNAL_ERROR_STATUS = 500
 #: Routes left out of the request metrics (scrapes and liveness probes would drown the real traffic).
 UNMETERED = frozenset({"/metrics", "/health"})
 #: Routers whose routes resolve a tenant (so need a key when keys are configured).
@@ -92,7 +95,9 @@ def create_app(
             sweeper.cancel()
         state.engine.close()
 
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI's and ReDoc's files from an installed package (fastapi-offline),
+    # not a CDN: the pages work on a machine without internet access.
+    app = FastAPIOffline(
         title=TITLE,
         description="Cited answers over your documents: generate, stream, batch, documents, health, metrics.",
         lifespan=lifespan,
@@ -127,13 +132,21 @@ def create_app(
 
     @app.middleware("http")
     async def meter(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        """Count every response, the 500 of an unhandled error too: that error passes through here on its
+        way to the outermost handler, which answers 500 (service.api.errors)."""
         started = time.perf_counter()
-        response = await call_next(request)
-        route = _route_name(request)
-        if route not in UNMETERED:
-            state.metrics.record_request(
-                route, request.method, response.status_code, time.perf_counter() - started
-            )
+
+        def record(status: int) -> None:
+            route = _route_name(request)
+            if route not in UNMETERED:
+                state.metrics.record_request(route, request.method, status, time.perf_counter() - started)
+
+        try:
+            response = await call_next(request)
+        except Exception:
+            record(INTERNAL_ERROR_STATUS)
+            raise
+        record(response.status_code)
         return response
 
     return app

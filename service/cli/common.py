@@ -98,37 +98,48 @@ def checked_store(kb: KnowledgeBase) -> KnowledgeBase:
     return kb
 
 
-class _StoreErrorReportedByCommand(logging.Filter):
-    """Leaves out a log record that carries a store error (the retrieve node's "retrieval failed: ...")."""
+class StoreErrorReportedByCommand(logging.Filter):
+    """Leaves out a log record that carries a store error (the retrieve node's "retrieval failed: ...") and
+    keeps its text: the graph's output holds only our public message, the operator at the command line gets
+    the store's own one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.detail = ""
 
     def filter(self, record: logging.LogRecord) -> bool:
         from persistence.errors import StoreUnavailableError
 
         arguments = record.args if isinstance(record.args, tuple) else ()
-        return not any(isinstance(argument, StoreUnavailableError) for argument in arguments)
+        for argument in arguments:
+            if isinstance(argument, StoreUnavailableError):
+                self.detail = str(argument)
+                return False
+        return True
 
 
 @contextmanager
-def store_errors_reported_here() -> Iterator[None]:
+def store_errors_reported_here() -> Iterator[StoreErrorReportedByCommand]:
     """Run a graph whose store errors the command reports itself (`store_error_or_exit`): the nodes' log
     line of the same error is left out of stderr, so the user reads one line, not the same one twice."""
-    quiet = _StoreErrorReportedByCommand()
+    quiet = StoreErrorReportedByCommand()
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
         handler.addFilter(quiet)
     try:
-        yield
+        yield quiet
     finally:
         for handler in handlers:
             handler.removeFilter(quiet)
 
 
-def store_error_or_exit(result: dict[str, object]) -> None:
-    """Exit 1 with the store's one line when a graph run could not search (`error` of its output state):
-    the run answered "cannot answer from it", which is not an answer for a command line."""
+def store_error_or_exit(result: dict[str, object], reported: StoreErrorReportedByCommand) -> None:
+    """Exit 1 when a graph run could not search (`error` of its output state): the run answered "cannot
+    answer from it", which is not an answer for a command line. The line is the store's own error, kept
+    from the log, or else the output's public message."""
     error = str(result.get("error") or "")
     if error:
-        fail(error, EXIT_UNAVAILABLE)
+        fail(reported.detail or error, EXIT_UNAVAILABLE)
 
 
 #: `--json` of the benchmarks: the file their report is written to (write_json_report).

@@ -68,6 +68,10 @@ CONVERSATION_OPTION = typer.Option(
 USER_OPTION = typer.Option(
     "--user", help="Who asks, recorded beside the tenant in the tables (default: RAG_DEFAULT_USER)."
 )
+#: `--local` of ask: never hand the question to a running server.
+LOCAL_OPTION = typer.Option(
+    "--local", help="Answer in this process even when a `rag serve` of this data directory is running."
+)
 #: `--dir` of ask and chat: the run's directory scope (retrieval.directory_scope).
 DIR_OPTION = typer.Option(
     "--dir",
@@ -128,14 +132,16 @@ def ask(
     conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
     user: Annotated[str | None, USER_OPTION] = None,
     directory: Annotated[str | None, DIR_OPTION] = None,
+    local: Annotated[bool, LOCAL_OPTION] = False,
 ) -> None:
     """Answer a question from the indexed documents, with citations; follow-ups with --thread.
-    Unsupported sentences and citations the model did not give itself are shown as warnings."""
-    from graphs.runner import Session, output_json
-    from nodes.resources import get_resources
+    Unsupported sentences and citations the model did not give itself are shown as warnings.
+    When a `rag serve` of the same data directory answers at RAG_API_HOST:RAG_API_PORT, the question is
+    answered there (warm models, the server's keys, tenants and threads); --local answers in this process."""
     from nodes.start_turn import check_question
     from retrieval.filters import parse_filter
     from service.answer_warnings import answer_warnings
+    from service.cli.server_handoff import ask_on_server, handoff_server
 
     if graph not in ("rag", "baseline"):
         fail(f"unknown graph {graph!r}; choose rag or baseline")
@@ -145,27 +151,62 @@ def ask(
     context = with_user(context_or_exit(mode, tenant, collection, max_iterations), user)
     context = with_directory(context, directory)
     inputs = conversation_input(conversation_id)
-    with user_errors(), store_errors_reported_here():
+    with user_errors(), store_errors_reported_here() as reported:
         # The turn's own input checks first (the graph repeats them), then the store's: bad input is
         # refused before a damaged catalog or a missing model is looked at.
         check_question(question.strip(), context.max_question_chars)  # type: ignore[attr-defined]
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
-        if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_ENABLED=false: none opened
-            checked_store(get_resources().kb())  # the graph's knowledge base, checked as `rag search` does
-        session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
-        result = session.ask(
-            question,
-            thread_id=thread,
-            context=context,  # type: ignore[arg-type]
-            filters=filters or {},
-            **inputs,
-        )
-    store_error_or_exit(result)
+        # the generate route has no graph choice, collection or loop bound: those are answered here
+        expressible = graph == "rag" and collection is None and max_iterations is None
+        server = handoff_server(settings, local) if expressible else None
+        if server is not None:
+            result = ask_on_server(
+                server,
+                settings,
+                question,
+                thread=thread,
+                mode=mode,
+                tenant=tenant,
+                filters=filters or None,
+                conversation_id=inputs.get("conversation_id"),
+                user=user.strip() if user is not None else None,
+                directory=context.directory if directory is not None else None,  # type: ignore[attr-defined]
+            )
+        else:
+            result = _ask_here(settings, graph, question, thread, context, filters or {}, inputs)
+    store_error_or_exit(result, reported)
     if as_json:
+        from graphs.runner import output_json
+
         payload = {**output_json(result), "warnings": answer_warnings(result)}
         print_json(payload)
     else:
         _print_answer(result)
+
+
+def _ask_here(
+    settings: object,
+    graph: str,
+    question: str,
+    thread: str | None,
+    context: object,
+    filters: dict[str, Any],
+    inputs: dict[str, str],
+) -> dict[str, Any]:
+    """The question answered in this process (the knowledge base checked first, as `rag search` does)."""
+    from graphs.runner import Session
+    from nodes.resources import get_resources
+
+    if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_ENABLED=false: none opened
+        checked_store(get_resources().kb())  # the graph's knowledge base, checked as `rag search` does
+    session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
+    return session.ask(
+        question,
+        thread_id=thread,
+        context=context,  # type: ignore[arg-type]
+        filters=filters,
+        **inputs,
+    )
 
 
 def _chat_turn(
@@ -243,7 +284,7 @@ def chat(
             error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
             continue
         # A model or store that is down: exit 1; another tenant's thread: exit 2.
-        with user_errors(), store_errors_reported_here():
+        with user_errors(), store_errors_reported_here() as reported:
             try:
                 result = _chat_turn(
                     session, question, thread_id=thread_id, context=context, inputs=extra_inputs
@@ -253,5 +294,6 @@ def chat(
                     f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True
                 )
                 continue
-        store_error_or_exit(result)  # a store that could not be searched ends the chat, as one that is down
+        # A store that could not be searched ends the chat, as one that is down.
+        store_error_or_exit(result, reported)
         _print_answer(result, prefix="[bold blue]rag>[/] ")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -66,6 +67,9 @@ def ingest(
     report = summary.as_dict()
     if summary.vectors_restored:
         warning(f"restored {summary.vectors_restored} vectors the vector store had lost (from the catalog)")
+    for result in summary.results:  # one line per file indexed with a loss (metadata over the bounds)
+        if result.warning:
+            warning(f"{result.source}: {result.warning}")
     if as_json:
         print_json(report)
     else:
@@ -107,32 +111,59 @@ def search(
             "--dir", help="Only documents under this directory (whole path components; relative to here)."
         ),
     ] = None,
+    local: Annotated[
+        bool,
+        typer.Option(
+            "--local", help="Search here even when a `rag serve` of this data directory is running."
+        ),
+    ] = False,
 ) -> None:
-    """Search the indexed documents (the mock retriever's passages with RAG_RETRIEVER=mock)."""
+    """Search the indexed documents (the mock retriever's passages with RAG_RETRIEVER=mock); through a
+    running `rag serve` of the same data directory when one answers (--local: always here)."""
     from retrieval.directory_scope import cli_directory
+    from retrieval.filters import parse_filter
     from retrieval.knowledge_base import KnowledgeBase
     from retrieval.mock_retriever import MockSearcher
+    from retrieval.public_source import public_metadata
     from retrieval.search import PassageSearcher, QueryError, Searcher
+    from service.cli.server_handoff import handoff_server, search_on_server
 
     settings = settings_or_exit()
     with user_errors():
         if mode is not None and mode not in ("dense", "bm25", "hybrid"):
             raise QueryError(f"unknown search mode {mode!r}; choose one of dense, bm25, hybrid")
-        searcher: PassageSearcher
-        if settings.retriever == "mock":
-            searcher = MockSearcher(settings)
-        else:  # a lost vector store: one warning line, once
-            searcher = Searcher(checked_store(KnowledgeBase.open(settings)))
-        result = searcher.search(
-            query,
-            k=k,
-            mode=mode,
-            filters=filter_json,
-            tenant=tenant,
-            collections=collection,
-            mmr=mmr,  # type: ignore[arg-type]
-            directory=cli_directory(directory) if directory is not None else None,
-        )
+        parse_filter(filter_json, max_conditions=settings.filter_max_conditions)  # before opening a store
+        # a running `rag serve` of this data directory searches with its warm model (not for --mmr or
+        # several collections, which its search route does not take); --local searches here
+        server = handoff_server(settings, local) if mmr is None and len(collection or []) <= 1 else None
+        if server is not None:
+            result = search_on_server(
+                server,
+                settings,
+                query,
+                k=k,
+                mode=mode,
+                filters=json.loads(filter_json) if filter_json else None,
+                tenant=tenant,
+                collection=collection[0] if collection else None,
+                directory=cli_directory(directory) if directory is not None else None,
+            )
+        else:
+            searcher: PassageSearcher
+            if settings.retriever == "mock":
+                searcher = MockSearcher(settings)
+            else:  # a lost vector store: one warning line, once
+                searcher = Searcher(checked_store(KnowledgeBase.open(settings)))
+            result = searcher.search(
+                query,
+                k=k,
+                mode=mode,
+                filters=filter_json,
+                tenant=tenant,
+                collections=collection,
+                mmr=mmr,  # type: ignore[arg-type]
+                directory=cli_directory(directory) if directory is not None else None,
+            )
     if as_json:
         payload = {
             "query": query,
@@ -144,7 +175,10 @@ def search(
                     "dense_score": hit.dense_score,
                     "bm25_score": hit.bm25_score,
                     "text": hit.text,
-                    "metadata": hit.metadata,
+                    # the source and doc id in public form, as the API shows them (never a server path)
+                    "metadata": public_metadata(
+                        hit.metadata, tenant=str(hit.metadata.get("tenant", "")), data_dir=settings.data_dir
+                    ),
                 }
                 for hit in result.hits
             ],
