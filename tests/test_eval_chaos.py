@@ -17,15 +17,49 @@ from typer.testing import CliRunner
 
 from evals.chaos.api_disconnect import DISCONNECT_METRIC, disconnect_count, disconnect_verdict
 from evals.chaos.api_probes import cap_verdict, http_verdict
+from evals.chaos.bounds import (
+    RECORD_CANARY,
+    RECORD_FIELDS,
+    WIDE_FILTER_MEMBERS,
+    batch_item,
+    cli_refusal_verdict,
+    compact_json,
+    deep_filter,
+    exchange_verdict,
+    filter_refusal_verdict,
+    hostile_filters,
+    not_applicable,
+    restart_verdict,
+    stored_keys_verdict,
+    wide_or,
+    wide_record_verdict,
+)
 from evals.chaos.corpora import leaked
 from evals.chaos.hostile import HostileCase, hostile_files, hostile_verdict
 from evals.chaos.http_client import HttpResult, http_request, multipart, parse_response
 from evals.chaos.ingest_race import ingest_race_verdict
 from evals.chaos.injection import SUPPRESSIONS, answer_gist, suppression_documents, suppression_verdict
-from evals.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, LONG_CONVERSATION_TURNS
+from evals.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, JSON_CAP_BYTES, LONG_CONVERSATION_TURNS
 from evals.chaos.probe import Probe
 from evals.chaos.report import report_figures
+from evals.chaos.run import SUITES
 from evals.chaos.runner import ChaosRunner, ProcessResult, last_json
+from evals.chaos.sharing import (
+    batch_failures_verdict,
+    concurrent_uploads_verdict,
+    counted_requests_verdict,
+    generated_document,
+    keyless_health_verdict,
+    listening_ports,
+    metric_sum,
+    model_server_verdict,
+    path_leak_verdict,
+    server_paths,
+    sha256_hex,
+    side_channel_verdict,
+    tenant_health_verdict,
+    version_document,
+)
 from evals.chaos.storage import checkpoint_bytes, long_conversation_snippet, storage_figures, storage_verdicts
 from evals.chaos.threads import scoped_id, unanswered_questions
 from evals.chaos.turns import turn_verdict
@@ -413,3 +447,250 @@ def test_the_api_probes_work_in_a_process_with_many_open_files() -> None:
         right.close()
         for descriptor in held:
             os.close(descriptor)
+
+
+# --- the bounds suite's verdicts ---------------------------------------------------------------------------
+
+
+def test_a_wide_filter_passes_only_as_a_422_naming_the_bound_with_the_server_alive() -> None:
+    refusal = _http(
+        422, '{"message": "filter: at most 100 conditions (RAG_FILTER_MAX_CONDITIONS), got 1000"}'
+    )
+    assert filter_refusal_verdict("f", refusal, alive=True).passed
+    unnamed = filter_refusal_verdict("f", _http(422, "filter: bad"), alive=True)
+    assert not unnamed.passed and "does not name" in unnamed.detail
+    accepted = filter_refusal_verdict("f", _http(200, '{"results": []}'), alive=True)
+    assert not accepted.passed and accepted.figures["oversize_accepted"] == 1
+    crashed = filter_refusal_verdict("f", _http(500, "Internal Server Error"), alive=False, traces_added=2)
+    assert crashed.figures == {
+        "leaks": 0.0,
+        "traces": 2.0,
+        "hangs": 0.0,
+        "wrong_statuses": 1.0,
+        "crashes": 1.0,
+        "oversize_accepted": 0.0,
+    }
+    dead_after_refusal = filter_refusal_verdict("f", refusal, alive=False)
+    assert not dead_after_refusal.passed and dead_after_refusal.figures["crashes"] == 1
+
+
+def test_the_hostile_filters_fit_the_json_cap_and_the_deep_one_has_narrow_lists() -> None:
+    filters = hostile_filters()
+    assert len(filters) == len(WIDE_FILTER_MEMBERS) + 1
+    for members in WIDE_FILTER_MEMBERS:
+        assert len(wide_or(members)["$or"]) == members
+    batch = {"requests": [{"query": "Which planet is the largest?", "filters": wide_or(100_000)}]}
+    assert len(compact_json(batch)) < JSON_CAP_BYTES
+
+    def leaves_and_widest(node: dict) -> tuple[int, int]:
+        ((key, value),) = node.items()
+        if not key.startswith("$"):
+            return 1, 0
+        counted = [leaves_and_widest(child) for child in value]
+        return sum(c for c, _ in counted), max([len(value), *(w for _, w in counted)])
+
+    assert leaves_and_widest(deep_filter(6, 4)) == (4096, 4)
+
+
+def test_a_batch_is_judged_by_its_one_item() -> None:
+    body = {"results": [{"index": 0, "ok": False, "status": 422, "message": "at most 100 conditions"}]}
+    item = batch_item(_http(200, json.dumps(body)))
+    assert item.status == 422 and "100 conditions" in item.text
+    answered = batch_item(_http(200, json.dumps({"results": [{"index": 0, "ok": True, "answer": "x"}]})))
+    assert answered.status == 200
+    whole = _http(422, "requests: too many")
+    assert batch_item(whole) is whole
+
+
+def test_the_cli_must_refuse_a_wide_filter_in_one_line_naming_the_bound() -> None:
+    def run(code: int | None, err: str, hung: bool = False) -> ProcessResult:
+        return ProcessResult(code, "", err, 1.0, hung)
+
+    assert cli_refusal_verdict(
+        "c", run(2, "error: filter: at most 100 conditions (RAG_FILTER_MAX_CONDITIONS)\n")
+    ).passed
+    accepted = cli_refusal_verdict("c", run(0, "no results\n"))
+    assert not accepted.passed and accepted.figures["wrong_exit_codes"] == 1
+    traced = cli_refusal_verdict("c", run(1, "Traceback (most recent call last):\n  ...\nRecursionError\n"))
+    assert traced.figures["traces"] == 1 and traced.figures["multiline_errors"] == 1
+    assert not cli_refusal_verdict("c", run(2, "error: bad filter\n")).passed
+    crashed = cli_refusal_verdict("c", run(-11, ""))
+    assert not crashed.passed and crashed.figures["crashes"] == 1 and "signal 11" in crashed.detail
+
+
+def test_metadata_verdicts_want_a_refusal_or_the_extra_fields_left_out() -> None:
+    assert stored_keys_verdict(
+        _http(422, "metadata: at most 64 keys"), False, alive=True, traces_added=0
+    ).passed
+    stored = stored_keys_verdict(_http(200, '{"chunks": 1}'), True, alive=True, traces_added=0)
+    assert not stored.passed and stored.figures["oversize_accepted"] == 1
+    good = _http(200, '{"indexed": 1, "warnings": ["wide-record.jsonl: 11936 fields left out"]}')
+    assert wide_record_verdict(good, 64, alive=True, traces_added=0).passed
+    silent = wide_record_verdict(_http(200, '{"indexed": 1}'), 64, alive=True, traces_added=0)
+    assert not silent.passed and "does not say" in silent.detail
+    kept_all = wide_record_verdict(good, RECORD_FIELDS + 2, alive=True, traces_added=0)
+    assert kept_all.figures["oversize_accepted"] == 1
+    assert not wide_record_verdict(good, None, alive=True, traces_added=0).passed
+
+
+def test_after_a_restart_both_tenants_must_search_and_bravos_record_be_found() -> None:
+    found = _http(200, json.dumps({"results": [{"content": f"The {RECORD_CANARY} record"}]}))
+    alpha = _http(200, json.dumps({"results": [{"content": "Jupiter is the largest planet"}]}))
+    uploaded = _http(200, '{"indexed": 1}')
+    assert restart_verdict(found, alpha, uploaded, started=True).passed
+    lost = restart_verdict(_http(200, '{"results": []}'), alpha, uploaded, started=True)
+    assert not lost.passed and lost.figures["lost"] == 1
+    broken = restart_verdict(found, _http(503, "StoreUnavailableError"), uploaded, started=True)
+    assert not broken.passed and broken.figures["wrong_statuses"] == 1
+    down = _http(None, "exited with 1", error="server did not start")
+    assert restart_verdict(down, down, down, started=False).figures["crashes"] == 1
+
+
+def test_a_lower_500_passes_only_as_a_4xx_without_a_logged_trace() -> None:
+    client_errors = range(400, 500)
+    assert exchange_verdict("bounds", "x", _http(422, "id: too large"), client_errors).passed
+    assert not exchange_verdict("bounds", "x", _http(500, "Internal Server Error"), client_errors).passed
+    logged = exchange_verdict("bounds", "x", _http(404, "nothing"), client_errors, traces_added=1)
+    assert not logged.passed and logged.figures["traces"] == 1
+
+
+# --- the sharing suite's verdicts --------------------------------------------------------------------------
+
+
+def _upload_answer(chunks: int, seconds: float, extra: str = "") -> HttpResult:
+    return HttpResult(200, {}, f'{{"indexed": 1, "chunks": {chunks}{extra}}}'.encode(), seconds, 0)
+
+
+def test_a_copy_indexed_much_faster_than_fresh_text_is_a_side_channel() -> None:
+    original = _upload_answer(800, 40.0)
+    fair = side_channel_verdict(original, _upload_answer(800, 38.0), _upload_answer(800, 40.0))
+    assert fair.passed and fair.figures["side_channel_ratio"] == pytest.approx(40 / 38, abs=0.01)
+    leak = side_channel_verdict(original, _upload_answer(800, 2.0), _upload_answer(800, 40.0))
+    assert not leak.passed and leak.figures["leaks"] == 1
+    assert leak.figures["copy_chunks_per_s"] == 400.0 and leak.figures["fresh_chunks_per_s"] == 20.0
+    failed = side_channel_verdict(original, _http(500, "boom"), _upload_answer(800, 40.0))
+    assert not failed.passed and "bravo's copy: status 500" in failed.detail
+
+
+def test_generated_documents_are_deterministic_and_share_no_paragraph() -> None:
+    first, again, other = generated_document(1, 20), generated_document(1, 20), generated_document(2, 20)
+    assert first == again and first != other
+    paragraphs = first.decode().split("\n\n")
+    assert len(paragraphs) == 21 and not set(paragraphs[1:]) & set(other.decode().split("\n\n"))
+
+
+def test_metric_sums_match_labels_and_not_longer_names() -> None:
+    text = (
+        'rag_requests_total{method="GET",route="/x",status="200"} 3.0\n'
+        'rag_requests_total{method="POST",route="/y",status="500"} 1.0\n'
+        'rag_requests_created{method="GET"} 1.7e9\n'
+        'rag_answers_total{outcome="failure"} 2.0\n'
+        'rag_answers_total{outcome="success"} 5.0\n'
+    )
+    assert metric_sum(text, "rag_requests_total") == 4.0
+    assert metric_sum(text, "rag_requests_total", status="500") == 1.0
+    assert metric_sum(text, "rag_answers_total", outcome="failure") == 2.0
+    assert metric_sum(text, "rag_missing_total") == 0.0
+
+
+def test_every_answered_request_must_be_counted_once() -> None:
+    before = 'rag_requests_total{status="200"} 3.0\n'
+    after = before + 'rag_requests_total{status="500"} 1.0\nrag_requests_total{status="404"} 1.0\n'
+    sent = [_http(500, "Internal Server Error"), _http(404, "nothing")]
+    assert counted_requests_verdict("m", before, after, sent).passed
+    missed = counted_requests_verdict("m", before, 'rag_requests_total{status="200"} 4.0\n', sent)
+    assert not missed.passed and missed.figures["miscounted"] == 1
+
+
+def test_an_invalid_batch_item_must_not_count_as_a_failed_answer() -> None:
+    batch = _http(
+        200, json.dumps({"results": [{"index": 0, "ok": True}, {"index": 1, "ok": False, "status": 422}]})
+    )
+    before = 'rag_answers_total{outcome="failure"} 1.0\n'
+    assert batch_failures_verdict(before, before, batch, invalid_index=1).passed
+    counted = batch_failures_verdict(
+        before, 'rag_answers_total{outcome="failure"} 2.0\n', batch, invalid_index=1
+    )
+    assert not counted.passed and counted.figures["miscounted"] == 1
+    valid_failed = _http(200, json.dumps({"results": [{"index": 0, "ok": False}, {"index": 1, "ok": False}]}))
+    assert batch_failures_verdict(
+        before, 'rag_answers_total{outcome="failure"} 2.0\n', valid_failed, 1
+    ).passed
+
+
+def test_concurrent_uploads_must_report_their_own_bytes_and_leave_the_last_indexed() -> None:
+    sent = [version_document(index) for index in range(3)]
+    assert len({sha256_hex(data) for data in sent}) == 3
+
+    def answer(index: int, reported: bytes) -> HttpResult:
+        return _http(200, json.dumps({"indexed": 1, "files": [{"sha256": sha256_hex(reported)}]}))
+
+    honest = [(answer(index, data), float(index)) for index, data in enumerate(sent)]
+    assert concurrent_uploads_verdict(sent, honest, {2}).passed
+    stale = concurrent_uploads_verdict(sent, honest, {0})
+    assert not stale.passed and stale.figures["mixed"] == 1
+    two_versions = concurrent_uploads_verdict(sent, honest, {1, 2})
+    assert not two_versions.passed
+    swapped = [(answer(index, sent[(index + 1) % 3]), float(index)) for index in range(3)]
+    mixed = concurrent_uploads_verdict(sent, swapped, {2})
+    assert not mixed.passed and mixed.figures["mixed"] == 3
+    busy = [*honest[:2], (_http(429, "busy"), 9.0)]
+    assert concurrent_uploads_verdict(sent, busy, {1}).passed
+    tie = [(answer(0, sent[0]), 5.0), (answer(1, sent[1]), 5.2), (answer(2, sent[2]), 1.0)]
+    assert concurrent_uploads_verdict(sent, tie, {0}).passed
+
+
+def test_health_without_a_key_is_up_or_down_only() -> None:
+    assert keyless_health_verdict(_http(200, '{"status": "ok"}')).passed
+    counts = keyless_health_verdict(
+        _http(200, '{"status": "ok", "checks": {"catalog": {"detail": {"chunks": 9}}}}')
+    )
+    assert not counts.passed and counts.figures["leaks"] == 1
+    called = keyless_health_verdict(_http(200, '{"status": "ok", "checks": {"model": {"probed": true}}}'))
+    assert not called.passed and called.figures["unauthenticated_reads"] == 1
+    assert not keyless_health_verdict(_http(401, '{"status": "unauthorized"}')).passed
+
+
+def test_health_with_a_key_shows_only_that_tenants_chunks() -> None:
+    own = _http(200, '{"status": "ok", "checks": {"catalog": {"status": "ok", "detail": {"chunks": 3}}}}')
+    assert tenant_health_verdict(own, 3, 10).passed
+    total = tenant_health_verdict(_http(200, '{"checks": {"catalog": {"detail": {"chunks": 10}}}}'), 3, 10)
+    assert not total.passed and total.figures["leaks"] == 1
+    rows = tenant_health_verdict(
+        _http(200, '{"catalog": {"chunks": 3}, "keyword_index": {"rows": 10}}'), 3, 10
+    )
+    assert not rows.passed
+    assert not tenant_health_verdict(_http(200, '{"status": "ok"}'), 3, 10).passed
+
+
+def test_an_answer_showing_the_data_folder_leaks_a_server_path(tmp_path: Path) -> None:
+    paths = server_paths(tmp_path / "rag")
+    upload_dir = f"{tmp_path}/rag/uploads/alpha/default/a.md"
+    assert path_leak_verdict("l", _http(200, '{"source": "a.md"}'), paths, {200}).passed
+    shown = path_leak_verdict("l", _http(200, json.dumps({"source": upload_dir})), paths, {200})
+    assert not shown.passed and shown.figures["leaks"] == 1
+    escaped = json.dumps({"source": upload_dir}).replace("/", "\\/")
+    assert not path_leak_verdict("l", _http(200, escaped), paths, {200}).passed
+
+
+def test_the_model_server_must_refuse_a_call_without_a_key() -> None:
+    assert model_server_verdict(_http(401, '{"error": "Invalid API Key"}'), 4321, "its log line").passed
+    answered = model_server_verdict(_http(200, '{"choices": []}'), 4321, "its log line")
+    assert not answered.passed and answered.figures["unauthenticated_reads"] == 1
+    assert not_applicable("sharing", "m", "no port").figures == {"not_applicable": 1.0}
+
+
+def test_the_listening_ports_of_a_process_group_are_read_from_proc() -> None:
+    if not Path("/proc/net/tcp").exists():
+        pytest.skip("no /proc on this system")
+    import os
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        assert port in listening_ports(os.getpgid(0))
+
+
+def test_the_new_suites_are_registered() -> None:
+    assert {"bounds", "sharing"} <= set(SUITES)

@@ -14,7 +14,9 @@ The modules, one concern each:
   target; `corpora`: the tenants, their documents and canaries; `threads`: reading a tenant's stored thread.
 - The suites: `tenants`, `turns`, `injection`, `hostile` (with `damaged_catalog`), `ingest_race`, `storage`,
   and `api_suite` over `http_client` (raw sockets), `api_server` (`rag serve` in a child), `api_probes`
-  (keys, caps, tenants) and `api_disconnect`.
+  (keys, caps, tenants) and `api_disconnect`; `bounds` (wide filters, too many metadata keys, inputs that
+  overflowed into 500s, a restart over the same data) and `sharing` (what tenants and keyless callers learn
+  through shared caches, counters, health, paths and the embedded model server) over the same server.
 
 This package re-exports what the CLI and the tenant and storage tests use; the rest is imported from its
 module.

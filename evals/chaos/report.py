@@ -28,6 +28,8 @@ FIGURES = (
     "wrong_statuses",
     "oversize_accepted",
     "unauthenticated_reads",
+    "crashes",
+    "miscounted",
 )
 #: Storage figures the report copies from the storage probes (None when the suite did not run).
 STORAGE_FIGURES = (

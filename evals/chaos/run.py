@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.chaos.api_suite import api_suite
+from evals.chaos.bounds import bounds_suite
 from evals.chaos.corpora import ALPHA, ALPHA_DOCS, write_files
 from evals.chaos.hostile import hostile_suite
 from evals.chaos.ingest_race import ingest_race_suite
@@ -23,6 +24,7 @@ from evals.chaos.injection import injection_suite
 from evals.chaos.probe import Probe
 from evals.chaos.report import report_figures
 from evals.chaos.runner import REPO_ROOT, ChaosRunner
+from evals.chaos.sharing import sharing_suite
 from evals.chaos.storage import storage_suite
 from evals.chaos.tenants import tenant_suite
 from evals.chaos.turns import concurrency_suite
@@ -36,9 +38,11 @@ SUITES: dict[str, Callable[[ChaosRunner, Path], None]] = {
     "ingest": ingest_race_suite,
     "api": api_suite,
     "storage": storage_suite,
+    "bounds": bounds_suite,
+    "sharing": sharing_suite,
 }
 #: Suites that set up their own data (the others need alpha's documents indexed first).
-OWN_DATA_SUITES = frozenset({"tenants", "ingest"})
+OWN_DATA_SUITES = frozenset({"tenants", "ingest", "sharing"})
 
 
 def run_chaos(

@@ -329,8 +329,8 @@ def eval_chaos(
     suite: Annotated[
         list[str] | None,
         typer.Option(
-            help="Suites to run (repeatable): tenants, turns, injection, hostile, ingest, api, storage. "
-            "Default all."
+            help="Suites to run (repeatable): tenants, turns, injection, hostile, ingest, api, storage, "
+            "bounds, sharing. Default all."
         ),
     ] = None,
     code_root: Annotated[
