@@ -86,7 +86,9 @@ class BenchServer:
 
     def count_tokens(self, text: str) -> int:
         base = self.server.base_url.removesuffix("/v1")
-        response = self.client.post(f"{base}/tokenize", json={"content": text})
+        response = self.client.post(
+            f"{base}/tokenize", json={"content": text}, headers=self.server.auth_headers()
+        )
         response.raise_for_status()
         return len(response.json()["tokens"])
 
@@ -97,7 +99,7 @@ class BenchServer:
         return ChatOpenAI(
             model=self.name,
             base_url=self.server.base_url,
-            api_key=PLACEHOLDER_API_KEY,  # type: ignore[arg-type]
+            api_key=self.server.api_key or PLACEHOLDER_API_KEY,  # type: ignore[arg-type]
             temperature=0,
             max_tokens=max_tokens,  # type: ignore[call-arg]
             timeout=HTTP_TIMEOUT_S,

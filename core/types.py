@@ -76,6 +76,8 @@ class LoadedDocument:
     """An "event": indexed as a single chunk, never split."""
     metadata: dict[str, MetadataValue] = field(default_factory=dict)
     """Extra metadata from the record (chapter, conversation_id, doc_type, level, created_at...)."""
+    metadata_left_out: int = 0
+    """Fields of the record's metadata left out by the bounds of core.metadata (ingestion reports them)."""
 
     @property
     def text(self) -> str:

@@ -6,6 +6,12 @@ talks to a remote one (`ChatOpenAI`), with streaming, async and grammar-enforced
 free. Which model: `RAG_LOCAL_MODEL` (models/local_catalog.py; default Qwen2.5-Coder-0.5B-Instruct, the
 others of the catalog selectable). A model loads in about a second, but it must load at most once per process:
 the server is a lazily created, lock-protected singleton that is shut down at interpreter exit.
+
+Why a key on a loopback server: loopback keeps other machines out, not other processes of this one. Without
+a key any local process could call the model directly, past the API's model gate (its queue, its time
+limits, its tenants' quotas). Each server therefore starts with a random key of its own
+(`secrets.token_urlsafe`), which only this process knows and hands to its clients; a request without it
+is refused (401).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import secrets
 import threading
 import time
 from dataclasses import dataclass
@@ -37,6 +44,8 @@ LOCAL_MODEL_ALIAS = DEFAULT_LOCAL_MODEL
 PARALLEL_SLOTS = 4
 #: Only reachable from this machine.
 LOOPBACK_HOST = "127.0.0.1"
+#: Random bytes of the key a server makes for itself (`secrets.token_urlsafe` writes ~1.3 characters each).
+API_KEY_BYTES = 32
 #: llama.cpp log threshold: 0 keeps the server silent (errors surface as exceptions here instead).
 SERVER_VERBOSITY = 0
 #: The speed probe's prompt: a plain sentence repeated to about 280 tokens (enough for llama.cpp to read it
@@ -82,10 +91,11 @@ class LocalLLMServer:
         chat_template: str = "",
         host: str = LOOPBACK_HOST,
         port: int = 0,
-        api_key: str = "",
+        api_key: str | None = None,
     ) -> None:
         """`host` / `port`: where to listen (port 0 = any free one, as the embedded model does); `api_key`:
-        a key every request must carry as `Authorization: Bearer KEY` ('' = none, fine on loopback)."""
+        the key every request must carry as `Authorization: Bearer KEY`: None = a random one made here (so
+        no other process can call the model), '' = none (a server someone serves on purpose, keyless)."""
         self.model_path = model_path
         self.chat_template = chat_template
         self.n_ctx = n_ctx
@@ -94,7 +104,7 @@ class LocalLLMServer:
         self.parallel = parallel
         self.host = host
         self.port = port
-        self.api_key = api_key
+        self.api_key = secrets.token_urlsafe(API_KEY_BYTES) if api_key is None else api_key
         self.load_seconds: float | None = None
         self._server: Any = None  # xllamacpp.Server; typed loosely because xllamacpp has no stubs
         self._base_url: str | None = None
@@ -166,6 +176,10 @@ class LocalLLMServer:
                 self.parallel,
             )
 
+    def auth_headers(self) -> dict[str, str]:
+        """The header a raw request to this server carries (its key), or none when it has no key."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
     def chat_completion(
         self, body: dict[str, Any], *, timeout_s: float, client: httpx.Client | None = None
     ) -> tuple[dict[str, Any], float]:
@@ -174,12 +188,11 @@ class LocalLLMServer:
         the speed probe and the model benchmark read, and the OpenAI client drops that field."""
         import httpx
 
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         started = time.perf_counter()
         response = (client or httpx).post(
             f"{self.base_url}/chat/completions",
             json={"model": self.model_alias, **body},
-            headers=headers,
+            headers=self.auth_headers(),
             timeout=timeout_s,
         )
         wall = time.perf_counter() - started

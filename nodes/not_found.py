@@ -32,8 +32,7 @@ def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Answer plainly that the documents do not cover the question, in the question's language."""
     chinese = contains_cjk(state.get("question", ""))
     if state.get("error"):
-        template = STORE_DOWN_ANSWER_ZH if chinese else STORE_DOWN_ANSWER_EN
-        answer = template.format(error=state["error"])
+        answer = STORE_DOWN_ANSWER_ZH if chinese else STORE_DOWN_ANSWER_EN  # the cause is in the log only
         reason = REASON_STORE_DOWN
     else:
         answer = NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER_EN

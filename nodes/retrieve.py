@@ -22,7 +22,9 @@ from core.types import SearchHit
 from nodes.instrumentation import timed
 from nodes.resources import get_resources
 from nodes.retry_strategy import search_k
+from persistence.errors import STORE_DOWN_MESSAGE
 from persistence.vector_store import StoreUnavailableError
+from retrieval.public_source import public_source
 from state.context import Context, run_context
 from state.graph_state import RetrieveTask
 from state.schemas import RetrievedDoc
@@ -39,15 +41,18 @@ DETAIL_LEVEL = "detail"
 
 
 def to_retrieved(hit: SearchHit, query: str) -> RetrievedDoc:
-    """A search hit as the graph carries it."""
+    """A search hit as the graph carries it, its source and doc id in public form (never a server path:
+    everything downstream — answers, citations, stream events, checkpoints — shows them to callers)."""
     page = hit.metadata.get("page", -1)
+    tenant = str(hit.metadata.get("tenant", ""))
+    data_dir = get_resources().settings.data_dir
     return RetrievedDoc(
         chunk_id=hit.chunk_id,
         text=hit.text,
-        source=str(hit.metadata.get("source", "")),
+        source=public_source(str(hit.metadata.get("source", "")), tenant=tenant, data_dir=data_dir),
         title=str(hit.metadata.get("title", "")),
         page=int(page) if isinstance(page, int | float) else -1,
-        doc_id=hit.doc_id,
+        doc_id=public_source(hit.doc_id, tenant=tenant, data_dir=data_dir),
         score=float(hit.score),
         relevance=-1.0,
         query=query,
@@ -179,8 +184,9 @@ def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
         if task["wants_details"]:
             hits = expand_summaries(searcher, hits, query["text"], context=context, tenant=task["tenant"])
     except StoreUnavailableError as error:
+        # The output state is public (API, LangGraph server): our message; the store's text is logged.
         logger.error("retrieval failed: %s", error)
-        return {"documents": [], "error": str(error)}
+        return {"documents": [], "error": STORE_DOWN_MESSAGE}
     elapsed = (time.perf_counter() - started) * 1000
     documents = [to_retrieved(hit, query["text"]) for hit in hits]
     return {"documents": documents, "timings_ms": {"retrieval": elapsed}}

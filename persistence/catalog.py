@@ -73,7 +73,8 @@ class Catalog(CatalogHealth):
     ) -> None:
         """`location`: the SQLite file (its FTS5 index prunes query terms by `pruning`), or a PostgreSQL URL
         (keyword index: `pg_keyword_backend`; its BM25 prunes by `pruning` too). The embedding cache keeps
-        at most `embedding_cache_max_entries` vectors (0 = no bound), least recently used evicted first."""
+        at most `embedding_cache_max_entries` vectors per tenant (0 = no bound), least recently used
+        evicted first."""
         self.keyword_index: KeywordIndex | PgBm25Index | PgTsvectorIndex
         if is_postgres_url(location):
             self.path = Path(str(location))  # only named in messages; `shown` hides the password
@@ -412,13 +413,15 @@ class Catalog(CatalogHealth):
                 connection.exec_driver_sql("VACUUM ANALYZE")
 
     # --- embedding cache -----------------------------------------------------------------------
-    def get_vectors(self, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
-        """Cached vectors of `model_key` for the hashes present (see persistence/embedding_cache.py)."""
-        return self.embedding_cache.get(model_key, hashes)
+    def get_vectors(self, tenant: str, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
+        """`tenant`'s cached vectors of `model_key` for the hashes present, never another tenant's (see
+        persistence/embedding_cache.py)."""
+        return self.embedding_cache.get(tenant, model_key, hashes)
 
-    def put_vectors(self, model_key: str, vectors: dict[str, list[float]]) -> None:
-        """Store vectors of `model_key` by content hash (existing entries keep theirs), in the LRU bound."""
-        self.embedding_cache.put(model_key, vectors)
+    def put_vectors(self, tenant: str, model_key: str, vectors: dict[str, list[float]]) -> None:
+        """Store `tenant`'s vectors of `model_key` by content hash (existing entries keep theirs), in that
+        tenant's LRU bound."""
+        self.embedding_cache.put(tenant, model_key, vectors)
 
 
 def open_catalog(settings: Settings) -> Catalog:

@@ -146,9 +146,15 @@ class MemoryRow(Base):
     """A note kept for a tenant (and optionally one conversation), searchable by meaning."""
 
     __tablename__ = "memories"
-    __table_args__ = (Index("ix_memories_scope", "tenant", "conversation_id"),)
+    __table_args__ = (
+        Index("ix_memories_scope", "tenant", "conversation_id"),
+        Index("uq_memories_tenant_public_id", "tenant", "public_id", unique=True),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    """Internal key (order of creation); never shown: one sequence over every tenant, reused after deletes."""
+    public_id: Mapped[str] = mapped_column(String(32), nullable=False)
+    """The id callers see and pass (revision 0006): 16 random hex digits, unique within the tenant."""
     tenant: Mapped[str] = mapped_column(String(128), nullable=False)
     conversation_id: Mapped[str] = mapped_column(String(128), nullable=False, default="")
     kind: Mapped[str] = mapped_column(String(64), nullable=False, default="note")

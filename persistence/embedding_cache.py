@@ -1,19 +1,26 @@
-"""The embedding cache's reads and writes: vectors by (model key, content hash), bounded by least recent use.
+"""The embedding cache's reads and writes: vectors by (tenant, model key, content hash), bounded by least
+recent use per tenant.
 
-Why a bound (seed 003's TODO): the cache keeps the vector of every text ever embedded — old versions of
-edited files, deleted documents, the semantic chunker's sentence windows — so without one it only grows.
-RAG_EMBEDDING_CACHE_MAX_ENTRIES caps it: after each store, the entries least recently stored or read beyond
-the cap are deleted. The entries of every model count together (one table, one cap).
+Why the tenant is part of the key: a cache shared by tenants answers one tenant's text from another's rows,
+so an upload of a text someone else already indexed finished many times faster, and the upload's speed
+told a tenant what another had indexed. Every read and write names its tenant and touches only that
+tenant's rows; the bound counts per tenant too, so one tenant's activity never evicts (and so never shows
+in the speed of) another's entries.
+
+Why a bound: the cache keeps the vector of every text ever embedded — old versions of edited files,
+deleted documents, the semantic chunker's sentence windows — so without one it only grows.
+RAG_EMBEDDING_CACHE_MAX_ENTRIES caps each tenant's entries: after each store, that tenant's entries least
+recently stored or read beyond the cap are deleted. The entries of every model of a tenant count together.
 
 Recency is a `last_used` time written when a vector is stored or read back. Reads happen only while
 ingesting (queries are not cached), so this write never slows a search; with no cap (0) reads write nothing.
 Ties (one batch stored at one instant) are broken by model key and hash, so eviction is deterministic.
 The table is defined here (`define_embedding_cache_table`) and created in the catalog's database with the
-catalog's other tables (persistence/catalog.py), so every tenant of a catalog, SQLite or Postgres, shares
-one cache; catalogs written before the cap existed get the `last_used` column (0 for their entries, so
-they are the first evicted) when they are opened.
+catalog's other tables (persistence/catalog.py). A table without the `tenant` column (its rows cannot be
+told apart by tenant) is dropped and created anew when the catalog opens: it is only a cache, and keeping
+its rows under any tenant would hand that tenant the others' vectors.
 
-Why not LangChain's CacheBackedEmbeddings (issue 22 §3): it is in `langchain-classic`, which this project
+Why not LangChain's CacheBackedEmbeddings: it is in `langchain-classic`, which this project
 does not install, and it stores through a ByteStore (mget / mset / mdelete / yield_keys). langchain_core
 has only in-memory ones; the SQL one is in `langchain-community`, and a ByteStore has no notion of recency,
 so the bound above would need a custom store: the same SQL as here, behind a key-value interface. It also
@@ -54,22 +61,25 @@ from sqlalchemy.exc import OperationalError
 KEY_BATCH = 900
 #: The table's name in the catalog's database.
 TABLE_NAME = "embedding_cache"
-#: Index that makes finding the least recently used entries cheap.
-LAST_USED_INDEX = "ix_embedding_cache_last_used"
+#: Index that makes finding a tenant's least recently used entries cheap.
+LAST_USED_INDEX = "ix_embedding_cache_tenant_last_used"
+#: Advisory-lock key (any constant) under which one Postgres worker at a time rebuilds an unscoped table.
+PG_REBUILD_LOCK_KEY = 0x52414702
 
 
 def define_embedding_cache_table(metadata: MetaData) -> Table:
     """The `embedding_cache` table in the catalog's `metadata` (one create_all makes it with the catalog's
-    tables): vectors keyed by model and content hash, with the recency the bound evicts by."""
+    tables): vectors keyed by tenant, model and content hash, with the recency the bound evicts by."""
     return Table(
         TABLE_NAME,
         metadata,
+        Column("tenant", String, primary_key=True),
         Column("model_key", String, primary_key=True),
         Column("content_hash", String, primary_key=True),
         Column("vector", LargeBinary, nullable=False),
         # When the vector was last stored or read, for the LRU bound.
         Column("last_used", Float, nullable=False, default=0.0, server_default="0"),
-        Index(LAST_USED_INDEX, "last_used"),
+        Index(LAST_USED_INDEX, "tenant", "last_used"),
     )
 
 
@@ -79,7 +89,7 @@ def _batches(items: Sequence[Any], size: int = KEY_BATCH) -> Iterable[Sequence[A
 
 
 class EmbeddingCache:
-    """Vectors of one catalog's `embedding_cache` table, at most `max_entries` of them (0 = no bound)."""
+    """Vectors of one catalog's `embedding_cache` table, at most `max_entries` per tenant (0 = no bound)."""
 
     def __init__(
         self,
@@ -96,31 +106,33 @@ class EmbeddingCache:
         self.clock = clock
 
     def upgrade(self) -> None:
-        """Give a catalog written before the bound existed its `last_used` column and index (idempotent; a
-        concurrent process adding the column first is fine)."""
+        """Replace a table written before the cache was scoped by tenant (no `tenant` column) with an empty
+        one of the current schema (idempotent; a concurrent process rebuilding it first is fine): its rows
+        belong to no known tenant, and a cache loses nothing but time by starting empty."""
         with self.engine.begin() as connection:
-            columns = {column["name"] for column in inspect(connection).get_columns(self.table.name)}
-            if "last_used" not in columns:
-                exists = "IF NOT EXISTS " if self.dialect == "postgresql" else ""
-                try:
-                    connection.exec_driver_sql(
-                        f"ALTER TABLE {self.table.name} ADD COLUMN {exists}last_used FLOAT NOT NULL DEFAULT 0"
-                    )
-                except OperationalError as error:
-                    if "duplicate column" not in str(error):
-                        raise
-            connection.exec_driver_sql(
-                f"CREATE INDEX IF NOT EXISTS {LAST_USED_INDEX} ON {self.table.name} (last_used)"
-            )
+            if self.dialect == "postgresql":
+                connection.exec_driver_sql("SELECT pg_advisory_xact_lock(%s)", (PG_REBUILD_LOCK_KEY,))
+            if "tenant" in self._columns(connection):
+                return
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {self.table.name}")
+            try:
+                self.table.create(connection, checkfirst=True)
+            except OperationalError as error:  # another SQLite process created it between check and create
+                if "already exists" not in str(error):
+                    raise
 
-    def get(self, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
-        """Cached vectors of `model_key` for the hashes present; with a bound, they become the most recent."""
+    def _columns(self, connection: Connection) -> set[str]:
+        return {column["name"] for column in inspect(connection).get_columns(self.table.name)}
+
+    def get(self, tenant: str, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
+        """`tenant`'s cached vectors of `model_key` for the hashes present (never another tenant's); with a
+        bound, they become that tenant's most recent."""
         table = self.table
         found: dict[str, list[float]] = {}
         with self.engine.begin() as connection:
             for batch in _batches(list(dict.fromkeys(hashes))):
                 query = select(table.c.content_hash, table.c.vector).where(
-                    table.c.model_key == model_key, table.c.content_hash.in_(batch)
+                    table.c.tenant == tenant, table.c.model_key == model_key, table.c.content_hash.in_(batch)
                 )
                 keys = []
                 for key, blob in connection.execute(query):
@@ -129,19 +141,24 @@ class EmbeddingCache:
                 if keys and self.max_entries:
                     connection.execute(
                         update(table)
-                        .where(table.c.model_key == model_key, table.c.content_hash.in_(keys))
+                        .where(
+                            table.c.tenant == tenant,
+                            table.c.model_key == model_key,
+                            table.c.content_hash.in_(keys),
+                        )
                         .values(last_used=self.clock())
                     )
         return found
 
-    def put(self, model_key: str, vectors: dict[str, list[float]]) -> None:
-        """Store vectors of `model_key` by content hash (an existing entry keeps its vector and becomes the
-        most recent), then evict the least recently used entries beyond the bound."""
+    def put(self, tenant: str, model_key: str, vectors: dict[str, list[float]]) -> None:
+        """Store `tenant`'s vectors of `model_key` by content hash (an existing entry keeps its vector and
+        becomes the most recent), then evict that tenant's least recently used entries beyond the bound."""
         if not vectors:
             return
         now = self.clock()
         rows = [
             {
+                "tenant": tenant,
                 "model_key": model_key,
                 "content_hash": key,
                 "vector": np.asarray(vector, np.float32).tobytes(),
@@ -152,28 +169,33 @@ class EmbeddingCache:
         insert = pg_insert if self.dialect == "postgresql" else sqlite_insert
         statement = insert(self.table)
         statement = statement.on_conflict_do_update(
-            index_elements=[self.table.c.model_key, self.table.c.content_hash],
+            index_elements=[self.table.c.tenant, self.table.c.model_key, self.table.c.content_hash],
             set_={"last_used": statement.excluded.last_used},
         )
         with self.engine.begin() as connection:
             connection.execute(statement, rows)
             if self.max_entries:
-                self._evict(connection)
+                self._evict(connection, tenant)
 
-    def count(self) -> int:
-        """Entries of every model."""
+    def count(self, tenant: str | None = None) -> int:
+        """Entries of every model: of one tenant, or of all."""
+        query = select(func.count()).select_from(self.table)
+        if tenant is not None:
+            query = query.where(self.table.c.tenant == tenant)
         with self.engine.connect() as connection:
-            return int(connection.execute(select(func.count()).select_from(self.table)).scalar() or 0)
+            return int(connection.execute(query).scalar() or 0)
 
-    def _evict(self, connection: Connection) -> int:
-        """Delete the least recently used entries beyond `max_entries`; how many were deleted."""
+    def _evict(self, connection: Connection, tenant: str) -> int:
+        """Delete `tenant`'s least recently used entries beyond `max_entries`; how many were deleted."""
         table = self.table
-        total = int(connection.execute(select(func.count()).select_from(table)).scalar() or 0)
+        mine = table.c.tenant == tenant
+        total = int(connection.execute(select(func.count()).select_from(table).where(mine)).scalar() or 0)
         excess = total - self.max_entries
         if excess <= 0:
             return 0
         oldest = connection.execute(
             select(table.c.model_key, table.c.content_hash)
+            .where(mine)
             .order_by(table.c.last_used, table.c.model_key, table.c.content_hash)
             .limit(excess)
         ).all()
@@ -183,6 +205,6 @@ class EmbeddingCache:
         for model_key, keys in by_model.items():
             for batch in _batches(keys):
                 connection.execute(
-                    delete(table).where(table.c.model_key == model_key, table.c.content_hash.in_(batch))
+                    delete(table).where(mine, table.c.model_key == model_key, table.c.content_hash.in_(batch))
                 )
         return len(oldest)

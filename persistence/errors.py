@@ -51,3 +51,9 @@ def damaged_keyword_index_message(path: Path, reason: str) -> str:
         f"the keyword index in {path} is damaged ({reason}); `rag doctor --repair` rebuilds it from the "
         "catalog's chunks"
     )
+
+
+#: What a client reads when a store cannot be used (an HTTP 503's message, a graph's "cannot search" answer):
+#: one message of ours. The store's own text (file paths, SQL, Chroma's internal errors) goes to the server's
+#: log only: it tells a client nothing it can act on, and reveals how the server is laid out.
+STORE_DOWN_MESSAGE = "the document store is unavailable right now; please try again later"

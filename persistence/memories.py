@@ -9,12 +9,21 @@ cosine over that tenant's rows in numpy, with no vector index to keep in sync. V
 model's key; a row embedded by another model is re-embedded on the next search.
 
 Every function is scoped to exactly one tenant by its own SQL (`WHERE tenant = ...`): a tenant can neither
-find nor delete another tenant's memories, whatever ids it passes.
+find nor delete another tenant's memories, whatever ids it passes, and another tenant's id answers exactly
+like an id that does not exist.
+
+Why opaque ids: a memory's id is 16 random hex digits, unique within its tenant, rather than the table's
+integer key. That key is one sequence over every tenant (a tenant adding two memories learned how many the
+others added in between) and SQLite reuses a deleted key (an id a caller kept could name another memory
+later). Memories made before keep their number as their id (revision 0006); `parse_memory_id` is the one
+place that says what an id may look like, for the REST routes, the CLI and Python callers alike.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -22,8 +31,10 @@ from typing import Any
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from sqlalchemy import Select, bindparam, delete, exists, literal, select
+from sqlalchemy.exc import IntegrityError
 
 from config.settings import Settings
+from core.metadata import MAX_METADATA_KEYS
 from persistence.audit import write_audit
 from persistence.database import Database, MemoryRow, as_utc, get_database, to_json
 from persistence.process import process_knowledge_base, process_settings
@@ -32,20 +43,50 @@ from persistence.vector_store import InvalidCollectionError, validate_collection
 #: Longest conversation id and kind accepted (the columns' sizes).
 MAX_ID_CHARS = 128
 MAX_KIND_CHARS = 64
-#: Metadata of one memory: keys and their JSON size, at most (it is kept as given, not searched).
-MAX_METADATA_KEYS = 32
+#: Metadata of one memory: its JSON size at most (it is kept as given, not searched); its keys are bounded
+#: like a document's own (core.metadata.MAX_METADATA_KEYS).
 MAX_METADATA_CHARS = 4000
+#: Random bytes of a new memory id (written as twice as many hex digits).
+MEMORY_ID_BYTES = 8
+#: A memory id: 16 hex digits (any case; stored lower-case).
+MEMORY_ID_PATTERN = re.compile(rf"[0-9a-fA-F]{{{MEMORY_ID_BYTES * 2}}}")
+#: The id of a memory made before ids were opaque: its integer key, a positive signed 64-bit number.
+LEGACY_MEMORY_ID_PATTERN = re.compile(r"[0-9]{1,19}")
+MAX_LEGACY_MEMORY_ID = 2**63 - 1
+#: New ids tried when one collides with an existing id of the tenant (2^-64 each: one try in practice).
+MEMORY_ID_ATTEMPTS = 3
 
 
 class InvalidMemoryError(ValueError):
     """Bad input to a memory function (empty text, no tenant, nothing chosen to delete...)."""
 
 
+def new_memory_id() -> str:
+    """A fresh memory id: 16 random hex digits, so ids say nothing of other memories or tenants."""
+    return secrets.token_hex(MEMORY_ID_BYTES)
+
+
+def parse_memory_id(value: object) -> str:
+    """The memory id `value` names, as stored: 16 hex digits (lower-cased), or the number of a memory made
+    before ids were opaque. InvalidMemoryError naming `id` for anything else (every caller's validation:
+    the REST routes, the CLI and Python callers reject a malformed id alike, before any lookup)."""
+    text = str(value).strip() if isinstance(value, str | int) and not isinstance(value, bool) else None
+    if text is not None and MEMORY_ID_PATTERN.fullmatch(text):
+        return text.lower()
+    if text is not None and LEGACY_MEMORY_ID_PATTERN.fullmatch(text):
+        number = int(text)
+        if 1 <= number <= MAX_LEGACY_MEMORY_ID:
+            return str(number)
+    shown = repr(value) if len(repr(value)) <= MAX_KIND_CHARS else f"{repr(value)[:MAX_KIND_CHARS]}..."
+    raise InvalidMemoryError(f"id: {shown} is not a memory id ({MEMORY_ID_BYTES * 2} hex digits)")
+
+
 @dataclass(frozen=True)
 class Memory:
-    """A stored memory; `score` is the cosine similarity to the query in search results."""
+    """A stored memory; `id` is its opaque id (see parse_memory_id); `score` is the cosine similarity to the
+    query in search results."""
 
-    id: int
+    id: str
     tenant: str
     conversation_id: str
     kind: str
@@ -61,7 +102,7 @@ class Memory:
 
 def _memory(row: MemoryRow, score: float | None = None) -> Memory:
     return Memory(
-        id=row.id,
+        id=row.public_id,
         tenant=row.tenant,
         conversation_id=row.conversation_id,
         kind=row.kind,
@@ -154,19 +195,26 @@ def add_memory(
     if embeddings is None:
         embeddings, model_key = _embeddings()
     vector = embeddings.embed_documents([text])[0]
-    with database.session() as session:
-        row = MemoryRow(
-            tenant=tenant,
-            conversation_id=conversation_id,
-            kind=kind,
-            content=text,
-            embedding=_vector_bytes(vector),
-            model_key=model_key or "custom",
-            metadata_json=metadata_json,
-        )
-        session.add(row)
-        session.flush()
-        memory = _memory(row)
+    for attempt in range(MEMORY_ID_ATTEMPTS):
+        try:
+            with database.session() as session:
+                row = MemoryRow(
+                    public_id=new_memory_id(),
+                    tenant=tenant,
+                    conversation_id=conversation_id,
+                    kind=kind,
+                    content=text,
+                    embedding=_vector_bytes(vector),
+                    model_key=model_key or "custom",
+                    metadata_json=metadata_json,
+                )
+                session.add(row)
+                session.flush()
+                memory = _memory(row)
+            break
+        except IntegrityError:  # the id is the tenant's already: draw another
+            if attempt == MEMORY_ID_ATTEMPTS - 1:
+                raise
     write_audit(
         "memory_add",
         tenant=tenant,
@@ -310,10 +358,21 @@ def list_memories(
         return [_memory(row) for row in session.scalars(statement)]
 
 
+def get_memory(memory_id: str | int, *, tenant: str, settings: Settings | None = None) -> Memory | None:
+    """The tenant's memory with this id, or None (also for another tenant's id: the same answer as for an
+    id nobody has). InvalidMemoryError for a malformed id."""
+    tenant = _check_tenant(tenant)
+    public_id = parse_memory_id(memory_id)
+    statement = select(MemoryRow).where(MemoryRow.tenant == tenant, MemoryRow.public_id == public_id)
+    with get_database(_settings(settings)).session() as session:
+        row = session.scalars(statement).first()
+        return _memory(row) if row is not None else None
+
+
 def delete_memories(
     *,
     tenant: str,
-    memory_ids: Sequence[int] | None = None,
+    memory_ids: Sequence[str | int] | None = None,
     conversation_id: str | None = None,
     everything: bool = False,
     settings: Settings | None = None,
@@ -322,13 +381,14 @@ def delete_memories(
     (`everything=True`); return how many were deleted. Ids of another tenant's memories match nothing."""
     tenant = _check_tenant(tenant)
     conversation_id = _check_conversation(conversation_id)
-    if not memory_ids and conversation_id is None and not everything:
+    public_ids = [parse_memory_id(memory_id) for memory_id in memory_ids or []]
+    if not public_ids and conversation_id is None and not everything:
         raise InvalidMemoryError(
             "choose what to delete: memory ids, a conversation id, or everything of the tenant"
         )
     statement = delete(MemoryRow).where(MemoryRow.tenant == tenant)
-    if memory_ids:
-        statement = statement.where(MemoryRow.id.in_([int(memory_id) for memory_id in memory_ids]))
+    if public_ids:
+        statement = statement.where(MemoryRow.public_id.in_(public_ids))
     if conversation_id is not None:
         statement = statement.where(MemoryRow.conversation_id == conversation_id)
     database = get_database(_settings(settings))
@@ -340,6 +400,6 @@ def delete_memories(
             tenant=tenant,
             conversation_id=conversation_id or "",
             database=database,
-            detail={"deleted": deleted, "ids": list(memory_ids or [])},
+            detail={"deleted": deleted, "ids": public_ids},
         )
     return deleted

@@ -55,6 +55,15 @@ def chroma_collection_name(tenant: str, collection: str) -> str:
     return f"{CHROMA_COLLECTION_PREFIX}{tenant}{TENANT_SEPARATOR}{validate_collection_name(collection)}"
 
 
+def unreadable_message(action: str, tenant: str, collection: str, error: Exception) -> str:
+    """One line naming the tenant's collection Chroma could not serve and how to rebuild it: the catalog
+    holds every chunk, so a collection whose own files are damaged is rebuilt from it."""
+    return (
+        f"cannot {action} Chroma collection {collection!r} of tenant {tenant!r}: {error}; if it stays "
+        "unreadable, `rag doctor --repair` rebuilds it from the catalog"
+    )
+
+
 @dataclass(frozen=True)
 class DenseHit:
     """A nearest-neighbour match: its id and cosine similarity (text and metadata come from the catalog)."""
@@ -173,7 +182,7 @@ class VectorStore:
                 query_embeddings=[list(vector)], n_results=k, where=where, include=["distances"]
             )
         except Exception as error:  # noqa: BLE001
-            raise StoreUnavailableError(f"cannot query Chroma collection {collection!r}: {error}") from error
+            raise StoreUnavailableError(unreadable_message("query", tenant, collection, error)) from error
         ids, distances = results["ids"][0], results["distances"][0]  # type: ignore[index]
         return [
             DenseHit(str(chunk_id), 1.0 - float(distance))
@@ -186,7 +195,7 @@ class VectorStore:
         try:
             return 0 if store is None else store._collection.count()  # noqa: SLF001
         except Exception as error:  # noqa: BLE001
-            raise StoreUnavailableError(f"cannot count Chroma collection {collection!r}: {error}") from error
+            raise StoreUnavailableError(unreadable_message("count", tenant, collection, error)) from error
 
     def ids(self, tenant: str, collection: str) -> set[str]:
         """Ids of every vector of a tenant in a collection (read in pages; empty when it does not exist)."""
@@ -200,8 +209,22 @@ class VectorStore:
                 if len(page) < ID_PAGE:
                     break
         except Exception as error:  # noqa: BLE001
-            raise StoreUnavailableError(f"cannot read Chroma collection {collection!r}: {error}") from error
+            raise StoreUnavailableError(unreadable_message("read", tenant, collection, error)) from error
         return found
+
+    def drop_collection(self, tenant: str, collection: str) -> None:
+        """Delete a tenant's Chroma collection (its vectors only: the catalog keeps the chunks) and forget its
+        handle, so that the next write creates it afresh; `rag doctor --repair` rebuilds a damaged one so."""
+        from chromadb.errors import NotFoundError
+
+        name = chroma_collection_name(tenant, collection)
+        self._stores.pop(name, None)
+        try:
+            chroma_client(self.settings).delete_collection(name)
+        except NotFoundError:
+            return
+        except Exception as error:  # noqa: BLE001
+            raise StoreUnavailableError(f"cannot delete Chroma collection {name}: {error}") from error
 
     def scopes(self) -> list[tuple[str, str]]:
         """(tenant, collection) of every collection this engine created in Chroma."""

@@ -12,14 +12,8 @@ import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from core.types import (
-    CHUNK_METADATA_DEFAULTS,
-    Chunk,
-    LoadedDocument,
-    MetadataValue,
-    Section,
-    is_custom_metadata_key,
-)
+from core.metadata import bound_record_metadata
+from core.types import CHUNK_METADATA_DEFAULTS, Chunk, LoadedDocument, MetadataValue, Section
 from retrieval.embeddings import content_hash
 from retrieval.knowledge_base import KnowledgeBase
 
@@ -60,19 +54,16 @@ def build_chunks(
             if document.unchunked
             else [s for s in document.sections if s.text.strip()]
         )
+        # Only settable keys and bounded values reach the stores, whoever built the document (a file's
+        # records are bounded by their loader already; an event or a summary is bounded here).
+        given = bound_record_metadata(document.metadata).kept
         index = 0
         for section in sections:
-            texts = [section.text.strip()] if document.unchunked else kb.chunk(section.text)
+            texts = [section.text.strip()] if document.unchunked else kb.chunk(section.text, tenant)
             for text in texts:
                 text_hash = content_hash(text)
                 metadata: dict[str, MetadataValue] = dict(CHUNK_METADATA_DEFAULTS)
-                metadata.update(
-                    {
-                        k: v
-                        for k, v in document.metadata.items()
-                        if k in CHUNK_METADATA_DEFAULTS or is_custom_metadata_key(k)
-                    }
-                )
+                metadata.update(given)
                 metadata.update(
                     collection=collection,
                     source=document.source,

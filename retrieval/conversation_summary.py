@@ -33,6 +33,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
 from config.settings import Settings
+from core.metadata import int_problem
 from core.types import LoadedDocument, MetadataValue, Section
 from models.structured import with_max_tokens
 from persistence.checkpointer import PruningSqliteSaver, checkpoint_location, checkpointer_for
@@ -99,6 +100,8 @@ def conversation_metadata(values: Mapping[str, Any] | None) -> dict[str, Metadat
             raise InvalidConversationMetadataError(
                 f"{key}: at most {MAX_METADATA_VALUE_CHARS} printable characters"
             )
+        if isinstance(value, int) and (problem := int_problem(value)) is not None:
+            raise InvalidConversationMetadataError(f"{key}: {problem}")
         kept[key] = value
     return kept
 

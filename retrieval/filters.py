@@ -6,6 +6,12 @@ once into a tree (`Condition` / `Logical`), then rendered as a Chroma `where` di
 over the keyword index's JSON metadata. Validating first means a bad filter fails with a message naming the
 problem, never a stack trace from Chroma or SQLite, and both search paths see exactly the same conditions.
 
+A filter's size is bounded while it is parsed: its depth (MAX_FILTER_DEPTH), its conditions in all
+(RAG_FILTER_MAX_CONDITIONS: every $and / $or and every field condition) and its $in / $nin values in all
+(MAX_FILTER_VALUES). Why: a filter of a thousand conditions is an expression Chroma and SQLite refuse or
+crash on ("Expression tree is too large"), which a client would read as an outage; counted while parsing,
+a 100,000-member $or is refused after looking at its length, before any of its members is parsed.
+
 `tenant` is not a filter field: every search is scoped to one tenant by our own code (see retrieval.search).
 """
 
@@ -16,6 +22,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from config.settings import get_settings
 from core.types import CHUNK_METADATA_DEFAULTS, MetadataValue, is_custom_metadata_key
 
 COMPARISON_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
@@ -37,6 +44,10 @@ NUMERIC_FIELDS = frozenset(
 INTEGER_FIELDS = frozenset(key for key in NUMERIC_FIELDS if isinstance(CHUNK_METADATA_DEFAULTS[key], int))
 MAX_FILTER_DEPTH = 8
 MAX_LIST_VALUES = 1000
+#: Values of all the $in / $nin lists of one filter together (each is a bound parameter of the SQL).
+MAX_FILTER_VALUES = 1000
+#: The setting that bounds a filter's conditions (config/settings/search.py), named in the refusal.
+MAX_CONDITIONS_SETTING = "RAG_FILTER_MAX_CONDITIONS"
 #: Integers a filter may hold: SQLite and Chroma store 64-bit integers, and a larger one overflows in both.
 MIN_FILTER_INT = -(2**63)
 MAX_FILTER_INT = 2**63 - 1
@@ -70,8 +81,44 @@ FilterNode = Condition | Logical
 SqlDialect = Literal["sqlite", "postgresql"]
 
 
-def parse_filter(raw: str | dict[str, Any] | None) -> FilterNode | None:
-    """Validate a filter given as a dict or JSON text; None or {} means no filter."""
+class _Budget:
+    """What is left of a filter's bounds while it is parsed: conditions and $in / $nin values."""
+
+    def __init__(self, max_conditions: int) -> None:
+        self.max_conditions = max_conditions
+        self.conditions = 0
+        self.values = 0
+
+    def take_conditions(self, count: int, path: str, *, members: int = 0) -> None:
+        """Count `count` more conditions, or FilterError past the bound. `members`: the conditions a logical
+        operator's members add at least (one each), checked now and counted as each member is parsed, so
+        a huge $or is refused before any member is looked at."""
+        self.conditions += count
+        if self.conditions + members > self.max_conditions:
+            raise FilterError(
+                f"{path}: filter holds more than {self.max_conditions} conditions "
+                f"({MAX_CONDITIONS_SETTING}; each $and, $or and field condition counts)"
+            )
+
+    def take_values(self, count: int, path: str) -> None:
+        """Count the values of one $in / $nin list, or FilterError past MAX_FILTER_VALUES in all."""
+        self.values += count
+        if self.values > MAX_FILTER_VALUES:
+            raise FilterError(
+                f"{path}: the filter's $in / $nin lists hold more than {MAX_FILTER_VALUES} values in all "
+                "(MAX_FILTER_VALUES)"
+            )
+
+
+def configured_max_conditions() -> int:
+    """RAG_FILTER_MAX_CONDITIONS of the environment's settings."""
+    return get_settings().filter_max_conditions
+
+
+def parse_filter(raw: str | dict[str, Any] | None, *, max_conditions: int | None = None) -> FilterNode | None:
+    """Validate a filter given as a dict or JSON text; None or {} means no filter. `max_conditions`: the
+    bound of its conditions in all (default: RAG_FILTER_MAX_CONDITIONS of the environment's settings; a
+    searcher passes its own settings' value)."""
     if raw is None:
         return None
     if isinstance(raw, str):
@@ -82,7 +129,8 @@ def parse_filter(raw: str | dict[str, Any] | None) -> FilterNode | None:
         raise FilterError(f"filter must be a JSON object, got {type(raw).__name__}")
     if not raw:
         return None
-    return _parse_object(raw, path="filter", depth=0)
+    budget = _Budget(configured_max_conditions() if max_conditions is None else max_conditions)
+    return _parse_object(raw, path="filter", depth=0, budget=budget)
 
 
 def _load_json(text: str) -> Any:
@@ -114,7 +162,7 @@ def _abbreviate(token: str, limit: int = 24) -> str:
     return token if len(token) <= limit else f"{token[:limit]}... ({len(token)} characters)"
 
 
-def _parse_object(raw: dict[str, Any], path: str, depth: int) -> FilterNode:
+def _parse_object(raw: dict[str, Any], path: str, depth: int, budget: _Budget) -> FilterNode:
     if depth > MAX_FILTER_DEPTH:
         raise FilterError(f"{path}: filter nested deeper than {MAX_FILTER_DEPTH} levels")
     if not raw:
@@ -122,19 +170,22 @@ def _parse_object(raw: dict[str, Any], path: str, depth: int) -> FilterNode:
     for key in raw:
         if not isinstance(key, str):
             raise FilterError(f"{path}: keys must be strings, got {key!r}")
-    nodes = [_parse_entry(key, value, f"{path}.{key}", depth) for key, value in raw.items()]
+    if len(raw) > 1:  # several fields of one object: an implicit $and over them
+        budget.take_conditions(1, path, members=len(raw))
+    nodes = [_parse_entry(key, value, f"{path}.{key}", depth, budget) for key, value in raw.items()]
     return nodes[0] if len(nodes) == 1 else Logical("$and", tuple(nodes))
 
 
-def _parse_entry(key: str, value: Any, path: str, depth: int) -> FilterNode:
+def _parse_entry(key: str, value: Any, path: str, depth: int, budget: _Budget) -> FilterNode:
     if key in LOGICAL_OPERATORS:
         if not isinstance(value, list) or not value:
             raise FilterError(f"{path}: {key} needs a non-empty list of filters")
+        budget.take_conditions(1, path, members=len(value))
         children = []
         for index, item in enumerate(value):
             if not isinstance(item, dict):
                 raise FilterError(f"{path}[{index}]: expected an object, got {type(item).__name__}")
-            children.append(_parse_object(item, f"{path}[{index}]", depth + 1))
+            children.append(_parse_object(item, f"{path}[{index}]", depth + 1, budget))
         return children[0] if len(children) == 1 else Logical(key, tuple(children))
     if key.startswith("$"):
         raise FilterError(f"{path}: unknown operator {key!r} (logical operators: $and, $or)")
@@ -145,12 +196,13 @@ def _parse_entry(key: str, value: Any, path: str, depth: int) -> FilterNode:
             f"{path}: unknown field {key!r}; known fields: {', '.join(sorted(FILTERABLE_FIELDS))}, "
             "or a custom metadata key (letters, digits and _)"
         )
+    budget.take_conditions(1, path)
     if isinstance(value, dict):
         if len(value) != 1:
             raise FilterError(f"{path}: use one operator per field object, or combine with $and")
         ((operator, operand),) = value.items()
-        return _condition(key, operator, operand, f"{path}.{operator}")
-    return _condition(key, "$eq", value, path)
+        return _condition(key, operator, operand, f"{path}.{operator}", budget)
+    return _condition(key, "$eq", value, path, budget)
 
 
 def _check_scalar(value: Any, path: str) -> MetadataValue:
@@ -169,12 +221,13 @@ def _check_scalar(value: Any, path: str) -> MetadataValue:
     raise FilterError(f"{path}: value must be a string, number or boolean, got {type(value).__name__}")
 
 
-def _condition(field: str, operator: str, operand: Any, path: str) -> Condition:
+def _condition(field: str, operator: str, operand: Any, path: str, budget: _Budget) -> Condition:
     if operator in LIST_OPERATORS:
         if not isinstance(operand, list) or not operand:
             raise FilterError(f"{path}: {operator} needs a non-empty list")
         if len(operand) > MAX_LIST_VALUES:
             raise FilterError(f"{path}: {operator} accepts at most {MAX_LIST_VALUES} values")
+        budget.take_values(len(operand), path)
         values = tuple(_coerce(field, _check_scalar(item, path), path) for item in operand)
         return Condition(field, operator, _uniform(values, operator, path))
     if operator not in COMPARISON_OPERATORS:

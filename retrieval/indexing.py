@@ -58,7 +58,7 @@ def index_documents(
                 raise StopRequested("ingestion stopped by the caller")
             batch = chunks[start : start + chunk_records.EMBED_BATCH_CHUNKS]
             inputs = [embedding_input(str(chunk.metadata["title"]), chunk.text) for chunk in batch]
-            vectors = kb.embeddings.embed_documents(inputs)
+            vectors = kb.embeddings.for_tenant(tenant).embed_documents(inputs)
             pending.append(writer.submit(kb.vectors.upsert, tenant, collection, batch, vectors))
             progress("chunks", len(batch))
         for write in pending:

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from core.metadata import MAX_METADATA_KEY_CHARS, MAX_METADATA_KEYS, MAX_METADATA_STRING_CHARS
+from core.types import LoadedDocument
 from persistence.vector_store import validate_collection_name
 from retrieval.chunk_records import source_hash
 from retrieval.indexing import ProgressCallback, StopCallback, index_documents, noop_progress
@@ -57,6 +59,8 @@ class FileResult:
     status: FileStatus
     chunks: int = 0
     reason: str | None = None
+    #: Something indexed with a loss the user should know of (record metadata fields over the bounds).
+    warning: str | None = None
 
 
 @dataclass
@@ -100,6 +104,7 @@ class IngestSummary:
             "failures": [
                 {"source": r.source, "reason": r.reason} for r in self.results if r.status == "failed"
             ],
+            "warnings": [{"source": r.source, "warning": r.warning} for r in self.results if r.warning],
         }
 
 
@@ -121,7 +126,7 @@ def ingest_paths(
     should_stop: StopCallback | None = None,
 ) -> IngestSummary:
     """Ingest files and folders into one collection of one tenant (see the module docstring for the order);
-    vectors the vector store lost are restored first (`restore_lost_vectors`).
+    vectors the vector store lost of this tenant are restored first (`restore_lost_vectors`).
 
     Each file is parsed under `LoadGuard.from_settings(kb.settings)`: one nested too deeply or slower than
     RAG_LOADER_FILE_TIMEOUT_S fails alone with a one-line reason, and the others still index.
@@ -141,7 +146,7 @@ def ingest_paths(
         on_files(files)
     signature = kb.index_signature()
     summary = IngestSummary()
-    summary.vectors_restored = restore_lost_vectors(kb)
+    summary.vectors_restored = restore_lost_vectors(kb, tenant)
     for path in files:
         if should_stop is not None and should_stop():
             summary.stopped = True
@@ -174,12 +179,15 @@ def ingest_paths(
     return summary
 
 
-def restore_lost_vectors(kb: KnowledgeBase) -> int:
-    """Rebuild the vectors the vector store lost (a deleted Chroma folder) from the catalog; return how many.
+def restore_lost_vectors(kb: KnowledgeBase, tenant: str) -> int:
+    """Rebuild the vectors of `tenant` the vector store lost (a deleted Chroma folder) from the catalog;
+    return how many.
 
     Ingestion is where a user expects the index to be made whole again, and the catalog has every chunk's
-    text, so this needs neither the original files nor, thanks to the embedding cache, the model."""
-    lost = [scope for scope in vector_drift(kb) if scope.missing]
+    text, so this needs neither the original files nor, thanks to the embedding cache, the model. Only the
+    ingesting tenant's collections are counted: another tenant's, even one Chroma cannot read, is never
+    touched, so its damage cannot stop this ingest (`rag doctor --repair` rebuilds it)."""
+    lost = [scope for scope in vector_drift(kb, tenant) if scope.missing]
     return repair_vectors(kb, lost).restored if lost else 0
 
 
@@ -219,9 +227,26 @@ def _ingest_file(
             progress=progress,
             should_stop=should_stop,
         )
-        return FileResult(source, "indexed", count)
+        return FileResult(source, "indexed", count, warning=_metadata_warning(source, documents))
     except LoaderError as error:
         logger.info("skipping %s: %s", source, error)
         return FileResult(source, "failed", reason=str(error))
     except OSError as error:
         return FileResult(source, "failed", reason=f"cannot read file: {error.strerror or error}")
+
+
+def _metadata_warning(source: str, documents: Sequence[LoadedDocument]) -> str | None:
+    """One line for a file whose records had metadata fields over core.metadata's bounds (left out, so
+    the vector store never receives them), or None; logged once per file as well."""
+    left_out = sum(document.metadata_left_out for document in documents)
+    if not left_out:
+        return None
+    records = sum(1 for document in documents if document.metadata_left_out)
+    warning = (
+        f"{left_out} metadata field{'s' if left_out != 1 else ''} of {records} "
+        f"record{'s' if records != 1 else ''} left out (at most {MAX_METADATA_KEYS} keys of a record's own, "
+        f"keys up to {MAX_METADATA_KEY_CHARS} characters, strings up to {MAX_METADATA_STRING_CHARS} "
+        "characters, integers in signed 64 bits, finite numbers)"
+    )
+    logger.warning("%s: %s", source, warning)
+    return warning

@@ -62,11 +62,15 @@ class KnowledgeBase:
             self.settings.separators,
         )
 
-    def chunk(self, text: str) -> list[str]:
-        """`text` cut by the configured chunker (RAG_CHUNKER; the semantic one embeds through the cache)."""
-        return chunks_of(
-            text, self.settings, self.chunking, lambda texts: self.embeddings.embed_documents(texts)
-        )
+    def chunk(self, text: str, tenant: str | None = None) -> list[str]:
+        """`text` cut by the configured chunker (RAG_CHUNKER; the semantic one embeds through `tenant`'s
+        cache, or through none without a tenant)."""
+
+        def embed(texts: list[str]) -> list[list[float]]:  # the model opens only if the chunker embeds
+            embeddings = self.embeddings if tenant is None else self.embeddings.for_tenant(tenant)
+            return embeddings.embed_documents(texts)
+
+        return chunks_of(text, self.settings, self.chunking, embed)
 
     def index_signature(self) -> str:
         """What, besides a file's bytes, determines its chunks and vectors (a change forces re-indexing).

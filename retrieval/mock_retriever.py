@@ -187,7 +187,11 @@ class MockSearcher:
             raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
         if (mode or settings.search_mode) not in SEARCH_MODES:
             raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
-        node = filters if isinstance(filters, Condition | Logical) else parse_filter(filters)
+        node = (
+            filters
+            if isinstance(filters, Condition | Logical)
+            else parse_filter(filters, max_conditions=settings.filter_max_conditions)
+        )
         tenant = tenant or settings.default_tenant
         directory = normalize_directory(directory or "")
         wanted = set(collections or ())

@@ -15,9 +15,12 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sqlalchemy.exc import DBAPIError
+
 from config.settings import SearchMode, Settings
 from core.text import contains_cjk, invalid_utf8
 from core.types import SearchHit
+from persistence.errors import StoreUnavailableError
 from persistence.vector_store import validate_collection_name
 from retrieval.chunk_records import embedding_input
 from retrieval.directory_scope import directory_prefix, is_under, normalize_directory
@@ -137,7 +140,11 @@ class Searcher:
         mode = mode or settings.search_mode
         if mode not in SEARCH_MODES:
             raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
-        node = filters if isinstance(filters, FilterNode.__args__) else parse_filter(filters)  # type: ignore[attr-defined]
+        node = (
+            filters
+            if isinstance(filters, Condition | Logical)
+            else parse_filter(filters, max_conditions=settings.filter_max_conditions)
+        )
         tenant = tenant or settings.default_tenant
         directory = normalize_directory(directory or "")
         scope = self._collections(tenant, collections)
@@ -159,7 +166,7 @@ class Searcher:
         dense: list[SearchHit] = []
         try:
             if mode in ("dense", "hybrid"):
-                warn_once(self.kb, self.kb.warn)  # a lost vector store is reported once, not silently ignored
+                warn_once(self.kb, self.kb.warn, tenant)  # a lost store: said once, never ignored
                 if query_vector is None:
                     started = time.perf_counter()
                     query_vector = self.embed_query(query)
@@ -195,7 +202,7 @@ class Searcher:
             and is_under(str(hit.metadata.get("source", "")), directory)
         ]
         if use_mmr and query_vector is not None and len(ranked) > 1:
-            ranked = self._mmr(query_vector, ranked, k)
+            ranked = self._mmr(query_vector, ranked, k, tenant)
         timings["fuse_ms"] = (time.perf_counter() - started) * 1000
         return SearchResult(ranked[:k], timings)
 
@@ -266,23 +273,30 @@ class Searcher:
     ) -> list[SearchHit]:
         catalog = self.kb.catalog
         filter_sql, params = to_sql(node, column="c.metadata", dialect=catalog.dialect)
-        found = catalog.keyword_search(
-            query,
-            tenant=tenant,
-            collections=scope,
-            filter_sql=filter_sql,
-            filter_params=params,
-            limit=limit,
-            title_weight=self.settings.bm25_title_weight,
-        )
+        try:
+            found = catalog.keyword_search(
+                query,
+                tenant=tenant,
+                collections=scope,
+                filter_sql=filter_sql,
+                filter_params=params,
+                limit=limit,
+                title_weight=self.settings.bm25_title_weight,
+            )
+        except DBAPIError as error:
+            # The input was validated (the filter bounded, the terms quoted), so a database error here is the
+            # store failing (locked, I/O, a server gone): an outage (503), not a 500 with a stack trace.
+            raise StoreUnavailableError(f"keyword search failed: {error.orig or error}") from error
         return [
             SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.score, bm25_score=hit.score) for hit in found
         ]
 
-    def _mmr(self, query_vector: Sequence[float], ranked: list[SearchHit], k: int) -> list[SearchHit]:
+    def _mmr(
+        self, query_vector: Sequence[float], ranked: list[SearchHit], k: int, tenant: str
+    ) -> list[SearchHit]:
         pool = ranked[: max(k * 4, k)]
         inputs = [embedding_input(str(hit.metadata.get("title", "")), hit.text) for hit in pool]
-        vectors = self.kb.embeddings.embed_documents(inputs)
+        vectors = self.kb.embeddings.for_tenant(tenant).embed_documents(inputs)
         top = pool[0].score or 1.0
         relevance = [hit.score / top for hit in pool]
         order = maximal_marginal_relevance(query_vector, vectors, k, self.settings.mmr_lambda, relevance)

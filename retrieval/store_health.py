@@ -6,6 +6,12 @@ Chroma server reset). Such a loss was silent: dense search just found nothing, h
 BM25. So the counts are compared per (tenant, collection) the first time a process searches or ingests, a
 gap is reported once, and the missing vectors are rebuilt from the catalog's stored text through the
 embedding cache (keyed by content hash, so no file is re-read and, for the same model, nothing re-embedded).
+
+Every check a search or an ingest makes looks at its own tenant's collections only (`tenant=`): a collection
+of another tenant that Chroma cannot read (its files damaged, e.g. by a record Chroma accepted but cannot
+compact) is never touched, so one tenant's damage stays its own. A collection is damaged when Chroma cannot
+count, read or query it (`probe_collection`); `rebuild_collection` replaces it with one rebuilt from the
+catalog (`rag doctor --repair`), and the API's health report names it to that tenant.
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ from dataclasses import dataclass
 
 from core.types import Chunk
 from persistence.errors import StoreUnavailableError
+from persistence.vector_store import chroma_client, chroma_collection_name
 from retrieval.chunk_records import EMBED_BATCH_CHUNKS, embedding_input
 from retrieval.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
-#: Data folders (or Chroma servers) already checked by this process: the warning is given once.
-_checked: set[str] = set()
+#: (data folder or Chroma server, tenant) pairs already checked by this process: the warning is given once.
+_checked: set[tuple[str, str | None]] = set()
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,32 @@ class ScopeGap:
 
 
 @dataclass(frozen=True)
+class CollectionState:
+    """One tenant's Chroma collection as a probe found it: its vector count, or why it cannot be read."""
+
+    tenant: str
+    collection: str
+    vectors: int | None
+    error: str | None = None
+
+    @property
+    def damaged(self) -> bool:
+        """Chroma could not count, read or query it."""
+        return self.error is not None
+
+
+@dataclass(frozen=True)
+class CollectionRebuild:
+    """A damaged collection replaced by one rebuilt from the catalog: chunks written, and how many of their
+    vectors came from the embedding cache (the rest were embedded again)."""
+
+    tenant: str
+    collection: str
+    chunks: int
+    cached: int
+
+
+@dataclass(frozen=True)
 class VectorRepair:
     """What a repair did: vectors restored from the catalog and stray vectors removed."""
 
@@ -59,24 +92,33 @@ class VectorRepair:
     removed: int = 0
 
 
-def vector_drift(kb: KnowledgeBase) -> list[ScopeDrift]:
-    """Scopes whose vector count differs from the catalog (both directions), cheapest check: counts only."""
+def known_scopes(kb: KnowledgeBase, tenant: str | None = None) -> list[tuple[str, str]]:
+    """(tenant, collection) pairs the catalog or Chroma knows, of `tenant` only when given. Chroma is asked
+    for names only, which reads no collection's data, so a damaged one of another tenant is not touched."""
+    chroma = {scope for scope in kb.vectors.scopes() if tenant is None or scope[0] == tenant}
+    if tenant is None:
+        return sorted(set(kb.catalog.chunk_counts()) | chroma)
+    return sorted({(tenant, collection) for collection in kb.catalog.collections(tenant)} | chroma)
+
+
+def vector_drift(kb: KnowledgeBase, tenant: str | None = None) -> list[ScopeDrift]:
+    """Scopes whose vector count differs from the catalog (both directions), cheapest check: counts only.
+    With `tenant`, only that tenant's collections are counted (what a search or an ingest of it checks)."""
     counts = kb.catalog.chunk_counts()
-    scopes = set(counts) | set(kb.vectors.scopes())
+    scopes = known_scopes(kb, tenant)
     drift = [
         ScopeDrift(
             tenant, collection, counts.get((tenant, collection), 0), kb.vectors.count(tenant, collection)
         )
-        for tenant, collection in sorted(scopes)
+        for tenant, collection in scopes
     ]
     return [scope for scope in drift if scope.catalog_chunks != scope.vectors]
 
 
-def vector_gaps(kb: KnowledgeBase) -> list[ScopeGap]:
-    """Every scope of either store compared id by id (thorough; `rag doctor` uses it)."""
-    counts = kb.catalog.chunk_counts()
+def vector_gaps(kb: KnowledgeBase, scopes: Sequence[tuple[str, str]] | None = None) -> list[ScopeGap]:
+    """Scopes (default: every scope of either store) compared id by id (thorough; `rag doctor` uses it)."""
     gaps = []
-    for tenant, collection in sorted(set(counts) | set(kb.vectors.scopes())):
+    for tenant, collection in known_scopes(kb) if scopes is None else scopes:
         catalog_ids = kb.catalog.chunk_ids(tenant, collection)
         vector_ids = kb.vectors.ids(tenant, collection)
         gaps.append(
@@ -103,21 +145,24 @@ def drift_message(drift: list[ScopeDrift], kb: KnowledgeBase) -> str | None:
     store = kb.settings.chroma_host or str(kb.settings.chroma_dir)
     return (
         f"the vector store {store} lacks {total} of {chunks} chunks the catalog holds ({where}{more}); dense "
-        "search misses them until `rag ingest` (any path) or `rag doctor --repair` rebuilds them"
+        "search misses them until `rag ingest` (into that tenant) or `rag doctor --repair` rebuilds them"
     )
 
 
-def warn_once(kb: KnowledgeBase, warn: Callable[[str], None] | None = None) -> str | None:
-    """Compare the stores the first time this process uses a data folder; report missing vectors once.
+def warn_once(
+    kb: KnowledgeBase, warn: Callable[[str], None] | None = None, tenant: str | None = None
+) -> str | None:
+    """Compare the stores the first time this process uses a data folder for `tenant` (a search passes its
+    own; None compares every tenant's); report missing vectors once.
 
     `warn` receives the line (default: a logging warning). A store that cannot be read is not reported
     here: the search or ingest that follows raises its own clear error."""
-    key = kb.settings.chroma_host or str(kb.settings.data_dir.resolve())
+    key = (kb.settings.chroma_host or str(kb.settings.data_dir.resolve()), tenant)
     if key in _checked:
         return None
     _checked.add(key)
     try:
-        message = drift_message(vector_drift(kb), kb)
+        message = drift_message(vector_drift(kb, tenant), kb)
     except StoreUnavailableError as error:
         logger.debug("store check skipped: %s", error)
         return None
@@ -142,13 +187,7 @@ def repair_vectors(
     for scope in drift:
         catalog_ids = kb.catalog.chunk_ids(scope.tenant, scope.collection)
         vector_ids = kb.vectors.ids(scope.tenant, scope.collection)
-        missing = sorted(catalog_ids - vector_ids)
-        for start in range(0, len(missing), EMBED_BATCH_CHUNKS):
-            stored = kb.catalog.chunks_by_id(missing[start : start + EMBED_BATCH_CHUNKS], scope.tenant)
-            chunks = [Chunk(item.chunk_id, item.text, item.metadata) for item in stored.values()]
-            inputs = [embedding_input(str(chunk.metadata.get("title", "")), chunk.text) for chunk in chunks]
-            kb.vectors.upsert(scope.tenant, scope.collection, chunks, kb.embeddings.embed_documents(inputs))
-            restored += len(chunks)
+        restored += _upsert_from_catalog(kb, scope.tenant, scope.collection, sorted(catalog_ids - vector_ids))
         strays = sorted(vector_ids - catalog_ids)
         if remove_strays and strays:
             kb.vectors.delete(scope.tenant, scope.collection, strays)
@@ -156,6 +195,81 @@ def repair_vectors(
     if restored or removed:
         logger.info("vector store repaired: %d restored, %d stray removed", restored, removed)
     return VectorRepair(restored, removed)
+
+
+def _upsert_from_catalog(kb: KnowledgeBase, tenant: str, collection: str, chunk_ids: Sequence[str]) -> int:
+    """Write these catalog chunks to the tenant's collection, embedded through the tenant's cache (a chunk
+    whose vector is cached costs no model call); how many were written."""
+    embeddings = kb.embeddings.for_tenant(tenant)
+    written = 0
+    for start in range(0, len(chunk_ids), EMBED_BATCH_CHUNKS):
+        stored = kb.catalog.chunks_by_id(chunk_ids[start : start + EMBED_BATCH_CHUNKS], tenant)
+        chunks = [Chunk(item.chunk_id, item.text, item.metadata) for item in stored.values()]
+        inputs = [embedding_input(str(chunk.metadata.get("title", "")), chunk.text) for chunk in chunks]
+        kb.vectors.upsert(tenant, collection, chunks, embeddings.embed_documents(inputs))
+        written += len(chunks)
+    return written
+
+
+def probe_collection(kb: KnowledgeBase, tenant: str, collection: str) -> CollectionState:
+    """Count, read one record of and query one tenant's collection, straight through Chroma (no model call:
+    the query reuses a stored vector). Any of them failing makes it damaged, with Chroma's reason; a
+    collection Chroma does not have is not damaged (it holds 0 vectors: `vector_drift` reports the gap).
+    StoreUnavailableError when the vector store itself cannot be opened (no tenant's fault)."""
+    from chromadb.errors import NotFoundError
+
+    client = chroma_client(kb.settings)
+    name = chroma_collection_name(tenant, collection)
+    try:
+        handle = client.get_collection(name)
+    except NotFoundError:
+        return CollectionState(tenant, collection, 0)
+    except Exception as error:  # noqa: BLE001 - whatever Chroma raises, the collection cannot be used
+        return CollectionState(tenant, collection, None, f"{type(error).__name__}: {error}")
+    try:
+        vectors = int(handle.count())
+        sample = handle.get(limit=1, include=["embeddings"])["embeddings"]
+        if sample is not None and len(sample):
+            handle.query(query_embeddings=[list(sample[0])], n_results=1, include=["distances"])
+    except Exception as error:  # noqa: BLE001
+        return CollectionState(tenant, collection, None, f"{type(error).__name__}: {error}")
+    return CollectionState(tenant, collection, vectors)
+
+
+def collection_states(kb: KnowledgeBase, tenant: str | None = None) -> list[CollectionState]:
+    """Every collection of `tenant` (default: of every tenant) probed (`probe_collection`)."""
+    return [probe_collection(kb, owner, collection) for owner, collection in known_scopes(kb, tenant)]
+
+
+def damaged_collection_message(state: CollectionState) -> str:
+    """One line naming a damaged collection, its tenant, why, and its repair."""
+    chroma = chroma_collection_name(state.tenant, state.collection)
+    return (
+        f"collection {state.collection!r} of tenant {state.tenant!r} (Chroma {chroma}) cannot be read "
+        f"({state.error}); `rag doctor --repair` rebuilds it from the catalog"
+    )
+
+
+def rebuild_collection(kb: KnowledgeBase, tenant: str, collection: str) -> CollectionRebuild:
+    """Replace a tenant's Chroma collection by one rebuilt from the catalog's chunks: the old one is deleted
+    (a damaged collection cannot be repaired in place: Chroma fails on the records it already holds), then
+    every chunk is written again, its vector from the embedding cache or, for chunks without one, embedded
+    again. Held under the collection's ingest lock, so no ingest writes to it meanwhile. If the rebuild
+    stops half way, the chunks not yet written show as missing vectors, which the next ingest or doctor
+    run restores."""
+    from retrieval.ingest_lock import ingest_lock
+
+    with ingest_lock(kb.settings, tenant, collection):
+        chunk_ids = sorted(kb.catalog.chunk_ids(tenant, collection))
+        kb.vectors.drop_collection(tenant, collection)
+        hits = kb.embeddings.hits
+        written = _upsert_from_catalog(kb, tenant, collection, chunk_ids)
+        cached = kb.embeddings.hits - hits
+    _checked.clear()  # the next search or ingest compares again
+    logger.info(
+        "rebuilt collection %s of tenant %s: %d chunks (%d cached)", collection, tenant, written, cached
+    )
+    return CollectionRebuild(tenant, collection, written, cached)
 
 
 def reset_checks() -> None:

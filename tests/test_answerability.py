@@ -159,7 +159,8 @@ def test_the_answer_says_why_it_is_not_found_and_keeps_what_the_check_declined()
         == REASON_NOTHING_RELEVANT
     )
     down = not_found({**question, "error": "connection refused"}, runtime())
-    assert down["not_found_reason"] == REASON_STORE_DOWN and "connection refused" in down["answer"]
+    assert down["not_found_reason"] == REASON_STORE_DOWN and "connection refused" not in down["answer"]
+    assert "could not be searched" in down["answer"]
 
 
 # --- the decision ------------------------------------------------------------------------------------------

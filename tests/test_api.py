@@ -532,7 +532,7 @@ def test_a_waiter_that_gave_up_does_not_take_the_model_when_it_comes_free() -> N
 
 def test_the_embedded_model_is_gated_and_endpoints_are_not() -> None:
     automatic = ModelGates(0)
-    assert automatic.size_for(LOCAL_MODEL_ALIAS) == 1 and automatic.gate("gpt-4o-mini") is None
+    assert automatic.size_for(LOCAL_MODEL_ALIAS) == 2 and automatic.gate("gpt-4o-mini") is None
     assert ModelGates(3).size_for("gpt-4o-mini") == 3
 
 
@@ -596,7 +596,7 @@ def test_errors_and_disconnects_leave_the_gate_at_full_capacity(
     # A stream closed by its client mid-run.
     with api.client.stream(
         "POST",
-        "/api/v1/rag/generate/stream",
+        "/api/v1/rag/generate/events",
         json={"query": "Is Jupiter the largest planet in the Solar System?"},
     ) as r:
         assert r.status_code == 200
@@ -800,26 +800,43 @@ def test_text_document_is_chunked_and_answerable(start_api: Callable[..., Api]) 
 # --- health and metrics -----------------------------------------------------------------------------------
 
 
+#: A key for the detailed health view (the tenant's own figures): without one the route says only up / down.
+HEALTH_KEY = "health-key-5e1"
+
+
 def test_health_checks_each_dependency(start_api: Callable[..., Api]) -> None:
-    api = start_api()
-    assert api.client.get("/health").json() == {"status": "ok"}
-    reply = api.client.get("/api/v1/rag/health")
+    api = start_api(api_keys=f"{HEALTH_KEY}:default")
+    assert api.client.get("/health").json()["status"] == "ok"
+    public = api.client.get("/api/v1/rag/health")
+    assert (public.status_code, public.json()) == (200, {"status": "up"})
+    assert api.model.calls == []  # the anonymous view never calls the model
+    reply = api.client.get("/api/v1/rag/health", headers={"X-API-Key": HEALTH_KEY})
     assert reply.status_code == 200, reply.text
+    assert (reply.json()["status"], reply.json()["tenant"]) == ("ok", "default")
     checks = reply.json()["checks"]
     assert set(checks) == {"vector_store", "catalog", "keyword_index", "embeddings", "model"}
     assert all(check["status"] == "ok" and check["latency_ms"] >= 0 for check in checks.values())
-    assert checks["catalog"]["detail"]["chunks"] == 2
+    assert checks["catalog"]["detail"] == {"chunks": 2, "collections": ["default"]}
+    assert checks["vector_store"]["detail"] == {"collections": {"default": 2}}
+    assert len(api.model.calls) == 1  # the model probe, for the key's caller only
 
 
 def test_health_reports_a_down_model(start_api: Callable[..., Api]) -> None:
     def broken(_messages: list[BaseMessage]) -> str:
         raise ConnectionError("endpoint unreachable")
 
-    api = start_api(StreamingTaskModel(fallback="", replies={"unknown": broken}))
-    reply = api.client.get("/api/v1/rag/health")
+    api = start_api(
+        StreamingTaskModel(fallback="", replies={"unknown": broken}), api_keys=f"{HEALTH_KEY}:default"
+    )
+    assert api.client.get("/api/v1/rag/health").json() == {"status": "up"}  # the stores answer; no model call
+    reply = api.client.get("/api/v1/rag/health", headers={"Authorization": f"Bearer {HEALTH_KEY}"})
     assert reply.status_code == 503
+    assert reply.json()["status"] == "down"
     checks = reply.json()["checks"]
-    assert checks["model"]["status"] == "down" and "endpoint unreachable" in checks["model"]["detail"]
+    assert checks["model"]["status"] == "down"
+    # The kind of failure, never the dependency's own text: that is in the server's log only.
+    assert checks["model"]["detail"].startswith("ConnectionError")
+    assert "endpoint unreachable" not in reply.text
     assert checks["catalog"]["status"] == "ok"
 
 

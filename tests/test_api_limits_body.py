@@ -279,7 +279,8 @@ def test_a_key_with_a_body_is_checked_then_the_route_decides(start_api: Callable
     assert api.client.post("/api/v1/documents/text", json=text, headers=HEADERS).status_code == 200
     other = api.client.post("/api/v1/documents/text", json={**text, "tenant_id": "globex"}, headers=HEADERS)
     assert other.status_code == 403  # the tenant named in the body: still the route's check
-    assert api.client.get("/api/v1/rag/health").status_code == 200  # needs no key
+    public = api.client.get("/api/v1/rag/health")  # needs no key, and then says only up or down
+    assert (public.status_code, public.json()) == (200, {"status": "up"})
     assert api.client.get("/health").status_code == 200
 
 
@@ -320,14 +321,14 @@ def test_a_stream_left_mid_answer_is_rolled_back_logged_and_counted(
 
     caplog.set_level(logging.WARNING, logger="service.api.runtime")
     with api.client.stream(
-        "POST", "/api/v1/rag/generate/stream", json={"query": FOLLOW_UP, "thread_id": "t-left"}
+        "POST", "/api/v1/rag/generate/events", json={"query": FOLLOW_UP, "thread_id": "t-left"}
     ) as stream:
         assert stream.status_code == 200
         lines = stream.iter_lines()  # kept: a dropped line iterator would close the connection now
         next(line for line in lines if line.startswith("event:"))
         assert held.inside.wait(PATIENCE_S)  # the run is inside the model: its question saved when it stops
-    wait_for(lambda: api.metric("rag_client_disconnects_total", route="generate_stream") == 1, "the 499")
-    assert any("499 POST /api/v1/rag/generate/stream" in record.message for record in caplog.records)
+    wait_for(lambda: api.metric("rag_client_disconnects_total", route="generate_events") == 1, "the 499")
+    assert any("499 POST /api/v1/rag/generate/events" in record.message for record in caplog.records)
     held.release.set()  # the model call ends; the run stops at its next step
 
     # The next turn waits for the thread until the stopped run has let it go (after its rollback), then goes

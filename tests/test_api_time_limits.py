@@ -146,6 +146,11 @@ class EmbeddedStandIn(TaskChatModel):
     openai_api_base: str = STUB_URL
 
 
+#: The limits are in the health route's detailed view, which a key's caller gets (see service.api.routes_ops).
+HEALTH_KEYS = "limits-key-9d4:default"
+HEALTH_HEADERS = {"X-API-Key": "limits-key-9d4"}
+
+
 @dataclass
 class StubServer:
     """Stands in for the running embedded server: its endpoint, window and a given speed (no timing)."""
@@ -185,9 +190,9 @@ def api_with(
 def test_the_api_measures_the_embedded_model_once_and_shows_its_limits(
     api_with: Callable[..., tuple[httpx.Client, FastAPI, StubServer]],
 ) -> None:
-    client, app, server = api_with()
+    client, app, server = api_with(api_keys=HEALTH_KEYS)
     assert server.probes == 1  # at warm-up, before the first request
-    health = client.get("/api/v1/rag/health").json()["limits"]
+    health = client.get("/api/v1/rag/health", headers=HEALTH_HEADERS).json()["limits"]
     assert (health["model_s"], health["run_s"], health["model_source"]) == (307.2, 5559.6, "measured")
     assert health["measured_speed"]["prompt_tokens_per_s"] == 100.0
     derivation = health["derivation"]
@@ -199,7 +204,7 @@ def test_the_api_measures_the_embedded_model_once_and_shows_its_limits(
     assert 'rag_api_time_limit_seconds{limit="run",source="measured"} 5559.6' in metrics
     # a request's max_tokens sizes its own run: 3 x ((8192 - 1024) / 100 + 1024 / 20) = 3 x 122.88
     assert app.state.api.engine.limits_for(Context(generation_reserve=1024)).model_s == pytest.approx(368.64)
-    reply = client.post("/api/v1/rag/generate", json={"query": QUESTION})
+    reply = client.post("/api/v1/rag/generate", json={"query": QUESTION}, headers=HEALTH_HEADERS)
     assert reply.status_code == 200, reply.text
     assert server.probes == 1
 
@@ -207,7 +212,7 @@ def test_the_api_measures_the_embedded_model_once_and_shows_its_limits(
 def test_the_api_keeps_an_endpoints_fixed_limits(
     api_with: Callable[..., tuple[httpx.Client, FastAPI, StubServer]],
 ) -> None:
-    client, _app, server = api_with(**ENDPOINT)
-    health = client.get("/api/v1/rag/health").json()["limits"]
+    client, _app, server = api_with(**ENDPOINT, api_keys=HEALTH_KEYS)
+    health = client.get("/api/v1/rag/health", headers=HEALTH_HEADERS).json()["limits"]
     assert (health["model_s"], health["run_s"], health["model_source"]) == (30.0, 60.0, "endpoint_default")
     assert health["model"] == "endpoint" and server.probes == 0

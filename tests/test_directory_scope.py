@@ -46,7 +46,13 @@ QUESTION = "How long does the warranty last?"
 
 
 def names(sources: list[str], root: Path) -> list[str]:
-    return sorted(str(Path(source).relative_to(root)) for source in sources)
+    """The corpus files `sources` name: a search hit's absolute path, or the public form an answer or a
+    response shows (the file name, never a server path; the corpus's file names are distinct)."""
+    by_name = {Path(name).name: name for name in CORPUS}
+    return sorted(
+        str(Path(source).relative_to(root)) if Path(source).is_absolute() else by_name[source]
+        for source in sources
+    )
 
 
 @pytest.fixture

@@ -703,7 +703,7 @@ def test_tenant_b_never_gets_tenant_a_passages(
 
     control = run_graph(graph, {"question": question, "tenant": "A"}, Context(top_k=3, tenant="A"))
     a_ids = control.retrieved_ids()
-    assert a_ids and all(Path(doc["source"]).parent == corpus_a.resolve() for doc in control.retrieved())
+    assert a_ids and {doc["source"] for doc in control.retrieved()} == {"plans.md"}
 
     # The context is the one source of the tenant: an input naming another tenant is refused (no retrieval).
     with pytest.raises(InvalidQuestionError, match="context"):
@@ -715,6 +715,6 @@ def test_tenant_b_never_gets_tenant_a_passages(
         run = run_graph(graph, inputs, context)
         assert run.retrieved(), "tenant B has documents about the harbour"
         assert not run.retrieved_ids() & a_ids
-        assert all(Path(doc["source"]).parent == corpus_b.resolve() for doc in run.retrieved())
+        assert {doc["source"] for doc in run.retrieved()} <= {"diary.md", "notes.md"}
         assert not {source["chunk_id"] for source in run.output["sources"]} & a_ids
         assert SECRET not in json.dumps([doc["text"] for doc in run.retrieved()])

@@ -41,7 +41,7 @@ from tests.helpers.rag_world import QUESTION, World, world
 MEMORY = "The customer asks about the largest planet in the Solar System for a school report."
 #: A sentence the model can only have taken from the memory.
 MEMORY_CLAIM = "The customer needs the largest planet for a school report"
-LABEL = re.compile(r"\[(\d+)\] \(memory (\d+), ")
+LABEL = re.compile(r"\[(\d+)\] \(memory ([0-9a-f]+), ")
 
 
 def reply_citing_the_memory(messages: list[BaseMessage]) -> str:

@@ -153,7 +153,7 @@ def ask(question: str, **inputs: Any) -> dict[str, Any]:
 def test_the_graph_answers_from_the_mock_without_opening_a_store(mock_graph: WatchedResources) -> None:
     out = ask(QUESTION, conversation_id="conv-b")
     assert "broccoli" in out["answer"] and out["not_found"] is False
-    assert [citation["source"] for citation in out["citations"]] == ["/notes/b.md"]
+    assert [citation["source"] for citation in out["citations"]] == ["b.md"]  # public form: no path
     assert mock_graph.openings == 0
 
 
@@ -174,7 +174,7 @@ def test_a_passage_of_one_conversation_never_reaches_a_question_of_another(
 
 def test_a_session_filter_scopes_the_graph_on_the_mock(mock_graph: WatchedResources) -> None:
     out = ask(QUESTION, filters={"session_id": "A"})
-    assert [doc["source"] for doc in out["retrieved"]] == ["/notes/a.md"] and "aubergine" in out["answer"]
+    assert [doc["source"] for doc in out["retrieved"]] == ["a.md"] and "aubergine" in out["answer"]
 
 
 def test_rag_search_searches_the_mock(
@@ -185,7 +185,7 @@ def test_rag_search_searches_the_mock(
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "rag"))
     result = CliRunner().invoke(cli_app, ["search", QUESTION, "--filter", '{"session_id": "A"}', "--json"])
     assert result.exit_code == 0, result.output
-    assert [hit["metadata"]["source"] for hit in json.loads(result.stdout)["hits"]] == ["/notes/a.md"]
+    assert [hit["metadata"]["source"] for hit in json.loads(result.stdout)["hits"]] == ["a.md"]
     assert not (tmp_path / "rag").exists()  # no store was created
     monkeypatch.setenv("RAG_MOCK_PASSAGES", str(tmp_path / "missing.json"))
     failed = CliRunner().invoke(cli_app, ["search", QUESTION])
@@ -198,7 +198,7 @@ def test_the_api_search_and_answer_run_on_the_mock(mock_graph: WatchedResources)
         # The engine's generate scopes retrieval to its conversation_id (seed 001's is the thread).
         answer = client.post("/api/v1/rag/generate", json={"query": QUESTION, "conversation_id": "conv-b"})
     assert found.status_code == 200, found.text
-    assert [result["source"] for result in found.json()["results"]] == ["/notes/b.md"]
+    assert [result["source"] for result in found.json()["results"]] == ["b.md"]
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert "broccoli" in body["answer"] and "aubergine" not in json.dumps(body)

@@ -10,7 +10,17 @@ from typing import Annotated
 
 import typer
 
-from benchmarks.commands import calibrate, followups, keyword_backends, models, prompts, quality, scale
+from benchmarks.cold_start import eval_cold_start
+from benchmarks.commands import (
+    calibrate,
+    fairness,
+    followups,
+    keyword_backends,
+    models,
+    prompts,
+    quality,
+    scale,
+)
 from service.cli.common import configure_logging
 
 app = typer.Typer(
@@ -42,3 +52,5 @@ app.command("reader-confidence")(calibrate.eval_reader_confidence)
 app.command("prompts")(prompts.eval_prompts)
 app.command("prompt-cache")(prompts.eval_prompt_cache)
 app.command("followups")(followups.eval_followups)
+app.command("fairness")(fairness.eval_fairness)
+app.command("cold-start")(eval_cold_start)

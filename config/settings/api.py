@@ -19,6 +19,11 @@ class ApiSettings(BaseModel):
         "",
         description="API keys mapped to tenants, 'key1:tenantA,key2:tenantB'; empty = no authentication.",
     )
+    api_key: str | None = Field(
+        None,
+        description="Key `rag ask` / `rag search` present (X-API-Key) when they hand a question to a running "
+        "`rag serve` of the same data directory (service/handoff.py); unset = none.",
+    )
     api_cors_origins: str = Field("", description="Origins allowed by CORS, comma-separated ('*' = any).")
     api_models: str = Field(
         "",
@@ -57,7 +62,7 @@ class ApiSettings(BaseModel):
         0,
         ge=0,
         le=256,
-        description="Calls to one model at once (0 = auto: 1 for the embedded model, no cap for endpoints).",
+        description="Calls to one model at once (0 = auto: 2 for the embedded model, no cap for endpoints).",
     )
     api_retrieval_timeout_s: float = Field(10.0, gt=0, description="One retrieval, at most (then 504).")
     api_max_top_k: int = Field(50, ge=1, le=100, description="Largest top_k the API accepts (then 422).")
@@ -76,6 +81,22 @@ class ApiSettings(BaseModel):
     )
     api_batch_concurrency: int = Field(4, ge=1, le=64, description="Queries of a batch run at once.")
     api_workers: int = Field(16, ge=1, le=256, description="Graph runs the API executes at once.")
+    api_tenant_runs: int = Field(
+        4,
+        ge=0,
+        le=256,
+        description="Graph runs and searches one tenant may have in the worker pool at once (0 = no "
+        "per-tenant bound); its further requests wait without holding a worker (at most "
+        "RAG_API_QUEUE_TIMEOUT_S, then 503), so one tenant's flood leaves workers to the others.",
+    )
+    api_tenant_model_calls: int = Field(
+        1,
+        ge=0,
+        le=256,
+        description="Places at a gated model (RAG_API_MODEL_CONCURRENCY) one tenant may hold at once (0 = no "
+        "per-tenant bound); a freed place goes to the waiting tenant holding the fewest, then the least "
+        "recently served. A hard bound: a lone tenant also uses only this many places.",
+    )
     api_health_model_probe: bool = Field(
         True, description="The health route asks the model for one token (else only builds the client)."
     )

@@ -87,9 +87,9 @@ class IngestSettings(BaseModel):
     embedding_cache_max_entries: int = Field(
         1_000_000,
         ge=0,
-        description="Vectors the embedding cache keeps (0 = no bound); beyond it the least recently used are "
-        "evicted. ~1.5 KB each at 384 dimensions, so 1,000,000 is ~1.5 GB; a corpus larger than the bound "
-        "re-embeds evicted chunks when its vector store is rebuilt.",
+        description="Vectors the embedding cache keeps per tenant (0 = no bound); beyond it that tenant's "
+        "least recently used are evicted. ~1.5 KB each at 384 dimensions, so 1,000,000 is ~1.5 GB; a corpus "
+        "larger than the bound re-embeds evicted chunks when its vector store is rebuilt.",
     )
     embedding_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
     embedding_api_key: str | None = Field(None, description="API key for the embeddings endpoint.")

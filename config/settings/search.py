@@ -40,6 +40,16 @@ class SearchSettings(BaseModel):
         description="Documents a directory scope may hold (its sources become one `$in` condition of the "
         "search); a larger directory is refused with this name: scope a deeper directory or raise it.",
     )
+    filter_max_conditions: int = Field(
+        100,
+        ge=1,
+        # Chroma and SQLite refuse an expression about 1,000 levels deep ("Expression tree is too large"),
+        # which a $or of ~985 members already is; 500 leaves room for the search's own clauses.
+        le=500,
+        description="Conditions a metadata filter may hold in all: every $and / $or (an object of several "
+        "fields is one $and) and every field condition, at any depth. A larger filter is refused as bad "
+        "input (422, CLI error) before any store sees it (retrieval/filters.py).",
+    )
     retriever: RetrieverKind = Field(
         "store",
         description="store = the knowledge base (Chroma and the keyword index) | mock = deterministic canned "

@@ -1,5 +1,8 @@
 """JSON and JSONL records (.json, .jsonl, and their .gz): one document per record that has text, with
-its id and scalar fields as metadata (BEIR-style corpora, exports of chats or tickets)."""
+its id and scalar fields as metadata (BEIR-style corpora, exports of chats or tickets).
+
+A record's metadata is bounded by core.metadata (at most MAX_METADATA_KEYS keys of its own, bounded values):
+the fields over a bound are left out and counted on the document, so ingestion can report them per file."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+from core.metadata import bound_record_metadata
 from core.types import LoadedDocument, MetadataValue, Section, is_custom_metadata_key
 from retrieval.loaders.decoding import decode_text, normalise
 from retrieval.loaders.guard import LoaderError, LoadGuard
@@ -126,16 +130,18 @@ def _record_document(path: Path, index: int, record: dict[str, Any]) -> LoadedDo
         (str(value) for key in RECORD_ID_FIELDS if (value := record.get(key)) is not None and value != ""),
         str(index),
     )
-    metadata: dict[str, MetadataValue] = {
+    candidates: dict[str, MetadataValue] = {
         key: value for key in RECORD_METADATA_KEYS if isinstance(value := record.get(key), str | int | float)
     }
-    metadata |= {  # the record's own keys (category, session_id, ...): kept and filterable, never dropped
+    candidates |= {  # the record's own keys (category, session_id, ...): kept and filterable
         key: value
         for key, value in record.items()
         if isinstance(value, str | int | float)
         and key not in RECORD_CONTENT_KEYS
         and is_custom_metadata_key(key)
     }
+    bounded = bound_record_metadata(candidates)  # what fits core.metadata's bounds; the rest is counted
+    metadata = bounded.kept
     doc_type = record.get("doc_type")
     page = metadata.get("page")
     section = metadata.get("section")
@@ -155,4 +161,5 @@ def _record_document(path: Path, index: int, record: dict[str, Any]) -> LoadedDo
         doc_id=record_id,
         unchunked=bool(record.get("event")) or bool(record.get("unchunked")),
         metadata=metadata,
+        metadata_left_out=len(bounded.dropped),
     )

@@ -4,8 +4,10 @@ bounded pool of worker threads, with the API's time limits and the graph's event
 Why threads: the runner drives the graph synchronously with the SQLite checkpointer (sync and async savers
 are separate classes), and the embedded model and the stores block. Each run streams in a worker thread and
 hands its items to the request's event loop, which enforces the limits. Limits bound work, not waiting:
-- waiting for a worker slot (`api_workers` runs at once) or for the model (service.api.gate): at most
-  `api_queue_timeout_s`, then 503 with Retry-After (the server is busy, not broken);
+- waiting for the tenant's turn (`api_tenant_runs` of one tenant's runs at once, waiting without a thread:
+  service.api.tenant_runs), then for a worker slot (`api_workers` runs at once), or for the model
+  (service.api.gate, fair between tenants): at most `api_queue_timeout_s` in all for the first two and for
+  each model wait, then 503 with Retry-After (the server is busy, not broken);
 - the run's own work: the run limit, counted from when its graph starts (after the thread's turn lock,
   whose wait is bounded by RAG_THREAD_LOCK_TIMEOUT_S -> 409), minus its waits for the model;
 - one model call: the model limit, from when the call gets the model; one retrieval:
@@ -29,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from config.settings import Settings
 from graphs.runner import Session
@@ -37,6 +39,7 @@ from nodes.resources import get_resources
 from service.api.errors import QueueTimeout, RunTimeout
 from service.api.gate import ModelGates, RunMonitor
 from service.api.limits import LimitPolicy, RunShape, TimeLimits, measured_policy, unmeasured_policy
+from service.api.tenant_runs import TenantRuns
 from service.api.turns import guarded_turn
 from state.context import Context
 
@@ -44,6 +47,24 @@ logger = logging.getLogger(__name__)
 
 #: How often (s) the request checks the run's limits while nothing arrives from it.
 POLL_S = 0.1
+
+T = TypeVar("T")
+
+
+class SlotRelease:
+    """Gives a tenant's slot back exactly once, whichever of the worker and the request gets there first."""
+
+    def __init__(self, tenant_runs: TenantRuns, tenant: str) -> None:
+        self._tenant_runs, self._tenant = tenant_runs, tenant
+        self._done = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        self._tenant_runs.release(self._tenant)
 
 
 @dataclass
@@ -67,7 +88,8 @@ class Engine:
         self._session: Session | None = None
         self._lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=settings.api_workers, thread_name_prefix="rag-run")
-        self.gates = ModelGates(settings.api_model_concurrency)
+        self.gates = ModelGates(settings.api_model_concurrency, settings.api_tenant_model_calls)
+        self.tenant_runs = TenantRuns(settings.api_tenant_runs)
         self.policy: LimitPolicy = unmeasured_policy(settings, "not measured yet (the API has not warmed up)")
 
     def session(self) -> Session:
@@ -114,15 +136,22 @@ class Engine:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         cancelled = threading.Event()
-        monitor = RunMonitor(self.gates, cancelled.is_set)
+        started = threading.Event()
+        tenant = spec.context.tenant
+        monitor = RunMonitor(self.gates, cancelled.is_set, tenant)
         limits = self.limits_for(spec.context)
+        waiting_since = time.monotonic()
+        await self._tenant_turn(tenant)
+        release = SlotRelease(self.tenant_runs, tenant)
 
         def put(item: tuple[str, Any]) -> None:
             with contextlib.suppress(RuntimeError):  # the request's loop is gone (server shutting down)
                 loop.call_soon_threadsafe(queue.put_nowait, item)
 
         def work() -> None:
+            started.set()
             if cancelled.is_set():  # the request stopped waiting before a slot came free
+                release()
                 return
             monitor.admit()
             put(("started", None))
@@ -148,21 +177,63 @@ class Engine:
                 put(("failed", error))
             finally:
                 monitor.release_all()
+                release()  # the worker is free: the tenant's next request may take it
                 put(("end", None))
 
-        future = loop.run_in_executor(self.executor, work)
         try:
-            await self._admitted(queue, future)
+            future = loop.run_in_executor(self.executor, work)
+            await self._admitted(queue, future, time.monotonic() - waiting_since)
             async for item in self._watch(queue, monitor, limits):
                 yield item
         finally:
             cancelled.set()
+            if not started.is_set():  # the run never reached a worker: its slot is freed here
+                release()
 
-    async def _admitted(self, queue: asyncio.Queue[tuple[str, Any]], future: asyncio.Future[None]) -> None:
-        """Wait for the run's worker slot, at most `api_queue_timeout_s` (then QueueTimeout, run dropped)."""
+    async def _tenant_turn(self, tenant: str) -> None:
+        """Wait until `tenant` runs fewer than `api_tenant_runs` at once (holding no worker meanwhile), at
+        most `api_queue_timeout_s` (then QueueTimeout)."""
+        settings = self.settings
+        if not await self.tenant_runs.acquire(tenant, settings.api_queue_timeout_s):
+            raise QueueTimeout(
+                f"the server is busy with this tenant's other requests: no run slot of tenant {tenant!r} "
+                f"came free within {settings.api_queue_timeout_s:g} s (RAG_API_QUEUE_TIMEOUT_S, "
+                f"RAG_API_TENANT_RUNS={settings.api_tenant_runs}); retry later",
+                settings.api_retry_after_s,
+            )
+
+    async def in_worker(self, tenant: str, work: Callable[[], T]) -> T:
+        """`work()` in the run pool, counted against `tenant`'s runs (a search: its rerank calls the model
+        and can hold a worker for as long as a run); QueueTimeout after waiting `api_queue_timeout_s`."""
+        loop = asyncio.get_running_loop()
+        await self._tenant_turn(tenant)
+        release = SlotRelease(self.tenant_runs, tenant)
+        started, cancelled = threading.Event(), threading.Event()
+
+        def counted() -> T:
+            started.set()
+            try:
+                if cancelled.is_set():  # its request stopped waiting before a worker took it
+                    raise asyncio.CancelledError
+                return work()
+            finally:
+                release()
+
+        try:
+            return await loop.run_in_executor(self.executor, counted)
+        finally:
+            cancelled.set()
+            if not started.is_set():  # cancelled before a worker took it; a started one frees it as it ends
+                release()
+
+    async def _admitted(
+        self, queue: asyncio.Queue[tuple[str, Any]], future: asyncio.Future[None], waited_s: float
+    ) -> None:
+        """Wait for the run's worker slot, at most what is left of `api_queue_timeout_s` after `waited_s`
+        (the wait for the tenant's turn; then QueueTimeout, run dropped)."""
         limit = self.settings.api_queue_timeout_s
         try:
-            kind, _payload = await asyncio.wait_for(queue.get(), timeout=limit)
+            kind, _payload = await asyncio.wait_for(queue.get(), timeout=max(0.0, limit - waited_s))
         except TimeoutError:
             future.cancel()  # still queued: it never starts
             raise QueueTimeout(

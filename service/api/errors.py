@@ -7,7 +7,8 @@ event and by each item of a batch, so the same failure always reads the same way
 | a missing or unknown API key | 401 |
 | another tenant's key or thread (ThreadAccessError, PermissionError) | 403 |
 | the thread is busy with another turn (ThreadBusyError) | 409 |
-| a model, the vector store or the embedding model is down | 503 |
+| a model or the embedding model is down | 503 |
+| a store is down or damaged (StoreUnavailableError): STORE_DOWN_MESSAGE, the store's text logged once | 503 |
 | waited too long for a run slot or for the model (QueueTimeout; with Retry-After) | 503 |
 | a request body over RAG_API_MAX_JSON_BYTES / RAG_API_MAX_UPLOAD_BYTES (service.api.request_guard) | 413 |
 | a run's work, a model call or a retrieval past its time limit (RunTimeout) | 504 |
@@ -28,6 +29,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from models.errors import ModelUnavailableError
+from persistence.errors import STORE_DOWN_MESSAGE
 from persistence.thread_lock import ThreadBusyError
 from persistence.vector_store import StoreUnavailableError
 from retrieval.embeddings import EmbeddingError
@@ -36,6 +38,9 @@ logger = logging.getLogger(__name__)
 
 #: Status of a request whose client went away (nginx's convention; no client ever receives it).
 CLIENT_CLOSED_REQUEST = 499
+#: Attribute set on an exception once it is logged: a route classifies an error twice (its metrics, then
+#: its answer), and the server log should hold it once.
+_LOGGED_MARK = "_rag_logged"
 
 
 class RunTimeout(TimeoutError):
@@ -104,12 +109,28 @@ def classify(error: BaseException) -> ErrorInfo:
         return ErrorInfo(409, kind, message)
     if isinstance(error, PermissionError):  # ThreadAccessError is one
         return ErrorInfo(403, kind, message)
-    if isinstance(error, ModelUnavailableError | StoreUnavailableError | EmbeddingError):
+    if isinstance(error, StoreUnavailableError):
+        if _first_time_logged(error):
+            logger.error("store unavailable (%s): %s", kind, message)  # the cause, for the operator only
+        return ErrorInfo(503, kind, STORE_DOWN_MESSAGE)
+    if isinstance(error, ModelUnavailableError | EmbeddingError):
         return ErrorInfo(503, kind, message)
     if isinstance(error, ValueError):  # InvalidQuestionError, FilterError, QueryError, Context fields
         return ErrorInfo(422, kind, message)
-    logger.exception("unexpected error", exc_info=error)
+    if _first_time_logged(error):
+        logger.exception("unexpected error", exc_info=error)
     return ErrorInfo(500, "InternalError", f"internal error ({kind}); see the server log")
+
+
+def _first_time_logged(error: BaseException) -> bool:
+    """True the first time `error` is asked about (it is then marked): the caller logs it then only."""
+    if getattr(error, _LOGGED_MARK, False):
+        return False
+    try:
+        setattr(error, _LOGGED_MARK, True)
+    except AttributeError:  # an exception type with __slots__: logged each time rather than never
+        pass
+    return True
 
 
 def validation_info(error: RequestValidationError | ValidationError, *, located: bool = True) -> ErrorInfo:

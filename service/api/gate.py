@@ -9,8 +9,11 @@ With the gate, a call waits here for its turn, the waiting is measured, and:
   it asks;
 - the run limit (`api_run_timeout_s`) leaves out the time the run spent waiting for the model;
 - waiting itself is bounded by `api_queue_timeout_s` (then 503 with Retry-After, not 504).
-Waiters are served oldest run first, so under load runs finish in arrival order instead of all together at
-the end (processor sharing), and a run that needs no model (a cache hit) never waits.
+Between tenants the gate is fair: one tenant holds at most `api_tenant_model_calls` places at once, and a
+freed place goes to the waiting tenant holding the fewest places, then to the one served least recently, so
+a tenant flooding the API delays another tenant's call by at most the calls already running. Within a
+tenant, waiters are served oldest run first, so under load runs finish in arrival order instead of all
+together at the end (processor sharing), and a run that needs no model (a cache hit) never waits.
 
 The monitor is a LangChain callback handler of the run: `on_chat_model_start` runs inline in the thread that
 is about to call the model (the engine drives the graph synchronously), so blocking there holds exactly that
@@ -21,12 +24,12 @@ lock before it is bounded by RAG_THREAD_LOCK_TIMEOUT_S (409), not by the run lim
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -45,15 +48,30 @@ class RunAbandoned(RuntimeError):
     """The request stopped waiting for this run (its limit passed, or the client left): skip the model."""
 
 
-class ModelGate:
-    """At most `size` calls into one model at once; waiters are served lowest priority value first (the
-    run's admission time), ties in arrival order."""
+@dataclass(frozen=True, eq=False)
+class Ticket:
+    """One call waiting for the model: its tenant, its run's priority and its arrival order."""
 
-    def __init__(self, size: int) -> None:
+    tenant: str
+    priority: float
+    order: int
+
+
+class ModelGate:
+    """At most `size` calls into one model at once, and at most `tenant_places` of them (0 = no bound) from
+    one tenant. A freed place goes to the waiting tenant holding the fewest places, then to the tenant served
+    least recently; among one tenant's waiters, lowest priority value first (the run's admission time), ties
+    in arrival order."""
+
+    def __init__(self, size: int, tenant_places: int = 0) -> None:
         self.size = size
+        self.tenant_places = tenant_places
         self._busy = 0
-        self._waiting: list[tuple[float, int]] = []
+        self._waiting: list[Ticket] = []
+        self._held: dict[str, int] = {}  # places held now, per tenant
+        self._served: dict[str, int] = {}  # tenant -> number of its latest grant (least recently served)
         self._order = itertools.count()
+        self._grants = itertools.count()
         self._condition = threading.Condition()
 
     @property
@@ -68,38 +86,72 @@ class ModelGate:
         with self._condition:
             return len(self._waiting)
 
-    def acquire(self, priority: float, give_up: Callable[[], bool]) -> None:
-        """Wait for the model; raise RunAbandoned (holding nothing) as soon as `give_up()` is true."""
+    def held_by(self) -> dict[str, int]:
+        """Places held now, per tenant holding any."""
         with self._condition:
-            ticket = (priority, next(self._order))
-            heapq.heappush(self._waiting, ticket)
+            return dict(self._held)
+
+    def _next(self) -> Ticket | None:
+        """The waiter the next free place goes to (None when every waiter's tenant holds its bound)."""
+        eligible = [
+            ticket
+            for ticket in self._waiting
+            if not self.tenant_places or self._held.get(ticket.tenant, 0) < self.tenant_places
+        ]
+        return min(
+            eligible,
+            key=lambda t: (self._held.get(t.tenant, 0), self._served.get(t.tenant, -1), t.priority, t.order),
+            default=None,
+        )
+
+    def acquire(self, priority: float, give_up: Callable[[], bool], tenant: str = "") -> None:
+        """Wait for the model for `tenant`; raise RunAbandoned (holding nothing) as soon as `give_up()` is
+        true."""
+        with self._condition:
+            ticket = Ticket(tenant, priority, next(self._order))
+            self._waiting.append(ticket)
             try:
                 # give_up() is asked before taking the model too: a waiter woken by a release right after
                 # its request gave up (a 503 sent, the model freed within WAIT_POLL_S) must not call it.
                 while not give_up():
-                    if self._busy < self.size and self._waiting[0] == ticket:
+                    if self._busy < self.size and self._next() is ticket:
                         self._busy += 1
+                        self._held[tenant] = self._held.get(tenant, 0) + 1
+                        self._served[tenant] = next(self._grants)
                         return
                     self._condition.wait(WAIT_POLL_S)
                 raise RunAbandoned("the request no longer waits for this run")
             finally:
                 self._waiting.remove(ticket)
-                heapq.heapify(self._waiting)
                 self._condition.notify_all()
 
-    def release(self) -> None:
-        """Give the model to the next waiter."""
+    def release(self, tenant: str = "") -> None:
+        """Give `tenant`'s place to the next waiter."""
         with self._condition:
             self._busy = max(0, self._busy - 1)
+            left = self._held.get(tenant, 0) - 1
+            if left > 0:
+                self._held[tenant] = left
+            else:
+                self._held.pop(tenant, None)
             self._condition.notify_all()
 
 
-class ModelGates:
-    """One gate per model name, sized by `api_model_concurrency` (0 = 1 for the embedded model, no gate for
-    an endpoint, which serves calls in parallel on its own hardware)."""
+#: Calls the embedded model takes at once on auto. Two, not one: with a single place a tenant's next call
+#: always arrives just after handing the model to a flooding tenant and waits a whole call (about 2x its
+#: time alone, benchmarks/fairness.py); llama.cpp batches two slots' decoding at little extra cost, and the
+#: auto time limits (a full window's call times the safety factor) leave room for a shared call.
+EMBEDDED_MODEL_PLACES = 2
 
-    def __init__(self, concurrency: int) -> None:
+
+class ModelGates:
+    """One gate per model name, sized by `api_model_concurrency` (0 = EMBEDDED_MODEL_PLACES for the embedded
+    model, no gate for an endpoint, which serves calls in parallel on its own hardware); each tenant holds at
+    most `tenant_places` of a gate's places (`api_tenant_model_calls`, 0 = no bound)."""
+
+    def __init__(self, concurrency: int, tenant_places: int = 0) -> None:
         self.concurrency = concurrency
+        self.tenant_places = tenant_places
         self._gates: dict[str, ModelGate | None] = {}
         self._lock = threading.Lock()
 
@@ -107,14 +159,14 @@ class ModelGates:
         """How many calls `model` takes at once (0 = no gate)."""
         if self.concurrency:
             return self.concurrency
-        return 1 if model in LOCAL_ALIASES else 0
+        return EMBEDDED_MODEL_PLACES if model in LOCAL_ALIASES else 0
 
     def gate(self, model: str) -> ModelGate | None:
         """The gate of `model` (None when it has none)."""
         with self._lock:
             if model not in self._gates:
                 size = self.size_for(model)
-                self._gates[model] = ModelGate(size) if size else None
+                self._gates[model] = ModelGate(size, self.tenant_places) if size else None
             return self._gates[model]
 
     def snapshot(self) -> dict[str, dict[str, int]]:
@@ -146,9 +198,10 @@ class RunMonitor(BaseCallbackHandler):
     run_inline = True
     raise_error = True  # RunAbandoned must reach the model call (it then fails instead of waiting)
 
-    def __init__(self, gates: ModelGates, abandoned: Callable[[], bool]) -> None:
+    def __init__(self, gates: ModelGates, abandoned: Callable[[], bool], tenant: str = "") -> None:
         self.gates = gates
         self.abandoned = abandoned
+        self.tenant = tenant  # whose places at the model gates the run's calls take
         self.admitted = time.monotonic()
         self._lock = threading.Lock()
         self.models: dict[uuid.UUID, float] = {}
@@ -178,7 +231,7 @@ class RunMonitor(BaseCallbackHandler):
         if gate is not None:
             self._begin_wait(run_id)
             try:
-                gate.acquire(self.admitted, self.abandoned)
+                gate.acquire(self.admitted, self.abandoned, self.tenant)
             finally:
                 self._end_wait(run_id)
         with self._lock:
@@ -205,7 +258,7 @@ class RunMonitor(BaseCallbackHandler):
             self.models.pop(run_id, None)
             gate = self._held.pop(run_id, None)
         if gate is not None:
-            gate.release()
+            gate.release(self.tenant)
 
     def on_chat_model_start(
         self, serialized: Any, messages: Any, *, run_id: uuid.UUID, **kwargs: Any
@@ -227,7 +280,7 @@ class RunMonitor(BaseCallbackHandler):
             held, self._held = list(self._held.values()), {}
             self.models.clear()
         for gate in held:
-            gate.release()
+            gate.release(self.tenant)
 
     # --- retrievals ---------------------------------------------------------------------------------------
 

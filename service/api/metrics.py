@@ -14,6 +14,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.api.limits import TimeLimits
 
+#: Error kind of a request or batch item refused for its input (service.api.errors.validation_info).
+REFUSED_KIND = "ValidationError"
+#: Status of an input refused as invalid.
+REFUSED_STATUS = 422
+#: Routes whose failures are no answers (a search returns passages, not an answer).
+NOT_ANSWERS = frozenset({"search"})
 #: Latency buckets in seconds: from a cache hit (milliseconds) to a cold answer of a small local model.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -43,6 +49,12 @@ class ApiMetrics:
         self.strategies = Counter("rag_strategy", "Answers by retrieval strategy", ["strategy"], registry=r)
         self.cache = Counter("rag_cache_lookups", "Semantic cache lookups by result", ["result"], registry=r)
         self.answers = Counter("rag_answers", "Answers by outcome", ["outcome"], registry=r)
+        self.refused = Counter(
+            "rag_refused",
+            "Requests and batch items refused for invalid input before any run (not failed answers)",
+            ["route"],
+            registry=r,
+        )
         self.feedback = Counter(
             "rag_feedback", "Ratings of answers by users (up, down)", ["rating"], registry=r
         )
@@ -64,10 +76,15 @@ class ApiMetrics:
         self.requests.labels(route, method, str(status)).inc()
         self.request_latency.labels(route).observe(seconds)
 
-    def record_error(self, route: str, kind: str) -> None:
-        """A failed request or batch item."""
+    def record_error(self, route: str, kind: str, status: int | None = None) -> None:
+        """A failed request or batch item, by kind. Input refused as invalid (kind ValidationError, or status
+        422) is counted as refused: no run was attempted, so it is no failed answer; neither is a failed
+        search."""
         self.errors.labels(route, kind).inc()
-        self.answers.labels("failure").inc()
+        if kind == REFUSED_KIND or status == REFUSED_STATUS:
+            self.refused.labels(route).inc()
+        elif route not in NOT_ANSWERS:
+            self.answers.labels("failure").inc()
 
     def record_disconnect(self, route: str) -> None:
         """A client that closed its connection before its answer (a 499 in the log)."""
@@ -107,6 +124,7 @@ def summarize(exposition: str) -> dict[str, Any]:
         "requests": 0.0,
         "errors": {},
         "answers": {},
+        "refused": 0.0,
         "strategies": {},
         "cache": {},
         "tokens": {},
@@ -122,6 +140,8 @@ def summarize(exposition: str) -> dict[str, Any]:
                 figures["requests"] += value
             elif name == "rag_errors_total":
                 figures["errors"][labels["kind"]] = figures["errors"].get(labels["kind"], 0.0) + value
+            elif name == "rag_refused_total":
+                figures["refused"] += value
             elif name == "rag_answers_total":
                 figures["answers"][labels["outcome"]] = value
             elif name == "rag_strategy_total":

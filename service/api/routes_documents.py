@@ -3,44 +3,53 @@
 Uploaded files are kept under `<data_dir>/uploads/<tenant>/<collection>/` because the catalog keys a
 document by its path: uploading the same name again replaces that document atomically (unchanged bytes are
 skipped), exactly like `rag ingest` on a file. A failed upload restores the previous file, so nothing already
-stored is lost. List and delete are plain `def`s (FastAPI runs them in its thread pool); the upload and text
-routes run their ingestion in that pool themselves (`_until_client_leaves`), to stop it when the client
-disconnects.
+stored is lost. Uploads into one tenant's collection are placed and indexed one at a time (the ingest lock),
+each from its own staged copy, so each reply reports the SHA-256 and status of the bytes it sent. List and
+delete are plain `def`s (FastAPI runs them in its thread pool); the upload and text routes run their
+ingestion in that pool themselves (`_until_client_leaves`), to stop it when the client disconnects.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import secrets
 import shutil
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from starlette.concurrency import run_in_threadpool
 
-from core.types import (
-    CHUNK_METADATA_DEFAULTS,
-    ENGINE_METADATA_KEYS,
-    is_custom_metadata_key,
-)
+from core.metadata import MetadataBoundError, validate_document_metadata
 from nodes.resources import get_resources
 from persistence.vector_store import validate_collection_name
 from retrieval.deletion import delete_content
 from retrieval.indexing import index_event, index_raw_text
 from retrieval.ingest import ingest_paths
+from retrieval.ingest_lock import ingest_lock
 from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError, StopRequested
+from retrieval.public_source import UPLOAD_FOLDER, public_json, public_source, stored_sources
 from service.api.errors import ApiError, ClientDisconnected
 from service.api.runtime import api_state, wait_for_disconnect
 from service.api.schemas import TextDocument
 
 router = APIRouter(prefix="/api/v1/documents", tags=["documents"])
 
-UPLOAD_FOLDER = "uploads"
 #: Bytes read per step while saving an upload (the size limit is checked as it grows).
 COPY_BLOCK = 1 << 20
+#: Random bytes in a staged upload's name (`.<name>.<hex>.part`, within DERIVED_NAME_RESERVE_BYTES).
+STAGED_TOKEN_BYTES = 8
+#: Longest file name most filesystems store (bytes of UTF-8), and the room this route keeps under it for the
+#: names it derives from an upload's (the backup of the previous version, temporary copies).
+FILESYSTEM_NAME_MAX_BYTES = 255
+DERIVED_NAME_RESERVE_BYTES = 55
+#: Longest upload file name accepted, in bytes of UTF-8: a longer one is 422 before anything is written.
+MAX_UPLOAD_NAME_BYTES = FILESYSTEM_NAME_MAX_BYTES - DERIVED_NAME_RESERVE_BYTES
 
 Result = TypeVar("Result")
 
@@ -67,15 +76,41 @@ def _safe_name(filename: str | None) -> str:
     name = Path(filename or "").name.strip()
     if not name or name.startswith(".") or name in ("..", "."):
         raise ApiError(422, "ValidationError", f"file: unusable file name {filename!r}", "file")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: no filesystem name
+        raise ApiError(
+            422, "ValidationError", "file: unusable file name (not valid Unicode)", "file"
+        ) from None
+    if size > MAX_UPLOAD_NAME_BYTES:
+        raise ApiError(
+            422,
+            "ValidationError",
+            f"file: name too long: {size} bytes, at most {MAX_UPLOAD_NAME_BYTES} bytes of UTF-8",
+            "file",
+        )
     suffixes = "".join(Path(name).suffixes[-2:]).lower()
     if not any(suffixes.endswith(suffix) for suffix in SUPPORTED_SUFFIXES):
         raise ApiError(422, "ValidationError", f"file: unsupported file type {Path(name).suffix!r}", "file")
     return name
 
 
-def _save(upload: UploadFile, target: Path, max_bytes: int) -> None:
+@dataclass(frozen=True)
+class StagedFile:
+    """An uploaded file copied next to its target under a name of its own, with its bytes' SHA-256."""
+
+    target: Path
+    staged: Path
+    sha256: str
+
+
+def _stage(upload: UploadFile, target: Path, max_bytes: int) -> StagedFile:
+    """Copy `upload` beside `target` (a unique hidden name: concurrent uploads of one name never share a
+    file), hashing it as it is written."""
+    staged = target.with_name(f".{target.name}.{secrets.token_hex(STAGED_TOKEN_BYTES)}.part")
+    digest = hashlib.sha256()
     written = 0
-    with target.open("wb") as handle:
+    with staged.open("wb") as handle:
         while block := upload.file.read(COPY_BLOCK):
             written += len(block)
             if written > max_bytes:
@@ -84,7 +119,9 @@ def _save(upload: UploadFile, target: Path, max_bytes: int) -> None:
                     "PayloadTooLarge",
                     f"file too large: more than {max_bytes} bytes (RAG_MAX_FILE_BYTES)",
                 )
+            digest.update(block)
             handle.write(block)
+    return StagedFile(target, staged, digest.hexdigest())
 
 
 @router.post("")
@@ -134,17 +171,41 @@ def _upload(
     kb = get_resources().kb()
     name = _collection(collection, kb.settings.default_collection)
     folder = state.settings.data_dir / UPLOAD_FOLDER / tenant / name
+    targets = [folder / _safe_name(upload.filename) for upload in files]
+    repeated = sorted({target.name for target in targets if targets.count(target) > 1})
+    if repeated:
+        raise ApiError(422, "ValidationError", f"files: {repeated[0]!r} given more than once", "files")
     folder.mkdir(parents=True, exist_ok=True)
+    staged: list[StagedFile] = []
+    try:
+        for upload, target in zip(files, targets, strict=True):
+            staged.append(_stage(upload, target, state.settings.max_file_bytes))
+        # One upload into a tenant's collection at a time (the lock ingest_paths takes too, re-entrant):
+        # placing the files, indexing them and reading the catalog back happen together, so another upload
+        # of the same name cannot swap the bytes in between, and each reply speaks of its own bytes.
+        with ingest_lock(kb.settings, tenant, name):
+            return _place_and_ingest(request, staged, tenant, name, should_stop)
+    finally:
+        for item in staged:
+            item.staged.unlink(missing_ok=True)
+
+
+def _place_and_ingest(
+    request: Request, staged: list[StagedFile], tenant: str, name: str, should_stop: Callable[[], bool]
+) -> dict[str, Any]:
+    """Put the staged files in place (keeping each previous version until its file is indexed), ingest them
+    and report per file what was indexed: its SHA-256, its status, its chunks and the catalog's hash."""
+    state = api_state(request)
+    kb = get_resources().kb()
     saved: list[tuple[Path, Path | None]] = []
     try:
-        for upload in files:
-            target = folder / _safe_name(upload.filename)
-            backup = None
+        for item in staged:
+            target, backup = item.target, None
             if target.exists():
                 backup = target.with_name(f".{target.name}.previous")
                 shutil.copy2(target, backup)
             saved.append((target, backup))
-            _save(upload, target, state.settings.max_file_bytes)
+            item.staged.replace(target)
         summary = ingest_paths(
             kb, [target for target, _ in saved], collection=name, tenant=tenant, should_stop=should_stop
         )
@@ -171,7 +232,25 @@ def _upload(
             if result.status == "failed"
         )
         raise ApiError(422, "IngestError", f"no file could be indexed: {reasons}", "files")
-    return {"tenant_id": tenant, "collection": name, **report}
+    results = {result.source: result for result in summary.results}
+    documents = []
+    for item in staged:
+        source = str(item.target.resolve())
+        result = results.get(source)
+        record = kb.catalog.document(tenant, name, source) if result and result.status != "failed" else None
+        documents.append(
+            {
+                "file": item.target.name,
+                "source": source,
+                "sha256": item.sha256,
+                "status": result.status if result else "failed",
+                "chunks": result.chunks if result else 0,
+                "file_hash": record.file_hash if record else None,
+                "reason": result.reason if result else "not ingested",
+            }
+        )
+    reply = {"tenant_id": tenant, "collection": name, **report, "documents": documents}
+    return public_json(reply, tenant=tenant, data_dir=state.settings.data_dir)  # no server path goes out
 
 
 def _restore(saved: list[tuple[Path, Path | None]]) -> None:
@@ -195,18 +274,26 @@ def list_documents(
     collection: Annotated[str | None, Query()] = None,
     tenant_id: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:
-    """The caller's indexed documents, optionally of one collection, with their chunk counts."""
+    """The caller's indexed documents, optionally of one collection, with their chunk counts; sources in
+    public form (an upload's path inside the tenant's upload folder, else the file name)."""
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     kb = get_resources().kb()
     name = _collection(collection, kb.settings.default_collection) if collection else None
     records = kb.catalog.documents(tenant, name)
+    data_dir = state.settings.data_dir
+    shown = {r.source: public_source(r.source, tenant=tenant, data_dir=data_dir) for r in records}
     return {
         "tenant_id": tenant,
         "collections": kb.catalog.collections(tenant),
         "documents": [
-            {"source": r.source, "collection": r.collection, "chunks": r.n_chunks, "file_hash": r.file_hash}
-            for r in sorted(records, key=lambda record: (record.collection, record.source))
+            {
+                "source": shown[r.source],
+                "collection": r.collection,
+                "chunks": r.n_chunks,
+                "file_hash": r.file_hash,
+            }
+            for r in sorted(records, key=lambda record: (record.collection, shown[record.source]))
         ],
     }
 
@@ -215,7 +302,7 @@ def list_documents(
 def delete_documents(
     request: Request,
     source: Annotated[
-        str | None, Query(description="A document's source (its path or text:... key).")
+        str | None, Query(description="A document's source as listings show it (or its text:... key).")
     ] = None,
     doc_id: Annotated[str | None, Query(description="A document id (a JSON record's id).")] = None,
     collection: Annotated[
@@ -225,20 +312,37 @@ def delete_documents(
     tenant_id: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:
     """Delete a document, a collection or a conversation's chunks of the caller's tenant; 404 when nothing
-    matched."""
+    matched, 409 when a public source names several documents (a file name shown for files of several
+    folders: give the collection too)."""
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     if not any((source, doc_id, collection, conversation_id)):
         raise ApiError(422, "ValidationError", "give source, doc_id, collection or conversation_id", "source")
     kb = get_resources().kb()
     name = _collection(collection, kb.settings.default_collection) if collection else None
+    data_dir = state.settings.data_dir
+    stored = [record.source for record in kb.catalog.documents(tenant, name)] if source or doc_id else []
+    if source:
+        source = _stored_source(source, stored, tenant, data_dir, "source")
+    if doc_id:  # a file's doc id is its source, shown in public form like it
+        doc_id = _stored_source(doc_id, stored, tenant, data_dir, "doc_id")
     summary = delete_content(
         kb, tenant, source=source, doc_id=doc_id, collection=name, conversation_id=conversation_id
     )
     if not summary.chunks and not summary.documents:
         raise ApiError(404, "NotFound", "nothing matched: no document, collection or conversation deleted")
     _documents_changed(tenant)
-    return {"tenant_id": tenant, **summary.as_dict()}
+    return public_json({"tenant_id": tenant, **summary.as_dict()}, tenant=tenant, data_dir=data_dir)
+
+
+def _stored_source(given: str, stored: list[str], tenant: str, data_dir: Path, field: str) -> str:
+    """The stored source a caller's public `given` names (as given when it names none: a record's id);
+    409 naming `field` when it names several documents."""
+    found = stored_sources(given, stored, tenant=tenant, data_dir=data_dir)
+    if len(found) > 1:
+        reason = f"{field}: {given!r} names {len(found)} documents; give the collection too"
+        raise ApiError(409, "Ambiguous", reason, field)
+    return found[0] if found else given
 
 
 @router.post("/text")
@@ -253,11 +357,10 @@ async def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
 def _index_text(request: Request, body: TextDocument, should_stop: Callable[[], bool]) -> dict[str, Any]:
     state = api_state(request)
     tenant = state.tenant(request, body.tenant_id)
-    for key in body.metadata:
-        if key in ENGINE_METADATA_KEYS or not (key in CHUNK_METADATA_DEFAULTS or is_custom_metadata_key(key)):
-            raise ApiError(
-                422, "ValidationError", f"metadata.{key}: not a settable metadata key", f"metadata.{key}"
-            )
+    try:  # over a bound of core.metadata: 422 naming the key and the bound, before anything is stored
+        validate_document_metadata(body.metadata)
+    except MetadataBoundError as error:
+        raise ApiError(422, "ValidationError", str(error), error.field) from None
     kb = get_resources().kb()
     name = _collection(body.collection, kb.settings.default_collection)
     try:
@@ -289,4 +392,5 @@ def _index_text(request: Request, body: TextDocument, should_stop: Callable[[], 
         state.client_left("index_text", request, "text: indexing stopped, nothing stored")
         raise ClientDisconnected("the client closed the connection while its text was indexed") from None
     _documents_changed(tenant)
-    return {"tenant_id": tenant, "collection": name, "source": source, "chunks": chunks}
+    reply = {"tenant_id": tenant, "collection": name, "source": source, "chunks": chunks}
+    return public_json(reply, tenant=tenant, data_dir=state.settings.data_dir)

@@ -2,9 +2,11 @@
 
 Same tenant rule as every route (service.api.auth): with API keys configured the key decides the tenant and a
 `tenant_id` of another tenant is 403; the functions of persistence.memories then scope every statement to
-that tenant, so ids of another tenant's memories match nothing. The routes are plain `def`s: FastAPI runs
-them in its thread pool (embedding and SQL block). Bad input is 422 naming the field; an app database that
-cannot be opened is 503.
+that tenant, so ids of another tenant's memories match nothing: `GET` / `DELETE /api/v1/memories/{id}` of
+another tenant's id is the same 404 as of an id nobody has. Ids are opaque (persistence.memories.
+parse_memory_id says what one looks like; a malformed one is 422 naming `id`). The routes are plain `def`s:
+FastAPI runs them in its thread pool (embedding and SQL block). Bad input is 422 naming the field; an app
+database that cannot be opened is 503.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from persistence.memories import (
     Memory,
     add_memory,
     delete_memories,
+    get_memory,
     list_memories,
+    parse_memory_id,
     search_memories,
 )
 from service.api.errors import ApiError
@@ -52,6 +56,12 @@ def _call(action: Callable[[], T]) -> T:
         raise ApiError(422, "ValidationError", message, field) from None
     except (DatabaseUnavailableError, InvalidDatabaseUrlError) as error:  # the server's setup, not the call
         raise ApiError(503, "DatabaseUnavailable", str(error)) from None
+
+
+def _check_ids(memory_ids: list[str] | None) -> list[str] | None:
+    """The ids as stored, or 422 naming `id` for one no memory can have (persistence.memories.
+    parse_memory_id decides, for every caller alike)."""
+    return None if memory_ids is None else _call(lambda: [parse_memory_id(value) for value in memory_ids])
 
 
 def _memories(tenant: str, memories: list[Memory]) -> dict[str, Any]:
@@ -118,22 +128,54 @@ def list_all(
 @router.delete("")
 def delete(
     request: Request,
-    memory_id: Annotated[list[int] | None, Query(alias="id", description="Memory ids (repeatable).")] = None,
+    memory_id: Annotated[list[str] | None, Query(alias="id", description="Memory ids (repeatable).")] = None,
     conversation_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
     all_memories: Annotated[bool, Query(alias="all", description="Every memory of the tenant.")] = False,
     tenant_id: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:
     """Delete the caller's memories by id, by conversation, or all (`all=true`); 422 when none is chosen.
     Returns how many were deleted (ids of other tenants' memories count as not found)."""
+    memory_ids = _check_ids(memory_id)
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     deleted = _call(
         lambda: delete_memories(
             tenant=tenant,
-            memory_ids=memory_id,
+            memory_ids=memory_ids,
             conversation_id=conversation_id,
             everything=all_memories,
             settings=state.settings,
         )
     )
+    return {"tenant_id": tenant, "deleted": deleted}
+
+
+def _not_found(memory_id: str) -> ApiError:
+    """The one answer for an id the caller's tenant has no memory under (nobody's, or another tenant's)."""
+    return ApiError(404, "NotFound", f"no memory with id {memory_id!r}")
+
+
+@router.get("/{memory_id}")
+def get_one(
+    memory_id: str, request: Request, tenant_id: Annotated[str | None, Query()] = None
+) -> dict[str, Any]:
+    """One of the caller's memories by id; 404 when the caller's tenant has none with that id."""
+    state = api_state(request)
+    tenant = state.tenant(request, tenant_id)
+    memory = _call(lambda: get_memory(memory_id, tenant=tenant, settings=state.settings))
+    if memory is None:
+        raise _not_found(memory_id)
+    return memory.as_dict()
+
+
+@router.delete("/{memory_id}")
+def delete_one(
+    memory_id: str, request: Request, tenant_id: Annotated[str | None, Query()] = None
+) -> dict[str, Any]:
+    """Delete one of the caller's memories by id; 404 when the caller's tenant has none with that id."""
+    state = api_state(request)
+    tenant = state.tenant(request, tenant_id)
+    deleted = _call(lambda: delete_memories(tenant=tenant, memory_ids=[memory_id], settings=state.settings))
+    if not deleted:
+        raise _not_found(memory_id)
     return {"tenant_id": tenant, "deleted": deleted}

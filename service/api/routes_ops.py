@@ -1,36 +1,67 @@
-"""Operations routes: GET /health (liveness), GET /api/v1/rag/health (each dependency checked, with its
-latency), GET /metrics (Prometheus).
+"""Operations routes: GET /health (liveness), GET /api/v1/rag/health (readiness; with a key, the caller's
+tenant's dependencies each checked, with its latency), GET /metrics (Prometheus).
 
-Why the engine's health checks each store separately: when answers fail, an operator needs to know which
-part is down. The vector store, the catalog, the keyword index, the embedding model and the chat model are
-each probed with a tiny real operation; the model check asks for one token unless
-`RAG_API_HEALTH_MODEL_PROBE=false` (a paid endpoint may not want a call per probe). Any failure makes the
-route answer 503 with the reason of each failed check. The report also shows the time limits in force and
-how they were derived (service.api.limits: set, an endpoint's fixed values, or the embedded model's measured
-speed); /metrics has them as `rag_api_time_limit_seconds`.
+GET /api/v1/rag/health has two views:
+- without a key: only `{"status": "up"}` (200) or `{"status": "down"}` (503). The vector store answers its
+  heartbeat and the catalog one trivial read; no model is called and nothing is counted or described, so
+  an anonymous caller can neither spend model calls nor learn what the stores hold.
+- with a valid key (X-API-Key or Bearer; an unknown one is a 401): the detailed view of THAT key's tenant.
+  The vector store (its collections, each counted, read and queried), the catalog (its chunks), the keyword
+  index, the embedding model and the chat model are each probed with a tiny real operation; the model check
+  asks for one token unless `RAG_API_HEALTH_MODEL_PROBE=false` (a paid endpoint may not want a call per
+  probe). Figures are the tenant's own, never totals of every tenant. A check that fails makes the report
+  "down" (503); a collection of the tenant that Chroma cannot read (or that holds fewer vectors than the
+  catalog has chunks) makes it "degraded" (200: the server serves, the tenant's dense search of that
+  collection fails or misses chunks), naming the collection and its repair, `rag doctor --repair`. The
+  view also shows the time limits in force and how they were derived (service.api.limits); /metrics has
+  them as `rag_api_time_limit_seconds`.
+With RAG_API_KEYS unset (an open API) no key maps to a tenant, so only the first view is served: the
+detailed one is for a caller the server can tell apart, and `rag doctor` gives the operator everything.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from langchain_core.messages import HumanMessage
 
 from models.structured import with_max_tokens
-from nodes.resources import get_resources
+from nodes.resources import Resources, get_resources
+from service.api.auth import key_tenant, presented_key
 from service.api.metrics import CONTENT_TYPE
 from service.api.runtime import ApiState, api_state
 
+if TYPE_CHECKING:  # chromadb and SQLAlchemy come with it: imported on the first probe
+    from retrieval.knowledge_base import KnowledgeBase
+
 router = APIRouter(tags=["operations"])
+logger = logging.getLogger(__name__)
 
 #: What the model probe asks for (one token is enough to prove the endpoint answers).
 PROBE_PROMPT = "Reply with OK."
 PROBE_TOKENS = 1
+
+
+#: Status of each view: the anonymous one says only up or down; the tenant's one may be degraded too.
+PUBLIC_UP, PUBLIC_DOWN = "up", "down"
+#: A failed probe's detail in the report (the error itself is logged).
+PROBE_FAILED_MESSAGE = "this dependency failed its check; the server's log has the cause"
+#: What a report naming a damaged collection tells the operator to run.
+REPAIR_COMMAND = "rag doctor --repair"
+
+
+class DegradedError(Exception):
+    """A probe that answered, but found part of the tenant's data unusable (`detail` says which)."""
+
+    def __init__(self, detail: dict[str, Any]) -> None:
+        super().__init__(str(detail.get("message", "degraded")))
+        self.detail = detail
 
 
 def _check(probe: Callable[[], Any]) -> dict[str, Any]:
@@ -38,29 +69,81 @@ def _check(probe: Callable[[], Any]) -> dict[str, Any]:
     try:
         detail = probe()
         status = "ok"
+    except DegradedError as degraded:
+        detail, status = degraded.detail, "degraded"
     except Exception as error:  # noqa: BLE001 - a failed probe is the health report's content
-        detail, status = f"{type(error).__name__}: {error}", "down"
+        # A tenant reads the report: the kind of failure, never the dependency's own text (paths, SQL,
+        # internal errors), which goes to the server's log.
+        logger.warning("health probe failed: %s: %s", type(error).__name__, error)
+        detail, status = f"{type(error).__name__}: {PROBE_FAILED_MESSAGE}", "down"
     check: dict[str, Any] = {"status": status, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
     if detail is not None:
         check["detail"] = detail
     return check
 
 
-def _probes(state: ApiState) -> dict[str, Callable[[], Any]]:
+def _stores_answer(resources: Resources) -> None:
+    """The anonymous view's probe: Chroma's heartbeat and one trivial catalog read (nothing counted)."""
+    from persistence.vector_store import chroma_client
+
+    kb = resources.kb()
+    chroma_client(kb.settings).heartbeat()
+    with kb.catalog.engine.connect() as connection:
+        connection.exec_driver_sql("SELECT 1")
+
+
+def _tenant_vectors(kb: KnowledgeBase, tenant: str) -> dict[str, Any]:
+    """Vectors per collection of `tenant`; DegradedError naming each collection Chroma cannot read, or that
+    holds fewer vectors than the catalog has chunks (lost: dense search misses them), and the repair."""
+    from retrieval.store_health import collection_states, damaged_collection_message
+
+    states = collection_states(kb, tenant)
+    detail: dict[str, Any] = {"collections": {s.collection: s.vectors for s in states if not s.damaged}}
+    damaged = [state for state in states if state.damaged]
+    incomplete = []
+    for state in states:
+        expected = kb.catalog.count_chunks(tenant, state.collection)
+        if state.vectors is not None and state.vectors < expected:
+            incomplete.append(
+                {"collection": state.collection, "vectors": state.vectors, "catalog_chunks": expected}
+            )
+    if not damaged and not incomplete:
+        return detail
+    if damaged:
+        detail["damaged"] = [
+            {"collection": state.collection, "message": damaged_collection_message(state)}
+            for state in damaged
+        ]
+    if incomplete:
+        detail["incomplete"] = incomplete
+    names = ", ".join(
+        sorted({repr(state.collection) for state in damaged} | {repr(i["collection"]) for i in incomplete})
+    )
+    detail["message"] = (
+        f"collection(s) {names} of tenant {tenant!r} cannot be read or lack vectors; run `{REPAIR_COMMAND}`"
+    )
+    detail["repair"] = REPAIR_COMMAND
+    raise DegradedError(detail)
+
+
+def _probes(state: ApiState, tenant: str) -> dict[str, Callable[[], Any]]:
+    """The detailed view's probes, every figure `tenant`'s own."""
     resources = get_resources()
 
     def vector_store() -> Any:
         from persistence.vector_store import chroma_client
 
-        client = chroma_client(resources.kb().settings)
-        client.heartbeat()
-        return {"collections": len(client.list_collections())}
+        kb = resources.kb()
+        chroma_client(kb.settings).heartbeat()
+        return _tenant_vectors(kb, tenant)
 
     def catalog() -> Any:
-        return {"chunks": resources.kb().catalog.count_chunks()}
+        kb = resources.kb()
+        return {"chunks": kb.catalog.count_chunks(tenant), "collections": kb.catalog.collections(tenant)}
 
     def keyword_index() -> Any:
-        return {"rows": resources.kb().catalog.keyword_rows()}
+        resources.kb().catalog.keyword_rows()  # it answers; its size is every tenant's, so not shown
+        return None
 
     def embeddings() -> Any:
         return {"dimensions": len(resources.kb().embeddings.embed_query("health check"))}
@@ -83,18 +166,46 @@ def _probes(state: ApiState) -> dict[str, Callable[[], Any]]:
 
 
 @router.get("/health")
-def liveness() -> dict[str, str]:
-    """The process answers (no dependency is touched)."""
-    return {"status": "ok"}
+def liveness(request: Request) -> dict[str, str]:
+    """The process answers (no dependency is touched), with the fingerprint of its data directory: a hash,
+    never the path, by which `rag ask` / `rag search` recognize a server of their own folder
+    (service/handoff.py)."""
+    from service.handoff import data_dir_fingerprint
+
+    return {"status": "ok", "data_dir": data_dir_fingerprint(api_state(request).settings)}
 
 
 @router.get("/api/v1/rag/health")
 async def health(request: Request) -> JSONResponse:
-    """Each dependency checked with its latency; 200 when all are ok, else 503."""
+    """Without a key: up (200) or down (503) only. With a valid key: that tenant's dependencies each checked
+    with its latency; 200 when ok or degraded (a collection of the tenant needs `rag doctor --repair`), 503
+    when one is down. An unknown key is a 401 (see the module docstring)."""
     state = api_state(request)
+    key = presented_key(request.headers)
+    tenant = key_tenant(state.keys, key) if key is not None else None
+    if tenant is None:
+        return await _public_health(state)
+    return await _tenant_health(state, tenant)
+
+
+async def _public_health(state: ApiState) -> JSONResponse:
+    """Up or down, nothing else (no model call, no counts, no reasons)."""
+    limit = state.engine.policy.limits().retrieval_s
+    try:
+        check = await asyncio.wait_for(
+            asyncio.to_thread(_check, lambda: _stores_answer(get_resources())), timeout=limit
+        )
+        up = check["status"] == "ok"
+    except TimeoutError:
+        up = False
+    return JSONResponse({"status": PUBLIC_UP if up else PUBLIC_DOWN}, status_code=200 if up else 503)
+
+
+async def _tenant_health(state: ApiState, tenant: str) -> JSONResponse:
+    """The detailed view of one tenant: each probe with its latency, the time limits in force."""
     limits = state.engine.policy.limits()
     checks: dict[str, Any] = {}
-    for name, probe in _probes(state).items():
+    for name, probe in _probes(state, tenant).items():
         limit = limits.model_s if name == "model" else limits.retrieval_s
         try:
             checks[name] = await asyncio.wait_for(asyncio.to_thread(_check, probe), timeout=limit)
@@ -104,10 +215,11 @@ async def health(request: Request) -> JSONResponse:
                 "latency_ms": limit * 1000,
                 "detail": f"no answer in {limit:g} s",
             }
-    healthy = all(check["status"] == "ok" for check in checks.values())
+    statuses = {check["status"] for check in checks.values()}
+    status = "down" if "down" in statuses else "degraded" if "degraded" in statuses else "ok"
     return JSONResponse(
-        {"status": "ok" if healthy else "down", "checks": checks, "limits": state.engine.policy.describe()},
-        status_code=200 if healthy else 503,
+        {"status": status, "tenant": tenant, "checks": checks, "limits": state.engine.policy.describe()},
+        status_code=503 if status == "down" else 200,
     )
 
 

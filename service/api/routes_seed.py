@@ -1,17 +1,17 @@
-"""Seed 001's routes ("API 详解"), served beside the engine's own on the same engine, gates and limits:
-POST /api/v1/rag/query, /api/v1/rag/query-stream (SSE), seed bodies of /api/v1/rag/batch (through
-routes_rag's batch), and POST /api/v1/search (retrieval only, optional LLM rerank). docs/api-seed.md is the
-contract. How a QueryRequest maps onto an engine run, and back onto a QueryResponse, is
-service.api.seed_runs.
+"""The seed contract's routes ("API 详解"), served beside the engine's own on the same engine, gates and
+limits: POST /api/v1/rag/query, /query-stream and /generate/stream (the seed's SSE formats,
+service.api.seed_streams), seed bodies of /api/v1/rag/batch (through routes_rag's batch), and POST
+/api/v1/search (retrieval only, optional LLM rerank). /generate itself is routes_rag's (its response holds
+the seed's RAGResponse fields). docs/api-seed.md is the contract. How a QueryRequest maps onto an engine run,
+and back onto a QueryResponse, is service.api.seed_runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -20,23 +20,22 @@ from sse_starlette.sse import EventSourceResponse
 
 from core.types import SearchHit
 from nodes.resources import get_resources
+from retrieval.public_source import public_metadata, public_source
 from retrieval.rerank import rerank
 from service.api.auth import resolve_tenant
-from service.api.draft import DRAFT_REPLACED, DraftWatch, sse_event
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.gate import RunMonitor
-from service.api.run_request import metered_answer, unless_disconnected
+from service.api.run_request import metered_answer, run_spec, unless_disconnected
 from service.api.runtime import ApiState, api_state
 from service.api.schemas import check_query_chars
-from service.api.seed_runs import answer_query, seed_response, seed_spec
-from service.api.seed_schemas import QueryRequest, SearchRequest
+from service.api.seed_runs import answer_query, cited_answer, rag_metadata, seed_response, seed_spec
+from service.api.seed_schemas import QueryRequest, RAGRequest, SearchRequest
+from service.api.seed_streams import GenerateStream, QueryStream, stream_run
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag (seed 001 contract)"])
 search_router = APIRouter(prefix="/api/v1", tags=["search"])
 logger = logging.getLogger(__name__)
 
-#: Seconds between SSE keep-alive comments (as the engine's stream).
-SSE_PING_S = 15
 #: The search route's modes -> (searcher mode, fusion weights or None for the settings' own, or "precise").
 SEARCH_MODES: dict[str, str] = {
     "hybrid": "hybrid",
@@ -63,58 +62,39 @@ async def query(body: QueryRequest, request: Request) -> dict[str, Any] | EventS
 
 @router.post("/query-stream")
 async def query_stream(body: QueryRequest, request: Request) -> EventSourceResponse:
-    """The answer as Server-Sent Events: `start`, `token`... (`draft_replaced` when shown tokens are
-    withdrawn), `sources`, then `done` with the QueryResponse; or `error` (the stream's last event).
+    """The answer as the seed's stream (service.api.seed_streams): query_rewritten, documents_retrieved,
+    generation_start, token..., generation_complete (the QueryResponse), then [DONE]; error on failure.
     Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
     state = api_state(request)
     spec = seed_spec(body, state.tenant(request, body.tenant_id), state)
-    gone = asyncio.Event()
+    plan = QueryStream(body.query)
 
-    async def on_disconnect(_message: Any) -> None:
-        gone.set()
+    def finish(result: dict[str, Any], seen: list[dict[str, Any]], seconds: float) -> list[dict[str, str]]:
+        return plan.finish(seed_response(body, spec, result, seen, seconds, state.settings))
 
-    async def events() -> AsyncIterator[dict[str, str]]:
-        started = time.perf_counter()
-        seen: list[dict[str, Any]] = []
-        result: dict[str, Any] = {}
-        draft = DraftWatch()
-        yield sse_event(
-            "start",
-            {
-                "query": body.query,
-                "conversation_id": spec.thread_id,
-                "mode": body.mode,
-                "tenant_id": spec.context.tenant,
-            },
-        )
-        try:
-            async with contextlib.aclosing(state.engine.run(spec)) as run:
-                async for kind, payload in run:
-                    if kind == "event":
-                        seen.append(payload)
-                        replaced = draft.before(payload["event"], payload["data"])
-                        if replaced is not None:
-                            yield sse_event(DRAFT_REPLACED, replaced)
-                    elif kind == "token":
-                        draft.token(payload)
-                        yield sse_event("token", {"text": payload})
-                    else:
-                        result = payload
-        except (asyncio.CancelledError, GeneratorExit):
-            if gone.is_set():
-                state.client_left("query_stream", request, f"conversation {spec.thread_id}")
-            raise
-        except Exception as error:  # noqa: BLE001 - reported to the client as an event, not a broken stream
-            info = classify(error)
-            state.metrics.record_error("query_stream", info.kind)
-            yield sse_event("error", info.body())
-            return
-        state.metrics.record_answer(result, bool(result.get("cache_hit", False)))
-        response = seed_response(body, spec, result, seen, time.perf_counter() - started, state.settings)
-        yield sse_event("sources", {"sources": response["sources"], "citations": response["citations"]})
-        yield sse_event("done", response)
+    return stream_run(request, state, spec, plan, "query_stream", finish)
 
-    return EventSourceResponse(events(), ping=SSE_PING_S, client_close_handler_callable=on_disconnect)
+
+@router.post("/generate/stream")
+async def generate_stream(body: RAGRequest, request: Request) -> EventSourceResponse:
+    """The answer as the seed's stream (service.api.seed_streams): context, chunk..., citations, done;
+    error on failure. The engine's own events of the run are POST /api/v1/rag/generate/events.
+    Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
+    state = api_state(request)
+    spec = run_spec(body, state.tenant(request, body.tenant_id), state)
+    plan = GenerateStream(body.query)
+
+    def finish(result: dict[str, Any], _seen: list[dict[str, Any]], seconds: float) -> list[dict[str, str]]:
+        answer, citations = cited_answer(result, body.include_citations)
+        metadata = rag_metadata(result, seconds * 1000, spec.context.model or state.settings.llm_model)
+        done = {
+            "thread_id": spec.thread_id,
+            "answer_id": result.get("answer_id") or None,
+            "metadata": metadata,
+        }
+        return plan.finish(answer, citations, done)
+
+    return stream_run(request, state, spec, plan, "generate_stream", finish)
 
 
 def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
@@ -173,17 +153,19 @@ async def seed_batch(queries: list[dict[str, Any] | str], request: Request) -> d
 # --- search ---------------------------------------------------------------------------------------------
 
 
-def _hit_json(hit: SearchHit, rank: int, fused_rank: int) -> dict[str, Any]:
+def _hit_json(hit: SearchHit, rank: int, fused_rank: int, tenant: str, data_dir: Path) -> dict[str, Any]:
+    """One ranked passage; its source and doc id in public form (retrieval.public_source), never a path."""
+    metadata = public_metadata(hit.metadata, tenant=tenant, data_dir=data_dir)
     return {
         "id": hit.chunk_id,
-        "doc_id": hit.doc_id,
+        "doc_id": public_source(hit.doc_id, tenant=tenant, data_dir=data_dir),
         "title": str(hit.metadata.get("title") or ""),
         "content": hit.text,
         "score": float(hit.score),
-        "source": str(hit.metadata.get("source") or ""),
+        "source": str(metadata.get("source") or ""),
         "rank": rank,
         "fused_rank": fused_rank,
-        "metadata": {key: value for key, value in hit.metadata.items() if key != "tenant"},
+        "metadata": {key: value for key, value in metadata.items() if key != "tenant"},
     }
 
 
@@ -217,7 +199,7 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
     rerank_info: dict[str, Any] = {"requested": rerank_on, "ran": False, "reason": ""}
     if rerank_on:
         deadline = time.monotonic() + settings.api_queue_timeout_s
-        monitor = RunMonitor(state.engine.gates, lambda: time.monotonic() > deadline)
+        monitor = RunMonitor(state.engine.gates, lambda: time.monotonic() > deadline, tenant)
         monitor.admit()
         try:
             outcome = rerank(
@@ -239,7 +221,8 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
         timings["rerank_ms"] = round(outcome.elapsed_ms, 2)
     position = {hit.chunk_id: rank for rank, hit in enumerate(fused, 1)}
     results = [
-        _hit_json(hit, rank, position[hit.chunk_id]) for rank, hit in enumerate(ranked[: body.top_k], 1)
+        _hit_json(hit, rank, position[hit.chunk_id], tenant, settings.data_dir)
+        for rank, hit in enumerate(ranked[: body.top_k], 1)
     ]
     return {
         "query": body.query,
@@ -259,9 +242,8 @@ async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
     of the caller's tenant, in the engine's worker pool."""
     state = api_state(request)
     tenant = state.tenant(request, body.tenant_id)
-    loop = asyncio.get_running_loop()
     try:
-        return await loop.run_in_executor(state.engine.executor, run_search, body, tenant, state)
+        return await state.engine.in_worker(tenant, lambda: run_search(body, tenant, state))
     except Exception as error:
         state.metrics.record_error("search", classify(error).kind)
         raise

@@ -100,7 +100,8 @@ async def metered_answer(request: Request, state: ApiState, route: str, work: Aw
     try:
         return await unless_disconnected(request, work)
     except Exception as error:
-        state.metrics.record_error(route, classify(error).kind)
+        info = classify(error)
+        state.metrics.record_error(route, info.kind, info.status)
         if isinstance(error, ClientDisconnected):
             state.client_left(route, request, detail)
         raise

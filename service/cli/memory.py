@@ -78,7 +78,7 @@ def _show(memories: list, as_json: bool, empty: str) -> None:  # noqa: ANN001 - 
     for memory in memories:
         score = "" if memory.score is None else f"{memory.score:.3f}  "
         scope = f" [{memory.conversation_id}]" if memory.conversation_id else ""
-        console.print(f"{memory.id:>5}  {score}{memory.content}{scope}", highlight=False, markup=False)
+        console.print(f"{memory.id:>16}  {score}{memory.content}{scope}", highlight=False, markup=False)
 
 
 @memory_app.command("add")
@@ -160,7 +160,10 @@ def list_command(
 
 @memory_app.command("delete")
 def delete(
-    ids: Annotated[list[int] | None, typer.Argument(help="Ids of the memories to delete.")] = None,
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="Ids of the memories to delete (as `rag memory list` shows them)."),
+    ] = None,
     tenant: TenantOption = None,
     conversation_id: Annotated[
         str | None, typer.Option("--conversation-id", help="Delete this conversation's memories.")

@@ -1,0 +1,107 @@
+"""A per-tenant bound on the API's worker pool: at most `api_tenant_runs` runs (and searches) of one tenant
+hold a worker at once; the tenant's further requests wait here, on the event loop, holding no thread.
+
+Why: the pool (`api_workers` threads) is shared by every tenant and served first come, first served, so a
+tenant sending twenty questions at once, or a few reranked searches of half a minute each, took every worker
+and another tenant's single question waited behind all of them. With the bound, a flooding tenant queues
+behind itself only, and the others find a worker free. The wait counts against `api_queue_timeout_s`, like
+the wait for a worker (then 503 with Retry-After).
+
+Thread-safe and not tied to one event loop (the app's engine outlives a test client's loop): a waiter is a
+future of its own loop, resolved with `call_soon_threadsafe` by whichever thread frees the slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class _Waiter:
+    """One request waiting for its tenant's slot; `granted` (set under the lock) means the slot is its own."""
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+    granted: bool = False
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+@dataclass
+class TenantRuns:
+    """Slots of the worker pool per tenant: `per_tenant` at once (0 = no bound); waiters in arrival order."""
+
+    per_tenant: int
+    _running: dict[str, int] = field(default_factory=dict)
+    _waiting: dict[str, deque[_Waiter]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def acquire(self, tenant: str, timeout_s: float) -> bool:
+        """Take one of `tenant`'s slots, waiting at most `timeout_s`; False when none came free in time.
+        A caller that got True must `release(tenant)` exactly once."""
+        if not self.per_tenant:
+            return True
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._running.get(tenant, 0) < self.per_tenant:
+                self._running[tenant] = self._running.get(tenant, 0) + 1
+                return True
+            waiter = _Waiter(loop, loop.create_future())
+            self._waiting.setdefault(tenant, deque()).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter.future), timeout_s)
+            return True
+        except BaseException as error:
+            with self._lock:
+                if waiter.granted:  # handed over as the wait ended: pass it on
+                    self._release_locked(tenant)
+                else:
+                    self._remove_locked(tenant, waiter)
+            if isinstance(error, TimeoutError):
+                return False
+            raise
+
+    def release(self, tenant: str) -> None:
+        """Give one of `tenant`'s slots to its oldest waiter, or free it."""
+        if not self.per_tenant:
+            return
+        with self._lock:
+            self._release_locked(tenant)
+
+    def running(self) -> dict[str, int]:
+        """Slots held now, per tenant holding any (health, tests)."""
+        with self._lock:
+            return dict(self._running)
+
+    def waiting(self) -> dict[str, int]:
+        """Requests waiting now, per tenant with any."""
+        with self._lock:
+            return {tenant: len(queue) for tenant, queue in self._waiting.items() if queue}
+
+    def _release_locked(self, tenant: str) -> None:
+        queue = self._waiting.get(tenant)
+        while queue:
+            waiter = queue.popleft()
+            try:
+                waiter.loop.call_soon_threadsafe(_settle, waiter.future)
+            except RuntimeError:  # its event loop is closed: nobody waits there any more
+                continue
+            waiter.granted = True  # the slot changes hands: the count stays
+            return
+        left = self._running.get(tenant, 0) - 1
+        if left > 0:
+            self._running[tenant] = left
+        else:
+            self._running.pop(tenant, None)
+            self._waiting.pop(tenant, None)
+
+    def _remove_locked(self, tenant: str, waiter: _Waiter) -> None:
+        queue = self._waiting.get(tenant)
+        if queue is not None and waiter in queue:
+            queue.remove(waiter)
