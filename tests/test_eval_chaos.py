@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from evals.chaos.api_disconnect import DISCONNECT_METRIC, disconnect_count, disconnect_verdict
 from evals.chaos.api_probes import cap_verdict, http_verdict
-from evals.chaos.bounds import (
+from evals.chaos.bounds_verdicts import (
     RECORD_CANARY,
     RECORD_FIELDS,
     WIDE_FILTER_MEMBERS,
@@ -42,9 +42,24 @@ from evals.chaos.injection import SUPPRESSIONS, answer_gist, suppression_documen
 from evals.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, JSON_CAP_BYTES, LONG_CONVERSATION_TURNS
 from evals.chaos.probe import Probe
 from evals.chaos.report import report_figures
-from evals.chaos.run import SUITES
+from evals.chaos.run import OWN_DATA_SUITES, SUITES
 from evals.chaos.runner import ChaosRunner, ProcessResult, last_json
-from evals.chaos.sharing import (
+from evals.chaos.seeds import SEED_ROUTES, bad_bodies, keyed_routes
+from evals.chaos.seeds_memory import control_verdict, foreign_delete_verdict, intact_verdict, memory_snapshot
+from evals.chaos.seeds_streams import left_stream_verdict
+from evals.chaos.seeds_verdicts import (
+    GENERATE_STREAM,
+    MEMORIES,
+    QUERY_STREAM,
+    answer_excerpt,
+    auth_verdict,
+    cap_refusal_verdict,
+    log_verdict,
+    nothing_stored_verdict,
+    seeds_verdict,
+    validation_verdict,
+)
+from evals.chaos.sharing_verdicts import (
     batch_failures_verdict,
     concurrent_uploads_verdict,
     counted_requests_verdict,
@@ -694,3 +709,163 @@ def test_the_listening_ports_of_a_process_group_are_read_from_proc() -> None:
 
 def test_the_new_suites_are_registered() -> None:
     assert {"bounds", "sharing"} <= set(SUITES)
+
+
+# --- the seeds suite ----------------------------------------------------------------------------------------
+
+
+def test_the_seeds_suite_is_registered_and_sets_up_its_own_data() -> None:
+    assert "seeds" in SUITES and "seeds" in OWN_DATA_SUITES
+
+
+def test_a_seeds_exchange_fails_on_another_tenants_memory_words_in_any_event() -> None:
+    clean = 'data: {"type": "token", "content": "I do not know."}\r\n\r\ndata: [DONE]\r\n\r\n'
+    assert seeds_verdict("q", _http(200, clean), {200}, canaries=("Ostrevane",)).passed
+    stream = clean.replace("I do not know.", "The code of the ostrevane archive")
+    leak = seeds_verdict("q", _http(200, stream), {200}, canaries=("Ostrevane",))
+    assert not leak.passed and leak.figures["leaks"] == 1 and "Ostrevane" in leak.detail
+    tampered = seeds_verdict("d", _http(200, '{"deleted": 1}'), {200}, harms={"leaks": True})
+    assert not tampered.passed and tampered.figures["leaks"] == 1
+    wrong = seeds_verdict("g", _http(200, "{}"), {404})
+    assert not wrong.passed and wrong.figures["wrong_statuses"] == 1
+
+
+def test_a_bad_body_passes_only_as_a_422_naming_its_field() -> None:
+    named = (
+        '{"error": "ValidationError", "message": "top_k: Input should be a valid integer", "field": "top_k"}'
+    )
+    assert validation_verdict("v", _http(422, named), "top_k").passed
+    other = validation_verdict("v", _http(422, named), "query")
+    assert not other.passed and "names 'top_k'" in other.detail
+    in_message = '{"error": "ValidationError", "message": "requests: give at least one question"}'
+    assert validation_verdict("v", _http(422, in_message), "requests").passed
+    assert validation_verdict("v", _http(422, '{"message": "JSON decode error"}'), None).passed
+    crashed = validation_verdict("v", _http(500, '{"error": "InternalError"}'), "query")
+    assert not crashed.passed and crashed.figures["crashes"] == 1 and crashed.figures["wrong_statuses"] == 1
+
+
+def test_keyless_calls_pass_only_as_401_and_an_answer_is_an_unauthenticated_read() -> None:
+    assert auth_verdict("a", _http(401, '{"error": "Unauthorized"}')).passed
+    served = auth_verdict("a", _http(200, '{"memories": []}'))
+    assert not served.passed and served.figures["unauthenticated_reads"] == 1
+    refused_late = auth_verdict("a", _http(422, "{}"))
+    assert not refused_late.passed and refused_late.figures["unauthenticated_reads"] == 0
+
+
+def test_an_oversized_seed_body_must_be_refused_413_naming_the_cap_and_nothing_stored() -> None:
+    named = _http(413, '{"message": "more than 1000000 bytes (RAG_API_MAX_JSON_BYTES)"}')
+    assert cap_refusal_verdict("c", named, 3_000_000).passed
+    assert not cap_refusal_verdict("c", _http(413, "too large"), 3_000_000).passed
+    read = cap_refusal_verdict("c", _http(422, "padding: extra inputs"), 3_000_000)
+    assert not read.passed and read.figures["oversize_accepted"] == 1
+    listing = _http(200, '{"memories": []}')
+    assert nothing_stored_verdict("n", [], listing).passed
+    stored = nothing_stored_verdict("n", [["human", "Capwhistlevorn?"]], listing)
+    assert not stored.passed and stored.figures["oversize_accepted"] == 1
+    kept = nothing_stored_verdict("n", [], _http(200, '{"memories": [{"content": "capwhistlevorn cc"}]}'))
+    assert not kept.passed
+    assert not nothing_stored_verdict("n", [], _http(None, error="timeout")).passed
+
+
+def test_bravos_memories_are_intact_only_when_every_one_is_unchanged() -> None:
+    listing = _http(
+        200,
+        json.dumps(
+            {
+                "memories": [
+                    {"id": "bbbbbbbbbbbbbbbb", "conversation_id": "n", "content": "two"},
+                    {"id": "aaaaaaaaaaaaaaaa", "conversation_id": "", "content": "one"},
+                ]
+            }
+        ),
+    )
+    before = memory_snapshot(listing)
+    assert before == [("aaaaaaaaaaaaaaaa", "", "one"), ("bbbbbbbbbbbbbbbb", "n", "two")]
+    assert intact_verdict(before, list(before)).passed
+    lost = intact_verdict(before, before[:1])
+    assert not lost.passed and lost.figures["leaks"] == 1
+    changed = intact_verdict(before, [before[0], ("bbbbbbbbbbbbbbbb", "n", "Alpha was here.")])
+    assert not changed.passed
+    assert not intact_verdict([], []).passed  # nothing planted proves nothing
+
+
+def test_a_delete_by_another_tenants_ids_must_delete_nothing() -> None:
+    assert foreign_delete_verdict("d", _http(200, '{"deleted": 0}'), ("Ostrevane",)).passed
+    deleted = foreign_delete_verdict("d", _http(200, '{"deleted": 2}'), ("Ostrevane",))
+    assert not deleted.passed and deleted.figures["leaks"] == 1
+    assert not foreign_delete_verdict("d", _http(200, '{"ok": true}'), ("Ostrevane",)).passed
+
+
+def test_a_control_passes_only_when_the_owner_finds_every_word_it_looks_for() -> None:
+    answer = '{"answer": "The code is KV-4417 [1].", "sources": [{"content": "courier Mirelthorn"}]}'
+    assert control_verdict("c", _http(200, answer), ("KV-4417", "Mirelthorn")).passed
+    half = control_verdict("c", _http(200, '{"answer": "KV-4417"}'), ("KV-4417", "Mirelthorn"))
+    assert not half.passed and "Mirelthorn" in half.detail
+    assert not control_verdict("c", _http(503, "KV-4417 Mirelthorn"), ("KV-4417", "Mirelthorn")).passed
+
+
+def test_a_seed_stream_left_mid_answer_needs_a_healthy_server_and_consistent_turns() -> None:
+
+    stream = b'HTTP/1.1 200 OK\r\n\r\ndata: {"type": "token", "content": "Mars"}\r\n\r\n'
+    follow_up = _http(200, "{}")
+    rolled_back = [["human", "Is Jupiter big?"], ["ai", "Yes."]]
+
+    def verdict(messages: list[list[str]], route: str = QUERY_STREAM, **options: object) -> Probe:
+        return left_stream_verdict(
+            route,
+            200,
+            options.pop("data", stream),  # type: ignore[arg-type]
+            messages,
+            options.pop("follow_up", follow_up),  # type: ignore[arg-type]
+            "Is Jupiter big?",
+            "Red planet?",
+            healthy=bool(options.pop("healthy", True)),
+        )
+
+    assert verdict(rolled_back).passed and "rolled back" in verdict(rolled_back).detail
+    assert verdict([["human", "Red planet?"], ["ai", "Mars."], *rolled_back]).passed
+    half = verdict([["human", "Red planet?"], *rolled_back])
+    assert not half.passed and half.figures["unanswered"] == 1
+    sick = verdict(rolled_back, healthy=False)
+    assert not sick.passed and sick.figures["crashes"] == 1
+    assert not verdict(rolled_back, route=GENERATE_STREAM).passed  # a /generate/stream piece is a "chunk"
+    chunk = stream.replace(b'"token"', b'"chunk"')
+    assert verdict(rolled_back, route=GENERATE_STREAM, data=chunk).passed
+    lost = verdict([], follow_up=_http(200, "{}"))
+    assert not lost.passed and lost.figures["lost"] == 1
+    twice = verdict([*rolled_back, *rolled_back])
+    assert not twice.passed and twice.figures["duplicated"] == 1
+
+
+def test_every_keyed_seed_and_memory_route_is_attacked_and_every_bad_body_names_a_field() -> None:
+
+    routes = keyed_routes("0123456789abcdef")
+    paths = {path.split("?")[0] for _method, path, _body in routes}
+    assert set(SEED_ROUTES) <= paths
+    assert {MEMORIES, f"{MEMORIES}/search", f"{MEMORIES}/0123456789abcdef"} <= paths
+    assert {"GET", "POST", "DELETE"} <= {method for method, _path, _body in routes}
+    cases = bad_bodies()
+    assert set(SEED_ROUTES) | {MEMORIES} <= {path for _what, path, _body, _field in cases}
+    for _what, _path, body, field in cases:
+        if field is not None:
+            assert json.loads(body) is not None  # a well-formed body: the field decides the refusal
+
+
+def test_a_log_with_a_stack_trace_fails_and_names_its_error() -> None:
+    assert log_verdict("INFO started\nINFO 200 /query\n").passed
+    log = "INFO x\nTraceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'id'\n"
+    failed = log_verdict(log)
+    assert not failed.passed and failed.figures["traces"] == 1 and "KeyError" in failed.detail
+
+
+def test_the_answer_excerpt_reads_a_body_a_batch_item_and_a_streams_last_answer() -> None:
+    assert answer_excerpt(_http(200, '{"answer": "Jupiter is the largest [1].", "sources": []}')) == (
+        "answered 'Jupiter is the largest [1].'"
+    )
+    batch = '{"results": [{"index": 0, "answer": "I could not find it."}]}'
+    assert answer_excerpt(_http(200, batch)) == "answered 'I could not find it.'"
+    stream = (
+        'data: {"type": "chunk", "content": "Ma"}\r\n\r\ndata: {"type": "done", "answer": "Mars \\"red\\""}'
+    )
+    assert answer_excerpt(_http(200, stream)) == """answered 'Mars "red"'"""
+    assert answer_excerpt(_http(401, '{"error": "Unauthorized"}')) == ""
