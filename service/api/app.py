@@ -3,7 +3,9 @@ langgraph.json's `"http": {"app": "./service/api/app.py:app"}` mounts into the L
 `langgraph dev` serves the LangGraph API and these routes together.
 
 Importing this module builds nothing heavy: settings are read, the runner, stores and models open on first
-use (the LangGraph server imports it at start, as it imports the graphs).
+use (the LangGraph server imports it at start, as it imports the graphs). Under `rag serve` the app's
+lifespan loads them in a thread once the server listens: GET /health answers at once, and every other
+request waits for that warm-up (`AfterWarmUp`) before its own limits start.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from config.settings import Settings, get_settings
 from graphs.runner import Session
@@ -40,6 +43,12 @@ TITLE = "Agentic RAG API"
 INTERNAL_ERROR_STATUS = 500
 #: Routes left out of the request metrics (scrapes and liveness probes would drown the real traffic).
 UNMETERED = frozenset({"/metrics", "/health"})
+#: Routes answered while the warm-up still loads the runner, stores and models (they use none of them).
+WARM_UP_FREE = ("/health", "/metrics")
+#: The API pages (fastapi-offline) and where their Swagger UI and ReDoc files are served.
+DOCS_URL = "/docs"
+REDOC_URL = "/redoc"
+OFFLINE_DOCS_URL = "/static-offline-docs"
 #: Routers whose routes resolve a tenant (so need a key when keys are configured).
 KEYED_ROUTERS = (
     routes_rag.router,
@@ -67,6 +76,35 @@ def guarded_routes() -> GuardedRoutes:
     return GuardedRoutes(routes=[*keyed, *routes_ops.router.routes], keyed=keyed, uploads=uploads)
 
 
+class AfterWarmUp:
+    """Holds a request until the warm-up has loaded what its run needs, so the first answer pays no model
+    load inside its run limit (as when the warm-up ran before the server answered), while liveness, metrics
+    and the API pages answer at once. Innermost middleware: the request guard refuses a bad key or body
+    before any wait. Plain ASGI, so streams pass through untouched."""
+
+    def __init__(self, app: ASGIApp, warming: list[asyncio.Task[float]], free: tuple[str, ...]) -> None:
+        self.app = app
+        self.warming = warming
+        self.free = free
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Wait for the warm-up (shielded: a client that leaves does not cancel it), then pass on."""
+        if scope["type"] == "http" and self.warming and not self.warming[0].done():
+            if not _is_free(scope["path"], self.free):
+                await asyncio.shield(self.warming[0])
+        await self.app(scope, receive, send)
+
+
+def warm_up_free_paths(app: FastAPI) -> tuple[str, ...]:
+    """Paths (or path prefixes, ending in '/') that never wait for the warm-up: they use no store or model."""
+    pages = (DOCS_URL, REDOC_URL, app.openapi_url, app.swagger_ui_oauth2_redirect_url, f"{OFFLINE_DOCS_URL}/")
+    return (*WARM_UP_FREE, *(page for page in pages if page))
+
+
+def _is_free(path: str, free: tuple[str, ...]) -> bool:
+    return any(path.startswith(entry) if entry.endswith("/") else path == entry for entry in free)
+
+
 def create_app(
     settings: Settings | None = None, session_factory: Callable[[Settings], Session] | None = None
 ) -> FastAPI:
@@ -80,10 +118,13 @@ def create_app(
         keys=parse_api_keys(settings.api_keys),
     )
 
+    warming: list[asyncio.Task[float]] = []
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # Loaded before the first request is accepted, not inside its run limit (Engine.warm_up).
-        await asyncio.to_thread(state.engine.warm_up)
+        # The runner, stores and models load in a thread while the server already answers GET /health;
+        # every other request waits for them before its own limits start (AfterWarmUp).
+        warming[:] = [asyncio.create_task(asyncio.to_thread(state.engine.warm_up))]
         # Idle conversations summarize themselves while the server runs (retrieval.auto_summary).
         sweeper = (
             asyncio.create_task(routes_conversations.idle_sweeper(state))
@@ -93,6 +134,7 @@ def create_app(
         yield
         if sweeper is not None:
             sweeper.cancel()
+        await asyncio.shield(warming[0])  # a thread cannot be stopped: close what it opened after it ends
         state.engine.close()
 
     # /docs and /redoc with Swagger UI's and ReDoc's files from an installed package (fastapi-offline),
@@ -101,6 +143,9 @@ def create_app(
         title=TITLE,
         description="Cited answers over your documents: generate, stream, batch, documents, health, metrics.",
         lifespan=lifespan,
+        docs_url=DOCS_URL,
+        redoc_url=REDOC_URL,
+        static_url=OFFLINE_DOCS_URL,
     )
     app.state.api = state
     install_error_handlers(app)
@@ -114,6 +159,7 @@ def create_app(
     app.include_router(routes_usage.router)  # feedback on answers, the tenant's answer stats
     # Middleware added later wraps the earlier: the meter sees every answer, CORS headers reach the
     # guard's refusals, and the guard runs before FastAPI reads a body.
+    app.add_middleware(AfterWarmUp, warming=warming, free=warm_up_free_paths(app))
     app.add_middleware(
         RequestGuard,
         routes=guarded_routes(),
