@@ -16,7 +16,10 @@ The modules, one concern each:
   and `api_suite` over `http_client` (raw sockets), `api_server` (`rag serve` in a child), `api_probes`
   (keys, caps, tenants) and `api_disconnect`; `bounds` (wide filters, too many metadata keys, inputs that
   overflowed into 500s, a restart over the same data) and `sharing` (what tenants and keyless callers learn
-  through shared caches, counters, health, paths and the embedded model server) over the same server.
+  through shared caches, counters, health, paths and the embedded model server) over the same server, each
+  with its attacks' pure verdicts beside it (`bounds_verdicts`, `sharing_verdicts`); `seeds` (the seed
+  contract's routes, memories and summaries under attack: `seeds_memory`, `seeds_streams`,
+  `seeds_verdicts`).
 
 This package re-exports what the CLI and the tenant and storage tests use; the rest is imported from its
 module.

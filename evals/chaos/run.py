@@ -24,6 +24,7 @@ from evals.chaos.injection import injection_suite
 from evals.chaos.probe import Probe
 from evals.chaos.report import report_figures
 from evals.chaos.runner import REPO_ROOT, ChaosRunner
+from evals.chaos.seeds import seeds_suite
 from evals.chaos.sharing import sharing_suite
 from evals.chaos.storage import storage_suite
 from evals.chaos.tenants import tenant_suite
@@ -40,9 +41,10 @@ SUITES: dict[str, Callable[[ChaosRunner, Path], None]] = {
     "storage": storage_suite,
     "bounds": bounds_suite,
     "sharing": sharing_suite,
+    "seeds": seeds_suite,
 }
 #: Suites that set up their own data (the others need alpha's documents indexed first).
-OWN_DATA_SUITES = frozenset({"tenants", "ingest", "sharing"})
+OWN_DATA_SUITES = frozenset({"tenants", "ingest", "sharing", "seeds"})
 
 
 def run_chaos(

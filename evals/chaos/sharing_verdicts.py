@@ -376,10 +376,10 @@ def model_server_port(server: ApiServer) -> tuple[int | None, str]:
     for port in sorted(listening_ports(server.process.pid) - {server.port}):
         answer = http_request(port, "GET", MODEL_LIST, timeout=10)
         body = answer.json()
-        if (
-            answer.status in (200, 401, 403)
-            and isinstance(body, dict)
-            and ("data" in body or "models" in body)
+        # An open server lists its models; one that requires a key answers llama.cpp's JSON error.
+        if isinstance(body, dict) and (
+            (answer.status == 200 and ("data" in body or "models" in body))
+            or (answer.status in (401, 403) and "error" in body)
         ):
             return port, "the server process's listening sockets"
     return None, ""

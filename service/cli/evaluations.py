@@ -41,6 +41,13 @@ def eval_retrieval(
         list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")] = None,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="dev | test | all: keep one half of the judged queries (by a hash of the query id; "
+            "evals.splits.split_of) before --limit. Choose settings on dev, report on test."
+        ),
+    ] = "all",
     rerank: Annotated[
         bool,
         typer.Option(
@@ -61,6 +68,10 @@ def eval_retrieval(
             fail(f"unknown search mode {name!r}; choose among dense, bm25, hybrid")
     if rerank and "hybrid" not in modes:
         fail("--rerank reranks the hybrid list: add --mode hybrid")
+    from evals.splits import ALL_SPLITS, SPLITS
+
+    if split not in (*SPLITS, ALL_SPLITS):
+        fail(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
     rerank_model = None
     if rerank:
         from nodes.resources import get_resources
@@ -68,7 +79,13 @@ def eval_retrieval(
         rerank_model = get_resources().model("generate")
     with user_errors(), progress_bars() as bars:
         report = run_retrieval_eval(
-            dataset, settings, modes=modes, limit=limit, progress=bars, rerank_model=rerank_model
+            dataset,
+            settings,
+            modes=modes,
+            limit=limit,
+            progress=bars,
+            rerank_model=rerank_model,
+            split=split,
         )
     write_json_report(json_out, report)
     table = Table(title=f"{report['dataset']}: {report['queries']} queries ({report['machine']})")
@@ -330,7 +347,7 @@ def eval_chaos(
         list[str] | None,
         typer.Option(
             help="Suites to run (repeatable): tenants, turns, injection, hostile, ingest, api, storage, "
-            "bounds, sharing. Default all."
+            "bounds, sharing, seeds. Default all."
         ),
     ] = None,
     code_root: Annotated[

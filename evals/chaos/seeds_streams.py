@@ -1,0 +1,105 @@
+"""The seeds suite's stream probes: a client leaves each of the seed contract's streams (/query-stream and
+/generate/stream) after its first piece of answer, then asks a follow-up on the same conversation. The server
+must stay healthy, the left turn must be stored whole or not at all, and the follow-up answered and stored
+once (evals/chaos/seeds.py runs them)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from evals.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, ApiServer
+from evals.chaos.corpora import ALPHA
+from evals.chaos.http_client import HttpResult, stream_and_leave
+from evals.chaos.limits import API_TURN_TIMEOUT_S
+from evals.chaos.probe import Probe, failed_checks
+from evals.chaos.runner import ChaosRunner
+from evals.chaos.seeds_verdicts import GENERATE_STREAM, QUERY, QUERY_STREAM, SUITE, alive
+from evals.chaos.threads import thread_messages, unanswered_questions
+
+#: The event of a piece of the answer in each seed stream (`data: {"type": ...}`), what the client waits for.
+TOKEN_MARKERS = {QUERY_STREAM: b'"type": "token"', GENERATE_STREAM: b'"type": "chunk"'}
+
+
+def left_stream_verdict(
+    route: str,
+    stream_status: int | None,
+    stream_data: bytes,
+    messages: list[list[str]],
+    follow_up: HttpResult,
+    follow_up_question: str,
+    left_question: str,
+    *,
+    healthy: bool,
+) -> Probe:
+    """A client left `route` mid-answer, then asked a follow-up on the same conversation: the stream had
+    started answering, the server is healthy, the left turn is stored whole (with its answer) or not at all,
+    and the follow-up is answered and stored once."""
+    started = stream_status == 200 and TOKEN_MARKERS.get(route, b'"type"') in stream_data
+    unanswered = unanswered_questions(messages)
+    follow_ups = sum(1 for kind, text in messages if kind == "human" and follow_up_question in text)
+    left = sum(1 for kind, text in messages if kind == "human" and left_question in text)
+    wrong = not follow_up.hung and follow_up.status != 200
+    problems = failed_checks(
+        (f"the stream gave no piece of answer before the client left (status {stream_status})", not started),
+        ("the server is unhealthy afterwards (GET /health)", not healthy),
+        (f"{unanswered} questions without an answer in the conversation", unanswered),
+        ("follow-up: no answer in time", follow_up.hung),
+        (f"follow-up: status {follow_up.status}: {follow_up.text[:160]}", wrong),
+        (f"follow-up stored {follow_ups} times", follow_up.ok and follow_ups != 1),
+        (f"the left question stored {left} times", left > 1),
+    )
+    return Probe(
+        SUITE,
+        f"client leaves {route} mid-answer: server healthy, turns consistent",
+        not problems,
+        "; ".join(problems) or f"the left turn was {'completed' if left else 'rolled back'}",
+        {
+            "unanswered": float(unanswered),
+            "duplicated": float(max(follow_ups - 1, 0) + max(left - 1, 0)),
+            "lost": float(follow_up.ok and follow_ups == 0),
+            "hangs": float(follow_up.hung),
+            "wrong_statuses": float(wrong),
+            "crashes": float(not healthy),
+        },
+    )
+
+
+def stream_probes(runner: ChaosRunner, server: ApiServer, data_dir: Path) -> None:
+    """Leave each seed stream after its first piece of answer; then a follow-up on the same conversation."""
+    headers = {KEY_HEADER: API_KEYS[ALPHA], "Content-Type": "application/json"}
+    for route, conversation_key, follow_up_route, left_question, follow_up_question in (
+        (
+            QUERY_STREAM,
+            "conversation_id",
+            QUERY,
+            "Why is Mars called the red planet?",
+            "Is Jupiter bigger than Mars?",
+        ),
+        (
+            GENERATE_STREAM,
+            "thread_id",
+            GENERATE,
+            "What gives the surface of Mars its colour?",
+            "Which planet of the Solar System is the largest one?",
+        ),
+    ):
+        conversation = f"seeds-leave-{route.rsplit('/', 1)[-1]}"
+        body = json.dumps({"query": left_question, conversation_key: conversation}).encode()
+        status, data = stream_and_leave(
+            server.port, route, headers, body, until=TOKEN_MARKERS[route], timeout=API_TURN_TIMEOUT_S
+        )
+        healthy = alive(server)
+        follow_up = server.request(
+            "POST",
+            follow_up_route,
+            tenant=ALPHA,
+            payload={"query": follow_up_question, conversation_key: conversation},
+            timeout=API_TURN_TIMEOUT_S,
+        )
+        messages = thread_messages(runner, data_dir, conversation, ALPHA)
+        runner.record(
+            left_stream_verdict(
+                route, status, data, messages, follow_up, follow_up_question, left_question, healthy=healthy
+            )
+        )
