@@ -34,6 +34,7 @@ from evals.eval_index import (
     write_corpus_once,
 )
 from evals.metrics import dedupe_to_documents, linear_percentile, mrr_at_k, ndcg_at_k, recall_at_k
+from evals.splits import ALL_SPLITS, SPLITS, split_of
 from retrieval.ingest import IngestSummary
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.rerank import rerank
@@ -118,15 +119,21 @@ def run_retrieval_eval(
     limit: int | None = None,
     progress: ProgressFactory = no_progress,
     rerank_model: BaseChatModel | None = None,
+    split: str = ALL_SPLITS,
 ) -> dict[str, Any]:
     """Ingest the dataset (reused when unchanged), run every query in every mode, return the report dict;
-    with `rerank_model`, also the hybrid list reranked by it (RERANK_MODE)."""
+    with `rerank_model`, also the hybrid list reranked by it (RERANK_MODE). `split` keeps one half of the
+    judged queries (evals.splits.split_of: dev to choose a setting, test to report it) before `limit`."""
+    if split not in (*SPLITS, ALL_SPLITS):
+        raise ValueError(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
     dataset = load_retrieval_dataset(dataset_path, eval_root(settings))
     kb = KnowledgeBase.open(_index_settings(settings, dataset))
     try:
         ingest = _ingest(kb, dataset, progress)
         searcher = Searcher(kb)
         query_ids = [qid for qid in dataset.queries if qid in dataset.qrels]
+        if split != ALL_SPLITS:
+            query_ids = [qid for qid in query_ids if split_of(qid) == split]
         if limit:
             query_ids = query_ids[:limit]
         recall_cutoffs = BEIR_CUTOFFS["recall"] if dataset.kind == "beir" else CMRC_RECALL_CUTOFFS
@@ -175,6 +182,7 @@ def run_retrieval_eval(
             "dataset": dataset.name,
             "kind": dataset.kind,
             "queries": len(query_ids),
+            "split": split,
             "machine": machine_description(),
             "embedding": settings.embedding_provider,
             "chunk_size": settings.chunk_size,

@@ -1,7 +1,7 @@
-"""The naive RAG baseline: retrieve -> compress_evidence -> budgeted prompt -> generate -> cite
-(-> record_turn, which writes the turn into the SQL tables), on the same parts as the agentic graph (same
-search, same evidence compression, same prompt budgeting, same citation handling), so comparisons isolate
-the agentic parts."""
+"""The naive RAG baseline: recall_memories -> retrieve -> compress_evidence -> budgeted prompt -> generate
+-> cite (-> record_turn, which writes the turn into the SQL tables), on the same parts as the agentic graph
+(same memories as evidence, same search, same evidence compression, same prompt budgeting, same citation
+handling), so comparisons isolate the agentic parts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from nodes.baseline_retrieve import baseline_retrieve
 from nodes.cite import cite
 from nodes.compress_evidence import compress_evidence
 from nodes.generate import generate
+from nodes.recall_memories import recall_memories
 from nodes.record_turn import record_turn_node
 from nodes.start_turn import start_turn
 from persistence.checkpointer import with_durability
@@ -28,13 +29,15 @@ def build_baseline_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -
     """Assemble and compile the baseline graph."""
     builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
     builder.add_node("start_turn", start_turn)
+    builder.add_node("recall_memories", recall_memories)
     builder.add_node("retrieve", baseline_retrieve)
     builder.add_node("compress_evidence", compress_evidence)
     builder.add_node("generate", generate)
     builder.add_node("cite", cite)
     builder.add_node("record_turn", record_turn_node(GRAPH_NAME))
     builder.add_edge(START, "start_turn")
-    builder.add_edge("start_turn", "retrieve")
+    builder.add_edge("start_turn", "recall_memories")
+    builder.add_edge("recall_memories", "retrieve")
     builder.add_edge("retrieve", "compress_evidence")
     builder.add_edge("compress_evidence", "generate")
     builder.add_edge("generate", "cite")

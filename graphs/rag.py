@@ -1,11 +1,14 @@
 """The agentic RAG graph (the design card's shape):
 
-START -> start_turn -> contextualize -> cache_lookup -> analyze -> select_strategy -> rewrite
-      -> retrieve (fan-out) -> grade_retrieval -> compress_evidence -> generate | reformulate -> retrieve
-                                                  | not_found
+START -> start_turn -> contextualize -> cache_lookup -> recall_memories -> analyze -> select_strategy
+      -> rewrite -> retrieve (fan-out) -> grade_retrieval -> compress_evidence -> generate
+                                                           | reformulate -> retrieve | not_found
 generate -> grade_answer -> cite | reformulate | generate (regenerate)
 cite -> record_turn -> END;  not_found -> record_turn -> END;  cache_lookup (hit) -> record_turn -> END
 analyze says no retrieval is needed -> generate directly.
+
+The memories recalled before analysis are evidence: grade_retrieval counts them with the relevant passages,
+so "nothing retrieved -> not_found" means no passage and no memory (nodes.recall_memories).
 
 Every loop is bounded by counters in state (`retrieval_rounds`, `generation_rounds`, `hops`) checked against
 the context's `max_iterations` / `iterative_hops`; `recursion_limit` is only a backstop.
@@ -35,6 +38,7 @@ from nodes.generate import generate
 from nodes.grade_answer import grade_answer
 from nodes.grade_retrieval import grade_retrieval
 from nodes.not_found import not_found
+from nodes.recall_memories import recall_memories
 from nodes.record_turn import record_turn
 from nodes.reformulate import reformulate
 from nodes.retrieve import retrieve
@@ -56,6 +60,7 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphTy
     builder.add_node("start_turn", start_turn)
     builder.add_node("contextualize", contextualize)
     builder.add_node("cache_lookup", cache_lookup)
+    builder.add_node("recall_memories", recall_memories)
     builder.add_node("analyze", analyze)
     builder.add_node("select_strategy", select_strategy)
     builder.add_node("rewrite", rewrite)
@@ -73,6 +78,7 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphTy
     builder.add_edge("start_turn", "contextualize")
     builder.add_edge("contextualize", "cache_lookup")
     builder.add_conditional_edges("cache_lookup", route_after_cache_lookup)
+    builder.add_edge("recall_memories", "analyze")
     builder.add_conditional_edges("analyze", route_after_analyze)
     builder.add_edge("select_strategy", "rewrite")
     builder.add_conditional_edges("rewrite", fan_out_queries, ["retrieve"])

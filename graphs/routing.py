@@ -10,7 +10,7 @@ from typing import Literal
 
 from langgraph.types import Send
 
-from state.graph_state import RetrieveTask, State
+from state.graph_state import RetrieveTask, State, retrieval_conversation
 from state.schemas import SearchQuery
 
 
@@ -36,7 +36,7 @@ def fan_out_queries(state: State) -> list[Send]:
                 query=query,
                 tenant=state.get("tenant") or "",
                 filters=state.get("filters") or {},
-                conversation_id=state.get("conversation_id") or "",
+                conversation_id=retrieval_conversation(state),
                 wants_details=bool(analysis.get("wants_details", False)),
                 depth=depth,
             ),
@@ -61,6 +61,7 @@ def route_after_answer_grade(state: State) -> Literal["cite", "reformulate", "ge
     return "cite"
 
 
-def route_after_cache_lookup(state: State) -> Literal["record_turn", "analyze"]:
-    """A semantic cache hit is the answer (record it and end); a miss goes on to analysis."""
-    return "record_turn" if state.get("cache_hit") else "analyze"
+def route_after_cache_lookup(state: State) -> Literal["record_turn", "recall_memories"]:
+    """A semantic cache hit is the answer (record it and end); a miss recalls the turn's memories, then
+    goes on to analysis."""
+    return "record_turn" if state.get("cache_hit") else "recall_memories"

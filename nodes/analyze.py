@@ -74,12 +74,12 @@ def guard_retrieval(analysis: QueryAnalysis, heuristic: QueryAnalysis) -> QueryA
 @timed("analyze")
 def analyze(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Set `analysis` (a QueryAnalysis as a dict) for the standalone question; the model's analysis skips
-    retrieval only where the heuristic's does too (`guard_retrieval`). With retrieval off (`rag_enabled`
+    retrieval only where the heuristic's does too (`guard_retrieval`). With retrieval off (`retrieval`
     False) the heuristic's analysis says no retrieval, so the run goes to generate."""
     context = run_context(runtime)
     question = state.get("standalone_question") or state.get("question") or ""
     heuristic = heuristic_analysis(question)
-    if not context.rag_enabled:  # RAG_ENABLED=false: straight to generate, no analysis call to pay for
+    if not context.retrieval:  # RAG_RETRIEVAL=false: straight to generate, no analysis call to pay for
         return {"analysis": heuristic.model_copy(update={"needs_retrieval": False}).model_dump()}
     if not use_llm_analyzer(context):
         return {"analysis": heuristic.model_dump()}

@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from nodes.instrumentation import timed
 from nodes.retrieve import retrieve
 from state.context import Context, run_context
-from state.graph_state import RetrieveTask, State
+from state.graph_state import RetrieveTask, State, retrieval_conversation
 from state.schemas import SearchQuery
 
 
@@ -21,7 +21,7 @@ def baseline_retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]
         query=SearchQuery(text=question, dense_text=question, purpose="original"),
         tenant=state.get("tenant") or run_context(runtime).tenant,
         filters=state.get("filters") or {},
-        conversation_id=state.get("conversation_id") or "",
+        conversation_id=retrieval_conversation(state),
         wants_details=False,
     )
     update: dict[str, Any] = retrieve.__wrapped__(task, runtime)  # type: ignore[attr-defined]  # timed once, as this node

@@ -5,7 +5,7 @@ the Self-RAG loop gives up, its last attempt may be worse than an earlier one. T
 refer to the sources it was generated with, recorded as chunk ids in `best_answer.doc_ids`, so those are
 looked up again among the turn's documents (falling back to the latest `sources` if one is missing).
 
-Retrieval off (`rag_enabled` False, RAG_ENABLED=false): the answer ends with a note that no documents were
+Retrieval off (`retrieval` False, RAG_RETRIEVAL=false): the answer ends with a note that no documents were
 consulted (prompts.answer.NO_DOCUMENTS_NOTES), and has no sources nor citations.
 
 Honest "not found": when the passages do not answer the question (a name or number of the question is in
@@ -106,7 +106,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             logger.info("cite: answering not found (%s)", reason)
             text, sources, declined = not_found_text, [], text
     exempt: tuple[str, ...] = NOT_FOUND_TEXTS
-    if not context.rag_enabled:  # the answer says it is the model's own: no documents were consulted
+    if not context.retrieval:  # the answer says it is the model's own: no documents were consulted
         note = NO_DOCUMENTS_NOTES[language_of(question)]
         text, sources, exempt = f"{text.rstrip()}\n\n{note}", [], (*exempt, note)
     cited = resolve_citations(text, sources, non_claims=exempt)

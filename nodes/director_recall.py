@@ -2,12 +2,13 @@
 RAG_DIRECTOR_STALL_TURNS turns without progress, the events of this conversation and of the tenant's other
 conversations nearest the question, for their own section of the answer prompt (retrieval.prompt_budget).
 
-Why a step of generate, like nodes.memory_recall: every graph that answers writes its answer there, so the
-section reaches all of them without new edges; the result is kept in state (`director_events`, reset by
+Why a step of generate: every graph that answers writes its answer there, so the section reaches all of
+them without new edges; the result is kept in state (`director_events`, reset by
 start_turn) so the Self-RAG rounds of a turn search once. The events are context, not evidence: they are not
 numbered or cited, and a RAG turn with no relevant passage still ends at the honest "not found" (generate
 does not run then); in chat mode (`answer_source="chat"`) and with passages they reach the model.
 
+Where: the long-term store (persistence.summary_store), the run's `runtime.store` when it has one.
 Scope: the turn's tenant only, a conversation id is needed (no "this conversation" without one), and the
 turn's metadata filters apply. Never at the answer's expense: a store that fails is logged and the answer is
 written without the section.
@@ -16,6 +17,7 @@ written without the section.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from core.types import SearchHit
 from nodes.resources import get_resources
@@ -23,6 +25,9 @@ from nodes.retrieve import to_retrieved
 from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
+
+if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
 
 logger = logging.getLogger(__name__)
 
@@ -39,9 +44,12 @@ def director_doc(hit: SearchHit, query: str, scope: str) -> RetrievedDoc:
     return {**doc, "metadata": {**doc["metadata"], **extra}}
 
 
-def director_events(state: State, context: Context, question: str) -> list[RetrievedDoc]:
+def director_events(
+    state: State, context: Context, question: str, store: BaseStore | None = None
+) -> list[RetrievedDoc]:
     """This turn's director events: those recalled earlier in the turn, else searched now when the
-    conversation is stalled ([] when it is not, or has no conversation id)."""
+    conversation is stalled ([] when it is not, or has no conversation id). `store`: the run's
+    `runtime.store` when the graph was given one, else the process's long-term store is read."""
     earlier = state.get("director_events")
     if earlier is not None:
         return earlier
@@ -51,22 +59,22 @@ def director_events(state: State, context: Context, question: str) -> list[Retri
     needed = settings.director_stall_turns
     if needed <= 0 or not conversation_id or not question.strip():
         return []
-    # The director reads conversation summaries and the store (sqlalchemy, numpy): imported when a
-    # conversation asks for it, not with the graph (issue 22 §6).
+    # The director reads the long-term store (sqlalchemy, numpy): imported when a conversation asks for
+    # it, not with the graph.
     from retrieval.director import director_search, stalled_turns
 
     if stalled_turns(state.get("messages") or [], question) < needed:
         return []
     try:
         found = director_search(
-            resources.searcher(),
+            resources.kb(),
             question,
             tenant=state.get("tenant") or context.tenant,
             conversation_id=conversation_id,
             conversation_k=settings.director_conversation_k,
             other_k=settings.director_other_k,
             filters=state.get("filters") or None,
-            mode=context.search_mode,
+            store=store,
         )
     except Exception as error:  # noqa: BLE001 - the director helps an answer, it never costs it
         logger.warning("director: could not recall the conversation's events (%s); answering without", error)

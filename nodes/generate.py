@@ -6,9 +6,11 @@ The model is called through a guarded stream (nodes.instrumentation.guarded_text
 `stream_mode="messages"` streams its tokens, a looping reply is cut, and the endpoint's token
 log-probabilities give the draft's confidence (models.confidence: `draft_confidence`).
 The reader gets the compressed evidence (compress_evidence: `evidence`) when there is some, else whole chunks.
-The tenant's memories nearest the question (nodes.memory_recall) get their own section after the system
-prompt, numbered after the sources; the draft's sources then end with them (`memory:<id>`). When the
-conversation has stalled, the director's events (nodes.director_recall) get their own section after them.
+The memories recalled for the turn (nodes.recall_memories, in state) get their own section after the system
+prompt, numbered after the sources; the draft's sources then end with them (`memory:<id>`). A turn whose
+only evidence is memories (no passage, after retrieval) is answered with the sources' prompt, so the model
+answers from them and cites them. When the conversation has stalled, the director's events
+(nodes.director_recall) get their own section after them.
 
 Short answer first: the prompt asks for "Answer: <short answer>" then "Explanation: <sentence> [n]" (few-shot,
 stop sequences), and the draft is the short answer on its own line, then the explanation
@@ -45,7 +47,7 @@ from nodes.events import emit
 from nodes.extractive import extractive_answer, extractive_short
 from nodes.focused_read import SOURCE_FOCUSED_READ, focused_read
 from nodes.instrumentation import TokenLogprobs, guarded_text_call, merge_updates, timed, with_temperature
-from nodes.memory_recall import memory_sources, recalled_memories
+from nodes.memory_recall import memory_sources
 from nodes.model_draft import json_schema_draft, model_draft, uses_json_schema, with_stop
 from nodes.resources import get_resources
 from nodes.turn import answer_documents, answer_mode, conversation_history, current_question, language_of
@@ -145,10 +147,13 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = current_question(state)
     language = language_of(question)
     documents = state.get("evidence") or answer_documents(state, context)
-    memories = recalled_memories(state, context, question)  # the tenant's notes, seed 000's own section
-    director = director_events(state, context, question)  # a stalled conversation's events (seed 5)
+    memories = state.get("recalled_memories") or []  # recalled by nodes.recall_memories
+    # A stalled conversation's events, from the run's store when the graph was given one.
+    director = director_events(state, context, question, getattr(runtime, "store", None))
     settings = get_resources().settings
-    system = _system_prompt(state, context, language, bool(documents))
+    # Memories answer like sources when retrieval ran and they are all the evidence there is.
+    sourced = bool(documents) or (bool(memories) and state.get("retrieval_rounds", 0) > 0)
+    system = _system_prompt(state, context, language, sourced)
     prompt = build_answer_prompt(
         system=system,
         question=question,
@@ -182,7 +187,6 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "prompt_info": info,
             "generation_rounds": 1,
             "draft_confidence": None,
-            "recalled_memories": memories,
             "director_events": director,
         }
     model = with_temperature(get_resources().model("generate", context), context.temperature)
@@ -191,12 +195,12 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
     )
     token_logprobs: TokenLogprobs | None = None
-    if used and uses_json_schema(context):
+    if sourced and uses_json_schema(context):
         raw, error, usage = json_schema_draft(model, prompt.messages, context.generation_reserve)
     else:
-        stopping = with_stop(model, ANSWER_STOP_SEQUENCES) if used else model
+        stopping = with_stop(model, ANSWER_STOP_SEQUENCES) if sourced else model
         reply = guarded_text_call(
-            stopping, prompt.messages, max_tokens=answer_token_cap(state, context), logprobs=bool(used)
+            stopping, prompt.messages, max_tokens=answer_token_cap(state, context), logprobs=sourced
         )
         raw, error, usage, token_logprobs = reply.text, reply.error, reply.accounting, reply.token_logprobs
         info["stopped_on_loop"] = reply.stopped_on_loop
@@ -245,7 +249,6 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "prompt_info": info,
         "generation_rounds": 1,
         "draft_confidence": confidence,
-        "recalled_memories": memories,
         "director_events": director,
     }
     return merge_updates(update, usage, read_usage)

@@ -140,16 +140,19 @@ def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     everything = [by_id.get(doc["chunk_id"], doc) for doc in documents]
     relevant = [doc for doc in everything if doc["relevance"] >= context.relevance_threshold]
     best = sorted((doc["relevance"] for doc in everything), reverse=True)[: max(1, context.top_k // 2)]
+    # The recalled memories (nodes.recall_memories) are evidence too: each passed the recall's similarity
+    # bar, so a memory counts as a relevant passage and "nothing retrieved" means no passage and no memory.
+    memories = state.get("recalled_memories") or []
     update = {
         "documents": graded,
         "retrieval_score": round(sum(best) / len(best), 4) if best else 0.0,
-        "missing_terms": uncovered_terms(question, relevant),
+        "missing_terms": uncovered_terms(question, [*relevant, *memories]),
         "retrieval_decision": decide_after_retrieval(
             state,
             context,
-            found=bool(everything),
-            relevant=len(relevant),
-            unanswerable=bool(missing_question_anchors(question, everything)),
+            found=bool(everything or memories),
+            relevant=len(relevant) + len(memories),
+            unanswerable=bool(missing_question_anchors(question, [*everything, *memories])),
         ),
     }
     emit(
@@ -162,8 +165,8 @@ def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 def decide_after_retrieval(
     state: State, context: Context, *, found: bool, relevant: int, unanswerable: bool = False
 ) -> RetrievalDecision:
-    """What follows the grades (pure):
-    - nothing retrieved at all (empty scope, or the store is down) -> not_found; in chat mode
+    """What follows the grades (pure; `found` and `relevant` count the recalled memories with the passages):
+    - nothing retrieved at all (empty scope, or the store is down, and no memory) -> not_found; in chat mode
       (`answer_source="chat"`) an empty scope -> generate, which answers from the conversation history;
     - an ITERATIVE question with hops left -> reformulate (the next hop), within the round budget;
     - enough relevant passages -> generate;

@@ -1,8 +1,9 @@
 """Memories recalled into an answer: the tenant's notes (persistence.memories) nearest the turn's question.
 
-Why a step of generate rather than a node: every graph that answers (agentic, baseline, direct) writes its
-answer in generate, so recalling there reaches all of them without new edges; the result is kept in state
-(`recalled_memories`, reset by start_turn) so the Self-RAG rounds of one turn search once.
+The node nodes.recall_memories calls `recalled_memories` once per turn, before the evidence is judged, and
+keeps the result in state (`recalled_memories`, reset by start_turn); grade_retrieval counts them as
+evidence and generate gives them their own prompt section. This module holds the search and the memory's
+shape as a source, shared by the node, generate, cite and record_turn.
 
 Scope: the turn's tenant, and its conversation's memories plus the tenant-wide ones (conversation ''); another
 conversation's memories are never recalled. At most RAG_MEMORY_RECALL_K, each at least

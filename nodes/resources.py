@@ -66,13 +66,15 @@ class Resources:
 
     def uses_store(self, context: Context | None = None) -> bool:
         """Whether a run reads the knowledge base (search, memories' embeddings, the semantic cache's
-        documents version): not when retrieval is off (the context's `rag_enabled`, RAG_ENABLED), nor with
-        the mock retriever (RAG_RETRIEVER=mock), which runs the graph without any store."""
-        enabled = context.rag_enabled if context is not None else self.settings.enabled
+        documents version): not when retrieval is off (the context's `retrieval`, RAG_RETRIEVAL), nor
+        with the mock retriever (RAG_RETRIEVER=mock, or RAG_ENABLED=false), which runs the graph without any
+        store."""
+        enabled = context.retrieval if context is not None else self.settings.retrieval
         return enabled and self.settings.retriever == "store"
 
     def searcher(self) -> PassageSearcher:
-        """The searcher: over the knowledge base, or the mock retriever's passages (RAG_RETRIEVER=mock)."""
+        """The searcher: over the knowledge base, or the mock retriever's passages (RAG_RETRIEVER=mock or
+        RAG_ENABLED=false, which sets it)."""
         if self._searcher is None:
             from retrieval.mock_retriever import MockSearcher
             from retrieval.search import Searcher

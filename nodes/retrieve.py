@@ -4,8 +4,13 @@ Scoping, in order: the tenant (always, enforced by the searcher), the context's 
 (retrieval.directory_scope), the caller's metadata filters, then the conversation: with a conversation id,
 results come only from that conversation (strict by default: another conversation's memories are not this
 one's), unless the run opts into a minority share from other conversations
-(`context.cross_conversation_share` > 0, at least one result then). When the question asks
-how / for details, summary chunks are expanded into the detail chunks of the same document ("deep search").
+(`context.cross_conversation_share` > 0, at least one result then). With a conversation id, the
+conversation's block summaries nearest the question are added from the long-term store; when the question
+asks how / for details, each is expanded into its block's detail events ("deep search").
+
+Rerank (the run's `rerank`, RAG_RERANK): each search fetches RAG_RERANK_CANDIDATES fused candidates (or k
+when larger), the generation model scores them in one call (retrieval/rerank.py) and the k best go on, scored
+by the model so that every later step (merging queries, grading, the answer's sources) keeps its order.
 """
 
 from __future__ import annotations
@@ -13,31 +18,35 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
 from config.settings import Settings
 from core.types import SearchHit
-from nodes.instrumentation import timed
+from nodes.instrumentation import accounting, merge_updates, timed
 from nodes.resources import get_resources
 from nodes.retry_strategy import search_k
 from persistence.errors import STORE_DOWN_MESSAGE
 from persistence.vector_store import StoreUnavailableError
 from retrieval.public_source import public_source
+from retrieval.rerank import RerankResult, rerank, rescored
 from state.context import Context, run_context
 from state.graph_state import RetrieveTask
 from state.schemas import RetrievedDoc
 
 if TYPE_CHECKING:
+    from langgraph.store.base import BaseStore
+
     from retrieval.search import PassageSearcher
 
 logger = logging.getLogger(__name__)
 
-#: Detail chunks fetched per summary chunk when the question wants details.
+#: Detail events fetched per recalled summary when the question wants details.
 DETAILS_PER_SUMMARY = 3
-SUMMARY_LEVEL = "summary"
-DETAIL_LEVEL = "detail"
+#: Reorders one search's hits for its query and keeps the best k: (query, hits, k) -> hits.
+Reorder = Callable[[str, list[SearchHit], int], list[SearchHit]]
 
 
 def to_retrieved(hit: SearchHit, query: str) -> RetrievedDoc:
@@ -68,7 +77,8 @@ def to_retrieved(hit: SearchHit, query: str) -> RetrievedDoc:
                 "chunk_index",
             )
         }
-        | {"dense_score": hit.dense_score, "bm25_score": hit.bm25_score},
+        | {"dense_score": hit.dense_score, "bm25_score": hit.bm25_score}
+        | ({"fused_score": hit.metadata["fused_score"]} if "fused_score" in hit.metadata else {}),
     )
 
 
@@ -109,19 +119,23 @@ def scoped_search(
     filters: dict[str, Any] | None,
     conversation_id: str,
     depth: int = 1,
+    reorder: Reorder | None = None,
 ) -> list[SearchHit]:
     """Search with conversation scoping: only the conversation's documents, or with a share > 0,
     `outside_conversation_k` of k from other conversations and the rest inside. `depth` multiplies the
-    mode's k (an expanding retry, nodes.retry_strategy), up to RAG_CANDIDATE_K."""
+    mode's k (an expanding retry, nodes.retry_strategy), up to RAG_CANDIDATE_K. With `reorder` (the
+    rerank) each search fetches at least RAG_RERANK_CANDIDATES and `reorder` keeps its best k, so the
+    inside and outside shares hold as without it."""
     collections = [context.collection] if context.collection else None
     vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
     top_k, weights = mode_retrieval(context, searcher.settings)
     top_k = search_k(top_k, depth, searcher.settings.candidate_k)
 
     def search(k: int, scope: dict[str, Any] | None) -> list[SearchHit]:
-        return searcher.search(
+        fetch = max(k, searcher.settings.rerank_candidates) if reorder else k
+        hits = searcher.search(
             text,
-            k=k,
+            k=fetch,
             filters=scope,
             mode=context.search_mode,
             tenant=tenant,
@@ -130,6 +144,7 @@ def scoped_search(
             weights=weights,
             directory=context.directory or None,
         ).hits
+        return reorder(text, hits, k) if reorder else hits
 
     if not conversation_id:
         return search(top_k, filters)
@@ -142,22 +157,48 @@ def scoped_search(
 
 
 def expand_summaries(
-    searcher: PassageSearcher, hits: list[SearchHit], text: str, *, context: Context, tenant: str
+    hits: list[SearchHit],
+    text: str,
+    *,
+    tenant: str,
+    conversation_id: str,
+    wants_details: bool,
+    store: BaseStore | None = None,
 ) -> list[SearchHit]:
-    """Add the detail chunks of documents whose summary chunk was retrieved."""
-    extra: list[SearchHit] = []
-    for hit in hits:
-        if hit.metadata.get("level") != SUMMARY_LEVEL:
-            continue
-        details = searcher.search(
-            text,
-            k=DETAILS_PER_SUMMARY,
-            mode=context.search_mode,
-            tenant=tenant,
-            filters={"$and": [{"doc_id": hit.doc_id}, {"level": DETAIL_LEVEL}]},
-        ).hits
-        extra.extend(details)
-    return hits + extra
+    """Add the conversation's block summaries nearest the question from the long-term store
+    (persistence.summary_store; the run's `runtime.store` when it has one), each followed by its nearest
+    detail events when the question wants details ("deep search")."""
+    resources = get_resources()
+    if not conversation_id or not resources.uses_store():  # the mock retriever keeps no summaries
+        return hits
+    from retrieval.summary_search import conversation_summaries
+
+    found = conversation_summaries(
+        resources.kb(),
+        text,
+        tenant=tenant,
+        conversation_id=conversation_id,
+        k=resources.settings.summary_recall_k,
+        details_per_summary=DETAILS_PER_SUMMARY if wants_details else 0,
+        store=store,
+    )
+    return hits + found
+
+
+def model_reorder(context: Context, outcomes: list[RerankResult]) -> Reorder:
+    """The rerank as a Reorder: the run's generation model scores the hits in one call, the `k` best are
+    kept (rescored by the model); each outcome is appended to `outcomes` (timings, calls)."""
+    resources = get_resources()
+    model, passage_chars = resources.model("generate", context), resources.settings.rerank_passage_chars
+
+    def reorder(query: str, hits: list[SearchHit], k: int) -> list[SearchHit]:
+        outcome = rerank(model, query, hits, passage_chars=passage_chars)
+        if outcome.calls and not outcome.reranked:
+            logger.info("rerank kept the fused order: %s", outcome.reason)
+        outcomes.append(outcome)
+        return rescored(outcome)[:k]
+
+    return reorder
 
 
 @timed("retrieve")
@@ -166,9 +207,10 @@ def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
     honest "not found" answer instead of failing). Filters were validated when the turn started."""
     context = run_context(runtime)
     query = task["query"]
-    if not context.rag_enabled:  # RAG_ENABLED=false (the baseline graph comes here): no store is opened
+    if not context.retrieval:  # RAG_RETRIEVAL=false (the baseline graph comes here): no store is opened
         return {"documents": []}
     searcher = get_resources().searcher()
+    outcomes: list[RerankResult] = []
     started = time.perf_counter()
     try:
         hits = scoped_search(
@@ -180,13 +222,25 @@ def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
             filters=task["filters"] or None,
             conversation_id=task["conversation_id"],
             depth=task.get("depth", 1),
+            reorder=model_reorder(context, outcomes) if context.rerank else None,
         )
-        if task["wants_details"]:
-            hits = expand_summaries(searcher, hits, query["text"], context=context, tenant=task["tenant"])
+        hits = expand_summaries(
+            hits,
+            query["text"],
+            tenant=task["tenant"],
+            conversation_id=task["conversation_id"],
+            wants_details=task["wants_details"],
+            store=getattr(runtime, "store", None),
+        )
     except StoreUnavailableError as error:
         # The output state is public (API, LangGraph server): our message; the store's text is logged.
         logger.error("retrieval failed: %s", error)
         return {"documents": [], "error": STORE_DOWN_MESSAGE}
     elapsed = (time.perf_counter() - started) * 1000
     documents = [to_retrieved(hit, query["text"]) for hit in hits]
-    return {"documents": documents, "timings_ms": {"retrieval": elapsed}}
+    update: dict[str, Any] = {"documents": documents, "timings_ms": {"retrieval": elapsed}}
+    if not outcomes:
+        return update
+    rerank_ms = sum(outcome.elapsed_ms for outcome in outcomes)
+    calls = sum(outcome.calls for outcome in outcomes)
+    return merge_updates(update, accounting(calls, {}, rerank_ms), {"timings_ms": {"rerank": rerank_ms}})

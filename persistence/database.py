@@ -143,7 +143,9 @@ class ConversationRow(Base):
 
 
 class MemoryRow(Base):
-    """A note kept for a tenant (and optionally one conversation), searchable by meaning."""
+    """The memories table of earlier releases: read once, when a long-term store is first opened, to copy
+    its rows into the store (persistence.memory_migration), and never written. Memories live in the store
+    (persistence.memories); the table stays so that copy, and a way back, keep working."""
 
     __tablename__ = "memories"
     __table_args__ = (
@@ -232,8 +234,13 @@ class CacheEntryRow(Base):
     expires_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
-#: Tables counted by `database_stats` (and `rag stats`), in a stable order.
-COUNTED_TABLES: tuple[type[Base], ...] = (SessionRow, ConversationRow, MemoryRow, AuditLogRow, CacheEntryRow)
+#: Tables counted by `database_stats` (and `rag stats`), in a stable order; the memories are counted in the
+#: long-term store between the conversations and the audit logs (`MEMORIES_COUNT`).
+COUNTED_TABLES: tuple[type[Base], ...] = (SessionRow, ConversationRow, AuditLogRow, CacheEntryRow)
+#: The name `database_stats` reports the long-term store's memories under (the table's name before).
+MEMORIES_COUNT = "memories"
+#: Store items read per call while `database_stats` counts the memories.
+STATS_PAGE = 1000
 
 
 def database_url(settings: Settings) -> str:
@@ -376,13 +383,32 @@ def close_databases() -> None:
 
 
 def database_stats(settings: Settings | None = None) -> dict[str, int]:
-    """Row counts per table: sessions, conversations, memories, audit_logs, semantic_cache."""
+    """Row counts per table: sessions, conversations, memories (items of the long-term store), audit_logs,
+    semantic_cache."""
+    from persistence.long_term_store import (
+        MEMORIES,
+        MEMORIES_TABLE_MARKER,
+        MIGRATION_NAMESPACE,
+        all_items,
+        long_term_store,
+    )
+
+    if settings is None:
+        from persistence.process import process_settings
+
+        settings = process_settings()
     database = get_database(settings)
+    store = long_term_store(settings).store
+    copied = store.get(MIGRATION_NAMESPACE, MEMORIES_TABLE_MARKER) is not None
     with database.session() as session:
-        return {
+        counts = {
             model.__tablename__: int(session.scalar(select(func.count()).select_from(model)) or 0)
-            for model in COUNTED_TABLES
+            for model in (*COUNTED_TABLES, *(() if copied else (MemoryRow,)))
         }
+    # the old table's rows until the first use of the memories copies them into the store
+    memories = len(all_items(store, (MEMORIES,), page=STATS_PAGE)) + counts.pop(MemoryRow.__tablename__, 0)
+    order = [SessionRow.__tablename__, ConversationRow.__tablename__, MEMORIES_COUNT]
+    return {name: counts.get(name, memories) for name in order} | counts
 
 
 def to_json(value: Any) -> str:

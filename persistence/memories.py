@@ -1,22 +1,27 @@
 """Memories (seed 1's add_memory / search_memories): short notes kept per tenant and, optionally, per
 conversation, found again by meaning, and recalled into answers (recall_memories, nodes.memory_recall).
 
+Where they live: LangGraph's long-term store (persistence.long_term_store), one item per memory in the
+namespace ("memories", tenant, conversation or "_" for tenant-wide), keyed by the memory's id; so Studio and
+a LangGraph server's store API see the same memories as the REST routes, the CLI and the graph. The memories
+kept in the app database before are copied in once (persistence.memory_migration).
+
 Why embeddings rather than keywords: a memory is a sentence someone wrote once ("the customer prefers
 metric units") and is searched later with other words ("which units should I use?"); keyword overlap misses
 most such paraphrases, while the knowledge base's embedding model (already loaded for retrieval, so no
-second model) ranks them by cosine similarity. Memories are few per tenant, so the search is an exact
-cosine over that tenant's rows in numpy, with no vector index to keep in sync. Vectors are stored with the
-model's key; a row embedded by another model is re-embedded on the next search.
+second model) ranks them by cosine similarity. The store embeds an item's `text` with that model and ranks
+(sqlite-vec or pgvector); where it cannot, the item keeps its vector and the namespace's items are ranked in
+numpy (see persistence.long_term_store). Each item names the model its vector came from (`model_key`): items
+embedded by another model, or copied without a vector, are embedded again before a search reads them.
 
-Every function is scoped to exactly one tenant by its own SQL (`WHERE tenant = ...`): a tenant can neither
-find nor delete another tenant's memories, whatever ids it passes, and another tenant's id answers exactly
-like an id that does not exist.
+Every function is scoped to exactly one tenant by the namespace it reads: a tenant can neither find nor
+delete another tenant's memories, whatever ids it passes, and another tenant's id answers exactly like an id
+that does not exist.
 
-Why opaque ids: a memory's id is 16 random hex digits, unique within its tenant, rather than the table's
-integer key. That key is one sequence over every tenant (a tenant adding two memories learned how many the
-others added in between) and SQLite reuses a deleted key (an id a caller kept could name another memory
-later). Memories made before keep their number as their id (revision 0006); `parse_memory_id` is the one
-place that says what an id may look like, for the REST routes, the CLI and Python callers alike.
+Why opaque ids: a memory's id is 16 random hex digits, unique within its tenant, so ids say nothing of how
+many memories others added, and a deleted id is never given to another memory. Memories made before ids
+were opaque keep their number as their id; `parse_memory_id` is the one place that says what an id may look
+like, for the REST routes, the CLI and Python callers alike.
 """
 
 from __future__ import annotations
@@ -26,18 +31,27 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from typing import Any
 
-import numpy as np
 from langchain_core.embeddings import Embeddings
-from sqlalchemy import Select, bindparam, delete, exists, literal, select
-from sqlalchemy.exc import IntegrityError
+from langgraph.store.base import BaseStore, Item
 
 from config.settings import Settings
 from core.metadata import MAX_METADATA_KEYS
 from persistence.audit import write_audit
-from persistence.database import Database, MemoryRow, as_utc, get_database, to_json
+from persistence.database import get_database, to_json, utcnow
+from persistence.long_term_store import (
+    MEMORIES,
+    TEXT_FIELD,
+    LongTermStore,
+    all_items,
+    delete_items,
+    namespace,
+)
+from persistence.memory_migration import memory_store, memory_value
 from persistence.process import process_knowledge_base, process_settings
+from persistence.store_search import STORE_PAGE, put_embedded, ranked, resolve_store
 from persistence.vector_store import InvalidCollectionError, validate_collection_name
 
 #: Longest conversation id and kind accepted (the columns' sizes).
@@ -100,19 +114,6 @@ class Memory:
         return asdict(self)
 
 
-def _memory(row: MemoryRow, score: float | None = None) -> Memory:
-    return Memory(
-        id=row.public_id,
-        tenant=row.tenant,
-        conversation_id=row.conversation_id,
-        kind=row.kind,
-        content=row.content,
-        created_at=as_utc(row.created_at).isoformat(),
-        metadata=json.loads(row.metadata_json or "{}"),
-        score=None if score is None else round(float(score), 4),
-    )
-
-
 def _embeddings() -> tuple[Embeddings, str]:
     """The knowledge base's embedding model and its key (the one retrieval uses)."""
     embeddings = process_knowledge_base().embeddings
@@ -162,8 +163,26 @@ def _check_conversation(conversation_id: str | None) -> str | None:
     return conversation_id
 
 
-def _vector_bytes(vector: Sequence[float]) -> bytes:
-    return np.asarray(vector, dtype=np.float32).tobytes()
+def _memory(item: Item, score: float | None = None) -> Memory:
+    value = item.value
+    return Memory(
+        id=str(value["id"]),
+        tenant=str(value["tenant"]),
+        conversation_id=str(value["conversation_id"]),
+        kind=str(value["kind"]),
+        content=str(value[TEXT_FIELD]),
+        created_at=str(value["created_at"]),
+        metadata=dict(value.get("metadata") or {}),
+        score=None if score is None else round(float(score), 4),
+    )
+
+
+def _find(store: BaseStore, tenant: str, public_ids: Sequence[str]) -> list[Item]:
+    """The tenant's memories with these ids (any conversation)."""
+    found: list[Item] = []
+    for public_id in dict.fromkeys(public_ids):
+        found.extend(store.search(namespace(MEMORIES, tenant), filter={"id": public_id}, limit=1))
+    return found
 
 
 def add_memory(
@@ -176,6 +195,7 @@ def add_memory(
     settings: Settings | None = None,
     embeddings: Embeddings | None = None,
     model_key: str | None = None,
+    store: BaseStore | LongTermStore | None = None,
 ) -> Memory:
     """Store a memory for `tenant` (and `conversation_id`, '' = the whole tenant), embedded for search,
     with the caller's `metadata` kept as given. Raises InvalidMemoryError on bad input and the embedding
@@ -184,9 +204,8 @@ def add_memory(
     text = (content or "").strip()
     if not text:
         raise InvalidMemoryError("text: empty memory")
-    metadata_json = _check_metadata(metadata)
+    metadata_value = json.loads(_check_metadata(metadata))
     settings = _settings(settings)
-    database = get_database(settings)
     limit = settings.memory_max_chars
     if len(text) > limit:
         raise InvalidMemoryError(f"text: at most {limit} characters (RAG_MEMORY_MAX_CHARS)")
@@ -194,32 +213,36 @@ def add_memory(
     conversation_id = _check_conversation(conversation_id or "") or ""
     if embeddings is None:
         embeddings, model_key = _embeddings()
-    vector = embeddings.embed_documents([text])[0]
-    for attempt in range(MEMORY_ID_ATTEMPTS):
-        try:
-            with database.session() as session:
-                row = MemoryRow(
-                    public_id=new_memory_id(),
-                    tenant=tenant,
-                    conversation_id=conversation_id,
-                    kind=kind,
-                    content=text,
-                    embedding=_vector_bytes(vector),
-                    model_key=model_key or "custom",
-                    metadata_json=metadata_json,
-                )
-                session.add(row)
-                session.flush()
-                memory = _memory(row)
+    found = resolve_store(settings, store, memory_store)
+    memory_id = new_memory_id()
+    for _ in range(MEMORY_ID_ATTEMPTS - 1):
+        if not _find(found.store, tenant, [memory_id]):
             break
-        except IntegrityError:  # the id is the tenant's already: draw another
-            if attempt == MEMORY_ID_ATTEMPTS - 1:
-                raise
+        memory_id = new_memory_id()  # the id is the tenant's already: draw another
+    value = memory_value(
+        memory_id=memory_id,
+        tenant=tenant,
+        conversation_id=conversation_id,
+        kind=kind,
+        text=text,
+        created_at=utcnow().isoformat(),
+        metadata=metadata_value,
+    )
+    now = utcnow()
+    draft = Item(
+        value=value,
+        key=memory_id,
+        namespace=namespace(MEMORIES, tenant, conversation_id),
+        created_at=now,
+        updated_at=now,
+    )
+    (written,) = put_embedded(found, [draft], embeddings, model_key or "custom")
+    memory = _memory(written)
     write_audit(
         "memory_add",
         tenant=tenant,
         conversation_id=conversation_id,
-        database=database,
+        database=get_database(settings),
         detail={"memory_id": memory.id, "kind": kind},
     )
     return memory
@@ -234,73 +257,44 @@ def search_memories(
     settings: Settings | None = None,
     embeddings: Embeddings | None = None,
     model_key: str | None = None,
+    store: BaseStore | LongTermStore | None = None,
 ) -> list[Memory]:
     """The `k` memories of `tenant` most similar to `query` (cosine), best first; only those of
-    `conversation_id` when one is given."""
+    `conversation_id` when one is given ('' = the tenant-wide ones)."""
     tenant = _check_tenant(tenant)
     conversation_id = _check_conversation(conversation_id)
     text = (query or "").strip()
     if not text:
         raise InvalidMemoryError("query: empty search")
     settings = _settings(settings)
-    database = get_database(settings)
     k = k if k is not None else settings.memory_search_k
     if k < 1:
         raise InvalidMemoryError("k: at least 1")
     if embeddings is None:
         embeddings, model_key = _embeddings()
-    statement = select(MemoryRow).where(MemoryRow.tenant == tenant)
-    if conversation_id is not None:
-        statement = statement.where(MemoryRow.conversation_id == conversation_id)
-    rows, scores = _scored_rows(statement, text, database, embeddings, model_key or "custom")
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [_memory(rows[index], scores[index]) for index in order]
-
-
-def _scored_rows(
-    statement: Select[MemoryRow], text: str, database: Database, embeddings: Embeddings, model_key: str
-) -> tuple[list[MemoryRow], np.ndarray]:
-    """The rows `statement` selects and their cosine similarity to `text`; ([], empty) without any row, and
-    then no embedding call at all. Rows embedded by another model (or never) are embedded again first."""
-    with database.session() as session:
-        rows = list(session.scalars(statement))
-        if not rows:
-            return [], np.zeros(0, dtype=np.float32)
-        stale = [row for row in rows if row.embedding is None or row.model_key != model_key]
-        if stale:  # embedded by another model (or never): bring them to the current one
-            for row, vector in zip(
-                stale, embeddings.embed_documents([row.content for row in stale]), strict=True
-            ):
-                row.embedding, row.model_key = _vector_bytes(vector), model_key
-    # The query is embedded after the session ends: a model call must not hold a connection and a transaction.
-    matrix = np.stack([np.frombuffer(row.embedding or b"", dtype=np.float32) for row in rows])
-    probe = np.asarray(embeddings.embed_query(text), dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(probe) or 1.0)
-    return rows, matrix @ probe / np.where(norms == 0, 1.0, norms)
-
-
-def has_memories(tenant: str, conversation_id: str = "", *, settings: Settings | None = None) -> bool:
-    """Whether recall_memories could find anything: the tenant has a memory of this conversation or a
-    tenant-wide one. One indexed EXISTS query (ix_memories_scope), no model: the price every answer pays
-    when a tenant keeps no memories."""
-    tenant = _check_tenant(tenant)
-    scope = _check_conversation(conversation_id or "") or ""
-    # One statement built at import with bound parameters, run on a Core connection rather than an ORM
-    # session: building the expression and the session's bookkeeping were most of this query's time (issue
-    # 22 §6). Not cached in the process: another process (the CLI beside the API, another worker) may add a
-    # memory to the same database at any time.
-    with get_database(_settings(settings)).engine.connect() as connection:
-        return bool(connection.scalar(_HAS_MEMORIES, {"tenant": tenant, "scope": scope}))
-
-
-#: has_memories' query: a memory of the tenant in the conversation `scope` or tenant-wide ('' when `scope` is
-#: '' too, the same scopes as `_scopes`).
-_HAS_MEMORIES = select(
-    exists().where(
-        MemoryRow.tenant == bindparam("tenant"),
-        MemoryRow.conversation_id.in_([bindparam("scope"), literal("")]),
+    scope = namespace(MEMORIES, tenant, conversation_id)
+    found = ranked(
+        resolve_store(settings, store, memory_store), scope, text, k, embeddings, model_key or "custom"
     )
-)
+    return [_memory(item, score) for item, score in found]
+
+
+def has_memories(
+    tenant: str,
+    conversation_id: str = "",
+    *,
+    settings: Settings | None = None,
+    store: BaseStore | LongTermStore | None = None,
+) -> bool:
+    """Whether recall_memories could find anything: the tenant has a memory of this conversation or a
+    tenant-wide one. One item read per scope, no model: the price every answer pays when a tenant keeps no
+    memories. Never cached in the process: another process (the CLI beside the API, another worker) may add
+    a memory to the same store at any time."""
+    tenant = _check_tenant(tenant)
+    found = resolve_store(_settings(settings), store, memory_store)
+    return any(
+        found.store.search(namespace(MEMORIES, tenant, scope), limit=1) for scope in _scopes(conversation_id)
+    )
 
 
 def _scopes(conversation_id: str | None) -> list[str]:
@@ -319,6 +313,7 @@ def recall_memories(
     settings: Settings | None = None,
     embeddings: Embeddings | None = None,
     model_key: str | None = None,
+    store: BaseStore | LongTermStore | None = None,
 ) -> list[Memory]:
     """The memories an answer to `query` should see: at most `k` of the tenant's memories of
     `conversation_id` and its tenant-wide ones (conversation ''), each at least `min_score` similar to the
@@ -328,17 +323,27 @@ def recall_memories(
     text = (query or "").strip()
     if not text or k < 1:
         return []
+    found = resolve_store(_settings(settings), store, memory_store)
     scopes = _scopes(conversation_id)
-    settings = _settings(settings)
-    database = get_database(settings)
-    statement = select(MemoryRow).where(MemoryRow.tenant == tenant, MemoryRow.conversation_id.in_(scopes))
+    if not any(found.store.search(namespace(MEMORIES, tenant, scope), limit=1) for scope in scopes):
+        return []
     if embeddings is None:
         embeddings, model_key = _embeddings()
-    rows, scores = _scored_rows(statement, text, database, embeddings, model_key or "custom")
-    kept = [index for index in range(len(rows)) if scores[index] >= min_score]
-    # Own conversation first (a note kept for this conversation is the most specific), then by similarity.
-    kept.sort(key=lambda index: (rows[index].conversation_id == "", -scores[index]))
-    return [_memory(rows[index], scores[index]) for index in kept[:k]]
+    kept: list[tuple[Item, float]] = []
+    for scope in scopes:  # own conversation first: a note kept for it is the most specific
+        nearest = ranked(
+            found, namespace(MEMORIES, tenant, scope), text, k, embeddings, model_key or "custom"
+        )
+        kept.extend((item, score) for item, score in nearest if score >= min_score)
+    return [_memory(item, score) for item, score in kept[:k]]
+
+
+def _newest_first(items: Sequence[Item]) -> list[Item]:
+    return sorted(
+        items,
+        key=lambda item: (datetime.fromisoformat(str(item.value["created_at"])), item.key),
+        reverse=True,
+    )
 
 
 def list_memories(
@@ -347,26 +352,28 @@ def list_memories(
     conversation_id: str | None = None,
     limit: int = 100,
     settings: Settings | None = None,
+    store: BaseStore | LongTermStore | None = None,
 ) -> list[Memory]:
-    """The tenant's memories (of one conversation when given), newest first."""
+    """The tenant's memories (of one conversation when given, '' = the tenant-wide ones), newest first."""
     tenant = _check_tenant(tenant)
-    statement = select(MemoryRow).where(MemoryRow.tenant == tenant)
-    if _check_conversation(conversation_id) is not None:
-        statement = statement.where(MemoryRow.conversation_id == conversation_id)
-    statement = statement.order_by(MemoryRow.id.desc()).limit(max(1, limit))
-    with get_database(_settings(settings)).session() as session:
-        return [_memory(row) for row in session.scalars(statement)]
+    scope = namespace(MEMORIES, tenant, _check_conversation(conversation_id))
+    items = all_items(resolve_store(_settings(settings), store, memory_store).store, scope, page=STORE_PAGE)
+    return [_memory(item) for item in _newest_first(items)[: max(1, limit)]]
 
 
-def get_memory(memory_id: str | int, *, tenant: str, settings: Settings | None = None) -> Memory | None:
+def get_memory(
+    memory_id: str | int,
+    *,
+    tenant: str,
+    settings: Settings | None = None,
+    store: BaseStore | LongTermStore | None = None,
+) -> Memory | None:
     """The tenant's memory with this id, or None (also for another tenant's id: the same answer as for an
     id nobody has). InvalidMemoryError for a malformed id."""
     tenant = _check_tenant(tenant)
     public_id = parse_memory_id(memory_id)
-    statement = select(MemoryRow).where(MemoryRow.tenant == tenant, MemoryRow.public_id == public_id)
-    with get_database(_settings(settings)).session() as session:
-        row = session.scalars(statement).first()
-        return _memory(row) if row is not None else None
+    found = _find(resolve_store(_settings(settings), store, memory_store).store, tenant, [public_id])
+    return _memory(found[0]) if found else None
 
 
 def delete_memories(
@@ -376,6 +383,7 @@ def delete_memories(
     conversation_id: str | None = None,
     everything: bool = False,
     settings: Settings | None = None,
+    store: BaseStore | LongTermStore | None = None,
 ) -> int:
     """Delete the tenant's memories with these ids, or of this conversation, or all of them
     (`everything=True`); return how many were deleted. Ids of another tenant's memories match nothing."""
@@ -386,20 +394,26 @@ def delete_memories(
         raise InvalidMemoryError(
             "choose what to delete: memory ids, a conversation id, or everything of the tenant"
         )
-    statement = delete(MemoryRow).where(MemoryRow.tenant == tenant)
+    settings = _settings(settings)
+    target = resolve_store(settings, store, memory_store).store
     if public_ids:
-        statement = statement.where(MemoryRow.public_id.in_(public_ids))
-    if conversation_id is not None:
-        statement = statement.where(MemoryRow.conversation_id == conversation_id)
-    database = get_database(_settings(settings))
-    with database.session() as session:
-        deleted = int(session.execute(statement).rowcount or 0)
+        chosen = _find(target, tenant, public_ids)
+        if conversation_id is not None:
+            chosen = [item for item in chosen if item.value["conversation_id"] == conversation_id]
+    else:
+        chosen = all_items(target, namespace(MEMORIES, tenant, conversation_id), page=STORE_PAGE)
+    deleted = delete_items(target, chosen)
     if deleted:
         write_audit(
             "memory_delete",
             tenant=tenant,
             conversation_id=conversation_id or "",
-            database=database,
+            database=get_database(settings),
             detail={"deleted": deleted, "ids": public_ids},
         )
     return deleted
+
+
+def memory_count(settings: Settings | None = None) -> int:
+    """How many memories the settings' store holds, over every tenant (`rag memory stats`)."""
+    return len(all_items(memory_store(_settings(settings)).store, (MEMORIES,), page=STORE_PAGE))

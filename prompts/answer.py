@@ -195,10 +195,10 @@ NO_RETRIEVAL_SYSTEM_ZH = """你是帮助用户查询其文档的助手。
 这条消息没有检索任何文档。请简短、礼貌地回复。
 不要编造关于用户文档的事实。请用中文回答。"""
 NO_RETRIEVAL_SYSTEMS: dict[str, str] = {"en": NO_RETRIEVAL_SYSTEM_EN, "zh": NO_RETRIEVAL_SYSTEM_ZH}
-#: The last line of every answer written with retrieval off (RAG_ENABLED=false): the reader must not take a
+#: The last line of every answer written with retrieval off (RAG_RETRIEVAL=false): the reader must not take a
 #: model's own knowledge for what the documents say.
-NO_DOCUMENTS_NOTE_EN = "(No documents were consulted: retrieval is off, RAG_ENABLED=false.)"
-NO_DOCUMENTS_NOTE_ZH = "（未查阅任何文档：检索已关闭，RAG_ENABLED=false。）"
+NO_DOCUMENTS_NOTE_EN = "(No documents were consulted: retrieval is off, RAG_RETRIEVAL=false.)"
+NO_DOCUMENTS_NOTE_ZH = "（未查阅任何文档：检索已关闭，RAG_RETRIEVAL=false。）"
 NO_DOCUMENTS_NOTES: dict[str, str] = {"en": NO_DOCUMENTS_NOTE_EN, "zh": NO_DOCUMENTS_NOTE_ZH}
 
 #: Appended to the system prompt when an earlier answer of this turn was graded too low.

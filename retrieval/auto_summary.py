@@ -4,7 +4,7 @@ What is written is retrieval.conversation_summary's two-level memory (a detail e
 linked above them, the conversation's character / background / plot ids on every chunk); this module only
 decides *when*, and does it off the answer's path:
 - after a turn (nodes.record_turn): once a thread has RAG_SUMMARY_EVERY_TURNS turns more than its stored
-  memory covers (`summarized_turns`, one catalog lookup), its turns are handed to one background worker
+  memory covers (`summarized_turns`, one store lookup), its turns are handed to one background worker
   thread. The answer is not delayed: the node only queues the turns it already holds (it does not re-read the
   checkpoint, whose write of this turn may still be pending). Jobs of one thread coalesce (the newest turns
   win), and one worker runs them one after another, so two summaries of a thread never race and a burst of

@@ -1,20 +1,20 @@
-"""Conversation memory in the store: every turn of a thread as a detail event, with summaries above them.
+"""Conversation memory in the long-term store: every turn of a thread as a detail event, with summaries above.
 
 Why two levels (seed 5): a question about a past conversation ("what did we decide about X?") matches a
-short summary best, while "how exactly..." questions need the turns themselves. The retrieve node already
-expands a retrieved summary chunk into the detail chunks of the same document ("deep search",
-nodes/retrieve.py), so the layout here is what makes that work:
-- one source per thread, `conversation:<thread_id>`: summarizing the thread again replaces all of its chunks
-  in one catalog transaction (nothing duplicated, nothing stale), and an unchanged thread is skipped;
-- the turns are cut into blocks of `summary_block_turns`; each block is one document (`doc_id`
-  `conversation:<thread_id>:<block>`) holding one summary chunk (`level=summary`) and one detail chunk per
-  turn (`level=detail`), each indexed as a single unchunked event; the shared doc_id is the parent link;
-- every chunk carries `conversation_id` (retrieval scopes to it), `thread_id` and its turn range (custom
-  metadata keys `turn_first`, `turn_last`), and `doc_type=event`; and the conversation's ids when it was
-  given them (CONVERSATION_METADATA_KEYS: `character_id`, `background_id`, `related_plot_id`), so retrieval
-  can scope to a character or a background as it does for ingested events;
-- the catalog's hash of the source starts with `turns=<n>:`: how many turns the stored memory covers, read
-  back in one lookup (`summarized_turns`) by the automatic summaries (retrieval.auto_summary).
+short summary best, while "how exactly..." questions need the turns themselves. The retrieve node recalls a
+conversation's summaries nearest the question and, when the question asks for details, the detail events of
+the same block ("deep search", retrieval.summary_search); the director recalls both (retrieval.director).
+Where they live (persistence.summary_store): the LangGraph BaseStore, namespace ("summaries", tenant,
+conversation), so `langgraph dev`, Studio and a LangGraph server's store API see them:
+- the turns are cut into blocks of `summary_block_turns`; each block holds one summary item
+  (`level=summary`) and one detail item per turn (`level=detail`), sharing the block's `doc_id`
+  (`conversation:<thread_id>:<block>`, the parent link);
+- every item carries `conversation_id`, `thread_id`, its turn range (`turn_first`, `turn_last`),
+  `doc_type=event`, and the conversation's ids when it was given them (CONVERSATION_METADATA_KEYS:
+  `character_id`, `background_id`, `related_plot_id`);
+- summarizing the thread again replaces all of its items (nothing duplicated, nothing stale), and an
+  unchanged thread is skipped: the thread's record holds the digest it was written from and how many turns
+  it covers, read back in one lookup (`summarized_turns`) by the automatic summaries (retrieval.auto_summary).
 The summary is extractive (the user's questions and the answer sentence that best matches each) unless a
 summarizer is given: a strong model writes it, and an unusable reply falls back to the extractive one. A
 model-written summary of a block whose turns did not change is reused (its `block_hash`), so summarizing a
@@ -34,7 +34,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from config.settings import Settings
 from core.metadata import int_problem
-from core.types import LoadedDocument, MetadataValue, Section
+from core.types import MetadataValue
 from models.structured import with_max_tokens
 from persistence.checkpointer import PruningSqliteSaver, checkpoint_location, checkpointer_for
 from persistence.threads import check_thread_access, stored_thread_id, thread_owner
@@ -45,15 +45,22 @@ from retrieval.answer_text import best_sentences, is_garbage
 from retrieval.tokens import count_tokens, truncate_to_tokens
 
 if TYPE_CHECKING:
-    # The knowledge base and indexing bring the stores' libraries (sqlalchemy, numpy); start_turn imports this
-    # module with the graph, so they are imported when a summary is written (issue 22 §6).
+    # The knowledge base and the long-term store bring the stores' libraries (sqlalchemy, numpy);
+    # start_turn imports this module with the graph, so they are imported when a summary is written.
+    from langgraph.store.base import BaseStore
+
+    from persistence.long_term_store import LongTermStore
+    from persistence.summary_store import ThreadRecord
     from retrieval.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
-#: Levels of the two-level memory; the values nodes/retrieve.py expands (summary -> details).
+#: Levels of the two-level memory (persistence.summary_store's values; deep search expands summary ->
+#: details). Named here too: this module is imported with the graph, the store's module on first use.
 SUMMARY_LEVEL = "summary"
 DETAIL_LEVEL = "detail"
+#: The item field the store embeds (persistence.long_term_store.TEXT_FIELD).
+TEXT_FIELD = "text"
 #: Tokens of one question in the extractive summary (a pasted document must not crowd out the others).
 EXTRACT_QUESTION_TOKENS = 40
 #: Tokens of the answer sentence taken per turn by the extractive summary.
@@ -65,7 +72,8 @@ WORDS_PER_TOKEN = 0.7
 CONVERSATION_METADATA_KEYS = ("character_id", "background_id", "related_plot_id")
 #: Longest id value kept (an id, not a text).
 MAX_METADATA_VALUE_CHARS = 128
-#: Start of the catalog hash of a conversation's memory: `turns=<n>:<sha256>`.
+#: Start of the digest of a conversation's memory: `turns=<n>:<sha256>` (the form the catalog kept, so a
+#: thread copied from it is still seen unchanged).
 TURNS_HASH_PREFIX = "turns="
 
 SummaryStatus = Literal["indexed", "skipped"]
@@ -204,7 +212,7 @@ def model_summarizer(model: BaseChatModel, max_tokens: int, transcript_tokens: i
 
 
 def conversation_source(thread_id: str) -> str:
-    """The catalog source of a thread's memory (one per thread: re-summarizing replaces it)."""
+    """The `source` a thread's memory items carry (one per thread: re-summarizing replaces its items)."""
     return f"conversation:{thread_id}"
 
 
@@ -231,39 +239,36 @@ def _block_summary(block: list[ConversationTurn], max_tokens: int, summarize: Su
     return truncate_to_tokens(text, max_tokens).rstrip("\ufffd").strip()
 
 
-def _event(
-    source: str, doc_id: str, title: str, text: str, metadata: dict[str, MetadataValue]
-) -> LoadedDocument:
-    return LoadedDocument(
-        source=source,
-        title=title,
-        doc_type="event",
-        sections=[Section(text)],
-        doc_id=doc_id,
-        unchunked=True,
-        metadata={**metadata, "doc_type": "event"},
-    )
-
-
-def _reusable_summaries(kb: KnowledgeBase, tenant: str, collection: str, source: str) -> dict[str, str]:
+def _reusable_summaries(store: BaseStore, tenant: str, record: ThreadRecord | None) -> dict[str, str]:
     """Summary texts already stored for the thread, by block hash (a model-written one is kept for a block
     whose turns did not change)."""
+    from persistence.summary_store import thread_items
+
+    if record is None:
+        return {}
     return {
-        str(chunk.metadata["block_hash"]): chunk.text
-        for chunk in kb.catalog.source_chunks(tenant, collection, source)
-        if chunk.metadata.get("level") == SUMMARY_LEVEL and chunk.metadata.get("block_hash")
+        str(item.value["block_hash"]): str(item.value.get(TEXT_FIELD, ""))
+        for item in thread_items(store, tenant, record.conversation_id, record.thread_id)
+        if item.value.get("level") == SUMMARY_LEVEL and item.value.get("block_hash")
     }
 
 
-def summarized_turns(kb: KnowledgeBase, thread_id: str, *, tenant: str, collection: str | None = None) -> int:
-    """How many turns of the thread its stored memory covers (0 when it has none, or was written before the
-    count was kept): one catalog lookup, no chunk read."""
-    collection = collection or kb.settings.memory_collection
-    record = kb.catalog.document(tenant, collection, conversation_source(thread_id))
-    if record is None or not record.file_hash.startswith(TURNS_HASH_PREFIX):
-        return 0
-    count = record.file_hash[len(TURNS_HASH_PREFIX) :].split(":", 1)[0]
-    return int(count) if count.isdigit() else 0
+def summarized_turns(
+    kb: KnowledgeBase,
+    thread_id: str,
+    *,
+    tenant: str,
+    collection: str | None = None,
+    store: BaseStore | LongTermStore | None = None,
+) -> int:
+    """How many turns of the thread its stored memory covers (0 when it has none): one store lookup, no
+    item read. `collection` is accepted for callers of the catalog's layout and ignored."""
+    from persistence.summary_store import thread_record
+    from retrieval.summary_migration import summaries_store
+
+    found = summaries_store(kb, store)
+    record = thread_record(found.store, tenant, thread_id)
+    return record.turns if record is not None else 0
 
 
 def index_conversation(
@@ -276,10 +281,15 @@ def index_conversation(
     collection: str | None = None,
     summarize: Summarizer | None = None,
     metadata: Mapping[str, Any] | None = None,
+    store: BaseStore | LongTermStore | None = None,
 ) -> SummaryResult:
-    """Write a thread's turns (details) and block summaries into the tenant's store, replacing what the
-    thread had there; an unchanged thread is skipped without any model call. `metadata`: the conversation's
-    ids (CONVERSATION_METADATA_KEYS), kept on every chunk."""
+    """Write a thread's turns (details) and block summaries into the tenant's namespace of the long-term
+    store (`store`, else the process's), replacing what the thread had there; an unchanged thread is
+    skipped without any model call. `metadata`: the conversation's ids (CONVERSATION_METADATA_KEYS), kept on
+    every item. `collection` names the memory in the items (`collection`), as the catalog's layout did."""
+    from persistence.summary_store import EVENT_DOC_TYPE, ThreadRecord, replace_thread, thread_record
+    from retrieval.summary_migration import summaries_store
+
     settings = kb.settings
     ids = conversation_metadata(metadata)
     collection = validate_collection_name(collection or settings.memory_collection)
@@ -319,28 +329,44 @@ def index_conversation(
         status="skipped",
         summarizer=method,
     )
-    known = kb.catalog.document(tenant, collection, source)
-    if known is not None and known.file_hash == digest:
+    found = summaries_store(kb, store)
+    known = thread_record(found.store, tenant, thread_id)
+    if known is not None and known.digest == digest and known.conversation_id == conversation_id:
         return result
     title = f"Conversation {conversation_id}"
-    reusable = _reusable_summaries(kb, tenant, collection, source) if summarize is not None else {}
-    documents: list[LoadedDocument] = []
+    reusable = _reusable_summaries(found.store, tenant, known) if summarize is not None else {}
+    entries: list[tuple[str, dict[str, Any]]] = []
     for number, block in enumerate(blocks, start=1):
         doc_id = block_doc_id(thread_id, number)
-        common: dict[str, MetadataValue] = {**ids, "conversation_id": conversation_id, "thread_id": thread_id}
-        span = {"turn_first": block[0].number, "turn_last": block[-1].number}
+        common: dict[str, Any] = {
+            **ids,
+            "conversation_id": conversation_id,
+            "thread_id": thread_id,
+            "tenant": tenant,
+            "collection": collection,
+            "source": source,
+            "doc_id": doc_id,
+            "title": title,
+            "doc_type": EVENT_DOC_TYPE,
+        }
         block_hash = _block_hash(block, method, settings.summary_max_tokens)
         summary = reusable.get(block_hash) or _block_summary(block, settings.summary_max_tokens, summarize)
-        summary_metadata = {**common, **span, "level": SUMMARY_LEVEL, "block_hash": block_hash}
-        documents.append(_event(source, doc_id, title, summary, summary_metadata))
+        span = {"turn_first": block[0].number, "turn_last": block[-1].number}
+        summary_value = {
+            **common,
+            **span,
+            TEXT_FIELD: summary,
+            "level": SUMMARY_LEVEL,
+            "block_hash": block_hash,
+        }
+        entries.append((f"{doc_id}:{SUMMARY_LEVEL}", summary_value))
         for turn in block:
             turn_span = {"turn_first": turn.number, "turn_last": turn.number}
-            documents.append(
-                _event(source, doc_id, title, turn.text(), {**common, **turn_span, "level": DETAIL_LEVEL})
-            )
-    from retrieval.indexing import index_documents
-
-    index_documents(kb, documents, source=source, source_hash=digest, tenant=tenant, collection=collection)
+            detail = {**common, **turn_span, TEXT_FIELD: turn.text(), "level": DETAIL_LEVEL}
+            entries.append((f"{doc_id}:{DETAIL_LEVEL}:{turn.number}", detail))
+    embeddings = kb.embeddings.for_tenant(tenant)
+    record = ThreadRecord(thread_id, conversation_id, len(turns), digest)
+    replace_thread(found, tenant, record, entries, embeddings, embeddings.model_key)
     result.status = "indexed"
     return result
 

@@ -45,9 +45,16 @@ def delete_content(
     if not any((source, doc_id, collection, conversation_id)):
         raise ValueError("nothing to delete: give a document, a collection or a conversation")
     if conversation_id or doc_id:
-        return _delete_chunks(
+        summary = _delete_chunks(
             kb, tenant, collection, doc_id=doc_id, conversation_id=conversation_id, source=source
         )
+        if conversation_id and not (doc_id or source):
+            # The conversation's summaries and director events live in the long-term store.
+            from persistence.summary_store import delete_conversation
+            from retrieval.summary_migration import summaries_store
+
+            summary.chunks += delete_conversation(summaries_store(kb).store, tenant, conversation_id)
+        return summary
     summary = DeleteSummary()
     for record in kb.catalog.documents(tenant, collection):
         if source is not None and record.source != source:

@@ -124,7 +124,9 @@ def index_event(
     metadata: dict[str, MetadataValue] | None = None,
     should_stop: StopCallback | None = None,
 ) -> str:
-    """Index one event (a message, a note) as a single unchunked chunk; return its source key."""
+    """Index one event (a message, a note) as a single unchunked chunk; return its source key. An event of a
+    conversation (`metadata.conversation_id`) is also written into the conversation's director scope of the
+    long-term store (persistence.summary_store)."""
     if not text.strip():
         raise LoaderError("empty event: no text")
     source = f"event:{content_hash(text)[:16]}"
@@ -141,6 +143,10 @@ def index_event(
         collection=collection,
         should_stop=should_stop,
     )
+    if (metadata or {}).get("conversation_id"):  # the director recalls it from the long-term store
+        from retrieval.summary_migration import store_director_event
+
+        store_director_event(kb, tenant=tenant, collection=collection, source=source)
     return source
 
 

@@ -16,16 +16,22 @@ RAG_DEFAULT_TENANT), filters use the one filter language (retrieval.filters, eva
 reference semantics of both store renderings) over the chunk metadata schema's defaults plus the passage's
 fields, and collections and a directory (retrieval.directory_scope) restrict as in the store.
 
-Ranking is lexical and deterministic: the share of the query's index terms (retrieval.answer_text's
-stemmed, stop-word-free terms) found in the passage, ties in file order; passages sharing no term are not
-returned. `mode`, `mmr`, `query_vector` and `weights` are accepted (the store's searcher takes them) and
+Ranking is by similarity and deterministic: the cosine of the query's and the passage's character n-gram
+counts (NGRAM_SIZES, on lower-cased text with punctuation as spaces), ties in file order. Why characters
+rather than words or an embedding model: the mock must run with no model at all (the seed's mock skips every
+dependency), n-grams match inflections and Chinese without a tokenizer, and a search always returns its top
+k of the passages in scope (a development run asks whatever it likes, and an empty answer would test
+nothing). `mode`, `mmr`, `query_vector` and `weights` are accepted (the store's searcher takes them) and
 change nothing: there are no vectors.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +39,6 @@ from typing import Any
 from config.settings import SearchMode, Settings
 from core.types import CHUNK_METADATA_DEFAULTS, SearchHit, is_custom_metadata_key
 from persistence.errors import StoreUnavailableError
-from retrieval.answer_text import content_terms
 from retrieval.directory_scope import is_under, normalize_directory
 from retrieval.filters import Condition, FilterNode, Logical, matches, parse_filter
 from retrieval.search import MAX_K, SEARCH_MODES, QueryError, SearchResult, validate_query
@@ -96,6 +101,30 @@ BUILTIN_PASSAGES: tuple[dict[str, Any], ...] = (
 )
 
 
+#: Character n-gram sizes the mock compares: bigrams match short terms and two-character Chinese words,
+#: trigrams English stems.
+NGRAM_SIZES = (2, 3)
+_NOT_WORD = re.compile(r"[\W_]+")
+
+
+def char_ngrams(text: str) -> Counter[str]:
+    """Counts of the character n-grams (NGRAM_SIZES) of `text`, lower-cased, runs of punctuation and spaces
+    read as one space, padded with a space at each end so a word's first and last letters count."""
+    normalized = f" {_NOT_WORD.sub(' ', text.lower()).strip()} "
+    return Counter(
+        normalized[start : start + size]
+        for size in NGRAM_SIZES
+        for start in range(len(normalized) - size + 1)
+    )
+
+
+def ngram_similarity(query: Counter[str], passage: Counter[str]) -> float:
+    """Cosine similarity of two n-gram counts (0 when either is empty)."""
+    dot = sum(count * passage[gram] for gram, count in query.items() if gram in passage)
+    norms = math.sqrt(sum(v * v for v in query.values())) * math.sqrt(sum(v * v for v in passage.values()))
+    return dot / norms if norms else 0.0
+
+
 class MockPassagesError(StoreUnavailableError):
     """The mock retriever's passages file cannot be used; the message names the file and what is wrong."""
 
@@ -150,6 +179,7 @@ class MockSearcher:
     def __init__(self, settings: Settings, passages: Sequence[SearchHit] | None = None) -> None:
         self.settings = settings
         self._passages = list(passages) if passages is not None else None
+        self._grams: dict[int, Counter[str]] = {}
         self._lock = threading.Lock()
 
     def passages(self) -> list[SearchHit]:
@@ -160,8 +190,15 @@ class MockSearcher:
                 self._passages = load_passages(self.settings)
             return self._passages
 
+    def _passage_grams(self, position: int, passage: SearchHit) -> Counter[str]:
+        """The n-gram counts of the passage at `position` of the (fixed) list, counted once per searcher."""
+        grams = self._grams.get(position)
+        if grams is None:
+            grams = self._grams[position] = char_ngrams(passage.text)
+        return grams
+
     def embed_query(self, query: str) -> list[float]:
-        """No vectors: the mock ranks by terms (the graph embeds the query before it searches)."""
+        """No vectors: the mock ranks by character n-grams (the graph embeds the query before it searches)."""
         return []
 
     def search(
@@ -178,8 +215,9 @@ class MockSearcher:
         weights: tuple[float, float] | None = None,
         directory: str | None = None,
     ) -> SearchResult:
-        """Top `k` passages of `tenant` for `query` within `filters`, `collections` and `directory`; the
-        same input errors as the store's searcher (QueryError, FilterError, DirectoryError)."""
+        """Top `k` passages of `tenant` for `query` within `filters`, `collections` and `directory`, by
+        n-gram similarity (every passage in scope is a candidate: fewer than `k` only when fewer are in
+        scope); the same input errors as the store's searcher (QueryError, FilterError, DirectoryError)."""
         settings = self.settings
         query = validate_query(query, settings.max_query_chars)
         k = settings.top_k if k is None else k
@@ -195,17 +233,15 @@ class MockSearcher:
         tenant = tenant or settings.default_tenant
         directory = normalize_directory(directory or "")
         wanted = set(collections or ())
-        terms = content_terms(query)
+        query_grams = char_ngrams(query)
         scored: list[SearchHit] = []
-        for passage in self.passages():
+        for position, passage in enumerate(self.passages()):
             metadata = passage.metadata
             if metadata["tenant"] != tenant or (wanted and metadata["collection"] not in wanted):
                 continue
             if not matches(node, metadata) or not is_under(str(metadata["source"]), directory):
                 continue
-            shared = len(terms & content_terms(passage.text))
-            if shared:
-                score = round(shared / len(terms), 4)
-                scored.append(SearchHit(passage.chunk_id, passage.text, dict(metadata), score, None, score))
+            score = round(ngram_similarity(query_grams, self._passage_grams(position, passage)), 4)
+            scored.append(SearchHit(passage.chunk_id, passage.text, dict(metadata), score, None, score))
         scored.sort(key=lambda hit: hit.score, reverse=True)  # stable: ties keep the file's order
         return SearchResult(scored[:k], {"mock_ms": 0.0})

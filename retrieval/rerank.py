@@ -1,4 +1,5 @@
-"""LLM rerank of fused search results (seed 001's retrieval client: "RRF fusion, LLM rerank").
+"""LLM rerank of fused search results ("RRF fusion, LLM rerank"): /api/v1/search's `rerank`, and every
+search of a graph run with the run's `rerank` (RAG_RERANK, per request `rerank`; nodes/retrieve.py).
 
 How: the fused candidates (RAG_RERANK_CANDIDATES of them, each cut to RAG_RERANK_PASSAGE_CHARS) go to the
 model in one prompt (prompts/rerank.py), which replies a 0-10 score per passage; candidates are reordered by
@@ -6,8 +7,9 @@ that score, ties and unscored ones keeping their fused order (unscored ones afte
 
 Why lenient and never failing: a small local model's reply is often a near-miss (`1: 8`, `Passage 2 - 3`,
 a JSON object or list, extra prose). What can be read is used; when fewer than half of the candidates get a
-score, or the call fails, the fused order is returned unchanged with the reason: a rerank may help a
-search, never break it. Default off (RAG_SEARCH_RERANK): see docs/api-seed.md for what it costs and gains.
+score, every score is the same (a small model's reply that orders nothing), or the call fails, the fused
+order is returned unchanged with the reason: a rerank may help a search, never break it. Default off
+(RAG_SEARCH_RERANK, RAG_RERANK): see docs/api-seed.md for what it costs and gains.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import logging
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -47,13 +49,16 @@ _LINE = re.compile(
 @dataclass
 class RerankResult:
     """The reordered hits, whether the model's order was used (else `reason` says why not), the scores it
-    gave (by position in the fused list, 1-based) and the call's duration."""
+    gave (by position in the fused list, 1-based), the model calls made (0 or 1) and their duration."""
 
     hits: list[SearchHit]
     reranked: bool
     reason: str = ""
     scores: dict[int, float] = field(default_factory=dict)
     elapsed_ms: float = 0.0
+    calls: int = 0
+    hit_scores: list[float | None] = field(default_factory=list)
+    """The model's score of each of `hits`, in their order (None: not scored); empty when not reranked."""
 
 
 def rerank_prompt(query: str, hits: Sequence[SearchHit], passage_chars: int) -> str:
@@ -131,11 +136,31 @@ def rerank(
     except Exception as error:  # noqa: BLE001 - a rerank must never fail the search
         logger.warning("rerank call failed (%s: %s); keeping the fused order", type(error).__name__, error)
         elapsed = (time.perf_counter() - started) * 1000
-        return RerankResult(fused, False, f"the model call failed ({type(error).__name__})", {}, elapsed)
+        return RerankResult(fused, False, f"the model call failed ({type(error).__name__})", {}, elapsed, 1)
     elapsed = (time.perf_counter() - started) * 1000
     scores = parse_scores(text, len(fused))
     if len(scores) < MIN_SCORED_SHARE * len(fused):
         reason = f"the model scored {len(scores)} of {len(fused)} candidates"
-        return RerankResult(fused, False, reason, scores, elapsed)
+        return RerankResult(fused, False, reason, scores, elapsed, 1)
+    if len(set(scores.values())) < 2:  # one score for every passage: an order the reply does not give
+        reason = f"the model gave every scored candidate the same score ({next(iter(scores.values())):g})"
+        return RerankResult(fused, False, reason, scores, elapsed, 1)
     order = sorted(range(1, len(fused) + 1), key=lambda number: (-scores.get(number, -1.0), number))
-    return RerankResult([fused[number - 1] for number in order], True, "", scores, elapsed)
+    hit_scores = [scores.get(number) for number in order]
+    return RerankResult([fused[number - 1] for number in order], True, "", scores, elapsed, 1, hit_scores)
+
+
+def rescored(result: RerankResult) -> list[SearchHit]:
+    """The hits in the rerank's order, each scored by the model (its 0-10 score / 10; 0 for a passage it
+    did not score) with the fused score kept in metadata `fused_score`; unchanged when the model's order
+    was not used.
+
+    Why the score changes: what comes after a search orders passages by score (the graph merges several
+    queries' documents best score first, and the answer's sources follow), so a reranked list that kept
+    its fused scores would be put back in the fused order."""
+    if not result.reranked:
+        return list(result.hits)
+    return [
+        replace(hit, score=(score or 0.0) / MAX_SCORE, metadata={**hit.metadata, "fused_score": hit.score})
+        for hit, score in zip(result.hits, result.hit_scores, strict=True)
+    ]

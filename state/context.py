@@ -34,13 +34,12 @@ from config.settings import (
 )
 from config.settings.checks import checked_value
 
-#: Context fields whose setting has another name (`rag_enabled`: `context.enabled` would not say what is on).
+#: Context fields whose setting has another name.
 SETTING_NAMES = {
     "tenant": "default_tenant",
     "max_question_chars": "max_query_chars",
     "use_cache": "cache_enabled",
     "user_id": "default_user",
-    "rag_enabled": "enabled",
 }
 #: Context-only fields: per-run overrides whose empty default means "the setting's value".
 RUN_OVERRIDES = {"model": "llm_model", "temperature": "llm_temperature"}
@@ -99,7 +98,8 @@ class Context:
     user_id: str = _setting("user_id")  # who asks: recorded with the turn, never a scope
     collection: str = _setting("collection")
     directory: str = _setting("directory")
-    rag_enabled: bool = _setting("rag_enabled")
+    retrieval: bool = _setting("retrieval")
+    rerank: bool = _setting("rerank")
     temperature: float = field(
         default=-1.0, metadata={"description": "Sampling temperature (-1 = RAG_LLM_TEMPERATURE)."}
     )

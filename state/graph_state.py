@@ -133,7 +133,13 @@ class InputState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     """Conversation so far; the checkpointer keeps it per thread."""
     conversation_id: str
-    """Scope retrieval to documents of this conversation (plus a minority share from elsewhere)."""
+    """The turn's conversation: its memories and the tenant-wide ones are recalled, it summarizes itself
+    (RAG_SUMMARY_EVERY_TURNS) and the director reads its events; and retrieval is scoped to its documents
+    (plus a minority share from elsewhere) unless `conversation_scopes_retrieval` is False."""
+    conversation_scopes_retrieval: bool
+    """Whether `conversation_id` also scopes retrieval to the conversation's documents (absent: True).
+    False for a conversation that is the thread's memory only, whose questions search the whole corpus
+    (seed 001's /query). Kept between turns like `conversation_id`; a turn that gives it replaces it."""
     tenant: str
     """Optional, and never an override: the run's context (`Context.tenant`) is the one source of truth for
     the tenant. An input `tenant` equal to the context's is accepted; one that differs is refused
@@ -213,9 +219,9 @@ class State(InputState, OutputState, total=False):
     """The sentences of the graded passages the reader gets (retrieval.evidence), one entry per chunk, best
     first; empty when compression is off (RAG_EVIDENCE_TOKEN_BUDGET=0): the reader then gets whole chunks."""
     recalled_memories: Annotated[list[RetrievedDoc] | None, PerTurn(None)]
-    """The tenant's memories recalled for this turn's question (nodes.memory_recall), given to the answer
-    prompt after the sources' numbers; None until generate first looks (start_turn resets it), so the Self-RAG
-    rounds of a turn search once."""
+    """The tenant's memories recalled for this turn's question (nodes.recall_memories): evidence that
+    grade_retrieval counts with the relevant passages, given to the answer prompt after the sources'
+    numbers; None until the node looks (start_turn resets it), so a turn searches once."""
     director_events: Annotated[list[RetrievedDoc] | None, PerTurn(None)]
     """The events the director recalled for this turn (nodes.director_recall: this conversation's, then the
     tenant's other conversations'), given to the answer prompt in their own section; [] when the conversation
@@ -239,6 +245,14 @@ class State(InputState, OutputState, total=False):
     answer under it; empty on a hit, a bypass, or in graphs without the cache."""
     turn_started_at: float
     """Epoch seconds at which the turn started (set by cache_lookup): record_turn measures the latency."""
+
+
+def retrieval_conversation(state: State) -> str:
+    """The conversation id retrieval is scoped to: the turn's `conversation_id`, or '' when the caller said
+    the conversation does not scope retrieval (`conversation_scopes_retrieval` False)."""
+    if state.get("conversation_scopes_retrieval") is False:
+        return ""
+    return state.get("conversation_id") or ""
 
 
 class RetrieveTask(TypedDict):

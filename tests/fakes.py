@@ -42,6 +42,7 @@ from prompts.query import (
     MULTI_QUERY_SYSTEM,
     REFORMULATE_SYSTEM,
 )
+from prompts.rerank import RERANK_SYSTEM
 from retrieval.embeddings import EmbeddingError
 from retrieval.knowledge_base import KnowledgeBase
 
@@ -122,6 +123,7 @@ PROMPT_TASKS: tuple[tuple[str, str], ...] = (
     (RELEVANCE_GRADER_SYSTEM, "grade_retrieval"),
     (ANSWER_GRADER_SYSTEM, "grade_answer"),
     (FOCUSED_READ_SYSTEM, "focused_read"),
+    (RERANK_SYSTEM, "rerank"),
     *((system, "chat") for system in NO_RETRIEVAL_SYSTEMS.values()),
 )
 #: Answer-writing system prompts (a revision note may follow them), all reported as the "generate" task.

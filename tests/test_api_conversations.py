@@ -20,12 +20,13 @@ import pytest
 from config.settings import Settings
 from persistence.database import get_database
 from retrieval.auto_summary import summary_worker
-from retrieval.conversation_summary import conversation_source, summarized_turns
+from retrieval.conversation_summary import summarized_turns
 from retrieval.knowledge_base import KnowledgeBase
 from service.api import routes_conversations
 from service.api.runtime import ApiState
 from tests.helpers.api_server import serve
 from tests.helpers.rag_world import QUESTION, World, world
+from tests.helpers.summaries import stored_thread
 
 KEYS = "key-acme:acme,key-globex:globex"
 ACME = {"X-API-Key": "key-acme"}
@@ -44,13 +45,8 @@ def env(make_settings: Any, make_kb: Any, tmp_path: Path) -> Iterator[World]:
 
 
 def memory(kb: KnowledgeBase, tenant: str, thread_id: str) -> list[Any]:
-    """The stored chunks of a thread's memory in a tenant's store."""
-    record = kb.catalog.document(tenant, kb.settings.memory_collection, conversation_source(thread_id))
-    if record is None:
-        return []
-    with kb.catalog.engine.connect() as connection:
-        ids = kb.catalog.chunk_ids_of(connection, record.id)
-    return list(kb.catalog.chunks_by_id(ids, tenant).values())
+    """The stored items of a thread's memory (the long-term store's, in chunk form)."""
+    return list(stored_thread(kb, tenant, thread_id))
 
 
 def generate(client: Any, headers: dict[str, str], **body: Any) -> dict[str, Any]:

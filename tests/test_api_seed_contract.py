@@ -551,7 +551,7 @@ def test_search_filters_and_modes(seed_api: Callable[..., SeedApi], searches: li
 
 
 def test_search_rerank_uses_one_batched_model_call(seed_api: Callable[..., SeedApi]) -> None:
-    model = StreamingTaskModel(replies={"generate": REPLY, "unknown": "[1] 1\n[2] 9"})
+    model = StreamingTaskModel(replies={"generate": REPLY, "rerank": "[1] 1\n[2] 9"})
     api = seed_api(model)
     fused = api.search({"query": "planet tea", "top_k": 2}).json()["results"]
     reranked = api.search({"query": "planet tea", "top_k": 2, "rerank": True}).json()
@@ -561,7 +561,7 @@ def test_search_rerank_uses_one_batched_model_call(seed_api: Callable[..., SeedA
 
 
 def test_search_rerank_garbage_keeps_the_fused_order(seed_api: Callable[..., SeedApi]) -> None:
-    api = seed_api(StreamingTaskModel(replies={"unknown": "I cannot rank these."}))
+    api = seed_api(StreamingTaskModel(replies={"rerank": "I cannot rank these."}))
     fused = api.search({"query": "planet tea", "top_k": 2}).json()["results"]
     reranked = api.search({"query": "planet tea", "top_k": 2, "rerank": True}).json()
     assert reranked["rerank"]["ran"] is False and "scored 0 of" in reranked["rerank"]["reason"]

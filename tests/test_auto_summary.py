@@ -26,6 +26,7 @@ from nodes.conversation_memory import schedule_summary
 from nodes.resources import use_resources
 from persistence.checkpointer import sqlite_checkpointer
 from persistence.database import get_database, utcnow
+from persistence.long_term_store import SUMMARIES, namespace
 from retrieval.auto_summary import (
     IdleThread,
     SummaryJob,
@@ -42,16 +43,16 @@ from retrieval.conversation_summary import (
     ConversationTurn,
     InvalidConversationMetadataError,
     conversation_metadata,
-    conversation_source,
     index_conversation,
     summarized_turns,
 )
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.search import Searcher
+from retrieval.summary_migration import summaries_store
 from service.cli import app
 from state.context import Context
 from tests.conftest import isolated_settings
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
+from tests.helpers.summaries import stored_thread
 
 TURNS = [
     ConversationTurn(n, f"Where did the hero go on day {n}?", f"On day {n} the hero went to town {n}.")
@@ -62,13 +63,8 @@ FLUSH_S = 20.0
 
 
 def chunks_of(kb: KnowledgeBase, tenant: str, thread_id: str) -> list[Any]:
-    """The stored chunks of a thread's memory."""
-    record = kb.catalog.document(tenant, kb.settings.memory_collection, conversation_source(thread_id))
-    if record is None:
-        return []
-    with kb.catalog.engine.connect() as connection:
-        ids = kb.catalog.chunk_ids_of(connection, record.id)
-    return list(kb.catalog.chunks_by_id(ids, tenant).values())
+    """The stored items of a thread's memory (the long-term store's, in chunk form)."""
+    return list(stored_thread(kb, tenant, thread_id))
 
 
 # --- the ids and the count the store keeps ---------------------------------------------------------------
@@ -99,10 +95,11 @@ def test_summary_and_detail_chunks_keep_the_conversations_ids(make_settings: Any
     for chunk in chunks:
         assert (chunk.metadata["character_id"], chunk.metadata["background_id"]) == ("hero", "castle")
         assert chunk.metadata["related_plot_id"] == 7 and chunk.metadata["conversation_id"] == "c1"
-    # filterable like ingested events' ids: retrieval can scope to the character
-    hits = Searcher(kb).search("hero town", k=10, tenant="default", filters={"character_id": "hero"}).hits
-    assert len(hits) == 5 and all(hit.metadata["character_id"] == "hero" for hit in hits)
-    assert Searcher(kb).search("hero town", k=10, tenant="default", filters={"character_id": "x"}).hits == []
+    # filterable like ingested events' ids: the store's filters (and the director's) scope to the character
+    store = summaries_store(kb).store
+    hits = store.search(namespace(SUMMARIES, "default"), filter={"character_id": "hero"}, limit=10)
+    assert len(hits) == 5 and all(hit.value["character_id"] == "hero" for hit in hits)
+    assert store.search(namespace(SUMMARIES, "default"), filter={"character_id": "x"}, limit=10) == []
 
 
 def test_the_store_says_how_many_turns_its_memory_covers(kb: KnowledgeBase) -> None:

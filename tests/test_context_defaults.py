@@ -75,7 +75,8 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "default_user": ("alice@example.com", "alice@example.com"),
     "collection": ("manuals", "manuals"),
     "directory": ("/srv/manuals", "/srv/manuals"),
-    "enabled": ("false", False),
+    "retrieval": ("false", False),
+    "rerank": ("true", True),
     "system_prompt": ("Answer briefly.", "Answer briefly."),
     "answer_source": ("chat", "chat"),
     "cache_enabled": ("false", False),
@@ -92,7 +93,6 @@ RENAMED = {
     "max_question_chars": "max_query_chars",
     "use_cache": "cache_enabled",
     "user_id": "default_user",
-    "rag_enabled": "enabled",
 }
 OVERRIDES = {"model", "temperature"}
 

@@ -18,9 +18,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from typer.testing import CliRunner
 
 from graphs.rag import build_graph
-from nodes import retrieve as retrieve_node
 from nodes.resources import Resources, use_resources
 from nodes.retrieve import retrieve
+from persistence import summary_store
 from persistence.checkpointer import sqlite_checkpointer
 from persistence.vector_store import InvalidCollectionError
 from retrieval.conversation_summary import (
@@ -29,7 +29,6 @@ from retrieval.conversation_summary import (
     ConversationTurn,
     ThreadNotFoundError,
     block_doc_id,
-    conversation_source,
     extractive_summary,
     index_conversation,
     summarize_thread,
@@ -43,6 +42,7 @@ from state.graph_state import RetrieveTask
 from state.schemas import SearchQuery
 from tests.conftest import isolated_settings, runtime
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
+from tests.helpers.summaries import stored_thread
 
 TURNS = [
     ConversationTurn(1, "Which telescope should I buy for planets?", "A 127 mm Maksutov suits planets well."),
@@ -106,7 +106,7 @@ def test_summaries_and_details_share_their_block_doc_id(small_blocks: KnowledgeB
         3,
         "conversations",
     )
-    chunks = small_blocks.catalog.source_chunks("default", "conversations", conversation_source("t1"))
+    chunks = stored_thread(small_blocks, "default", "t1")
     assert len(chunks) == 5
     by_level: dict[str, list[Any]] = {SUMMARY_LEVEL: [], DETAIL_LEVEL: []}
     for chunk in chunks:
@@ -129,26 +129,23 @@ def test_summaries_and_details_share_their_block_doc_id(small_blocks: KnowledgeB
 
 
 def test_the_retrieve_node_levels_match_the_summarizers() -> None:
-    assert (retrieve_node.SUMMARY_LEVEL, retrieve_node.DETAIL_LEVEL) == (SUMMARY_LEVEL, DETAIL_LEVEL)
+    assert (summary_store.SUMMARY_LEVEL, summary_store.DETAIL_LEVEL) == (SUMMARY_LEVEL, DETAIL_LEVEL)
 
 
 def test_unchanged_thread_is_skipped_and_a_grown_one_replaced(small_blocks: KnowledgeBase) -> None:
     index_conversation(small_blocks, TURNS[:2], thread_id="t1", conversation_id="c1", tenant="default")
-    before = {
-        chunk.chunk_id
-        for chunk in small_blocks.catalog.source_chunks("default", "conversations", "conversation:t1")
-    }
+    before = {chunk.chunk_id for chunk in stored_thread(small_blocks, "default", "t1")}
     again = index_conversation(
         small_blocks, TURNS[:2], thread_id="t1", conversation_id="c1", tenant="default"
     )
     assert again.status == "skipped"
     grown = index_conversation(small_blocks, TURNS, thread_id="t1", conversation_id="c1", tenant="default")
     assert grown.status == "indexed"
-    after = small_blocks.catalog.source_chunks("default", "conversations", "conversation:t1")
+    after = stored_thread(small_blocks, "default", "t1")
     assert len(after) == 5 and before <= {
         chunk.chunk_id for chunk in after
     }  # block 1 unchanged, block 2 added
-    assert small_blocks.catalog.count_chunks("default", "conversations") == 5  # nothing duplicated
+    assert len(stored_thread(small_blocks, "default", "t1")) == 5  # nothing duplicated
 
 
 def test_bad_names_and_empty_threads_are_refused(kb: KnowledgeBase) -> None:
@@ -176,7 +173,7 @@ def test_a_strong_models_summary_is_used_and_garbage_falls_back(kb: KnowledgeBas
         tenant="default",
         summarize=lambda _turns: "%%% ### %%%",
     )
-    chunks = kb.catalog.source_chunks("default", "conversations", "conversation:t2")
+    chunks = stored_thread(kb, "default", "t2")
     summary_text = next(chunk.text for chunk in chunks if chunk.metadata["level"] == SUMMARY_LEVEL)
     assert result.summarizer == "model" and summary_text == extractive_summary(
         TURNS, kb.settings.summary_max_tokens
@@ -198,8 +195,9 @@ def test_deep_search_expands_a_retrieved_summary_into_its_turns(small_blocks: Kn
     )
     with use_resources(Resources(small_blocks.settings, knowledge_base=small_blocks)):
         documents = retrieve(task, runtime(top_k=1))["documents"]
-    summary, *details = documents
+    summary = documents[0]  # the store's summaries, nearest first, each followed by its details
     assert summary["metadata"]["level"] == SUMMARY_LEVEL and summary["doc_id"] == block_doc_id("t1", 1)
+    details = [doc for doc in documents if doc["doc_id"] == block_doc_id("t1", 1)][1:]
     assert {doc["text"] for doc in details} == {TURNS[0].text(), TURNS[1].text()}
     assert all(doc["metadata"]["level"] == DETAIL_LEVEL for doc in details)
 
@@ -236,7 +234,7 @@ def test_summarize_thread_reads_the_checkpointer_and_writes_into_the_threads_ten
         "c7",
         "indexed",
     )
-    chunks = thread_store.catalog.source_chunks("acme", "conversations", "conversation:t1")
+    chunks = stored_thread(thread_store, "acme", "t1")
     details = sorted(
         (c for c in chunks if c.metadata["level"] == DETAIL_LEVEL), key=lambda c: c.metadata["turn_first"]
     )
@@ -245,7 +243,7 @@ def test_summarize_thread_reads_the_checkpointer_and_writes_into_the_threads_ten
         f"User: {TURNS[2].question}",
     ]
     assert all("Assistant: The Maksutov" in chunk.text for chunk in details)
-    assert thread_store.catalog.source_chunks("default", "conversations", "conversation:t1") == []
+    assert stored_thread(thread_store, "default", "t1") == []
 
 
 def test_summarize_thread_refuses_another_tenant_and_unknown_threads(thread_store: KnowledgeBase) -> None:
@@ -255,7 +253,8 @@ def test_summarize_thread_refuses_another_tenant_and_unknown_threads(thread_stor
         assert str(refused.value) == "unknown thread 't1'"  # the owner is never named
     with pytest.raises(ThreadNotFoundError, match="unknown thread 'nope'"):
         summarize_thread(thread_store, "nope")
-    assert thread_store.catalog.count_chunks() == 0  # nothing was written by the refusals
+    written = [stored_thread(thread_store, tenant, "t1") for tenant in ("acme", "other", "default")]
+    assert written == [[], [], []]  # nothing was written by the refusals
 
 
 def test_rag_summarize_command(thread_store: KnowledgeBase) -> None:
@@ -267,7 +266,7 @@ def test_rag_summarize_command(thread_store: KnowledgeBase) -> None:
     assert (
         report["status"] == "indexed" and report["summarizer"] == "extractive" and report["tenant"] == "acme"
     )
-    assert thread_store.catalog.count_chunks("acme", "conversations") == 3  # one summary, two turns
+    assert len(stored_thread(thread_store, "acme", "t1")) == 3  # one summary, two turns
 
     again = runner.invoke(app, ["summarize", "--thread", "t1", "--conversation-id", "c1", *owner])
     assert again.exit_code == 0 and "unchanged" in again.stdout

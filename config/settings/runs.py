@@ -200,12 +200,6 @@ class RunSettings(BaseModel):
         description="Directory the graph searches: only documents whose source path is it or lies under it, "
         "by whole path components ('' = all; an absolute path, no '..'; retrieval/directory_scope.py).",
     )
-    enabled: bool = Field(
-        True,
-        description="Retrieval-augmented generation on (RAG_ENABLED). false: every graph answers from the "
-        "model alone, opening no store (no search, no memories, no semantic cache), and the answer says that "
-        "no documents were consulted; the run's context field `rag_enabled`.",
-    )
     system_prompt: str = Field("", description="Operator instructions added to the answer's system prompt.")
     answer_source: AnswerSource = Field(
         "rag",

@@ -5,9 +5,9 @@ One field group of `Settings` (config/settings/engine.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, model_validator
 
 SearchMode = Literal["dense", "bm25", "hybrid"]
 #: Where searches find passages: the knowledge base, or canned passages (retrieval/mock_retriever.py).
@@ -56,6 +56,19 @@ class SearchSettings(BaseModel):
         "passages, no store opened (retrieval/mock_retriever.py: the built-in set, or RAG_MOCK_PASSAGES), "
         "for the graph, `rag search` and the API's search, scoped by tenant, filters and conversation.",
     )
+    enabled: bool = Field(
+        True,
+        description="Retrieval from the knowledge base (RAG_ENABLED). false: every "
+        "search goes to the mock retriever (as RAG_RETRIEVER=mock: its passages ranked by similarity "
+        "to the query, no store, no embedding model) and the graph answers from them. To answer from the "
+        "model alone, with no passages at all, set RAG_RETRIEVAL=false.",
+    )
+    retrieval: bool = Field(
+        True,
+        description="Retrieval-augmented generation on (RAG_RETRIEVAL). false: every graph answers from the "
+        "model alone, opening no store (no search, no memories, no semantic cache), and the answer says "
+        "that no documents were consulted; the run's context field `retrieval`.",
+    )
     mock_passages: Path | None = Field(
         None,
         description="JSON list of the mock retriever's passages ({text, source, title, section, tenant, "
@@ -76,6 +89,13 @@ class SearchSettings(BaseModel):
         le=10,
         description="Search queries of a mode=advanced run's first round (the question, then rewrites), each "
         "taking top_k / this many results (rounded up); merged by chunk id, best score first (seed 001).",
+    )
+    rerank: bool = Field(
+        False,
+        description="Rerank every search of a graph run (RAG_RERANK; per request `rerank`): each takes "
+        "RAG_RERANK_CANDIDATES fused candidates, the generation model scores them in one call "
+        "(retrieval/rerank.py) and the best top_k go on to grading and the answer, in the model's "
+        "order. Off by default: see docs/api-seed.md's measurement of what it costs and gains.",
     )
     search_rerank: bool = Field(
         False,
@@ -143,3 +163,11 @@ class SearchSettings(BaseModel):
         description="Longer queries and questions are refused with a clear error, by every interface "
         "(RAG_MAX_QUERY_CHARS; also read as RAG_MAX_QUESTION_CHARS or RAG_API_MAX_QUERY_CHARS).",
     )
+
+    @model_validator(mode="after")
+    def _disabled_means_mock(self) -> Self:
+        """RAG_ENABLED=false selects the mock retriever, whatever RAG_RETRIEVER says: the one place that
+        decides which searcher a process uses (nodes.resources) reads `retriever`."""
+        if not self.enabled:
+            object.__setattr__(self, "retriever", "mock")
+        return self

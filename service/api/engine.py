@@ -111,7 +111,7 @@ class Engine:
         try:
             self.session()
             resources = get_resources()
-            if resources.uses_store():  # with retrieval off (RAG_ENABLED=false) no store is opened
+            if resources.uses_store():  # with retrieval off (RAG_RETRIEVAL=false) no store is opened
                 resources.kb().embeddings.embed_query("warm-up")
             generator = resources.model("generate")
             resources.model("grade")

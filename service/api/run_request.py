@@ -74,6 +74,8 @@ def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
         values["user_id"] = body.user_id
     if body.directory:
         values["directory"] = body.directory
+    if body.rerank is not None:
+        values["rerank"] = body.rerank
     if "use_cache" in {spec.name for spec in fields(Context)}:  # the semantic cache's bypass flag
         values["use_cache"] = body.use_cache
     return Context(**values)

@@ -123,6 +123,12 @@ class GenerateRequest(QueryChecks):
         "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
     )
     use_cache: bool = True
+    rerank: bool | None = Field(
+        None,
+        description="Rerank every search of this run with the generation model before grading and the "
+        "answer: RAG_RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
+        "(default: RAG_RERANK, off).",
+    )
     conversation_metadata: dict[str, str | int | None] | None = Field(
         None,
         description="The conversation's ids (character_id, background_id, related_plot_id): kept on its "

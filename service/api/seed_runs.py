@@ -6,9 +6,13 @@ the run's result, and it is the contract docs/api-seed.md describes; the routes 
 A QueryRequest becomes the GenerateRequest of the engine's /generate (run_request.run_spec: the same limits,
 the same Context mapping, the same statuses), with these differences:
 - `conversation_id` is the seed's conversation: the engine thread of the caller's tenant (its history
-  rewrites follow-ups and reaches the prompt). It does NOT scope retrieval to documents tagged with the
-  conversation, which is what the engine's own `conversation_id` does (a seed client's follow-up would find
-  nothing on an ordinary corpus); the engine's routes keep that meaning (tests/test_conversation_scope.py);
+  rewrites follow-ups and reaches the prompt), and the run's conversation id, so the conversation is what
+  an engine conversation is, with the same settings: its memories are recalled (nodes.recall_memories), it
+  summarizes itself (RAG_SUMMARY_EVERY_TURNS, retrieval.auto_summary) and the director reads its events
+  when it stalls (RAG_DIRECTOR_STALL_TURNS, nodes.director_recall). It does NOT scope retrieval to documents
+  tagged with the conversation (`conversation_scopes_retrieval` False), which is what the engine's own
+  `conversation_id` does (a seed client's follow-up would find nothing on an ordinary corpus); the engine's
+  routes keep that meaning (tests/test_conversation_scope.py);
 - `mode` changes retrieval (nodes.retrieve.mode_retrieval, nodes.rewrite "advanced") as well as the prompt;
 - per-request model, Self-RAG and HyDE switches set the run's context; citations and hallucination
   reporting shape the response; `metadata.features` says which ran, with each Self-RAG grade;
@@ -83,8 +87,13 @@ def seed_spec(body: QueryRequest, tenant: str, state: ApiState) -> RunSpec:
         include_citations=body.enable_citations,
         filters=body.filters,
         directory=body.directory,
+        rerank=body.rerank,
     )
     spec = run_spec(generate, tenant, state)
+    if body.conversation_id:
+        # The thread's conversation: memories, summaries and the director, but the whole corpus searched.
+        spec.inputs["conversation_id"] = body.conversation_id
+        spec.inputs["conversation_scopes_retrieval"] = False
     overrides: dict[str, Any] = {}
     if body.model:
         overrides["model"] = body.model
@@ -278,6 +287,14 @@ def rag_citations(result: dict[str, Any]) -> list[dict[str, Any]]:
     return cited
 
 
+def director_report(body: QueryRequest, result: dict[str, Any], settings: Settings) -> dict[str, Any]:
+    """Whether the director could step in (a conversation, RAG_DIRECTOR_STALL_TURNS on) and how many of its
+    events the answer prompt got (prompt_info's `director_events_used`)."""
+    used = int((result.get("prompt_info") or {}).get("director_events_used", 0) or 0)
+    enabled = bool(body.conversation_id) and settings.director_stall_turns > 0
+    return {"enabled": enabled, "ran": used > 0, "events": used}
+
+
 def seed_response(
     body: QueryRequest,
     spec: RunSpec,
@@ -320,6 +337,7 @@ def seed_response(
         "self_rag": {"enabled": context.self_rag, "ran": bool(grades), "iterations": grades},
         "hyde": {"enabled": body.enable_hyde, "ran": strategy == "HYDE"},
         **reflection_report(context, result, events),
+        "director": director_report(body, result, settings),
     }
     if body.enable_hallucination_detection and not result.get("cache_hit"):
         features["hallucination_detection"] = {

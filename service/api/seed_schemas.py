@@ -107,6 +107,12 @@ class QueryRequest(QueryChecks):
     filters: dict[str, Any] | None = Field(
         None, description="Metadata filter (the engine's filter language)."
     )
+    rerank: bool | None = Field(
+        None,
+        description="Rerank every search of this run with the generation model before grading and the "
+        "answer: RAG_RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
+        "(default: RAG_RERANK, off).",
+    )
     directory: str | None = Field(
         None,
         max_length=4096,

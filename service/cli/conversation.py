@@ -197,7 +197,7 @@ def _ask_here(
     from graphs.runner import Session
     from nodes.resources import get_resources
 
-    if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_ENABLED=false: none opened
+    if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_RETRIEVAL=false: none opened
         checked_store(get_resources().kb())  # the graph's knowledge base, checked as `rag search` does
     session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
     return session.ask(
@@ -266,7 +266,7 @@ def chat(
     extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():
-        if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_ENABLED=false: none opened
+        if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_RETRIEVAL=false: none opened
             checked_store(get_resources().kb())  # a damaged catalog: one line and exit 1 before any turn
         session = Session(settings, interface="cli")
         session.check_access(thread_id, context.tenant)  # another tenant's thread: refused before any turn

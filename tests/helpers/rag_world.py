@@ -15,6 +15,7 @@ from pathlib import Path
 from config.settings import Settings
 from nodes.resources import Resources, use_resources
 from persistence.database import close_databases
+from persistence.long_term_store import close_long_term_stores
 from persistence.semantic_cache import reset_cache_counters, reset_semantic_caches
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -67,3 +68,4 @@ def world(
     finally:
         reset_semantic_caches()
         close_databases()
+        close_long_term_stores()
