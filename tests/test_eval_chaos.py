@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -869,3 +870,37 @@ def test_the_answer_excerpt_reads_a_body_a_batch_item_and_a_streams_last_answer(
     )
     assert answer_excerpt(_http(200, stream)) == """answered 'Mars "red"'"""
     assert answer_excerpt(_http(401, '{"error": "Unauthorized"}')) == ""
+
+
+# --- fairness -----------------------------------------------------------------------------------------------
+
+
+def fairness_report(ratio: float, *, alpha_all: bool = True) -> dict[str, Any]:
+    return {
+        "results": [
+            {
+                "configuration": "two_model_places",
+                "ratio_p50": ratio,
+                "bravo_all_answered": True,
+                "alpha_all_answered": alpha_all,
+                "alpha_answered": 10 if alpha_all else 9,
+                "alpha_asked": 10,
+            }
+        ]
+    }
+
+
+def test_fairness_passes_within_the_target_and_fails_past_it() -> None:
+    from evals.chaos.fairness import FAIRNESS_TARGET_RATIO, fairness_verdict
+
+    assert fairness_verdict(fairness_report(FAIRNESS_TARGET_RATIO), "").passed
+    starved = fairness_verdict(fairness_report(FAIRNESS_TARGET_RATIO + 0.01), "")
+    assert not starved.passed and starved.figures["starved"] == 1.0 and "1.51" in starved.detail
+    assert not fairness_verdict(fairness_report(1.0, alpha_all=False), "").passed
+
+
+def test_fairness_without_a_report_fails_naming_the_output() -> None:
+    from evals.chaos.fairness import fairness_verdict
+
+    verdict = fairness_verdict(None, "No module named benchmarks.fairness")
+    assert not verdict.passed and "benchmarks.fairness" in verdict.detail

@@ -26,17 +26,27 @@ def eval_fairness(
     questions: Annotated[int, typer.Option(min=1, max=100, help="bravo's questions per phase.")] = 8,
     clients: Annotated[int, typer.Option(min=1, max=100, help="alpha's concurrent clients.")] = 20,
     json_out: Annotated[Path, typer.Option(help="JSON report written here.")] = DEFAULT_REPORT,
+    configuration: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Model gates to measure (repeatable): endpoint, one_model_place, two_model_places."
+        ),
+    ] = None,
 ) -> None:
     """bravo's median latency while alpha floods / alone (target <= 1.5x), and whether alpha got every
     answer; with no model gate (an endpoint) and with one model place (the embedded model's gate)."""
-    from benchmarks.fairness import REPO_ROOT, run_fairness
+    from benchmarks.fairness import CONFIGURATIONS, REPO_ROOT, run_fairness
 
     if model != "standin":
         fail(f"--model {model!r}: only 'standin' is supported (a CPU-free endpoint served by the benchmark)")
     root = (checkout or REPO_ROOT).resolve()
     if not (root / "service" / "api" / "app.py").is_file():
         fail(f"--checkout {root}: not a checkout of this project (no service/api/app.py)")
-    report = run_fairness(root, hold_s=hold_s, questions=questions, clients=clients)
+    unknown = sorted(set(configuration or ()) - set(CONFIGURATIONS))
+    if unknown:
+        fail(f"--configuration {', '.join(unknown)}: choose among {', '.join(CONFIGURATIONS)}")
+    chosen = {name: CONFIGURATIONS[name] for name in configuration} if configuration else None
+    report = run_fairness(root, hold_s=hold_s, questions=questions, clients=clients, configurations=chosen)
     write_json_report(json_out, report)
     table = Table(title=f"fairness ({report['machine']})")
     for column in ("configuration", "bravo alone p50 s", "flooded p50 s", "ratio", "alpha answered"):

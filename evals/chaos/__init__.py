@@ -19,7 +19,8 @@ The modules, one concern each:
   through shared caches, counters, health, paths and the embedded model server) over the same server, each
   with its attacks' pure verdicts beside it (`bounds_verdicts`, `sharing_verdicts`); `seeds` (the seed
   contract's routes, memories and summaries under attack: `seeds_memory`, `seeds_streams`,
-  `seeds_verdicts`).
+  `seeds_verdicts`); `fairness` (one tenant flooding while another asks: the fairness benchmark of the
+  checkout under attack, in a child process).
 
 This package re-exports what the CLI and the tenant and storage tests use; the rest is imported from its
 module.

@@ -30,6 +30,7 @@ FIGURES = (
     "unauthenticated_reads",
     "crashes",
     "miscounted",
+    "starved",
 )
 #: Storage figures the report copies from the storage probes (None when the suite did not run).
 STORAGE_FIGURES = (

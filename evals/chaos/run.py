@@ -18,6 +18,7 @@ from typing import Any
 from evals.chaos.api_suite import api_suite
 from evals.chaos.bounds import bounds_suite
 from evals.chaos.corpora import ALPHA, ALPHA_DOCS, write_files
+from evals.chaos.fairness import fairness_suite
 from evals.chaos.hostile import hostile_suite
 from evals.chaos.ingest_race import ingest_race_suite
 from evals.chaos.injection import injection_suite
@@ -42,9 +43,10 @@ SUITES: dict[str, Callable[[ChaosRunner, Path], None]] = {
     "bounds": bounds_suite,
     "sharing": sharing_suite,
     "seeds": seeds_suite,
+    "fairness": fairness_suite,
 }
 #: Suites that set up their own data (the others need alpha's documents indexed first).
-OWN_DATA_SUITES = frozenset({"tenants", "ingest", "sharing", "seeds"})
+OWN_DATA_SUITES = frozenset({"tenants", "ingest", "sharing", "seeds", "fairness"})
 
 
 def run_chaos(

@@ -347,7 +347,7 @@ def eval_chaos(
         list[str] | None,
         typer.Option(
             help="Suites to run (repeatable): tenants, turns, injection, hostile, ingest, api, storage, "
-            "bounds, sharing, seeds. Default all."
+            "bounds, sharing, seeds, fairness. Default all."
         ),
     ] = None,
     code_root: Annotated[
