@@ -49,11 +49,11 @@ def delete_content(
             kb, tenant, collection, doc_id=doc_id, conversation_id=conversation_id, source=source
         )
         if conversation_id and not (doc_id or source):
-            # The conversation's summaries and director events live in the long-term store.
+            # The conversation's summaries and director events live in the long-term store (not chunks).
             from persistence.summary_store import delete_conversation
             from retrieval.summary_migration import summaries_store
 
-            summary.chunks += delete_conversation(summaries_store(kb).store, tenant, conversation_id)
+            delete_conversation(summaries_store(kb).store, tenant, conversation_id)
         return summary
     summary = DeleteSummary()
     for record in kb.catalog.documents(tenant, collection):

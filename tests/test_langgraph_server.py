@@ -53,6 +53,7 @@ def test_graphs_have_input_output_and_context_json_schemas(graph: Any) -> None:
         "tenant",
         "filters",
         "conversation_metadata",
+        "conversation_scopes_retrieval",
     }
     output = graph.get_output_jsonschema()["properties"]
     assert {"answer", "citations", "sources", "strategy", "retrieval_rounds", "llm_calls"} <= set(output)

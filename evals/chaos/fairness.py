@@ -61,7 +61,6 @@ def fairness_suite(runner: ChaosRunner, data_dir: Path) -> None:
     out = runner.work_dir / "fairness.json"
     result = runner.run(
         [
-            runner.python,
             "-m",
             "benchmarks",
             "fairness",
