@@ -22,18 +22,13 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 
-from core.text import invalid_utf8
+from core.questions import InvalidQuestionError, check_question
 from persistence.threads import check_thread_access, thread_owner
 from retrieval.conversation_summary import InvalidConversationMetadataError, conversation_metadata
 from retrieval.directory_scope import DirectoryError, normalize_directory
 from retrieval.filters import FilterError, parse_filter
 from state.context import Context, run_config, run_context
 from state.graph_state import State, turn_reset
-
-
-class InvalidQuestionError(ValueError):
-    """The turn has no usable question (empty, too long, not valid UTF-8, or filters that cannot be
-    applied)."""
 
 
 def turn_question(state: State) -> tuple[str, bool]:
@@ -53,21 +48,6 @@ def check_input_tenant(input_tenant: str | None, context_tenant: str) -> None:
         raise InvalidQuestionError(
             f"input tenant {input_tenant!r} differs from the run's context tenant {context_tenant!r}: the "
             "tenant comes from the context only (pass context={'tenant': ...}, or leave it out of the input)"
-        )
-
-
-def check_question(question: str, max_chars: int) -> None:
-    """Raise InvalidQuestionError when the (stripped) question is empty, not valid UTF-8 text or longer
-    than `max_chars` (RAG_MAX_QUESTION_CHARS). Every run passes here; the CLI calls it before opening any
-    store too, so bad input is refused before a damaged store or a missing model is even looked at."""
-    if not question:
-        raise InvalidQuestionError("empty question: pass {'question': '...'} or a human message")
-    problem = invalid_utf8(question)  # lone surrogates from argv, stdin or a JSON escape (see core.text)
-    if problem:
-        raise InvalidQuestionError(f"question is not valid UTF-8 text: {problem}")
-    if len(question) > max_chars:
-        raise InvalidQuestionError(
-            f"question too long: {len(question)} characters > {max_chars} (RAG_MAX_QUESTION_CHARS)"
         )
 
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field, fields
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_config
+if TYPE_CHECKING:  # LangGraph is imported when a run reads its config, not by every importer of Context
+    from langchain_core.runnables import RunnableConfig
 
 from config.settings import (
     AnalyzerKind,
@@ -165,6 +165,8 @@ def run_context(runtime: Any) -> Context:
 
 def run_config() -> RunnableConfig:
     """The run's config ({} outside a run, e.g. a node called directly)."""
+    from langgraph.config import get_config
+
     try:
         return get_config()
     except RuntimeError:

@@ -55,21 +55,26 @@ def warning(message: str) -> None:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn the engine's documented errors into clear one-line messages."""
-    from models.errors import ModelUnavailableError
-    from persistence.thread_lock import ThreadBusyError
-    from persistence.threads import ThreadAccessError
-    from persistence.vector_store import StoreUnavailableError
-    from retrieval.embeddings import EmbeddingError
-
+    """Turn the engine's documented errors into clear one-line messages. The error classes are imported
+    only when something was raised: their modules load SQLAlchemy and LangGraph, which a command that
+    hands its question to a running server never needs."""
     try:
         yield
-    except (StoreUnavailableError, EmbeddingError, ModelUnavailableError, ThreadBusyError) as error:
-        fail(str(error), EXIT_UNAVAILABLE)
-    except ThreadAccessError as error:  # another tenant's thread: the caller's input was wrong
-        fail(str(error))
-    except (ValueError, FileNotFoundError) as error:  # settings, filters, queries, names, dataset formats
-        fail(str(error))
+    except Exception as error:
+        from models.errors import ModelUnavailableError
+        from persistence.errors import StoreUnavailableError
+        from persistence.thread_lock import ThreadBusyError
+        from persistence.threads import ThreadAccessError
+        from retrieval.embedding_errors import EmbeddingError
+
+        if isinstance(
+            error, StoreUnavailableError | EmbeddingError | ModelUnavailableError | ThreadBusyError
+        ):
+            fail(str(error), EXIT_UNAVAILABLE)
+        # another tenant's thread: the caller's input was wrong; settings, filters, queries, names, formats
+        if isinstance(error, ThreadAccessError | ValueError | FileNotFoundError):
+            fail(str(error))
+        raise
 
 
 def text_or_exit(value: str, what: str) -> str:

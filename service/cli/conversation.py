@@ -138,7 +138,7 @@ def ask(
     Unsupported sentences and citations the model did not give itself are shown as warnings.
     When a `rag serve` of the same data directory answers at RAG_API_HOST:RAG_API_PORT, the question is
     answered there (warm models, the server's keys, tenants and threads); --local answers in this process."""
-    from nodes.start_turn import check_question
+    from core.questions import check_question
     from retrieval.filters import parse_filter
     from service.answer_warnings import answer_warnings
     from service.cli.server_handoff import ask_on_server, handoff_server
@@ -176,7 +176,7 @@ def ask(
             result = _ask_here(settings, graph, question, thread, context, filters or {}, inputs)
     store_error_or_exit(result, reported)
     if as_json:
-        from graphs.runner import output_json
+        from service.answer_json import output_json
 
         payload = {**output_json(result), "warnings": answer_warnings(result)}
         print_json(payload)
@@ -253,9 +253,9 @@ def chat(
     answered from the conversation (chat mode). A model or store that is down ends the chat with exit 1."""
     from dataclasses import replace
 
+    from core.questions import InvalidQuestionError, check_question
     from graphs.runner import Session, new_thread_id
     from nodes.resources import get_resources
-    from nodes.start_turn import InvalidQuestionError, check_question
     from persistence.thread_lock import ThreadBusyError
 
     if thread is not None:
