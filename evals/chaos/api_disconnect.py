@@ -28,16 +28,23 @@ def disconnect_verdict(
     follow_up: HttpResult,
     follow_up_question: str,
     left_question: str,
+    *,
+    token_marker: bytes = b"event: token",
+    healthy: bool = True,
+    suite: str = "api",
+    name: str = "client leaves mid-stream: its turn completed or rolled back",
 ) -> Probe:
-    """A client left mid-stream, then a follow-up turn on the same thread: the left turn is stored whole (with
-    its answer) or not at all, the follow-up is answered and stored once, and the thread is not stuck."""
-    started = stream_status == 200 and b"event: token" in stream_data
+    """A client left mid-stream (after the stream's first `token_marker`), then a follow-up turn on the same
+    thread: the left turn is stored whole (with its answer) or not at all, the follow-up is answered and
+    stored once, the thread is not stuck, and the server is `healthy` afterwards."""
+    started = stream_status == 200 and token_marker in stream_data
     unanswered = unanswered_questions(messages)
     follow_ups = sum(1 for kind, text in messages if kind == "human" and follow_up_question in text)
     left = sum(1 for kind, text in messages if kind == "human" and left_question in text)
     wrong = not follow_up.hung and follow_up.status != 200
     problems = failed_checks(
         (f"the stream did not reach a token before the client left (status {stream_status})", not started),
+        ("the server is unhealthy afterwards (GET /health)", not healthy),
         (f"{unanswered} questions without an answer in the thread", unanswered),
         ("follow-up: no answer in time", follow_up.hung),
         (f"follow-up: status {follow_up.status}: {follow_up.text[:160]}", wrong),
@@ -45,18 +52,21 @@ def disconnect_verdict(
         (f"the left question stored {left} times", left > 1),
     )
     outcome = "completed" if left else "rolled back"
+    figures = {
+        "unanswered": float(unanswered),
+        "duplicated": float(max(follow_ups - 1, 0) + max(left - 1, 0)),
+        "lost": float(follow_up.ok and follow_ups == 0),
+        "hangs": float(follow_up.hung),
+        "wrong_statuses": float(wrong),
+    }
+    if not healthy:
+        figures["crashes"] = 1.0
     return Probe(
-        "api",
-        "client leaves mid-stream: its turn completed or rolled back",
+        suite,
+        name,
         not problems,
         "; ".join(problems) or f"the left turn was {outcome}",
-        {
-            "unanswered": float(unanswered),
-            "duplicated": float(max(follow_ups - 1, 0) + max(left - 1, 0)),
-            "lost": float(follow_up.ok and follow_ups == 0),
-            "hangs": float(follow_up.hung),
-            "wrong_statuses": float(wrong),
-        },
+        figures,
     )
 
 

@@ -10,7 +10,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from evals.chaos.api_server import DOCUMENTS
-from evals.chaos.corpora import leaked
+from evals.chaos.corpora import BRAVO_CANARIES, leaked
 from evals.chaos.http_client import HttpResult
 from evals.chaos.probe import Probe, failed_checks
 from evals.chaos.runner import TRACEBACK, ProcessResult
@@ -105,11 +105,13 @@ def exchange_verdict(
     harms: dict[str, bool] | None = None,
     checks: Sequence[tuple[str, bool]] = (),
     note: str = "",
+    canaries: Sequence[str] = (),
 ) -> Probe:
     """One exchange judged: one of the `expected` statuses in time, no stack trace in the answer nor new ones
-    in the server's log, the server alive afterwards, no canary of bravo; `harms` are figures of their own
-    (counted when true), `checks` more reasons to fail."""
-    found = leaked(result.text)
+    in the server's log, the server alive afterwards, no canary of bravo nor of `canaries`; `harms` are
+    figures of their own (counted when true; `leaks` adds to the leak count), `checks` more reasons to
+    fail."""
+    found = leaked(result.text, (*BRAVO_CANARIES, *canaries))
     trace = TRACEBACK in result.text or traces_added > 0
     wrong = not result.hung and result.status not in expected
     harms = harms or {}
@@ -133,12 +135,12 @@ def exchange_verdict(
         *checks,
     )
     figures = {
-        "leaks": float(bool(found)),
         "traces": float(max(traces_added, int(TRACEBACK in result.text))),
         "hangs": float(result.hung),
         "wrong_statuses": float(wrong),
         "crashes": float(not alive),
         **{harm: float(bad) for harm, bad in harms.items()},
+        "leaks": float(bool(found) or harms.get("leaks", False)),
     }
     detail = "; ".join(dict.fromkeys(problems))
     return Probe(suite, name, not problems, "; ".join(part for part in (detail, note) if part), figures)

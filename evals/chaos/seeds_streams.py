@@ -8,14 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evals.chaos.api_disconnect import disconnect_verdict
 from evals.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, ApiServer
 from evals.chaos.corpora import ALPHA
 from evals.chaos.http_client import HttpResult, stream_and_leave
 from evals.chaos.limits import API_TURN_TIMEOUT_S
-from evals.chaos.probe import Probe, failed_checks
+from evals.chaos.probe import Probe
 from evals.chaos.runner import ChaosRunner
 from evals.chaos.seeds_verdicts import GENERATE_STREAM, QUERY, QUERY_STREAM, SUITE, alive
-from evals.chaos.threads import thread_messages, unanswered_questions
+from evals.chaos.threads import thread_messages
 
 #: The event of a piece of the answer in each seed stream (`data: {"type": ...}`), what the client waits for.
 TOKEN_MARKERS = {QUERY_STREAM: b'"type": "token"', GENERATE_STREAM: b'"type": "chunk"'}
@@ -34,34 +35,18 @@ def left_stream_verdict(
 ) -> Probe:
     """A client left `route` mid-answer, then asked a follow-up on the same conversation: the stream had
     started answering, the server is healthy, the left turn is stored whole (with its answer) or not at all,
-    and the follow-up is answered and stored once."""
-    started = stream_status == 200 and TOKEN_MARKERS.get(route, b'"type"') in stream_data
-    unanswered = unanswered_questions(messages)
-    follow_ups = sum(1 for kind, text in messages if kind == "human" and follow_up_question in text)
-    left = sum(1 for kind, text in messages if kind == "human" and left_question in text)
-    wrong = not follow_up.hung and follow_up.status != 200
-    problems = failed_checks(
-        (f"the stream gave no piece of answer before the client left (status {stream_status})", not started),
-        ("the server is unhealthy afterwards (GET /health)", not healthy),
-        (f"{unanswered} questions without an answer in the conversation", unanswered),
-        ("follow-up: no answer in time", follow_up.hung),
-        (f"follow-up: status {follow_up.status}: {follow_up.text[:160]}", wrong),
-        (f"follow-up stored {follow_ups} times", follow_up.ok and follow_ups != 1),
-        (f"the left question stored {left} times", left > 1),
-    )
-    return Probe(
-        SUITE,
-        f"client leaves {route} mid-answer: server healthy, turns consistent",
-        not problems,
-        "; ".join(problems) or f"the left turn was {'completed' if left else 'rolled back'}",
-        {
-            "unanswered": float(unanswered),
-            "duplicated": float(max(follow_ups - 1, 0) + max(left - 1, 0)),
-            "lost": float(follow_up.ok and follow_ups == 0),
-            "hangs": float(follow_up.hung),
-            "wrong_statuses": float(wrong),
-            "crashes": float(not healthy),
-        },
+    and the follow-up is answered and stored once (api_disconnect.disconnect_verdict)."""
+    return disconnect_verdict(
+        stream_status,
+        stream_data,
+        messages,
+        follow_up,
+        follow_up_question,
+        left_question,
+        token_marker=TOKEN_MARKERS.get(route, b'"type"'),
+        healthy=healthy,
+        suite=SUITE,
+        name=f"client leaves {route} mid-answer: server healthy, turns consistent",
     )
 
 

@@ -9,7 +9,8 @@ import re
 from collections.abc import Sequence
 
 from evals.chaos.api_server import ApiServer
-from evals.chaos.corpora import BRAVO_CANARIES, leaked
+from evals.chaos.bounds_verdicts import exchange_verdict
+from evals.chaos.corpora import leaked
 from evals.chaos.http_client import HttpResult, http_request
 from evals.chaos.probe import Probe, failed_checks
 from evals.chaos.runner import TRACEBACK
@@ -50,38 +51,13 @@ def seeds_verdict(
     checks: Sequence[tuple[str, bool]] = (),
     note: str = "",
 ) -> Probe:
-    """One exchange judged: one of the `expected` statuses in time, no stack trace in the answer, none of
-    bravo's document canaries nor of `canaries` (another tenant's or conversation's words and ids) in any
-    byte of it (a stream's events included); `harms` are figures of their own (`leaks` adds to the leak
-    count), `checks` more reasons to fail."""
-    found = leaked(result.text, (*BRAVO_CANARIES, *canaries))
-    trace = TRACEBACK in result.text
-    wrong = not result.hung and result.status not in expected
-    harms = harms or {}
-    problems = failed_checks(
-        (f"leaked {found}", bool(found)),
-        ("stack trace in the answer", trace),
-        ("no answer in time", result.hung),
-        (
-            f"status {result.status}, expected {sorted(expected)}"
-            + (f" ({result.error})" if result.error else "")
-            + (f": {result.text[:160]}" if result.text else ""),
-            wrong,
-        ),
-        *((harm.replace("_", " "), bad) for harm, bad in harms.items()),
-        *checks,
+    """One exchange judged (bounds_verdicts.exchange_verdict): one of the `expected` statuses in time, no
+    stack trace in the answer, none of bravo's document canaries nor of `canaries` (another tenant's or
+    conversation's words and ids) in any byte of it (a stream's events included); `harms` are figures of
+    their own (`leaks` adds to the leak count), `checks` more reasons to fail."""
+    return exchange_verdict(
+        SUITE, name, result, expected, harms=harms, checks=checks, note=note, canaries=canaries
     )
-    figures = {
-        "leaks": float(bool(found)),
-        "traces": float(trace),
-        "hangs": float(result.hung),
-        "wrong_statuses": float(wrong),
-        **{harm: float(bad) for harm, bad in harms.items() if harm != "leaks"},
-    }
-    if harms.get("leaks"):
-        figures["leaks"] = 1.0
-    detail = "; ".join(dict.fromkeys(problems))
-    return Probe(SUITE, name, not problems, "; ".join(part for part in (detail, note) if part), figures)
 
 
 def answer_excerpt(result: HttpResult) -> str:
