@@ -39,6 +39,7 @@ from langgraph.store.base import BaseStore, Op, Result
 from langgraph.store.sqlite import SqliteStore
 
 from config.settings import Settings, get_settings
+from persistence.advisory import advisory_lock
 from persistence.errors import StoreUnavailableError
 from persistence.process import process_knowledge_base
 from persistence.urls import libpq_url, postgres_url
@@ -234,12 +235,8 @@ def open_postgres_store(url: str, settings: Settings, *, semantic: bool | None =
         )
         pool.wait(timeout)
         store = PostgresStore(pool, index=index)
-        with pool.connection() as connection:
-            connection.execute("SELECT pg_advisory_lock(%s)", (STORE_SETUP_ADVISORY_LOCK_KEY,))
-            try:
-                store.setup()
-            finally:
-                connection.execute("SELECT pg_advisory_unlock(%s)", (STORE_SETUP_ADVISORY_LOCK_KEY,))
+        with pool.connection() as connection, advisory_lock(connection, STORE_SETUP_ADVISORY_LOCK_KEY):
+            store.setup()
     except (psycopg.OperationalError, PoolTimeout) as error:
         reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise LongTermStoreUnavailableError(

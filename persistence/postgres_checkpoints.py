@@ -35,6 +35,7 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from sqlalchemy.engine import make_url
 
+from persistence.advisory import advisory_lock
 from persistence.database import libpq_url
 from persistence.errors import StoreUnavailableError
 from persistence.saver_mixins import (
@@ -146,11 +147,8 @@ def setup_checkpoint_tables(url: str, connect_timeout_s: float) -> None:
         if conninfo in _SET_UP:
             return
         with reachable(url), psycopg.connect(conninfo, **connection_kwargs(connect_timeout_s)) as conn:
-            conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_ADVISORY_LOCK_KEY,))
-            try:
+            with advisory_lock(conn, SETUP_ADVISORY_LOCK_KEY):
                 PostgresSaver(conn).setup()  # type: ignore[arg-type]
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_ADVISORY_LOCK_KEY,))
         _SET_UP.add(conninfo)
 
 
