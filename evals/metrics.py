@@ -1,4 +1,5 @@
-"""Evaluation metrics: retrieval ranking, extractive QA, citations, ROUGE-L. Pure Python, no model.
+"""Evaluation metrics: retrieval ranking, extractive QA, citations, ROUGE-L, and the confidence figures
+(AUROC, expected calibration error, risk-coverage). Pure Python, no model.
 
 Each function follows a published reference so that numbers are comparable with papers:
 
@@ -292,3 +293,74 @@ def citation_precision(cited_ids: Sequence[str], supporting_ids: set[str]) -> fl
     if not distinct:
         return None
     return sum(cited in supporting_ids for cited in distinct) / len(distinct)
+
+
+# --------------------------------------------------------------------------------------------------------
+# Confidence: ranking, calibration and selective answering
+
+#: Equal-width probability bins of the expected calibration error (Guo et al., 2017, use 15; 10 is the
+#: reliability diagram's usual grid and keeps each bin populated on a few hundred records).
+CALIBRATION_BINS = 10
+
+
+def auroc(scores: Sequence[float], labels: Sequence[float]) -> float | None:
+    """Area under the ROC curve: P(a random positive (label 1) scores above a random negative (label 0)),
+    ties counted half (the Mann-Whitney U from average ranks); None when either class is absent."""
+    if len(scores) != len(labels):
+        raise ValueError(f"auroc: {len(scores)} scores but {len(labels)} labels")
+    positives = sum(1 for label in labels if label)
+    negatives = len(labels) - positives
+    if not positives or not negatives:
+        return None
+    order = sorted(range(len(scores)), key=lambda index: scores[index])
+    positive_rank_sum = 0.0
+    start = 0
+    while start < len(order):
+        end = start
+        while end < len(order) and scores[order[end]] == scores[order[start]]:
+            end += 1
+        average_rank = (start + 1 + end) / 2  # ranks start + 1 .. end share their mean
+        positive_rank_sum += average_rank * sum(1 for index in order[start:end] if labels[index])
+        start = end
+    return (positive_rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+
+
+def calibration_bin(probability: float, bins: int = CALIBRATION_BINS) -> int:
+    """The equal-width bin of a probability: [0, 1/bins), ..., [(bins - 1)/bins, 1] (1.0 in the last)."""
+    return min(bins - 1, max(0, math.floor(probability * bins)))
+
+
+def expected_calibration_error(
+    probabilities: Sequence[float], labels: Sequence[float], bins: int = CALIBRATION_BINS
+) -> float | None:
+    """Expected calibration error: the mean over equal-width bins of |mean probability - share right|,
+    each bin weighted by its share of the records; None without records."""
+    if len(probabilities) != len(labels):
+        raise ValueError(f"calibration error: {len(probabilities)} probabilities but {len(labels)} labels")
+    if not probabilities:
+        return None
+    totals = [[0, 0.0, 0.0] for _ in range(bins)]  # count, sum of probabilities, sum of labels
+    for probability, label in zip(probabilities, labels, strict=True):
+        total = totals[calibration_bin(probability, bins)]
+        total[0] += 1
+        total[1] += probability
+        total[2] += float(label)
+    return sum(abs(summed - right) for count, summed, right in totals if count) / len(probabilities)
+
+
+def risk_coverage(probabilities: Sequence[float], labels: Sequence[float]) -> list[tuple[float, float]]:
+    """(coverage, accuracy of the answers shown) as the threshold falls through the distinct probabilities
+    (highest first): showing only answers at or above it covers that share of the records and is right on
+    that share of them. Records of equal probability enter together; empty without records."""
+    if len(probabilities) != len(labels):
+        raise ValueError(f"risk_coverage: {len(probabilities)} probabilities but {len(labels)} labels")
+    order = sorted(range(len(probabilities)), key=lambda index: -probabilities[index])
+    points: list[tuple[float, float]] = []
+    shown = right = 0
+    for position, index in enumerate(order):
+        shown += 1
+        right += 1 if labels[index] else 0
+        last = position + 1 == len(order) or probabilities[order[position + 1]] != probabilities[index]
+        if last:
+            points.append((shown / len(order), right / shown))
+    return points

@@ -1,4 +1,5 @@
-"""The aggregate of a QA run's records: score means, answerability, not-found reasons, cost, latency, load.
+"""The aggregate of a QA run's records: score means, answerability, not-found reasons, bands and the
+confidence's AUROC and calibration error, cost, latency, load.
 
 Why apart from the records (evals/qa_scoring.py): a record is what one question measured; the aggregate is
 recomputed from records at any time (a resumed run, an older run with fewer scores), so it only reads them,
@@ -13,7 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evals.metrics import linear_percentile, mean_of_defined
+from evals.metrics import auroc, expected_calibration_error, linear_percentile, mean_of_defined
 from evals.qa_scoring import (
     DIGITS,
     NOT_FOUND_REASONS,
@@ -108,6 +109,37 @@ def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+#: The band group of records written before records named their band (and of failed questions).
+UNRECORDED_BAND = "unrecorded"
+
+
+def band_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Per band (confident, tentative, not_found): how many answers, how many of them had a right short
+    answer (`candidate_right`: it holds a gold answer of an answerable question), and how many questions
+    were unanswerable; and how well the calibrated confidence ranks right short answers above wrong ones
+    (AUROC, None when all are right or all wrong) and matches their share (expected calibration error over
+    equal-width bins), over the records that have a confidence."""
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(str(record.get("band") or UNRECORDED_BAND), []).append(record)
+    judged = [record for record in records if record.get("confidence") is not None]
+    confidences = [float(record["confidence"]) for record in judged]
+    right = [float(record.get("candidate_right") or 0.0) for record in judged]
+    return {
+        "by_band": {
+            band: {
+                "n": len(members),
+                "right": sum(1 for record in members if float(record.get("candidate_right") or 0.0) == 1.0),
+                "unanswerable": sum(1 for record in members if record.get("answerable") is False),
+            }
+            for band, members in sorted(groups.items())
+        },
+        "confidence_records": len(judged),
+        "confidence_auroc": rounded(auroc(confidences, right)),
+        "confidence_ece": rounded(expected_calibration_error(confidences, right)),
+    }
+
+
 #: How records from before the per-record stamps are counted in `code_commits`.
 UNRECORDED_COMMIT = "unrecorded (answered before records named their commit)"
 
@@ -165,6 +197,7 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "not_found_rate": round(_mean([float(record["not_found"]) for record in records]), DIGITS),
         "not_found": not_found_summary(records),
         "answerability": answerability_summary(records),
+        "judgement": band_summary(records),
         "llm_calls_per_question": round(_mean([record["llm_calls"] for record in answered]), 2),
         "tokens_per_question": round(_mean(tokens), 1),
         "prompt_tokens_per_question": round(_mean([record["prompt_tokens"] for record in answered]), 1),

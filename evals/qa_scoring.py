@@ -21,7 +21,9 @@ otherwise, since its not-found reply is a sentence, never the empty prediction S
 Each record also keeps its candidate answer (what the engine would have shown had no check declined it) and
 the answer's confidence, so `python -m benchmarks calibrate` (benchmarks/calibration.py) can replay any
 confidence threshold
-on the records without running a model again.
+on the records without running a model again. The calibrated judgement is kept too: `confidence`, `band`,
+the short answer the engine had whatever the band showed (`candidate_short_answer`), whether it holds a
+gold answer (`candidate_right`, what the confidence predicts) and the calibrator's `signals`.
 """
 
 from __future__ import annotations
@@ -29,6 +31,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from answering.decision import (
+    REASON_LOW_PROBABILITY,
+    REASON_MISSING_ANCHORS,
+    REASON_NO_ANSWER,
+    REASON_READER_DECLINED,
+)
 from core.text import strip_references
 from evals.datasets import QAExample
 from evals.metrics import (
@@ -39,22 +47,18 @@ from evals.metrics import (
     rouge_l,
     support_recall_at_k,
 )
-from nodes.cite import REASON_LOW_CONFIDENCE, REASON_MODEL_DECLINED, REASON_NO_ANSWER
 from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, REASON_STORE_DOWN
-from retrieval.answerability import REASON_LOW_COVERAGE, REASON_MISSING_ANCHOR, REASON_UNSUPPORTED
 
 #: Retrieved passages over which supporting-passage recall is measured (the graph's default top_k).
 SUPPORT_RECALL_K = 5
 SUPPORT_RECALL_KEY = f"support_recall@{SUPPORT_RECALL_K}"
 DIGITS = 4
-#: Every way an answer becomes "not found", by how its `not_found_reason` starts; the ones the answerability
-#: check gives (the first three) replaced an answer the model wrote, kept as `declined_answer`.
+#: Every way an answer becomes "not found", by how its `not_found_reason` starts: the judgement's
+#: (answering.decision) and the graph's when nothing relevant was retrieved (nodes.not_found).
 NOT_FOUND_REASONS: tuple[str, ...] = (
-    REASON_MISSING_ANCHOR,
-    REASON_UNSUPPORTED,
-    REASON_LOW_COVERAGE,
-    REASON_MODEL_DECLINED,
-    REASON_LOW_CONFIDENCE,
+    REASON_READER_DECLINED,
+    REASON_MISSING_ANCHORS,
+    REASON_LOW_PROBABILITY.split("(", 1)[0],
     REASON_NO_ANSWER,
     REASON_NOTHING_RETRIEVED,
     REASON_NOTHING_RELEVANT,
@@ -155,6 +159,32 @@ def candidate_contains_gold(
     return contains_gold_answer(strip_references(candidate), gold_answers)
 
 
+def candidate_right(candidate_short: str, gold_answers: Sequence[str], answerable: bool) -> float:
+    """Whether the short answer the engine had (shown or not) holds a gold answer: 1.0 or 0.0 by the gold
+    containment of `short_contains_gold`; 0.0 for an unanswerable question and for no short answer. What
+    the calibrated confidence predicts, so its AUROC and calibration error are measured against it."""
+    if not answerable or not candidate_short.strip():
+        return 0.0
+    return contains_gold_answer(strip_references(candidate_short), gold_answers)
+
+
+def judgement_fields(result: Mapping[str, Any], example: QAExample) -> dict[str, Any]:
+    """The record's view of the answer's judgement (the output state's `confidence`, `band` and
+    `answer_record`): the calibrated confidence, the band, the short answer the engine had whatever the
+    band showed, whether it was right, and the signals the calibrator read."""
+    answer_record = result.get("answer_record") or {}
+    confidence = result.get("confidence")
+    candidate_short = str(answer_record.get("short_answer") or "")
+    return {
+        "confidence": None if confidence is None else rounded(float(confidence)),
+        "band": result.get("band"),
+        "candidate_short_answer": candidate_short,
+        "candidate_right": candidate_right(candidate_short, example.answers, example.answerable),
+        "signals": {str(name): float(value) for name, value in (answer_record.get("signals") or {}).items()},
+        "candidates": dict(answer_record.get("candidates") or {}),
+    }
+
+
 def confidence_of(result: Mapping[str, Any]) -> float | None:
     """The run's `answer_confidence` as a float (the mean token log-probability of the model's short
     answer); None when the run has none (a model without log-probabilities, no answer written)."""
@@ -230,6 +260,9 @@ def question_record(
         # replayed from them without running the model again.
         "term_check_reason": info.get("term_check_reason"),
         "reply_logprobs": info.get("reply_logprobs"),
+        # The calibrated judgement (answering/): confidence, band, the short answer it judged and whether
+        # that was right, and the signals it read (so a calibrator can be refit from the records).
+        **judgement_fields(result, example),
         "llm_calls": int(result.get("llm_calls") or 0),
         "prompt_tokens": int(usage.get("prompt_tokens") or 0),
         "completion_tokens": int(usage.get("completion_tokens") or 0),
@@ -267,6 +300,11 @@ def error_record(
         "answer_confidence": None,
         "candidate_answer": "",
         "candidate_contains_gold": 0.0,
+        "confidence": None,
+        "band": None,
+        "candidate_short_answer": "",
+        "candidate_right": 0.0,
+        "signals": {},
         "llm_calls": 0,
         "prompt_tokens": 0,
         "completion_tokens": 0,

@@ -8,7 +8,8 @@ confident whatever the answer.
 
 Measured since (docs/answer-quality.md "Calibrated not found"): on 400 SQuAD 2.0 questions, each read over
 its gold paragraph alone, AUROC is 0.62 (0.5B) and 0.74 (1.5B) on the test half, not 0.81 / 0.86, and no
-threshold meets issue 19's decline targets; so the signal is off by default (RAG_ANSWER_CONFIDENCE_THRESHOLD).
+threshold meets the decline targets alone; so it decides nothing by itself: `answer_logprobs` feeds the
+answer's judgement, which weighs it with other signals (answering.signals: logprob_mean, logprob_min).
 """
 
 from __future__ import annotations
@@ -71,18 +72,23 @@ def values_in(token_logprobs: Sequence[tuple[str, float]], wanted: tuple[int, in
     return values
 
 
-def answer_confidence(token_logprobs: Sequence[tuple[str, float]] | None, short: str) -> float | None:
-    """Mean log-probability of the tokens that overlap the short answer in the reply (None without
-    log-probabilities). Without a short answer in the reply, the mean over its first line (an honest
-    "not found", or an answer that opens with a sentence)."""
+def answer_logprobs(token_logprobs: Sequence[tuple[str, float]] | None, short: str) -> list[float]:
+    """Log-probabilities of the tokens that overlap the short answer in the reply ([] without
+    log-probabilities). Without a short answer in the reply, those of its first line (an honest "not found",
+    or an answer that opens with a sentence)."""
     if not token_logprobs:
-        return None
+        return []
     text = "".join(token for token, _ in token_logprobs)
     wanted = _answer_range(text, short.strip()) if short.strip() else None
     if wanted is None:
         line_end = text.find("\n", len(text) - len(text.lstrip()))
         wanted = (0, line_end if line_end > 0 else len(text))
-    values = values_in(token_logprobs, wanted)
+    return values_in(token_logprobs, wanted)
+
+
+def answer_confidence(token_logprobs: Sequence[tuple[str, float]] | None, short: str) -> float | None:
+    """Mean of `answer_logprobs` (None without log-probabilities)."""
+    values = answer_logprobs(token_logprobs, short)
     if not values:
         return None
     return round(sum(values) / len(values), 4)

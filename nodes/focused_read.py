@@ -45,6 +45,9 @@ from state.schemas import RetrievedDoc
 FOCUSED_READ_MAX_TOKENS = 24
 #: `short_answer_source` of a short answer the focused read gave.
 SOURCE_FOCUSED_READ = "focused_read"
+#: prompt_info key of the focused read's own short answer ("" when it gave none the passage holds): the
+#: judgement compares it with the other readers' (answering.signals).
+FOCUSED_READ_ANSWER_KEY = "focused_read_answer"
 
 
 def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> RetrievedDoc | None:
@@ -129,6 +132,7 @@ def focused_read(
         info["focused_read_error"] = error
         return draft, usage, info
     answer = focused_short(reply, question, passage)
+    info[FOCUSED_READ_ANSWER_KEY] = answer
     if not answer or normalized(answer) == normalized(short):
         return draft, usage, info
     info["short_answer_source"] = SOURCE_FOCUSED_READ

@@ -4,7 +4,7 @@ The prompt is budgeted by retrieval.prompt_budget (fixed part kept, context capp
 generation reserve), worded by the context's mode (simple / advanced / precise) in the question's language.
 The model is called through a guarded stream (nodes.instrumentation.guarded_text_call), so
 `stream_mode="messages"` streams its tokens, a looping reply is cut, and the endpoint's token
-log-probabilities give the draft's confidence (models.confidence: `draft_confidence`).
+log-probabilities over the short answer are kept for the judgement (prompt_info `short_logprobs`).
 The reader gets the compressed evidence (compress_evidence: `evidence`) when there is some, else whole chunks.
 The memories recalled for the turn (nodes.recall_memories, in state) get their own section after the system
 prompt, numbered after the sources; the draft's sources then end with them (`memory:<id>`). A turn whose
@@ -40,12 +40,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from models.confidence import answer_confidence
+from answering.judge import CANDIDATES_KEY, READER_DECLINED_KEY, SHORT_LOGPROBS_KEY
+from models.confidence import answer_logprobs
 from nodes.director_recall import director_events
 from nodes.draft_text import explained_short_answer, is_grounded_short_answer
 from nodes.events import emit
-from nodes.extractive import extractive_answer, extractive_short
-from nodes.focused_read import SOURCE_FOCUSED_READ, focused_read
+from nodes.extractive import SOURCE_MODEL_EXPLANATION, extractive_answer, extractive_short
+from nodes.focused_read import FOCUSED_READ_ANSWER_KEY, focused_read
 from nodes.instrumentation import TokenLogprobs, guarded_text_call, merge_updates, timed, with_temperature
 from nodes.memory_recall import memory_sources
 from nodes.model_draft import json_schema_draft, model_draft, uses_json_schema, with_stop
@@ -63,7 +64,8 @@ from prompts.answer import (
     REVISION_SUGGESTIONS,
 )
 from prompts.director import DIRECTOR_SECTIONS
-from retrieval.answer_text import is_garbage, is_not_found_answer, strip_preamble
+from retrieval.answer_span import extract_answer
+from retrieval.answer_text import answer_parts, is_garbage, is_not_found_answer, strip_preamble
 from retrieval.prompt_budget import build_answer_prompt, strip_source_headers
 from state.context import Context, run_context
 from state.graph_state import State
@@ -186,7 +188,6 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "sources": sources,
             "prompt_info": info,
             "generation_rounds": 1,
-            "draft_confidence": None,
             "director_events": director,
         }
     model = with_temperature(get_resources().model("generate", context), context.temperature)
@@ -210,13 +211,19 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     sources += memory_sources(raw, len(prompt.used_documents), prompt.used_memories)  # numbered after them
     # The system prompt without the memories: a reply that repeats a memory is no echo of the instructions.
     text, short = model_draft(raw, system, question, language, sources)
-    confidence = answer_confidence(token_logprobs, short)
+    info[SHORT_LOGPROBS_KEY] = [round(value, 4) for value in answer_logprobs(token_logprobs, short)]
     # The reply's own tokens, kept for the QA records (python -m benchmarks calibrate replays other confidence
     # signals from them: whole first line, minimum) whoever ends up writing the short answer.
     info["reply_logprobs"] = [[token, round(value, 4)] for token, value in token_logprobs or []] or None
     if short:
         info["short_answer_source"] = "model"
-    if error is not None or is_garbage(text):
+    # The reader's "not found" is a signal of the judgement, not a decision: the draft becomes the extractive
+    # answerer's, so the other readers still propose a short answer and the calibrator weighs them all.
+    info[READER_DECLINED_KEY] = error is None and bool(sources) and is_not_found_answer(text)
+    if info[READER_DECLINED_KEY]:
+        info["short_answer_source"] = "extractive"
+        text, sources = extractive_answer(question, used, language, context.generation_reserve)
+    elif error is not None or is_garbage(text):
         if error is not None:
             reason = f"model error: {error}"
         elif is_garbage(strip_preamble(strip_source_headers(raw))):
@@ -236,19 +243,26 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if short and info["short_answer_source"] == "model" and text.strip() == short.strip():
         text = explained_short_answer(short, question, sources, context.generation_reserve)
     read_usage: dict[str, Any] = {}
+    extractive_span = extract_answer(question, [doc["text"] for doc in used])
+    # The model's own short answer: its "Answer:" line, else the span its explanation states.
+    own = info["short_answer_source"] in ("model", SOURCE_MODEL_EXPLANATION)
+    own_short = answer_parts(text)[0] if own else ""
+    info[CANDIDATES_KEY] = {
+        "draft": "" if info[READER_DECLINED_KEY] or info["generation_fallback"] else short or own_short,
+        "focused_read": "",
+        "extractive": extractive_span.text.strip() if extractive_span is not None else "",
+    }
     if context.focused_read and info["generation_fallback"] is None and not is_not_found_answer(text):
         passages = sources[: len(prompt.used_documents)]  # the retrieved chunks, not the memories after them
         budget = context.focused_read_tokens
         text, read_usage, read_info = focused_read(model, question, text, passages, budget)
         info.update(read_info)
-    if info["short_answer_source"] in ("extractive", SOURCE_FOCUSED_READ) or info["generation_fallback"]:
-        confidence = None  # not the draft's reply: its log-probabilities say nothing of this short answer
+        info[CANDIDATES_KEY]["focused_read"] = read_info.get(FOCUSED_READ_ANSWER_KEY, "")
     update = {
         "draft": text,
         "sources": sources,
         "prompt_info": info,
         "generation_rounds": 1,
-        "draft_confidence": confidence,
         "director_events": director,
     }
     return merge_updates(update, usage, read_usage)

@@ -13,7 +13,7 @@ grader's suggestions (`answer_grade["suggestions"]`) are what the next round use
 revision note beside the problems, reformulate to its query (nodes.reformulate).
 
 The decision (`next_action`) is made here, from state counters and context bounds, so the router only
-reads it: accept (score >= quality_threshold) | give_up (answer attempts spent, or more than
+reads it: accept (the judgement is confident, answering.judge) | give_up (answer attempts spent, or more than
 `revision_patience` attempts in a row no better than the best) | retrieve (not grounded, retrieval budget
 left) | regenerate. Answers written without sources (no-retrieval path) are accepted.
 """
@@ -29,9 +29,9 @@ from config.settings import get_settings
 from core.text import strip_references
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, timed
-from nodes.reflection import apply_reflection, needs_improvement, read_reflection, ten_point
+from nodes.reflection import apply_reflection, read_reflection, ten_point
 from nodes.resources import get_resources
-from nodes.turn import current_question, language_of
+from nodes.turn import current_question, judge_draft, language_of
 from prompts.answer import (
     ANSWER_GRADER_PROMPT,
     ANSWER_GRADER_SYSTEM,
@@ -100,10 +100,6 @@ META_TERMS = frozenset(
         "mention mentioned explain describe tell list give name based information"
     )
 )
-#: An answer that is not grounded, or does not answer the question, scores at most this: the plain mean of
-#: the four dimensions would let a fluent, on-topic hallucination (accuracy 0, the rest 1) reach 0.75,
-#: pass the threshold and win the best-answer comparison ("grounded & useful -> cite" in the design).
-UNQUALIFIED_SCORE_CAP = 0.5
 #: Upper bound of the LLM grader's reply.
 GRADE_MAX_TOKENS = 256
 #: What the loop does next, in words for a client (the last of the `answer_graded` event's `suggestions`,
@@ -244,13 +240,6 @@ def mean_score(grade: AnswerGrade) -> float:
     return round((grade.relevance + grade.accuracy + grade.completeness + grade.clarity) / 4, 3)
 
 
-def overall_score(grade: AnswerGrade) -> float:
-    """The mean of the four dimensions, capped at UNQUALIFIED_SCORE_CAP unless the answer is grounded and
-    answers the question (the number that decides acceptance and ranks answer attempts)."""
-    mean = mean_score(grade)
-    return mean if grade.grounded and grade.answers_question else min(mean, UNQUALIFIED_SCORE_CAP)
-
-
 def stalled_after(score: float, state: State) -> int:
     """Answer attempts in a row that did not beat the best earlier one, counting this `score`'s: 0 when it
     is the first attempt or scores strictly higher than every earlier one (a tie is no progress)."""
@@ -260,11 +249,11 @@ def stalled_after(score: float, state: State) -> int:
     return state.get("stalled_revisions", 0) + 1
 
 
-def decide(score: float, grounded: bool, state: State, context: Context, stalled: int) -> NextAction:
-    """accept | give_up | retrieve | regenerate, from the score and the loop counters. A loop whose
-    revisions stopped improving the answer gives up after `revision_patience` of them: another attempt costs
-    a model call and, for a weak model, mostly rewords the same answer."""
-    if score >= context.quality_threshold:
+def decide(confident: bool, grounded: bool, state: State, context: Context, stalled: int) -> NextAction:
+    """accept | give_up | retrieve | regenerate, from the judgement's band and the loop counters. A loop
+    whose revisions stopped improving the answer gives up after `revision_patience` of them: another attempt
+    costs a model call and, for a weak model, mostly rewords the same answer."""
+    if confident:
         return "accept"
     if state.get("generation_rounds", 0) >= context.max_iterations:
         return "give_up"
@@ -328,18 +317,23 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             grade = grade.model_copy(
                 update={"grounded": False, "accuracy": min(grade.accuracy, checked.accuracy)}
             )
-    score = overall_score(grade) if sources else mean_score(grade)
+    # The judgement's calibrated probability is the loop's score: a revision is kept only when it is more
+    # likely right, and the loop stops once the answer is confident (answering.judge).
+    record = judge_draft(state, context, draft, sources) if sources else None
+    score = record["probability"] if record is not None else mean_score(grade)
     stalled = stalled_after(score, state)
     graded = grader in ("llm", "score")
-    action: NextAction = decide(score, grade.grounded, state, context, stalled) if graded else "accept"
+    confident = record is None or record["band"] == "confident"
+    action: NextAction = decide(confident, grade.grounded, state, context, stalled) if graded else "accept"
     candidate = AnswerCandidate(
         text=draft,
         score=score,
         grounded=grade.grounded,
         round=state.get("generation_rounds", 0),
         doc_ids=[doc["chunk_id"] for doc in sources],
-        confidence=state.get("draft_confidence"),
     )
+    if record is not None:
+        candidate["record"] = record
     problems = (
         answer_problems(question, draft, sources, grade, relevance_threshold=context.relevance_threshold)
         if action != "accept"
@@ -348,7 +342,7 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # What the next round uses (generate's revision note, reformulate's query): the grader's own suggestions.
     suggestions = list(grade.suggestions) if graded and action != "accept" else []
     reflection_score = ten_point(score)
-    improve = graded and needs_improvement(score, context.quality_threshold)
+    improve = graded and not confident
     if graded:
         emit(
             "answer_graded",

@@ -37,12 +37,17 @@ def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     else:
         answer = NOT_FOUND_ANSWER_ZH if chinese else NOT_FOUND_ANSWER_EN
         reason = REASON_NOTHING_RELEVANT if state.get("documents") else REASON_NOTHING_RETRIEVED
-    emit("generation_complete", {"answer": answer, "citations": [], "sources": [], "not_found": True})
+    emit(
+        "generation_complete",
+        {"answer": answer, "citations": [], "sources": [], "not_found": True, "band": "not_found"},
+    )
     return {
         "answer": answer,
         "short_answer": "",
         "not_found": True,
         "not_found_reason": reason,
+        "band": "not_found",
+        "confidence": None,
         "citations": [],
         "sources": [],
         "renderings": {"markdown": answer, "html": f"<p>{answer}</p>", "plain": answer},

@@ -111,7 +111,7 @@ def turn_record(
     analysis = state.get("analysis") or {}
     tenant = state.get("tenant") or context.tenant
     usage = state.get("usage") or {}
-    confidence = state.get("answer_confidence")
+    confidence = state.get("confidence")
     return TurnRecord(
         tenant=tenant,
         thread_id=visible_thread_id(thread_of(config), tenant),

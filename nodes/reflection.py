@@ -60,11 +60,6 @@ def ten_point(score: float) -> float:
     return round(min(TEN_POINT_MAX, max(TEN_POINT_MIN, score * 10)), 2)
 
 
-def needs_improvement(score: float, threshold: float) -> bool:
-    """Whether a 0-1 score is below the run's threshold (seed 003: a 1-10 score under 7)."""
-    return score < threshold
-
-
 def _ratio(text: str) -> tuple[float, bool] | None:
     """(value, explicit) of "7/10" (0.7, True), "70%" (0.7, True) or "7" (7.0, False); None without one."""
     match = _NUMBER.search(text)

@@ -11,7 +11,10 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage
 
+from answering.judge import embedding_similarity, judge_answer, model_calibrator
 from core.text import contains_cjk
+from nodes.resources import get_resources
+from state.answer_record import AnswerRecord
 from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
@@ -79,3 +82,22 @@ def answer_mode(mode: str, analysis: dict[str, Any] | None) -> str:
     if mode != "auto":
         return mode
     return AUTO_MODES.get(str((analysis or {}).get("query_type", "")), AUTO_DEFAULT_MODE)
+
+
+def judge_draft(state: State, context: Context, draft: str, sources: list[RetrievedDoc]) -> AnswerRecord:
+    """The judged record of a draft (answering.judge): the answering model's calibrator, the loaded
+    embedding model for the question-evidence similarity (none without a store: that signal is missing)."""
+    resources = get_resources()
+    store = resources.uses_store(context)
+    similarity = embedding_similarity(resources.kb().embeddings.inner) if store else None
+    return judge_answer(
+        question=current_question(state),
+        draft=draft,
+        sources=sources,
+        evidence=state.get("evidence") or [],
+        documents=state.get("documents") or [],
+        prompt_info=state.get("prompt_info") or {},
+        strategy=state.get("strategy") or "",
+        calibrator=model_calibrator(resources.model_identity("generate", context)),
+        similarity=similarity,
+    )

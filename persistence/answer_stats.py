@@ -9,8 +9,8 @@ with traffic; counting and averaging in the database reads no row into Python.
 Rows written before revision 0004 have no strategy, confidence, model or token counts (NULL): they are
 counted under `unknown` (strategy, model) and left out of the averages and token sums, whose
 `..._measured` counts say how many answers they rest on. The confidence is the engine's
-`answer_confidence`: the mean token log-probability of the model's short answer (at most 0; closer to 0 =
-surer), absent for cache hits, not-found answers and models without log-probabilities.
+calibrated `confidence` (answering.calibrator: P(the short answer is right), 0-1), absent for cache hits and
+answers nothing judged (nothing retrieved, no retrieval).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class TurnRecord:
     graph: str = ""
     error: str = ""
     confidence: float | None = None
-    """The answer's confidence (state `answer_confidence`); None when none was measured."""
+    """The answer's calibrated confidence (state `confidence`, 0-1); None when none was judged."""
     model: str = ""
     """The generation model the run was configured with ('' = not said)."""
     prompt_tokens: int | None = None

@@ -27,6 +27,11 @@ UNTRUSTED_SOURCES_ZH = (
 NOT_FOUND_EN = NOT_FOUND_ANSWER_EN
 NOT_FOUND_ZH = NOT_FOUND_ANSWER_ZH
 NOT_FOUND_TEXTS: tuple[str, ...] = (NOT_FOUND_EN, NOT_FOUND_ZH)
+#: How a tentative answer opens (answering.decision): no bold headline, the closest sentence of the sources.
+TENTATIVE_PREFIXES: dict[str, str] = {
+    "en": "Not sure \u2014 the closest the documents come is:",
+    "zh": "不确定——文档中最接近的说法是：",
+}
 #: Paraphrases of the refusal that models produce instead of the exact sentence (matched ignoring case
 #: and punctuation, so keep them specific enough not to occur in a real answer).
 NOT_FOUND_VARIANTS: tuple[str, ...] = (

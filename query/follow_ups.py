@@ -126,17 +126,18 @@ def heuristic_standalone(
     and the previous answers (`answer_texts`, oldest first; the last one answers the last question).
 
     "What about X?" / "那X呢？" re-asks the previous question about X. A follow-up whose phrases point back
-    ("it", "the mountain", "that year", "她", "这条河") gets the names they stand for, read from the previous
-    answer and question, appended in parentheses; any other follow-up (ellipsis, or nothing fits) gets the
-    salient terms of the latest previous question appended. A self-contained question comes back
-    unchanged, and so does any question when there is no history. Without answers this is exactly the
-    rewrite from questions alone.
+    ("it", "the mountain", "that year", "that parameter", "她", "这条河") gets the names or the topic they
+    stand for, read from the previous answer and question, appended in parentheses; any other follow-up
+    (ellipsis, or nothing fits) gets the salient terms of the latest previous question appended. A
+    self-contained question comes back unchanged, and so does any question when there is no history.
+    Without answers this is exactly the rewrite from questions alone.
     """
     text = question.strip()
     if not history_texts:
         return text
     previous_answer = answer_texts[-1] if answer_texts else ""
-    if not is_follow_up(text) and not (previous_answer.strip() and has_reference(text)):
+    pointing = bool(previous_answer.strip()) and has_reference(text, history_texts[-1], previous_answer)
+    if not is_follow_up(text) and not pointing:
         return text
     switched = _switched_subject(text, history_texts[-1])
     if switched:

@@ -14,6 +14,11 @@ one"); the previous turn offers candidates (the short answer first, then the nam
 then the names of the previous question); each kind of phrase prefers its kind of candidate (a name whose
 words fit the head noun, "Mount Tessel" for "the mountain"; a person for "she"; the new entity of a "which
 X" answer or else the previous topic for "it"); numbers are never names, except for "that year".
+In technical documentation what a turn is about is often a concept, not a name: after "What are
+background tasks used for in FastAPI?" - "Running operations after returning a response", "it" is
+"background tasks in FastAPI" (the previous question's topic, query.question_topic, when its short answer
+describes rather than names), and "that parameter" / "this function" (a head of no listed kind) is the
+previous turn's phrase with that head ("lifespan parameter of FastAPI"), else its topic.
 The candidates are query.referent_candidates; Chinese follow-ups have rules of their own,
 query.chinese_referents.
 """
@@ -44,6 +49,7 @@ from query.lexicons import (
     THING_PRONOUNS,
     YEAR_HEADS,
 )
+from query.question_topic import FUNCTION_WORDS, Topic, is_name_like, question_topic
 from query.referent_candidates import (
     KIND_WINDOW_WORDS,
     MAX_REFERENTS,
@@ -56,9 +62,12 @@ from query.referent_candidates import (
     split_answer,
     years_in,
 )
-from query.text import WORD, capitalised_phrases, is_chinese, norm, quoted_titles, words_of
+from query.text import WORD, capitalised_phrases, content_words, is_chinese, norm, quoted_titles, words_of
 
-ReferenceKind = Literal["person", "thing", "group", "place", "noun", "year", "ordinal"]
+#: Words before a concept's head that still name it ("style keyword argument"), at most.
+MAX_MENTION_MODIFIERS = 3
+
+ReferenceKind = Literal["person", "thing", "group", "place", "noun", "concept", "year", "ordinal"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,7 @@ class Reference:
     start: int
     end: int
     head: str = ""
-    """The head noun of a noun phrase ("mountain"), the ordinal word ("second")."""
+    """The head noun of a noun phrase ("mountain", "parameter"), the ordinal word ("second")."""
 
 
 # --- references of an English follow-up ------------------------------------------------------------------
@@ -80,11 +89,51 @@ def _first_name_start(question: str) -> int:
     return min((question.find(name) for name in names if name in question), default=len(question))
 
 
-def _noun_phrase(tokens: Sequence[re.Match[str]], index: int, question: str) -> Reference | None:
+def word_forms(word: str) -> frozenset[str]:
+    """A noun's singular and plural spellings ("parameter", "parameters"), lower case."""
+    word = word.lower()
+    stem = word[:-2] if word.endswith("es") else word[:-1] if word.endswith("s") else word
+    return frozenset({word, stem, stem + "s", stem + "es"})
+
+
+def _concept_phrase(
+    tokens: Sequence[re.Match[str]], index: int, position: int, previous_question: str, previous_answer: str
+) -> Reference | None:
+    """A phrase "that parameter" / "this function" / "the option" whose head is a common noun of no listed
+    kind (a concept of the previous turn rather than a named entity), or None.
+
+    A demonstrative points back when it is a determiner (it follows a function word or opens the question:
+    "does that parameter", not "a setting that controls") or when the previous turn names its head; "the"
+    only when the previous question names the head ("the parameter" after "the lifespan parameter")."""
+    head = tokens[position].group(0).lower()
+    if head in FUNCTION_WORDS or not head.isalpha():
+        return None
+    determiner = tokens[index].group(0).lower()
+    before = tokens[index - 1].group(0).lower() if index > 0 else ""
+    if determiner == "the":
+        named = bool(word_forms(head) & {word.lower() for word in words_of(previous_question)})
+    else:
+        previous_words = words_of(f"{previous_question} {previous_answer}")
+        mentioned = bool(word_forms(head) & {word.lower() for word in previous_words})
+        named = mentioned or not before or before in FUNCTION_WORDS
+    if not named:
+        return None
+    return Reference("concept", tokens[index].start(), tokens[position].end(), head)
+
+
+def _noun_phrase(
+    tokens: Sequence[re.Match[str]],
+    index: int,
+    question: str,
+    previous_question: str = "",
+    previous_answer: str = "",
+) -> Reference | None:
     """A phrase "the / this / that [same] <head>" at `index` that points back, or None.
 
     Not one when the head is followed by "of" ("the capital of France") or by a name ("the river Sele"), or
-    when the question itself names an entity of that kind ("the mountain" beside "Mount Tessel")."""
+    when the question itself names an entity of that kind ("the mountain" beside "Mount Tessel"). A head of
+    no listed kind is a concept of the previous turn ("that parameter"), only with the previous turn's
+    question or answer to check it against."""
     determiner = tokens[index].group(0).lower()
     position = index + 1
     while position < len(tokens) and tokens[position].group(0).lower() in ANAPHORIC_MODIFIERS:
@@ -101,7 +150,9 @@ def _noun_phrase(tokens: Sequence[re.Match[str]], index: int, question: str) -> 
         pointing = determiner == "that" or position > index + 1
         return Reference("year", start, end, head) if pointing else None
     if head not in HEAD_NOUN_NAME_WORDS and head not in PERSON_HEAD_NOUNS and head not in THING_HEAD_NOUNS:
-        return None
+        if not (previous_question.strip() or previous_answer.strip()):
+            return None
+        return _concept_phrase(tokens, index, position, previous_question, previous_answer)
     kind_words = HEAD_NOUN_NAME_WORDS.get(head, frozenset({head}))
     for name in capitalised_phrases(question):
         if {word.lower() for word in words_of(name)} & kind_words:
@@ -130,9 +181,12 @@ def _pronoun(tokens: Sequence[re.Match[str]], index: int) -> Reference | None:
     return None
 
 
-def english_references(question: str) -> list[Reference]:
+def english_references(
+    question: str, previous_question: str = "", previous_answer: str = ""
+) -> list[Reference]:
     """The phrases of an English follow-up that point back, in order. Pronouns count only before the
-    question's first name (after it they may point at that name: "Did Einstein like his work?")."""
+    question's first name (after it they may point at that name: "Did Einstein like his work?"). With the
+    previous turn's question and answer, "that parameter" and other concept phrases count too."""
     tokens = list(WORD.finditer(question))
     first_name = _first_name_start(question)
     found: list[Reference] = []
@@ -143,7 +197,7 @@ def english_references(question: str) -> list[Reference]:
         word = token.group(0).lower()
         reference: Reference | None = None
         if word in ANAPHORIC_DETERMINERS:
-            reference = _noun_phrase(tokens, index, question)
+            reference = _noun_phrase(tokens, index, question, previous_question, previous_answer)
         if reference is None and token.start() < first_name:
             reference = _pronoun(tokens, index)
         if reference is not None:
@@ -221,6 +275,64 @@ def resolve_pronoun(
     return None
 
 
+def names_entity(short: str) -> bool:
+    """Whether a short answer is a name (every content word capitalised or a number: "Vessenburg", "the Lune
+    and the Tassa", "1764") rather than a description ("Running operations after returning a response")."""
+    words = content_words(short)
+    return bool(words) and all(word[:1].isupper() or word[:1].isdigit() for word in words)
+
+
+def about_topic(previous_question: str, short: str) -> Topic | None:
+    """The previous question's topic when the previous turn was about it: the question has a topic frame
+    ("What are background tasks used for?", query.question_topic), does not ask for a kind of entity
+    ("Which city ..."), and its short answer describes rather than names ("Running operations after ...")."""
+    topic = question_topic(previous_question)
+    if topic is None or asks_for_kind(previous_question) or names_entity(short):
+        return None
+    return topic
+
+
+def _modified_mention(text: str, forms: frozenset[str]) -> str:
+    """The first mention of a head noun with the words that name it ("lifespan parameter" for "parameter",
+    "parameter lifespan"), or "" when the text only says "a parameter"."""
+    tokens = list(WORD.finditer(text))
+    for index, token in enumerate(tokens):
+        if token.group(0).lower() not in forms:
+            continue
+        start = index
+        while (
+            start > 0
+            and index - start < MAX_MENTION_MODIFIERS
+            and tokens[start - 1].group(0).lower() not in FUNCTION_WORDS
+        ):
+            start -= 1
+        if start < index:
+            return text[tokens[start].start() : token.end()]
+        following = tokens[index + 1].group(0) if index + 1 < len(tokens) else ""
+        if following and is_name_like(following):
+            return text[token.start() : tokens[index + 1].end()]
+    return ""
+
+
+def resolve_concept(head: str, previous_question: str, short: str, body: str) -> str | None:
+    """What "that parameter" / "this function" stands for: the previous question's topic when its head is
+    the same noun ("lifespan parameter of FastAPI"), the answer to a "which <head>" question, the previous
+    question's or answer's mention of the noun with the words that name it, else the previous topic."""
+    forms = word_forms(head)
+    topic = question_topic(previous_question)
+    if topic is not None and forms & {word.lower() for word in words_of(topic.phrase)}:
+        return topic.text
+    asked = [word.lower() for word in words_of(previous_question)]
+    items = short_answer_items(short)
+    if len(asked) > 1 and asked[0] in {"which", "what"} and asked[1] in forms and items:
+        return items[0]
+    for text in (previous_question, body):
+        mention = _modified_mention(text, forms)
+        if mention:
+            return mention
+    return topic.text if topic is not None else None
+
+
 def resolve_ordinal(ordinal: str, short: str, candidates: Sequence[Candidate]) -> str | None:
     """The item an ordinal points at: of the short answer's list ("Ilon and Carrow"), else of the names the
     answer adds to the previous question ("opens with The Iron Gull, followed by Harbour of Ash")."""
@@ -246,10 +358,11 @@ def english_referents(question: str, previous_question: str, previous_answer: st
         if norm(c.text) not in norm(question)
     ]
     short, body = split_answer(previous_answer)
+    topic = about_topic(previous_question, short)
     found_names: list[str] = []
     resolved_end = -1
     unresolved_noun = False
-    for reference in english_references(question):
+    for reference in english_references(question, previous_question, previous_answer):
         name: str | None = None
         if reference.kind == "year":
             name = next(iter(years_in([short, body])), None)
@@ -259,8 +372,12 @@ def english_referents(question: str, previous_question: str, previous_answer: st
             found = resolve_noun(reference.head, candidates, previous_question)
             name = found.text if found else None
             unresolved_noun = unresolved_noun or found is None
+        elif reference.kind == "concept":
+            name = resolve_concept(reference.head, previous_question, short, body)
         elif not question[resolved_end : reference.start].strip() and resolved_end >= 0:
             continue  # "the mountain it stands on": the pronoun belongs to the named noun phrase
+        elif reference.kind in ("thing", "group") and topic is not None:
+            name = topic.text  # "it" after "What are background tasks used for?": background tasks
         else:
             found = resolve_pronoun(reference.kind, candidates, previous_question)
             name = found.text if found else None
@@ -285,13 +402,14 @@ def referents(question: str, previous_question: str, previous_answer: str) -> li
     return english_referents(question, previous_question, previous_answer)
 
 
-def has_reference(question: str) -> bool:
+def has_reference(question: str, previous_question: str = "", previous_answer: str = "") -> bool:
     """Whether a question has a phrase that points back (a pronoun before any name, "the mountain",
-    "that year", "the second one", 它/她/这条河/该省)."""
+    "that year", "the second one", 它/她/这条河/该省; given the previous turn's question and answer, also
+    "that parameter")."""
     if is_chinese(question):
         return bool(
             CJK_DEMONSTRATIVE.search(question)
             or CJK_PERSON_PRONOUN.search(question)
             or CJK_THING_PRONOUN.search(question)
         )
-    return bool(english_references(question))
+    return bool(english_references(question, previous_question, previous_answer))

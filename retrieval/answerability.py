@@ -1,17 +1,17 @@
-"""Is the question answered by the passages at all? The evidence for an honest "not found".
+"""Does anything retrieved answer the question at all? Model-free term checks of the question against the
+passages.
 
 Why: retrieval always returns the nearest passages, relevant or not, and a model (or the extractive fallback)
-always writes something from them; so without this check every question got an answer, including questions
-whose answer no document holds. Three signals, all model-free:
-1. retrieval evidence: a name, number, quoted or CJK term of the question occurs in no retrieved passage
-   (hybrid search with BM25 would have found a passage naming it, so the documents do not mention it); a
-   CJK term only from 3 characters and only when not one of its character pairs is there (Chinese terms cut
-   at function characters straddle words; chosen on development CMRC questions,
+always writes something from them. Two checks tell how far the passages are about what the question asks;
+they are signals of the answer's judgement (answering.signals), weighed by its calibrator, and
+`missing_question_anchors` also tells grade_retrieval that nothing relevant was found:
+1. anchors: a name, number, quoted or CJK term of the question occurs in no retrieved passage (hybrid search
+   with BM25 would have found a passage naming it, so the documents do not mention it); a CJK term only from
+   3 characters and only when not one of its character pairs is there (Chinese terms cut at function
+   characters straddle words; chosen on development CMRC questions,
    results/runs/answerability_dev_cmrc2018_*.json);
-2. grounding: the answer has claim sentences and none of them is supported by its evidence
-   (retrieval.grounding);
-3. coverage: the supported sentences and the passages they cite contain less than MIN_QUESTION_COVERAGE of
-   the question's content terms (the answer rests on passages about something else).
+2. coverage: the share of the question's content terms the answer's evidence contains; below
+   MIN_QUESTION_COVERAGE the answer rests on passages about something else.
 MIN_QUESTION_COVERAGE was chosen on the invented development set benchmarks/fixtures/answerability.json only
 (28 questions, `python -m benchmarks answerability --dataset benchmarks/fixtures/answerability.json`,
 extractive pipeline): the value with the best balanced accuracy, ties to the lower one. 0.5 said "not found"
@@ -37,16 +37,11 @@ from retrieval.grounding import (
     Anchors,
     Evidence,
     anchors_of,
-    ground_answer,
     titled_text,
 )
 from state.schemas import RetrievedDoc
 
-#: How `not_found_reason` explains a decline (each is how its reason starts; the evaluation groups by them).
-REASON_MISSING_ANCHOR = "no passage mentions"
-REASON_UNSUPPORTED = "no sentence of the answer is supported by a passage"
-REASON_LOW_COVERAGE = "the supported answer covers"
-#: Share of the question's content terms that the supported answer and its cited passages must contain.
+#: Share of the question's content terms that an answer's evidence holds when it is about the question.
 MIN_QUESTION_COVERAGE = 0.6
 #: A question's name of this many words or more counts as mentioned when two adjacent words of it are.
 NAME_PART_FROM_WORDS = 3
@@ -151,32 +146,3 @@ def question_coverage(question: str, texts: Sequence[str]) -> float:
 def cjk_content_chars(text: str) -> set[str]:
     """The CJK characters of `text` that carry content (not function or question characters)."""
     return {char for char in CJK_CHAR.findall(text) if char not in CJK_FUNCTION_CHARS}
-
-
-def not_found_reason(
-    question: str, answer: str, sources: Sequence[RetrievedDoc], documents: Sequence[RetrievedDoc]
-) -> str | None:
-    """Why the passages do not answer the question (see the module docstring), or None when they do.
-    `sources` are the passages the answer's markers refer to, `documents` everything retrieved.
-
-    The answer is checked against every retrieved passage, not only the ones it cites: a sentence that cites
-    the wrong passage but is supported by another shows the documents do answer the question (the wrong
-    citation is flagged by `cite` as an unsupported sentence instead)."""
-    # `sources` are normally among `documents`: each passage once (a repeat changes no check, only its cost).
-    pool = list({doc["chunk_id"]: doc for doc in [*sources, *documents]}.values())
-    missing = missing_question_anchors(question, pool)
-    if missing:
-        return f"{REASON_MISSING_ANCHOR} {', '.join(missing)}"
-    # No sources: every sentence counts as uncited and is checked against the whole pool.
-    report = ground_answer(answer, [], pool)
-    if report.claims and not report.supported:
-        return REASON_UNSUPPORTED
-    texts = [check.sentence for check in report.supported]
-    cited = {n for check in ground_answer(answer, sources, documents).supported for n in check.cited}
-    texts += [sources[number - 1]["text"] for number in sorted(cited)]
-    if not report.claims:
-        texts += [doc["text"] for doc in sources]
-    coverage = question_coverage(question, texts)
-    if coverage < MIN_QUESTION_COVERAGE:
-        return f"{REASON_LOW_COVERAGE} {coverage:.0%} of the question's terms"
-    return None

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from service.answer_judgement import judgement
+
 
 def output_json(result: dict[str, Any]) -> dict[str, Any]:
-    """The JSON of `rag ask --json`: answer, citations, sources, strategy, iterations, timings, usage, and
-    the answer's id (`rag feedback ANSWER_ID`)."""
+    """The JSON of `rag ask --json`: answer, its judgement (`confidence`, `band`, `not_found_reason`: service.
+    answer_judgement), citations, sources, strategy, iterations, timings, usage, and the answer's id
+    (`rag feedback ANSWER_ID`)."""
+    judged = judgement(result)
     return {
         "thread_id": result.get("thread_id"),
         "answer_id": result.get("answer_id") or None,
@@ -20,7 +24,9 @@ def output_json(result: dict[str, Any]) -> dict[str, Any]:
         "short_answer": result.get("short_answer") or "",
         "answer": result.get("answer"),
         "not_found": result.get("not_found", False),
-        "not_found_reason": result.get("not_found_reason") or "",
+        "confidence": judged["confidence"],
+        "band": judged["band"],
+        "not_found_reason": judged["not_found_reason"],
         "citations": result.get("citations", []),
         "sources": [
             {

@@ -69,6 +69,8 @@ class DoctorReport:
     """The stored model self-test verdicts (label, strength, reason, when), newest first."""
     cleared_self_tests: int | None = None
     """How many stored verdicts `--clear-self-tests` removed (None: not asked)."""
+    calibrator: dict[str, object] = field(default_factory=dict)
+    """Which calibrator judges the configured model's answers; a warning when it is not the model's own."""
 
     @property
     def healthy(self) -> bool:
@@ -81,6 +83,7 @@ class DoctorReport:
             "healthy": self.healthy,
             "checks": [asdict(finding) for finding in self.findings],
             "self_tests": self.self_tests,
+            "calibrator": self.calibrator,
         }
         if self.cleared_self_tests is not None:
             report["cleared_self_tests"] = self.cleared_self_tests
@@ -265,6 +268,30 @@ def stored_self_tests(settings: Settings) -> list[dict[str, object]]:
     ]
 
 
+#: What `rag doctor` says of a model judged by the default calibrator.
+DEFAULT_CALIBRATOR_WARNING = (
+    "no calibrator of its own: its answers are judged by the default one (fit on the embedded default reader "
+    "without log-probabilities), so its confidence may be off; fit one with `rag eval calibrate --model ...`"
+)
+
+
+def calibrator_status(settings: Settings) -> dict[str, object]:
+    """The answering model's calibrator (answering.calibrator): its name, whether it is the model's own, and
+    the warning when it is not."""
+    from answering.calibrator import calibrator_for
+    from models.factory import resolve_spec
+
+    spec = resolve_spec(settings, "generate")
+    identity = f"{spec.provider}:{spec.model}@{spec.base_url or ''}"
+    calibrator, own = calibrator_for(identity)
+    return {
+        "model": identity,
+        "calibrator": calibrator.name,
+        "own": own,
+        "warning": "" if own else DEFAULT_CALIBRATOR_WARNING,
+    }
+
+
 def run_doctor(
     settings: Settings,
     *,
@@ -299,7 +326,7 @@ def run_doctor(
     finally:
         if owned:
             kb.close()
-    return DoctorReport(findings, stored_self_tests(settings), cleared)
+    return DoctorReport(findings, stored_self_tests(settings), cleared, calibrator_status(settings))
 
 
 def doctor(
@@ -354,5 +381,10 @@ def doctor(
                 highlight=False,
                 soft_wrap=True,
             )
+        calibration = report.calibrator
+        line = f"calibrator {calibration['calibrator']} for {calibration['model']}"
+        if calibration["warning"]:
+            line = f"[yellow]warning[/] {escape(line)}: {escape(str(calibration['warning']))}"
+        console.print(line, highlight=False, soft_wrap=True)
     if not report.healthy:
         raise typer.Exit(EXIT_UNAVAILABLE)

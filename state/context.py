@@ -86,7 +86,6 @@ class Context:
     context_share: float = _setting("context_share")
     evidence_token_budget: int = _setting("evidence_token_budget")
     answer_max_tokens: int = _setting("answer_max_tokens")
-    answer_confidence_threshold: float = _setting("answer_confidence_threshold")
     generation_reserve: int = _setting("generation_reserve")
     history_turns: int = _setting("history_turns")
     model_context_tokens: int = _setting("model_context_tokens")

@@ -22,6 +22,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Overwrite
 from typing_extensions import TypedDict  # not typing's: JSON schemas need it on Python < 3.12 (see schemas)
 
+from state.answer_record import AnswerRecord, Band
 from state.schemas import AnswerCandidate, Citation, RetrievedDoc, SearchQuery
 
 RetrievalDecision = Literal["generate", "reformulate", "not_found"]
@@ -174,15 +175,16 @@ class OutputState(TypedDict, total=False):
     analysis: Annotated[dict[str, Any], PerTurn({})]
     not_found: Annotated[bool, PerTurn(False)]
     not_found_reason: Annotated[str, PerTurn("")]
-    """Why the answer is "not found" ("" when answered): nothing retrieved, no relevant passage, the model
-    found none, or the check of retrieval.answerability declined the model's answer (its reason)."""
-    declined_answer: Annotated[str, PerTurn("")]
-    """The answer that check replaced with "not found" ("" otherwise): kept so a reader (Studio, the QA
-    benchmark) can tell a right decline from a correct answer thrown away."""
-    answer_confidence: Annotated[float | None, PerTurn(None)]
-    """Mean token log-probability of the model's short answer (None when the endpoint returns none, or no
-    model wrote the answer): the calibrated signal of the not-found decision
-    (RAG_ANSWER_CONFIDENCE_THRESHOLD)."""
+    """Why the answer is "not found", in plain words ("" when answered): nothing retrieved, nothing relevant,
+    the store down, or the judgement's reason (answering.decision)."""
+    confidence: Annotated[float | None, PerTurn(None)]
+    """Calibrated probability (0-1) that the answer's short answer is right (answering.calibrator); None
+    when no answer was judged (nothing retrieved, the store down, a cache hit of an unjudged answer)."""
+    band: Annotated[Band, PerTurn("not_found")]
+    """What the user is shown: confident (bold short answer and cited explanation), tentative ("not sure",
+    the closest sentence of the sources) or not_found (with `not_found_reason`)."""
+    answer_record: Annotated[AnswerRecord | None, PerTurn(None)]
+    """The judged record of the answer shown: each reader's candidate, the signals, the probability."""
     answer_grade: Annotated[dict[str, Any], PerTurn({})]
     retrieval_rounds: Annotated[int, PerTurn(0), add_count]
     generation_rounds: Annotated[int, PerTurn(0), add_count]
@@ -226,8 +228,6 @@ class State(InputState, OutputState, total=False):
     """The events the director recalled for this turn (nodes.director_recall: this conversation's, then the
     tenant's other conversations'), given to the answer prompt in their own section; [] when the conversation
     is not stalled; None until generate first looks (start_turn resets it)."""
-    draft_confidence: Annotated[float | None, PerTurn(None)]
-    """answer_confidence of the latest draft (cite reports the chosen answer's)."""
     draft: Annotated[str, PerTurn("")]
     """The latest generated answer (before grading)."""
     best_answer: Annotated[AnswerCandidate | None, PerTurn(None), keep_best_answer]

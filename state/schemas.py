@@ -15,6 +15,8 @@ from typing import Any, Literal, NotRequired
 from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict
 
+from state.answer_record import AnswerRecord
+
 QueryType = Literal[
     "SIMPLE_FACT", "COMPLEX_REASONING", "MULTI_HOP", "COMPARISON", "AGGREGATION", "OPEN_ENDED"
 ]
@@ -182,5 +184,5 @@ class AnswerCandidate(TypedDict):
     grounded: bool
     round: int
     doc_ids: list[str]
-    confidence: NotRequired[float | None]
-    """The draft's answer_confidence (absent in threads checkpointed before it existed)."""
+    record: NotRequired[AnswerRecord]
+    """The draft's judged record (answering.judge); absent in threads checkpointed before it existed."""

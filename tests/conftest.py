@@ -19,11 +19,13 @@ import pytest
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
+from answering.calibrator import Calibrator, use_calibrator
 from config.settings import Settings, load_settings
 from nodes.resources import Resources, use_resources
 from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings
+from tests.helpers.calibrators import ALWAYS_CONFIDENT
 from tests.helpers.servers import chroma_server, pg_url, throwaway_servers  # noqa: F401 (fixtures)
 
 # tiktoken's BPE files are copied into this cache on first use; by default it lives under ./.rag, which
@@ -48,6 +50,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("servers") is not None:
             item.add_marker(pytest.mark.xdist_group("servers"))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _test_calibrator() -> Iterator[Calibrator]:
+    """Every answer is judged by a calibrator with known numbers (tests/helpers/calibrators.py), never by
+    the committed artifacts, which are refit; session-scoped so module-scoped graph runs get it too."""
+    with use_calibrator(ALWAYS_CONFIDENT) as installed:
+        yield installed
+
+
+@pytest.fixture
+def calibrator() -> Iterator[Callable[[Calibrator], Calibrator]]:
+    """Install a calibrator for the rest of the test: `calibrator(following("reader_declined",
+    inverted=True))` (tests/helpers/calibrators.py); the test default is restored after."""
+    with ExitStack() as stack:
+
+        def installer(chosen: Calibrator) -> Calibrator:
+            return stack.enter_context(use_calibrator(chosen))
+
+        yield installer
 
 
 @pytest.fixture(autouse=True)

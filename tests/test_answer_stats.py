@@ -54,8 +54,10 @@ def test_an_answer_is_recorded_with_its_id_strategy_and_model(acme: World) -> No
     assert row["strategy"] == out["strategy"] and row["strategy"]
     assert row["model"] == acme.settings.llm_model
     # the fake model reports no usage: its prompt is counted with the engine's tokenizer (the system prompt
-    # alone is hundreds of tokens) and each streamed piece is a token; no log-probabilities
-    assert row["prompt_tokens"] > 100 and row["completion_tokens"] >= 1 and row["confidence"] is None
+    # alone is hundreds of tokens) and each streamed piece is a token; the confidence is the calibrated one
+    # (the tests' calibrator gives every answer 0.9, tests/helpers/calibrators.py)
+    assert row["prompt_tokens"] > 100 and row["completion_tokens"] >= 1
+    assert row["confidence"] == out["confidence"] == 0.9
     overridden = build_graph().invoke(
         {"question": QUESTION}, context=Context(tenant="acme", model="other-model")
     )

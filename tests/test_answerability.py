@@ -1,5 +1,7 @@
 """Honest "not found" (issue 7 §4): when no passage supports an answer the engine says so, an answerable
-question keeps its cited answer, and chat mode still answers from the conversation.
+question keeps its cited answer, and chat mode still answers from the conversation. The term checks of
+retrieval.answerability are signals of the judgement (answering.signals); the tests here drive the decision
+with calibrators of known numbers (tests/helpers/calibrators.py).
 
 The graph runs for real (in-memory checkpointer) over a knowledge base with fake embeddings and a chat model
 scripted per task (tests.fakes). Passages, questions and the HotpotQA-format file below are invented.
@@ -16,6 +18,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from answering.decision import REASON_MISSING_ANCHORS, REASON_READER_DECLINED
+from answering.signals import DraftFacts, draft_signals
 from benchmarks.answerability import (
     ABSENT,
     DEV_SET,
@@ -26,23 +30,21 @@ from benchmarks.answerability import (
     run_answerability_eval,
 )
 from graphs.rag import build_graph
-from nodes.cite import REASON_MODEL_DECLINED, cite
+from nodes.cite import cite
 from nodes.grade_retrieval import decide_after_retrieval
 from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, REASON_STORE_DOWN, not_found
 from nodes.resources import Resources, use_resources
 from prompts.answer import NOT_FOUND_EN
-from retrieval.answerability import (
-    REASON_MISSING_ANCHOR,
-    missing_question_anchors,
-    not_found_reason,
-    question_anchors,
-)
+from retrieval.answer_text import answer_parts
+from retrieval.answerability import MIN_QUESTION_COVERAGE, missing_question_anchors, question_anchors
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
+from state.answer_record import Candidates
 from state.context import Context
 from state.schemas import RetrievedDoc
 from tests.conftest import isolated_settings, runtime, write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel
+from tests.helpers.calibrators import following
 
 CORPUS = {
     "tarrow.md": "# Tarrow viaduct\n\nThe Tarrow viaduct carries the valley railway over the river Ness. "
@@ -109,10 +111,13 @@ def test_an_answerable_question_keeps_its_cited_answer(kb: KnowledgeBase) -> Non
     assert [citation["title"] for citation in out["citations"]] == ["Tarrow viaduct"]
 
 
-def test_a_question_about_a_name_no_passage_mentions_is_not_found(kb: KnowledgeBase) -> None:
+def test_a_question_about_a_name_no_passage_mentions_is_not_found(kb: KnowledgeBase, calibrator: Any) -> None:
+    """A calibrator that weighs the missing name declines the made-up answer, and says so."""
+    calibrator(following("missing_anchors", inverted=True))
     model = TaskChatModel(replies={"generate": MADE_UP})
     out = ask(kb, model, UNANSWERABLE, max_iterations=1)
-    assert out["answer"] == NOT_FOUND_EN and out["not_found"]
+    assert out["answer"] == NOT_FOUND_EN and out["not_found"] and out["band"] == "not_found"
+    assert out["not_found_reason"] == REASON_MISSING_ANCHORS
     assert out["citations"] == [] and out["sources"] == []
     assert MADE_UP not in out["answer"]
 
@@ -139,20 +144,31 @@ def test_retrieval_decision_is_not_found_only_in_rag_mode() -> None:
     assert decide_after_retrieval(state, chat, found=True, relevant=0, unanswerable=True) == "generate"
 
 
-def test_the_answer_says_why_it_is_not_found_and_keeps_what_the_check_declined() -> None:
-    """cite and not_found name their reason; a declined answer is kept beside "not found" (issue 8 §3)."""
+def test_the_answer_says_why_it_is_not_found_and_keeps_what_was_declined(calibrator: Any) -> None:
+    """cite and not_found name their reason; a declined draft is kept in the answer record (issue 8 §3)."""
+    calibrator(following("missing_anchors", inverted=True))
     question = {"messages": [HumanMessage(UNANSWERABLE)], "question": UNANSWERABLE}
     declined = cite({**question, "draft": MADE_UP, "sources": [TARROW], "documents": [TARROW]}, runtime())
-    assert declined["answer"] == NOT_FOUND_EN and declined["declined_answer"] == MADE_UP
-    assert declined["not_found_reason"].startswith(REASON_MISSING_ANCHOR)
-    assert "Marlow" in declined["not_found_reason"]
+    assert declined["answer"] == NOT_FOUND_EN and declined["band"] == "not_found"
+    assert declined["not_found_reason"] == REASON_MISSING_ANCHORS
+    kept_draft = declined["answer_record"]
+    assert "Marlow" in f"{kept_draft['short_answer']} {kept_draft['explanation']}"
     answered = {"messages": [HumanMessage(ANSWERABLE)], "question": ANSWERABLE}
     kept = cite({**answered, "draft": ANSWER, "sources": [TARROW], "documents": [TARROW]}, runtime())
-    assert not kept["not_found"] and kept["not_found_reason"] == "" and kept["declined_answer"] == ""
+    assert not kept["not_found"] and kept["not_found_reason"] == "" and kept["band"] == "confident"
+    # the reader said the passages do not answer, and no other reader proposed an answer
+    calibrator(following("reader_declined", inverted=True))
     by_model = cite(
-        {**answered, "draft": NOT_FOUND_EN, "sources": [TARROW], "documents": [TARROW]}, runtime()
+        {
+            **answered,
+            "draft": NOT_FOUND_EN,
+            "sources": [TARROW],
+            "documents": [TARROW],
+            "prompt_info": {"reader_declined": True},
+        },
+        runtime(),
     )
-    assert by_model["not_found_reason"] == REASON_MODEL_DECLINED and by_model["declined_answer"] == ""
+    assert by_model["not_found"] and by_model["not_found_reason"] == REASON_READER_DECLINED
     assert not_found({**question, "documents": []}, runtime())["not_found_reason"] == REASON_NOTHING_RETRIEVED
     assert (
         not_found({**question, "documents": [TARROW]}, runtime())["not_found_reason"]
@@ -166,22 +182,47 @@ def test_the_answer_says_why_it_is_not_found_and_keeps_what_the_check_declined()
 # --- the decision ------------------------------------------------------------------------------------------
 
 
-def test_not_found_reasons() -> None:
-    assert not_found_reason(ANSWERABLE, ANSWER, [TARROW], [TARROW, CORRAN]) is None
-    assert "Marlow" in (not_found_reason(UNANSWERABLE, MADE_UP, [TARROW], [TARROW]) or "")
-    # the subject is there, the asked attribute nowhere: the answer covers too little of the question
+def term_checks(question: str, answer: str, sources: list[RetrievedDoc]) -> dict[str, float]:
+    """The term-check signals of a draft written from `sources` (answering.signals)."""
+    short, explanation = answer_parts(answer)
+    facts = DraftFacts(
+        question=question,
+        short_answer=short,
+        explanation=explanation,
+        candidates=Candidates(draft=short, focused_read="", extractive=""),
+        sources=sources,
+        evidence=[],
+        documents=sources,
+        short_logprobs=[],
+        short_answer_source="model",
+        reader_declined=False,
+        generation_fallback=False,
+        comparison=False,
+        strategy="HYBRID",
+    )
+    signals = draft_signals(facts)
+    return {name: signals[name] for name in ("missing_anchors", "term_coverage", "term_check_declines")}
+
+
+def test_the_term_checks_are_signals_of_the_judgement() -> None:
+    assert term_checks(ANSWERABLE, ANSWER, [TARROW, CORRAN]) == {
+        "missing_anchors": 0.0,
+        "term_coverage": 1.0,
+        "term_check_declines": 0.0,
+    }
+    assert term_checks(UNANSWERABLE, MADE_UP, [TARROW])["missing_anchors"] == 1.0  # "Marlow"
+    assert term_checks(UNANSWERABLE, MADE_UP, [TARROW])["term_check_declines"] == 1.0
+    # the subject is there, the asked attribute nowhere: the passages cover too little of the question
     unrelated = "The Tarrow viaduct carries the valley railway over the river Ness [1]."
-    reason = not_found_reason("What did the Tarrow viaduct cost to build?", unrelated, [TARROW], [TARROW])
-    assert reason is not None and "covers" in reason
-    # nothing the answer says is in any passage
-    invented = "The Tarrow viaduct was painted purple by Orla Brennan [1]."
-    assert not_found_reason(ANSWERABLE, invented, [TARROW], [TARROW]) is not None
+    cost = term_checks("What did the Tarrow viaduct cost to build?", unrelated, [TARROW])
+    assert cost["missing_anchors"] == 0.0 and cost["term_coverage"] < MIN_QUESTION_COVERAGE
+    assert cost["term_check_declines"] == 1.0
 
 
 def test_a_wrong_citation_is_not_a_missing_answer() -> None:
-    """The sentence cites the Corran passage but the Tarrow passage supports it: the documents answer."""
+    """The sentence cites the Corran passage but the Tarrow passage the reader also saw supports it."""
     miscited = "The Tarrow viaduct is 612 metres long [1]."
-    assert not_found_reason(ANSWERABLE, miscited, [CORRAN], [TARROW, CORRAN]) is None
+    assert term_checks(ANSWERABLE, miscited, [CORRAN, TARROW])["term_check_declines"] == 0.0
 
 
 @pytest.mark.parametrize(
@@ -260,14 +301,15 @@ def test_a_name_that_differs_is_still_missing() -> None:
     assert missing_question_anchors("What happened there in 1902?", [passage(1, text)]) == ["1902"]
 
 
-def test_an_answer_quoting_the_title_line_of_its_passage_is_supported() -> None:
-    """The reader sees a compressed passage as "Title: first sentence" and may quote that line."""
+def test_a_name_only_the_title_of_its_passage_holds_is_not_missing() -> None:
+    """The reader sees a compressed passage as "Title: first sentence" and may quote that line: the
+    question's name is found in the title."""
     source = passage(1, "Eric Anthony Sykes (1883-1945) was born in Eccles, England.", "Eric A. Sykes")
     answer = "England\n\nEric A. Sykes Eric Anthony Sykes (1883-1945) was born in Eccles, England. [1]"
     question = "What country is Eric A. Sykes from?"
-    assert not_found_reason(question, answer, [source], [source]) is None
+    assert term_checks(question, answer, [source])["missing_anchors"] == 0.0
     untitled = passage(1, source["text"])
-    assert not_found_reason(question, answer, [untitled], [untitled]) is not None
+    assert term_checks(question, answer, [untitled])["missing_anchors"] == 1.0
 
 
 # --- the evaluation ----------------------------------------------------------------------------------------
@@ -340,9 +382,11 @@ def test_a_cmrc_set_takes_its_absent_corpus_from_the_pool_and_skips_a_developmen
     assert len(chosen.corpora[PRESENT]) == 4
 
 
-def test_the_extractive_evaluation_over_the_dev_set(tmp_path: Path) -> None:
-    """The command's run end to end with fake embeddings: every case gets a record; the absent-name
-    questions (a name no document has) are all not found, and answerable ones mostly answered."""
+def test_the_extractive_evaluation_over_the_dev_set(tmp_path: Path, calibrator: Any) -> None:
+    """The command's run end to end with fake embeddings: every case gets a record; with a calibrator that
+    weighs the question's missing names, the absent-name questions (a name no document has) are all not
+    found, and answerable ones mostly answered."""
+    calibrator(following("missing_anchors", inverted=True))
     settings = isolated_settings(tmp_path)
 
     def resources(eval_settings: Any) -> Resources:
@@ -362,7 +406,7 @@ def test_the_extractive_evaluation_over_the_dev_set(tmp_path: Path) -> None:
 def test_chinese_coverage_counts_characters_not_bigrams() -> None:
     """An answer that restates a Chinese question in other words shares its characters, not its bigrams
     (bigrams straddle word boundaries); a passage about something else shares neither."""
-    from retrieval.answerability import MIN_QUESTION_COVERAGE, question_coverage
+    from retrieval.answerability import question_coverage
 
     question = "澄河上的石桥是哪一年建成的？"
     restated = "青石桥横跨澄河，于1931年建成。"

@@ -31,7 +31,10 @@ from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
 from service.api.app import create_app
+from service.api.engine import RunSpec
 from service.api.gate import ModelGate, ModelGates, RunAbandoned
+from service.api.routes_rag import response_body
+from service.api.schemas import GenerateRequest
 from service.cli import app as cli_app
 from state.context import Context
 from tests.conftest import write_corpus
@@ -175,6 +178,53 @@ def test_generate_answers_with_citations_sources_and_metadata(start_api: Callabl
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
     assert metadata["cache_hit"] is False and metadata["model"] == api.resources.settings.llm_model
     assert body["thread_id"]
+    assert_answered_judgement(body)
+
+
+def assert_answered_judgement(body: dict[str, Any]) -> None:
+    """An answered question's judgement: not "not found", no reason, a probability or none."""
+    assert body["band"] in ("confident", "tentative") and body["not_found"] is False
+    assert body["not_found_reason"] == ""
+    assert body["confidence"] is None or 0.0 <= body["confidence"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (
+            {
+                "answer": "Not sure — the closest the documents come is: ...",
+                "band": "tentative",
+                "confidence": 0.41237,
+            },  # fmt: skip
+            {"band": "tentative", "confidence": 0.412, "not_found": False, "not_found_reason": ""},
+        ),
+        (
+            {
+                "answer": "Not found.",
+                "band": "not_found",
+                "not_found": True,
+                "confidence": 0.03,
+                "not_found_reason": "no passage mentions Atlantis",
+            },  # fmt: skip
+            {
+                "band": "not_found",
+                "confidence": 0.03,
+                "not_found": True,
+                "not_found_reason": "no passage mentions Atlantis",
+            },  # fmt: skip
+        ),
+        (  # a cached answer of a state without a judgement: answered, no probability invented
+            {"answer": ANSWER, "cache_hit": True},
+            {"band": "confident", "confidence": None, "not_found": False, "not_found_reason": ""},
+        ),
+    ],
+)
+def test_the_generate_response_carries_the_judgement(state: dict[str, Any], expected: dict[str, Any]) -> None:
+    body = response_body(
+        GenerateRequest(query=QUESTION), RunSpec(QUESTION, "t1", Context()), state, [], total_ms=5.0
+    )
+    assert {key: body[key] for key in expected} == expected
 
 
 def test_generate_fields_reach_the_model(start_api: Callable[..., Api]) -> None:
@@ -258,6 +308,7 @@ def test_stream_events_come_in_the_graph_order(start_api: Callable[..., Api]) ->
     assert complete["sources"][0]["source"].endswith("jupiter.md")
     done = events[-1][1]
     assert done["ok"] is True and done["answer"] == ANSWER and "timings" in done["metadata"]
+    assert_answered_judgement(done)
 
 
 def test_stream_reports_a_failure_as_an_error_event(
@@ -298,6 +349,8 @@ def test_batch_isolates_a_bad_item(start_api: Callable[..., Api]) -> None:
     results = body["results"]
     assert [item["index"] for item in results] == [0, 1, 2, 3]
     assert results[0]["ok"] and results[0]["answer"] == ANSWER
+    assert_answered_judgement(results[0])
+    assert "band" not in results[1]  # a refused item has no answer to judge
     assert (results[1]["status"], results[1]["field"]) == (422, "query")
     assert (results[2]["status"], results[2]["field"]) == (422, "top_k")
     assert results[3]["ok"]
@@ -327,6 +380,7 @@ def test_api_keys_map_to_tenants(start_api: Callable[..., Api]) -> None:
     assert (
         other["not_found"] is True and other["sources"] == [] and other["metadata"]["tenant_id"] == "globex"
     )
+    assert other["band"] == "not_found" and other["not_found_reason"]  # why, in words
     batch = api.post(
         "/api/v1/rag/batch",
         {"requests": [{"query": QUESTION}, {"query": QUESTION, "tenant_id": "default"}]},

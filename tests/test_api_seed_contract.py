@@ -24,16 +24,22 @@ from fastapi import FastAPI
 from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel
 
+from config.settings import Settings
 from graphs.runner import Session
 from nodes.resources import Resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher, SearchResult
 from service.api.app import create_app
+from service.api.engine import RunSpec
+from service.api.seed_runs import seed_response
+from service.api.seed_schemas import QueryRequest as EngineQueryRequest
+from state.context import Context
 from tests.conftest import write_corpus
 from tests.fakes import StreamingTaskModel, TaskChatModel
 from tests.helpers import seed001
 from tests.helpers.api_server import serve_app
+from tests.helpers.calibrators import scripted
 from tests.helpers.seed001 import QueryRequest, QueryResponse, RAGRequest
 
 REPLY = "Jupiter is the largest planet in the Solar System [1]."
@@ -136,6 +142,48 @@ def test_each_mode_answers_a_query_response(
         assert response.rewritten_query == QUESTION  # the weak model's simple question is not rewritten
     assert response.metadata["mode"] == mode and response.metadata["temperature"] == 0.2
     assert response.metadata["conversation_id"]  # a new conversation, named for the follow-up
+
+
+def test_every_answer_route_carries_the_answers_calibrated_judgement(
+    seed_api: Callable[..., SeedApi],
+) -> None:
+    api = seed_api()
+    body = api.query({"query": QUESTION}).json()
+    assert body["band"] in ("confident", "tentative") and body["metadata"]["not_found_reason"] == ""
+    confidence = body["metadata"]["confidence"]
+    assert confidence is None or 0.0 <= confidence <= 1.0
+    # every citation carries the answer's calibrated confidence, not a per-citation figure
+    assert [citation["confidence"] for citation in body["citations"]] == [confidence or 0.0]
+    streamed = api.seed.stream("/api/v1/rag/query-stream", QueryRequest(query=QUESTION))
+    complete = json.loads(streamed[-2])
+    assert complete["type"] == "generation_complete" and complete["band"] == body["band"]
+    events = api.seed.stream("/api/v1/rag/generate/stream", RAGRequest(query=QUESTION))
+    done = json.loads(events[-1])
+    assert done["type"] == "done" and done["band"] == body["band"] and done["not_found_reason"] == ""
+    assert done["confidence"] is None or 0.0 <= done["confidence"] <= 1.0
+
+
+def test_a_query_response_holds_the_judgement_of_its_run(settings: Settings) -> None:
+    """CitationInfo.confidence is the answer's calibrated confidence (the engine's own per-citation
+    figure, term support, is not what the seed's field means); `band` says what the engine made of it."""
+    request = EngineQueryRequest(query=QUESTION)
+    result = {
+        "answer": "Not sure — the closest the documents come is: Jupiter has 95 known moons [1]",
+        "band": "tentative",
+        "confidence": 0.4163,
+        "citations": [{"marker": 1, "chunk_id": "c1", "confidence": 0.9}],
+        "sources": [{"chunk_id": "c1", "text": "Jupiter has 95 known moons.", "source": "/d/jupiter.md"}],
+    }
+    spec = RunSpec(QUESTION, "t1", Context())
+    body = seed_response(request, spec, result, [], 1.0, settings)
+    assert [citation["confidence"] for citation in body["citations"]] == [0.416]
+    assert body["band"] == "tentative" and body["metadata"]["confidence"] == 0.416
+    declined = {"answer": "Not found.", "not_found": True, "band": "not_found", "confidence": None,
+                "not_found_reason": "nothing was retrieved"}  # fmt: skip
+    body = seed_response(request, spec, declined, [], 1.0, settings)
+    assert body["band"] == "not_found" and body["citations"] == []
+    assert body["metadata"]["not_found_reason"] == "nothing was retrieved"
+    assert body["metadata"]["confidence"] is None
 
 
 def test_include_sources_false_leaves_sources_out(seed_api: Callable[..., SeedApi]) -> None:
@@ -332,9 +380,11 @@ def test_switches_off(seed_api: Callable[..., SeedApi]) -> None:
     ]
 
 
-def test_a_self_rag_revision_reports_each_grade(seed_api: Callable[..., SeedApi]) -> None:
-    """The (LLM) grader calls the first draft ungrounded: the run searches again and writes a second
-    draft, which passes. The response carries both grades, the first with its problems and suggestion."""
+def test_a_self_rag_revision_reports_each_grade(seed_api: Callable[..., SeedApi], calibrator: Any) -> None:
+    """The (LLM) grader calls the first draft ungrounded and the judgement is tentative: the run searches
+    again and writes a second draft, which is confident. The response carries both grades, the first with
+    its problems and suggestion."""
+    calibrator(scripted(0.5, 0.9))
     bad = {"grounded": False, "answers_question": False, "relevance": 0.2, "accuracy": 0.1}
     good = {"grounded": True, "answers_question": True, "relevance": 1.0, "accuracy": 1.0}
     grades = [json.dumps({**grade, "completeness": 1.0, "clarity": 1.0}) for grade in (bad, good)]

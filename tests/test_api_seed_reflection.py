@@ -27,6 +27,7 @@ from service.api.app import create_app
 from tests.conftest import write_corpus
 from tests.fakes import StreamingTaskModel, TaskChatModel
 from tests.helpers.api_server import serve_app
+from tests.helpers.calibrators import scripted
 
 QUESTION = "What is the largest planet in the Solar System?"
 REPLY = "Jupiter is the largest planet in the Solar System [1]."
@@ -93,8 +94,9 @@ def searches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 
 
 def test_camel_case_switches_run_the_reflector_and_the_response_reports_each_round(
-    serve: Callable[..., tuple[httpx.Client, TaskChatModel]], searches: list[tuple[str, int]]
+    serve: Callable[..., tuple[httpx.Client, TaskChatModel]], searches: list[tuple[str, int]], calibrator: Any
 ) -> None:
+    calibrator(scripted(0.5, 0.9))  # the round's score is the judgement's: tentative, then confident
     client, model = serve(StreamingTaskModel(replies={"generate": REPLY, "grade_answer": GRADES}), "strong")
     reply = client.post(
         "/api/v1/rag/query",

@@ -23,6 +23,7 @@ from models import factory
 from nodes.resources import Resources, use_resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
+from service.answer_judgement import judgement, judgement_line
 from service.answer_warnings import answer_warnings
 from service.cli import app
 from tests.conftest import write_corpus
@@ -81,53 +82,161 @@ def citation(marker: int, *, inferred: bool) -> dict[str, Any]:
             "inferred": inferred}  # fmt: skip
 
 
+PASSAGE = {"title": "Paris", "text": "Paris is the capital of France. The Seine river flows through Paris."}
+#: A sentence no passage supports whose wording is off but whose facts (Paris, France) the sources hold.
+REWORDED = "Paris happens to be France's administrative seat."
+
+
 def test_warnings_of_an_output_state() -> None:
     assert answer_warnings({"answer": STORED, "citations": [citation(1, inferred=False)]}) == []
-    mixed = {"citations": [citation(1, inferred=True), citation(2, inferred=False)]}
-    assert answer_warnings(mixed) == []  # the model cited one source itself: the (inferred) flag is enough
+    # Citations matched by shared words are no reason to warn: the (inferred) flag on the source says it.
+    assert answer_warnings({"answer": STORED, "citations": [citation(1, inferred=True)]}) == []
     doubtful = answer_warnings(
-        {"unsupported_sentences": [UNSUPPORTED], "citations": [citation(1, inferred=True)]}
+        {"unsupported_sentences": [UNSUPPORTED, REWORDED], "sources": [PASSAGE], "band": "confident"}
     )
-    assert [item["kind"] for item in doubtful] == ["unsupported_sentences", "inferred_citations"]
-    assert doubtful[0]["sentences"] == [UNSUPPORTED] and f'"{UNSUPPORTED}"' in doubtful[0]["message"]
-    assert "1 sentence of this answer is not supported" in doubtful[0]["message"]
-    many = answer_warnings({"unsupported_sentences": ["One two three.", "Four five six.", "Seven eight."]})
+    assert [item["kind"] for item in doubtful] == ["unsupported_facts"]
+    # Only the sentence stating facts no source holds; the reworded one names nothing missing.
+    assert doubtful[0]["sentences"] == [UNSUPPORTED] and doubtful[0]["facts"] == ["Eiffel Tower", "1850"]
+    assert doubtful[0]["message"] == (
+        f'1 sentence of this answer states what no source says (Eiffel Tower, 1850): "{UNSUPPORTED}"'
+    )
+    assert answer_warnings({"unsupported_sentences": [REWORDED], "sources": [PASSAGE]}) == []
+    many = answer_warnings(
+        {"unsupported_sentences": ["Rome has 7 hills.", "Oslo has 9 parks.", "Bern has 3 lakes."]}
+    )
     assert "3 sentences" in many[0]["message"] and "and 1 more" in many[0]["message"]
 
 
-@pytest.fixture
-def doubtful_answer(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """`rag ask` gets an output state with an unsupported sentence and only inferred citations."""
-    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "rag"))
-    state = {
-        "question": QUESTION,
-        "answer": f"Paris is the capital of France [1]. {UNSUPPORTED}",
-        "citations": [citation(1, inferred=True)],
-        "unsupported_sentences": [UNSUPPORTED],
-        "strategy": "DIRECT",
+@pytest.mark.parametrize(
+    "judged",
+    [
+        {"band": "tentative", "confidence": 0.41},
+        {"band": "not_found", "not_found": True, "not_found_reason": "no passage mentions Eiffel Tower"},
+    ],
+)
+def test_a_tentative_or_not_found_answer_gets_no_warning(judged: dict[str, Any]) -> None:
+    assert answer_warnings({"unsupported_sentences": [UNSUPPORTED], "sources": [PASSAGE], **judged}) == []
+
+
+@pytest.mark.parametrize(
+    ("judged", "line"),
+    [
+        ({"band": "confident", "confidence": 0.8612}, "confident, 0.86"),
+        ({"band": "tentative", "confidence": 0.41}, "not sure, 0.41"),
+        (
+            {"band": "not_found", "not_found": True, "not_found_reason": "no passage mentions Atlantis"},
+            "not found: no passage mentions Atlantis",
+        ),
+        # a state from before the judgement: the not-found flag decides, no number is invented
+        (
+            {"not_found": True, "not_found_reason": "nothing was retrieved"},
+            "not found: nothing was retrieved",
+        ),
+        ({}, "confident"),
+        # an unset band (its default is not_found) of an answer that is not "not found" is no decline
+        ({"band": "not_found", "confidence": 0.7}, "confident, 0.70"),
+    ],
+)
+def test_the_judgement_in_words(judged: dict[str, Any], line: str) -> None:
+    assert judgement_line({"answer": STORED, **judged}) == line
+
+
+def test_the_judgement_fields() -> None:
+    assert judgement({"band": "tentative", "confidence": 0.41237}) == {
+        "confidence": 0.412,
+        "band": "tentative",
+        "not_found_reason": "",
     }
+    declined = {"band": "not_found", "not_found": True, "confidence": 0.08,
+                "answer_record": {"decline_reason": "the passages never name a year"}}  # fmt: skip
+    assert judgement(declined) == {
+        "confidence": 0.08,
+        "band": "not_found",
+        "not_found_reason": "the passages never name a year",
+    }
+
+
+#: Output states `rag ask` gets, per band, and the judgement line it must print under the answer.
+JUDGED_STATES = {
+    "confident": (
+        {
+            "answer": f"Paris\n\nParis is the capital of France [1]. {UNSUPPORTED}",
+            "band": "confident",
+            "confidence": 0.86,
+            "short_answer": "Paris",
+            "citations": [citation(1, inferred=True)],
+            "sources": [PASSAGE],
+            "unsupported_sentences": [UNSUPPORTED],
+        },  # fmt: skip
+        "confident, 0.86",
+    ),
+    "tentative": (
+        {
+            "answer": "Not sure — the closest the documents come is: The Seine river flows through Paris [1]",
+            "band": "tentative",
+            "confidence": 0.41,
+            "citations": [citation(1, inferred=False)],
+            "sources": [PASSAGE],
+            "unsupported_sentences": [UNSUPPORTED],
+        },  # fmt: skip
+        "not sure, 0.41",
+    ),
+    "not_found": (
+        {
+            "answer": "I could not find this in the documents.",
+            "band": "not_found",
+            "not_found": True,
+            "confidence": 0.05,
+            "not_found_reason": "no passage mentions the Eiffel Tower",
+            "unsupported_sentences": [UNSUPPORTED],
+        },  # fmt: skip
+        "not found: no passage mentions the Eiffel Tower",
+    ),
+}
+
+
+@pytest.fixture(params=sorted(JUDGED_STATES))
+def judged_answer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """`rag ask` gets the output state of one band; the line it must print under the answer is returned."""
+    monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "rag"))
+    state, line = JUDGED_STATES[request.param]
+    full = {"question": QUESTION, "strategy": "DIRECT", **state}
     monkeypatch.setattr(
-        "graphs.runner.Session.ask", lambda self, question, **kw: {**state, "thread_id": kw.get("thread_id")}
+        "graphs.runner.Session.ask", lambda self, question, **kw: {**full, "thread_id": kw.get("thread_id")}
     )
+    return line
 
 
-def test_ask_shows_a_warning_line_for_each_doubt(doubtful_answer: None) -> None:
-    result = CliRunner().invoke(app, ["ask", QUESTION])
+def test_ask_says_the_judgement_under_the_answer(judged_answer: str) -> None:
+    result = CliRunner().invoke(app, ["ask", QUESTION, "--local"])
     assert result.exit_code == 0, result.output + result.stderr
     lines = result.stdout.splitlines()
+    assert judged_answer in lines, result.stdout
+    below = lines[lines.index(judged_answer) + 1 :]
     warnings = [line for line in lines if line.startswith("warning: ")]
-    assert len(warnings) == 2, result.stdout
-    assert UNSUPPORTED in warnings[0] and "not supported by the sources" in warnings[0]
-    assert "cited no source" in warnings[1]
-    assert lines.index(warnings[0]) == 1  # right under the answer, before the sources
+    if judged_answer.startswith("confident"):  # the unsupported fact is warned of, right under the judgement
+        assert len(warnings) == 1 and UNSUPPORTED in warnings[0] and below[0] == warnings[0]
+        assert "Eiffel Tower, 1850" in warnings[0]
+    else:  # the band already says how far to trust it
+        assert warnings == []
+    assert not any("cited no source" in line for line in lines)
+    answer_lines = lines[: lines.index(judged_answer)]
+    assert answer_lines and all(not line.startswith("warning: ") for line in answer_lines)
 
 
-def test_ask_json_has_the_warnings(doubtful_answer: None) -> None:
-    result = CliRunner().invoke(app, ["ask", QUESTION, "--json"])
+def test_ask_json_has_the_judgement_and_the_warnings(judged_answer: str) -> None:
+    result = CliRunner().invoke(app, ["ask", QUESTION, "--json", "--local"])
     assert result.exit_code == 0, result.output + result.stderr
-    warnings = json.loads(result.stdout)["warnings"]
-    assert [item["kind"] for item in warnings] == ["unsupported_sentences", "inferred_citations"]
-    assert warnings[0]["sentences"] == [UNSUPPORTED]
+    body = json.loads(result.stdout)
+    band = next(name for name, (_state, line) in JUDGED_STATES.items() if line == judged_answer)
+    state = JUDGED_STATES[band][0]
+    assert body["band"] == band and body["confidence"] == state["confidence"]
+    assert body["not_found_reason"] == state.get("not_found_reason", "")
+    if band == "confident":
+        assert [item["kind"] for item in body["warnings"]] == ["unsupported_facts"]
+        assert body["warnings"][0]["sentences"] == [UNSUPPORTED]
+    else:
+        assert body["warnings"] == []
 
 
 # --- rag chat: one answer per turn --------------------------------------------------------------------
@@ -149,12 +258,22 @@ def test_chat_prints_one_answer_per_turn_the_stored_one(serve: Callable[..., Tas
     assert stored == ["Paris", "Paris"] and shown.stdout.count(STORED) == 2
 
 
-def test_chat_shows_the_warnings_of_its_answer(serve: Callable[..., TaskChatModel]) -> None:
+#: The judgement line `rag ask` and `rag chat` print under an answer.
+JUDGEMENT_LINE = re.compile(r"^(confident(, \d\.\d\d)?|not sure, \d\.\d\d|not found(: .+)?)$")
+
+
+def test_chat_shows_the_judgement_and_the_warnings_of_its_answer(serve: Callable[..., TaskChatModel]) -> None:
     serve(StreamingTaskModel(replies={"generate": f"Paris is the capital of France. {UNSUPPORTED}"}))
     chat = CliRunner().invoke(app, ["chat"], input=f"{QUESTION}\n\n")
     assert chat.exit_code == 0, chat.output + chat.stderr
-    warnings = [line for line in chat.stdout.splitlines() if line.startswith("warning: ")]
-    assert any("cited no source" in line for line in warnings), chat.stdout
+    lines = chat.stdout.splitlines()
+    (judged,) = [line for line in lines if JUDGEMENT_LINE.match(line)]
+    warnings = [line for line in lines if line.startswith("warning: ")]
+    assert not any("cited no source" in line for line in warnings), chat.stdout
+    if judged.startswith("confident"):  # shown as right: the invented year must be pointed out
+        assert len(warnings) == 1 and "1850" in warnings[0], chat.stdout
+    else:  # "not sure" or "not found" already says it
+        assert warnings == [], chat.stdout
 
 
 # --- exit codes ---------------------------------------------------------------------------------------

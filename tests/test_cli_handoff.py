@@ -23,6 +23,8 @@ from typer.testing import CliRunner, Result
 from config.settings import Settings, load_settings
 from retrieval.knowledge_base import KnowledgeBase
 from service import handoff
+from service.answer_json import output_json
+from service.answer_judgement import judgement_line
 from service.api.app import create_app
 from service.cli import app, conversation
 from service.cli import server_handoff as cli_handoff
@@ -108,6 +110,33 @@ def test_ask_json_through_the_server_has_the_answer_and_its_thread(
     assert counted == ["/api/v1/rag/generate"] * 2
     assert body["answer"] == ANSWER and body["question"] == QUESTION and body["citations"]
     assert json.loads(follow_up.stdout)["thread_id"] == body["thread_id"]
+    # the judgement crosses the hand-off: an answered question is not "not found"
+    assert body["band"] in ("confident", "tentative") and body["not_found_reason"] == ""
+    assert body["confidence"] is None or 0.0 <= body["confidence"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("response", "line"),
+    [
+        ({"answer": "Not sure — ...", "band": "tentative", "confidence": 0.41}, "not sure, 0.41"),
+        (
+            {
+                "answer": "Not found.",
+                "not_found": True,
+                "band": "not_found",
+                "confidence": 0.02,
+                "not_found_reason": "no passage mentions Atlantis",
+            },  # fmt: skip
+            "not found: no passage mentions Atlantis",
+        ),
+    ],
+)
+def test_the_servers_judgement_is_printed_as_a_local_one(response: dict[str, object], line: str) -> None:
+    result = cli_handoff.answer_result(QUESTION, response)
+    assert judgement_line(result) == line
+    assert output_json(result)["band"] == response["band"]
+    assert output_json(result)["confidence"] == response["confidence"]
+    assert output_json(result)["not_found_reason"] == response.get("not_found_reason", "")
 
 
 def test_a_server_of_another_data_directory_is_not_used(

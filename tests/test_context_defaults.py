@@ -63,7 +63,6 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "context_share": ("0.4", 0.4),
     "evidence_token_budget": ("250", 250),
     "answer_max_tokens": ("64", 64),
-    "answer_confidence_threshold": ("-1.5", -1.5),
     "generation_reserve": ("300", 300),
     "history_turns": ("5", 5),
     "model_context_tokens": ("4096", 4096),

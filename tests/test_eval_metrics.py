@@ -12,9 +12,11 @@ import pytest
 from core.text import contains_cjk
 from evals.metrics import (
     answer_tokens,
+    auroc,
     citation_precision,
     dedupe_to_documents,
     exact_match,
+    expected_calibration_error,
     f1_score,
     linear_percentile,
     mean_of_defined,
@@ -245,3 +247,23 @@ def test_citation_precision() -> None:
     assert citation_precision(["p1", "p2", "p1"], {"p1"}) == pytest.approx(0.5)
     assert citation_precision(["p1"], {"p1", "p3"}) == 1.0
     assert citation_precision(["p9"], set()) == 0.0
+
+
+# --------------------------------------------------------------------------------------------------------
+# Confidence
+
+
+def test_auroc_of_a_confidence_against_right_and_wrong_answers_by_hand() -> None:
+    # right answers at 0.8 and 0.3, wrong ones at 0.6 and 0.3: pairs (0.8 > 0.6), (0.8 > 0.3), the tie
+    # (0.3 = 0.3) half, (0.3 < 0.6) none: 2.5 of 4
+    assert auroc([0.8, 0.6, 0.3, 0.3], [1.0, 0.0, 1.0, 0.0]) == pytest.approx(0.625)
+    assert auroc([0.8, 0.6], [0.0, 0.0]) is None
+
+
+def test_expected_calibration_error_bins_by_hand() -> None:
+    # bins of width 0.1: 0.1 falls in [0.1, 0.2), 1.0 in the last bin with 0.95
+    # bin 1: one record, said 0.1, wrong -> |0.1 - 0| = 0.1, weight 1/4
+    # bin 9: three records, said (0.95 + 1.0 + 0.95) / 3 = 0.9667, right 2/3 -> 0.3, weight 3/4
+    ece = expected_calibration_error([0.1, 0.95, 1.0, 0.95], [0.0, 1.0, 1.0, 0.0])
+    assert ece == pytest.approx(0.25 * 0.1 + 0.75 * (2.9 / 3 - 2 / 3))
+    assert expected_calibration_error([], []) is None

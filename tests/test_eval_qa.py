@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from answering.decision import REASON_MISSING_ANCHORS, REASON_READER_DECLINED
 from config.settings import Settings
 from evals.datasets import LANGUAGE_CHINESE, LANGUAGE_ENGLISH, Passage, QAExample
 from evals.environment import code_commit
@@ -34,9 +35,7 @@ from evals.qa_scoring import (
     question_record,
 )
 from graphs.runner import Session
-from nodes.cite import REASON_MODEL_DECLINED
 from prompts.answer import NOT_FOUND_EN
-from retrieval.answerability import REASON_MISSING_ANCHOR
 from tests.fakes import TaskChatModel, fake_resources_factory
 
 REQUIRED_REPORT_KEYS = {
@@ -277,24 +276,91 @@ def test_support_metrics_are_undefined_without_a_gold_passage_in_the_corpus() ->
 
 def test_records_keep_what_the_not_found_check_declined_and_the_run_counts_its_false_declines() -> None:
     declined = {"answer": NOT_FOUND_EN, "not_found": True, "declined_answer": "Paris [1] is the capital."}
-    declined["not_found_reason"] = f"{REASON_MISSING_ANCHOR} Lutetia"
+    declined["not_found_reason"] = REASON_MISSING_ANCHORS
     wrong_decline = question_record(_example(set()), declined, latency_s=1.0)
     assert wrong_decline["declined_contains_gold"] == 1.0 and wrong_decline["contains_gold"] == 0.0
     right_decline = question_record(
         _example(set()), {**declined, "declined_answer": "Lyon [1]."}, latency_s=1.0
     )
     assert right_decline["declined_contains_gold"] == 0.0
-    by_model = {"answer": NOT_FOUND_EN, "not_found": True, "not_found_reason": REASON_MODEL_DECLINED}
+    by_model = {"answer": NOT_FOUND_EN, "not_found": True, "not_found_reason": REASON_READER_DECLINED}
     model_record = question_record(_example(set()), by_model, latency_s=1.0)
     assert model_record["declined_answer"] == "" and model_record["declined_contains_gold"] is None
     answered = question_record(_example(set()), {"answer": "Paris [1]."}, latency_s=1.0)
     legacy = {**_record(), "not_found": True}  # written before records named a reason
     summary = aggregate([wrong_decline, right_decline, model_record, answered, legacy])["not_found"]
     assert summary == {
-        "reasons": {REASON_MISSING_ANCHOR: 2, REASON_MODEL_DECLINED: 1, UNRECORDED_REASON: 1},
+        "reasons": {REASON_MISSING_ANCHORS: 2, REASON_READER_DECLINED: 1, UNRECORDED_REASON: 1},
         "declined_answers": 2,
         "declined_with_gold": 1,
     }
+
+
+def _judged(short: str, band: str, confidence: float, **extra: Any) -> dict[str, Any]:
+    """An output state judged by the answering package: its record's short answer and signals."""
+    record = {"short_answer": short, "signals": {"reader_logprob": -0.25, "support": 1}}
+    return {"band": band, "confidence": confidence, "answer_record": record, **extra}
+
+
+def test_records_keep_the_judgement_and_whether_the_candidate_short_answer_was_right() -> None:
+    # tentative: nothing bold was shown, yet the engine's short answer held the gold one
+    tentative = _judged("Paris [1]", "tentative", 0.41237, answer="Not sure — ... Paris is the capital [1]")
+    record = question_record(_example(set()), tentative, latency_s=1.0)
+    assert record["band"] == "tentative" and record["confidence"] == 0.4124
+    assert record["candidate_short_answer"] == "Paris [1]" and record["candidate_right"] == 1.0
+    assert record["signals"] == {"reader_logprob": -0.25, "support": 1.0}
+    wrong = question_record(_example(set()), _judged("Lyon", "confident", 0.9), latency_s=1.0)
+    assert wrong["candidate_right"] == 0.0 and wrong["band"] == "confident"
+    # "Parisian" does not hold "Paris" as a token: the same containment as short_contains_gold
+    assert (
+        question_record(_example(set()), _judged("Parisian", "confident", 0.9), latency_s=1.0)[
+            "candidate_right"
+        ]
+        == 0.0
+    )
+    unanswerable = QAExample(
+        "u", "Who?", [], [], set(), kind=None, answerable=False, language=LANGUAGE_ENGLISH
+    )
+    declined = _judged("Paris", "not_found", 0.05, not_found=True, not_found_reason="no passage mentions X")
+    assert question_record(unanswerable, declined, latency_s=1.0)["candidate_right"] == 0.0
+    unjudged = question_record(_example(set()), {"answer": "Paris [1]."}, latency_s=1.0)
+    assert unjudged["confidence"] is None and unjudged["band"] is None
+    assert unjudged["candidate_short_answer"] == "" and unjudged["candidate_right"] == 0.0
+    assert unjudged["signals"] == {}
+    failed = error_record(_example(set()), RuntimeError("boom"), latency_s=0.1)
+    assert failed["band"] is None and failed["candidate_right"] == 0.0 and failed["signals"] == {}
+
+
+def test_the_report_counts_each_band_and_measures_the_confidence() -> None:
+    unanswerable = QAExample(
+        "u", "Who?", [], [], set(), kind=None, answerable=False, language=LANGUAGE_ENGLISH
+    )
+    records = [
+        question_record(_example(set()), _judged("Paris", "confident", 0.9), latency_s=1.0),
+        question_record(_example(set()), _judged("Lyon", "confident", 0.8), latency_s=1.0),
+        question_record(_example(set()), _judged("Paris", "tentative", 0.4), latency_s=1.0),
+        question_record(
+            unanswerable,
+            _judged("Nice", "not_found", 0.1, not_found=True, not_found_reason="x"),
+            latency_s=1.0,
+        ),
+        question_record(_example(set()), {"answer": "Paris [1]."}, latency_s=1.0),  # no judgement
+    ]
+    judgement = aggregate(records)["judgement"]
+    assert judgement["by_band"] == {
+        "confident": {"n": 2, "right": 1, "unanswerable": 0},
+        "tentative": {"n": 1, "right": 1, "unanswerable": 0},
+        "not_found": {"n": 1, "right": 0, "unanswerable": 1},
+        "unrecorded": {"n": 1, "right": 0, "unanswerable": 0},
+    }
+    # confidences 0.9 (right), 0.8 (wrong), 0.4 (right), 0.1 (wrong): pairs right > wrong are
+    # (0.9, 0.8), (0.9, 0.1), (0.4, 0.1) of 4, so AUROC = 3/4
+    assert judgement["confidence_records"] == 4 and judgement["confidence_auroc"] == 0.75
+    # one record per bin: |0.9 - 1| + |0.8 - 0| + |0.4 - 1| + |0.1 - 0| over 4 = 1.6 / 4
+    assert judgement["confidence_ece"] == 0.4
+    all_right = aggregate(records[:1])["judgement"]
+    assert all_right["confidence_auroc"] is None  # one class only: no ranking to judge
+    assert all_right["confidence_ece"] == 0.1
 
 
 def _record(**fields: Any) -> dict[str, Any]:
@@ -453,6 +519,11 @@ def test_every_pipeline_runs_with_fake_models(hotpot_file: Path, settings: Setti
         assert set(report["by_type"]) == {"bridge", "comparison"}
         records = [json.loads(line) for line in (tmp_path / f"{pipeline}.jsonl").read_text().splitlines()]
         assert [record["qid"] for record in records] == ["h1", "h2", "h3"]
+        judged_keys = {"confidence", "band", "candidate_short_answer", "candidate_right", "signals"}
+        assert all(judged_keys <= set(record) for record in records)
+        assert all(record["candidate_right"] in (0.0, 1.0) for record in records)
+        assert set(report["judgement"]["by_band"]) <= {"confident", "tentative", "not_found", "unrecorded"}
+        assert sum(band["n"] for band in report["judgement"]["by_band"].values()) == 3
         if pipeline == "no-retrieval":
             assert all(record["retrieved"] == [] for record in records)
         else:
@@ -814,6 +885,8 @@ def test_the_cli_summary_shows_rouge_l(
     assert "ROUGE-L" in result.stdout and "0.500" in result.stdout  # it is paris vs paris: F = 0.5
     assert "HYBRID: n 1" in result.stdout and "ROUGE-L 0.500" in result.stdout
     assert json.loads(out.read_text())["rouge_l"] == 0.5
+    # a record without a judgement: counted apart, and no AUROC without confidences
+    assert "bands: unrecorded 1 (0 right, 0 unanswerable); confidence AUROC -" in result.stdout
 
 
 def test_records_and_reports_written_as_accuracy_read_as_contains_gold() -> None:

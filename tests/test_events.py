@@ -94,4 +94,5 @@ def test_empty_store_ends_with_a_not_found_completion(
         "citations": [],
         "sources": [],
         "not_found": True,
+        "band": "not_found",
     }

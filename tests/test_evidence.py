@@ -1,6 +1,6 @@
 """Evidence compression (retrieval.evidence, nodes.compress_evidence), the guarded answer call (loop cut,
-log-probabilities), the answer's confidence (models.confidence), the confidence decline in cite, and the
-citation offsets. Passages are invented; no evaluation question appears here."""
+log-probabilities), the answer's confidence (models.confidence), cite's rendering of the judged answer, and
+the citation offsets. Passages are invented; no evaluation question appears here."""
 
 from __future__ import annotations
 
@@ -14,15 +14,17 @@ from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGenerationChunk
 
 from models.confidence import answer_confidence, first_line_range
-from nodes.cite import REASON_LOW_CONFIDENCE, cite
+from nodes.cite import cite
 from nodes.compress_evidence import compress_evidence
 from nodes.instrumentation import guarded_text_call, token_logprobs_of
 from retrieval.answer_text import cut_at_repetition, is_looping
 from retrieval.citations import resolve_citations
 from retrieval.evidence import select_evidence
 from retrieval.tokens import count_tokens
+from state.answer_record import AnswerRecord, Band, Candidates, ClosestSentence
 from state.schemas import AnswerCandidate, RetrievedDoc
 from tests.conftest import runtime
+from tests.helpers.calibrators import constant
 
 
 def doc(index: int, title: str, text: str) -> RetrievedDoc:
@@ -199,56 +201,59 @@ def test_the_first_line_leaves_its_label_out_and_skips_a_label_alone() -> None:
     assert first_line_range("Answer:\n \n") is None
 
 
-def test_cite_records_what_the_term_checks_say_of_an_answer_the_confidence_decides() -> None:
-    """The QA records compare the calibrated decline with the term checks on the same answers: cite notes
-    the checks' verdict when the confidence decided, and leaves it unset when the checks decided."""
-    text = "Velmar\n\nShe was born in Velmar [1]."
-    confident = cite(cite_state(text, -0.2), runtime(answer_confidence_threshold=-1.0))
-    checked = cite(cite_state(text, None), runtime(answer_confidence_threshold=-1.0))
-
-    assert confident["not_found"] is False and confident["prompt_info"]["term_check_reason"]
-    assert checked["not_found"] is True and checked["prompt_info"]["term_check_reason"] is None
+ANSWER = "Tallow\n\nHana Korvel was born in Tallow, a port town on the east coast [1]."
+BORN = "Hana Korvel was born in Tallow, a port town on the east coast."
 
 
-def cite_state(text: str, confidence: float | None) -> Any:
+def judged(band: Band, probability: float, reason: str = "") -> AnswerRecord:
+    """The record grade_answer judged for ANSWER."""
+    start = KORVEL["text"].index(BORN)
+    return AnswerRecord(
+        short_answer="Tallow",
+        explanation="Hana Korvel was born in Tallow, a port town on the east coast [1].",
+        candidates=Candidates(draft="Tallow", focused_read="", extractive="Tallow"),
+        signals={},
+        probability=probability,
+        band=band,
+        decline_reason=reason,
+        closest=ClosestSentence(text=BORN, source=1, start=start, end=start + len(BORN)),
+        calibrator="graded",
+    )
+
+
+def cite_state(record: AnswerRecord) -> Any:
+    candidate = AnswerCandidate(text=ANSWER, score=0.9, grounded=True, round=1, doc_ids=["chunk-2"])
+    candidate["record"] = record
     return {
         "question": "Where was Hana Korvel born?",
         "documents": [KORVEL],
         "sources": [KORVEL],
-        "best_answer": AnswerCandidate(
-            text=text, score=0.9, grounded=True, round=1, doc_ids=["chunk-2"], confidence=confidence
-        ),
+        "best_answer": candidate,
     }
 
 
-def test_a_confident_answer_stands_even_where_the_term_check_would_decline() -> None:
-    """The term check declines this reply (its claim is not in the passage); with a confidence above the
-    threshold, the calibrated signal decides instead."""
-    text = "Velmar\n\nShe was born in Velmar [1]."
-    checked = cite(cite_state(text, None), runtime(answer_confidence_threshold=-1.0))
-    confident = cite(cite_state(text, -0.2), runtime(answer_confidence_threshold=-1.0))
-
-    assert checked["not_found"] is True
-    assert confident["not_found"] is False and confident["answer_confidence"] == -0.2
-
-
-def test_without_a_calibrated_threshold_the_term_checks_decide_a_confident_answer() -> None:
-    """-1000 (the default) is "off": the term checks decline this reply's unsupported claim, however
-    confident the model was (before, an uncalibrated confidence let every such answer through)."""
-    text = "Velmar\n\nShe was born in Velmar [1]."
-    out = cite(cite_state(text, -0.2), runtime(answer_confidence_threshold=-1000.0))
-
-    assert out["not_found"] is True and out["declined_answer"] == text
-    assert not out["not_found_reason"].startswith(REASON_LOW_CONFIDENCE)
+def test_cite_shows_the_band_of_the_record_the_grader_judged(calibrator: Any) -> None:
+    """cite renders the best answer's record as judged; it does not judge it again (the calibrator installed
+    now would say 0.1)."""
+    calibrator(constant(0.1))
+    confident = cite(cite_state(judged("confident", 0.92)), runtime())
+    assert confident["answer"] == ANSWER and confident["short_answer"] == "Tallow"
+    assert (confident["band"], confident["confidence"], confident["not_found"]) == ("confident", 0.92, False)
+    assert confident["answer_record"]["calibrator"] == "graded"
+    tentative = cite(cite_state(judged("tentative", 0.5)), runtime())
+    assert tentative["answer"] == f"Not sure \u2014 the closest the documents come is: {BORN} [1]"
+    assert tentative["short_answer"] == "" and tentative["band"] == "tentative"
+    assert [citation["title"] for citation in tentative["citations"]] == ["Hana Korvel"]
 
 
-def test_an_unconfident_answer_becomes_not_found_and_is_kept_as_declined() -> None:
-    text = "Tallow\n\nHana Korvel was born in Tallow, a port town on the east coast [1]."
-    out = cite(cite_state(text, -2.5), runtime(answer_confidence_threshold=-1.0))
+def test_an_unconfident_answer_becomes_not_found_and_is_kept_in_its_record() -> None:
+    reason = "the engine's confidence (0.05) is below its floor (0.30)"
+    out = cite(cite_state(judged("not_found", 0.05, reason)), runtime())
 
-    assert out["not_found"] is True
-    assert out["not_found_reason"].startswith(REASON_LOW_CONFIDENCE)
-    assert out["declined_answer"] == text
+    assert out["not_found"] is True and out["band"] == "not_found" and out["confidence"] == 0.05
+    assert out["not_found_reason"] == reason
+    assert out["sources"] == [] and out["citations"] == [] and out["short_answer"] == ""
+    assert out["answer_record"]["short_answer"] == "Tallow"  # what was declined
 
 
 def test_citations_carry_the_offsets_of_the_supporting_sentence() -> None:

@@ -100,7 +100,7 @@ def test_generate_puts_the_focused_reads_answer_over_the_drafts_explanation(inst
     assert short == "Mara Velt" and rest == "The glassworks was founded in 1874 [2]."
     info = update["prompt_info"]
     assert info["short_answer_source"] == SOURCE_FOCUSED_READ and info["focused_read_passage"] == "chunk-2"
-    assert update["llm_calls"] == 2 and update["draft_confidence"] is None
+    assert update["llm_calls"] == 2 and info["candidates"]["focused_read"] == "Mara Velt"
     system, user = model.received[1]
     assert system.content == FOCUSED_READ_SYSTEM
     assert GLASSWORKS in str(user.content) and KESSBY not in str(user.content)

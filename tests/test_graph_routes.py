@@ -33,6 +33,7 @@ from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from tests.conftest import isolated_settings, write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, garbage_model
+from tests.helpers.calibrators import scripted
 
 CORPUS = {
     "jupiter.md": "# Jupiter\n\nJupiter is the largest planet in the Solar System. "
@@ -530,7 +531,10 @@ def test_question_absent_from_the_corpus_is_reformulated(graph: Any, install: An
     assert 2 <= run.output["retrieval_rounds"] <= 3
 
 
-def test_ungrounded_answer_sends_the_loop_back_to_retrieval(graph: Any, install: Any) -> None:
+def test_ungrounded_answer_sends_the_loop_back_to_retrieval(
+    graph: Any, install: Any, calibrator: Any
+) -> None:
+    calibrator(scripted(0.5, 0.9))  # the judgement: tentative, then confident
     model = install(
         TaskChatModel(
             replies={
@@ -553,6 +557,7 @@ def test_ungrounded_answer_sends_the_loop_back_to_retrieval(graph: Any, install:
     assert_cited_from_retrieved(run)
 
 
+#: Each draft with its grade and its judged probability (all below the confident threshold, 0.7).
 DRAFTS = {
     "Jupiter has many moons [1].": 0.5,
     "Jupiter is the largest planet in the Solar System [1].": 0.65,
@@ -567,7 +572,12 @@ def grade_by_draft(messages: Sequence[BaseMessage]) -> str:
     return next(grade(score) for draft, score in DRAFTS.items() if answer.startswith(draft))
 
 
-def test_answer_loop_stops_at_the_bound_and_cites_the_best_draft(graph: Any, install: Any) -> None:
+def test_answer_loop_stops_at_the_bound_and_cites_the_best_draft(
+    graph: Any, install: Any, calibrator: Any
+) -> None:
+    """No draft is confident: the loop gives up at its bound, and the answer is the most probable draft's,
+    shown as tentative (the closest sentence of its sources)."""
+    calibrator(scripted(*DRAFTS.values()))
     model = install(
         TaskChatModel(
             replies={
@@ -591,8 +601,13 @@ def test_answer_loop_stops_at_the_bound_and_cites_the_best_draft(graph: Any, ins
     assert model.tasks().count("generate") == 3
     best = max(DRAFTS, key=lambda draft: DRAFTS[draft])
     assert best != list(DRAFTS)[-1]  # the scripted best is not the last attempt
-    assert out["answer"] == best
-    assert out["messages"][-1].content == best
+    assert out["answer_record"]["probability"] == DRAFTS[best] and out["band"] == "tentative"
+    assert out["answer_record"]["short_answer"] == "Jupiter is the largest planet in the Solar System"
+    assert out["answer"] == (
+        "Not sure \u2014 the closest the documents come is: "
+        "Jupiter is the largest planet in the Solar System. [1]"
+    )
+    assert out["messages"][-1].content == out["answer"]
     assert out["answer_grade"]["score"] == DRAFTS["Jupiter is big [1]."]  # the grade shown is the last one
     assert_cited_from_retrieved(run)
 

@@ -18,6 +18,7 @@ from retrieval.grounding import ground_answer
 from state.schemas import RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import scripted
+from tests.helpers.calibrators import constant
 
 QUESTION = "How long is the Tarrow viaduct?"
 VIADUCT_TEXT = (
@@ -84,7 +85,8 @@ def test_the_not_found_sentence_is_not_an_echo(install: Any) -> None:
     """The instructions contain the not-found sentence; a model saying it is answering, not echoing."""
     install(scripted(NOT_FOUND_EN))
     update = generate({"question": QUESTION, "documents": [VIADUCT]}, runtime())
-    assert update["draft"] == NOT_FOUND_EN and update["prompt_info"]["generation_fallback"] is None
+    assert update["prompt_info"]["generation_fallback"] is None
+    assert update["prompt_info"]["reader_declined"] is True  # a signal of the judgement (answering.signals)
 
 
 def test_the_simple_prompts_ask_for_a_none_short_answer() -> None:
@@ -97,15 +99,19 @@ def test_the_simple_prompts_ask_for_a_none_short_answer() -> None:
     ["Answer: none", "none", "Answer: None.\nExplanation: The sources do not give the length [1]."],
     ids=["labelled", "bare", "explained"],
 )
-def test_a_none_short_answer_is_the_model_s_own_not_found(install: Any, reply: str) -> None:
-    """ "none" is the model's decline (the simple prompts ask for it), not a short answer for the extractive
-    answerer to replace: the draft is the engine's not-found sentence."""
+def test_a_none_short_answer_is_the_model_s_decline_recorded_as_a_signal(install: Any, reply: str) -> None:
+    """ "none" is the model's decline (the simple prompts ask for it), never a short answer: generate records
+    it for the judgement (answering.signals `reader_declined`), the model proposes no candidate, and the draft
+    is the extractive answerer's, so the other readers' answer is still weighed."""
     install(scripted(reply))
     update = generate({"question": QUESTION, "documents": [VIADUCT]}, runtime())
-    assert update["draft"] == NOT_FOUND_EN and update["prompt_info"]["generation_fallback"] is None
+    info = update["prompt_info"]
+    assert info["reader_declined"] is True and info["generation_fallback"] is None
+    assert info["candidates"]["draft"] == "" and info["candidates"]["extractive"] == "612 metres"
+    assert update["draft"] == EXTRACTIVE and info["short_answer_source"] == "extractive"
 
 
-def test_generate_keeps_the_reply_logprobs_and_the_short_answer_confidence(
+def test_generate_keeps_the_reply_logprobs_and_those_of_the_short_answer(
     install: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The QA records replay other confidence signals from the reply's tokens (prompt_info)."""
@@ -115,7 +121,7 @@ def test_generate_keeps_the_reply_logprobs_and_the_short_answer_confidence(
     monkeypatch.setattr(generate_module, "guarded_text_call", lambda *_args, **_kwargs: reply)
     update = generate({"question": QUESTION, "documents": [VIADUCT]}, runtime())
     assert update["prompt_info"]["reply_logprobs"] == [[token, value] for token, value in tokens]
-    assert update["draft_confidence"] == -0.3
+    assert update["prompt_info"]["short_logprobs"] == [-0.2, -0.4]  # ": 612", " metres"
 
 
 @pytest.mark.parametrize(
@@ -209,7 +215,10 @@ def test_chinese_wrong_numbers_and_names_are_caught() -> None:
     assert ground_answer("青石桥的设计者是工匠王明远[1]。", [bridge]).wrong_facts
 
 
-def test_the_llm_grader_cannot_call_a_wrong_fact_grounded(install: Any) -> None:
+def test_the_llm_grader_cannot_call_a_wrong_fact_grounded(install: Any, calibrator: Any) -> None:
+    """The grounding check overrules a generous grader; the loop accepts only a confident judgement
+    (answering.judge: here tentative), so the wrong answer is revised."""
+    calibrator(constant(0.5))
     generous = (
         '{"grounded": true, "answers_question": true, "relevance": 1.0, "accuracy": 1.0, '
         '"completeness": 1.0, "clarity": 1.0}'

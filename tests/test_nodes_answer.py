@@ -27,6 +27,8 @@ from state.graph_state import State
 from state.schemas import RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import BrokenChatModel, ScriptedChatModel, scripted
+from tests.helpers.calibrators import constant
+from tests.helpers.calibrators import scripted as scripted_calibrator
 
 QUESTION = "What is the capital of France?"
 GOOD_ANSWER = "Paris is the capital of France [1]."
@@ -180,9 +182,10 @@ def test_generate_adds_revision_note_when_regenerating(install: Any) -> None:
     assert model.received[0][0].content == ANSWER_SYSTEM_PROMPTS[("simple", "en")] + REVISION_NOTE_EN
 
 
-def test_the_grader_names_what_was_wrong_and_the_next_attempt_reads_it(install: Any) -> None:
+def test_the_grader_names_what_was_wrong_and_the_next_attempt_reads_it(install: Any, calibrator: Any) -> None:
     """The ungrounded draft names Lyon, which its source does not say: the grade lists that sentence with
     the name, and the regenerated prompt carries it under the revision note."""
+    calibrator(constant(0.5))  # not confident: the loop goes on
     graded = grade_answer(
         {"question": QUESTION, "draft": UNGROUNDED_ANSWER, "sources": [PARIS], "generation_rounds": 1},
         runtime(grader="score", max_iterations=3),
@@ -320,32 +323,41 @@ def test_grade_answer_accepts_a_good_answer_and_records_the_candidate(install: A
 
     assert update["next_action"] == "accept"
     assert update["answer_grade"]["grader"] == "score" and update["answer_grade"]["grounded"] is True
-    assert update["answer_score"] == update["answer_grade"]["score"] >= 0.7
+    # the loop's score is the judgement's probability (the tests' calibrator: 0.9), kept with the candidate
+    assert update["answer_score"] == update["answer_grade"]["score"] == 0.9
     best = update["best_answer"]
     assert best["text"] == GOOD_ANSWER and best["round"] == 1 and best["doc_ids"] == ["chunk-1"]
+    assert best["record"]["probability"] == 0.9 and best["record"]["band"] == "confident"
     assert "llm_calls" not in update  # the score grader calls no model
 
 
-def test_grade_answer_regenerates_a_grounded_answer_below_threshold(install: Any) -> None:
+def test_grade_answer_regenerates_a_grounded_answer_it_is_not_confident_of(
+    install: Any, calibrator: Any
+) -> None:
+    calibrator(constant(0.5))
     install(scripted(), strength="weak")
-    update = grade_answer(grade_state(PARTIAL_ANSWER), runtime(quality_threshold=0.95))
-    assert update["answer_grade"]["grounded"] is True and 0.7 < update["answer_score"] < 0.95
+    update = grade_answer(grade_state(PARTIAL_ANSWER), runtime())
+    assert update["answer_grade"]["grounded"] is True and update["answer_score"] == 0.5
+    assert update["best_answer"]["record"]["band"] == "tentative"
     assert update["next_action"] == "regenerate"
 
 
-def test_grade_answer_retrieves_again_for_an_ungrounded_answer(install: Any) -> None:
+def test_grade_answer_retrieves_again_for_an_ungrounded_answer(install: Any, calibrator: Any) -> None:
+    calibrator(constant(0.5))
     install(scripted(), strength="weak")
     update = grade_answer(grade_state(UNGROUNDED_ANSWER, retrieval_rounds=1), runtime(max_iterations=3))
     assert update["answer_grade"]["grounded"] is False and update["next_action"] == "retrieve"
 
 
-def test_grade_answer_regenerates_when_retrieval_budget_is_spent(install: Any) -> None:
+def test_grade_answer_regenerates_when_retrieval_budget_is_spent(install: Any, calibrator: Any) -> None:
+    calibrator(constant(0.5))
     install(scripted(), strength="weak")
     update = grade_answer(grade_state(UNGROUNDED_ANSWER, retrieval_rounds=3), runtime(max_iterations=3))
     assert update["next_action"] == "regenerate"
 
 
-def test_grade_answer_gives_up_at_the_bound(install: Any) -> None:
+def test_grade_answer_gives_up_at_the_bound(install: Any, calibrator: Any) -> None:
+    calibrator(constant(0.5))
     install(scripted(), strength="weak")
     update = grade_answer(grade_state(UNGROUNDED_ANSWER, generation_rounds=2), runtime(max_iterations=2))
     assert update["next_action"] == "give_up"
@@ -369,12 +381,13 @@ def test_grade_answer_uses_the_llm_grader_for_strong_models(install: Any) -> Non
     update = grade_answer(grade_state(GOOD_ANSWER), runtime(grader="auto"))
 
     assert update["answer_grade"]["grader"] == "llm"
-    assert update["answer_score"] == pytest.approx(0.9)
+    assert update["answer_grade"]["mean"] == pytest.approx(0.9)
     assert update["next_action"] == "accept" and update["llm_calls"] == 1
     assert "Paris is the capital of France" in grader.received[0][-1].content
 
 
-def test_grade_answer_llm_garbage_falls_back_to_the_score_grade(install: Any) -> None:
+def test_grade_answer_llm_garbage_falls_back_to_the_score_grade(install: Any, calibrator: Any) -> None:
+    calibrator(constant(0.5))
     install(scripted(), grader=scripted("no idea", "still no idea"), strength="strong")
     update = grade_answer(grade_state(UNGROUNDED_ANSWER), runtime(grader="llm"))
     assert update["answer_grade"]["grader"] == "score"
@@ -473,16 +486,27 @@ def answer_loop() -> Any:
     return builder.compile()
 
 
-def test_loop_gives_up_at_the_bound_and_cites_the_best_answer(install: Any) -> None:
+#: The tentative answer of PARTIAL_ANSWER: the sentence of PARIS that states its short answer.
+PARTIAL_TENTATIVE = "Not sure \u2014 the closest the documents come is: Paris is the capital of France. [1]"
+
+
+def test_loop_gives_up_at_the_bound_and_cites_the_best_answer(install: Any, calibrator: Any) -> None:
+    """No draft is confident (the judgement gives 0.6, 0.4, 0.2): the loop stops at its bound and the most
+    probable draft, the first, is shown as tentative."""
+    calibrator(scripted_calibrator(0.6, 0.4, 0.2))
     install(scripted(PARTIAL_ANSWER, UNGROUNDED_ANSWER, "Lyon [1]"), strength="weak")
     result = answer_loop().invoke(
         {"question": QUESTION, "documents": [PARIS]},
         # patience for every attempt: the bound, not the stalled revisions, ends this loop
-        context=Context(max_iterations=3, quality_threshold=1.0, answerer="model", revision_patience=3),
+        context=Context(max_iterations=3, answerer="model", revision_patience=3),
     )
     assert result["generation_rounds"] == 3 and result["next_action"] == "give_up"
-    assert result["answer"] == PARTIAL_ANSWER
+    assert result["answer"] == PARTIAL_TENTATIVE and result["confidence"] == 0.6
     assert result["best_answer"]["round"] == 1 and result["best_answer"]["text"] == PARTIAL_ANSWER
+
+
+#: The judged probability of each draft (none confident).
+PROBABILITIES = {PARTIAL_ANSWER: 0.6, UNGROUNDED_ANSWER: 0.4, "Lyon [1]": 0.2}
 
 
 @pytest.mark.parametrize(
@@ -495,17 +519,17 @@ def test_loop_gives_up_at_the_bound_and_cites_the_best_answer(install: Any) -> N
     ],
 )
 def test_loop_gives_up_when_revisions_stop_improving(
-    install: Any, drafts: tuple[str, ...], patience: int, rounds: int
+    install: Any, calibrator: Any, drafts: tuple[str, ...], patience: int, rounds: int
 ) -> None:
+    calibrator(scripted_calibrator(*(PROBABILITIES[draft] for draft in drafts)))
     install(scripted(*drafts), strength="weak")
     result = answer_loop().invoke(
         {"question": QUESTION, "documents": [PARIS]},
-        context=Context(
-            max_iterations=3, quality_threshold=1.0, answerer="model", revision_patience=patience
-        ),
+        context=Context(max_iterations=3, answerer="model", revision_patience=patience),
     )
     assert result["generation_rounds"] == rounds and result["next_action"] == "give_up"
-    assert result["answer"] == PARTIAL_ANSWER  # the best attempt is cited whenever the loop stops
+    # the best attempt is cited whenever the loop stops
+    assert result["best_answer"]["text"] == PARTIAL_ANSWER and result["answer"] == PARTIAL_TENTATIVE
 
 
 def test_generate_tokens_stream_in_messages_mode(install: Any) -> None:
@@ -521,7 +545,10 @@ def test_generate_tokens_stream_in_messages_mode(install: Any) -> None:
     assert "".join(str(message.content) for message, _ in chunks) == GOOD_ANSWER
 
 
-def test_fluent_answers_that_are_off_topic_or_ungrounded_are_capped(install: Any) -> None:
+def test_a_fluent_off_topic_grade_is_not_the_loops_score(install: Any, calibrator: Any) -> None:
+    """The grade of a fluent answer that does not answer the question is high; the loop's score is the
+    judgement's probability, so the grade alone accepts nothing."""
+    calibrator(constant(0.5))
     install(scripted(), strength="weak")
     off_topic = {
         "question": QUESTION,

@@ -16,13 +16,14 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from nodes.generate import generate
 from nodes.grade_answer import grade_answer
-from nodes.reflection import Reflection, apply_reflection, needs_improvement, read_reflection, ten_point
+from nodes.reflection import Reflection, apply_reflection, read_reflection, ten_point
 from nodes.reformulate import reformulate, suggestion_queries
 from prompts.answer import REVISION_NOTE_EN
 from state.graph_state import State
 from state.schemas import AnswerGrade, RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import TaskChatModel, scripted
+from tests.helpers.calibrators import constant
 
 QUESTION = "When was the Eiffel Tower completed?"
 GOOD = "The Eiffel Tower was completed in 1889 [1]."
@@ -69,17 +70,18 @@ def test_the_score_on_the_seed_scale_and_its_threshold() -> None:
         6.95,
         10.0,
     ]
-    assert needs_improvement(0.69, 0.7) and not needs_improvement(0.7, 0.7)
 
 
-@pytest.mark.parametrize(("threshold", "improve"), [(0.95, True), (0.5, False)])
+@pytest.mark.parametrize(("threshold", "probability", "improve"), [(0.95, 0.5, True), (0.5, 0.9, False)])
 def test_each_grade_carries_its_1_to_10_score_and_whether_it_needs_improvement(
-    install: Any, threshold: float, improve: bool
+    install: Any, calibrator: Any, threshold: float, probability: float, improve: bool
 ) -> None:
+    """The score is the judgement's probability (tentative 0.5, confident 0.9), on the seed's 1-10 scale."""
+    calibrator(constant(probability))
     install(scripted(), strength="weak")
     update = grade_answer(graded(SHORT), runtime(grader="score", quality_threshold=threshold))
     grade = update["answer_grade"]
-    assert grade["reflection_score"] == ten_point(update["answer_score"])
+    assert grade["reflection_score"] == ten_point(update["answer_score"]) == probability * 10
     assert grade["needs_improvement"] is improve and (update["next_action"] != "accept") is improve
     assert (grade["reflection_score"] < threshold * 10) is improve  # "under 7 needs improvement", scaled
 
@@ -134,21 +136,25 @@ def test_a_reflection_rescales_the_grade_or_spreads_an_overall_score() -> None:
     assert (seed_form.relevance, seed_form.clarity, seed_form.suggestions) == (0.4, 0.4, [SUGGESTION])
 
 
-def test_dimensions_on_a_1_to_10_scale_are_not_taken_for_a_perfect_grade(install: Any) -> None:
+def test_dimensions_on_a_1_to_10_scale_are_not_taken_for_a_perfect_grade(
+    install: Any, calibrator: Any
+) -> None:
+    calibrator(constant(0.5))
     reply = llm_reply(
         grounded=True, answers_question=True, relevance=6, accuracy=6, completeness=6, clarity=6
     )
     install(scripted(), grader=scripted(reply), strength="strong")
     update = grade_answer(graded(GOOD), runtime(grader="llm"))
-    assert update["answer_grade"]["grader"] == "llm" and update["answer_score"] == pytest.approx(0.6)
+    assert update["answer_grade"]["grader"] == "llm" and update["answer_grade"]["mean"] == pytest.approx(0.6)
     assert update["answer_grade"]["needs_improvement"] is True and update["next_action"] != "accept"
 
 
-def test_the_seed_form_reply_is_a_usable_grade_with_its_suggestions(install: Any) -> None:
+def test_the_seed_form_reply_is_a_usable_grade_with_its_suggestions(install: Any, calibrator: Any) -> None:
+    calibrator(constant(0.5))
     install(scripted(), grader=scripted(llm_reply(score=4, suggestions=[SUGGESTION])), strength="strong")
     update = grade_answer(graded(VAGUE), runtime(grader="llm", max_iterations=3))
     grade = update["answer_grade"]
-    assert grade["grader"] == "llm" and grade["reflection_score"] == 4.0 and grade["needs_improvement"]
+    assert grade["grader"] == "llm" and grade["mean"] == pytest.approx(0.4) and grade["needs_improvement"]
     assert grade["suggestions"] == [SUGGESTION]
 
 
@@ -166,7 +172,9 @@ def test_garbage_from_the_grade_model_falls_back_to_the_score_grade(install: Any
 # --- the suggestions reach the next round -----------------------------------------------------------------
 
 
-def graded_with_suggestion(install: Any, *, retrieval_rounds: int = 1) -> dict[str, Any]:
+def graded_with_suggestion(install: Any, calibrator: Any, *, retrieval_rounds: int = 1) -> dict[str, Any]:
+    """A vague draft the judgement is not sure of (0.5), graded with a suggestion."""
+    calibrator(constant(0.5))
     reply = llm_reply(
         grounded=False,
         answers_question=False,
@@ -184,8 +192,8 @@ def graded_with_suggestion(install: Any, *, retrieval_rounds: int = 1) -> dict[s
     return update
 
 
-def test_the_next_answer_prompt_carries_the_grader_suggestions(install: Any) -> None:
-    update = graded_with_suggestion(install, retrieval_rounds=3)  # no retrieval left: regenerate
+def test_the_next_answer_prompt_carries_the_grader_suggestions(install: Any, calibrator: Any) -> None:
+    update = graded_with_suggestion(install, calibrator, retrieval_rounds=3)  # no retrieval left: regenerate
     assert update["next_action"] == "regenerate"
     writer = scripted(GOOD)
     install(writer)
@@ -203,10 +211,10 @@ def test_the_next_answer_prompt_carries_the_grader_suggestions(install: Any) -> 
     assert REVISION_NOTE_EN in system and f"Suggestions for the new answer:\n- {SUGGESTION}" in system
 
 
-def test_the_next_query_carries_the_grader_suggestions(install: Any) -> None:
+def test_the_next_query_carries_the_grader_suggestions(install: Any, calibrator: Any) -> None:
     """Weak generation model: the heuristic query of the retry is the question's keywords plus the
     suggestion's (here "completion year" names what the vague answer lacked)."""
-    update = graded_with_suggestion(install)
+    update = graded_with_suggestion(install, calibrator)
     assert update["next_action"] == "retrieve"
     install(scripted(), strength="weak")
     state: State = {

@@ -35,6 +35,7 @@ from state.context import Context
 from tests.conftest import write_corpus
 from tests.fakes import HashEmbeddings, TaskChatModel
 from tests.helpers.api_server import serve
+from tests.helpers.calibrators import constant
 from tests.helpers.rag_world import ANSWER, QUESTION, REPLY, World, world
 
 PAYLOAD = {
@@ -441,7 +442,8 @@ def test_deleting_a_document_invalidates_and_the_answer_no_longer_cites_it(cache
     assert all(hit.metadata["source"] != jupiter for hit in hits)
 
 
-def test_not_found_answers_are_not_cached(cached: World) -> None:
+def test_not_found_answers_are_not_cached(cached: World, calibrator: Any) -> None:
+    calibrator(constant(0.1))  # the judgement declines every draft
     question = "How long should sourdough bread proof overnight?"
     outs = [ask(question) for _ in range(2)]
     assert [out["not_found"] for out in outs] == [True, True]

@@ -43,6 +43,7 @@ from service.cli import app as cli_app
 from state.context import Context
 from tests.conftest import REPO_ROOT
 from tests.helpers.api_server import serve
+from tests.helpers.calibrators import constant
 from tests.helpers.rag_world import ANSWER, QUESTION, World, world
 
 TABLES = {"sessions", "conversations", "memories", "audit_logs", "semantic_cache", "alembic_version"}
@@ -150,7 +151,8 @@ def test_a_run_without_a_checkpointer_gets_a_session_of_its_own(acme: World) -> 
     assert all(row["thread_id"].startswith("run-") for row in sessions)
 
 
-def test_a_not_found_answer_is_recorded_with_no_sources(acme: World) -> None:
+def test_a_not_found_answer_is_recorded_with_no_sources(acme: World, calibrator: Any) -> None:
+    calibrator(constant(0.1))  # the judgement declines the draft
     out = build_graph().invoke(
         {"question": "How long should sourdough bread proof overnight?"}, context=Context(tenant="acme")
     )

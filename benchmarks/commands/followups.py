@@ -1,7 +1,9 @@
 """`python -m benchmarks followups`: follow-up questions made standalone (before / after reading the previous
 answer, and
 with --model the contextualize node), scored on referents named and keyword retrieval
-(benchmarks/followups.py)."""
+(benchmarks/followups.py); `python -m benchmarks followups-docs`: follow-ups about installed libraries'
+documentation, scored on whether the rewrite names what the previous turn was about
+(benchmarks/followups_docs.py)."""
 
 from __future__ import annotations
 
@@ -74,3 +76,64 @@ def print_followups_report(report: dict[str, Any]) -> None:
     console.print(table)
     if "model" in report:
         console.print(f"model: {report['model']['name']} (strength {report['model']['strength']})")
+
+
+def eval_followups_docs(
+    fixture: Annotated[
+        Path | None,
+        typer.Option(help="Conversations (JSONL; default benchmarks/fixtures/followups_docs.jsonl)."),
+    ] = None,
+    before: Annotated[
+        Path | None,
+        typer.Option(help="An earlier report of this command, carried into this one as `before`."),
+    ] = None,
+    json_out: JsonReportOption = None,
+) -> None:
+    """Share of follow-ups about real documentation whose rewrite names the referent, per half."""
+    import json
+    import shlex
+    import sys
+
+    from benchmarks.followups_docs import DEFAULT_FIXTURE, load_doc_conversations, run_followups_docs_eval
+    from evals.environment import machine_description
+
+    path = fixture or DEFAULT_FIXTURE
+    if not path.is_file():
+        fail(f"no conversations file at {path}")
+    if before is not None and not before.is_file():
+        fail(f"no earlier report at {before}")
+    try:
+        conversations = load_doc_conversations(path)
+    except ValueError as error:
+        fail(str(error))
+    earlier: dict[str, Any] | None = None
+    if before is not None:
+        try:
+            earlier = json.loads(before.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            fail(f"{before} is not a JSON report: {error}")
+        if not isinstance(earlier, dict) or "halves" not in earlier:
+            fail(f"{before} is not a report of `python -m benchmarks followups-docs` (no halves)")
+    report: dict[str, Any] = {
+        **run_followups_docs_eval(conversations),
+        "fixture": str(path),
+        "machine": machine_description(),
+        "command": shlex.join(["python", "-m", "benchmarks", *sys.argv[1:]]),
+    }
+    if earlier is not None:
+        report["before"] = {key: earlier[key] for key in ("halves", "machine", "command") if key in earlier}
+    write_json_report(json_out, report)
+    table = Table(title=f"follow-ups over documentation ({report['conversations']} conversations)")
+    for column in ("half", "n", "named (before)", "named", "added words (before)", "added words"):
+        table.add_column(column, justify="left" if column == "half" else "right")
+    for half, row in report["halves"].items():
+        old = (earlier or {}).get("halves", {}).get(half, {})
+        table.add_row(
+            half,
+            str(row["n"]),
+            str(old.get("named", "-")),
+            str(row["named"]),
+            str(old.get("added_words", "-")),
+            str(row["added_words"]),
+        )
+    console.print(table)

@@ -158,16 +158,6 @@ class RunSettings(BaseModel):
         description="Completion cap of a short-answer reply (simple mode: answer line plus one cited "
         "sentence); explaining modes get generation_reserve. Also the stop of a looping reply.",
     )
-    # Stays off: on the development half (results/runs/calib-squad-dev-naive-simple-none.jsonl, 60 SQuAD 2.0
-    # questions, 0.5B reader) the threshold of least cost (-0.125) declines every answer the model wrote but
-    # one; no signal tried reached a point that answers (docs/answer-quality.md, "Calibrated 'not found'").
-    answer_confidence_threshold: float = Field(
-        -1000.0,
-        le=0.0,
-        description="Mean token log-probability of the short answer below which the answer is replaced "
-        "by 'not found' (calibrated per model by `rag eval calibrate`; -1000 = off: the term-coverage checks "
-        "decide, as they do for an endpoint without log-probabilities).",
-    )
     context_share: float = Field(
         0.5, gt=0.0, le=1.0, description="Share of the window left after the fixed part that context may use."
     )

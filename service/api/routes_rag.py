@@ -20,6 +20,7 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from sse_starlette.sse import EventSourceResponse
 
+from service.answer_judgement import judgement
 from service.api.auth import resolve_tenant
 from service.api.draft import DRAFT_REPLACED, DraftWatch, sse_event
 from service.api.engine import RunSpec
@@ -27,7 +28,7 @@ from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify
 from service.api.routes_seed import generate_stream, seed_batch
 from service.api.run_request import metered_answer, run_spec, unless_disconnected
 from service.api.runtime import ApiState, api_state
-from service.api.schemas import BatchRequest, GenerateRequest
+from service.api.schemas import AnswerJudgement, BatchRequest, GenerateRequest
 from service.api.seed_runs import rag_citations, stage_seconds
 from service.api.seed_schemas import RAGRequest
 
@@ -46,8 +47,9 @@ def response_body(
     events: list[dict[str, Any]],
     total_ms: float,
 ) -> dict[str, Any]:
-    """The generate response: answer, citations, sources, strategy, rewritten queries, metadata, and the
-    answer's id (POST /api/v1/feedback rates it; null when the turn was not recorded)."""
+    """The generate response: answer, its judgement (confidence, band, not_found_reason: schemas.
+    AnswerJudgement), citations, sources, strategy, rewritten queries, metadata, and the answer's id
+    (POST /api/v1/feedback rates it; null when the turn was not recorded)."""
     usage = result.get("usage") or {}
     prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
     completion_tokens = int(usage.get("completion_tokens", 0) or 0)
@@ -75,6 +77,7 @@ def response_body(
         "strategy": result.get("strategy") or None,
         "rewritten_queries": list(dict.fromkeys(rewritten)),
         "not_found": bool(result.get("not_found", False)),
+        **AnswerJudgement(**judgement(result)).model_dump(),
         "unsupported_sentences": list(result.get("unsupported_sentences") or []),
         "thread_id": spec.thread_id,
         "answer_id": result.get("answer_id") or None,

@@ -22,12 +22,13 @@ from core.types import SearchHit
 from nodes.resources import get_resources
 from retrieval.public_source import public_metadata, public_source
 from retrieval.rerank import rerank
+from service.answer_judgement import judgement
 from service.api.auth import resolve_tenant
 from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.gate import RunMonitor
 from service.api.run_request import metered_answer, run_spec, unless_disconnected
 from service.api.runtime import ApiState, api_state
-from service.api.schemas import check_query_chars
+from service.api.schemas import AnswerJudgement, check_query_chars
 from service.api.seed_runs import answer_query, cited_answer, rag_metadata, seed_response, seed_spec
 from service.api.seed_schemas import QueryRequest, RAGRequest, SearchRequest
 from service.api.seed_streams import GenerateStream, QueryStream, stream_run
@@ -77,8 +78,9 @@ async def query_stream(body: QueryRequest, request: Request) -> EventSourceRespo
 
 @router.post("/generate/stream")
 async def generate_stream(body: RAGRequest, request: Request) -> EventSourceResponse:
-    """The answer as the seed's stream (service.api.seed_streams): context, chunk..., citations, done;
-    error on failure. The engine's own events of the run are POST /api/v1/rag/generate/events.
+    """The answer as the seed's stream (service.api.seed_streams): context, chunk..., citations, done (with
+    the answer's confidence, band and not_found_reason); error on failure. The engine's own events of the
+    run are POST /api/v1/rag/generate/events.
     Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
     state = api_state(request)
     spec = run_spec(body, state.tenant(request, body.tenant_id), state)
@@ -90,6 +92,7 @@ async def generate_stream(body: RAGRequest, request: Request) -> EventSourceResp
         done = {
             "thread_id": spec.thread_id,
             "answer_id": result.get("answer_id") or None,
+            **AnswerJudgement(**judgement(result)).model_dump(),
             "metadata": metadata,
         }
         return plan.finish(answer, citations, done)

@@ -24,6 +24,7 @@ from retrieval.conversation_summary import conversation_metadata as checked_ids
 from retrieval.directory_scope import DirectoryError, normalize_directory
 from retrieval.filters import FilterError, parse_filter
 from service.api.errors import ApiError
+from state.answer_record import Band
 
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteMethod = Literal["auto", "multi", "hyde", "decomposition", "decompose", "expand", "none"]
@@ -140,6 +141,24 @@ class GenerateRequest(QueryChecks):
     def _known_ids(cls, value: dict[str, str | int | None] | None) -> dict[str, str | int | None] | None:
         checked_ids(value)  # InvalidConversationMetadataError is a ValueError: 422 naming it
         return value
+
+
+class AnswerJudgement(BaseModel):
+    """How sure the engine is of an answer, carried by every answer response (/generate, its streams'
+    final events, each batch item; service.answer_judgement reads it from the run's output state)."""
+
+    confidence: float | None = Field(
+        description="Calibrated probability, 0-1, that the answer's short answer is right (the answering "
+        "package's calibrator over the run's signals); null when the run wrote no answer at all."
+    )
+    band: Band = Field(
+        description="confident: the short answer is shown, first, with its cited explanation; tentative: "
+        "not sure, the answer shows only the closest sentence the sources support; not_found: the documents "
+        "hold no answer (`not_found` is true and `not_found_reason` says why)."
+    )
+    not_found_reason: str = Field(
+        description='Why the answer is "not found", in plain words ("" unless band is not_found).'
+    )
 
 
 class BatchRequest(BaseModel):

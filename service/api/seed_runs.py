@@ -34,6 +34,7 @@ from typing import Any
 from config.settings import Settings
 from core.text import strip_references
 from graphs.runner import new_thread_id
+from service.answer_judgement import judgement
 from service.api.engine import RunSpec
 from service.api.errors import ApiError
 from service.api.run_request import run_spec
@@ -319,11 +320,12 @@ def seed_response(
         )
         for number, doc in enumerate(result.get("sources") or [], 1)
     ]
+    judged = judgement(result)
     citations = [
         CitationInfo(
             citation_num=int(item.get("marker", 0)),
             source_id=str(item.get("chunk_id") or ""),
-            confidence=float(item.get("confidence") or 0.0),
+            confidence=judged["confidence"] or 0.0,  # None only when no answer (and no citation) was written
         )
         for item in result.get("citations") or []
     ]
@@ -353,6 +355,7 @@ def seed_response(
         retrieved_count=len(result.get("retrieved") or []),
         generation_time=round(seconds, 3),
         citations=citations if citations_on else [],
+        band=judged["band"],
         metadata={
             "conversation_id": spec.thread_id,
             "answer_id": result.get("answer_id") or None,
@@ -362,6 +365,8 @@ def seed_response(
             "temperature": body.temperature,
             "strategy": strategy,
             "not_found": bool(result.get("not_found", False)),
+            "confidence": judged["confidence"],
+            "not_found_reason": judged["not_found_reason"],
             "cache_hit": bool(result.get("cache_hit", False)),
             "retrieval": retrieval_plan(body.mode, body.top_k, settings),
             "rewritten_queries": list(

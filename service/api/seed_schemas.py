@@ -27,6 +27,7 @@ from service.api.schemas import (
     QueryChecks,
     TenantId,
 )
+from state.answer_record import Band
 
 SeedMode = Literal["simple", "advanced", "precise"]
 #: The seed's bounds. SEED_MAX_QUERY_CHARS is the seed contract's documented bound, not a second owner of
@@ -137,7 +138,10 @@ class CitationInfo(BaseModel):
 
     citation_num: int
     source_id: str
-    confidence: float
+    confidence: float = Field(
+        description="The answer's calibrated confidence, 0-1: the probability that its short answer is "
+        "right (the same value on every citation of one answer; `band` says what the engine made of it)."
+    )
 
 
 class QueryResponse(BaseModel):
@@ -152,7 +156,17 @@ class QueryResponse(BaseModel):
     retrieved_count: int
     generation_time: float = Field(description="Seconds from the request to the answer.")
     citations: list[CitationInfo]
-    metadata: dict[str, Any]
+    metadata: dict[str, Any] = Field(
+        description="The run: conversation, answer id, mode, model, strategy, `not_found`, `confidence` (the "
+        "answer's calibrated confidence, null when no answer was written), `not_found_reason`, features, "
+        "timings, usage."
+    )
+    band: Band | None = Field(
+        None,
+        description="confident: the answer opens with its short answer; tentative: not sure, the answer is "
+        "the closest sentence the sources support; not_found: no document holds the answer "
+        "(metadata.not_found_reason says why).",
+    )
 
 
 class SearchRequest(QueryChecks):

@@ -7,7 +7,8 @@ it; there is no SSE `event:` field):
   rest of the QueryResponse}, then the line `data: [DONE]`; on failure `error` {error, message, status}
   and then `[DONE]`;
 - /api/v1/rag/generate/stream: `context` {chunks_count}, `chunk` {content}..., `citations` {citations},
-  `done` {answer, thread_id, answer_id, metadata}; on failure `error` {error, message, status}, the last.
+  `done` {answer, thread_id, answer_id, confidence, band, not_found_reason, metadata}; on failure `error`
+  {error, message, status}, the last.
 
 Why a translation and not the engine's own events (served at /api/v1/rag/generate/events): the engine
 reports every round of a Self-RAG run (several rewrites, retrievals and drafts); a seed client expects each
@@ -164,7 +165,8 @@ class GenerateStream(SeedStream):
         return []
 
     def finish(self, answer: str, citations: list[dict[str, Any]], done: dict[str, Any]) -> list[Message]:
-        """The closing events: citations, then done (with the answer and the response's metadata)."""
+        """The closing events: citations, then done (with the answer, its judgement and the response's
+        metadata)."""
         self.known.setdefault("context", {"chunks_count": int(done["metadata"]["chunks_found"])})
         return [
             *self.answer_once(answer),

@@ -19,6 +19,7 @@ import typer
 from service.cli import (
     conversation,
     documents,
+    eval_calibrate,
     feedback,
     serve,
     stats,
@@ -99,3 +100,4 @@ app.add_typer(threads_app, name="threads")
 
 # Evaluations defined outside service/cli/evaluations.py, listed after its own.
 eval_app.command("load")(serve.eval_load)
+eval_app.command("calibrate")(eval_calibrate.eval_calibrate)

@@ -23,10 +23,15 @@ from service.cli.common import (
     user_errors,
 )
 
+#: The style of the judgement line under the answer, per band.
+BAND_STYLES = {"confident": "green", "tentative": "yellow", "not_found": "dim"}
+
 
 def _print_answer(result: dict[str, object], prefix: str = "") -> None:
-    """The stored answer (once), a warning line for each reason not to trust it, sources and strategy."""
+    """The stored answer (once), its judgement in words ("confident, 0.86", "not sure, 0.41", "not found:
+    <reason>"), a warning line for each reason not to trust it, sources and strategy."""
     from retrieval.answer_text import answer_parts
+    from service.answer_judgement import judgement, judgement_line
     from service.answer_warnings import answer_warnings
 
     if prefix:
@@ -38,6 +43,8 @@ def _print_answer(result: dict[str, object], prefix: str = "") -> None:
             console.print(explanation, highlight=False, markup=False)
     else:
         console.print(str(result.get("answer", "")), highlight=False, markup=False)
+    style = BAND_STYLES[judgement(result)["band"]]
+    console.print(f"[{style}]{escape(judgement_line(result))}[/]", highlight=False, soft_wrap=True)
     for item in answer_warnings(result):
         console.print(f"[bold yellow]warning:[/] {escape(item['message'])}", highlight=False, soft_wrap=True)
     citations = result.get("citations") or []
@@ -49,7 +56,7 @@ def _print_answer(result: dict[str, object], prefix: str = "") -> None:
             flag = " (inferred)" if citation.get("inferred") else ""
             console.print(
                 f"  \\[{citation['marker']}] {escape(str(citation.get('title') or where))} — {escape(where)} "
-                f"(confidence {citation.get('confidence', 0):.2f}){flag}",
+                f"(support {citation.get('confidence', 0):.2f}){flag}",
                 highlight=False,
             )
     retrieval_rounds, answer_rounds = result.get("retrieval_rounds", 0), result.get("generation_rounds", 0)
@@ -135,7 +142,8 @@ def ask(
     local: Annotated[bool, LOCAL_OPTION] = False,
 ) -> None:
     """Answer a question from the indexed documents, with citations; follow-ups with --thread.
-    Unsupported sentences and citations the model did not give itself are shown as warnings.
+    Under the answer: how sure the engine is ("confident, 0.86", "not sure, 0.41") or why it found nothing
+    ("not found: <reason>"); a confident answer stating a name, number or date no source holds is warned of.
     When a `rag serve` of the same data directory answers at RAG_API_HOST:RAG_API_PORT, the question is
     answered there (warm models, the server's keys, tenants and threads); --local answers in this process."""
     from core.questions import check_question

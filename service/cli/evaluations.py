@@ -1,4 +1,5 @@
-"""`rag eval ...`: evaluations a user runs on their own files (retrieval, latency, QA, router, chaos).
+"""`rag eval ...`: evaluations a user runs on their own files (retrieval, latency, QA, router, chaos); the
+fit of the answer calibrator on QA results is `rag eval calibrate` (service/cli/eval_calibrate.py).
 
 Each reads the labelled set it is given, in the formats labelled sets come in (BEIR folders, SQuAD / CMRC
 JSON, HotpotQA JSON/JSONL). `rag eval load` lives in service/cli/serve.py and is added to `eval_app` in
@@ -29,7 +30,7 @@ from service.cli.common import (
 
 eval_app = typer.Typer(
     help="Evaluate on your own labelled files: retrieval quality and speed, graph latency, QA, routing, "
-    "load, chaos.",
+    "load, chaos; fit the answer calibrator on QA results.",
     no_args_is_help=True,
 )
 
@@ -206,7 +207,9 @@ def eval_qa(
     ] = None,
 ) -> None:
     """EM / F1 / gold contained in the answer / ROUGE-L, support recall, citation precision, not-found rate,
-    LLM calls, tokens and latency of a pipeline over the pooled paragraphs of the evaluated questions."""
+    answers per band (and how many had a right short answer) with the confidence's AUROC and calibration
+    error, LLM calls, tokens and latency of a pipeline over the pooled paragraphs of the evaluated
+    questions."""
     from evals.qa import PIPELINES, run_qa_eval
     from evals.qa_plot import write_qa_plot
     from evals.qa_scoring import SCORE_KEYS
@@ -284,6 +287,17 @@ def eval_qa(
             f"{answerability['declines']}",
             highlight=False,
         )
+    judgement = report["judgement"]
+    bands = ", ".join(
+        f"{band} {values['n']} ({values['right']} right, {values['unanswerable']} unanswerable)"
+        for band, values in judgement["by_band"].items()
+    )
+    auroc, ece = judgement["confidence_auroc"], judgement["confidence_ece"]
+    console.print(
+        f"  bands: {bands}; confidence AUROC {'-' if auroc is None else f'{auroc:.3f}'}, calibration error "
+        f"{'-' if ece is None else f'{ece:.3f}'} over {judgement['confidence_records']} answers",
+        highlight=False,
+    )
     if report["errors"]:
         error_console.print(f"[yellow]{report['errors']} questions failed[/] (see {report['results_file']})")
     console.print(f"[dim]per-question records: {report['results_file']} ({report['resumed']} resumed)[/]")

@@ -83,7 +83,8 @@ def ask_on_server(
 
 def answer_result(question: str, response: dict[str, Any]) -> dict[str, Any]:
     """The generate route's answer in the output state's shape (what `_print_answer` and `output_json`
-    read): answer, citations, sources, rounds, strategy, thread, answer id, timings and usage."""
+    read): answer, its judgement (confidence, band, not-found reason), citations, sources, rounds, strategy,
+    thread, answer id, timings and usage."""
     metadata = response.get("metadata") or {}
     usage = metadata.get("usage") or {}
     return {
@@ -91,6 +92,9 @@ def answer_result(question: str, response: dict[str, Any]) -> dict[str, Any]:
         "short_answer": response.get("short_answer") or "",
         "answer": response.get("answer") or "",
         "not_found": bool(response.get("not_found")),
+        "confidence": response.get("confidence"),
+        "band": response.get("band"),
+        "not_found_reason": response.get("not_found_reason") or "",
         "citations": list(response.get("citations") or []),
         "sources": list(response.get("sources") or []),
         "unsupported_sentences": list(response.get("unsupported_sentences") or []),

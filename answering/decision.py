@@ -1,0 +1,111 @@
+"""The decision: a calibrated probability becomes one of three outcomes, and each outcome its text.
+
+- confident (probability >= the calibrator's `confident` threshold): the bold short answer and its cited
+  explanation; demoted to tentative when the explanation contradicts the short answer (the explanation
+  states another answer of the question's type and not this one), so the bold line never says one thing
+  while the text under it says another.
+- tentative (between the floor and the confident threshold): no bold headline; "Not sure — the closest the
+  documents come is:" and the best-supported sentence of the sources, cited.
+- not found (below the floor, or nothing to show): the not-found sentence, with the reason in plain words.
+
+The thresholds come with each calibrator (chosen on development records by the cost rule of
+evals/calibration_fit.py), so a reader is judged by its own numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from answering.calibrator import Thresholds
+from core.text import strip_references
+from prompts.answer import NOT_FOUND_EN, NOT_FOUND_ZH, TENTATIVE_PREFIXES
+from retrieval.answer_span import extract_answer
+from retrieval.answer_text import compose_answer, normalized, supporting_sentence
+from state.answer_record import AnswerRecord, Band, ClosestSentence
+from state.schemas import RetrievedDoc
+
+#: Reasons of a not-found answer, in plain words (state `not_found_reason`).
+REASON_NO_ANSWER = "no answer was written"
+REASON_READER_DECLINED = "the reader found no answer in the passages"
+REASON_MISSING_ANCHORS = "no retrieved passage mentions what the question names"
+REASON_LOW_PROBABILITY = "the engine's confidence ({probability:.2f}) is below its floor ({floor:.2f})"
+
+
+def band_of(probability: float, thresholds: Thresholds) -> Band:
+    """The band of a probability by the calibrator's thresholds."""
+    if probability >= thresholds.confident:
+        return "confident"
+    return "tentative" if probability >= thresholds.floor else "not_found"
+
+
+def contradicts(question: str, short: str, explanation: str) -> bool:
+    """Whether the explanation states another answer than the short one: it does not contain the short
+    answer, and the extractive answerer reads a different answer of the question's type from it."""
+    body = strip_references(explanation).strip()
+    if not short.strip() or not body or normalized(short) in normalized(body):
+        return False
+    span = extract_answer(question, [body])
+    return span is not None and bool(span.text.strip()) and normalized(span.text) != normalized(short)
+
+
+def closest_sentence(
+    question: str, short: str, explanation: str, sources: Sequence[RetrievedDoc]
+) -> ClosestSentence | None:
+    """The sentence of the sources that states the short answer (else the explanation's first claim) and
+    shares the most terms with the question, with its source number and character offsets."""
+    texts = [doc["text"] for doc in sources]
+    found = supporting_sentence(short, question, texts) if short.strip() else None
+    if found is None:
+        claim = strip_references(explanation).strip().split("\n")[0]
+        found = supporting_sentence(claim, question, texts) if claim else None
+    if found is None:
+        return None
+    index, sentence = found
+    start = texts[index].find(sentence)
+    return ClosestSentence(
+        text=sentence, source=index + 1, start=max(start, 0), end=max(start, 0) + len(sentence)
+    )
+
+
+def decline_reason(record: AnswerRecord, thresholds: Thresholds) -> str:
+    """Why an answer below the floor is not found, in plain words: the strongest negative signal that
+    applies, else the probability against the floor."""
+    signals = record["signals"]
+    if signals.get("reader_declined") and not signals.get("readers_proposing"):
+        return REASON_READER_DECLINED
+    if signals.get("missing_anchors"):
+        return REASON_MISSING_ANCHORS
+    return REASON_LOW_PROBABILITY.format(probability=record["probability"], floor=thresholds.floor)
+
+
+def decide(record: AnswerRecord, question: str, thresholds: Thresholds, *, has_text: bool) -> AnswerRecord:
+    """The record with its band and (for a decline) reason set: the one place an answer is declined."""
+    if not has_text:
+        declined = record["signals"].get("reader_declined")
+        return {
+            **record,
+            "band": "not_found",
+            "decline_reason": REASON_READER_DECLINED if declined else REASON_NO_ANSWER,
+        }
+    band = band_of(record["probability"], thresholds)
+    if band == "confident" and contradicts(question, record["short_answer"], record["explanation"]):
+        band = "tentative"
+    if band == "tentative" and record["closest"] is None and not record["short_answer"].strip():
+        band = "not_found"  # nothing the sources state to show
+    reason = decline_reason(record, thresholds) if band == "not_found" else ""
+    return {**record, "band": band, "decline_reason": reason}
+
+
+def rendered_answer(record: AnswerRecord, language: str, draft: str = "") -> str:
+    """The answer's text for its band (markers refer to the draft's sources). Confident: the judged `draft`
+    as written when given (it already is the short answer then its cited explanation; composing the parts
+    again would drop what answer_parts leaves out of a one-sentence answer: its markers and full stop)."""
+    if record["band"] == "not_found":
+        return NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN
+    if record["band"] == "confident":
+        return draft.strip() or compose_answer(record["short_answer"], record["explanation"])
+    closest = record["closest"]
+    prefix = TENTATIVE_PREFIXES[language]
+    if closest is None:
+        return f"{prefix} {record['short_answer']}"
+    return f"{prefix} {closest['text'].strip()} [{closest['source']}]"

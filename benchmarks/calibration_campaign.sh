@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The records behind the calibrated judgement (answering/calibrators/, docs/answer-quality.md): the naive graph
+# with the embedded default reader on development and test halves of SQuAD 2.0 (mixed), CMRC 2018 and the
+# HotpotQA sample. Rounds grow each run with --limit (records resume), so an interrupted campaign still has
+# every set. The calibrator is fit on the dev records only (`rag eval calibrate --dev ...`) and reported on
+# the test records.
+#   bash benchmarks/calibration_campaign.sh            # ROUNDS="1 2 3" by default
+# SPLITS picks the halves (default "dev test"; the agentic graph runs on test only, after the fit:
+#   PIPELINE=agentic SPLITS=test bash benchmarks/calibration_campaign.sh
+# PYTHON and RUNS let a frozen copy of the code run it while the checkout changes (records to $RUNS).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DATA="${DATA:-../shared/data}"
+SQUAD="data/squad/squad2_dev_mixed400.json.gz"
+CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
+HOTPOTQA="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
+PREFIX="${PREFIX:-calib}"
+PIPELINE="${PIPELINE:-naive}"
+ROUNDS="${ROUNDS:-1 2 3}"
+SPLITS="${SPLITS:-dev test}"
+RUNS="${RUNS:-results/runs}"
+export RAG_DATA_DIR="${RAG_DATA_DIR:-/tmp/rag-calib}"
+export RAG_CACHE_ENABLED=false
+
+run() {  # run SET DATASET POOL SPLIT LIMIT
+  local set="$1" dataset="$2" pool="$3" split="$4" limit="$5"
+  echo "== $(date -u +%H:%M:%S) $set $split --limit $limit"
+  "${PYTHON:-.venv/bin/python}" -m service.cli eval qa --dataset "$dataset" --pipeline "$PIPELINE" --split "$split" --limit "$limit" \
+    --pool "$pool" --results "$RUNS/$PREFIX-$set-$split-$PIPELINE.jsonl" >/dev/null
+}
+
+for round in $ROUNDS; do
+  if [[ " $SPLITS " == *" dev "* ]]; then
+    run squad "$SQUAD" all dev $((60 * round))
+    run cmrc2018 "$CMRC" all dev $((80 * round))
+    run hotpotqa "$HOTPOTQA" all dev $((60 * round))
+  fi
+  if [[ " $SPLITS " == *" test "* ]]; then
+    run squad "$SQUAD" all test $((30 * round))
+    run cmrc2018 "$CMRC" all test $((20 * round))
+    run hotpotqa "$HOTPOTQA" all test $((20 * round))
+  fi
+done
