@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The answer-quality runs of docs/answer-quality.md (issue 19), each resumable from its per-question records
-# under results/runs/, then the table (benchmarks/answer_table.py). The confidence decline is disabled so that
-# `python -m benchmarks calibrate` can replay any threshold on the records; the answer cache is off.
+# under results/runs/, then the table (benchmarks/answer_table.py); the answer cache is off.
 #   SQuAD 2.0 mixed (answerable + unanswerable), test half: whole chunks vs compressed evidence (naive),
 #   agentic, and the 1.5B model; HotpotQA (the file's first questions, pooled corpus): naive vs agentic.
 #   LIMIT=30 bash benchmarks/answer_campaign.sh
@@ -12,7 +11,7 @@ SQUAD="data/squad/squad2_dev_mixed400.json.gz"
 HOTPOTQA="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
 CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
 LIMIT="${LIMIT:-30}"
-export RAG_CACHE_ENABLED=false RAG_ANSWER_CONFIDENCE_THRESHOLD=-1000
+export RAG_CACHE_ENABLED=false
 
 run() {  # run NAME DATASET PIPELINE [SPLIT]
   local name="$1" dataset="$2" pipeline="$3" split="${4:-all}"

@@ -4,7 +4,8 @@
 
 Columns: questions; accuracy on answerable questions (their count); short-answer accuracy on them; "not found"
 on answerable ones; unanswerable questions declined (their count); declines whose withheld answer held a gold
-answer; accuracy on answerable questions before any decline (the reader's own); model calls, prompt tokens
+answer; accuracy on answerable questions before any decline (the reader's own; both from `candidate_right`,
+the short answer the engine had, or in older records `candidate_contains_gold`); model calls, prompt tokens
 and p50 seconds per question. `--split` keeps one half of the records (evals.splits.split_of), so a run over
 a file's first questions can also be read without the development half.
 """
@@ -49,6 +50,18 @@ def prompt_tokens_per_question(records: Sequence[dict[str, Any]]) -> float | Non
     return sum(counted) / len(counted) if counted else None
 
 
+#: A record's field saying whether the answer the engine had, shown or not, held a gold answer: the judged
+#: short answer's, else (records written before the judgement) the whole candidate answer's.
+CANDIDATE_FIELDS = ("candidate_right", "candidate_contains_gold")
+
+
+def candidate_held_gold(record: dict[str, Any]) -> bool:
+    """Whether the answer the engine had for the question held a gold answer: the first of CANDIDATE_FIELDS
+    the record has decides."""
+    key = next((key for key in CANDIDATE_FIELDS if key in record), None)
+    return key is not None and bool(record[key])
+
+
 def row(name: str, records: Sequence[dict[str, Any]]) -> str:
     answerable = [r for r in records if r.get("answerable", True)]
     unanswerable = [r for r in records if not r.get("answerable", True)]
@@ -56,7 +69,7 @@ def row(name: str, records: Sequence[dict[str, Any]]) -> str:
     n = len(records)
     tokens = prompt_tokens_per_question(records)
     # records written before the engine kept the withheld answer cannot say what a decline held
-    keeps_candidates = any("candidate_contains_gold" in r for r in records)
+    keeps_candidates = any(key in r for r in records for key in CANDIDATE_FIELDS)
     cells = [
         name,
         str(n),
@@ -66,10 +79,8 @@ def row(name: str, records: Sequence[dict[str, Any]]) -> str:
         f"{share(sum(r['not_found'] for r in unanswerable), len(unanswerable))} ({len(unanswerable)})"
         if unanswerable
         else "–",
-        f"{sum(1 for r in declined if r.get('candidate_contains_gold'))}/{len(declined)}"
-        if keeps_candidates
-        else "–",
-        share(sum(1 for r in answerable if r.get("candidate_contains_gold")), len(answerable))
+        f"{sum(1 for r in declined if candidate_held_gold(r))}/{len(declined)}" if keeps_candidates else "–",
+        share(sum(1 for r in answerable if candidate_held_gold(r)), len(answerable))
         if keeps_candidates
         else "–",
         f"{sum(r['llm_calls'] for r in records) / n:.2f}" if n else "–",

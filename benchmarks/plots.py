@@ -1,7 +1,7 @@
 """The campaigns' plots (PNG), drawn from the JSON reports of the evaluation commands.
 
 The figure helpers and the F1-against-LLM-calls plot are the product's (evals/qa_plot.py, `rag eval qa
---plot`); these are the campaigns' own: accuracy per run, latency per node, retrieval nDCG, calibration.
+--plot`); these are the campaigns' own: accuracy per run, latency per node, retrieval nDCG.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evals.qa_plot import FIGURE_SIZE, PLOT_DPI, new_figure, save_figure
+from evals.qa_plot import FIGURE_SIZE, new_figure, save_figure
 
 BAR_GROUP_WIDTH = 0.8
 #: Value printed at the end of each bar (three significant digits: 0.691, 45.2, 2100).
@@ -119,63 +119,4 @@ def plot_retrieval_ndcg(
     axes.set_ylim(0, 1)
     axes.set_title(f"Retrieval {metric} per search mode")
     axes.grid(axis="y", alpha=0.3)
-    return save_figure(figure, path)
-
-
-#: Size of the calibration plot (two panels side by side), in inches at PLOT_DPI.
-CALIBRATION_FIGURE_SIZE = (12.0, 4.5)
-SPLIT_COLOURS = {"dev": "tab:blue", "test": "tab:orange"}
-
-
-def plot_calibration(report: Mapping[str, Any], path: Path) -> Path:
-    """The confidence threshold's trade-off (benchmarks/calibration.py), for the development and test records.
-
-    Left: answerable accuracy (solid) and the share of unanswerable questions declined (dashed) against the
-    threshold, the chosen threshold marked; right: the ROC curve of confidence (correct candidate answers
-    against wrong or unanswerable ones), with its AUROC in the legend.
-    """
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=CALIBRATION_FIGURE_SIZE, dpi=PLOT_DPI)
-    trade, roc = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for split in ("dev", "test"):
-        summary = report.get(split)
-        if not summary:
-            continue
-        colour = SPLIT_COLOURS[split]
-        curve = summary.get("curve") or []
-        thresholds = [float(point["threshold"]) for point in curve]
-        for key, style, label in (
-            ("answerable_accuracy", "-", "answerable accuracy"),
-            ("unanswerable_declined", "--", "unanswerable declined"),
-        ):
-            values = [math.nan if point[key] is None else float(point[key]) for point in curve]
-            trade.plot(
-                thresholds, values, style, color=colour, label=f"{split}: {label}", drawstyle="steps-post"
-            )
-        points = summary.get("roc") or []
-        if points:
-            roc.plot(
-                [x for x, _y in points],
-                [y for _x, y in points],
-                color=colour,
-                label=f"{split} (AUROC {summary.get('auroc')})",
-            )
-    trade.axvline(
-        float(report["threshold"]), color="black", linewidth=1, label=f"chosen {report['threshold']:.3f}"
-    )
-    trade.set_xlabel("confidence threshold (mean token log-probability)")
-    trade.set_ylabel("share")
-    trade.set_ylim(0, 1.02)
-    trade.set_title("Answers shown when confidence >= threshold")
-    trade.grid(alpha=0.3)
-    trade.legend(fontsize=7, loc="best")
-    roc.plot([0, 1], [0, 1], ":", color="gray", linewidth=1)
-    roc.set_xlabel("false positive rate (wrong or unanswerable shown)")
-    roc.set_ylabel("true positive rate (correct shown)")
-    roc.set_xlim(0, 1)
-    roc.set_ylim(0, 1.02)
-    roc.set_title("ROC of answer confidence")
-    roc.grid(alpha=0.3)
-    roc.legend(fontsize=8, loc="lower right")
     return save_figure(figure, path)

@@ -8,12 +8,11 @@ answer-quality.md "Calibrated not found"), which could be the engine's evidence 
 campaign removes the engine: each question of a half of the SQuAD 2.0 mixed file is read over its own
 paragraph only (for an unanswerable question, the paragraph it was written against), with the product's
 focused-read prompt (prompts.answer.FOCUSED_READ_SYSTEM) and cap (nodes.focused_read.FOCUSED_READ_MAX_TOKENS),
-greedy. The records have the fields of `rag eval qa` records that `python -m benchmarks calibrate` reads,
-so the threshold is chosen on the development half and replayed on the test half by the engine's rule.
+greedy. Each record holds the reply, whether it holds a gold answer and its confidence.
 
 The confidence is the mean log-probability of the reply's tokens (FACTS' measure; the reply is the short
-answer, so it is also models/confidence.py's `answer_confidence` of this reply). A reply of "none" is a
-decline at every threshold; a right answer is one that holds a gold answer (contains_gold_answer).
+answer, so it is also the mean of models/confidence.py's `answer_logprobs` of this reply). A reply of "none"
+is a decline at every threshold; a right answer is one that holds a gold answer (contains_gold_answer).
 """
 
 from __future__ import annotations
@@ -56,7 +55,7 @@ def reply_logprobs(payload: dict[str, Any]) -> list[float]:
 
 
 def read_record(example: QAExample, reply: str, logprobs: Sequence[float], model: str) -> dict[str, Any]:
-    """One question's record, in the fields `rag eval qa` records and benchmarks.calibration read.
+    """One question's record, in the fields `rag eval qa` records had when the campaign ran.
 
     A "none" reply is declined with nothing to show (`declined_answer` empty), so every threshold declines
     it; any other reply is the candidate answer, shown when its confidence reaches the threshold."""

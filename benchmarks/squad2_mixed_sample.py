@@ -3,8 +3,8 @@
     git --git-dir=/work/.mirror/chrischute+squad/repo/.git show HEAD:data/dev-v2.0.json > /tmp/dev-v2.0.json
     python3 -m benchmarks.squad2_mixed_sample /tmp/dev-v2.0.json
 
-Why a script: the sample is evaluation data for the answer-confidence calibration (python -m benchmarks
-calibrate), and a reader must be able to redraw it byte for byte to trust that no question was picked by hand.
+Why a script: the sample is evaluation data for the answer-confidence calibration (rag eval calibrate),
+and a reader must be able to redraw it byte for byte to trust that no question was picked by hand.
 Questions of the router sample (data/squad/squad2_dev_sample600.json.gz) are left out, so the two evaluations
 never share a question. Standard library only.
 """

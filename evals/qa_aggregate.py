@@ -21,10 +21,9 @@ from evals.qa_scoring import (
     SCORE_KEYS,
     SUPPORT_RECALL_KEY,
     UNRECORDED_REASON,
-    current_names,
+    is_answerable,
     rescored,
     rounded,
-    with_candidate,
 )
 
 #: Group name of records without a strategy (the no-retrieval graph sets none) or without a type.
@@ -54,12 +53,13 @@ def _rate(count: int, total: int) -> float | None:
 def answerability_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """How the run treated answerable and unanswerable questions: gold containment and not-found rate on the
     answerable ones, the share of unanswerable ones declined, and of all declines how many threw away a
-    correct answer (their candidate held a gold answer). Rates over an empty group are None."""
-    complete = [with_candidate(rescored(record)) for record in records]
-    answerable = [record for record in complete if record["answerable"]]
-    unanswerable = [record for record in complete if not record["answerable"]]
+    right answer (the short answer the engine had held a gold answer: `candidate_right`; records written
+    before it was kept count as holding none). Rates over an empty group are None."""
+    complete = [rescored(record) for record in records]
+    answerable = [record for record in complete if is_answerable(record)]
+    unanswerable = [record for record in complete if not is_answerable(record)]
     declines = [record for record in complete if record.get("not_found")]
-    declines_with_gold = sum(1 for record in declines if float(record["candidate_contains_gold"]) == 1.0)
+    declines_with_gold = sum(1 for record in declines if float(record.get("candidate_right") or 0.0) == 1.0)
     return {
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
@@ -92,21 +92,14 @@ def reason_group(reason: str) -> str:
 
 
 def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Why answers were "not found" (count per reason group) and what the answerability check threw away:
-    of the answers it declined, how many held a gold answer (its false declines) - the evidence for or
-    against the check, measured on the run itself rather than argued."""
-    records = [current_names(record) for record in records]
-    declined = [record for record in records if record.get("declined_contains_gold") is not None]
+    """Why answers were "not found": the count per reason group (what the declines threw away is in
+    answerability_summary's `declines_with_gold`)."""
     groups = [
         reason_group(str(record.get("not_found_reason") or ""))
         for record in records
         if record.get("not_found")
     ]
-    return {
-        "reasons": {name: groups.count(name) for name in sorted(set(groups))},
-        "declined_answers": len(declined),
-        "declined_with_gold": int(sum(float(record["declined_contains_gold"]) for record in declined)),
-    }
+    return {"reasons": {name: groups.count(name) for name in sorted(set(groups))}}
 
 
 #: The band group of records written before records named their band (and of failed questions).

@@ -18,12 +18,10 @@ provenance, not part of the answer, and their digits would otherwise count as wr
 
 Unanswerable questions (SQuAD 2.0): every answer score is 1 when the engine answered "not found" and 0
 otherwise, since its not-found reply is a sentence, never the empty prediction SQuAD's own scoring expects.
-Each record also keeps its candidate answer (what the engine would have shown had no check declined it) and
-the answer's confidence, so `python -m benchmarks calibrate` (benchmarks/calibration.py) can replay any
-confidence threshold
-on the records without running a model again. The calibrated judgement is kept too: `confidence`, `band`,
-the short answer the engine had whatever the band showed (`candidate_short_answer`), whether it holds a
-gold answer (`candidate_right`, what the confidence predicts) and the calibrator's `signals`.
+Each record also keeps the calibrated judgement: `confidence`, `band`, the short answer the engine had
+whatever the band showed (`candidate_short_answer`), whether it holds a gold answer (`candidate_right`, what
+the confidence predicts, and what a decline threw away) and the calibrator's `signals`, so a calibrator can
+be refit and its bands replayed from the records without running a model again.
 """
 
 from __future__ import annotations
@@ -92,8 +90,7 @@ def answer_scores(prediction: str, short: str, gold_answers: Sequence[str]) -> d
 LEGACY_NAMES = {
     "contains_gold": "accuracy",
     "short_contains_gold": "short_accuracy",
-    "candidate_contains_gold": "candidate_accuracy",
-    "declined_contains_gold": "declined_accuracy",
+    "candidate_contains_gold": "candidate_accuracy",  # read by benchmarks/answer_table.py
     "answerable_contains_gold": "answerable_accuracy",
 }
 
@@ -141,24 +138,6 @@ def declined_scores(not_found: bool) -> dict[str, float]:
     return dict.fromkeys(SCORE_KEYS, float(not_found))
 
 
-def candidate_answer(answer: str, not_found: bool, declined_answer: str) -> str:
-    """What the engine would show with no check declining: the declined answer when a check replaced one,
-    else the answer itself (the not-found sentence when the model, or retrieval, found nothing)."""
-    return declined_answer if not_found and declined_answer else answer
-
-
-def candidate_contains_gold(
-    answer: str, not_found: bool, declined_answer: str, gold_answers: Sequence[str], answerable: bool
-) -> float:
-    """Whether the candidate answer contains a gold answer (contains_gold_answer); 0 for an unanswerable
-    question (any answer shown there is wrong) and for a not-found reply nobody declined (it holds no
-    answer)."""
-    if not answerable or (not_found and not declined_answer):
-        return 0.0
-    candidate = candidate_answer(answer, not_found, declined_answer)
-    return contains_gold_answer(strip_references(candidate), gold_answers)
-
-
 def candidate_right(candidate_short: str, gold_answers: Sequence[str], answerable: bool) -> float:
     """Whether the short answer the engine had (shown or not) holds a gold answer: 1.0 or 0.0 by the gold
     containment of `short_contains_gold`; 0.0 for an unanswerable question and for no short answer. What
@@ -185,13 +164,6 @@ def judgement_fields(result: Mapping[str, Any], example: QAExample) -> dict[str,
     }
 
 
-def confidence_of(result: Mapping[str, Any]) -> float | None:
-    """The run's `answer_confidence` as a float (the mean token log-probability of the model's short
-    answer); None when the run has none (a model without log-probabilities, no answer written)."""
-    value = result.get("answer_confidence")
-    return None if value is None else float(value)
-
-
 def question_record(
     example: QAExample, result: Mapping[str, Any], *, latency_s: float, in_corpus: set[str] | None = None
 ) -> dict[str, Any]:
@@ -207,7 +179,6 @@ def question_record(
     retrieved = ranked_doc_ids(result.get("retrieved") or result.get("sources") or [])
     cited = ranked_doc_ids(result.get("citations") or [])
     usage = result.get("usage") or {}
-    declined = str(result.get("declined_answer") or "")
     not_found = bool(result.get("not_found", False))
     scores = (
         answer_scores(prediction, short, example.answers)
@@ -241,24 +212,8 @@ def question_record(
         "citation_precision": rounded(citation_precision(cited, supporting)) if supporting else None,
         "not_found": not_found,
         "not_found_reason": str(result.get("not_found_reason") or ""),
-        # The answer the not-found check replaced, and whether it held a gold answer: the check's cost.
-        "declined_answer": declined,
-        "declined_contains_gold": (
-            contains_gold_answer(strip_references(declined), example.answers) if example.answerable else 0.0
-        )
-        if declined
-        else None,
-        # What a confidence threshold decides on (benchmarks/calibration.py): the answer shown without any
-        # decline, whether it is right, and the model's confidence in it.
-        "answer_confidence": confidence_of(result),
-        "candidate_answer": candidate_answer(prediction, not_found, declined),
-        "candidate_contains_gold": candidate_contains_gold(
-            prediction, not_found, declined, example.answers, example.answerable
-        ),
-        # What the term checks alone decided on an answer that had a confidence (None: they decided the
-        # answer themselves), and the reply's token log-probabilities: other confidence signals are
-        # replayed from them without running the model again.
-        "term_check_reason": info.get("term_check_reason"),
+        # The reply's token log-probabilities: confidence signals are replayed from them without running the
+        # model again.
         "reply_logprobs": info.get("reply_logprobs"),
         # The calibrated judgement (answering/): confidence, band, the short answer it judged and whether
         # that was right, and the signals it read (so a calibrator can be refit from the records).
@@ -297,9 +252,6 @@ def error_record(
         "cited": [],
         "citation_precision": None,
         "not_found": False,
-        "answer_confidence": None,
-        "candidate_answer": "",
-        "candidate_contains_gold": 0.0,
         "confidence": None,
         "band": None,
         "candidate_short_answer": "",
@@ -334,22 +286,8 @@ def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
     return {**scores, **record}  # scores the record already has are kept
 
 
-def with_candidate(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record with the answerability fields it lacks filled in (records written before they existed):
-    answerable when it has gold answers, no confidence, and the candidate answer and its gold containment
-    recomputed from the prediction and the declined answer."""
-    record = current_names(record)
-    answers = [str(answer) for answer in record.get("answers") or []]
-    answerable = bool(record.get("answerable", bool(answers) or "answers" not in record))
-    prediction = str(record.get("prediction") or "")
-    not_found = bool(record.get("not_found"))
-    declined = str(record.get("declined_answer") or "")
-    defaults = {
-        "answerable": answerable,
-        "answer_confidence": None,
-        "candidate_answer": candidate_answer(prediction, not_found, declined),
-        "candidate_contains_gold": candidate_contains_gold(
-            prediction, not_found, declined, answers, answerable
-        ),
-    }
-    return {**defaults, **record}
+def is_answerable(record: Mapping[str, Any]) -> bool:
+    """Whether a record's question is answerable; records written before they said so are answerable when
+    they have gold answers (or name none at all)."""
+    answers = record.get("answers")
+    return bool(record.get("answerable", bool(answers) or "answers" not in record))

@@ -1,4 +1,4 @@
-"""The answer's own confidence: the mean token log-probability of the short answer the model wrote.
+"""The answer's own confidence: the token log-probabilities of the short answer the model wrote.
 
 Why this signal: with compact evidence, the mean log-probability of a small reader's reply separates right
 answers from wrong or unanswerable ones far better than the reader's own "none" (shared FACTS.md: AUROC
@@ -37,29 +37,6 @@ def _answer_range(text: str, short: str) -> tuple[int, int] | None:
     return position, position + len(short)
 
 
-#: Labels a reply line may open with; the line's own words are what the model is (un)sure of.
-LINE_LABELS = (*ANSWER_LABELS, "Explanation:", "解释：", "解释:")
-
-
-def first_line_range(text: str) -> tuple[int, int] | None:
-    """Character range of the reply's first line with words, its label ("Answer:", "Explanation:") left
-    out; None when the reply has no words. A candidate signal for a reply without a short answer
-    (benchmarks/confidence_variants.py compares it with the short answer's on development records)."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start)
-        end = len(text) if end < 0 else end
-        line_start = start + len(text[start:end]) - len(text[start:end].lstrip())
-        for label in LINE_LABELS:
-            if text.startswith(label, line_start):
-                line_start += len(label)
-                break
-        if text[line_start:end].strip():
-            return line_start, end
-        start = end + 1
-    return None
-
-
 def values_in(token_logprobs: Sequence[tuple[str, float]], wanted: tuple[int, int]) -> list[float]:
     """Log-probabilities of the non-blank tokens that overlap the character range `wanted`."""
     values: list[float] = []
@@ -84,11 +61,3 @@ def answer_logprobs(token_logprobs: Sequence[tuple[str, float]] | None, short: s
         line_end = text.find("\n", len(text) - len(text.lstrip()))
         wanted = (0, line_end if line_end > 0 else len(text))
     return values_in(token_logprobs, wanted)
-
-
-def answer_confidence(token_logprobs: Sequence[tuple[str, float]] | None, short: str) -> float | None:
-    """Mean of `answer_logprobs` (None without log-probabilities)."""
-    values = answer_logprobs(token_logprobs, short)
-    if not values:
-        return None
-    return round(sum(values) / len(values), 4)

@@ -12,6 +12,11 @@ best: one paragraph, a few hundred tokens, a few words back.
 What changes: only the short answer on the answer's first line; the draft's explanation, citations and the
 checks after it stay as they were. Fallback (documented, never raises except for a down endpoint): "none",
 a failed call, a reply the passage does not hold, an instruction or a planted token keep the draft as it is.
+
+When it runs: only when it can change the answer's band. The draft is judged as it stands first, and when
+no outcome of the read (no answer, the same answer, another one) would move it out of that band under the
+answering model's calibrator (answering.read_gate), the call is skipped and prompt_info
+`focused_read_skipped` holds the band it could not change (`unchangeable_band`).
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from answering.read_gate import read_can_change_band
 from core.text import contains_cjk, split_sentences, strip_references
 from nodes.draft_text import is_grounded_short_answer, is_none_answer, truncated_sentence
 from nodes.instrumentation import text_call
 from nodes.model_draft import unstreamed
+from nodes.turn import answer_calibrator, judge_draft
 from prompts.answer import FOCUSED_READ_SYSTEM, FOCUSED_READ_USER
 from query.signals import question_signals
 from retrieval.answer_span import extract_answer
@@ -39,6 +46,9 @@ from retrieval.answer_text import (
 from retrieval.citations import extract_markers
 from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
 from retrieval.tokens import count_tokens
+from state.answer_record import Band
+from state.context import Context
+from state.graph_state import State
 from state.schemas import RetrievedDoc
 
 #: Completion cap of the focused read: a short answer is a few words (FACTS.md measured with 24).
@@ -48,6 +58,18 @@ SOURCE_FOCUSED_READ = "focused_read"
 #: prompt_info key of the focused read's own short answer ("" when it gave none the passage holds): the
 #: judgement compares it with the other readers' (answering.signals).
 FOCUSED_READ_ANSWER_KEY = "focused_read_answer"
+#: prompt_info key of a skipped read: the band of the draft, which no outcome of the read could change.
+FOCUSED_READ_SKIPPED_KEY = "focused_read_skipped"
+
+
+def unchangeable_band(
+    state: State, context: Context, draft: str, sources: list[RetrievedDoc], info: dict[str, Any]
+) -> Band | None:
+    """The draft's band when no outcome of the read can change it (the read is then skipped), else None:
+    the draft judged as it stands (`info`: its prompt_info, the read's candidate empty) by the answering
+    model's calibrator, and the read's outcomes scored by the same one (answering.read_gate)."""
+    judged = judge_draft(state, context, draft, sources, prompt_info=info)
+    return None if read_can_change_band(judged, answer_calibrator(context)) else judged["band"]
 
 
 def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> RetrievedDoc | None:

@@ -19,7 +19,9 @@ sentence of the sources that states it as its cited explanation (draft_text.expl
 `answerer="auto"` a short answer that is missing or not found in the passages is replaced by the extractive
 answerer's (retrieval.answer_span); `model` keeps the model's; `extractive` calls no model. Then the focused
 read (nodes.focused_read, `focused_read`): the model reads the one passage that holds the draft's answer again
-in a short prompt, and its reply becomes the short answer when that passage holds it.
+in a short prompt, and its reply becomes the short answer when that passage holds it. It runs only when it
+can change the answer's band: the draft is judged first, and a draft that every outcome of the read leaves
+in its band under the calibrator keeps its one call (answering.read_gate; prompt_info `focused_read_skipped`).
 
 Fallback (documented, never raises): when the model fails or returns garbage (empty, punctuation only, or a
 phrase looping) or nothing but an echo of its prompt ("The answer to this question is:", a line of its
@@ -46,7 +48,12 @@ from nodes.director_recall import director_events
 from nodes.draft_text import explained_short_answer, is_grounded_short_answer
 from nodes.events import emit
 from nodes.extractive import SOURCE_MODEL_EXPLANATION, extractive_answer, extractive_short
-from nodes.focused_read import FOCUSED_READ_ANSWER_KEY, focused_read
+from nodes.focused_read import (
+    FOCUSED_READ_ANSWER_KEY,
+    FOCUSED_READ_SKIPPED_KEY,
+    focused_read,
+    unchangeable_band,
+)
 from nodes.instrumentation import TokenLogprobs, guarded_text_call, merge_updates, timed, with_temperature
 from nodes.memory_recall import memory_sources
 from nodes.model_draft import json_schema_draft, model_draft, uses_json_schema, with_stop
@@ -212,8 +219,8 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     # The system prompt without the memories: a reply that repeats a memory is no echo of the instructions.
     text, short = model_draft(raw, system, question, language, sources)
     info[SHORT_LOGPROBS_KEY] = [round(value, 4) for value in answer_logprobs(token_logprobs, short)]
-    # The reply's own tokens, kept for the QA records (python -m benchmarks calibrate replays other confidence
-    # signals from them: whole first line, minimum) whoever ends up writing the short answer.
+    # The reply's own tokens, kept for the QA records (other confidence signals can be replayed from them)
+    # whoever ends up writing the short answer.
     info["reply_logprobs"] = [[token, round(value, 4)] for token, value in token_logprobs or []] or None
     if short:
         info["short_answer_source"] = "model"
@@ -253,11 +260,16 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "extractive": extractive_span.text.strip() if extractive_span is not None else "",
     }
     if context.focused_read and info["generation_fallback"] is None and not is_not_found_answer(text):
-        passages = sources[: len(prompt.used_documents)]  # the retrieved chunks, not the memories after them
-        budget = context.focused_read_tokens
-        text, read_usage, read_info = focused_read(model, question, text, passages, budget)
-        info.update(read_info)
-        info[CANDIDATES_KEY]["focused_read"] = read_info.get(FOCUSED_READ_ANSWER_KEY, "")
+        # Read again only when the read can change the band the draft has now.
+        kept_band = unchangeable_band(state, context, text, sources, info)
+        if kept_band is not None:
+            info[FOCUSED_READ_SKIPPED_KEY] = kept_band
+        else:
+            passages = sources[: len(prompt.used_documents)]  # the retrieved chunks, not the memories after
+            budget = context.focused_read_tokens
+            text, read_usage, read_info = focused_read(model, question, text, passages, budget)
+            info.update(read_info)
+            info[CANDIDATES_KEY]["focused_read"] = read_info.get(FOCUSED_READ_ANSWER_KEY, "")
     update = {
         "draft": text,
         "sources": sources,

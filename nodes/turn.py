@@ -11,6 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AnyMessage
 
+from answering.calibrator import Calibrator
 from answering.judge import embedding_similarity, judge_answer, model_calibrator
 from core.text import contains_cjk
 from nodes.resources import get_resources
@@ -84,9 +85,22 @@ def answer_mode(mode: str, analysis: dict[str, Any] | None) -> str:
     return AUTO_MODES.get(str((analysis or {}).get("query_type", "")), AUTO_DEFAULT_MODE)
 
 
-def judge_draft(state: State, context: Context, draft: str, sources: list[RetrievedDoc]) -> AnswerRecord:
+def answer_calibrator(context: Context) -> Calibrator:
+    """The calibrator of the answering model (its own, else the default; answering.calibrator)."""
+    return model_calibrator(get_resources().model_identity("generate", context))
+
+
+def judge_draft(
+    state: State,
+    context: Context,
+    draft: str,
+    sources: list[RetrievedDoc],
+    prompt_info: dict[str, Any] | None = None,
+) -> AnswerRecord:
     """The judged record of a draft (answering.judge): the answering model's calibrator, the loaded
-    embedding model for the question-evidence similarity (none without a store: that signal is missing)."""
+    embedding model for the question-evidence similarity (none without a store: that signal is missing).
+    `prompt_info`: the draft's own, for a draft not yet in state (generate's, before the focused read);
+    else the state's."""
     resources = get_resources()
     store = resources.uses_store(context)
     similarity = embedding_similarity(resources.kb().embeddings.inner) if store else None
@@ -96,8 +110,8 @@ def judge_draft(state: State, context: Context, draft: str, sources: list[Retrie
         sources=sources,
         evidence=state.get("evidence") or [],
         documents=state.get("documents") or [],
-        prompt_info=state.get("prompt_info") or {},
+        prompt_info=(state.get("prompt_info") or {}) if prompt_info is None else prompt_info,
         strategy=state.get("strategy") or "",
-        calibrator=model_calibrator(resources.model_identity("generate", context)),
+        calibrator=answer_calibrator(context),
         similarity=similarity,
     )

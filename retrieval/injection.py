@@ -20,11 +20,6 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from prompts.answer import SOURCES_CLOSE, SOURCES_OPEN
-
-#: The fence (defined with the prompts that name it), re-exported next to what defends it.
-FENCE = (SOURCES_OPEN, SOURCES_CLOSE)
-
 #: Phrases of instructions addressed to a model (matched case-insensitively inside one sentence).
 _INSTRUCTION = re.compile(
     r"\b(?:ignore|disregard|forget|override|bypass)\b[^.\n]{0,40}\b(?:instructions?|prompts?|rules?|"

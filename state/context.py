@@ -79,7 +79,6 @@ class Context:
     grader: GraderKind = _setting("grader")
     max_iterations: int = _setting("max_iterations")
     iterative_hops: int = _setting("iterative_hops")
-    quality_threshold: float = _setting("quality_threshold")
     revision_patience: int = _setting("revision_patience")
     relevance_threshold: float = _setting("relevance_threshold")
     context_token_budget: int = _setting("context_token_budget")

@@ -63,3 +63,22 @@ def test_records_without_the_withheld_answer_leave_the_decline_columns_empty() -
     ]
     cells = [cell.strip() for cell in row("old", old).strip("|").split("|")]
     assert cells[6:8] == ["–", "–"]
+
+
+def test_judged_records_read_the_declines_from_the_short_answer_the_engine_had() -> None:
+    def judged(qid: str, right: float, **fields: Any) -> dict[str, Any]:
+        plain = {
+            key: value for key, value in record(qid, **fields).items() if key != "candidate_contains_gold"
+        }
+        return {**plain, "candidate_right": right}
+
+    records = [
+        judged("a", 1.0, contains_gold=1.0),
+        judged("b", 1.0, not_found=True),  # a right short answer declined
+        judged("c", 0.0, not_found=True),
+        # written while records kept both: the judged short answer decides
+        {**judged("d", 0.0, not_found=True), "candidate_contains_gold": True},
+    ]
+    cells = [cell.strip() for cell in row("judged", records).strip("|").split("|")]
+    # declines: b, c, d; only b held a right answer. Right before any decline: a and b of 4 answerable.
+    assert cells[6:8] == ["1/3", "0.50"]

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from langchain_core.messages import SystemMessage
 
+from answering.calibrator import Thresholds
 from nodes.resources import Resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -96,7 +97,8 @@ def searches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
 def test_camel_case_switches_run_the_reflector_and_the_response_reports_each_round(
     serve: Callable[..., tuple[httpx.Client, TaskChatModel]], searches: list[tuple[str, int]], calibrator: Any
 ) -> None:
-    calibrator(scripted(0.5, 0.9))  # the round's score is the judgement's: tentative, then confident
+    # the round's score is the judgement's: tentative, then confident from 0.8 (min_score 8 on the 1-10 scale)
+    calibrator(scripted(0.5, 0.9, thresholds=Thresholds(confident=0.8, floor=0.3)))
     client, model = serve(StreamingTaskModel(replies={"generate": REPLY, "grade_answer": GRADES}), "strong")
     reply = client.post(
         "/api/v1/rag/query",
@@ -120,13 +122,13 @@ def test_camel_case_switches_run_the_reflector_and_the_response_reports_each_rou
         "enabled": True,
         "ran": True,
         "max_rounds": 2,
-        "min_score": 7.0,
+        "min_score": 8.0,
         "retry_strategy": "expand",
     }
     first, last = reflection["rounds"]
-    assert first["score"] < 7 and first["needs_improvement"] is True and first["action"] == "retrieve"
+    assert first["score"] < 8 and first["needs_improvement"] is True and first["action"] == "retrieve"
     assert first["suggestions"][0] == SUGGESTION
-    assert last["score"] >= 7 and last["needs_improvement"] is False and last["action"] == "accept"
+    assert last["score"] >= 8 and last["needs_improvement"] is False and last["action"] == "accept"
     # expand: the retry searched the same question again, twice as deep; nothing was rewritten
     assert [k for query, k in searches if query == QUESTION] == [3, 6]
     assert {query for query, _ in searches} == {QUESTION}

@@ -148,11 +148,26 @@ def test_a_final_answer_that_drops_the_shown_draft_is_announced_with_its_text(
     assert events[1][1] == {"round": 1, "reason": "revised", "answer": ANSWER}
 
 
-def test_a_draft_withdrawn_for_not_found_says_so(serve: Callable[..., httpx.Client]) -> None:
-    items = [event("generation_start", round=1), *tokens(MOONS_REPLY), *complete(NOT_FOUND_EN)]
+@pytest.mark.parametrize(
+    ("answer", "band", "reason"),
+    [
+        (NOT_FOUND_EN, "not_found", "not_found"),
+        # the reason follows the run's judgement, not the words of the answer
+        (NOT_FOUND_EN, "tentative", "revised"),
+        (
+            "Not sure \u2014 the closest the documents come is: Titan orbits Saturn. [1]",
+            "not_found",
+            "not_found",
+        ),
+    ],
+)
+def test_a_draft_withdrawn_for_not_found_says_so(
+    serve: Callable[..., httpx.Client], answer: str, band: str, reason: str
+) -> None:
+    items = [event("generation_start", round=1), *tokens(MOONS_REPLY), *complete(answer, band=band)]
     events = scripted_events(serve, items)
     assert [name for name, _ in events] == ONE_ROUND_REPLACED
-    assert events[1][1] == {"round": 1, "reason": "not_found", "answer": NOT_FOUND_EN}
+    assert events[1][1] == {"round": 1, "reason": reason, "answer": answer}
 
 
 def test_a_reformatted_draft_is_no_replacement(serve: Callable[..., httpx.Client]) -> None:

@@ -56,7 +56,6 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "grader_model": ("tiny-grader", "tiny-grader"),
     "max_iterations": ("2", 2),
     "iterative_hops": ("3", 3),
-    "quality_threshold": ("0.55", 0.55),
     "revision_patience": ("1", 1),
     "relevance_threshold": ("0.2", 0.2),
     "context_token_budget": ("1200", 1200),

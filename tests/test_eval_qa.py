@@ -274,26 +274,33 @@ def test_support_metrics_are_undefined_without_a_gold_passage_in_the_corpus() ->
     assert uncited["citation_precision"] is None and uncited[SUPPORT_RECALL_KEY] == 0.0
 
 
-def test_records_keep_what_the_not_found_check_declined_and_the_run_counts_its_false_declines() -> None:
-    declined = {"answer": NOT_FOUND_EN, "not_found": True, "declined_answer": "Paris [1] is the capital."}
-    declined["not_found_reason"] = REASON_MISSING_ANCHORS
-    wrong_decline = question_record(_example(set()), declined, latency_s=1.0)
-    assert wrong_decline["declined_contains_gold"] == 1.0 and wrong_decline["contains_gold"] == 0.0
-    right_decline = question_record(
-        _example(set()), {**declined, "declined_answer": "Lyon [1]."}, latency_s=1.0
+def test_the_run_counts_not_found_reasons_and_the_declines_that_held_a_right_answer() -> None:
+    def declined(short: str, reason: str) -> dict[str, Any]:
+        return {
+            **_judged(short, "not_found", 0.1, not_found=True, not_found_reason=reason),
+            "answer": NOT_FOUND_EN,
+        }
+
+    # the engine's short answer held the gold "Paris" but was declined: a right answer thrown away
+    wrong_decline = question_record(_example(set()), declined("Paris", REASON_MISSING_ANCHORS), latency_s=1.0)
+    assert wrong_decline["candidate_right"] == 1.0 and wrong_decline["contains_gold"] == 0.0
+    right_decline = question_record(_example(set()), declined("Lyon", REASON_MISSING_ANCHORS), latency_s=1.0)
+    assert right_decline["candidate_right"] == 0.0
+    model_record = question_record(_example(set()), declined("", REASON_READER_DECLINED), latency_s=1.0)
+    answered = question_record(
+        _example(set()), _judged("Paris", "confident", 0.9, answer="Paris [1]."), latency_s=1.0
     )
-    assert right_decline["declined_contains_gold"] == 0.0
-    by_model = {"answer": NOT_FOUND_EN, "not_found": True, "not_found_reason": REASON_READER_DECLINED}
-    model_record = question_record(_example(set()), by_model, latency_s=1.0)
-    assert model_record["declined_answer"] == "" and model_record["declined_contains_gold"] is None
-    answered = question_record(_example(set()), {"answer": "Paris [1]."}, latency_s=1.0)
-    legacy = {**_record(), "not_found": True}  # written before records named a reason
-    summary = aggregate([wrong_decline, right_decline, model_record, answered, legacy])["not_found"]
-    assert summary == {
-        "reasons": {REASON_MISSING_ANCHORS: 2, REASON_READER_DECLINED: 1, UNRECORDED_REASON: 1},
-        "declined_answers": 2,
-        "declined_with_gold": 1,
+    # written before records named a reason or kept the judgement (and with the fields of that time)
+    legacy = {**_record(), "not_found": True, "declined_answer": "Paris.", "candidate_contains_gold": 1.0}
+    for old in ("declined_answer", "declined_contains_gold", "answer_confidence", "candidate_contains_gold"):
+        assert old not in wrong_decline
+    report = aggregate([wrong_decline, right_decline, model_record, answered, legacy])
+    assert report["not_found"] == {
+        "reasons": {REASON_MISSING_ANCHORS: 2, REASON_READER_DECLINED: 1, UNRECORDED_REASON: 1}
     }
+    # four declines; only the first held a right short answer (the legacy record has no candidate_right)
+    assert (report["answerability"]["declines"], report["answerability"]["declines_with_gold"]) == (4, 1)
+    assert report["answerability"]["declines_with_gold_share"] == 0.25
 
 
 def _judged(short: str, band: str, confidence: float, **extra: Any) -> dict[str, Any]:
@@ -727,7 +734,7 @@ def test_a_split_run_answers_only_its_half_and_records_answerability(
     assert list(records) == dev and report["n"] == len(dev) and report["split"] == "dev"
     for qid, record in records.items():
         assert record["answerable"] is (qids.index(qid) % 2 == 0)
-        assert "candidate_contains_gold" in record and "answer_confidence" in record
+        assert "candidate_right" in record and "confidence" in record
     limited = run_qa_eval(
         path,
         settings,

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, AIMessageChunk, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGenerationChunk
 
-from models.confidence import answer_confidence, first_line_range
+from models.confidence import answer_logprobs
 from nodes.cite import cite
 from nodes.compress_evidence import compress_evidence
 from nodes.instrumentation import guarded_text_call, token_logprobs_of
@@ -185,20 +185,12 @@ def test_token_logprobs_are_read_from_the_openai_shape() -> None:
     assert token_logprobs_of(AIMessage("x")) is None
 
 
-def test_confidence_is_the_mean_over_the_short_answer_tokens() -> None:
+def test_the_answer_log_probabilities_are_those_of_the_short_answer_tokens() -> None:
     tokens = [("Answer", -0.1), (":", 0.0), (" Tall", -1.0), ("ow", -0.5), ("\n", -0.2), ("Because", -3.0)]
-    assert answer_confidence(tokens, "Tallow") == -0.75
-    assert answer_confidence(None, "Tallow") is None
+    assert answer_logprobs(tokens, "Tallow") == [-1.0, -0.5]
+    assert answer_logprobs(None, "Tallow") == []
     # No short answer: the first line counts ("Answer", ":", " Tall", "ow").
-    assert answer_confidence(tokens, "") == round((-0.1 + 0.0 - 1.0 - 0.5) / 4, 4)
-
-
-def test_the_first_line_leaves_its_label_out_and_skips_a_label_alone() -> None:
-    reply = "Explanation:\nThe bridge opened in 1931 [1].\nMore."
-    start = reply.index("The bridge")
-    assert first_line_range(reply) == (start, reply.index("\nMore"))
-    assert first_line_range("Answer: 1931\nExplanation: x") == (len("Answer:"), len("Answer: 1931"))
-    assert first_line_range("Answer:\n \n") is None
+    assert answer_logprobs(tokens, "") == [-0.1, 0.0, -1.0, -0.5]
 
 
 ANSWER = "Tallow\n\nHana Korvel was born in Tallow, a port town on the east coast [1]."

@@ -27,9 +27,17 @@ from prompts.answer import FOCUSED_READ_SYSTEM
 from retrieval.tokens import count_tokens
 from tests.conftest import runtime
 from tests.fakes import scripted
+from tests.helpers.calibrators import READ_CAN_CHANGE
 from tests.test_answer_span import GLASSWORKS, KESSBY, doc  # the same invented passages
 
 QUESTION = "Who founded the Orrin Glassworks?"
+
+
+@pytest.fixture(autouse=True)
+def _read_can_change_band(calibrator: Any) -> None:
+    """The read runs only when it can change the band (answering.read_gate, tests/test_read_gate.py):
+    these tests see it run."""
+    calibrator(READ_CAN_CHANGE)
 
 
 # --- which passage, how much of it --------------------------------------------------------------------

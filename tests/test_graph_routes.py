@@ -587,7 +587,7 @@ def test_answer_loop_stops_at_the_bound_and_cites_the_best_draft(
             }
         )
     )
-    context = Context(top_k=2, grader="llm", analyzer="heuristic", max_iterations=3, quality_threshold=0.7)
+    context = Context(top_k=2, grader="llm", analyzer="heuristic", max_iterations=3)
     run = run_graph(graph, {"question": LARGEST}, context)
     out = run.output
 

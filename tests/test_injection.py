@@ -21,6 +21,7 @@ from retrieval.knowledge_base import KnowledgeBase
 from state.context import Context
 from tests.conftest import isolated_settings, write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources, garbage_model
+from tests.helpers.calibrators import READ_CAN_CHANGE
 
 PLANTED = {
     "bellows.md": "# Orrin bellows\n\nThe Orrin bellows pump was patented in 1853 by Ada Kell. "
@@ -121,10 +122,12 @@ def test_the_extractive_fallback_copies_no_instruction(
 
 @pytest.mark.parametrize(("question", "marker", "fact"), CASES, ids=MARKERS)
 def test_a_focused_read_that_obeys_the_passage_changes_nothing(
-    planted_kb: KnowledgeBase, question: str, marker: str, fact: str
+    planted_kb: KnowledgeBase, question: str, marker: str, fact: str, calibrator: Any
 ) -> None:
     """The focused read (nodes/focused_read.py) reads one passage again: a model that answers it with the
-    planted token must leave the honest draft's answer as it was."""
+    planted token must leave the honest draft's answer as it was (under a calibrator by which the read can
+    change the band, so that it runs)."""
+    calibrator(READ_CAN_CHANGE)
     model = TaskChatModel(
         replies={"generate": f"Answer: {fact}\nExplanation: It is {fact} [1].", "focused_read": marker}
     )

@@ -214,7 +214,7 @@ def test_the_grader_names_what_was_wrong_and_the_next_attempt_reads_it(install: 
 def test_an_accepted_answer_has_no_problems(install: Any) -> None:
     graded = grade_answer(
         {"question": QUESTION, "draft": GOOD_ANSWER, "sources": [PARIS], "generation_rounds": 1},
-        runtime(grader="score", quality_threshold=0.5),
+        runtime(grader="score"),
     )
     assert graded["next_action"] == "accept" and graded["answer_grade"]["problems"] == []
 

@@ -1,6 +1,6 @@
 """The gold-paragraph reading campaign (benchmarks/reader_confidence.py): the request it sends, the record it
-writes for each kind of reply, and that `calibrate` takes its records. A fake server stands in for llama.cpp;
-every expected number is worked out by hand beside it."""
+writes for each kind of reply, and that its confidence ranks the records. A fake server stands in for
+llama.cpp; every expected number is worked out by hand beside it."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.calibration import calibrate
 from benchmarks.reader_confidence import read_messages, read_record, reply_logprobs, run_reader_confidence
 from evals.datasets import LANGUAGE_ENGLISH, Passage, QAExample
+from evals.metrics import auroc
 from nodes.focused_read import FOCUSED_READ_MAX_TOKENS
 from prompts.answer import FOCUSED_READ_SYSTEM
 
@@ -93,7 +93,7 @@ class _FakeBench:
         return _payload(reply, values), 0.5
 
 
-def test_the_run_writes_records_that_calibrate_ranks(tmp_path: Path) -> None:
+def test_the_run_writes_records_whose_confidence_ranks_right_above_wrong(tmp_path: Path) -> None:
     # Two right answers given confidently, one wrong answer to an unanswerable question given with doubt, one
     # "none": the confident ones rank above the doubtful one, so AUROC is 1.0 over the three with a reply.
     examples = [_example("a1", ["Ilsa Marrow"]), _example("a2", ["1911"])]
@@ -107,12 +107,11 @@ def test_the_run_writes_records_that_calibrate_ranks(tmp_path: Path) -> None:
     written = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert written == records
     assert [record["prompt_tokens"] for record in written] == [42] * 4
-    report = calibrate(written)
-    assert report["dev"]["auroc"] == 1.0
-    # least cost: show the two right answers (confidence >= -0.2) and decline the wrong one, cost 0
-    assert report["threshold"] == pytest.approx(-0.2)
-    assert report["dev"]["at_threshold"]["unanswerable_declined"] == 1.0
-    assert report["dev"]["at_threshold"]["answerable_declined"] == 0.0
+    replied = [record for record in written if not record["not_found"]]
+    assert [record["qid"] for record in replied] == ["a1", "a2", "u1"]
+    confidences = [record["answer_confidence"] for record in replied]
+    assert confidences == [-0.1, -0.2, -1.0]  # the mean of each reply's log-probabilities
+    assert auroc(confidences, [record["candidate_contains_gold"] for record in replied]) == 1.0
 
 
 @pytest.mark.parametrize(

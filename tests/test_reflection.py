@@ -72,18 +72,19 @@ def test_the_score_on_the_seed_scale_and_its_threshold() -> None:
     ]
 
 
-@pytest.mark.parametrize(("threshold", "probability", "improve"), [(0.95, 0.5, True), (0.5, 0.9, False)])
+@pytest.mark.parametrize(("probability", "improve"), [(0.5, True), (0.9, False)])
 def test_each_grade_carries_its_1_to_10_score_and_whether_it_needs_improvement(
-    install: Any, calibrator: Any, threshold: float, probability: float, improve: bool
+    install: Any, calibrator: Any, probability: float, improve: bool
 ) -> None:
-    """The score is the judgement's probability (tentative 0.5, confident 0.9), on the seed's 1-10 scale."""
+    """The score is the judgement's probability (tentative 0.5, confident 0.9), on the seed's 1-10 scale;
+    the threshold is the calibrator's confident one (0.7 for the test calibrators)."""
     calibrator(constant(probability))
     install(scripted(), strength="weak")
-    update = grade_answer(graded(SHORT), runtime(grader="score", quality_threshold=threshold))
+    update = grade_answer(graded(SHORT), runtime(grader="score"))
     grade = update["answer_grade"]
     assert grade["reflection_score"] == ten_point(update["answer_score"]) == probability * 10
     assert grade["needs_improvement"] is improve and (update["next_action"] != "accept") is improve
-    assert (grade["reflection_score"] < threshold * 10) is improve  # "under 7 needs improvement", scaled
+    assert (grade["reflection_score"] < 7.0) is improve  # "under 7 needs improvement"
 
 
 # --- reading a grade model's reply -------------------------------------------------------------------------
@@ -161,7 +162,7 @@ def test_the_seed_form_reply_is_a_usable_grade_with_its_suggestions(install: Any
 @pytest.mark.parametrize("garbage", ["no idea", "%%% ###", '{"score": "great"}', "[1, 2"])
 def test_garbage_from_the_grade_model_falls_back_to_the_score_grade(install: Any, garbage: str) -> None:
     install(scripted(), grader=scripted(garbage, garbage), strength="strong")
-    update = grade_answer(graded(GOOD), runtime(grader="llm", quality_threshold=0.5))
+    update = grade_answer(graded(GOOD), runtime(grader="llm"))
     grade = update["answer_grade"]
     assert grade["grader"] == "score" and grade["suggestions"] == []
     assert update["next_action"] == "accept" and grade["reflection_score"] == ten_point(

@@ -1,9 +1,10 @@
 """Seed 003's reflection settings reach the engine's one knob of each meaning (issue 21 §5).
 
 Why: the notes assistant configures its reflector with RAG_ENABLE_REFLECTION, RAG_MAX_REFLECTION_ROUNDS,
-RAG_ENABLE_QUERY_REWRITING, RAG_ENABLE_HYDE, RAG_REFLECTION_MIN_SCORE (1-10) and RAG_RETRY_STRATEGY. The
-engine already had the first five under other names; a second setting of the same meaning would let the two
-disagree, so the seed's names are read into the existing settings (and the Context fields behind them).
+RAG_ENABLE_QUERY_REWRITING, RAG_ENABLE_HYDE and RAG_RETRY_STRATEGY. The engine already had the first four
+under other names; a second setting of the same meaning would let the two disagree, so the seed's names are
+read into the existing settings (and the Context fields behind them). Its minimum score is no setting: the
+answer's calibrator brings it (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from state.context import Context
         ("RAG_MAX_REFLECTION_ROUNDS", "2", "max_iterations", 2),
         ("RAG_ENABLE_QUERY_REWRITING", "false", "rewrite", "none"),
         ("RAG_ENABLE_QUERY_REWRITING", "true", "rewrite", "auto"),
-        ("RAG_REFLECTION_MIN_SCORE", "8", "quality_threshold", 0.8),
         ("RAG_RETRY_STRATEGY", "both", "retry_strategy", "both"),
     ],
 )
@@ -39,31 +39,8 @@ def test_a_seed_003_name_reaches_the_setting_and_the_run_context(
 def test_the_engine_names_still_work_and_the_defaults_are_the_seeds() -> None:
     settings = load_settings()
     assert (settings.self_rag, settings.hyde, settings.rewrite) == (True, True, "auto")
-    assert settings.quality_threshold == 0.7  # the seed's "under 7 needs improvement"
     assert settings.retry_strategy == "rewrite"  # what a retry did before the setting existed
     assert load_settings(self_rag=False, max_iterations=4).max_iterations == 4
-
-
-def test_a_min_score_that_disagrees_with_the_threshold_is_one_clear_error(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("RAG_REFLECTION_MIN_SCORE", "8")
-    monkeypatch.setenv("RAG_QUALITY_THRESHOLD", "0.5")
-    disagree = "RAG_REFLECTION_MIN_SCORE=8 .*RAG_QUALITY_THRESHOLD=0.5"
-    with pytest.raises(SettingsError, match=disagree) as error:
-        load_settings()
-    assert "\n" not in str(error.value)
-    monkeypatch.setenv("RAG_QUALITY_THRESHOLD", "0.8")  # the same threshold under both names is fine
-    assert load_settings().quality_threshold == 0.8
-
-
-@pytest.mark.parametrize("score", ["0", "11", "seven"])
-def test_a_min_score_off_the_1_to_10_scale_names_the_variable(
-    monkeypatch: pytest.MonkeyPatch, score: str
-) -> None:
-    monkeypatch.setenv("RAG_REFLECTION_MIN_SCORE", score)
-    with pytest.raises(SettingsError, match="RAG_REFLECTION_MIN_SCORE"):
-        load_settings()
 
 
 def test_an_unknown_retry_strategy_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,6 +78,9 @@ SEED_SETTINGS = (
     "self_rag.evaluation_model",
 )
 CONFIGURATION_PAGE = REPO_ROOT / "docs" / "configuration.md"
+#: The seeds' answer-score thresholds: no engine setting, since the answer's calibrator brings its own
+#: confident threshold (answering/calibrator.py); their rows say so instead of naming a variable.
+CALIBRATED_SEED_SETTINGS = frozenset({"minScore", "SELF_RAG_SCORE_THRESHOLD"})
 
 
 def engine_variables() -> set[str]:
@@ -102,6 +105,9 @@ def test_every_seed_setting_has_a_row_naming_a_real_engine_setting() -> None:
     known = engine_variables()
     for seed_name, cell in table.items():
         named = re.findall(r"`(RAG_[A-Z0-9_]+)`", cell)
+        if seed_name in CALIBRATED_SEED_SETTINGS:
+            assert not named and "calibrator" in cell, (seed_name, cell)
+            continue
         assert named and set(named) <= known, (seed_name, cell)
 
 

@@ -12,13 +12,13 @@ import typer
 
 from benchmarks.cold_start import eval_cold_start
 from benchmarks.commands import (
-    calibrate,
     fairness,
     followups,
     keyword_backends,
     models,
     prompts,
     quality,
+    reader_confidence,
     scale,
 )
 from service.cli.common import configure_logging
@@ -47,8 +47,7 @@ app.command("keyword-backends")(keyword_backends.eval_keyword_backends)
 app.command("keyword-pruning")(keyword_backends.eval_keyword_pruning)
 app.command("models")(models.eval_models)
 app.command("choose-model")(models.eval_choose_model)
-app.command("calibrate")(calibrate.eval_calibrate)
-app.command("reader-confidence")(calibrate.eval_reader_confidence)
+app.command("reader-confidence")(reader_confidence.eval_reader_confidence)
 app.command("prompts")(prompts.eval_prompts)
 app.command("prompt-cache")(prompts.eval_prompt_cache)
 app.command("followups")(followups.eval_followups)

@@ -4,9 +4,9 @@ One field group of `Settings` (config/settings/engine.py).
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
@@ -115,20 +115,6 @@ class RunSettings(BaseModel):
     iterative_hops: int = Field(
         2, ge=1, le=3, description="Retrieval hops of the ITERATIVE (multi-hop) strategy."
     )
-    quality_threshold: float = Field(
-        0.7,
-        ge=0.0,
-        le=1.0,
-        description="Answer score (0-1) needed to stop refining; below it the answer needs improvement.",
-    )
-    reflection_min_score: float | None = Field(
-        None,
-        ge=1.0,
-        le=10.0,
-        validation_alias=AliasChoices("reflection_min_score", "RAG_REFLECTION_MIN_SCORE"),
-        description="Seed 003's name of RAG_QUALITY_THRESHOLD on its 1-10 scale (7 = 0.7); when set, it "
-        "sets that threshold (and must agree with RAG_QUALITY_THRESHOLD when both are set).",
-    )
     # 0 chosen on development questions (not reported): HotpotQA 300-319 and CMRC 120-159, same answer
     # accuracy as unlimited patience (0.20 / 0.25) at 1.15 / 1.18 model calls instead of 1.25 / 1.38.
     revision_patience: int = Field(
@@ -207,17 +193,3 @@ class RunSettings(BaseModel):
         if word in _FALSE_WORDS:
             return "none"
         return value
-
-    @model_validator(mode="after")
-    def _reflection_min_score(self) -> Self:
-        """RAG_REFLECTION_MIN_SCORE (1-10) sets RAG_QUALITY_THRESHOLD (0-1): one threshold, two names."""
-        if self.reflection_min_score is None:
-            return self
-        threshold = round(self.reflection_min_score / 10, 4)
-        if "quality_threshold" in self.model_fields_set and abs(threshold - self.quality_threshold) > 1e-9:
-            raise ValueError(
-                f"RAG_REFLECTION_MIN_SCORE={self.reflection_min_score:g} (1-10) and "
-                f"RAG_QUALITY_THRESHOLD={self.quality_threshold:g} (0-1) disagree: set one of them"
-            )
-        object.__setattr__(self, "quality_threshold", threshold)
-        return self

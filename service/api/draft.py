@@ -11,7 +11,8 @@ The watcher sees the stream's tokens and events in order and answers, before an 
   the replacement is not written yet (its tokens follow; a later `draft_replaced` comes if the final
   answer then differs from them);
 - `generation_complete` whose answer does not contain what the client was shown: reason "not_found" when
-  the answer is the engine's "not found" answer, else "revised"; `answer` is the final answer.
+  the run's judgement is "not found" (the event's `band`, or its `not_found` flag), else "revised";
+  `answer` is the final answer.
 `round` is the generation round whose draft is withdrawn.
 
 "Contains what was shown" compares words, not characters: the engine reformats every draft (the "Answer:" /
@@ -29,7 +30,6 @@ from typing import Any, Literal
 from core.text import strip_references
 from retrieval.answer_text import (
     compose_answer,
-    is_not_found_answer,
     normalized,
     split_short_answer,
     strip_preamble,
@@ -81,7 +81,7 @@ class DraftWatch:
             answer = str(data.get("answer") or "")
             if keeps_draft(self.shown, answer):
                 return None
-            not_found = bool(data.get("not_found")) or is_not_found_answer(answer)
+            not_found = data.get("band") == "not_found" or bool(data.get("not_found"))
             return self._replaced("not_found" if not_found else "revised", answer)
         return None
 

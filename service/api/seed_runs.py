@@ -31,9 +31,12 @@ from dataclasses import replace
 from pathlib import PurePath
 from typing import Any
 
+from answering.judge import model_calibrator
 from config.settings import Settings
 from core.text import strip_references
 from graphs.runner import new_thread_id
+from nodes.reflection import ten_point
+from nodes.resources import get_resources
 from service.answer_judgement import judgement
 from service.api.engine import RunSpec
 from service.api.errors import ApiError
@@ -130,6 +133,15 @@ def first_search_rewrite(body: QueryRequest, configured: str) -> str:
     return rewrite
 
 
+def confident_score(context: Context) -> float:
+    """Seed 003's `min_score` of the run, on its 1-10 scale: the confident threshold of the answering model's
+    calibrator x 10. A round's score is its calibrated probability x 10 and it needs improvement while its
+    band is not confident, so this is the score an answer needs (no setting: each calibrator brings its
+    own, `rag eval calibrate`)."""
+    identity = get_resources().model_identity("generate", context)
+    return ten_point(model_calibrator(identity).thresholds.confident)
+
+
 def reflection_report(
     context: Context, result: dict[str, Any], events: list[dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
@@ -149,7 +161,7 @@ def reflection_report(
             "enabled": context.self_rag,
             "ran": bool(grades),
             "max_rounds": context.max_iterations,
-            "min_score": round(context.quality_threshold * 10, 2),
+            "min_score": confident_score(context),
             "retry_strategy": context.retry_strategy,
             "rounds": [
                 {

@@ -88,3 +88,7 @@ def scripted(*probabilities: float, thresholds: Thresholds = TEST_THRESHOLDS) ->
 
 #: What every test gets unless it installs another: each judged answer is confident (probability 0.9).
 ALWAYS_CONFIDENT = constant(0.9)
+#: A calibrator under which the focused read can always change the band (answering.read_gate): a short
+#: answer the read replaced is not found, any other confident. For tests of the read itself, which must see
+#: it run; a draft the read leaves as it was stays confident.
+READ_CAN_CHANGE = following("short_from_focused_read", inverted=True)
