@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The answer-quality runs of docs/answer-quality.md (issue 19), each resumable from its per-question records
+# The answer-quality runs of docs/answer-quality.md, each resumable from its per-question records
 # under results/runs/, then the table (benchmarks/answer_table.py); the answer cache is off.
 #   SQuAD 2.0 mixed (answerable + unanswerable), test half: whole chunks vs compressed evidence (naive),
 #   agentic, and the 1.5B model; HotpotQA (the file's first questions, pooled corpus): naive vs agentic.

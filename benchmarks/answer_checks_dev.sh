@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 development run for the term checks' name matching (retrieval.grounding loose_form and
+# The development run for the term checks' name matching (retrieval.grounding loose_form and
 # titled_text, retrieval.answerability name_in and compared numbers): the agentic graph on the same first
 # LIMIT development questions as benchmarks/template_choice.sh's advanced arm (SQuAD 2.0 mixed, HotpotQA,
 # CMRC 2018; each dataset's paragraphs pooled; embedded Qwen2.5-Coder-0.5B; answer cache off), so the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 §5: the README's sample questions through the REST API at 1 and 4 clients, every route (generate =
+# The README's sample questions through the REST API at 1 and 4 clients, every route (generate =
 # JSON, stream = SSE read to its done event, batch = one question per batch request), the embedded default
 # model, automatic API time limits. One fresh `rag serve` over a fresh copy of samples/corpus per route, so a
 # route's cold phase finds nothing the previous route cached; 1 client then 4 on the same server (the

@@ -35,7 +35,7 @@ def share(part: float, whole: int) -> str:
 def load_records(path: Path, split: str = ALL_SPLITS) -> list[dict[str, Any]]:
     """The records of one results file, of one half of the questions or all of them."""
     # read_records: the latest record per question, as `rag eval qa` resumes them (a torn last line skipped);
-    # current_names: records written before issue 22 named the gold containment "accuracy"
+    # current_names: older records name the gold containment "accuracy"
     records = [current_names(record) for record in read_records(path).values()]
     return [r for r in records if split == ALL_SPLITS or split_of(str(r["qid"])) == split]
 

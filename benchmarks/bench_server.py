@@ -95,13 +95,14 @@ class BenchServer:
     def chat_model(self, max_tokens: int) -> Any:
         """The engine's client kind (ChatOpenAI) on this server, for the structured and self-test calls."""
         from langchain_openai import ChatOpenAI
+        from pydantic import SecretStr
 
         return ChatOpenAI(
             model=self.name,
             base_url=self.server.base_url,
-            api_key=self.server.api_key or PLACEHOLDER_API_KEY,  # type: ignore[arg-type]
+            api_key=SecretStr(self.server.api_key or PLACEHOLDER_API_KEY),
             temperature=0,
-            max_tokens=max_tokens,  # type: ignore[call-arg]
+            max_completion_tokens=max_tokens,  # max_tokens's alias, the one pydantic's mypy plugin knows
             timeout=HTTP_TIMEOUT_S,
             max_retries=0,
         )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The server set-up's half of the side-by-side benchmarks (issue 10 §5): the same `rag eval retrieval`
+# The server set-up's half of the side-by-side benchmarks: the same `rag eval retrieval`
 # (BEIR SciFact) and `rag eval load` that benchmarks/run_benchmarks.sh runs on the embedded set-up, with every
 # store shared through a throwaway PostgreSQL (RAG_DATABASE_URL: catalog, keyword index, checkpoints, tables)
 # and a Chroma server (RAG_CHROMA_HOST/PORT), both started by scripts/servers.sh and stopped at the end.

@@ -5,8 +5,10 @@
 # every set. The calibrator is fit on the dev records only (`rag eval calibrate --dev ...`) and reported on
 # the test records.
 #   bash benchmarks/calibration_campaign.sh            # ROUNDS="1 2 3" by default
-# SPLITS picks the halves (default "dev test"; the agentic graph runs on test only, after the fit:
+# SETS picks the datasets (default "squad cmrc2018 hotpotqa"); SPLITS picks the halves (default "dev test"; the agentic graph runs on test only, after the fit:
 #   PIPELINE=agentic SPLITS=test bash benchmarks/calibration_campaign.sh
+# and the default calibrator on a served endpoint (the 1.5B standing in for a user's):
+#   PREFIX=judge-endpoint-1.5b ENDPOINT_MODEL=qwen2.5-coder-1.5b SPLITS=test ROUNDS=1 bash benchmarks/calibration_campaign.sh
 # PYTHON and RUNS let a frozen copy of the code run it while the checkout changes (records to $RUNS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,16 +20,33 @@ PREFIX="${PREFIX:-calib}"
 PIPELINE="${PIPELINE:-naive}"
 ROUNDS="${ROUNDS:-1 2 3}"
 SPLITS="${SPLITS:-dev test}"
+SETS="${SETS:-squad cmrc2018 hotpotqa}"
 RUNS="${RUNS:-results/runs}"
 export RAG_DATA_DIR="${RAG_DATA_DIR:-/tmp/rag-calib}"
 export RAG_CACHE_ENABLED=false
 
 run() {  # run SET DATASET POOL SPLIT LIMIT
   local set="$1" dataset="$2" pool="$3" split="$4" limit="$5"
+  [[ " $SETS " == *" $set "* ]] || return 0
   echo "== $(date -u +%H:%M:%S) $set $split --limit $limit"
   "${PYTHON:-.venv/bin/python}" -m service.cli eval qa --dataset "$dataset" --pipeline "$PIPELINE" --split "$split" --limit "$limit" \
     --pool "$pool" --results "$RUNS/$PREFIX-$set-$split-$PIPELINE.jsonl" >/dev/null
 }
+
+# ENDPOINT_MODEL: the reader is that embedded model served by `rag model serve` (llama.cpp's OpenAI-compatible
+# server on loopback), as a user's endpoint: judged by the default calibrator unless one names it.
+if [[ -n "${ENDPOINT_MODEL:-}" ]]; then
+  PORT="${PORT:-8094}"
+  "${PYTHON:-.venv/bin/python}" -m service.cli model serve --model "$ENDPOINT_MODEL" --port "$PORT" \
+    > "$RAG_DATA_DIR/model-serve.log" 2>&1 &
+  server=$!
+  trap 'kill "$server" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 120); do
+    curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break
+    sleep 1
+  done
+  export RAG_LLM_PROVIDER=openai RAG_LLM_BASE_URL="http://127.0.0.1:$PORT/v1" RAG_LLM_MODEL="$ENDPOINT_MODEL"
+fi
 
 for round in $ROUNDS; do
   if [[ " $SPLITS " == *" dev "* ]]; then

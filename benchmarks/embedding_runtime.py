@@ -40,7 +40,12 @@ from evals.datasets import load_beir, open_text
 from evals.environment import machine_description
 from evals.eval_index import ingest_corpus
 from evals.metrics import dedupe_to_documents, ndcg_at_k, recall_at_k
-from retrieval.embeddings import DEFAULT_WINDOW_OVERLAP, MiniLMEmbeddings, SentenceTransformerEmbeddings
+from retrieval.embeddings import (
+    DEFAULT_WINDOW_OVERLAP,
+    EMBEDDING_BATCH_SIZE,
+    MiniLMEmbeddings,
+    SentenceTransformerEmbeddings,
+)
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.onnx_minilm import OnnxMiniLMEmbeddings
 from retrieval.search import Searcher
@@ -156,8 +161,10 @@ def cosines(first: Sequence[Sequence[float]], second: Sequence[Sequence[float]])
     return {"mean": round(float(values.mean()), 5), "min": round(float(values.min()), 5), "n": len(values)}
 
 
-def _index(settings: Settings, root: Path, name: str, documents: Embeddings) -> KnowledgeBase:
-    pooled = WindowPooledEmbeddings(documents, documents, settings.embedding_window_overlap)  # type: ignore[arg-type]
+def _index(
+    settings: Settings, root: Path, name: str, documents: SentenceTransformerEmbeddings | OnnxMiniLMEmbeddings
+) -> KnowledgeBase:
+    pooled = WindowPooledEmbeddings(documents, documents, settings.embedding_window_overlap)
     indexed = settings.model_copy(update={"data_dir": root / name})
     return KnowledgeBase(indexed, base_model=pooled, model_key=MiniLMEmbeddings.model_key)
 
@@ -190,8 +197,8 @@ def measure_retrieval(subset: Path, settings: Settings, root: Path) -> dict[str,
     """Ingest the subset under each document runtime, score the three configurations, and compare the
     runtimes' vectors and encode rates on the product's own chunks."""
     dataset = load_beir(subset)
-    torch_model = SentenceTransformerEmbeddings(None, batch_size=settings.embedding_batch_size)
-    onnx_model = OnnxMiniLMEmbeddings(batch_size=settings.embedding_batch_size)
+    torch_model = SentenceTransformerEmbeddings(None, batch_size=EMBEDDING_BATCH_SIZE)
+    onnx_model = OnnxMiniLMEmbeddings(batch_size=EMBEDDING_BATCH_SIZE)
     overlap = settings.embedding_window_overlap
     torch_queries = WindowPooledEmbeddings(torch_model, torch_model, overlap)
     onnx_queries = WindowPooledEmbeddings(onnx_model, onnx_model, overlap)

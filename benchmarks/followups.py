@@ -44,6 +44,7 @@ from typing import Any
 from core.types import CHUNK_METADATA_DEFAULTS, Chunk
 from evals.splits import Split, hash_split
 from persistence.catalog import Catalog
+from persistence.keyword_index import BM25_TITLE_WEIGHT
 from query.follow_ups import heuristic_standalone
 
 DEFAULT_FIXTURE = Path(__file__).resolve().parent / "fixtures" / "followups.jsonl"
@@ -194,9 +195,11 @@ def passage_chunk(passage: Passage) -> Chunk:
 class PassageIndex:
     """The engine's keyword index (catalog + FTS5 BM25) over passages, in a folder of its own."""
 
-    def __init__(self, passages: Sequence[Passage], folder: Path, title_weight: float = 1.0) -> None:
-        """Index every passage under `folder` (a fresh catalog file); `title_weight`: the settings'
-        bm25_title_weight."""
+    def __init__(
+        self, passages: Sequence[Passage], folder: Path, title_weight: float = BM25_TITLE_WEIGHT
+    ) -> None:
+        """Index every passage under `folder` (a fresh catalog file); `title_weight`: the engine's
+        BM25_TITLE_WEIGHT by default."""
         self.catalog = Catalog(folder / "catalog.sqlite")
         self.title_weight = title_weight
         for passage in passages:
@@ -355,6 +358,6 @@ def run_followups_with_model(
                 "model": node_rewriter(context),
             },
             work_dir=work_dir,
-            title_weight=settings.bm25_title_weight,
+            title_weight=BM25_TITLE_WEIGHT,
         )
     return {**report, "model": {"name": model_description(settings), "strength": strength}}

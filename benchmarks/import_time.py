@@ -1,4 +1,4 @@
-"""What importing the graph costs against importing the libraries it is built on (issue 22 §6).
+"""What importing the graph costs against importing the libraries it is built on.
 
 `import graphs.rag` runs before every `rag ask`, the server and every notebook. The yardstick is importing
 langgraph and langchain_core alone (what any LangGraph application pays); the target is at most 1.5 times
@@ -40,7 +40,7 @@ DEFAULT_RUNS = 7
 WARMUP_RUNS = 1
 #: One import slower than this is a broken environment, not a measurement.
 RUN_TIMEOUT_S = 120.0
-#: The issue's target for graph / base.
+#: Target for graph / base.
 TARGET_RATIO = 1.5
 
 

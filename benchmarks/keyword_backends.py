@@ -27,8 +27,9 @@ from evals.datasets import Passage, iter_beir_corpus, load_beir
 from evals.environment import machine_description
 from evals.metrics import dedupe_to_documents, linear_percentile, mrr_at_k, ndcg_at_k, recall_at_k
 from persistence.catalog import Catalog
-from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS
-from retrieval.chunking import ChunkingConfig, chunk_text
+from persistence.keyword_index import BM25_TITLE_WEIGHT
+from persistence.pg_keyword_index import PG_KEYWORD_BACKENDS, PgKeywordBackend
+from retrieval.chunking import MIN_CHUNK_FRACTION, ChunkingConfig, chunk_text
 from retrieval.filters import to_sql
 
 #: SciFact's qrels split whose queries tune and choose (it has no dev split; test stays unread).
@@ -181,11 +182,11 @@ def run_keyword_backends_eval(
     """Measure every backend on SciFact (quality and latency), then latency on `copies` copies of it."""
     dataset = load_beir(scifact_dir, DEV_SPLIT)
     passages = list(iter_beir_corpus(dataset.corpus_path))
-    config = ChunkingConfig(settings.chunk_size, settings.chunk_overlap, settings.min_chunk_fraction)
+    config = ChunkingConfig(settings.chunk_size, settings.chunk_overlap, MIN_CHUNK_FRACTION)
     base = corpus_chunks(passages, config)
     n_chunks = sum(len(document) for document in base)
     timed = [dataset.queries[query_id] for query_id in sorted(dataset.qrels)][:latency_queries]
-    title_weight = settings.bm25_title_weight
+    title_weight = BM25_TITLE_WEIGHT
     results: dict[str, Any] = {}
     for name in backends:
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -193,7 +194,8 @@ def run_keyword_backends_eval(
             location: Path | str = work_dir / f"keyword-{uuid.uuid4().hex[:8]}.sqlite"
         else:
             location = fresh_database(database_url)
-        catalog = Catalog(location, pg_keyword_backend=name if name != SQLITE_BACKEND else "bm25")  # type: ignore[arg-type]
+        pg_backend: PgKeywordBackend = next((known for known in PG_KEYWORD_BACKENDS if known == name), "bm25")
+        catalog = Catalog(location, pg_keyword_backend=pg_backend)
         try:
             progress(f"{name}: loading {n_chunks} chunks")
             load_s = load_catalog(catalog, base, 0)

@@ -28,8 +28,16 @@ from config.settings import Settings
 from evals.datasets import iter_beir_corpus, load_beir
 from evals.environment import machine_description
 from persistence.catalog import Catalog
-from persistence.keyword_pruning import PruningPolicy, pruning_policy
-from retrieval.chunking import ChunkingConfig
+from persistence.keyword_index import BM25_TITLE_WEIGHT
+from persistence.keyword_pruning import (
+    BM25_MAX_DF_FRACTION,
+    BM25_MAX_QUERY_POSTINGS,
+    BM25_MIN_QUERY_TERMS,
+    BM25_RESCORE_POOL,
+    PruningPolicy,
+    pruning_policy,
+)
+from retrieval.chunking import MIN_CHUNK_FRACTION, ChunkingConfig
 
 #: Corpus sizes (chunks) whose pruning is reproduced on SciFact: those of `python -m benchmarks scale`'s
 #: stores.
@@ -75,7 +83,7 @@ def run_keyword_pruning_eval(
     """nDCG@10, Recall@10/100, MRR@10 of FTS5 keyword search on SciFact under each policy, both splits."""
     splits = {split: load_beir(scifact_dir, split) for split in REPORT_SPLITS}
     first = splits[DEV_SPLIT]
-    config = ChunkingConfig(settings.chunk_size, settings.chunk_overlap, settings.min_chunk_fraction)
+    config = ChunkingConfig(settings.chunk_size, settings.chunk_overlap, MIN_CHUNK_FRACTION)
     documents = corpus_chunks(iter_beir_corpus(first.corpus_path), config)
     n_chunks = sum(len(document) for document in documents)
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -93,7 +101,7 @@ def run_keyword_pruning_eval(
             catalog = Catalog(path, pruning=policy)  # the same file, searched under this policy
             try:
                 results[name] = {
-                    split: quality(catalog, data.queries, data.qrels, settings.bm25_title_weight)
+                    split: quality(catalog, data.queries, data.qrels, BM25_TITLE_WEIGHT)
                     for split, data in splits.items()
                 }
             finally:
@@ -107,10 +115,10 @@ def run_keyword_pruning_eval(
         "judged_queries": {split: len(data.qrels) for split, data in splits.items()},
         "corpus_chunks": n_chunks,
         "settings": {
-            "bm25_max_df_fraction": settings.bm25_max_df_fraction,
-            "bm25_min_query_terms": settings.bm25_min_query_terms,
-            "bm25_max_query_postings": settings.bm25_max_query_postings,
-            "bm25_rescore_pool": settings.bm25_rescore_pool,
+            "bm25_max_df_fraction": BM25_MAX_DF_FRACTION,
+            "bm25_min_query_terms": BM25_MIN_QUERY_TERMS,
+            "bm25_max_query_postings": BM25_MAX_QUERY_POSTINGS,
+            "bm25_rescore_pool": BM25_RESCORE_POOL,
         },
         "machine": machine_description(),
         "policies": results,

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evals.qa_scoring import current_names
-from models.local_catalog import CATALOG
+from models.local_catalog import CATALOG, LocalModelName
 
 #: Longest median end-to-end answer time a default model may take (s), on an idle 2-core machine.
 MODEL_CHOICE_P50_BUDGET_S = 15.0
@@ -48,7 +48,7 @@ class ModelChoiceError(ValueError):
     """The runs cannot be compared (different questions, a test split, an unknown model)."""
 
 
-def catalog_name(model_description: str) -> str:
+def catalog_name(model_description: str) -> LocalModelName:
     """The catalog name of the embedded model a QA summary names ("<file name> (embedded)")."""
     for name, model in CATALOG.items():
         if model_description.startswith(model.file_name):
@@ -58,12 +58,12 @@ def catalog_name(model_description: str) -> str:
 
 def model_row(summary: Mapping[str, Any]) -> dict[str, Any]:
     """What the rule reads of one QA summary (`rag eval qa --json`)."""
-    summary = current_names(summary)  # QA reports written before issue 22 said "accuracy"
+    summary = current_names(summary)  # older QA reports say "accuracy"
     name = catalog_name(str(summary.get("model") or ""))
     answerability = current_names(summary.get("answerability") or {})
     return {
         "model": name,
-        "instruct": CATALOG[name].instruct,  # type: ignore[index]  # catalog_name returns catalog keys
+        "instruct": CATALOG[name].instruct,
         "contains_gold": float(summary["contains_gold"]),
         "answerable_contains_gold": answerability.get("answerable_contains_gold"),
         "unanswerable_declined_rate": answerability.get("unanswerable_declined_rate"),

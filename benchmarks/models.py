@@ -19,6 +19,7 @@ The results file keeps one entry per model; running one model again replaces onl
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -159,7 +160,7 @@ def json_answer(bench: BenchServer, example: QAExample) -> tuple[bool, str, floa
     started = time.perf_counter()
     try:
         result = structured.invoke(messages)
-    except Exception as error:  # any refusal or transport error counts as an invalid answer, recorded
+    except Exception as error:  # noqa: BLE001 - any refusal or transport error is an invalid answer, recorded
         return False, f"error: {error}"[:200], time.perf_counter() - started
     seconds = time.perf_counter() - started
     parsed = result.get("parsed")
@@ -375,10 +376,9 @@ def run_models_eval(
             report = {}
     rows: dict[str, dict[str, Any]] = dict(report.get("models", {}))
 
-    def save(name: str, row: dict[str, Any]) -> dict[str, Any]:
+    def save(name: str, row: dict[str, Any]) -> None:
         rows[name] = {**row, "question_set": questions}
         _write(results_path, build_report(rows))
-        return rows[name]
 
     for name in models:
         save(
@@ -389,7 +389,7 @@ def run_models_eval(
                 settings,
                 progress,
                 json_questions=json_questions,
-                checkpoint=lambda row, name=name: save(name, row),  # type: ignore[misc]
+                checkpoint=functools.partial(save, name),
             ),
         )
     return build_report(rows)

@@ -13,12 +13,12 @@ from typing import Any
 
 from evals.environment import machine_description
 
-#: The default must answer the long prompt within this (issue 8 §1).
+#: The default must answer the long prompt within this.
 LONG_PROMPT_BUDGET_S = 30.0
 
 
 def _contains_gold(row: Mapping[str, Any]) -> float:
-    """A model's gold containment; results written before issue 22 named it "accuracy"."""
+    """A model's gold containment; older results name it "accuracy"."""
     return float(row["contains_gold"] if "contains_gold" in row else row["accuracy"])
 
 

@@ -53,7 +53,7 @@ from models.structured import usage_of
 from nodes.draft_text import is_grounded_short_answer
 from nodes.model_draft import json_schema_draft, model_draft
 from prompts.answer import ANSWER_STOP_SEQUENCES, ANSWER_SYSTEM_PROMPTS, ANSWER_USER_TEMPLATES
-from retrieval.prompt_budget import build_answer_prompt
+from retrieval.prompt_budget import AnswerPromptRequest, build_answer_prompt
 from state.context import Context
 from state.schemas import RetrievedDoc
 
@@ -126,15 +126,17 @@ def variant_messages(variant: Variant, example: QAExample, context: Context) -> 
     """The product's budgeted answer messages for this variant."""
     language = prompt_language(example)
     prompt = build_answer_prompt(
-        system=system_prompt(variant, language),
-        question=example.question,
-        documents=prompt_documents(example),
-        history=[],
-        window=context.model_context_tokens,
-        reserve=context.generation_reserve,
-        context_budget=context.context_token_budget,
-        context_share=context.context_share,
-        user_template=ANSWER_USER_TEMPLATES[language],
+        AnswerPromptRequest(
+            system=system_prompt(variant, language),
+            question=example.question,
+            documents=prompt_documents(example),
+            history=[],
+            window=context.model_context_tokens,
+            reserve=context.generation_reserve,
+            context_budget=context.context_token_budget,
+            context_share=context.context_share,
+            user_template=ANSWER_USER_TEMPLATES[language],
+        )
     )
     return prompt.messages
 
@@ -185,7 +187,7 @@ def question_record(
     }
 
 
-#: Score names of results written before issue 22 (they said "accuracy"): current name -> old name.
+#: Score names of older results (they say "accuracy"): current name -> old name.
 LEGACY_NAMES = {"short_contains_gold": "short_accuracy", "answer_contains_gold": "answer_accuracy"}
 
 SUMMARY_KEYS = (

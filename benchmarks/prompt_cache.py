@@ -1,4 +1,4 @@
-"""How much of each answer prompt llama.cpp's prompt cache serves, and what that saves (issue 19 §2).
+"""How much of each answer prompt llama.cpp's prompt cache serves, and what that saves.
 
 Why it matters: every answer prompt starts with the same system message (the rules and worked examples of
 prompts/answer.py), so a server that keeps a slot's prompt reads only the sources and the question anew.

@@ -1,16 +1,16 @@
 """`python -m benchmarks reader-confidence`: does the reader's own confidence tell right answers from wrong or
 unanswerable ones when it reads only the gold paragraph?
 
-Why: issue 19 §3 asks for a calibrated "not found" from the answer's token log-probabilities, on the strength
-of shared FACTS.md (60 SQuAD 2.0 development questions, the gold paragraph alone, "reply none": AUROC 0.81
-for Qwen2.5-Coder-0.5B, 0.86 for the 1.5B). Inside the engine the signal ranked at 0.21-0.70 (docs/
+Why: the engine's calibrated "not found" reads the answer's token log-probabilities, on the strength of a
+measurement outside the engine (60 SQuAD 2.0 development questions, the gold paragraph alone, "reply none":
+AUROC 0.81 for Qwen2.5-Coder-0.5B, 0.86 for the 1.5B). Inside the engine the signal ranked at 0.21-0.70 (docs/
 answer-quality.md "Calibrated not found"), which could be the engine's evidence or the signal itself. This
 campaign removes the engine: each question of a half of the SQuAD 2.0 mixed file is read over its own
 paragraph only (for an unanswerable question, the paragraph it was written against), with the product's
 focused-read prompt (prompts.answer.FOCUSED_READ_SYSTEM) and cap (nodes.focused_read.FOCUSED_READ_MAX_TOKENS),
 greedy. Each record holds the reply, whether it holds a gold answer and its confidence.
 
-The confidence is the mean log-probability of the reply's tokens (FACTS' measure; the reply is the short
+The confidence is the mean log-probability of the reply's tokens (the measure above; the reply is the short
 answer, so it is also the mean of models/confidence.py's `answer_logprobs` of this reply). A reply of "none"
 is a decline at every threshold; a right answer is one that holds a gold answer (contains_gold_answer).
 """

@@ -80,7 +80,7 @@ def load_results(results_dir: Path) -> Results:
             logger.info("skipping %s: not a benchmark report", path)
             continue
         if kind == "qa":
-            report = current_names(report)  # QA reports written before issue 22 said "accuracy"
+            report = current_names(report)  # older QA reports say "accuracy"
         getattr(results, kind).append((path.stem, report))
     return results
 

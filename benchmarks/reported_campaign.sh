@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19's reported runs, each resumable from its per-question records under results/runs/:
+# The reported answer-quality runs (docs/answer-quality.md), each resumable from its per-question records under results/runs/:
 #   1. HotpotQA, the file's first 300 questions (the same 300 as the whole-chunk runs of docs/benchmarks.md,
 #      "before compression"), every question's paragraphs of the file pooled (4,920): naive and agentic with
 #      the default embedded model and compressed evidence ("after"). The no-retrieval row is the earlier run
@@ -23,12 +23,12 @@
 # results/runs/reported-*.jsonl) and STRONG_PREFIX stage 3's (default "strong": results/runs/strong-*.jsonl);
 # HOTPOT_SPLIT the HotpotQA half (default all: the first LIMIT questions of the file).
 #   bash benchmarks/reported_campaign.sh
-# After the term checks' name fix and the model's own short answer (a9e5541): SQuAD and CMRC test halves
+# The reported2 records (the code of commit a9e5541): SQuAD and CMRC test halves
 # (60 questions each) agentic, naive and (SQuAD) the reader's ceiling; then HotpotQA's 144 test questions among
 # the file's first 300 (the "test half" rows of the earlier runs), naive, agentic and no retrieval:
 #   export PREFIX=reported2 NAIVE_TOO=1 SMALL_LIMIT=60 HOTPOT_SPLIT=test LIMIT=144
 #   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
-# After the focused read (nodes/focused_read.py), the same questions again:
+# The reported3 records (with the focused read, nodes/focused_read.py), on the same questions:
 #   export PREFIX=reported3 NAIVE_TOO=1 SMALL_LIMIT=60 HOTPOT_SPLIT=test LIMIT=144 SMALL_DATA_DIR=/tmp/exp/data
 #   STAGES=2 bash benchmarks/reported_campaign.sh && STAGES=1 bash benchmarks/reported_campaign.sh
 # The strong paths after the focused read, on the first 24 of HotpotQA's test questions:

@@ -44,6 +44,7 @@ from evals.metrics import linear_percentile
 from retrieval.embeddings import MiniLMEmbeddings
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
+from retrieval.search_depth import CANDIDATE_K
 
 DEFAULT_SIZES = (5_000, 50_000, 500_000)
 MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
@@ -151,6 +152,7 @@ def size_database(url: str, size: int) -> str:
     """The database of one size's server set-up on the server of `url` (`scale_<size>`), created when
     missing: each size keeps its own catalog and keyword index, built once like the embedded stores."""
     import psycopg
+    from psycopg import sql
 
     from persistence.database import libpq_url
 
@@ -158,7 +160,7 @@ def size_database(url: str, size: int) -> str:
     with psycopg.connect(libpq_url(url), autocommit=True) as connection:
         exists = connection.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if not exists:
-            connection.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+            connection.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
 
 
@@ -190,7 +192,7 @@ def run_scale_eval(
         "machine": machine_description(),
         "queries": len(pairs),
         "k": LATENCY_K,
-        "candidate_k": settings.candidate_k,
+        "candidate_k": CANDIDATE_K,
         "embed_query_ms": {
             "p50": round(linear_percentile(embed_times, 50), 2),
             "p95": round(linear_percentile(embed_times, 95), 2),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 19 development run behind nodes/turn.py AUTO_MODES: the agentic graph with RAG_MODE=auto (then: the
+# The development run behind nodes/turn.py AUTO_MODES: the agentic graph with RAG_MODE=auto (then: the
 # short-answer template for factoid query types) against RAG_MODE=advanced, the first LIMIT development
 # questions of SQuAD 2.0 (mixed), HotpotQA and CMRC 2018, each dataset's paragraphs pooled, embedded
 # Qwen2.5-Coder-0.5B, answer cache off. Records: results/runs/dev-agentic-template-<mode>-<dataset>.jsonl;

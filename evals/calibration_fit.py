@@ -66,12 +66,17 @@ class CostRule:
     """What each outcome costs the user, per question; the thresholds minimise the total.
 
     A wrong confident answer is the worst (a bold wrong answer misleads); withholding a right answer costs
-    half as much; a tentative answer costs a little either way (the user must read and judge it)."""
+    half as much. A tentative answer costs little either way (0.1: the user reads one sentence): it says "not
+    sure" and shows a sentence of the documents verbatim, with its citation, so a wrong one claims nothing
+    false, and a right one reaches the user. Under this rule a short answer is shown in bold only above
+    P(right) 0.95 and withheld only below 0.1. (The rule first tried, tentative 0.5 wrong / 0.25 right,
+    withheld every answer below 0.4: 57 of 60 SQuAD test answers, 9 of them right;
+    docs/answer-quality.md.)"""
 
     confident_wrong: float = 2.0
     confident_right: float = 0.0
-    tentative_wrong: float = 0.5
-    tentative_right: float = 0.25
+    tentative_wrong: float = 0.1
+    tentative_right: float = 0.1
     not_found_right: float = 1.0
     """A right candidate withheld."""
     not_found_wrong: float = 0.0

@@ -18,6 +18,7 @@ from pathlib import Path
 from config.settings import Settings
 from evals.datasets import Passage, write_records_jsonl
 from retrieval.chunkers import chunker_signature
+from retrieval.chunking import MIN_CHUNK_FRACTION
 from retrieval.embeddings import DEFAULT_WINDOW_OVERLAP
 from retrieval.ingest import IngestSummary, ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -58,7 +59,7 @@ def index_settings(settings: Settings, name: str, corpus_file: Path) -> Settings
     overlap = settings.embedding_window_overlap
     key = hashlib.sha1(
         f"{file_fingerprint(corpus_file)}|{settings.chunk_size}|{settings.chunk_overlap}|"
-        f"{settings.min_chunk_fraction}|{settings.embedding_provider}|{settings.embedding_model}"
+        f"{MIN_CHUNK_FRACTION}|{settings.embedding_provider}|{settings.embedding_model}"
         f"{chunker_signature(settings)}"
         f"{'' if overlap == DEFAULT_WINDOW_OVERLAP else f'|window-overlap={overlap}'}".encode()
     ).hexdigest()[:INDEX_KEY_CHARS]

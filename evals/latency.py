@@ -32,7 +32,7 @@ SAMPLE_QUESTIONS = REPO_ROOT / "samples" / "questions.jsonl"
 LATENCY_COLLECTION = "latency"
 #: Keys of timings_ms that are not nodes.
 COST_KEYS = ("model", "retrieval")
-#: Targets on an idle 2-core machine with the default model (issue 19 §5): median end-to-end answer time,
+#: Targets on an idle 2-core machine with the default model: median end-to-end answer time,
 #: and median time until the first answer token is shown.
 WALL_P50_TARGET_S = 15.0
 FIRST_TOKEN_P50_TARGET_S = 5.0

@@ -16,7 +16,7 @@ Three phases, and why:
 Each request goes to one route (`--route`): generate (JSON), stream (SSE: the answer counts when its `done`
 event says ok; the first answer token's time is kept too) or batch (one question per batch request, so the
 phases stay the same; the item's own status decides).
-Targets (issue 9): 0 errors at 16 clients; a cache hit in at most 5% of a cold answer's time (p50 / p50, both
+Targets: 0 errors at 16 clients; a cache hit in at most 5% of a cold answer's time (p50 / p50, both
 one at a time; the ratio of the hits under load, which queue behind 15 other clients on the same cores, is
 reported beside it).
 """
@@ -42,6 +42,16 @@ STREAM_ROUTE = "/api/v1/rag/generate/events"
 BATCH_ROUTE = "/api/v1/rag/batch"
 LoadRoute = Literal["generate", "stream", "batch"]
 LOAD_ROUTES: tuple[LoadRoute, ...] = ("generate", "stream", "batch")
+
+
+def load_route(name: str) -> LoadRoute:
+    """`name` as a load route, or ValueError naming the choices (`--route` read from the command line)."""
+    for route in LOAD_ROUTES:
+        if name == route:
+            return route
+    raise ValueError(f"--route must be one of {', '.join(LOAD_ROUTES)}, not {name!r}")
+
+
 #: A client waits this long for one answer (longer than the server's own run limit, so 504s are seen).
 CLIENT_TIMEOUT_S = 300
 #: The cache-hit target: a hit costs at most this share of a cold answer.
@@ -87,8 +97,8 @@ def _one(
             if route == "batch" and status == 200:
                 body = (body.get("results") or [{}])[0]
                 status = int(body.get("status", 0))
-    except httpx.HTTPError as error:
-        status, body = 0, {"message": f"{type(error).__name__}: {error}"}
+    except httpx.HTTPError as failure:
+        status, body = 0, {"message": f"{type(failure).__name__}: {failure}"}
     seconds = time.perf_counter() - started
     metadata = body.get("metadata") or {}
     error = body.get("message") or (body.get("error") if isinstance(body.get("error"), str) else None)
@@ -232,40 +242,17 @@ def run_load(
     """Run the cold (then cache-hit), load and uncached-load phases against a running API on `route`; return
     the report. `uncached_requests` defaults to `clients` (every client computes one answer at once); 0 skips
     phase 3."""
-    if route not in LOAD_ROUTES:
-        raise ValueError(f"--route must be one of {', '.join(LOAD_ROUTES)}, not {route!r}")
     uncached = clients if uncached_requests is None else uncached_requests
-    if clients < 1 or requests < 1 or questions < 1 or uncached < 0:
-        raise ValueError(
-            "--clients, --requests and --questions must be at least 1, --uncached-requests at least 0"
-        )
+    _check_load_options(route, clients=clients, requests=requests, questions=questions, uncached=uncached)
     texts = load_questions(questions_file, questions)
     payload = {key: value for key, value in (payload or {}).items() if key != "use_cache"}
     cached, bypass = {**payload, "use_cache": True}, {**payload, "use_cache": False}
     say = progress or (lambda _line: None)
     base = url.rstrip("/")
-    with httpx.Client(base_url=base, timeout=CLIENT_TIMEOUT_S, headers=headers) as client:
-        health = client.get("/health")
-        if health.status_code != 200:
-            raise ConnectionError(f"{base}/health answered {health.status_code}")
-        say(f"cold phase: {len(texts)} questions, one at a time")
-        cold: list[dict[str, Any]] = []
-        recomputed = 0
-        for question in texts:
-            record = _one(client, question, cached, route)
-            if record["status"] == 200 and record["cache_hit"]:  # cached by an earlier run: compute it
-                record, recomputed = _one(client, question, bypass, route), recomputed + 1
-            cold.append(record)
-        say(f"cache-hit phase: {len(texts)} questions again, one at a time")
-        again = [_one(client, question, cached, route) for question in texts]
-
+    cold, recomputed, again = _one_at_a_time(base, headers, texts, cached, bypass, route, say)
     say(f"load phase: {requests} requests from {clients} clients")
     records, wall = _concurrently(base, clients, requests, texts, cached, headers, route)
-    fresh: list[dict[str, Any]] = []
-    fresh_wall = 0.0
-    if uncached:
-        say(f"uncached load phase: {uncached} requests from {clients} clients, cache bypassed")
-        fresh, fresh_wall = _concurrently(base, clients, uncached, texts, bypass, headers, route)
+    fresh, fresh_wall = _uncached_load(base, clients, uncached, texts, bypass, headers, route, say)
 
     hits = [record for record in records if record["status"] == 200 and record["cache_hit"]]
     misses = [record for record in records if record["status"] == 200 and not record["cache_hit"]]
@@ -275,10 +262,7 @@ def run_load(
     alone_summary = _summary(alone_hits)
     ratio = _ratio(alone_summary, cold_summary)
     everything = [*cold, *again, *records, *fresh]
-    errors: dict[str, int] = {}
-    for record in everything:
-        if record["error"]:
-            errors[record["error"]] = errors.get(record["error"], 0) + 1
+    errors = _error_messages(everything)
     return {
         "url": base,
         "route": route,
@@ -301,3 +285,67 @@ def run_load(
         },
         "error_messages": errors,
     }
+
+
+def _check_load_options(route: str, *, clients: int, requests: int, questions: int, uncached: int) -> None:
+    """ValueError naming the option when the route is unknown or a count is out of range."""
+    if route not in LOAD_ROUTES:
+        raise ValueError(f"--route must be one of {', '.join(LOAD_ROUTES)}, not {route!r}")
+    if clients < 1 or requests < 1 or questions < 1 or uncached < 0:
+        raise ValueError(
+            "--clients, --requests and --questions must be at least 1, --uncached-requests at least 0"
+        )
+
+
+def _one_at_a_time(
+    base: str,
+    headers: dict[str, str] | None,
+    texts: list[str],
+    cached: dict[str, Any],
+    bypass: dict[str, Any],
+    route: LoadRoute,
+    say: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]]]:
+    """The cold phase (a question an earlier run cached is computed again with the cache bypassed) and the
+    cache-hit phase, one request at a time after a health check: (cold records, recomputed, hit records)."""
+    with httpx.Client(base_url=base, timeout=CLIENT_TIMEOUT_S, headers=headers) as client:
+        health = client.get("/health")
+        if health.status_code != 200:
+            raise ConnectionError(f"{base}/health answered {health.status_code}")
+        say(f"cold phase: {len(texts)} questions, one at a time")
+        cold: list[dict[str, Any]] = []
+        recomputed = 0
+        for question in texts:
+            record = _one(client, question, cached, route)
+            if record["status"] == 200 and record["cache_hit"]:  # cached by an earlier run: compute it
+                record, recomputed = _one(client, question, bypass, route), recomputed + 1
+            cold.append(record)
+        say(f"cache-hit phase: {len(texts)} questions again, one at a time")
+        again = [_one(client, question, cached, route) for question in texts]
+    return cold, recomputed, again
+
+
+def _uncached_load(
+    base: str,
+    clients: int,
+    uncached: int,
+    texts: list[str],
+    bypass: dict[str, Any],
+    headers: dict[str, str] | None,
+    route: LoadRoute,
+    say: Callable[[str], None],
+) -> tuple[list[dict[str, Any]], float]:
+    """The uncached load phase, cache bypassed: (records, wall seconds); none when `uncached` is 0."""
+    if not uncached:
+        return [], 0.0
+    say(f"uncached load phase: {uncached} requests from {clients} clients, cache bypassed")
+    return _concurrently(base, clients, uncached, texts, bypass, headers, route)
+
+
+def _error_messages(records: list[dict[str, Any]]) -> dict[str, int]:
+    """How many requests failed with each error message."""
+    errors: dict[str, int] = {}
+    for record in records:
+        if record["error"]:
+            errors[record["error"]] = errors.get(record["error"], 0) + 1
+    return errors

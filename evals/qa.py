@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -288,76 +288,149 @@ def run_qa_eval(
     """
     if pipeline not in PIPELINE_GRAPHS:
         raise ValueError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    dataset_path = Path(dataset_path)
+    plan = _plan_qa_run(Path(dataset_path), settings, limit=limit, skip=skip, split=split, pool=pool)
+    results_path = results_path or default_results_path(plan.dataset_path, pipeline, limit, split)
+    installed = resources(plan.eval_settings)
+    context = Context(collection=QA_COLLECTION)
+    stamp = {"model": model_description(settings), "code_commit": code_commit()}
+    records, resumed, chunks = _run_questions(
+        plan,
+        installed,
+        pipeline=pipeline,
+        context=context,
+        results_path=results_path,
+        stamp=stamp,
+        progress=progress,
+    )
+    ordered = [records[example.qid] for example in plan.examples]
+    return {
+        "pipeline": pipeline,
+        "graph": PIPELINE_GRAPHS[pipeline],
+        "dataset": plan.name,
+        "limit": limit,
+        "skip": skip,
+        "split": split,
+        "pool_questions": len(plan.pooled),
+        **aggregate(ordered),
+        "resumed": resumed,
+        "corpus_passages": len(plan.passages),
+        "chunks": chunks,
+        "machine": machine_description(),
+        "model": stamp["model"],
+        "embedding": settings.embedding_provider,
+        "context": asdict(context),
+        "results_file": str(results_path),
+    }
+
+
+@dataclass(frozen=True)
+class _QaPlan:
+    """What a QA run answers and over which corpus: the selected questions, the pooled ones whose
+    paragraphs make the corpus, and the corpus file the run's index is built from."""
+
+    dataset_path: Path
+    name: str
+    examples: list[QAExample]
+    pooled: list[QAExample]
+    corpus_file: Path
+    passages: list[Passage]
+    eval_settings: Settings
+
+
+def _plan_qa_run(
+    dataset_path: Path,
+    settings: Settings,
+    *,
+    limit: int | None,
+    skip: int,
+    split: str,
+    pool: int | Literal["all"] | None,
+) -> _QaPlan:
+    """Select the questions (split, then skip and limit), pool the corpus's questions and write the corpus."""
     name = dataset_name(dataset_path)
     every_example = load_qa_examples(dataset_path)
     examples = select_examples(examples_in_split(every_example, split), limit, skip)
     if not examples:
         raise ValueError(f"{dataset_path}: no questions")
     pooled = pool_examples(every_example, examples, pool)
-    results_path = results_path or default_results_path(dataset_path, pipeline, limit, split)
-    retrieves = pipeline in RETRIEVING_PIPELINES
     corpus_file, passages = prepare_corpus(pooled, settings, name)
-    in_corpus = {passage.passage_id for passage in passages}
-    eval_settings = index_settings(settings, f"qa-{name}", corpus_file)
-    installed = resources(eval_settings)
-    context = Context(collection=QA_COLLECTION)
-    model = model_description(settings)
-    commit = code_commit()
+    return _QaPlan(
+        dataset_path=dataset_path,
+        name=name,
+        examples=examples,
+        pooled=pooled,
+        corpus_file=corpus_file,
+        passages=passages,
+        eval_settings=index_settings(settings, f"qa-{name}", corpus_file),
+    )
+
+
+def _run_questions(
+    plan: _QaPlan,
+    installed: Resources,
+    *,
+    pipeline: str,
+    context: Context,
+    results_path: Path,
+    stamp: dict[str, str],
+    progress: ProgressFactory,
+) -> tuple[dict[str, dict[str, Any]], int, int]:
+    """Index the corpus (retrieving pipelines), then answer every question not already in `results_path` by
+    this model, appending each record as it finishes; return (records by question id, resumed, chunks)."""
+    retrieves = pipeline in RETRIEVING_PIPELINES
+    in_corpus = {passage.passage_id for passage in plan.passages}
     with use_resources(installed):
         kb = installed.kb()
         try:
             if retrieves:
-                ingest_corpus(kb, corpus_file, collection=QA_COLLECTION, progress=progress)
+                ingest_corpus(kb, plan.corpus_file, collection=QA_COLLECTION, progress=progress)
             chunks = kb.catalog.count_chunks()
-            selected = {example.qid for example in examples}
+            selected = {example.qid for example in plan.examples}
+            model = stamp["model"]
             records = {
                 qid: record
                 for qid, record in read_records(results_path).items()
                 if qid in selected and not record.get("error") and record.get("model", model) == model
             }
             resumed = len(records)
-            todo = [example for example in examples if example.qid not in records]
+            todo = [example for example in plan.examples if example.qid not in records]
             if todo:
                 _warm_up(installed, context, retrieves)
-            session = Session(eval_settings, graph_name=PIPELINE_GRAPHS[pipeline], persistent=False)
+            session = Session(plan.eval_settings, graph_name=PIPELINE_GRAPHS[pipeline], persistent=False)
             advance = progress("questions", len(todo))
             for example in todo:
-                load_at_start = load_average()
-                started = time.perf_counter()
-                try:
-                    inputs = {"filters": gold_filter(example)} if pipeline == "gold" else {}
-                    result = session.ask(example.question, context=context, **inputs)
-                    record = question_record(
-                        example, result, latency_s=time.perf_counter() - started, in_corpus=in_corpus
-                    )
-                except Exception as error:  # noqa: BLE001 - one failing question must not end the run
-                    logger.warning("question %s failed: %s", example.qid, error)
-                    record = error_record(
-                        example, error, latency_s=time.perf_counter() - started, in_corpus=in_corpus
-                    )
-                record.update(model=model, code_commit=commit, load_1m=load_at_start)
+                record = _answer_question(
+                    session, example, pipeline=pipeline, context=context, in_corpus=in_corpus, stamp=stamp
+                )
                 append_record(results_path, record)
                 records[example.qid] = record
                 advance(1)
         finally:
             kb.close()
-    ordered = [records[example.qid] for example in examples]
-    return {
-        "pipeline": pipeline,
-        "graph": PIPELINE_GRAPHS[pipeline],
-        "dataset": name,
-        "limit": limit,
-        "skip": skip,
-        "split": split,
-        "pool_questions": len(pooled),
-        **aggregate(ordered),
-        "resumed": resumed,
-        "corpus_passages": len(passages),
-        "chunks": chunks,
-        "machine": machine_description(),
-        "model": model,
-        "embedding": settings.embedding_provider,
-        "context": asdict(context),
-        "results_file": str(results_path),
-    }
+    return records, resumed, chunks
+
+
+def _answer_question(
+    session: Session,
+    example: QAExample,
+    *,
+    pipeline: str,
+    context: Context,
+    in_corpus: set[str],
+    stamp: dict[str, str],
+) -> dict[str, Any]:
+    """One question's record: its scores, or the error it ended in (one failing question must not end the
+    run), stamped with the model, the code's commit and the machine's load when it started."""
+    load_at_start = load_average()
+    started = time.perf_counter()
+    try:
+        inputs: dict[str, Any] = {"filters": gold_filter(example)} if pipeline == "gold" else {}
+        result = session.ask(example.question, context=context, **inputs)
+        record = question_record(
+            example, result, latency_s=time.perf_counter() - started, in_corpus=in_corpus
+        )
+    except Exception as error:  # noqa: BLE001 - one failing question must not end the run
+        logger.warning("question %s failed: %s", example.qid, error)
+        record = error_record(example, error, latency_s=time.perf_counter() - started, in_corpus=in_corpus)
+    record.update(model=stamp["model"], code_commit=stamp["code_commit"], load_1m=load_at_start)
+    return record

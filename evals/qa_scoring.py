@@ -4,7 +4,7 @@ Why records first and numbers second: a record holds everything measured for one
 retrieved and cited passages, cost), so an interrupted run resumes from its records and any aggregate can be
 recomputed, or broken down another way, without running a model again. Four answer scores, each on the
 full answer and on its short answer (`short_answer`, the phrase or yes/no the answer starts with; the full
-answer when a record has none): EM, F1, `contains_gold` (published as "accuracy" before issue 22), whether a
+answer when a record has none): EM, F1, `contains_gold` (older records call it "accuracy"), whether a
 gold answer is contained in the
 prediction (normalised, on token boundaries), as in the Adaptive-RAG paper (Jeong et al., 2024), which
 credits a correct answer inside a longer reply that EM rejects, and ROUGE-L (evals.metrics.rouge_l: the
@@ -85,7 +85,7 @@ def answer_scores(prediction: str, short: str, gold_answers: Sequence[str]) -> d
     }
 
 
-#: Names records and reports wrote before issue 22 (the gold containment was published as "accuracy"):
+#: Names older records and reports use (they call the gold containment "accuracy"):
 #: current name -> old name. Readers go through `current_names`, so committed files stay readable.
 LEGACY_NAMES = {
     "contains_gold": "accuracy",
@@ -178,7 +178,6 @@ def question_record(
     supporting = gold_passages(example, in_corpus)
     retrieved = ranked_doc_ids(result.get("retrieved") or result.get("sources") or [])
     cited = ranked_doc_ids(result.get("citations") or [])
-    usage = result.get("usage") or {}
     not_found = bool(result.get("not_found", False))
     scores = (
         answer_scores(prediction, short, example.answers)
@@ -186,23 +185,11 @@ def question_record(
         else declined_scores(not_found)
     )
     return {
-        "qid": example.qid,
-        "kind": example.kind,
-        "language": example.language,
-        "question": example.question,
-        "answers": list(example.answers),
-        "answerable": example.answerable,
+        **_example_fields(example),
         "prediction": prediction,
         "short_answer": short,
         **scores,
-        # Who wrote the short answer (model / extractive) and, when the extractive answer replaced it, the
-        # model's own: the model alone can be scored from the same run.
-        "short_answer_source": info.get("short_answer_source"),
-        "model_short_answer": info.get("model_short_answer"),
-        # The focused read (nodes/focused_read.py): what it read, its reply, the short answer it replaced.
-        "focused_read_passage": info.get("focused_read_passage"),
-        "focused_read_reply": info.get("focused_read_reply"),
-        "draft_short_answer": info.get("draft_short_answer"),
+        **_short_answer_trace(info),
         "retrieved": retrieved,
         "supporting": sorted(supporting),
         SUPPORT_RECALL_KEY: rounded(support_recall_at_k(retrieved, supporting, SUPPORT_RECALL_K))
@@ -218,6 +205,40 @@ def question_record(
         # The calibrated judgement (answering/): confidence, band, the short answer it judged and whether
         # that was right, and the signals it read (so a calibrator can be refit from the records).
         **judgement_fields(result, example),
+        **_cost_fields(result, latency_s),
+    }
+
+
+def _example_fields(example: QAExample) -> dict[str, Any]:
+    """A record's question part: the example's id, kind, language, question and gold answers."""
+    return {
+        "qid": example.qid,
+        "kind": example.kind,
+        "language": example.language,
+        "question": example.question,
+        "answers": list(example.answers),
+        "answerable": example.answerable,
+    }
+
+
+def _short_answer_trace(info: Mapping[str, Any]) -> dict[str, Any]:
+    """Where the short answer came from (prompt_info's trace of the answer path)."""
+    return {
+        # Who wrote the short answer (model / extractive) and, when the extractive answer replaced it, the
+        # model's own: the model alone can be scored from the same run.
+        "short_answer_source": info.get("short_answer_source"),
+        "model_short_answer": info.get("model_short_answer"),
+        # The focused read (nodes/focused_read.py): what it read, its reply, the short answer it replaced.
+        "focused_read_passage": info.get("focused_read_passage"),
+        "focused_read_reply": info.get("focused_read_reply"),
+        "draft_short_answer": info.get("draft_short_answer"),
+    }
+
+
+def _cost_fields(result: Mapping[str, Any], latency_s: float) -> dict[str, Any]:
+    """A record's cost part: model calls, tokens, latency, the strategy, loop rounds and per-node timings."""
+    usage = result.get("usage") or {}
+    return {
         "llm_calls": int(result.get("llm_calls") or 0),
         "prompt_tokens": int(usage.get("prompt_tokens") or 0),
         "completion_tokens": int(usage.get("completion_tokens") or 0),
@@ -237,12 +258,7 @@ def error_record(
     """The record of a question whose run raised: scored as an empty prediction, the error kept."""
     supporting = gold_passages(example, in_corpus)
     return {
-        "qid": example.qid,
-        "kind": example.kind,
-        "language": example.language,
-        "question": example.question,
-        "answers": list(example.answers),
-        "answerable": example.answerable,
+        **_example_fields(example),
         "prediction": "",
         "short_answer": "",
         **(answer_scores("", "", example.answers) if example.answerable else declined_scores(False)),

@@ -6,7 +6,7 @@ while the dataset and the index settings are unchanged; the first-ingest numbers
 rerun still reports them. A document split into several chunks scores as its best chunk.
 
 With a rerank model (`rag eval retrieval --rerank`), one more row, "hybrid+rerank": the hybrid list's first
-RAG_RERANK_CANDIDATES chunks reordered by the model (retrieval/rerank.py, the call /api/v1/search makes),
+RERANK_CANDIDATES chunks reordered by the model (retrieval/rerank.py, the call /api/v1/search makes),
 the rest of the list after them; its latency is the search plus the rerank call.
 """
 
@@ -37,7 +37,7 @@ from evals.metrics import dedupe_to_documents, linear_percentile, mrr_at_k, ndcg
 from evals.splits import ALL_SPLITS, SPLITS, split_of
 from retrieval.ingest import IngestSummary
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.rerank import rerank
+from retrieval.rerank import RERANK_CANDIDATES, RERANK_PASSAGE_CHARS, rerank
 from retrieval.search import Searcher
 
 EVAL_COLLECTION = "eval"
@@ -47,8 +47,9 @@ EVAL_SEARCH_K = 150
 #: k of the timed search: the 10 results a user's `rag search` returned when the figures were first taken
 #: (fixed here, so the figures stay comparable whatever RAG_TOP_K says).
 LATENCY_K = 10
-BEIR_CUTOFFS = {"ndcg": 10, "recall": (10, 100), "mrr": 10}
-CMRC_RECALL_CUTOFFS = (1, 5, 10)
+#: Recall@k cutoffs reported: BEIR's own (10, 100), and CMRC's shorter lists (one answer passage per query).
+BEIR_RECALL_CUTOFFS: tuple[int, ...] = (10, 100)
+CMRC_RECALL_CUTOFFS: tuple[int, ...] = (1, 5, 10)
 #: The report's name of the reranked hybrid list.
 RERANK_MODE = "hybrid+rerank"
 INGEST_STATS_FILE = "first_ingest.json"
@@ -131,53 +132,26 @@ def run_retrieval_eval(
     try:
         ingest = _ingest(kb, dataset, progress)
         searcher = Searcher(kb)
-        query_ids = [qid for qid in dataset.queries if qid in dataset.qrels]
-        if split != ALL_SPLITS:
-            query_ids = [qid for qid in query_ids if split_of(qid) == split]
-        if limit:
-            query_ids = query_ids[:limit]
-        recall_cutoffs = BEIR_CUTOFFS["recall"] if dataset.kind == "beir" else CMRC_RECALL_CUTOFFS
+        query_ids = _query_ids(dataset, split, limit)
+        recall_cutoffs = BEIR_RECALL_CUTOFFS if dataset.kind == "beir" else CMRC_RECALL_CUTOFFS
         report_names = [*modes, RERANK_MODE] if rerank_model is not None else list(modes)
         per_mode: dict[str, dict[str, list[float]]] = {name: {} for name in report_names}
         reranked_queries = 0
         embed_ms: list[float] = []
         advance = progress("queries", len(query_ids))
         for qid in query_ids:
-            text = dataset.queries[qid]
-            started = time.perf_counter()
-            vector = searcher.embed_query(text) if any(mode != "bm25" for mode in modes) else None
-            embed_ms.append((time.perf_counter() - started) * 1000)
-            relevance = dataset.qrels[qid]
-            for mode in modes:
-                # Latency is timed on a user-sized search (k = LATENCY_K); quality needs a deeper list.
-                started = time.perf_counter()
-                searcher.search(
-                    text, k=LATENCY_K, mode=mode, collections=[EVAL_COLLECTION], query_vector=vector
-                )
-                elapsed = (time.perf_counter() - started) * 1000
-                result = searcher.search(
-                    text, k=EVAL_SEARCH_K, mode=mode, collections=[EVAL_COLLECTION], query_vector=vector
-                )
-                ranked = dedupe_to_documents(hit.doc_id for hit in result.hits)
-                _score(per_mode[mode], ranked, relevance, elapsed, recall_cutoffs)
-                if mode == "hybrid" and rerank_model is not None:
-                    candidates = result.hits[: settings.rerank_candidates]
-                    outcome = rerank(
-                        rerank_model, text, candidates, passage_chars=settings.rerank_passage_chars
-                    )
-                    reranked_queries += outcome.reranked
-                    hits = [*outcome.hits, *result.hits[len(candidates) :]]
-                    ranked = dedupe_to_documents(hit.doc_id for hit in hits)
-                    spent = elapsed + outcome.elapsed_ms
-                    _score(per_mode[RERANK_MODE], ranked, relevance, spent, recall_cutoffs)
+            reranked_queries += _score_query(
+                searcher,
+                settings,
+                dataset.queries[qid],
+                dataset.qrels[qid],
+                modes=modes,
+                embed_ms=embed_ms,
+                per_mode=per_mode,
+                recall_cutoffs=recall_cutoffs,
+                rerank_model=rerank_model,
+            )
             advance(1)
-        report_modes = {}
-        for mode, scores in per_mode.items():
-            latencies = scores.pop("latency_ms", [])
-            summary = {name: round(sum(values) / len(values), 4) for name, values in scores.items() if values}
-            summary["p50_ms"] = round(linear_percentile(latencies, 50), 2) if latencies else 0.0
-            summary["p95_ms"] = round(linear_percentile(latencies, 95), 2) if latencies else 0.0
-            report_modes[mode] = summary
         return {
             "dataset": dataset.name,
             "kind": dataset.kind,
@@ -190,23 +164,86 @@ def run_retrieval_eval(
             # RAG_CHUNKER (and its own index: evals.eval_index keys the index folder by the chunker settings).
             "chunker": settings.chunker,
             "latency_k": LATENCY_K,
-            "modes": report_modes,
-            **(
-                {
-                    "rerank": {
-                        "queries_reranked": reranked_queries,
-                        "candidates": settings.rerank_candidates,
-                        "passage_chars": settings.rerank_passage_chars,
-                    }
-                }
-                if rerank_model is not None
-                else {}
-            ),
+            "modes": _mode_summaries(per_mode),
+            **(_rerank_figures(settings, reranked_queries) if rerank_model is not None else {}),
             "embed_query_ms": round(linear_percentile(embed_ms, 50), 2) if embed_ms else 0.0,
             **ingest,
         }
     finally:
         kb.close()
+
+
+def _query_ids(dataset: RetrievalDataset, split: str, limit: int | None) -> list[str]:
+    """The judged queries evaluated: those of the split (all for ALL_SPLITS), the first `limit` of them."""
+    query_ids = [qid for qid in dataset.queries if qid in dataset.qrels]
+    if split != ALL_SPLITS:
+        query_ids = [qid for qid in query_ids if split_of(qid) == split]
+    if limit:
+        query_ids = query_ids[:limit]
+    return query_ids
+
+
+def _score_query(
+    searcher: Searcher,
+    settings: Settings,
+    text: str,
+    relevance: dict[str, int],
+    *,
+    modes: Sequence[SearchMode],
+    embed_ms: list[float],
+    per_mode: dict[str, dict[str, list[float]]],
+    recall_cutoffs: Sequence[int],
+    rerank_model: BaseChatModel | None,
+) -> int:
+    """Embed one query (timed into `embed_ms`), search it in every mode (and rerank the hybrid list with
+    `rerank_model`), adding its scores and latency to `per_mode`; return how many lists the model reranked
+    (0 or 1)."""
+    started = time.perf_counter()
+    vector = searcher.embed_query(text) if any(mode != "bm25" for mode in modes) else None
+    embed_ms.append((time.perf_counter() - started) * 1000)
+    reranked_queries = 0
+    for mode in modes:
+        # Latency is timed on a user-sized search (k = LATENCY_K); quality needs a deeper list.
+        started = time.perf_counter()
+        searcher.search(text, k=LATENCY_K, mode=mode, collections=[EVAL_COLLECTION], query_vector=vector)
+        elapsed = (time.perf_counter() - started) * 1000
+        result = searcher.search(
+            text, k=EVAL_SEARCH_K, mode=mode, collections=[EVAL_COLLECTION], query_vector=vector
+        )
+        ranked = dedupe_to_documents(hit.doc_id for hit in result.hits)
+        _score(per_mode[mode], ranked, relevance, elapsed, recall_cutoffs)
+        if mode == "hybrid" and rerank_model is not None:
+            candidates = result.hits[:RERANK_CANDIDATES]
+            outcome = rerank(rerank_model, text, candidates, passage_chars=RERANK_PASSAGE_CHARS)
+            reranked_queries += outcome.reranked
+            hits = [*outcome.hits, *result.hits[len(candidates) :]]
+            ranked = dedupe_to_documents(hit.doc_id for hit in hits)
+            spent = elapsed + outcome.elapsed_ms
+            _score(per_mode[RERANK_MODE], ranked, relevance, spent, recall_cutoffs)
+    return reranked_queries
+
+
+def _mode_summaries(per_mode: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
+    """Each mode's mean scores and its p50 / p95 search latency (the latencies are popped from `per_mode`)."""
+    report_modes = {}
+    for report_name, scores in per_mode.items():
+        latencies = scores.pop("latency_ms", [])
+        summary = {name: round(sum(values) / len(values), 4) for name, values in scores.items() if values}
+        summary["p50_ms"] = round(linear_percentile(latencies, 50), 2) if latencies else 0.0
+        summary["p95_ms"] = round(linear_percentile(latencies, 95), 2) if latencies else 0.0
+        report_modes[report_name] = summary
+    return report_modes
+
+
+def _rerank_figures(settings: Settings, reranked_queries: int) -> dict[str, Any]:
+    """The report's rerank part: how many lists the model reranked, with which candidates and passages."""
+    return {
+        "rerank": {
+            "queries_reranked": reranked_queries,
+            "candidates": RERANK_CANDIDATES,
+            "passage_chars": RERANK_PASSAGE_CHARS,
+        }
+    }
 
 
 def _score(

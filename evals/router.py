@@ -89,7 +89,7 @@ def strategy_label(strategy: str) -> Label:
 
 def confusion_matrix(truth: Sequence[Label], predicted: Sequence[Label]) -> dict[str, dict[str, int]]:
     """true label -> predicted label -> count, every cell present (zeros included)."""
-    matrix = {true: dict.fromkeys(LABELS, 0) for true in LABELS}
+    matrix: dict[str, dict[str, int]] = {true: {guess: 0 for guess in LABELS} for true in LABELS}
     for true, guess in zip(truth, predicted, strict=True):
         matrix[true][guess] += 1
     return matrix
@@ -195,6 +195,27 @@ def summarize(predictions: Sequence[Prediction], list_misclassified: bool = True
 # The run
 
 
+def _llm_predictions(
+    subset: Sequence[LabelledQuestion],
+    by_id: dict[tuple[str, str], Prediction],
+    llm_analyze: LLMAnalyzer,
+    context: Context,
+    progress: ProgressFactory,
+) -> tuple[list[Prediction], list[float]]:
+    """The model's prediction of each question of `subset` (given the heuristic analysis as its default), and
+    the seconds each took."""
+    llm: list[Prediction] = []
+    seconds: list[float] = []
+    advance = progress("LLM analysis", len(subset))
+    for question in subset:
+        started = time.perf_counter()
+        default = by_id[(question.source, question.qid)].analysis
+        llm.append(predict(question, llm_analyze(question.text, default), context))
+        seconds.append(time.perf_counter() - started)
+        advance(1)
+    return llm, seconds
+
+
 def evaluate_router(
     questions: Sequence[LabelledQuestion],
     *,
@@ -220,16 +241,11 @@ def evaluate_router(
     heuristic_summary = summarize(heuristic, list_misclassified)
     by_id = {(p.question.source, p.question.qid): p for p in heuristic}
     subset = stratified_subset(questions, llm_limit) if llm_analyze is not None else []
-    llm: list[Prediction] = []
-    seconds: list[float] = []
-    if llm_analyze is not None and subset:
-        advance = progress("LLM analysis", len(subset))
-        for question in subset:
-            started = time.perf_counter()
-            default = by_id[(question.source, question.qid)].analysis
-            llm.append(predict(question, llm_analyze(question.text, default), context))
-            seconds.append(time.perf_counter() - started)
-            advance(1)
+    llm, seconds = (
+        _llm_predictions(subset, by_id, llm_analyze, context, progress)
+        if llm_analyze is not None and subset
+        else ([], [])
+    )
     llm_summary = summarize(llm, list_misclassified) if llm else None
     subset_heuristic = [by_id[(q.source, q.qid)] for q in subset]
     labels = Counter(question.label for question in questions)

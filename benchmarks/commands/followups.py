@@ -41,6 +41,7 @@ def eval_followups(
         run_followups_with_model,
     )
     from evals.environment import machine_description
+    from persistence.keyword_index import BM25_TITLE_WEIGHT
 
     path = fixture or DEFAULT_FIXTURE
     if not path.is_file():
@@ -54,7 +55,7 @@ def eval_followups(
         if model:
             report = run_followups_with_model(conversations, settings)
         else:
-            report = run_followups_eval(conversations, title_weight=settings.bm25_title_weight)
+            report = run_followups_eval(conversations, title_weight=BM25_TITLE_WEIGHT)
     report = {**report, "fixture": str(path), "machine": machine_description()}
     write_json_report(json_out, report)
     print_followups_report(report)

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from config.settings import LocalModelName
 from evals.environment import DEFAULT_RESULTS_DIR
 from service.cli.common import EXIT_UNAVAILABLE, console, fail, settings_or_exit, user_errors
 
@@ -40,7 +39,7 @@ def eval_models(
     (RAG_LOCAL_MODEL)."""
     from benchmarks.data import SHARED_DATA_DIR
     from benchmarks.models import run_models_eval
-    from models.local_catalog import LOCAL_MODEL_NAMES
+    from models.local_catalog import LOCAL_MODEL_NAMES, catalog_name
 
     names = model or list(LOCAL_MODEL_NAMES)
     unknown = [name for name in names if name not in LOCAL_MODEL_NAMES]
@@ -49,7 +48,7 @@ def eval_models(
     if hotpotqa + cmrc == 0:
         fail("--hotpotqa and --cmrc are both 0: nothing to measure")
     settings = settings_or_exit()
-    chosen: list[LocalModelName] = [name for name in names]  # type: ignore[misc]  # checked above
+    chosen = [known for known in map(catalog_name, names) if known is not None]  # each checked above
     import httpx
 
     with user_errors():

@@ -22,12 +22,13 @@ ModelOption = Annotated[
 
 def embedded_model(model: str | None, settings: Settings) -> LocalModelName:
     """The catalog model a campaign runs: `model`, or the configured one; exit 2 naming an unknown one."""
-    from models.local_catalog import LOCAL_MODEL_NAMES
+    from models.local_catalog import LOCAL_MODEL_NAMES, catalog_name
 
     name = model or settings.local_model
-    if name not in LOCAL_MODEL_NAMES:
+    known = catalog_name(name)
+    if known is None:
         fail(f"unknown model {name!r}; choose among {', '.join(LOCAL_MODEL_NAMES)}")
-    return name  # type: ignore[return-value]  # checked above
+    return known
 
 
 def run_on_embedded_server(campaign: Callable[[], dict[str, Any]]) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """`python -m benchmarks report|graders|groundedness|answerability`: the campaigns behind results/README.md,
 the relevance graders' comparison, the planted-error groundedness check and the not-found rates.
 
-Moved out of `rag eval` (issue 22): they measure the engine on the project's own labelled sets and
+Not part of `rag eval`: they measure the engine on the project's own labelled sets and
 fixtures, not on a user's corpus.
 """
 

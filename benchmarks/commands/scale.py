@@ -61,7 +61,7 @@ def eval_scale(
     """Dense, keyword and hybrid p50/p95 at each size (synthetic SciFact corpus; stores built once)."""
     from benchmarks.scale import run_scale_eval
     from benchmarks.scale_corpus import base_encoder
-    from retrieval.embeddings import MiniLMEmbeddings
+    from retrieval.embeddings import EMBEDDING_BATCH_SIZE, MiniLMEmbeddings
 
     chosen = SETUPS if setup == "both" else (setup,)
     if setup != "both" and setup not in SETUPS:
@@ -71,7 +71,7 @@ def eval_scale(
     size_list = _sizes(sizes)
     folder = scifact_folder(scifact)
     settings = settings_or_exit()
-    model = MiniLMEmbeddings(batch_size=settings.embedding_batch_size)
+    model = MiniLMEmbeddings(batch_size=EMBEDDING_BATCH_SIZE)
     with user_errors(), progress_bars() as bars:
         report = run_scale_eval(
             settings,

@@ -165,6 +165,12 @@ def body_cap_probes(runner: ChaosRunner, server: ApiServer) -> None:
 
 def tenant_probes(runner: ChaosRunner, server: ApiServer, data_dir: Path) -> None:
     """Alpha's key goes after bravo's documents and thread over HTTP: no canary of bravo in any answer."""
+    _document_probes(runner, server)
+    _thread_probes(runner, server, data_dir)
+
+
+def _document_probes(runner: ChaosRunner, server: ApiServer) -> None:
+    """Alpha asks about and lists bravo's documents, with its own tenant and naming bravo's (403)."""
     runner.record(
         http_verdict(
             "alpha asks about bravo's documents",
@@ -198,6 +204,10 @@ def tenant_probes(runner: ChaosRunner, server: ApiServer, data_dir: Path) -> Non
         )
     )
 
+
+def _thread_probes(runner: ChaosRunner, server: ApiServer, data_dir: Path) -> None:
+    """Bravo holds a thread; alpha asks and streams on its id: nothing of bravo's comes back, and bravo's
+    thread is unchanged."""
     thread = "api-bravo-thread"
     first = server.request(
         "POST",

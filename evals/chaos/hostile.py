@@ -148,9 +148,12 @@ def run_measured(runner: ChaosRunner, args: Sequence[str | bytes], data_dir: Pat
     """Like runner.run, with the child's peak memory (wait4) so a zip bomb shows up even when it ends."""
     started = time.perf_counter()
     process = runner.spawn(args, data_dir)
+    out_pipe, err_pipe = process.stdout, process.stderr
+    if out_pipe is None or err_pipe is None:  # spawn pipes both whenever it is given no log file
+        raise RuntimeError("the child was started without pipes to read")
     with ThreadPoolExecutor(2) as pool:
-        out_future = pool.submit(process.stdout.read)  # type: ignore[union-attr]
-        err_future = pool.submit(process.stderr.read)  # type: ignore[union-attr]
+        out_future = pool.submit(out_pipe.read)
+        err_future = pool.submit(err_pipe.read)
         deadline = started + PROBE_TIMEOUT_S
         hung = False
         rusage = None

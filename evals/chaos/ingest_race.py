@@ -38,7 +38,7 @@ def ingest_race_verdict(
     results: Sequence[ProcessResult], counts: tuple[int, int] | None, vectors: dict[str, Any] | None
 ) -> Probe:
     """Two ingests of one file at once: both end cleanly (0; or 1, the documented busy refusal after
-    RAG_INGEST_LOCK_TIMEOUT_S, in one line), no trace, and the catalog holds the file once: as many chunks as
+    INGEST_LOCK_TIMEOUT_S, in one line), no trace, and the catalog holds the file once: as many chunks as
     the ingest that indexed it reported. `vectors` is `rag doctor --json`'s vectors check (None: not run),
     whose chunk count must agree, with no strays or missing ones."""
     summaries = [last_json(result.stdout) for result in results]

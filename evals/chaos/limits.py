@@ -10,7 +10,8 @@ PROBE_TIMEOUT_S = 120.0
 CONCURRENT_TIMEOUT_S = 900.0
 #: Concurrent turns on one thread, as processes and as threads of one process.
 CONCURRENT_TURNS = 8
-#: Turns of the short storage figure (the one issue 7 set its target for), read during the long conversation.
+#: Turns of the short storage figure (the one BYTES_PER_TURN_TARGET bounds), read during the long
+#: conversation.
 STORAGE_TURNS = 10
 #: Turns of the long conversation the storage suite holds on one thread, in one process.
 LONG_CONVERSATION_TURNS = 100
@@ -22,7 +23,7 @@ STORAGE_SNAPSHOTS = (STORAGE_TURNS, 19, 20, LONG_CONVERSATION_TURNS - 1, LONG_CO
 #: Flat storage: turn 100 may add at most this many times what turn 20 added (keeping every checkpoint, where
 #: each holds the whole conversation, turn 100 adds about five times as much).
 FLAT_GROWTH_RATIO = 1.5
-#: Target of issue 7 for checkpoint storage per turn, in bytes.
+#: Target for checkpoint storage per turn over the short figure's turns, in bytes.
 BYTES_PER_TURN_TARGET = 50_000
 #: Target for a long conversation: checkpoint bytes per turn at turn 100 (they must not grow with turns).
 BYTES_PER_TURN_AT_100_TARGET = 20_000

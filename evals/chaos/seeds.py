@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from evals.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, ApiServer, api_server
-from evals.chaos.bounds import batch_item
+from evals.chaos.bounds_verdicts import batch_item
 from evals.chaos.corpora import ALPHA, ALPHA_DOCS, write_files
 from evals.chaos.http_client import HttpResult, http_request
 from evals.chaos.limits import HEADER_ANSWER_WAIT_S, JSON_CAP_BYTES, REFUSAL_TIMEOUT_S

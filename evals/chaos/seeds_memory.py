@@ -174,6 +174,13 @@ class MemoryProbes:
 
     def attack_tenants(self) -> None:
         """Alpha after bravo's memories through the memory routes and every seed route."""
+        self._read_and_delete_foreign_memories()
+        self._claim_bravo_tenant()
+        self._ask_for_foreign_memories()
+
+    def _read_and_delete_foreign_memories(self) -> None:
+        """Alpha lists, searches, reads and deletes bravo's memories as its own tenant: nothing of bravo's
+        shows, no id of bravo's is found, nothing is deleted."""
         words = BRAVO_MEMORY_CANARIES
         everything = (*words, *self.bravo_ids)
         record = self.runner.record
@@ -210,6 +217,11 @@ class MemoryProbes:
                 words,
             )
         )
+
+    def _claim_bravo_tenant(self) -> None:
+        """Alpha names tenant bravo in a query or body: every route refuses with 403."""
+        everything = (*BRAVO_MEMORY_CANARIES, *self.bravo_ids)
+        record = self.runner.record
         for name, method, path, body in (
             ("alpha lists with tenant_id=bravo", "GET", f"{MEMORIES}?tenant_id={BRAVO}", None),
             (
@@ -249,6 +261,11 @@ class MemoryProbes:
                 )
             )
 
+    def _ask_for_foreign_memories(self) -> None:
+        """Bravo's own question recalls its memories (the control); alpha's questions on every answer route,
+        scoped to bravo's conversation or not, never do."""
+        everything = (*BRAVO_MEMORY_CANARIES, *self.bravo_ids)
+        record = self.runner.record
         record(
             control_verdict(
                 "control: bravo's own question recalls both of its memories",

@@ -120,8 +120,9 @@ def storage_figures(held: dict[str, list[int]]) -> dict[str, float]:
 
 
 def storage_verdicts(figures: dict[str, float], failures: Sequence[str]) -> list[Probe]:
-    """The two storage probes: the short figure against issue 7's target, and the long conversation against
-    the turn-100 target and flatness. A failed turn fails both (its bytes are missing from the figures)."""
+    """The two storage probes: the short figure against BYTES_PER_TURN_TARGET, and the long conversation
+    against the turn-100 target and flatness. A failed turn fails both (its bytes are missing from the
+    figures)."""
     failed = f"; {len(failures)} turns failed ({failures[0]})" if failures else ""
     short_ok = figures["bytes_per_turn"] <= BYTES_PER_TURN_TARGET and figures["bytes_per_turn"] > 0
     flat = figures["bytes_added_turn_100"] <= FLAT_GROWTH_RATIO * max(figures["bytes_added_turn_20"], 1.0)

@@ -6,6 +6,7 @@ thread). Any of bravo's canaries in alpha's output is a leak; bravo's thread mus
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from evals.chaos.corpora import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked, write_files
@@ -25,18 +26,28 @@ def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:
     hits = (bravo_hit or {}).get("hits") or [{}]
     bravo_doc_id = str(hits[0].get("metadata", {}).get("doc_id", ""))
     bravo_source = str(hits[0].get("metadata", {}).get("source", bravo_dir / "zorblat.md"))
+    _attack_documents(runner, data_dir, bravo_source, bravo_doc_id)
+    _attack_threads(runner, data_dir)
 
-    def check(name: str, result: ProcessResult) -> None:
-        found = leaked(result.output)
-        runner.record(
-            Probe(
-                "tenants",
-                name,
-                not found and not result.traceback and not result.hung,
-                f"leaked {found}" if found else ("stack trace" if result.traceback else ""),
-                {"leaks": float(bool(found)), "traces": float(result.traceback), "hangs": float(result.hung)},
-            )
+
+def _check(runner: ChaosRunner, name: str, result: ProcessResult) -> None:
+    """Record one probe of alpha's: passed when no bravo canary, stack trace or hang shows in its output."""
+    found = leaked(result.output)
+    runner.record(
+        Probe(
+            "tenants",
+            name,
+            not found and not result.traceback and not result.hung,
+            f"leaked {found}" if found else ("stack trace" if result.traceback else ""),
+            {"leaks": float(bool(found)), "traces": float(result.traceback), "hangs": float(result.hung)},
         )
+    )
+
+
+def _attack_documents(runner: ChaosRunner, data_dir: Path, bravo_source: str, bravo_doc_id: str) -> None:
+    """Alpha searches (every mode), filters (on bravo's tenant, path and doc id) and asks for bravo's
+    documents."""
+    check = partial(_check, runner)
 
     for mode in ("bm25", "dense", "hybrid"):
         check(
@@ -58,6 +69,12 @@ def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:
     check(
         "ask about bravo's documents", runner.rag(data_dir, "ask", "What is Zorblatine?", "--tenant", ALPHA)
     )
+
+
+def _attack_threads(runner: ChaosRunner, data_dir: Path) -> None:
+    """Bravo holds a conversation; alpha asks on it, shows, lists, replays and deletes it (by the id bravo
+    gave and the id it is stored under), and through the graph's input; bravo's thread must stay unchanged."""
+    check = partial(_check, runner)
 
     # bravo's conversation, then alpha goes after it
     thread = "bravo-thread-1"
@@ -94,23 +111,7 @@ def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:
         runner.python_snippet(data_dir, ASYNC_RUN_SNIPPET.replace("THREAD_ID", bravo_stored)),
     )
     if bravo_stored != thread:  # alpha names the stored id itself ("bravo/bravo-thread-1")
-        check(
-            "ask on bravo's stored thread id",
-            runner.rag(
-                data_dir,
-                "ask",
-                "What did I ask before?",
-                "--tenant",
-                ALPHA,
-                "--thread",
-                bravo_stored,
-                "--json",
-            ),
-        )
-        check(
-            "threads show bravo's stored id",
-            runner.rag(data_dir, "threads", "show", bravo_stored, *tenant_flag),
-        )
+        _attack_stored_id(runner, data_dir, bravo_stored, tenant_flag)
     delete_flag = ["--tenant", ALPHA] if runner.supports(data_dir, ["threads", "delete"], "--tenant") else []
     for name in dict.fromkeys((thread, bravo_stored)):
         runner.rag(data_dir, "threads", "delete", name, *delete_flag)
@@ -122,8 +123,23 @@ def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:
     )
 
 
+def _attack_stored_id(runner: ChaosRunner, data_dir: Path, bravo_stored: str, tenant_flag: list[str]) -> None:
+    """Alpha names the id bravo's thread is stored under ("bravo/bravo-thread-1") to ask on it and show it."""
+    check = partial(_check, runner)
+    check(
+        "ask on bravo's stored thread id",
+        runner.rag(
+            data_dir, "ask", "What did I ask before?", "--tenant", ALPHA, "--thread", bravo_stored, "--json"
+        ),
+    )
+    check(
+        "threads show bravo's stored id", runner.rag(data_dir, "threads", "show", bravo_stored, *tenant_flag)
+    )
+
+
 INPUT_OVERRIDE_SNIPPET = """
 import json
+from functools import partial
 from graphs.rag import build_graph
 try:
     out = build_graph().invoke({"question": "What is Zorblatine?", "tenant": "bravo"},
@@ -136,6 +152,7 @@ except Exception as error:
 
 REPLAY_SNIPPET = """
 import json
+from functools import partial
 from graphs.rag import build_graph
 from persistence.checkpointer import sqlite_checkpointer
 graph = build_graph(checkpointer=sqlite_checkpointer())
