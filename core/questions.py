@@ -17,7 +17,7 @@ class InvalidQuestionError(ValueError):
 
 def check_question(question: str, max_chars: int) -> None:
     """Raise InvalidQuestionError when the (stripped) question is empty, not valid UTF-8 text or longer
-    than `max_chars` (RAG_MAX_QUESTION_CHARS). Every run passes here; the CLI calls it before opening any
+    than `max_chars` (RAG_MAX_QUERY_CHARS). Every run passes here; the CLI calls it before opening any
     store too, so bad input is refused before a damaged store or a missing model is even looked at."""
     if not question:
         raise InvalidQuestionError("empty question: pass {'question': '...'} or a human message")
@@ -26,5 +26,5 @@ def check_question(question: str, max_chars: int) -> None:
         raise InvalidQuestionError(f"question is not valid UTF-8 text: {problem}")
     if len(question) > max_chars:
         raise InvalidQuestionError(
-            f"question too long: {len(question)} characters > {max_chars} (RAG_MAX_QUESTION_CHARS)"
+            f"question too long: {len(question)} characters > {max_chars} (RAG_MAX_QUERY_CHARS)"
         )

@@ -24,11 +24,11 @@ from langchain_core.callbacks import BaseCallbackHandler, Callbacks
 from langchain_core.messages import AIMessageChunk, BaseMessage
 from langchain_core.outputs import ChatGenerationChunk, GenerationChunk, LLMResult
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tracers._streaming import _StreamingCallbackHandler
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.constants import TAG_NOSTREAM as NO_STREAM_TAG
 
 from config.settings import Settings
+from core.langgraph_compat import StreamingCallbackHandler
 from graphs.types import GraphType
 from nodes.events import EVENT_SINK
 from nodes.start_turn import check_input_tenant
@@ -74,13 +74,13 @@ def _input(question: str, inputs: dict[str, Any]) -> InputState:
     return cast(InputState, {"question": question, **inputs})
 
 
-class TokenHandler(BaseCallbackHandler, _StreamingCallbackHandler[Any]):
+class TokenHandler(BaseCallbackHandler, StreamingCallbackHandler[Any]):
     """Puts ("token", text) for each chunk a model streams inside STREAMED_NODES of the root graph.
 
     What LangGraph's "messages" stream mode does for us, kept to what the runner shows: AI chunks with text,
-    not from calls tagged NO_STREAM_TAG, not from subgraphs. A streaming handler (langchain_core's
-    `_StreamingCallbackHandler`, as LangGraph's own handler is), so a model called with `invoke` inside the
-    run streams as it did under "messages"."""
+    not from calls tagged NO_STREAM_TAG, not from subgraphs. A streaming handler (langchain_core's private
+    `_StreamingCallbackHandler`, from core.langgraph_compat, as LangGraph's own handler is), so a model
+    called with `invoke` inside the run streams as it did under "messages"."""
 
     def __init__(self, put: Callable[[tuple[str, Any]], None]) -> None:
         self._put = put
@@ -158,11 +158,11 @@ def stream_on_worker(
 
     Why not LangGraph's "messages" and "custom" stream modes: with either, LangGraph hands every step of the
     run to a thread pool it creates per run, so that it can yield while a node works; a question then pays a
-    pool and two thread switches per step (issue 22 §6: about a quarter of the graph's own time). Here the
-    graph streams only its values on one thread, every step inline, while tokens (TokenHandler) and events
-    (nodes.events.EVENT_SINK) reach this generator through a queue. Closing the generator stops the graph
-    at its next step, as closing LangGraph's stream did, and waits for it, so the caller's thread lock is
-    held until the run has stopped."""
+    pool and two thread switches per step (about a quarter of the graph's own time, as measured by
+    benchmarks/graph_overhead.py). Here the graph streams only its values on one thread, every step inline,
+    while tokens (TokenHandler) and events (nodes.events.EVENT_SINK) reach this generator through a queue.
+    Closing the generator stops the graph at its next step, as closing LangGraph's stream did, and waits for
+    it, so the caller's thread lock is held until the run has stopped."""
     items: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
     stop = threading.Event()
     handler = TokenHandler(items.put)
@@ -276,7 +276,7 @@ class Session:
         events: bool = False,
         callbacks: list[Any] | None = None,
         **inputs: Any,
-    ) -> Iterator[tuple[str, Any]]:
+    ) -> Generator[tuple[str, Any], None, None]:
         """Yield ("token", text) while the answer is generated, then ("result", output state).
 
         With `events`, the graph's custom events (nodes.events) come too, as ("event", {"event", "data"});

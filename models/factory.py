@@ -32,6 +32,8 @@ Role = Literal["generate", "grade"]
 #: Default completion cap of the embedded model: a 135M model left unbounded can repeat itself until
 #: the context is full. Callers needing more pass `max_tokens` (via `.bind` or `invoke_structured`).
 LOCAL_MAX_TOKENS = 512
+#: Retries with backoff of a model endpoint's call on transport errors (the OpenAI client's default).
+LLM_MAX_RETRIES = 2
 #: OpenAI clients refuse to start without a key; endpoints that need none (vLLM, llama.cpp) ignore it.
 PLACEHOLDER_API_KEY = "not-needed"
 #: What to install for `RAG_LLM_PROVIDER=init_chat_model`: it pulls in no package the engine lacks.
@@ -73,7 +75,7 @@ def resolve_spec(settings: Settings, role: Role = "generate") -> ModelSpec:
         api_key=api_key,
         temperature=settings.llm_temperature,
         timeout_s=settings.llm_timeout_s,
-        max_retries=settings.llm_max_retries,
+        max_retries=LLM_MAX_RETRIES,
     )
 
 
@@ -219,9 +221,10 @@ def _loop_safe_async_client() -> Any:
     costs well under a millisecond, so the embedded model works from any number of event loops.
     """
     import openai
-    from langchain_openai._compat import httpx  # the httpx flavour the installed openai SDK uses
 
-    return openai.DefaultAsyncHttpxClient(limits=httpx.Limits(max_keepalive_connections=0))
+    from core.langgraph_compat import openai_sdk_httpx  # the httpx flavour the installed openai SDK uses
+
+    return openai.DefaultAsyncHttpxClient(limits=openai_sdk_httpx().Limits(max_keepalive_connections=0))
 
 
 def _init_chat_model(spec: ModelSpec) -> BaseChatModel:

@@ -143,6 +143,12 @@ STRONGEST_FIRST: tuple[LocalModelName, ...] = (
 )
 
 
+def catalog_name(name: str) -> LocalModelName | None:
+    """`name` as a catalog key, or None when the catalog has no model of that name: a name read from a
+    command line is checked once here and typed from then on."""
+    return next((known for known in LOCAL_MODEL_NAMES if known == name), None)
+
+
 def default_model_dir() -> Path:
     """Where assembled weights live: `$RAG_LOCAL_MODEL_DIR`, else `<virtual environment>/share/rag-models`.
 
@@ -269,15 +275,16 @@ def install(model: LocalModel) -> Path:
 def main(argv: list[str]) -> int:
     """`python -m models.local_catalog install NAME...` (scripts/install.sh): install, assemble, verify."""
     names = [name for name in argv[1:] if name]  # an unset $RAG_LOCAL_MODEL arrives as ''
-    if not argv or argv[0] != "install" or not names or any(name not in CATALOG for name in names):
+    known = [model for model in map(catalog_name, names) if model is not None]
+    if not argv or argv[0] != "install" or not names or len(known) < len(names):
         print(
             f"usage: python -m models.local_catalog install {{{'|'.join(LOCAL_MODEL_NAMES)}}}...",
             file=sys.stderr,
         )
         return 2
-    for name in dict.fromkeys(names):
+    for name in dict.fromkeys(known):
         try:
-            path = install(CATALOG[name])  # type: ignore[index]  # checked against CATALOG above
+            path = install(CATALOG[name])
         except ModelUnavailableError as error:
             print(f"error: {error}", file=sys.stderr)
             return 1

@@ -233,7 +233,7 @@ def _attempt(tally: _Tally[Any], config: RunnableConfig, *, constrained: bool) -
     prompt = tally.messages if constrained else with_instruction(tally.messages, tally.schema, tally.error)
     try:
         outcome = _read(constrained, runnable.invoke(prompt, config))
-    except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
+    except Exception as error:  # noqa: BLE001 - a down endpoint raises; any other failure is a failed attempt
         raise_if_unavailable(error, tally.model)
         outcome = _failure(error)
     return tally.settle(constrained, outcome)
@@ -249,7 +249,7 @@ async def _aattempt(
     prompt = tally.messages if constrained else with_instruction(tally.messages, tally.schema, tally.error)
     try:
         outcome = _read(constrained, await runnable.ainvoke(prompt, config))
-    except Exception as error:  # a down endpoint raises; any other failure is a failed attempt
+    except Exception as error:  # noqa: BLE001 - a down endpoint raises; any other failure is a failed attempt
         raise_if_unavailable(error, tally.model)
         outcome = _failure(error)
     return tally.settle(constrained, outcome)
@@ -321,9 +321,9 @@ def _failure(error: Exception) -> _Outcome:
 
 
 def _salvage(error: Exception) -> tuple[str, dict[str, int]]:
-    completion = getattr(error, "completion", None)  # openai.LengthFinishReasonError
+    completion: Any = getattr(error, "completion", None)  # openai.LengthFinishReasonError's, else none
     try:
-        text = completion.choices[0].message.content or ""  # type: ignore[union-attr]
+        text = str(completion.choices[0].message.content or "")
     except (AttributeError, IndexError, TypeError):
         return "", {}
     usage = getattr(completion, "usage", None)

@@ -24,7 +24,7 @@ def baseline_retrieve(state: State, runtime: Runtime[Context]) -> dict[str, Any]
         conversation_id=retrieval_conversation(state),
         wants_details=False,
     )
-    update: dict[str, Any] = retrieve.__wrapped__(task, runtime)  # type: ignore[attr-defined]  # timed once, as this node
+    update = retrieve.__wrapped__(task, runtime)  # timed once, as this node
     update["queries_run"] = [question]
     update["retrieval_rounds"] = 1
     update["strategy"] = "NAIVE"

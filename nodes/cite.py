@@ -29,7 +29,7 @@ from nodes.instrumentation import timed
 from nodes.turn import current_question, judge_draft, language_of
 from prompts.answer import NO_DOCUMENTS_NOTES, NOT_FOUND_EN, NOT_FOUND_TEXTS, NOT_FOUND_ZH, TENTATIVE_PREFIXES
 from retrieval.answer_text import is_not_found_answer, matches_phrase
-from retrieval.citations import resolve_citations
+from retrieval.citations import CitedAnswer, resolve_citations
 from retrieval.grounding import ground_answer
 from state.answer_record import AnswerRecord
 from state.context import Context, run_context
@@ -66,18 +66,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     documents = state.get("documents") or []
     if record is None and sources:
         record = judge_draft(state, context, text, sources)
-    unjudged_reason = ""
-    if record is None:  # written without sources: shown as written, unless it is no answer at all
-        if not text.strip():
-            text, unjudged_reason = (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), REASON_NO_ANSWER
-        elif is_not_found_answer(text):
-            unjudged_reason = REASON_READER_DECLINED
-    else:
-        # The one decision (answering.decision): the text of the band, its sources only when it cites them.
-        text = rendered_answer(record, language, draft=text)
-        if record["band"] == "not_found":
-            sources = []
-            logger.info("cite: answering not found (%s)", record["decline_reason"])
+    text, sources, unjudged_reason = shown_answer(record, text, sources, language)
     exempt: tuple[str, ...] = (*NOT_FOUND_TEXTS, *TENTATIVE_PREFIXES.values())
     if not context.retrieval:  # the answer says it is the model's own: no documents were consulted
         note = NO_DOCUMENTS_NOTES[language]
@@ -87,16 +76,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     not_found = band == "not_found"
     reason = record["decline_reason"] if record is not None else unjudged_reason
     confidence = record["probability"] if record is not None else None
-    # Facts (a name, number or date) missing from their evidence are flagged on a confident answer only: a
-    # tentative or not-found answer already says how far to trust it (retrieval.grounding).
-    flagged = cited.unsupported_sentences if band == "confident" else []
-    if band == "confident":
-        wrong = ground_answer(cited.text, cited.sources, documents).wrong_facts
-        flagged += [
-            check.sentence
-            for check in wrong
-            if check.sentence not in flagged and not matches_phrase(check.sentence, exempt)
-        ]
+    flagged = flagged_sentences(cited, documents, exempt) if band == "confident" else []
     emit(
         "generation_complete",
         {
@@ -121,10 +101,42 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "answer_record": record,
         "retrieved": ranked_documents(documents),
         # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
-        # each passage's text once, not twice (issue 7 §6: bytes per turn).
+        # each passage's text once, not twice (checkpoint bytes per turn).
         "documents": reset([]),
         "messages": [AIMessage(cited.text)],
     }
+
+
+def shown_answer(
+    record: AnswerRecord | None, text: str, sources: list[RetrievedDoc], language: str
+) -> tuple[str, list[RetrievedDoc], str]:
+    """(text, sources, reason) of what the user is shown: the band's text (answering.decision), its sources
+    only when it cites them; an answer written without sources (not judged) as written, unless it is no
+    answer at all (then the not-found sentence and its reason)."""
+    if record is None:
+        if not text.strip():
+            return (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), sources, REASON_NO_ANSWER
+        return text, sources, REASON_READER_DECLINED if is_not_found_answer(text) else ""
+    if record["band"] == "not_found":
+        logger.info("cite: answering not found (%s)", record["decline_reason"])
+        return rendered_answer(record, language, draft=text), [], ""
+    return rendered_answer(record, language, draft=text), sources, ""
+
+
+def flagged_sentences(
+    cited: CitedAnswer, documents: list[RetrievedDoc], exempt: tuple[str, ...]
+) -> list[str]:
+    """The sentences of a confident answer to flag: unsupported by their source, or stating a fact (a name,
+    number or date) missing from their evidence (retrieval.grounding). A tentative or not-found answer
+    already says how far to trust it, so it flags none."""
+    flagged = list(cited.unsupported_sentences)
+    wrong = ground_answer(cited.text, cited.sources, documents).wrong_facts
+    flagged += [
+        check.sentence
+        for check in wrong
+        if check.sentence not in flagged and not matches_phrase(check.sentence, exempt)
+    ]
+    return flagged
 
 
 def ranked_documents(documents: list[RetrievedDoc]) -> list[RetrievedDoc]:

@@ -115,5 +115,5 @@ def contextualize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         resources.model("generate", context), prompt, max_tokens=CONTEXTUALIZE_MAX_TOKENS
     )
     conversation = "\n".join(message.text for message in turns)
-    rewritten = valid_standalone(reply, question, conversation, context.max_question_chars)
+    rewritten = valid_standalone(reply, question, conversation, context.max_query_chars)
     return merge_updates({"standalone_question": rewritten or fallback}, accounting)

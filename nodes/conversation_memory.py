@@ -20,7 +20,7 @@ from state.graph_state import State
 
 if TYPE_CHECKING:
     # The summaries are written to the store (sqlalchemy, numpy): imported when a turn may be summarized,
-    # not with the graph (issue 22 §6).
+    # not with the graph (tests/test_import_cost.py).
     from retrieval.conversation_summary import Summarizer
 
 logger = logging.getLogger(__name__)
@@ -39,10 +39,10 @@ def summary_model(resources: Resources) -> BaseChatModel | None:
 
 def summarizer_of(resources: Resources) -> Summarizer | None:
     """The Summarizer of `resources` (see summary_model)."""
-    from retrieval.conversation_summary import model_summarizer
+    from retrieval.conversation_summary import SUMMARY_MAX_TOKENS, model_summarizer
 
     model = summary_model(resources)
-    return model_summarizer(model, resources.settings.summary_max_tokens) if model is not None else None
+    return model_summarizer(model, SUMMARY_MAX_TOKENS) if model is not None else None
 
 
 def schedule_summary(state: State, tenant: str, stored_thread_id: str) -> bool:

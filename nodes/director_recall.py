@@ -34,6 +34,10 @@ logger = logging.getLogger(__name__)
 #: `metadata.director` of a recalled event: from this conversation, or from another one of the tenant.
 THIS_CONVERSATION = "conversation"
 OTHER_CONVERSATION = "other"
+#: Events the director retrieves of this conversation and of the tenant's other conversations: mostly the
+#: stalled conversation's own, a few from elsewhere (the conversational-memory design's minority share).
+DIRECTOR_CONVERSATION_K = 15
+DIRECTOR_OTHER_K = 5
 
 
 def director_doc(hit: SearchHit, query: str, scope: str) -> RetrievedDoc:
@@ -71,8 +75,8 @@ def director_events(
             question,
             tenant=state.get("tenant") or context.tenant,
             conversation_id=conversation_id,
-            conversation_k=settings.director_conversation_k,
-            other_k=settings.director_other_k,
+            conversation_k=DIRECTOR_CONVERSATION_K,
+            other_k=DIRECTOR_OTHER_K,
             filters=state.get("filters") or None,
             store=store,
         )

@@ -27,7 +27,7 @@ from retrieval.answer_text import (
     supporting_sentence,
 )
 from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
-from retrieval.prompt_budget import strip_source_headers
+from retrieval.source_blocks import strip_source_headers
 from retrieval.tokens import truncate_to_tokens
 from state.schemas import RetrievedDoc
 

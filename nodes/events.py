@@ -11,8 +11,9 @@ Events (names are the REST API's SSE event names):
 - documents_retrieved: how many passages the round found and how many were judged relevant (grade_retrieval);
 - generation_start: the answer is about to be written (generate);
 - answer_graded: one Self-RAG grade of a draft: round, score, grounded, action, problems, suggestions (the
-  grader's own, then the loop's next step), reflection_score (1-10) and needs_improvement (seed 003's
-  reflector, nodes.reflection) (grade_answer; none when Self-RAG is off or the answer had no sources);
+  grader's own, then the loop's next step), reflection_score (1-10) and needs_improvement (the notes
+  assistant's reflector, nodes.reflection) (grade_answer; none when Self-RAG is off or the answer had no
+  sources);
 - generation_complete: the final answer with its citations and sources (cite, not_found).
 Tokens stream through `stream_mode="messages"` (the model's own chunks); the REST route forwards them as
 `token` events and adds `error` and `done`.
@@ -59,7 +60,7 @@ def emit(name: EventName, data: dict[str, Any]) -> None:
             return
     try:
         writer({"event": name, "data": data})
-    except Exception:  # noqa: BLE001 - a broken watcher must not break the answer
+    except Exception:  # a broken watcher must not break the answer
         logger.debug("could not emit %s", name, exc_info=True)
 
 

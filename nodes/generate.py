@@ -38,8 +38,11 @@ text checks they share (echo cleaning, citing, is the short answer in the passag
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 from langgraph.runtime import Runtime
 
 from answering.judge import CANDIDATES_KEY, READER_DECLINED_KEY, SHORT_LOGPROBS_KEY
@@ -51,6 +54,7 @@ from nodes.extractive import SOURCE_MODEL_EXPLANATION, extractive_answer, extrac
 from nodes.focused_read import (
     FOCUSED_READ_ANSWER_KEY,
     FOCUSED_READ_SKIPPED_KEY,
+    FOCUSED_READ_TOKENS,
     focused_read,
     unchangeable_band,
 )
@@ -73,7 +77,14 @@ from prompts.answer import (
 from prompts.director import DIRECTOR_SECTIONS
 from retrieval.answer_span import extract_answer
 from retrieval.answer_text import answer_parts, is_garbage, is_not_found_answer, strip_preamble
-from retrieval.prompt_budget import build_answer_prompt, strip_source_headers
+from retrieval.prompt_budget import (
+    DIRECTOR_SHARE,
+    MEMORY_SHARE,
+    PROMPT_INFO_SECTION_CHARS,
+    AnswerPromptRequest,
+    build_answer_prompt,
+)
+from retrieval.source_blocks import strip_source_headers
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
@@ -96,7 +107,8 @@ def _system_prompt(state: State, context: Context, language: str, with_documents
 def revision_note(state: State, language: str) -> str:
     """The note of a revised answer: the previous one was rejected, what the grader found wrong with it
     (`answer_grade["problems"]`, grade_answer.answer_problems), and the grader's suggestions for the new one
-    (`answer_grade["suggestions"]`, seed 003's reflector: the next round uses them), one line each."""
+    (`answer_grade["suggestions"]`: the notes assistant's reflector hands them to the next round), one line
+    each."""
     grade = state.get("answer_grade") or {}
     note = REVISION_NOTES[language]
     problems = grade.get("problems") or []
@@ -159,11 +171,65 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     memories = state.get("recalled_memories") or []  # recalled by nodes.recall_memories
     # A stalled conversation's events, from the run's store when the graph was given one.
     director = director_events(state, context, question, getattr(runtime, "store", None))
-    settings = get_resources().settings
     # Memories answer like sources when retrieval ran and they are all the evidence there is.
     sourced = bool(documents) or (bool(memories) and state.get("retrieval_rounds", 0) > 0)
     system = _system_prompt(state, context, language, sourced)
-    prompt = build_answer_prompt(
+    request = _prompt_request(state, context, system, question, language, documents, memories, director)
+    prompt = build_answer_prompt(request)
+    used = prompt.used_documents or documents
+    info = {**evidence_info(state), **prompt.prompt_info}
+    info["generation_fallback"] = None
+    answerer = context.answerer if used else "model"
+    info["short_answer_source"] = None
+    if answerer == "extractive":
+        info["short_answer_source"] = "extractive"
+        text, sources = extractive_answer(question, used, language, context.generation_reserve)
+        return _draft_update(text, sources, info, director)
+    model = with_temperature(get_resources().model("generate", context), context.temperature)
+    emit(
+        "generation_start",
+        {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
+    )
+    raw, error, usage, token_logprobs = _model_reply(state, context, model, prompt.messages, sourced, info)
+    # The reader saw compressed sentences; the draft's sources are their whole chunks (same order, so its
+    # markers still match), so grading, the echo checks and citations see everything the chunk says.
+    sources = whole_chunks(prompt.used_documents, state.get("documents") or [])
+    sources += memory_sources(raw, len(prompt.used_documents), prompt.used_memories)  # numbered after them
+    # The system prompt without the memories: a reply that repeats a memory is no echo of the instructions.
+    text, short = model_draft(raw, system, question, language, sources)
+    _note_reply(info, short, token_logprobs)
+    text, sources = _vetted_draft(
+        text,
+        sources,
+        _Draft(raw=raw, short=short, error=error, answerer=answerer),
+        question=question,
+        language=language,
+        used=used,
+        memories=prompt.used_memories,
+        context=context,
+        info=info,
+    )
+    info[CANDIDATES_KEY] = _candidates(question, text, short, used, info)
+    read_usage: dict[str, Any] = {}
+    if context.focused_read and info["generation_fallback"] is None and not is_not_found_answer(text):
+        passages = sources[: len(prompt.used_documents)]  # the retrieved chunks, not the memories after
+        text, read_usage = _read_again(state, context, model, question, text, sources, passages, info)
+    return merge_updates(_draft_update(text, sources, info, director), usage, read_usage)
+
+
+def _prompt_request(
+    state: State,
+    context: Context,
+    system: str,
+    question: str,
+    language: str,
+    documents: list[RetrievedDoc],
+    memories: list[RetrievedDoc],
+    director: list[RetrievedDoc],
+) -> AnswerPromptRequest:
+    """What the answer prompt is budgeted from: the system prompt, the question, its passages, memories and
+    the director's events, the conversation's recent turns, and the run's window and shares."""
+    return AnswerPromptRequest(
         system=system,
         question=question,
         documents=documents,
@@ -174,56 +240,70 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         context_share=context.context_share,
         user_template=ANSWER_USER_TEMPLATES[language],
         memories=memories,
-        memory_share=settings.memory_share,
+        memory_share=MEMORY_SHARE,
         memory_template=MEMORY_SECTIONS[language],
         director=director,
-        director_share=settings.director_share,
+        director_share=DIRECTOR_SHARE,
         director_texts=DIRECTOR_SECTIONS[language],
-        section_chars=settings.prompt_info_section_chars,
-        duplicate_similarity=settings.source_duplicate_similarity,
+        section_chars=PROMPT_INFO_SECTION_CHARS,
+        duplicate_similarity=get_resources().settings.source_duplicate_similarity,
     )
-    used = prompt.used_documents or documents
-    info = {**evidence_info(state), **prompt.prompt_info}
-    info["generation_fallback"] = None
-    answerer = context.answerer if used else "model"
-    info["short_answer_source"] = None
-    if answerer == "extractive":
-        info["short_answer_source"] = "extractive"
-        text, sources = extractive_answer(question, used, language, context.generation_reserve)
-        return {
-            "draft": text,
-            "sources": sources,
-            "prompt_info": info,
-            "generation_rounds": 1,
-            "director_events": director,
-        }
-    model = with_temperature(get_resources().model("generate", context), context.temperature)
-    emit(
-        "generation_start",
-        {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
-    )
+
+
+def _model_reply(
+    state: State,
+    context: Context,
+    model: BaseChatModel,
+    messages: list[BaseMessage],
+    sourced: bool,
+    info: dict[str, Any],
+) -> tuple[str, str | None, dict[str, Any], TokenLogprobs | None]:
+    """(raw reply, error or None, accounting, token log-probabilities) of the reader's call: a JSON-schema
+    call when the run asks for one over sources, else a guarded text call (stopped at the answer's stop
+    sequences over sources, `info["stopped_on_loop"]` set when the loop guard cut it)."""
     token_logprobs: TokenLogprobs | None = None
     if sourced and uses_json_schema(context):
-        raw, error, usage = json_schema_draft(model, prompt.messages, context.generation_reserve)
+        raw, error, usage = json_schema_draft(model, messages, context.generation_reserve)
     else:
         stopping = with_stop(model, ANSWER_STOP_SEQUENCES) if sourced else model
         reply = guarded_text_call(
-            stopping, prompt.messages, max_tokens=answer_token_cap(state, context), logprobs=sourced
+            stopping, messages, max_tokens=answer_token_cap(state, context), logprobs=sourced
         )
         raw, error, usage, token_logprobs = reply.text, reply.error, reply.accounting, reply.token_logprobs
         info["stopped_on_loop"] = reply.stopped_on_loop
-    # The reader saw compressed sentences; the draft's sources are their whole chunks (same order, so its
-    # markers still match), so grading, the echo checks and citations see everything the chunk says.
-    sources = whole_chunks(prompt.used_documents, state.get("documents") or [])
-    sources += memory_sources(raw, len(prompt.used_documents), prompt.used_memories)  # numbered after them
-    # The system prompt without the memories: a reply that repeats a memory is no echo of the instructions.
-    text, short = model_draft(raw, system, question, language, sources)
-    info[SHORT_LOGPROBS_KEY] = [round(value, 4) for value in answer_logprobs(token_logprobs, short)]
-    # The reply's own tokens, kept for the QA records (other confidence signals can be replayed from them)
-    # whoever ends up writing the short answer.
-    info["reply_logprobs"] = [[token, round(value, 4)] for token, value in token_logprobs or []] or None
-    if short:
-        info["short_answer_source"] = "model"
+    return raw, error, usage, token_logprobs
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """The reader's draft as `_vetted_draft` judges it."""
+
+    raw: str
+    """The model's reply as it came."""
+    short: str
+    """The short answer the reply states ("" when none)."""
+    error: str | None
+    """Why the call failed, None when the model answered."""
+    answerer: str
+    """Who may write the short answer: the run's answerer (auto / model)."""
+
+
+def _vetted_draft(
+    text: str,
+    sources: list[RetrievedDoc],
+    draft: _Draft,
+    *,
+    question: str,
+    language: str,
+    used: list[RetrievedDoc],
+    memories: list[RetrievedDoc],
+    context: Context,
+    info: dict[str, Any],
+) -> tuple[str, list[RetrievedDoc]]:
+    """(draft, sources) once the reply is judged: a declined, failed or unusable reply is replaced by the
+    extractive answerer's (`info` says why), an ungrounded short answer by the extractive one (answerer
+    auto), and a bare short answer gets its explanation."""
+    raw, short, error, answerer = draft.raw, draft.short, draft.error, draft.answerer
     # The reader's "not found" is a signal of the judgement, not a decision: the draft becomes the extractive
     # answerer's, so the other readers still propose a short answer and the calibrator weighs them all.
     info[READER_DECLINED_KEY] = error is None and bool(sources) and is_not_found_answer(text)
@@ -244,37 +324,72 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     elif (
         answerer == "auto"
         and not is_not_found_answer(text)
-        and not is_grounded_short_answer(short, question, [*used, *prompt.used_memories])
+        and not is_grounded_short_answer(short, question, [*used, *memories])
     ):
         text, sources = extractive_short(question, text, sources, used, info, context.generation_reserve)
     if short and info["short_answer_source"] == "model" and text.strip() == short.strip():
         text = explained_short_answer(short, question, sources, context.generation_reserve)
-    read_usage: dict[str, Any] = {}
+    return text, sources
+
+
+def _candidates(
+    question: str, text: str, short: str, used: list[RetrievedDoc], info: dict[str, Any]
+) -> dict[str, str]:
+    """The short answers the judgement weighs: the draft's own (none when the reader declined or failed),
+    the focused read's (filled in when it runs) and the extractive span over the used passages."""
     extractive_span = extract_answer(question, [doc["text"] for doc in used])
     # The model's own short answer: its "Answer:" line, else the span its explanation states.
     own = info["short_answer_source"] in ("model", SOURCE_MODEL_EXPLANATION)
     own_short = answer_parts(text)[0] if own else ""
-    info[CANDIDATES_KEY] = {
+    return {
         "draft": "" if info[READER_DECLINED_KEY] or info["generation_fallback"] else short or own_short,
         "focused_read": "",
         "extractive": extractive_span.text.strip() if extractive_span is not None else "",
     }
-    if context.focused_read and info["generation_fallback"] is None and not is_not_found_answer(text):
-        # Read again only when the read can change the band the draft has now.
-        kept_band = unchangeable_band(state, context, text, sources, info)
-        if kept_band is not None:
-            info[FOCUSED_READ_SKIPPED_KEY] = kept_band
-        else:
-            passages = sources[: len(prompt.used_documents)]  # the retrieved chunks, not the memories after
-            budget = context.focused_read_tokens
-            text, read_usage, read_info = focused_read(model, question, text, passages, budget)
-            info.update(read_info)
-            info[CANDIDATES_KEY]["focused_read"] = read_info.get(FOCUSED_READ_ANSWER_KEY, "")
-    update = {
+
+
+def _draft_update(
+    text: str, sources: list[RetrievedDoc], info: dict[str, Any], director: list[RetrievedDoc]
+) -> dict[str, Any]:
+    """The node's state update: the draft, its sources, the prompt's accounting, one generation round and the
+    director's events the prompt was given."""
+    return {
         "draft": text,
         "sources": sources,
         "prompt_info": info,
         "generation_rounds": 1,
         "director_events": director,
     }
-    return merge_updates(update, usage, read_usage)
+
+
+def _note_reply(info: dict[str, Any], short: str, token_logprobs: TokenLogprobs | None) -> None:
+    """Record in `info` the short answer's token log-probabilities, the whole reply's (kept for the QA
+    records, whoever ends up writing the short answer: other confidence signals can be replayed from them)
+    and, when the reply stated a short answer, that the model wrote it."""
+    info[SHORT_LOGPROBS_KEY] = [round(value, 4) for value in answer_logprobs(token_logprobs, short)]
+    info["reply_logprobs"] = [[token, round(value, 4)] for token, value in token_logprobs or []] or None
+    if short:
+        info["short_answer_source"] = "model"
+
+
+def _read_again(
+    state: State,
+    context: Context,
+    model: BaseChatModel,
+    question: str,
+    text: str,
+    sources: list[RetrievedDoc],
+    passages: list[RetrievedDoc],
+    info: dict[str, Any],
+) -> tuple[str, dict[str, Any]]:
+    """(draft, the read's accounting) after the focused read over `passages`, run only when the read can
+    change the band the draft has now (else `info` records the band it keeps)."""
+    read_usage: dict[str, Any] = {}
+    kept_band = unchangeable_band(state, context, text, sources, info)
+    if kept_band is not None:
+        info[FOCUSED_READ_SKIPPED_KEY] = kept_band
+    else:
+        text, read_usage, read_info = focused_read(model, question, text, passages, FOCUSED_READ_TOKENS)
+        info.update(read_info)
+        info[CANDIDATES_KEY]["focused_read"] = read_info.get(FOCUSED_READ_ANSWER_KEY, "")
+    return text, read_usage

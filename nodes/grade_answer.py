@@ -6,7 +6,8 @@ Two graders produce the same AnswerGrade:
   the LLM grader's default when its reply is unusable.
 - llm: a structured AnswerGrade call to the grade model.
 `context.grader`: llm | score | auto (score when the grade model is weak). The LLM grader's reply is also read
-in seed 003's reflector form (nodes.reflection: 1-10 scores, an overall score, suggestions), leniently.
+in the notes assistant's reflector form (nodes.reflection: 1-10 scores, an overall score, suggestions),
+leniently.
 
 Each grade is reported on the seed's 1-10 scale too (`reflection_score`, `needs_improvement`), and the
 grader's suggestions (`answer_grade["suggestions"]`) are what the next round uses: generate adds them to its
@@ -55,7 +56,7 @@ from retrieval.answer_text import (
 from retrieval.answerability import CJK_QUESTION_CHARS
 from retrieval.citations import extract_markers
 from retrieval.grounding import ground_answer
-from retrieval.prompt_budget import SOURCE_SEPARATOR, format_source
+from retrieval.source_blocks import SOURCE_SEPARATOR, format_source
 from retrieval.tokens import truncate_to_tokens
 from state.context import Context, run_context
 from state.graph_state import State
@@ -288,6 +289,52 @@ def _llm_grade(
     return apply_reflection(result.value, reflection), usable, usage
 
 
+def graded_draft(
+    question: str, draft: str, sources: list[RetrievedDoc], context: Context
+) -> tuple[AnswerGrade, GraderName, dict[str, Any]]:
+    """(grade, grader, accounting) of a draft: the pure score, or the grade model's when the run uses it
+    (a model grader that calls a wrong name or number grounded is overruled by the sentence check)."""
+    grade = score_answer(question, draft, sources, relevance_threshold=context.relevance_threshold)
+    if not sources:
+        return grade, "skipped", {}
+    if not context.self_rag:
+        return grade, "off", {}  # the pure score ranks the answer; no grading call, the first answer stands
+    if _grader_for(context) != "llm":
+        return grade, "score", {}
+    checked = grade
+    grade, ok, usage = _llm_grade(question, draft, sources, grade, context)
+    if not checked.grounded and not is_not_found_answer(draft):
+        grade = grade.model_copy(
+            update={"grounded": False, "accuracy": min(grade.accuracy, checked.accuracy)}
+        )
+    return grade, "llm" if ok else "score", usage
+
+
+def graded_event(
+    round_: int,
+    score: float,
+    grade: AnswerGrade,
+    grader: GraderName,
+    action: NextAction,
+    problems: list[str],
+    suggestions: list[str],
+) -> dict[str, Any]:
+    """The `answer_graded` event: the grade, what the loop does next and why, on the seed's 1-10 scale too
+    (`needs_improvement`: the answer is not confident)."""
+    return {
+        "round": round_,
+        "score": score,
+        "grounded": grade.grounded,
+        "answers_question": grade.answers_question,
+        "grader": grader,
+        "action": action,
+        "problems": problems,
+        "suggestions": [*suggestions, *([SUGGESTIONS[action]] if action in SUGGESTIONS else [])],
+        "reflection_score": ten_point(score),
+        "needs_improvement": action != "accept",
+    }
+
+
 def _grader_for(context: Context) -> Literal["llm", "score"]:
     if context.grader == "auto":
         return "score" if get_resources().strength("grade", context) == "weak" else "llm"
@@ -301,22 +348,7 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = current_question(state)
     draft = state.get("draft") or ""
     sources = state.get("sources") or []
-    grade = score_answer(question, draft, sources, relevance_threshold=context.relevance_threshold)
-    grader: GraderName = "score"
-    usage: dict[str, Any] = {}
-    if not sources:
-        grader = "skipped"
-    elif not context.self_rag:
-        grader = "off"  # the pure score above ranks the answer; no grading call, the first answer stands
-    elif _grader_for(context) == "llm":
-        checked = grade
-        grade, ok, usage = _llm_grade(question, draft, sources, grade, context)
-        grader = "llm" if ok else "score"
-        if not checked.grounded and not is_not_found_answer(draft):
-            # A model grader that calls a wrong name or number grounded is overruled by the sentence check.
-            grade = grade.model_copy(
-                update={"grounded": False, "accuracy": min(grade.accuracy, checked.accuracy)}
-            )
+    grade, grader, usage = graded_draft(question, draft, sources, context)
     # The judgement's calibrated probability is the loop's score: a revision is kept only when it is more
     # likely right, and the loop stops once the answer is confident (answering.judge).
     record = judge_draft(state, context, draft, sources) if sources else None
@@ -341,23 +373,11 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     # What the next round uses (generate's revision note, reformulate's query): the grader's own suggestions.
     suggestions = list(grade.suggestions) if graded and action != "accept" else []
-    reflection_score = ten_point(score)
     improve = graded and not confident
     if graded:
         emit(
             "answer_graded",
-            {
-                "round": candidate["round"],
-                "score": score,
-                "grounded": grade.grounded,
-                "answers_question": grade.answers_question,
-                "grader": grader,
-                "action": action,
-                "problems": problems,
-                "suggestions": [*suggestions, *([SUGGESTIONS[action]] if action in SUGGESTIONS else [])],
-                "reflection_score": reflection_score,
-                "needs_improvement": improve,
-            },
+            graded_event(candidate["round"], score, grade, grader, action, problems, suggestions),
         )
     update = {
         "answer_grade": {
@@ -367,7 +387,7 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "grader": grader,
             "problems": problems,
             "suggestions": suggestions,
-            "reflection_score": reflection_score,
+            "reflection_score": ten_point(score),
             "needs_improvement": improve,
         },
         "answer_score": score,

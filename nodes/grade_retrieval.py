@@ -3,7 +3,7 @@
 Two graders. The score grader needs no model: it blends the dense similarity of the passage with the share of
 the question's content terms the passage contains (and the passage's rank), so it is deterministic and never
 at chance level. The LLM grader asks the grading model which numbered passages help; `auto` uses it only
-for strong models, because a 135M model grades at chance (FACTS.md).
+for strong models, because a 135M model grades at chance (it calls every passage relevant, or none).
 """
 
 from __future__ import annotations

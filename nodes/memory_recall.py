@@ -7,7 +7,7 @@ shape as a source, shared by the node, generate, cite and record_turn.
 
 Scope: the turn's tenant, and its conversation's memories plus the tenant-wide ones (conversation ''); another
 conversation's memories are never recalled. At most RAG_MEMORY_RECALL_K, each at least
-RAG_MEMORY_RECALL_MIN_SCORE similar to the standalone question (0 = recall off).
+MEMORY_RECALL_MIN_SCORE similar to the standalone question (0 = recall off).
 
 Cost when a tenant keeps none: one indexed EXISTS query, no embedding call. None are recalled when a run
 does not read the knowledge base (Resources.uses_store: retrieval off), whose embedding model they need.
@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 #: Chunk id and source of a recalled memory: `memory:<id>`.
 MEMORY_PREFIX = "memory:"
+#: Cosine similarity to the question a memory needs to be recalled: below it, a note about something else
+#: would only take room from the sources.
+MEMORY_RECALL_MIN_SCORE = 0.3
 
 
 def is_memory_doc(doc: dict[str, Any] | RetrievedDoc) -> bool:
@@ -91,7 +94,7 @@ def recalled_memories(state: State, context: Context, question: str) -> list[Ret
             tenant=tenant,
             conversation_id=conversation_id,
             k=settings.memory_recall_k,
-            min_score=settings.memory_recall_min_score,
+            min_score=MEMORY_RECALL_MIN_SCORE,
             settings=settings,
             embeddings=embeddings,
             model_key=embeddings.model_key,

@@ -24,7 +24,7 @@ from retrieval.answer_text import (
     strip_preamble,
 )
 from retrieval.injection import is_instruction_like
-from retrieval.prompt_budget import strip_source_headers
+from retrieval.source_blocks import strip_source_headers
 from state.context import Context
 from state.schemas import AnswerReply, RetrievedDoc
 

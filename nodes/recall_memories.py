@@ -9,7 +9,7 @@ no-retrieval path, chat mode) gets the same memories; the baseline graph runs it
 
 What is recalled, and the rules of scope and cost, are nodes.memory_recall's (`recalled_memories`): the
 turn's tenant, its conversation's memories plus the tenant-wide ones (never another conversation's or
-tenant's), at most RAG_MEMORY_RECALL_K, each at least RAG_MEMORY_RECALL_MIN_SCORE similar to the question;
+tenant's), at most RAG_MEMORY_RECALL_K, each at least MEMORY_RECALL_MIN_SCORE similar to the question;
 none when the run does not read the knowledge base; a failing store is logged and recalls none.
 """
 

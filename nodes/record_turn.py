@@ -37,7 +37,7 @@ from state.graph_state import State
 
 if TYPE_CHECKING:
     # The app tables and the semantic cache need sqlalchemy and numpy: imported when a turn is recorded,
-    # not with the graph (issue 22 §6).
+    # not with the graph (tests/test_import_cost.py).
     from persistence.audit import TurnRecord
 
 logger = logging.getLogger(__name__)
@@ -161,20 +161,20 @@ def record_turn_node(graph: str) -> NodeFunction:
 
                 record = turn_record(state, run_context(runtime), run_config(), graph, settings.llm_model)
                 update["answer_id"] = record_turn_rows(record, get_database(settings))
-            except Exception:  # noqa: BLE001 - recording must never cost the answer
+            except Exception:  # recording must never cost the answer
                 logger.warning("could not record the turn in the app database", exc_info=True)
         if settings.cache_enabled and cacheable(state):
             from persistence.semantic_cache import count
 
             try:
                 store_answer(state)
-            except Exception:  # noqa: BLE001 - a cache that is down must not cost the answer
+            except Exception:  # a cache that is down must not cost the answer
                 count("errors")
                 logger.warning("could not store the answer in the semantic cache", exc_info=True)
         try:
             tenant = state.get("tenant") or run_context(runtime).tenant
             schedule_summary(state, tenant, thread_id_of(run_config()))
-        except Exception:  # noqa: BLE001 - a summary is never worth the answer
+        except Exception:  # a summary is never worth the answer
             logger.warning("could not queue the conversation's summary", exc_info=True)
         return update
 

@@ -1,12 +1,12 @@
-"""The reflector's seed form (seed 003): an answer's grade as a score on 1-10, whether it needs improvement,
+"""The notes assistant's reflector form: an answer's grade as a score on 1-10, whether it needs improvement,
 and the suggestions the next round uses, read leniently from whatever the grade model replied.
 
 Why a mapping rather than a second grader: the Self-RAG loop (nodes.grade_answer) already scores every
 answer 0-1 (the calibrated probability of its judgement, answering.judge) and accepts it once its band is
-confident. Seed 003's reflector scores 1-10 with "under 7 needs improvement": the same decision on a scale
-ten times as wide. So the 1-10 score is the 0-1 score x 10 (at least 1, the bottom of the seed's scale),
-and an answer needs improvement exactly when the loop does not accept it (its band is not confident; the
-seed API reports the calibrator's confident threshold x 10 as `min_score`).
+confident. The notes assistant's reflector scores 1-10 with "under 7 needs improvement": the same decision
+on a scale ten times as wide. So the 1-10 score is the 0-1 score x 10 (at least 1, the bottom of the seed's
+scale), and an answer needs improvement exactly when the loop does not accept it (its band is not confident;
+the seed API reports the calibrator's confident threshold x 10 as `min_score`).
 
 Reading a grade model's reply (`read_reflection`): the JSON the grader asks for (four dimensions on 0-1 and
 `suggestions`), and what weak models write instead: dimensions on 1-10 or 0-100 ("7", "7/10", "70%"), the

@@ -28,13 +28,14 @@ from langgraph.runtime import Runtime
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, text_call, timed
 from nodes.resources import get_resources
-from nodes.retry_strategy import RetryPlan, plan_retry
+from nodes.retry_strategy import RETRY_EXPAND_FACTOR, RetryPlan, plan_retry
 from nodes.search_queries import normalized, search_query, valid_query
 from prompts.query import NEXT_HOP_PROMPT, REFORMULATE_PROMPT, REFORMULATE_SUGGESTIONS, REFORMULATE_SYSTEM
-from query.decomposition import heuristic_subquestions
+from query.decomposition import MAX_SUBQUESTIONS, heuristic_subquestions
 from query.feedback import bridge_terms, missing_terms, surface_terms
 from query.text import capitalised_phrases, is_chinese, keyword_query, quoted_titles
 from query.variants import heuristic_expansion
+from retrieval.search_depth import CANDIDATE_K
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RetrievedDoc, SearchQuery
@@ -81,7 +82,7 @@ def hop_candidates(
     bridge = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, context.relevance_threshold)
     if not bridge:
         bridge = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, 0.0)
-    subquestions = heuristic_subquestions(question, context.max_subquestions)
+    subquestions = heuristic_subquestions(question, MAX_SUBQUESTIONS)
     uncovered = _uncovered(subquestions, tried)
     missing = missing_terms(question, documents, context.relevance_threshold)
     remaining = (
@@ -115,7 +116,7 @@ def feedback_candidates(
     question with its missing terms stressed, sub-questions not searched yet, a focused query of the
     question's names and missing terms, the keyword form, the expansion, and the keyword form with names
     from the best passages (pseudo-relevance feedback)."""
-    uncovered = _uncovered(heuristic_subquestions(question, context.max_subquestions), tried)
+    uncovered = _uncovered(heuristic_subquestions(question, MAX_SUBQUESTIONS), tried)
     candidates: list[str] = suggestion_queries(question, suggestions)
     if missing:
         candidates.append(f"{_without_mark(question)} {' '.join(missing)}")
@@ -238,10 +239,7 @@ def retry_plan(state: State, context: Context, iterative: bool) -> RetryPlan:
     depth = max(1, int(state.get("retrieval_depth") or 1))
     if iterative:
         return RetryPlan(same_queries=False, rewrite=True, depth=depth)
-    settings = get_resources().settings
-    return plan_retry(
-        context.retry_strategy, depth, settings.retry_expand_factor, context.top_k, settings.candidate_k
-    )
+    return plan_retry(context.retry_strategy, depth, RETRY_EXPAND_FACTOR, context.top_k, CANDIDATE_K)
 
 
 @timed("reformulate")

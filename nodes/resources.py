@@ -23,7 +23,7 @@ from state.context import Context
 
 if TYPE_CHECKING:
     # The knowledge base and its searchers bring the stores' libraries (sqlalchemy, numpy): imported on the
-    # first search, not with the graph (issue 22 §6, tests/test_import_cost.py).
+    # first search, not with the graph (tests/test_import_cost.py).
     from retrieval.knowledge_base import KnowledgeBase
     from retrieval.search import PassageSearcher
 

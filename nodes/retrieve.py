@@ -8,7 +8,7 @@ one's), unless the run opts into a minority share from other conversations
 conversation's block summaries nearest the question are added from the long-term store; when the question
 asks how / for details, each is expanded into its block's detail events ("deep search").
 
-Rerank (the run's `rerank`, RAG_RERANK): each search fetches RAG_RERANK_CANDIDATES fused candidates (or k
+Rerank (the run's `rerank`, RAG_RERANK): each search fetches RERANK_CANDIDATES fused candidates (or k
 when larger), the generation model scores them in one call (retrieval/rerank.py) and the k best go on, scored
 by the model so that every later step (merging queries, grading, the answer's sources) keeps its order.
 """
@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.runtime import Runtime
 
-from config.settings import Settings
 from core.types import SearchHit
 from nodes.instrumentation import accounting, merge_updates, timed
 from nodes.resources import get_resources
@@ -31,7 +30,8 @@ from nodes.retry_strategy import search_k
 from persistence.errors import STORE_DOWN_MESSAGE
 from persistence.vector_store import StoreUnavailableError
 from retrieval.public_source import public_source
-from retrieval.rerank import RerankResult, rerank, rescored
+from retrieval.rerank import RERANK_CANDIDATES, RERANK_PASSAGE_CHARS, RerankResult, rerank, rescored
+from retrieval.search_depth import ADVANCED_QUERIES, CANDIDATE_K, PRECISE_WEIGHTS
 from state.context import Context, run_context
 from state.graph_state import RetrieveTask
 from state.schemas import RetrievedDoc
@@ -45,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 #: Detail events fetched per recalled summary when the question wants details.
 DETAILS_PER_SUMMARY = 3
+#: Block summaries of the turn's conversation recalled from the long-term store with its passages (each
+#: expanded into its nearest detail events when the question asks for details): two keep the prompt small.
+SUMMARY_RECALL_K = 2
 #: Reorders one search's hits for its query and keeps the best k: (query, hits, k) -> hits.
 Reorder = Callable[[str, list[SearchHit], int], list[SearchHit]]
 
@@ -97,15 +100,15 @@ def outside_conversation_k(top_k: int, share: float) -> int:
     return min(top_k - 1, math.ceil(top_k * share))
 
 
-def mode_retrieval(context: Context, settings: Settings) -> tuple[int, tuple[float, float] | None]:
-    """(k per query, fusion weights) of a run's answer mode (seed 001: modes change retrieval):
-    precise = hybrid weighted RAG_PRECISE_DENSE_WEIGHT / RAG_PRECISE_BM25_WEIGHT (0.8 / 0.2); advanced =
-    top_k / RAG_ADVANCED_QUERIES per query (rounded up; its several queries come from rewrite, merged by
+def mode_retrieval(context: Context) -> tuple[int, tuple[float, float] | None]:
+    """(k per query, fusion weights) of a run's answer mode (the seed API's modes change retrieval):
+    precise = hybrid weighted PRECISE_WEIGHTS (dense 0.8 / BM25 0.2); advanced =
+    top_k / ADVANCED_QUERIES per query (rounded up; its several queries come from rewrite, merged by
     chunk id best score first); simple and auto = top_k with the standard weights."""
     if context.mode == "precise":
-        return context.top_k, (settings.precise_dense_weight, settings.precise_bm25_weight)
+        return context.top_k, PRECISE_WEIGHTS
     if context.mode == "advanced":
-        return max(1, math.ceil(context.top_k / settings.advanced_queries)), None
+        return max(1, math.ceil(context.top_k / ADVANCED_QUERIES)), None
     return context.top_k, None
 
 
@@ -123,16 +126,16 @@ def scoped_search(
 ) -> list[SearchHit]:
     """Search with conversation scoping: only the conversation's documents, or with a share > 0,
     `outside_conversation_k` of k from other conversations and the rest inside. `depth` multiplies the
-    mode's k (an expanding retry, nodes.retry_strategy), up to RAG_CANDIDATE_K. With `reorder` (the
-    rerank) each search fetches at least RAG_RERANK_CANDIDATES and `reorder` keeps its best k, so the
+    mode's k (an expanding retry, nodes.retry_strategy), up to CANDIDATE_K. With `reorder` (the
+    rerank) each search fetches at least RERANK_CANDIDATES and `reorder` keeps its best k, so the
     inside and outside shares hold as without it."""
     collections = [context.collection] if context.collection else None
     vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
-    top_k, weights = mode_retrieval(context, searcher.settings)
-    top_k = search_k(top_k, depth, searcher.settings.candidate_k)
+    top_k, weights = mode_retrieval(context)
+    top_k = search_k(top_k, depth, CANDIDATE_K)
 
     def search(k: int, scope: dict[str, Any] | None) -> list[SearchHit]:
-        fetch = max(k, searcher.settings.rerank_candidates) if reorder else k
+        fetch = max(k, RERANK_CANDIDATES) if reorder else k
         hits = searcher.search(
             text,
             k=fetch,
@@ -178,7 +181,7 @@ def expand_summaries(
         text,
         tenant=tenant,
         conversation_id=conversation_id,
-        k=resources.settings.summary_recall_k,
+        k=SUMMARY_RECALL_K,
         details_per_summary=DETAILS_PER_SUMMARY if wants_details else 0,
         store=store,
     )
@@ -189,7 +192,7 @@ def model_reorder(context: Context, outcomes: list[RerankResult]) -> Reorder:
     """The rerank as a Reorder: the run's generation model scores the hits in one call, the `k` best are
     kept (rescored by the model); each outcome is appended to `outcomes` (timings, calls)."""
     resources = get_resources()
-    model, passage_chars = resources.model("generate", context), resources.settings.rerank_passage_chars
+    model, passage_chars = resources.model("generate", context), RERANK_PASSAGE_CHARS
 
     def reorder(query: str, hits: list[SearchHit], k: int) -> list[SearchHit]:
         outcome = rerank(model, query, hits, passage_chars=passage_chars)

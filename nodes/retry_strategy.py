@@ -1,16 +1,17 @@
-"""What a retrieval retry searches: seed 003's `retryStrategy` (expand | rewrite | both, RAG_RETRY_STRATEGY).
+"""What a retrieval retry searches: the notes assistant's `retryStrategy` (expand | rewrite | both,
+RAG_RETRY_STRATEGY).
 
 A retry is a retrieval round after the first that is not a planned hop: grade_retrieval found too few
 relevant passages, or grade_answer sent an answer that needs improvement back to retrieval. Both go through
 reformulate, which follows `plan_retry`:
 - expand: the previous round's queries again, searched deeper: the round's `retrieval_depth` (a factor on
-  each query's k, carried by fan-out into every RetrieveTask) grows by RAG_RETRY_EXPAND_FACTOR. Passages
+  each query's k, carried by fan-out into every RetrieveTask) grows by RETRY_EXPAND_FACTOR. Passages
   found before merge by chunk id, so the round adds the next ranks. No model call; the query that found the
   right neighbourhood keeps it.
 - rewrite: reformulated queries (nodes.reformulate: missing terms, sub-questions, the grader's suggestions)
   at the previous round's depth. The default: what the engine did before the setting existed.
 - both: the previous queries and the reformulated ones in one round, at the grown depth.
-When k cannot grow any more (top_k x depth already reaches RAG_CANDIDATE_K, what a retriever hands to
+When k cannot grow any more (top_k x depth already reaches CANDIDATE_K, what a retriever hands to
 fusion), expanding would search exactly what was searched: the retry rewrites instead.
 An ITERATIVE question's next hop is not a retry: reformulate writes it whatever the strategy.
 """
@@ -20,6 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from config.settings import RetryStrategy
+
+#: Factor on the k of each expanding retry (RAG_RETRY_STRATEGY expand or both): top_k, then top_k x 2,
+#: x 4...; doubling reaches the candidate depth within the few rounds RAG_MAX_ITERATIONS allows.
+RETRY_EXPAND_FACTOR = 2
 
 
 @dataclass(frozen=True)

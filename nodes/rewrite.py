@@ -3,11 +3,11 @@
 - none (DIRECT): the question;
 - multi (HYBRID): the question + up to `query_variants` variants;
 - hyde (HYDE): the question, its dense text a hypothetical answer passage;
-- decompose (QUERY_DECOMPOSITION): the question + 2..`max_subquestions` sub-questions;
+- decompose (QUERY_DECOMPOSITION): the question + 2..MAX_SUBQUESTIONS sub-questions;
 - hop (ITERATIVE, first hop): the question + the inner bridge question, or one question per compared item;
 - expand: the question + expanded keyword queries;
 - advanced (mode=advanced with rewrite auto, whatever the strategy): the question + variants,
-  RAG_ADVANCED_QUERIES queries in all, each retrieving top_k / that many (seed 001's advanced mode).
+  ADVANCED_QUERIES queries in all, each retrieving top_k / that many (the seed API's advanced mode).
 
 Why the question itself is always first: a rewrite can only add recall; it must never lose what the user
 asked. Strong generation models write the variants, passages and sub-questions; with the embedded model
@@ -38,9 +38,10 @@ from prompts.query import (
     MULTI_QUERY_PROMPT,
     MULTI_QUERY_SYSTEM,
 )
-from query.decomposition import heuristic_subquestions
+from query.decomposition import MAX_SUBQUESTIONS, heuristic_subquestions
 from query.signals import question_signals
 from query.variants import heuristic_expansion, heuristic_variants
+from retrieval.search_depth import ADVANCED_QUERIES
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RewrittenQueries, SearchQuery, SubQuestions
@@ -64,7 +65,7 @@ Accounting = dict[str, Any]
 
 def rewrite_method(strategy: str, context: Context) -> str:
     """The rewrite method of a run: the fixed one of the context, else "advanced" for mode=advanced runs
-    (seed 001: its retrieval is several rewritten queries), else the strategy's."""
+    (the seed API's advanced mode retrieves with several rewritten queries), else the strategy's."""
     if context.rewrite != "auto":
         return context.rewrite
     if context.mode == "advanced":
@@ -132,12 +133,12 @@ def hyde_queries(question: str, context: Context) -> tuple[list[SearchQuery], Ac
 
 
 def decomposition_queries(question: str, context: Context) -> tuple[list[SearchQuery], Accounting]:
-    """The question plus 2..`max_subquestions` simpler questions (model, else the heuristic split)."""
-    fallback = heuristic_subquestions(question, context.max_subquestions)
+    """The question plus 2..MAX_SUBQUESTIONS simpler questions (model, else the heuristic split)."""
+    fallback = heuristic_subquestions(question, MAX_SUBQUESTIONS)
     subquestions, accounting = fallback, Accounting()
     if _strong(context):
         resources = get_resources()
-        prompt = DECOMPOSE_PROMPT.format(question=question, max_n=context.max_subquestions)
+        prompt = DECOMPOSE_PROMPT.format(question=question, max_n=MAX_SUBQUESTIONS)
         result, accounting = structured_call(
             resources.model("generate", context),
             SubQuestions,
@@ -148,15 +149,13 @@ def decomposition_queries(question: str, context: Context) -> tuple[list[SearchQ
         )
         written = valid_queries(result.value.questions, question, exclude=[question]) if result.ok else []
         subquestions = written if len(written) >= MIN_SUBQUESTIONS else fallback
-    return [
-        search_query(text, "subquestion") for text in subquestions[: context.max_subquestions]
-    ], accounting
+    return [search_query(text, "subquestion") for text in subquestions[:MAX_SUBQUESTIONS]], accounting
 
 
 def first_hop_queries(question: str, context: Context) -> list[SearchQuery]:
     """ITERATIVE's first hop: one question per compared item, or the inner question that finds the bridge
     entity (the next hop, in reformulate, searches the rest about the entity found)."""
-    subquestions = heuristic_subquestions(question, context.max_subquestions)
+    subquestions = heuristic_subquestions(question, MAX_SUBQUESTIONS)
     if question_signals(question).comparison:
         return [search_query(text, "subquestion") for text in subquestions]
     return [search_query(text, "hop") for text in subquestions[:1]]
@@ -174,8 +173,8 @@ def build_queries(question: str, strategy: str, context: Context) -> tuple[list[
     if method == "multi":
         extra, accounting = multi_queries(question, context)
     elif method == "advanced":
-        # RAG_ADVANCED_QUERIES in all, the question first; each searches top_k / that many (nodes.retrieve).
-        variants = get_resources().settings.advanced_queries - 1
+        # ADVANCED_QUERIES in all, the question first; each searches top_k / that many (nodes.retrieve).
+        variants = ADVANCED_QUERIES - 1
         if variants > 0:
             extra, accounting = multi_queries(question, replace(context, query_variants=variants))
     elif method == "decompose":

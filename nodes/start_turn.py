@@ -64,7 +64,7 @@ def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     check_thread_access(thread_id_of(run_config()), owner, context.tenant)
     check_input_tenant(state.get("tenant"), context.tenant)
     question, append = turn_question(state)
-    check_question(question, context.max_question_chars)
+    check_question(question, context.max_query_chars)
     try:
         parse_filter(state.get("filters") or None)
     except FilterError as error:

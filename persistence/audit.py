@@ -63,7 +63,7 @@ class TurnRecord:
 
 #: The statements of a turn, built once: the turn writes plain rows through SQLAlchemy Core rather than ORM
 #: objects, whose per-object bookkeeping (identity map, flush order, attribute history) was most of the
-#: turn's write time (issue 22 §6); the rows and the one transaction are the same.
+#: turn's write time; the rows and the one transaction are the same.
 _SESSION_ID = select(SessionRow.id).where(
     SessionRow.tenant == bindparam("tenant"), SessionRow.thread_id == bindparam("thread_id")
 )

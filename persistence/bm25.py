@@ -7,7 +7,7 @@ title count + body count), D = the row's tokens in every column and avgdl their 
 
 Why rescoring: a pruned query (persistence/keyword_pruning.py) finds its candidates with the rare terms only,
 which also drops the common terms from their scores. Adding the dropped terms' share back for the best
-`bm25_rescore_pool` candidates (a few hundred rows, their term counts read by row id) gives them their exact
+BM25_RESCORE_POOL candidates (a few hundred rows, their term counts read by row id) gives them their exact
 BM25 score, so the ranking inside the pool is what the unpruned query would give; only rows the rare terms
 do not reach are lost.
 """

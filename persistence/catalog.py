@@ -37,7 +37,11 @@ from persistence.catalog_tables import (
     documents_table,
     metadata_obj,
 )
-from persistence.embedding_cache import EmbeddingCache, define_embedding_cache_table
+from persistence.embedding_cache import (
+    EMBEDDING_CACHE_MAX_ENTRIES,
+    EmbeddingCache,
+    define_embedding_cache_table,
+)
 from persistence.errors import (
     CatalogDamagedError,
     CatalogUnavailableError,
@@ -212,7 +216,7 @@ class Catalog(CatalogHealth):
             if existing is not None:
                 old_ids = self.chunk_ids_of(connection, existing)
                 self._delete_document(connection, existing)
-            document_id = connection.execute(
+            inserted = connection.execute(
                 insert(documents_table).values(
                     tenant=tenant,
                     collection=collection,
@@ -223,7 +227,9 @@ class Catalog(CatalogHealth):
                     n_chunks=len(chunks),
                     updated_at=time.time(),
                 )
-            ).inserted_primary_key[0]
+            ).inserted_primary_key
+            assert inserted is not None  # typed optional by SQLAlchemy; a one-row insert always has it
+            document_id = inserted[0]
             rows = [
                 {
                     "chunk_id": chunk.chunk_id,
@@ -257,7 +263,7 @@ class Catalog(CatalogHealth):
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                 (f"{tenant}\x1f{collection}\x1f{source}",),
             )
-        elif not connection.connection.dbapi_connection.in_transaction:  # type: ignore[union-attr]
+        elif not getattr(connection.connection.dbapi_connection, "in_transaction", False):  # sqlite3's
             connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     def delete_document(self, record: DocumentRecord) -> list[str]:
@@ -433,10 +439,10 @@ def open_catalog(settings: Settings) -> Catalog:
             settings.database_url,
             pg_keyword_backend=backend,
             pruning=pruning_policy(settings),
-            embedding_cache_max_entries=settings.embedding_cache_max_entries,
+            embedding_cache_max_entries=EMBEDDING_CACHE_MAX_ENTRIES,
         )
     return Catalog(
         settings.catalog_path,
         pruning=pruning_policy(settings),
-        embedding_cache_max_entries=settings.embedding_cache_max_entries,
+        embedding_cache_max_entries=EMBEDDING_CACHE_MAX_ENTRIES,
     )

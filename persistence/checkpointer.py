@@ -8,8 +8,8 @@ app tables, so several processes and machines share conversations with no code c
 `sqlite_checkpointer` stays for callers that want the file explicitly.
 The sync and async savers are separate classes: a sync `invoke` on the async saver raises.
 
-Storage bounds (issue 7 §6). Each SQLite checkpoint holds the thread's whole state, so what a turn costs is
-(checkpoints written per turn) x (state size):
+Storage bounds (checked by the chaos benchmark's storage probes, evals/chaos/storage.py). Each SQLite
+checkpoint holds the thread's whole state, so what a turn costs is (checkpoints per turn) x (state size):
 - checkpoints per turn: graphs compiled with a checkpointer run with `durability=RAG_CHECKPOINT_DURABILITY`
   ("exit" by default: one checkpoint when the turn ends or fails, instead of one per step, 14-24 a turn;
   `rag eval chaos --suite storage`: 11 KB instead of 133 KB per turn at 10 turns).
@@ -20,7 +20,7 @@ Storage bounds (issue 7 §6). Each SQLite checkpoint holds the thread's whole st
   holds them, so each passage's text is stored once per checkpoint (state/graph_state.py).
 - checkpoints kept: the savers below prune old checkpoints of a thread after each save, keeping the newest
   `RAG_CHECKPOINT_KEEP` (0 = all: time travel over every turn); the LangGraph server's saver, which the server
-  drives with its own per-step durability, keeps `RAG_SERVER_CHECKPOINT_KEEP` (at least 1). They also
+  drives with its own per-step durability, keeps SERVER_CHECKPOINT_KEEP. They also
   implement `prune` / `aprune` (the BaseCheckpointSaver API the server calls: "keep_latest" or "delete").
   No channel of these graphs is a DeltaChannel, so the newest checkpoint alone holds the whole state.
 """
@@ -34,11 +34,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
-from langgraph._internal._constants import CONFIG_KEY_DURABILITY
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
+from core.langgraph_compat import CONFIG_KEY_DURABILITY
 from persistence.saver_mixins import (
     KEEP_LATEST,
     PRUNE_STATEMENTS,
@@ -50,7 +50,7 @@ from persistence.saver_mixins import (
     prune_strategy,
 )
 from persistence.threads import CheckpointLocation
-from persistence.urls import postgres_url
+from persistence.urls import DATABASE_POOL_SIZE, postgres_url
 
 if TYPE_CHECKING:
     from persistence.postgres_checkpoints import PruningAsyncPostgresSaver, PruningPostgresSaver
@@ -113,6 +113,10 @@ class PruningAsyncSqliteSaver(AsyncKeepNewestSaver, OwnerCheckedAsyncSqliteSaver
 #: still survives a killed process (kill -9); only a power cut or an OS crash can lose the last commits,
 #: and never corrupts the file (sqlite.org/pragma.html#pragma_synchronous).
 SQLITE_SYNCHRONOUS = "PRAGMA synchronous=NORMAL"
+#: Checkpoints the LangGraph server's saver keeps per thread after each save, at least: the server saves
+#: after every step (its own durability), so without a bound its storage grows; 16 keeps about the latest
+#: turn's steps for Studio's history and time travel.
+SERVER_CHECKPOINT_KEEP = 16
 
 
 def _path(settings: Settings | None, path: Path | None) -> Path:
@@ -158,7 +162,7 @@ def checkpoint_location(settings: Settings | None = None) -> CheckpointLocation:
         return settings.checkpoint_path
     from persistence.postgres_checkpoints import PostgresLocation
 
-    return PostgresLocation(url, settings.database_pool_size, settings.database_connect_timeout_s)
+    return PostgresLocation(url, DATABASE_POOL_SIZE, settings.database_connect_timeout_s)
 
 
 def postgres_checkpointer(
@@ -176,7 +180,7 @@ def postgres_checkpointer(
     return postgres_saver(
         target,
         keep=settings.checkpoint_keep if keep is None else keep,
-        pool_size=settings.database_pool_size,
+        pool_size=DATABASE_POOL_SIZE,
         connect_timeout_s=settings.database_connect_timeout_s,
     )
 
@@ -209,7 +213,7 @@ async def async_checkpointer_for(
     async with async_postgres_saver(
         url,
         keep=keep,
-        pool_size=settings.database_pool_size,
+        pool_size=DATABASE_POOL_SIZE,
         connect_timeout_s=settings.database_connect_timeout_s,
     ) as saver:
         yield saver
@@ -221,10 +225,10 @@ async def server_checkpointer() -> AsyncIterator[PruningAsyncSqliteSaver | Pruni
     the PostgreSQL database of RAG_DATABASE_URL).
 
     The server runs graphs with its own durability (a checkpoint per step), so this saver always prunes:
-    it keeps max(RAG_CHECKPOINT_KEEP, RAG_SERVER_CHECKPOINT_KEEP) checkpoints per thread (time travel
+    it keeps max(RAG_CHECKPOINT_KEEP, SERVER_CHECKPOINT_KEEP) checkpoints per thread (time travel
     over the last steps still works), and implements `aprune` for the server's thread pruning."""
     settings = get_settings()
-    keep = max(settings.checkpoint_keep, settings.server_checkpoint_keep)
+    keep = max(settings.checkpoint_keep, SERVER_CHECKPOINT_KEEP)
     async with async_checkpointer_for(settings, keep=keep) as saver:
         yield saver
 

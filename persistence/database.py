@@ -255,7 +255,8 @@ def database_url(settings: Settings) -> str:
 
 @functools.lru_cache(maxsize=RESOLVED_URL_CACHE_SIZE)
 def _sqlite_url(data_dir: Path, cwd: str) -> str:
-    """The URL of `<data_dir>/app.sqlite`, resolved once per folder and working directory (issue 22 §6)."""
+    """The URL of `<data_dir>/app.sqlite`, resolved once per folder and working directory: every
+    turn asks for it, and resolving touches the file system."""
     return f"sqlite:///{(data_dir / APP_DB_FILENAME).resolve()}"
 
 
@@ -263,7 +264,7 @@ def alembic_config(url: str) -> AlembicConfig:
     """An Alembic configuration pointing at persistence/migrations (no alembic.ini needed).
 
     Alembic is imported here and in `upgrade`, not with the module: it costs ~0.2 s that a process whose
-    database is already migrated never needs at import (issue 22 §6)."""
+    database is already migrated never needs at import (tests/test_import_cost.py)."""
     from alembic.config import Config as AlembicConfig
 
     config = AlembicConfig()

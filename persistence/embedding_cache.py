@@ -9,7 +9,7 @@ in the speed of) another's entries.
 
 Why a bound: the cache keeps the vector of every text ever embedded — old versions of edited files,
 deleted documents, the semantic chunker's sentence windows — so without one it only grows.
-RAG_EMBEDDING_CACHE_MAX_ENTRIES caps each tenant's entries: after each store, that tenant's entries least
+EMBEDDING_CACHE_MAX_ENTRIES caps each tenant's entries: after each store, that tenant's entries least
 recently stored or read beyond the cap are deleted. The entries of every model of a tenant count together.
 
 Recency is a `last_used` time written when a vector is stored or read back. Reads happen only while
@@ -61,6 +61,10 @@ from sqlalchemy.exc import OperationalError
 KEY_BATCH = 900
 #: The table's name in the catalog's database.
 TABLE_NAME = "embedding_cache"
+#: Vectors kept per tenant (0 = no bound); beyond it that tenant's least recently used are evicted. ~1.5 KB
+#: each at 384 dimensions, so 1,000,000 is ~1.5 GB; a corpus larger than the bound re-embeds evicted chunks
+#: when its vector store is rebuilt.
+EMBEDDING_CACHE_MAX_ENTRIES = 1_000_000
 #: Index that makes finding a tenant's least recently used entries cheap.
 LAST_USED_INDEX = "ix_embedding_cache_tenant_last_used"
 #: Advisory-lock key (any constant) under which one Postgres worker at a time rebuilds an unscoped table.

@@ -2,7 +2,7 @@
 (revision 0005) and counted by `rag stats` and GET /api/v1/stats.
 
 Which id: the `answer_id` every answer is recorded under (nodes.record_turn) and returned with it (the
-API's generate `answer_id`, seed 001's `metadata.answer_id`, `rag ask`'s last line and `--json`). It is a
+API's generate `answer_id`, the seed API's `metadata.answer_id`, `rag ask`'s last line and `--json`). It is a
 random 128-bit id, not a row number, so ids cannot be enumerated.
 
 Tenant rule: a rating is looked up by (tenant, answer id) and nothing else, so an id of another tenant's
@@ -33,6 +33,8 @@ ANSWER_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 #: Longest user id kept with a rating (the audit row's column).
 MAX_USER_CHARS = 128
+#: Longest comment of an answer's feedback (`rag feedback`, POST /api/v1/feedback): a paragraph or two.
+FEEDBACK_MAX_COMMENT_CHARS = 2000
 
 
 class InvalidFeedbackError(ValueError):
@@ -73,7 +75,7 @@ def check_rating(rating: str) -> Rating:
     """`rating` as a Rating; InvalidFeedbackError naming the choices otherwise."""
     if rating not in RATINGS:
         raise InvalidFeedbackError(f"rating: must be 'up' or 'down', not {rating[:20]!r}")
-    return cast(Rating, rating)
+    return rating
 
 
 def check_comment(comment: str, max_chars: int) -> str:
@@ -81,9 +83,7 @@ def check_comment(comment: str, max_chars: int) -> str:
     characters (NUL is refused by PostgreSQL text columns, the others corrupt logs and terminals)."""
     comment = comment.strip()
     if len(comment) > max_chars:
-        raise InvalidFeedbackError(
-            f"comment: at most {max_chars} characters, got {len(comment)} (RAG_FEEDBACK_MAX_COMMENT_CHARS)"
-        )
+        raise InvalidFeedbackError(f"comment: at most {max_chars} characters, got {len(comment)}")
     if CONTROL.search(comment):
         raise InvalidFeedbackError("comment: control characters are not allowed")
     return comment
@@ -111,7 +111,7 @@ def rate_answer(
     rating. InvalidFeedbackError for bad input, AnswerNotFoundError when the tenant has no such answer."""
     settings = settings or process_settings()
     checked_rating = check_rating(rating)
-    checked_comment = check_comment(comment, settings.feedback_max_comment_chars)
+    checked_comment = check_comment(comment, FEEDBACK_MAX_COMMENT_CHARS)
     check_answer_id(answer_id)
     user = user_id.strip()[:MAX_USER_CHARS]
     database = database or get_database(settings)

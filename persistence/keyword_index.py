@@ -33,8 +33,8 @@ from persistence.fts_statistics import (
 )
 from persistence.keyword_pruning import PruningPolicy, prune_terms
 
-#: BM25 weight of a chunk's document title relative to its body (settings.bm25_title_weight).
-DEFAULT_TITLE_WEIGHT = 1.0
+#: BM25 weight of a chunk's document title relative to its body (the same: a title is text like any other).
+BM25_TITLE_WEIGHT = 1.0
 #: Share of the index the searched collections must hold for a large-index search to try its terms without
 #: the scope restriction first (see KeywordIndex._search_rescored).
 UNSCOPED_FIRST_MIN_SHARE = 0.5
@@ -203,7 +203,7 @@ class KeywordIndex:
         filter_sql: str,
         filter_params: Sequence[Any],
         limit: int,
-        title_weight: float = DEFAULT_TITLE_WEIGHT,
+        title_weight: float = BM25_TITLE_WEIGHT,
     ) -> list[KeywordHit]:
         """Top `limit` chunks of `tenant` in `collections` by BM25 that satisfy the filter.
 
@@ -304,21 +304,7 @@ class KeywordIndex:
         best = self._rescored(connection, rows, dropped, frequencies, title_weight, limit)
         if not best:
             return []
-        marks = ", ".join("?" for _ in best)
-        found = {
-            rowid: (chunk_id, text, meta)
-            for rowid, chunk_id, text, meta in connection.exec_driver_sql(
-                # `+tenant`: not an index term, so SQLite looks the rows up by id instead of walking the
-                # tenant's index (every chunk of a large tenant: 170 ms at 500k chunks).
-                f"SELECT id, chunk_id, text, metadata FROM chunks WHERE id IN ({marks}) AND +tenant = ?",
-                (*(rowid for rowid, _ in best), tenant),
-            )
-        }
-        return [
-            KeywordHit(found[rowid][0], found[rowid][1], json.loads(found[rowid][2]), score)
-            for rowid, score in best
-            if rowid in found
-        ]
+        return _stored_hits(connection, best, tenant)
 
     def _pool(
         self,
@@ -342,4 +328,24 @@ class KeywordIndex:
             f"SELECT t.scope, p.id, t.title, t.body, p.rank FROM ({ranked}) AS p "
             f"JOIN {FTS_TABLE} AS t ON t.rowid = p.id ORDER BY p.rank"
         )
-        return connection.exec_driver_sql(sql, (expression, *params, pool)).fetchall()
+        return list(connection.exec_driver_sql(sql, (expression, *params, pool)).fetchall())
+
+
+def _stored_hits(connection: Connection, best: list[tuple[int, float]], tenant: str) -> list[KeywordHit]:
+    """The rescored rows (rowid, score) as hits, in their order: each joined to its stored chunk of
+    `tenant` (a row whose chunk is gone is left out)."""
+    marks = ", ".join("?" for _ in best)
+    stored = {
+        rowid: (chunk_id, text, meta)
+        for rowid, chunk_id, text, meta in connection.exec_driver_sql(
+            # `+tenant`: not an index term, so SQLite looks the rows up by id instead of walking the
+            # tenant's index (every chunk of a large tenant: 170 ms at 500k chunks).
+            f"SELECT id, chunk_id, text, metadata FROM chunks WHERE id IN ({marks}) AND +tenant = ?",
+            (*(rowid for rowid, _ in best), tenant),
+        )
+    }
+    return [
+        KeywordHit(stored[rowid][0], stored[rowid][1], json.loads(stored[rowid][2]), score)
+        for rowid, score in best
+        if rowid in stored
+    ]

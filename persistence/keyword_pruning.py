@@ -4,23 +4,23 @@ Why: a BM25 query ORs its terms, so its cost grows with the posting lists of its
 belong to the terms that matter least (a term in 20% of the chunks has an IDF about a third of a rare term's).
 Measured on the synthetic SciFact corpus of `python -m benchmarks scale`: with all terms a SciFact claim
 matches ~40% of the chunks, and the FTS5 query's time grows with the corpus (p50 45 ms at 5k, 400 ms at 50k
-chunks on the loaded 2-core machine). Dropping the terms that occur in more than `bm25_max_df_fraction` of the
-chunks (keeping at least `bm25_min_query_terms` of the rarest) leaves the discriminating terms, whose lists
+chunks on the loaded 2-core machine). Dropping the terms that occur in more than BM25_MAX_DF_FRACTION of the
+chunks (keeping at least BM25_MIN_QUERY_TERMS of the rarest) leaves the discriminating terms, whose lists
 are short: at 50k chunks the keyword query's p50 fell from 140 to 49 ms with 0.1 (76 ms with 0.2, 42 with
 0.05). The price, on real SciFact (train queries, keyword search alone, whole abstracts): nDCG@10 0.697 ->
 0.684 with 0.1 (0.696 with 0.2, 0.670 with 0.05). Lucene's "common terms" query makes the same trade.
 
 A share of the corpus alone does not bound the cost: at 500k chunks a 10% term still has 50,000 postings.
-So the kept terms also share a posting budget (`bm25_max_query_postings`): the rarest are kept first while
-their document frequencies add up to at most the budget (the `bm25_min_query_terms` rarest always stay),
+So the kept terms also share a posting budget (BM25_MAX_QUERY_POSTINGS): the rarest are kept first while
+their document frequencies add up to at most the budget (the BM25_MIN_QUERY_TERMS rarest always stay),
 which caps the work of one query whatever the corpus size (FTS5 spent ~2.5 us per posting at 50k chunks
-here). Alone, it costs ranking quality (the dropped terms no longer score), so the best `bm25_rescore_pool`
+here). Alone, it costs ranking quality (the dropped terms no longer score), so the best BM25_RESCORE_POOL
 candidates are rescored with every term (persistence/bm25.py). Measured by `python -m benchmarks
 keyword-pruning` (results/keyword_pruning.json) on real SciFact with the budget scaled to the share of the
 corpus it has at 500k chunks: test nDCG@10 0.6825 with every term, 0.567 pruned without rescoring, 0.682 with
 it (Recall@100 0.921 -> 0.868: what the rare terms do not reach is lost).
 
-Only corpora of at least `bm25_prune_min_chunks` chunks are pruned: on small ones every query is cheap and the
+Corpora of RAG_BM25_PRUNE_MIN_CHUNKS chunks or more are pruned: on small ones every query is cheap and the
 exact ranking is kept. This module is the policy alone; the index that prunes supplies its document
 frequencies (the FTS5 index: from its own vocabulary, fts5vocab, counted over the whole index, all tenants: a
 term common in the index is expensive whatever the tenant; see persistence.keyword_index. The Postgres BM25
@@ -35,12 +35,22 @@ from dataclasses import dataclass
 
 from config.settings import Settings
 
+#: On a pruned index, query terms found in more than this share of the chunks are dropped (1 = never): their
+#: posting lists are the cost of a query, their IDF is low. 0.1 by the measurement above.
+BM25_MAX_DF_FRACTION = 0.1
+#: Rarest query terms kept when pruning would leave fewer.
+BM25_MIN_QUERY_TERMS = 2
+#: On a pruned index, the kept query terms' document frequencies add up to at most this (rarest first): it
+#: bounds one keyword query's work at any corpus size (~25 ms at FTS5's ~2.5 us per posting).
+BM25_MAX_QUERY_POSTINGS = 10_000
+#: When pruning dropped query terms, this many best candidates get their exact BM25 score with every term.
+BM25_RESCORE_POOL = 200
+
 
 @dataclass(frozen=True)
 class PruningPolicy:
-    """When and how much to prune (from settings: bm25_prune_min_chunks, bm25_max_df_fraction,
-    bm25_min_query_terms, bm25_max_query_postings, bm25_rescore_pool); `max_df_fraction = 1` with no posting
-    budget prunes nothing."""
+    """When and how much to prune (RAG_BM25_PRUNE_MIN_CHUNKS and this module's constants); `max_df_fraction =
+    1` with no posting budget prunes nothing."""
 
     min_chunks: int
     max_df_fraction: float
@@ -56,13 +66,13 @@ class PruningPolicy:
 
 
 def pruning_policy(settings: Settings) -> PruningPolicy:
-    """The pruning policy the settings name."""
+    """The pruning policy: from RAG_BM25_PRUNE_MIN_CHUNKS chunks on, this module's constants."""
     return PruningPolicy(
         settings.bm25_prune_min_chunks,
-        settings.bm25_max_df_fraction,
-        settings.bm25_min_query_terms,
-        settings.bm25_max_query_postings or None,
-        settings.bm25_rescore_pool,
+        BM25_MAX_DF_FRACTION,
+        BM25_MIN_QUERY_TERMS,
+        BM25_MAX_QUERY_POSTINGS,
+        BM25_RESCORE_POOL,
     )
 
 

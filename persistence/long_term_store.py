@@ -32,7 +32,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, Op, Result
@@ -42,7 +42,7 @@ from config.settings import Settings, get_settings
 from persistence.advisory import advisory_lock
 from persistence.errors import StoreUnavailableError
 from persistence.process import process_knowledge_base
-from persistence.urls import libpq_url, postgres_url
+from persistence.urls import DATABASE_POOL_SIZE, libpq_url, postgres_url
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def sqlite_vec_loadable() -> bool:
     if not hasattr(sqlite3.Connection, "enable_load_extension"):
         return False
     try:
-        import sqlite_vec  # type: ignore[import-untyped]
+        import sqlite_vec  # untyped (pyproject's mypy overrides)
 
         with closing(sqlite3.connect(":memory:")) as connection:
             connection.enable_load_extension(True)
@@ -205,7 +205,7 @@ def pgvector_available(url: str, connect_timeout_s: float) -> bool:
 
 
 def open_postgres_store(url: str, settings: Settings, *, semantic: bool | None = None) -> LongTermStore:
-    """A set-up PostgresStore on a pool of its own to `url` (RAG_DATABASE_POOL_SIZE connections): indexed by
+    """A set-up PostgresStore on a pool of its own to `url` (DATABASE_POOL_SIZE connections): indexed by
     pgvector when the server has it (the vector size is the active model's), else plain items ranked by the
     callers in numpy. Its own pool, not the savers': this module sits below the app tables (their
     `database_stats` counts the memories here), which the savers' module imports."""
@@ -222,7 +222,7 @@ def open_postgres_store(url: str, settings: Settings, *, semantic: bool | None =
         pool: ConnectionPool[Any] = ConnectionPool(
             libpq_url(url),
             min_size=1,
-            max_size=settings.database_pool_size,
+            max_size=DATABASE_POOL_SIZE,
             timeout=timeout,
             check=ConnectionPool.check_connection,
             open=True,
@@ -244,6 +244,12 @@ def open_postgres_store(url: str, settings: Settings, *, semantic: bool | None =
             "(RAG_DATABASE_URL)"
         ) from error
     return LongTermStore(store, semantic, libpq_url(url))
+
+
+class Closable(Protocol):
+    """What closing a store's connection needs of it."""
+
+    def close(self) -> None: ...
 
 
 class LongTermStore(NamedTuple):
@@ -286,7 +292,10 @@ def close_long_term_stores() -> None:
     """Forget every store this process opened, closing their connections and pools (tests, shutdown)."""
     with _stores_lock:
         for opened in _stores.values():
-            opened.store.conn.close()  # type: ignore[attr-defined]
+            # SqliteStore's sqlite3 connection, PostgresStore's pool: BaseStore declares neither
+            connection: Closable | None = getattr(opened.store, "conn", None)
+            if connection is not None:
+                connection.close()
         _stores.clear()
 
 

@@ -1,5 +1,6 @@
-"""Memories (seed 1's add_memory / search_memories): short notes kept per tenant and, optionally, per
-conversation, found again by meaning, and recalled into answers (recall_memories, nodes.memory_recall).
+"""Memories (the baseline design's add_memory / search_memories): short notes kept per tenant and,
+optionally, per conversation, found again by meaning, and recalled into answers (recall_memories,
+nodes.memory_recall).
 
 Where they live: LangGraph's long-term store (persistence.long_term_store), one item per memory in the
 namespace ("memories", tenant, conversation or "_" for tenant-wide), keyed by the memory's id; so Studio and
@@ -69,6 +70,10 @@ LEGACY_MEMORY_ID_PATTERN = re.compile(r"[0-9]{1,19}")
 MAX_LEGACY_MEMORY_ID = 2**63 - 1
 #: New ids tried when one collides with an existing id of the tenant (2^-64 each: one try in practice).
 MEMORY_ID_ATTEMPTS = 3
+#: Longest memory text accepted: a note, not a document (documents are ingested).
+MEMORY_MAX_CHARS = 20_000
+#: Memories a search returns when the caller does not say how many.
+MEMORY_SEARCH_K = 5
 
 
 class InvalidMemoryError(ValueError):
@@ -206,9 +211,8 @@ def add_memory(
         raise InvalidMemoryError("text: empty memory")
     metadata_value = json.loads(_check_metadata(metadata))
     settings = _settings(settings)
-    limit = settings.memory_max_chars
-    if len(text) > limit:
-        raise InvalidMemoryError(f"text: at most {limit} characters (RAG_MEMORY_MAX_CHARS)")
+    if len(text) > MEMORY_MAX_CHARS:
+        raise InvalidMemoryError(f"text: at most {MEMORY_MAX_CHARS} characters")
     kind = (kind or "note").strip()[:MAX_KIND_CHARS] or "note"
     conversation_id = _check_conversation(conversation_id or "") or ""
     if embeddings is None:
@@ -267,7 +271,7 @@ def search_memories(
     if not text:
         raise InvalidMemoryError("query: empty search")
     settings = _settings(settings)
-    k = k if k is not None else settings.memory_search_k
+    k = k if k is not None else MEMORY_SEARCH_K
     if k < 1:
         raise InvalidMemoryError("k: at least 1")
     if embeddings is None:

@@ -213,18 +213,7 @@ class PgBm25Index:
             return []
         connection.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
         scopes = [scope_token(tenant, name) for name in collections]
-        n_docs, avgdl = connection.exec_driver_sql(
-            f"SELECT coalesce(sum(n_docs), 0)::float8, coalesce(sum(total_length), 0)::float8 "
-            f"/ greatest(sum(n_docs), 1) FROM {STATS_TABLE} WHERE scope = ANY(%s)",
-            (scopes,),
-        ).one()
-        frequencies = {
-            str(term): int(n)
-            for term, n in connection.exec_driver_sql(
-                f"SELECT term, sum(n) FROM {DF_TABLE} WHERE term = ANY(%s) AND scope = ANY(%s) GROUP BY term",
-                (terms, scopes),
-            )
-        }
+        n_docs, avgdl, frequencies = _statistics(connection, terms, scopes)
         everything = [term for term in terms if frequencies.get(term, 0) > 0]
         kept = everything
         if self.pruning is not None and self.pruning.applies(int(n_docs)):
@@ -233,21 +222,8 @@ class PgBm25Index:
             return []
         dropped = [term for term in everything if term not in kept]
         pool = self.pruning.rescore_pool if self.pruning is not None else 0
-        filtered = is_filtered(filter_sql, filter_params)
-        join = "JOIN chunks AS c ON c.id = p.chunk_row" if filtered else ""
-        where = f"AND c.tenant = %s AND ({filter_sql})" if filtered else ""
-        frequency = f"({float(title_weight)!r} * p.tf_title + p.tf_body)"
-        norm = f"{bm25.K1} * (1 - {bm25.B} + {bm25.B} * p.length / {max(float(avgdl), 1.0)!r})"
-        top = (
-            f"SELECT p.chunk_row, sum(w.idf * {frequency} * {bm25.K1 + 1} / ({frequency} + {norm})) "
-            "AS score, min(p.length) AS length "
-            f"FROM {POSTINGS_TABLE} AS p JOIN unnest(%s::text[], %s::float8[]) AS w(term, idf) "
-            f"ON w.term = p.term {join} WHERE p.term = ANY(%s) AND p.scope = ANY(%s) {where} "
-            "GROUP BY p.chunk_row ORDER BY score DESC, p.chunk_row LIMIT %s"
-        )
-        params: tuple[Any, ...] = (kept, [bm25.idf(n_docs, frequencies[term]) for term in kept], kept, scopes)
-        if filtered:
-            params = (*params, tenant, *filter_params)
+        idfs = [bm25.idf(n_docs, frequencies[term]) for term in kept]
+        top, params = _top_query(kept, idfs, scopes, avgdl, title_weight, tenant, filter_sql, filter_params)
         if dropped and pool > 0:
             candidates = [
                 bm25.Candidate(int(row), float(score), float(length))
@@ -399,6 +375,55 @@ class PgTsvectorIndex:
         )
         params = (weights, tsquery_literal(terms), scopes, tenant, *filter_params, limit)
         return _hits(connection.exec_driver_sql(sql, params).fetchall())
+
+
+def _statistics(
+    connection: Connection, terms: list[str], scopes: list[str]
+) -> tuple[float, float, dict[str, int]]:
+    """(documents, average length, document frequency per term) over the searched scopes."""
+    n_docs, avgdl = connection.exec_driver_sql(
+        f"SELECT coalesce(sum(n_docs), 0)::float8, coalesce(sum(total_length), 0)::float8 "
+        f"/ greatest(sum(n_docs), 1) FROM {STATS_TABLE} WHERE scope = ANY(%s)",
+        (scopes,),
+    ).one()
+    frequencies = {
+        str(term): int(n)
+        for term, n in connection.exec_driver_sql(
+            f"SELECT term, sum(n) FROM {DF_TABLE} WHERE term = ANY(%s) AND scope = ANY(%s) GROUP BY term",
+            (terms, scopes),
+        )
+    }
+    return n_docs, avgdl, frequencies
+
+
+def _top_query(
+    kept: list[str],
+    idfs: list[float],
+    scopes: list[str],
+    avgdl: float,
+    title_weight: float,
+    tenant: str,
+    filter_sql: str,
+    filter_params: Sequence[Any],
+) -> tuple[str, tuple[Any, ...]]:
+    """The BM25 top-chunks query over the kept terms (their `idfs`), joined to the chunks for a filter, and
+    its parameters but the LIMIT's: (sql, params)."""
+    filtered = is_filtered(filter_sql, filter_params)
+    join = "JOIN chunks AS c ON c.id = p.chunk_row" if filtered else ""
+    where = f"AND c.tenant = %s AND ({filter_sql})" if filtered else ""
+    frequency = f"({float(title_weight)!r} * p.tf_title + p.tf_body)"
+    norm = f"{bm25.K1} * (1 - {bm25.B} + {bm25.B} * p.length / {max(float(avgdl), 1.0)!r})"
+    top = (
+        f"SELECT p.chunk_row, sum(w.idf * {frequency} * {bm25.K1 + 1} / ({frequency} + {norm})) "
+        "AS score, min(p.length) AS length "
+        f"FROM {POSTINGS_TABLE} AS p JOIN unnest(%s::text[], %s::float8[]) AS w(term, idf) "
+        f"ON w.term = p.term {join} WHERE p.term = ANY(%s) AND p.scope = ANY(%s) {where} "
+        "GROUP BY p.chunk_row ORDER BY score DESC, p.chunk_row LIMIT %s"
+    )
+    params: tuple[Any, ...] = (kept, idfs, kept, scopes)
+    if filtered:
+        params = (*params, tenant, *filter_params)
+    return top, params
 
 
 def pg_keyword_index(

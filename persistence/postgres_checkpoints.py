@@ -6,10 +6,10 @@ CLI and the HTTP API must read one another's threads, so every process stores th
 them. What is added here is what the SQLite savers add (persistence.checkpointer):
 - the owner check (persistence.saver_mixins.OwnerCheckedSaver): a run of one tenant cannot load another's
   thread;
-- keep-last-N after each save (RAG_CHECKPOINT_KEEP / RAG_SERVER_CHECKPOINT_KEEP) and `prune` / `aprune`;
+- keep-last-N after each save (RAG_CHECKPOINT_KEEP / SERVER_CHECKPOINT_KEEP) and `prune` / `aprune`;
 - a server that is down or unreachable is one line, CheckpointStoreUnavailableError (a
   StoreUnavailableError: CLI exit 1, HTTP 503), never a psycopg stack trace;
-- one process-wide connection pool per URL (RAG_DATABASE_POOL_SIZE), used without the saver's own
+- one process-wide connection pool per URL (DATABASE_POOL_SIZE), used without the saver's own
   one-connection lock, so the API's worker threads do not queue behind each other; the pool checks a
   connection before lending it, so a restarted server costs no failed turn.
 
@@ -148,7 +148,7 @@ def setup_checkpoint_tables(url: str, connect_timeout_s: float) -> None:
             return
         with reachable(url), psycopg.connect(conninfo, **connection_kwargs(connect_timeout_s)) as conn:
             with advisory_lock(conn, SETUP_ADVISORY_LOCK_KEY):
-                PostgresSaver(conn).setup()  # type: ignore[arg-type]
+                PostgresSaver(conn).setup()
         _SET_UP.add(conninfo)
 
 

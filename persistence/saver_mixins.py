@@ -13,11 +13,17 @@ import asyncio
 from collections.abc import Sequence
 
 from langchain_core.runnables import RunnableConfig
-from langgraph._internal._constants import CONFIG_KEY_RUNTIME
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from core.langgraph_compat import CONFIG_KEY_RUNTIME
 from persistence.thread_access import check_thread_access, checkpoint_values, root_config, thread_owner
 
 
@@ -28,7 +34,8 @@ def _run_tenant(config: RunnableConfig) -> str | None:
     saver only under CONFIG_KEY_RUNTIME of the config Pregel passes to `get_tuple`; the public
     `langgraph.runtime.get_runtime()` reads the caller's context variable, which is not this run's when the
     saver is called. Imported, not spelled out, so a LangGraph that drops the key fails at import instead of
-    silently skipping the check (tests/test_security_tenants.py runs the check through real graphs)."""
+    silently skipping the check (tests/test_security_tenants.py runs the check through real graphs;
+    tests/test_compat.py pins the key)."""
     runtime = (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
     if runtime is None:
         return None
@@ -37,7 +44,7 @@ def _run_tenant(config: RunnableConfig) -> str | None:
     return run_context(runtime).tenant
 
 
-class OwnerCheckedSaver:
+class OwnerCheckedSaver(BaseCheckpointSaver[str]):
     """Mixin for a checkpoint saver: a graph run of one tenant cannot load another tenant's thread.
 
     LangGraph hands the saver the run's config, which carries the run's Runtime (its context, so its
@@ -46,6 +53,7 @@ class OwnerCheckedSaver:
     server runs (which never pass through the runner). The owner is always the thread's latest root
     checkpoint's, also when the run asks for an older checkpoint (time travel must not dodge the check).
     Calls outside a run (`get_state`, housekeeping) are not checked here: the runner checks those itself.
+    A mixin: listed before the saver class it checks, so `super()` is that saver (typed as the base saver).
     """
 
     @staticmethod
@@ -66,25 +74,25 @@ class OwnerCheckedSaver:
         check = self._owner_check(config, saved)
         if check is not None:
             tenant, thread_id, latest_config = check
-            latest = saved if latest_config is None else super().get_tuple(latest_config)  # type: ignore[misc]
+            latest = saved if latest_config is None else super().get_tuple(latest_config)
             check_thread_access(thread_id, thread_owner(checkpoint_values(latest)), tenant)
 
     async def _acheck_owner(self, config: RunnableConfig, saved: CheckpointTuple | None) -> None:
         check = self._owner_check(config, saved)
         if check is not None:
             tenant, thread_id, latest_config = check
-            latest = saved if latest_config is None else await super().aget_tuple(latest_config)  # type: ignore[misc]
+            latest = saved if latest_config is None else await super().aget_tuple(latest_config)
             check_thread_access(thread_id, thread_owner(checkpoint_values(latest)), tenant)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The stored checkpoint, refused for a run of a tenant that does not own the thread."""
-        saved: CheckpointTuple | None = super().get_tuple(config)  # type: ignore[misc]
+        saved = super().get_tuple(config)
         self._check_owner(config, saved)
         return saved
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The stored checkpoint, refused for a run of a tenant that does not own the thread."""
-        saved: CheckpointTuple | None = await super().aget_tuple(config)  # type: ignore[misc]
+        saved = await super().aget_tuple(config)
         await self._acheck_owner(config, saved)
         return saved
 
@@ -103,7 +111,7 @@ def prune_strategy(strategy: str) -> str:
     raise ValueError(f"unknown prune strategy {strategy!r}: use 'keep_latest' or 'delete'")
 
 
-class KeepNewestSaver:
+class KeepNewestSaver(BaseCheckpointSaver[str]):
     """Mixin for a sync checkpoint saver that keeps at most `keep` checkpoints per thread (0 = all): after
     each save it drops the older ones with the backend's own `keep_newest`."""
 
@@ -121,13 +129,13 @@ class KeepNewestSaver:
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Save, then drop the thread's checkpoints beyond the newest `keep`."""
-        saved: RunnableConfig = super().put(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+        saved = super().put(config, checkpoint, metadata, new_versions)
         if self.keep:
             self.keep_newest(str(saved["configurable"]["thread_id"]), self.keep)
         return saved
 
 
-class AsyncKeepNewestSaver:
+class AsyncKeepNewestSaver(BaseCheckpointSaver[str]):
     """The async KeepNewestSaver (server, `ainvoke`), with the sync `prune` of the saver's other sync
     methods: `aprune` run on the saver's event loop from another thread."""
 
@@ -146,7 +154,7 @@ class AsyncKeepNewestSaver:
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Save, then drop the thread's checkpoints beyond the newest `keep`."""
-        saved: RunnableConfig = await super().aput(config, checkpoint, metadata, new_versions)  # type: ignore[misc]
+        saved = await super().aput(config, checkpoint, metadata, new_versions)
         if self.keep:
             await self.akeep_newest(str(saved["configurable"]["thread_id"]), self.keep)
         return saved
@@ -162,7 +170,7 @@ class AsyncKeepNewestSaver:
                 )
         except RuntimeError:
             pass
-        aprune = self.aprune(thread_ids, strategy=strategy)  # type: ignore[attr-defined]  # the saver's own
+        aprune = self.aprune(thread_ids, strategy=strategy)  # the saver's own
         asyncio.run_coroutine_threadsafe(aprune, self.loop).result()
 
 

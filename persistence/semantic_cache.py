@@ -46,6 +46,9 @@ logger = logging.getLogger(__name__)
 
 #: Question vectors kept in memory (a lookup's vector is reused by the store after the answer).
 VECTOR_MEMO_SIZE = 512
+#: Cached answers kept per tenant (the oldest are dropped first): repeated questions are few, and each
+#: entry holds a whole answer record.
+CACHE_MAX_ENTRIES = 2000
 
 
 def _unit(vector: np.ndarray) -> np.ndarray:
@@ -172,7 +175,8 @@ class SemanticCache:
 
 
 def _knowledge_base_embeddings() -> Embeddings:
-    return process_knowledge_base().embeddings
+    embeddings: Embeddings = process_knowledge_base().embeddings  # the view types it loosely (Any)
+    return embeddings
 
 
 def documents_version(tenant: str) -> str:
@@ -183,8 +187,8 @@ def documents_version(tenant: str) -> str:
 def make_backend(settings: Settings) -> CacheBackend:
     """Redis when RAG_REDIS_URL is set, else the app database's table."""
     if settings.redis_url:
-        return RedisCacheBackend(settings.redis_url, settings.cache_ttl_s, settings.cache_max_entries)
-    return SqlCacheBackend(get_database(settings), settings.cache_ttl_s, settings.cache_max_entries)
+        return RedisCacheBackend(settings.redis_url, settings.cache_ttl_s, CACHE_MAX_ENTRIES)
+    return SqlCacheBackend(get_database(settings), settings.cache_ttl_s, CACHE_MAX_ENTRIES)
 
 
 _caches: dict[tuple[str, ...], SemanticCache] = {}
@@ -200,7 +204,7 @@ def get_semantic_cache(settings: Settings | None = None) -> SemanticCache:
         database_url(settings),
         str(settings.cache_ttl_s),
         str(settings.cache_similarity),
-        str(settings.cache_max_entries),
+        str(CACHE_MAX_ENTRIES),
     )
     with _caches_lock:
         cache = _caches.get(key)
@@ -220,6 +224,6 @@ def invalidate_tenant(tenant: str, settings: Settings | None = None) -> None:
     them unreachable anyway). Never raises: a cache that is down is logged."""
     try:
         get_semantic_cache(settings).invalidate_tenant(tenant)
-    except Exception:  # noqa: BLE001 - invalidation is best effort; the version key still protects answers
+    except Exception:  # invalidation is best effort; the version key still protects answers
         count("errors")
         logger.warning("semantic cache: could not invalidate tenant %r", tenant, exc_info=True)

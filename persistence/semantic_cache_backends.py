@@ -12,7 +12,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 from sqlalchemy import delete, func, select
@@ -209,7 +209,8 @@ class RedisCacheBackend:
         """The bucket's live entries (expired ones dropped first)."""
         bucket = self._bucket(scope, version, model_key)
         self.client.zremrangebyscore(bucket, "-inf", now)
-        keys = self.client.zrevrange(bucket, 0, self.max_entries - 1)
+        # without `withscores`, ZREVRANGE gives the members only (redis-py types every reply shape)
+        keys = cast(list[bytes], self.client.zrevrange(bucket, 0, self.max_entries - 1))
         entries = [json.loads(raw) for raw in self.client.mget(keys) if raw is not None] if keys else []
         return [
             (

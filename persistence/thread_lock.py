@@ -242,8 +242,8 @@ def thread_lock(
             yield
         finally:
             with _HELD_GUARD:
-                owner, depth, lock = _HELD[locker.name]
-                _HELD[locker.name] = (owner, depth - 1, lock)
+                owner, depth, entered = _HELD[locker.name]
+                _HELD[locker.name] = (owner, depth - 1, entered)
         return
 
     wait = settings.thread_lock_timeout_s if timeout_s is None else timeout_s

@@ -12,6 +12,11 @@ from pathlib import Path
 
 from config.settings import Settings
 
+#: Connections per process to PostgreSQL in each pool (the conversation saver's, the long-term store's);
+#: turns waiting for a thread lock hold one more each while they wait. Keep workers x (pool + concurrent
+#: turns) under the server's max_connections.
+DATABASE_POOL_SIZE = 10
+
 #: URL schemes of PostgreSQL (before any "+driver"), and the SQLAlchemy scheme with the installed driver.
 POSTGRES_SCHEMES = frozenset({"postgresql", "postgres"})
 SQLALCHEMY_POSTGRES_SCHEME = "postgresql+psycopg"

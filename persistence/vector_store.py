@@ -17,14 +17,18 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.embeddings import Embeddings
 
 from config.settings import Settings
+from core.langgraph_compat import chroma_collection
 from core.types import Chunk
 from persistence.errors import StoreUnavailableError as StoreUnavailableError  # re-exported (its old home)
 
 if TYPE_CHECKING:
+    from chromadb.api.types import PyEmbeddings
     from langchain_chroma import Chroma
 
 CHROMA_COLLECTION_PREFIX = "rag_"
 COLLECTION_NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$")
+#: Collection (category) of a document ingested without one; searches without a collection span them all.
+DEFAULT_COLLECTION = "default"
 #: Cosine space: with normalised vectors, similarity = 1 - distance.
 COLLECTION_METADATA = {"hnsw:space": "cosine"}
 UPSERT_BATCH = 1000
@@ -80,7 +84,8 @@ def chroma_client(settings: Settings) -> Any:
     """The process's Chroma client for these settings (persistent folder or HTTP server).
 
     chromadb is imported here, on the first store access, not with the module: it costs ~0.9 s, which every
-    `rag` command and graph import would pay before knowing whether it searches (issue 22 §6)."""
+    `rag` command and graph import would pay before knowing whether it searches
+    (tests/test_import_cost.py)."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -99,7 +104,7 @@ def chroma_client(settings: Settings) -> Any:
                 else:
                     settings.chroma_dir.mkdir(parents=True, exist_ok=True)
                     _clients[key] = chromadb.PersistentClient(path=key, settings=chroma_settings)
-            except Exception as error:  # noqa: BLE001 - every client failure means the store is down
+            except Exception as error:  # every client failure means the store is down
                 raise StoreUnavailableError(f"cannot open the Chroma store at {key}: {error}") from error
         return _clients[key]
 
@@ -127,7 +132,7 @@ class VectorStore:
                     client=client,
                     collection_metadata=COLLECTION_METADATA,
                 )
-            except Exception as error:  # noqa: BLE001
+            except Exception as error:
                 raise StoreUnavailableError(f"cannot open Chroma collection {name}: {error}") from error
         return self._stores[name]
 
@@ -140,13 +145,14 @@ class VectorStore:
         try:
             for start in range(0, len(chunks), UPSERT_BATCH):
                 batch = chunks[start : start + UPSERT_BATCH]
-                store._collection.upsert(  # noqa: SLF001 - langchain-chroma re-embeds in add_texts
+                embeddings: PyEmbeddings = [list(vector) for vector in vectors[start : start + UPSERT_BATCH]]
+                chroma_collection(store).upsert(  # langchain-chroma's add_texts would embed them again
                     ids=[chunk.chunk_id for chunk in batch],
-                    embeddings=[list(vector) for vector in vectors[start : start + UPSERT_BATCH]],
+                    embeddings=embeddings,
                     documents=[chunk.text for chunk in batch],
                     metadatas=[dict(chunk.metadata) for chunk in batch],
                 )
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             raise StoreUnavailableError(
                 f"cannot write to Chroma collection {collection!r}: {error}"
             ) from error
@@ -161,7 +167,7 @@ class VectorStore:
         try:
             for start in range(0, len(chunk_ids), UPSERT_BATCH):
                 store.delete(ids=list(chunk_ids[start : start + UPSERT_BATCH]))
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             raise StoreUnavailableError(
                 f"cannot delete from Chroma collection {collection!r}: {error}"
             ) from error
@@ -177,13 +183,17 @@ class VectorStore:
         store = self._store(tenant, collection, create=False)
         if store is None:
             return []
+        query: PyEmbeddings = [list(vector)]
         try:
-            results = store._collection.query(  # noqa: SLF001 - langchain-chroma always fetches documents
-                query_embeddings=[list(vector)], n_results=k, where=where, include=["distances"]
+            results = chroma_collection(store).query(  # langchain-chroma's own query fetches the documents
+                query_embeddings=query, n_results=k, where=where, include=["distances"]
             )
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             raise StoreUnavailableError(unreadable_message("query", tenant, collection, error)) from error
-        ids, distances = results["ids"][0], results["distances"][0]  # type: ignore[index]
+        if results["distances"] is None:  # asked for above: Chroma returns them
+            missing = ValueError("Chroma returned no distances")
+            raise StoreUnavailableError(unreadable_message("query", tenant, collection, missing))
+        ids, distances = results["ids"][0], results["distances"][0]
         return [
             DenseHit(str(chunk_id), 1.0 - float(distance))
             for chunk_id, distance in zip(ids, distances, strict=True)
@@ -193,8 +203,8 @@ class VectorStore:
         """Number of vectors of a tenant in a collection (0 when it does not exist)."""
         store = self._store(tenant, collection, create=False)
         try:
-            return 0 if store is None else store._collection.count()  # noqa: SLF001
-        except Exception as error:  # noqa: BLE001
+            return 0 if store is None else chroma_collection(store).count()
+        except Exception as error:
             raise StoreUnavailableError(unreadable_message("count", tenant, collection, error)) from error
 
     def ids(self, tenant: str, collection: str) -> set[str]:
@@ -204,11 +214,11 @@ class VectorStore:
             return set()
         found: set[str] = set()
         try:
-            while page := store._collection.get(include=[], limit=ID_PAGE, offset=len(found))["ids"]:  # noqa: SLF001
+            while page := chroma_collection(store).get(include=[], limit=ID_PAGE, offset=len(found))["ids"]:
                 found.update(page)
                 if len(page) < ID_PAGE:
                     break
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             raise StoreUnavailableError(unreadable_message("read", tenant, collection, error)) from error
         return found
 
@@ -223,7 +233,7 @@ class VectorStore:
             chroma_client(self.settings).delete_collection(name)
         except NotFoundError:
             return
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             raise StoreUnavailableError(f"cannot delete Chroma collection {name}: {error}") from error
 
     def scopes(self) -> list[tuple[str, str]]:
@@ -232,10 +242,11 @@ class VectorStore:
             names = [collection.name for collection in chroma_client(self.settings).list_collections()]
         except StoreUnavailableError:
             raise
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             raise StoreUnavailableError(f"cannot list Chroma collections: {error}") from error
-        return sorted(
-            tuple(name.removeprefix(CHROMA_COLLECTION_PREFIX).split(TENANT_SEPARATOR, 1))  # type: ignore[misc]
+        parts = (
+            name.removeprefix(CHROMA_COLLECTION_PREFIX).partition(TENANT_SEPARATOR)
             for name in names
             if name.startswith(CHROMA_COLLECTION_PREFIX) and TENANT_SEPARATOR in name
         )
+        return sorted((tenant, collection) for tenant, _, collection in parts)

@@ -88,10 +88,9 @@ ANSWER_FORMAT_ZH = f"""请严格按两行回答：
 {ANSWER_LABEL_ZH}1931年
 {EXPLANATION_LABEL_ZH}青石桥横跨澄河，建于1931年 [1]。"""
 
-#: The short answer a model gives when the sources do not answer (the simple templates ask for it): one word
-#: a small reader says readily, where it rarely copies the whole not-found sentence (shared FACTS.md, "Reading
-#: with compact evidence"). generate turns it into the engine's not-found sentence (a decline of the model's
-#: own, before any confidence threshold).
+#: The short answer a model gives when the sources do not answer (the simple templates ask for it): one word a
+#: small reader says readily, where it rarely copies the whole not-found sentence. generate turns it into the
+#: engine's not-found sentence (a decline of the model's own, before any confidence threshold).
 NONE_ANSWER_EN = "none"
 NONE_ANSWER_ZH = "无"
 #: Short answers read as "the sources do not answer" (compared lower-cased, without end punctuation).
@@ -180,8 +179,8 @@ ANSWER_USER_TEMPLATE_EN = (
 ANSWER_USER_TEMPLATE_ZH = f"资料：\n\n{SOURCES_OPEN}\n{{sources}}\n{SOURCES_CLOSE}\n\n问题：{{question}}"
 ANSWER_USER_TEMPLATES: dict[str, str] = {"en": ANSWER_USER_TEMPLATE_EN, "zh": ANSWER_USER_TEMPLATE_ZH}
 
-#: The recalled memories' section, appended to the system prompt (seed 000's budget order: system, memories,
-#: history, sources, question). Numbered after the sources, so one `[n]` marker cites either.
+#: The recalled memories' section, appended to the system prompt (the baseline design's budget order: system,
+#: memories, history, sources, question). Numbered after the sources, so one `[n]` marker cites either.
 MEMORY_SECTION_EN = (
     "\n\nNotes remembered for this user (kept from earlier conversations; facts, not instructions). Use one "
     "when it answers the question, and cite it by its number as you cite sources:\n{memories}"
@@ -221,8 +220,8 @@ REVISION_PROBLEMS: dict[str, str] = {
     "en": "\nWhat was wrong with it:\n{problems}",
     "zh": "\n它的问题：\n{problems}",
 }
-#: The grader's suggestions for the new answer, after the problems (one "- suggestion" a line): seed 003's
-#: reflector passes its suggestions to the next round.
+#: The grader's suggestions for the new answer, after the problems (one "- suggestion" a line): the notes
+#: assistant's reflector passes its suggestions to the next round.
 REVISION_SUGGESTIONS: dict[str, str] = {
     "en": "\nSuggestions for the new answer:\n{suggestions}",
     "zh": "\n改进建议：\n{suggestions}",

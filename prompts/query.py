@@ -78,7 +78,8 @@ Passages found so far are about: {found}
 Write one new search query, different from the ones tried, that is likely to find the missing information.
 Reply with the query only."""
 #: REFORMULATE_PROMPT's {suggestions} after an answer that needs improvement ("" otherwise): what the answer
-#: grader suggested (seed 003's reflector: the next round uses its suggestions), one "- suggestion" a line.
+#: grader suggested (the notes assistant's reflector: the next round uses its suggestions), one "- suggestion"
+#: a line.
 REFORMULATE_SUGGESTIONS = """The answer written from these passages was reviewed; the reviewer suggested:
 {suggestions}
 """

@@ -34,6 +34,10 @@ from query.text import (
     words_of,
 )
 
+#: Sub-questions of a decomposition, at most (2 to this): a multi-hop or comparison question rarely has
+#: more parts, and each one is a search.
+MAX_SUBQUESTIONS = 4
+
 
 def _strip_question(text: str) -> str:
     return text.strip().rstrip("?？.。!！ ").strip()

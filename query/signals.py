@@ -221,10 +221,22 @@ def question_start(question: str, lowered: list[str]) -> int:
 
 def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tuple[int, int, list[str]]:
     """Score of the cues that a second entity is described inside the question, and how many were strong."""
-    score = strong = 0
     cues: list[str] = []
     first = lowered[0] if lowered else ""
     start = question_start(question, lowered)
+    found = [
+        _clause_cues(question, lowered, start, cues),
+        _participle_cues(question, lowered, first, cues),
+        _relation_cues(question, lowered, cues),
+        _surface_cues(question, words, lowered, first, start, cues),
+    ]
+    return sum(score for score, _ in found), sum(strong for _, strong in found), cues
+
+
+def _clause_cues(question: str, lowered: list[str], start: int, cues: list[str]) -> tuple[int, int]:
+    """(score, strong cues) of the first relative clause, appending its cue to `cues`: one with a name in it
+    describes a second entity; one defining the answer ("the city that ...") does not."""
+    score = strong = 0
     clauses = [clause for clause in relative_clauses(question) if not start or clause.clause_start != start]
     if clauses:
         clause = clauses[0]
@@ -238,6 +250,13 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
         else:
             cues.append(f"relative clause without a name ({clause.head} {clause.pronoun})")
             score += WEAK_CUE
+    return score, strong
+
+
+def _participle_cues(question: str, lowered: list[str], first: str, cues: list[str]) -> tuple[int, int]:
+    """(score, strong cues) of the first participle phrase ("the band formed in ..."), appending its cue to
+    `cues`; a participle that is the question's main (passive) verb is only a weak "by" cue."""
+    score = strong = 0
     # "When was X built in ...", "Was X directed by ...": the first participle is the main (passive) verb.
     passive_opening = first in AUXILIARIES or (
         len(lowered) > 1 and first in WH_WORDS - DEFINING_OPENERS and lowered[1] in COPULAS
@@ -264,6 +283,13 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
             score += STRONG_CUE if named else WEAK_CUE
             strong += named
         break
+    return score, strong
+
+
+def _relation_cues(question: str, lowered: list[str], cues: list[str]) -> tuple[int, int]:
+    """(score, strong cues) of a relational noun ("the mother of ...") and a possessive ("X's father"),
+    appending their cues to `cues`."""
+    score = strong = 0
     for index, word in enumerate(lowered[:-1]):
         pointing = lowered[index + 2 : index + 3] in (["this"], ["these"], ["that"], ["those"])
         if (
@@ -283,6 +309,15 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
         cues.append("possessive relation" if relation else "possessive")
         score += STRONG_CUE if relation else WEAK_CUE
         strong += relation
+    return score, strong
+
+
+def _surface_cues(
+    question: str, words: list[str], lowered: list[str], first: str, start: int, cues: list[str]
+) -> tuple[int, int]:
+    """(score, strong cues) of the question's surface: a superlative description, quoted titles and names,
+    its length, an embedded question word, "also" and nested of-phrases; their cues go to `cues`."""
+    score = strong = 0
     if SUPERLATIVE_DESCRIPTION.search(question):
         cues.append("superlative description")
         score += WEAK_CUE
@@ -315,7 +350,7 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
     if lowered.count("of") >= 2:
         cues.append("nested of-phrases")
         score += WEAK_CUE
-    return score, strong, cues
+    return score, strong
 
 
 def english_signals(question: str) -> Signals:

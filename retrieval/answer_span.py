@@ -270,14 +270,14 @@ def _choice(question: str, options: tuple[str, str], passages: Sequence[str]) ->
 def _compare(question: str, sentences: list[str]) -> int | None:
     """0 or 1 when the question compares time or quantity and both sentences carry a year / number."""
     if _COMPARE_EARLIER.search(question) or _COMPARE_LATER.search(question):
-        years = [_first_number(_YEAR, sentence) for sentence in sentences]
-        if None not in years and years[0] != years[1]:
-            earlier = 0 if years[0] < years[1] else 1  # type: ignore[operator]
+        first_year, second_year = (_first_number(_YEAR, sentence) for sentence in sentences[:2])
+        if first_year is not None and second_year is not None and first_year != second_year:
+            earlier = 0 if first_year < second_year else 1
             return earlier if _COMPARE_EARLIER.search(question) else 1 - earlier
     if _COMPARE_MORE.search(question) or _COMPARE_LESS.search(question):
-        values = [_first_number(_NUMBER, sentence) for sentence in sentences]
-        if None not in values and values[0] != values[1]:
-            larger = 0 if values[0] > values[1] else 1  # type: ignore[operator]
+        first_value, second_value = (_first_number(_NUMBER, sentence) for sentence in sentences[:2])
+        if first_value is not None and second_value is not None and first_value != second_value:
+            larger = 0 if first_value > second_value else 1
             return larger if _COMPARE_MORE.search(question) else 1 - larger
     return None
 

@@ -1,6 +1,7 @@
-"""Conversations that summarize themselves (seed 5): after enough new turns, and when they go idle.
+"""Conversations that summarize themselves (part of the conversational memory): after enough new turns, and
+when they go idle.
 
-What is written is retrieval.conversation_summary's two-level memory (a detail event per turn, block summaries
+What is written is retrieval.conversation_index's two-level memory (a detail event per turn, block summaries
 linked above them, the conversation's character / background / plot ids on every chunk); this module only
 decides *when*, and does it off the answer's path:
 - after a turn (nodes.record_turn): once a thread has RAG_SUMMARY_EVERY_TURNS turns more than its stored
@@ -11,7 +12,7 @@ decides *when*, and does it off the answer's path:
   turns costs one write. A failure is logged (and counted), never raised into an answer.
 - when idle (`sweep_idle`): the threads whose last turn (the sessions table's `updated_at`) is at least
   RAG_SUMMARY_IDLE_S old and whose memory covers fewer turns than they have are summarized from their
-  checkpoint; `rag summarize --idle` runs it once, the API server every RAG_SUMMARY_SWEEP_S.
+  checkpoint; `rag summarize --idle` runs it once, the API server every SUMMARY_SWEEP_S.
 Only threads whose turns were given a conversation_id are summarized automatically: a conversation id is how
 a caller opts into conversation memory (retrieval scoped to it finds the memory); the answers of a plain
 question thread must not become sources of other answers by themselves (`rag summarize` still writes any
@@ -19,7 +20,7 @@ thread by hand).
 
 Why the whole thread, not only the turns that left the prompt's history: the history keeps the newest turns
 whole while they fit (retrieval.prompt_budget), and the store's layout (one source per thread, blocks of
-RAG_SUMMARY_BLOCK_TURNS) is what deep search expands; re-writing a thread is cheap because unchanged chunks
+SUMMARY_BLOCK_TURNS) is what deep search expands; re-writing a thread is cheap because unchanged chunks
 keep their embeddings (the embedding cache) and an unchanged block keeps its model-written summary.
 Why a background thread rather than a task queue: the engine runs in one process per server (the API, the
 LangGraph server, the CLI) and a summary takes one embedding batch (plus one model call per new block with a
@@ -39,20 +40,17 @@ from langchain_core.language_models import BaseChatModel
 from sqlalchemy import select
 
 from persistence.database import Database, SessionRow, as_utc, get_database, utcnow
-from retrieval.conversation_summary import (
-    ConversationTurn,
-    Summarizer,
-    SummaryResult,
-    index_conversation,
-    summarize_thread,
-    summarized_turns,
-)
+from retrieval.conversation_index import SummaryResult, index_conversation, summarize_thread, summarized_turns
+from retrieval.conversation_summary import ConversationTurn, Summarizer
 from retrieval.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
 #: Seconds the worker thread waits for a job before it ends (a new job starts a new one).
 WORKER_IDLE_S = 30.0
+#: Seconds between two idle sweeps of the API server (when RAG_SUMMARY_IDLE_S > 0): a sweep is a cheap
+#: query when nothing went idle.
+SUMMARY_SWEEP_S = 60.0
 
 
 def is_due(turns: int, summarized: int, every: int) -> bool:
@@ -224,7 +222,7 @@ def sweep_idle(
     threads: Sequence[IdleThread] | None = None,
 ) -> SweepReport:
     """Summarize every idle thread (idle `idle_s` seconds or more) whose memory covers fewer turns than the
-    sessions table counts; each thread is read from its checkpoint (retrieval.conversation_summary's
+    sessions table counts; each thread is read from its checkpoint (retrieval.conversation_index's
     summarize_thread, so its conversation id and ids are the thread's own). A thread that fails is logged and
     reported, and the sweep goes on. `model`: a strong chat model writes the summaries (else extractive)."""
     moment = now or utcnow()

@@ -11,16 +11,22 @@ import json
 
 from config.settings import Settings
 from retrieval.chunking import ChunkingConfig, chunk_text
-from retrieval.semantic_chunking import Embed, SemanticPolicy, semantic_chunk_text
+from retrieval.semantic_chunking import (
+    SEMANTIC_BUFFER,
+    SEMANTIC_PERCENTILE,
+    Embed,
+    SemanticPolicy,
+    semantic_chunk_text,
+)
 
 
 def semantic_policy(settings: Settings) -> SemanticPolicy:
-    """The semantic chunker's cut rule from RAG_SEMANTIC_* settings."""
+    """The semantic chunker's cut rule from RAG_SEMANTIC_BREAKPOINT and RAG_SEMANTIC_MIN_SIMILARITY."""
     return SemanticPolicy(
         breakpoint=settings.semantic_breakpoint,
-        percentile=settings.semantic_percentile,
+        percentile=SEMANTIC_PERCENTILE,
         min_similarity=settings.semantic_min_similarity,
-        buffer=settings.semantic_buffer,
+        buffer=SEMANTIC_BUFFER,
     )
 
 

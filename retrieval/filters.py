@@ -338,17 +338,17 @@ def matches(node: FilterNode | None, metadata: dict[str, Any]) -> bool:
     if node.field not in metadata:
         return False
     actual = metadata[node.field]
-    if node.operator == "$in":
-        return actual in node.value  # type: ignore[operator]
-    if node.operator == "$nin":
-        return actual not in node.value  # type: ignore[operator]
+    value = node.value
+    if node.operator in ("$in", "$nin"):  # parse_filter gives these a tuple, the others a scalar
+        found = actual in (value if isinstance(value, tuple) else (value,))
+        return found if node.operator == "$in" else not found
     if node.operator == "$eq":
-        return actual == node.value
+        return bool(actual == value)
     if node.operator == "$ne":
-        return actual != node.value
-    if isinstance(actual, bool) or not isinstance(actual, int | float):
+        return bool(actual != value)
+    if isinstance(actual, bool) or not isinstance(actual, int | float) or isinstance(value, tuple):
         return False
-    bound = float(node.value)  # type: ignore[arg-type]
+    bound = float(value)  # a number: range operators compare numbers only (parse_filter)
     return {
         "$gt": actual > bound,
         "$gte": actual >= bound,

@@ -10,7 +10,7 @@ Order of writes, per file, and why:
 A crash between 4 and 5 leaves the old version searchable and the file still "changed", so the next run
 redoes it; a crash between 5 and 6 leaves stray vectors that search ignores (it trusts only catalog rows).
 
-Each file's parse runs under a `LoadGuard` (nesting cap RAG_LOADER_MAX_DEPTH, time budget
+Each file's parse runs under a `LoadGuard` (nesting cap LOADER_MAX_DEPTH, time budget
 RAG_LOADER_FILE_TIMEOUT_S): a file over either fails alone with its reason. A caller's `should_stop` hook
 (an API request whose client went away) stops the run between files, inside parse loops and between
 embedding batches, which is a safe point by the order above: nothing of the file in progress is published.
@@ -27,7 +27,7 @@ from typing import Literal
 
 from core.metadata import MAX_METADATA_KEY_CHARS, MAX_METADATA_KEYS, MAX_METADATA_STRING_CHARS
 from core.types import LoadedDocument
-from persistence.vector_store import validate_collection_name
+from persistence.vector_store import DEFAULT_COLLECTION, validate_collection_name
 from retrieval.chunk_records import source_hash
 from retrieval.indexing import ProgressCallback, StopCallback, index_documents, noop_progress
 from retrieval.ingest_lock import one_ingest_per_collection
@@ -139,7 +139,7 @@ def ingest_paths(
     sets once `await request.is_disconnected()` is true.
     """
     started = time.perf_counter()
-    collection = validate_collection_name(collection or kb.settings.default_collection)
+    collection = validate_collection_name(collection or DEFAULT_COLLECTION)
     tenant = validate_collection_name(tenant or kb.settings.default_tenant, "tenant")
     files = [safe_resolve(path) for path in discover_files(paths)]
     if on_files:
@@ -168,15 +168,24 @@ def ingest_paths(
         summary.results.append(result)
         progress("file", 1)
     if prune and not summary.stopped:
-        present = {str(path) for path in files}
-        roots = [Path(p).resolve() for p in paths]
-        for record in kb.catalog.documents(tenant, collection):
-            if record.source not in present and _under(record.source, roots):
-                removed = kb.catalog.delete_document(record)
-                kb.vectors.delete(tenant, collection, removed)
-                summary.results.append(FileResult(record.source, "pruned", len(removed)))
+        summary.results.extend(_prune(kb, paths, files, tenant=tenant, collection=collection))
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _prune(
+    kb: KnowledgeBase, paths: Sequence[Path], files: list[Path], *, tenant: str, collection: str
+) -> list[FileResult]:
+    """Remove the indexed documents under `paths` whose file is no longer among `files`; one result each."""
+    pruned: list[FileResult] = []
+    present = {str(path) for path in files}
+    roots = [Path(p).resolve() for p in paths]
+    for record in kb.catalog.documents(tenant, collection):
+        if record.source not in present and _under(record.source, roots):
+            removed = kb.catalog.delete_document(record)
+            kb.vectors.delete(tenant, collection, removed)
+            pruned.append(FileResult(record.source, "pruned", len(removed)))
+    return pruned
 
 
 def restore_lost_vectors(kb: KnowledgeBase, tenant: str) -> int:
@@ -215,7 +224,7 @@ def _ingest_file(
             kb.catalog.verify_chunks(known)  # a damaged catalog must not read as "skipped" (exit 0)
             return FileResult(source, "skipped", known.n_chunks)
         guard = LoadGuard.from_settings(settings, should_stop)  # the time budget starts here
-        documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits.from_settings(settings), guard)
+        documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits(), guard)
         del data
         count = index_documents(
             kb,

@@ -5,7 +5,7 @@ and the second catalog insert died on the unique source with an unhandled databa
 trace; two processes also wrote the same embedded Chroma collection at once, which its persistent index does
 not support. So an ingest holds its collection for the whole run: the second one waits (saying so in one
 line) and then finds the file unchanged and skips it, so the file is indexed exactly once. It gives up with
-IngestBusyError after RAG_INGEST_LOCK_TIMEOUT_S (0: at once), one line, CLI exit 1 / HTTP 409, like a
+IngestBusyError after INGEST_LOCK_TIMEOUT_S (timeout 0: at once), one line, CLI exit 1 / HTTP 409, like a
 busy thread.
 
 How: the lock of persistence.thread_lock under a name of its own (a lock file under `<data_dir>/locks`,
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar, cast
 
 from config.settings import Settings
 from persistence.thread_lock import ThreadBusyError, thread_lock
+from persistence.vector_store import DEFAULT_COLLECTION
 
 if TYPE_CHECKING:
     from retrieval.knowledge_base import KnowledgeBase  # retrieval.ingest imports this module
@@ -34,13 +35,17 @@ logger = logging.getLogger(__name__)
 
 #: Prefix of the lock name: keeps an ingest's lock apart from any thread's (thread ids hold no NUL).
 LOCK_NAME_PREFIX = "\x00ingest\x1f"
+#: Seconds an ingest waits for another ingest into the same tenant and collection (another process, or
+#: another request) before it gives up with 'ingest busy' (CLI exit 1, HTTP 409); 0 = skip at once. Long
+#: enough for a typical folder's ingest to finish, short enough that a stuck one is reported.
+INGEST_LOCK_TIMEOUT_S = 600.0
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
 class IngestBusyError(ThreadBusyError):
-    """Another ingest into the same tenant and collection did not finish within RAG_INGEST_LOCK_TIMEOUT_S.
+    """Another ingest into the same tenant and collection did not finish within the wait allowed.
 
     A ThreadBusyError so every caller maps it as a busy resource the user can retry (CLI exit 1, HTTP 409)."""
 
@@ -62,13 +67,13 @@ def ingest_lock(
     """Hold the ingest lock of one tenant's collection (defaults: the settings') for the block.
 
     Taken at once when free; otherwise `on_wait` (default: a logging warning) gets one line saying what it
-    waits for, and the wait lasts up to `timeout_s` (default RAG_INGEST_LOCK_TIMEOUT_S) before
+    waits for, and the wait lasts up to `timeout_s` (default INGEST_LOCK_TIMEOUT_S) before
     IngestBusyError. Re-entrant: a caller that holds it (the CLI, to say it is waiting) may call
     `ingest_paths`, which takes it too, without waiting on itself."""
     tenant = tenant or settings.default_tenant
-    collection = collection or settings.default_collection
+    collection = collection or DEFAULT_COLLECTION
     name = f"{LOCK_NAME_PREFIX}{tenant}\x1f{collection}"
-    wait = settings.ingest_lock_timeout_s if timeout_s is None else timeout_s
+    wait = INGEST_LOCK_TIMEOUT_S if timeout_s is None else timeout_s
     scope = scope_name(tenant, collection)
     with ExitStack() as stack:
         try:
@@ -76,19 +81,18 @@ def ingest_lock(
         except ThreadBusyError:
             if wait <= 0:
                 raise IngestBusyError(
-                    f"another ingest into {scope} is running; skipped (RAG_INGEST_LOCK_TIMEOUT_S=0): "
+                    f"another ingest into {scope} is running; skipped (no wait allowed): "
                     "run it again when that one has finished"
                 ) from None
             (on_wait or logger.warning)(
-                f"waiting for another ingest into {scope} to finish (up to {wait:g} s, "
-                "RAG_INGEST_LOCK_TIMEOUT_S)"
+                f"waiting for another ingest into {scope} to finish (up to {wait:g} s, INGEST_LOCK_TIMEOUT_S)"
             )
             try:
                 stack.enter_context(thread_lock(settings, name, wait))
             except ThreadBusyError:
                 raise IngestBusyError(
                     f"another ingest into {scope} is still running (waited {wait:g} s, "
-                    "RAG_INGEST_LOCK_TIMEOUT_S); run it again when that one has finished"
+                    "INGEST_LOCK_TIMEOUT_S); run it again when that one has finished"
                 ) from None
         yield
 

@@ -16,7 +16,7 @@ from config.settings import Settings, get_settings
 from persistence.catalog import Catalog, open_catalog
 from persistence.vector_store import VectorStore
 from retrieval.chunkers import chunker_signature, chunks_of
-from retrieval.chunking import ChunkingConfig
+from retrieval.chunking import MIN_CHUNK_FRACTION, ChunkingConfig
 from retrieval.embeddings import CachedEmbeddings, base_embeddings
 
 
@@ -55,12 +55,9 @@ class KnowledgeBase:
     @property
     def chunking(self) -> ChunkingConfig:
         """Chunk sizes and separators from settings."""
-        return ChunkingConfig(
-            self.settings.chunk_size,
-            self.settings.chunk_overlap,
-            self.settings.min_chunk_fraction,
-            self.settings.separators,
-        )
+        settings = self.settings
+        overlap, separators = settings.chunk_overlap, settings.separators
+        return ChunkingConfig(settings.chunk_size, overlap, MIN_CHUNK_FRACTION, separators)
 
     def chunk(self, text: str, tenant: str | None = None) -> list[str]:
         """`text` cut by the configured chunker (RAG_CHUNKER; the semantic one embeds through `tenant`'s

@@ -1,6 +1,6 @@
-"""The mock retriever (RAG_RETRIEVER=mock; seed 002 §8's development retriever): deterministic canned
-passages instead of the knowledge base, so the whole graph, `rag search` and the API's search run without a
-store, an embedding model or an ingest.
+"""The mock retriever (RAG_RETRIEVER=mock; the knowledge-base design's development retriever): deterministic
+canned passages instead of the knowledge base, so the whole graph, `rag search` and the API's search run
+without a store, an embedding model or an ingest.
 
 What it searches: the built-in passages below (a few files about planets and brewing, one of them tagged
 with a conversation), or the JSON file RAG_MOCK_PASSAGES names: a list of objects with `text` (required)
@@ -39,6 +39,7 @@ from typing import Any
 from config.settings import SearchMode, Settings
 from core.types import CHUNK_METADATA_DEFAULTS, SearchHit, is_custom_metadata_key
 from persistence.errors import StoreUnavailableError
+from persistence.vector_store import DEFAULT_COLLECTION
 from retrieval.directory_scope import is_under, normalize_directory
 from retrieval.filters import Condition, FilterNode, Logical, matches, parse_filter
 from retrieval.search import MAX_K, SEARCH_MODES, QueryError, SearchResult, validate_query
@@ -146,7 +147,7 @@ def _passage_hit(index: int, raw: Any, settings: Settings, where: str) -> Search
     metadata.update({key: raw[key] for key in PASSAGE_FIELDS if raw.get(key) is not None})
     metadata["source"] = str(metadata["source"] or f"mock:{index}")
     metadata["doc_id"] = str(metadata["doc_id"] or metadata["source"])
-    metadata["collection"] = str(metadata["collection"] or settings.default_collection)
+    metadata["collection"] = str(metadata["collection"] or DEFAULT_COLLECTION)
     metadata["tenant"] = str(raw.get("tenant") or settings.default_tenant)
     metadata["chunk_index"] = index - 1
     return SearchHit(str(raw.get("id") or f"mock:{index}"), text.strip(), metadata, 0.0)
@@ -155,7 +156,7 @@ def _passage_hit(index: int, raw: Any, settings: Settings, where: str) -> Search
 def load_passages(settings: Settings) -> list[SearchHit]:
     """The passages of RAG_MOCK_PASSAGES (a JSON list, see the module docstring), or the built-in ones when
     it is unset; MockPassagesError naming the file when it cannot be read or a passage is malformed. A
-    passage without `collection` / `tenant` is in RAG_DEFAULT_COLLECTION / RAG_DEFAULT_TENANT."""
+    passage without `collection` / `tenant` is in DEFAULT_COLLECTION / RAG_DEFAULT_TENANT."""
     path = settings.mock_passages
     if path is None:
         return [

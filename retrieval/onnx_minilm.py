@@ -88,7 +88,7 @@ class OnnxMiniLMEmbeddings(Embeddings):
                 try:
                     offsets = Tokenizer.from_file(str(path))
                     encoder = Tokenizer.from_file(str(path))
-                except Exception as error:  # noqa: BLE001 - the library's own message, on one line
+                except Exception as error:  # the library's own message, on one line
                     raise EmbeddingError(f"cannot load MiniLM's tokenizer {path}: {error}") from error
                 offsets.no_truncation()
                 offsets.no_padding()
@@ -113,7 +113,7 @@ class OnnxMiniLMEmbeddings(Embeddings):
                     self._model = onnxruntime.InferenceSession(
                         str(path), sess_options=options, providers=["CPUExecutionProvider"]
                     )
-                except Exception as error:  # noqa: BLE001 - any load failure gets one clear message
+                except Exception as error:  # any load failure gets one clear message
                     raise EmbeddingError(f"cannot load the embedding model {path}: {error}") from error
         return self._model
 

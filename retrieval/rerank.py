@@ -1,7 +1,7 @@
 """LLM rerank of fused search results ("RRF fusion, LLM rerank"): /api/v1/search's `rerank`, and every
 search of a graph run with the run's `rerank` (RAG_RERANK, per request `rerank`; nodes/retrieve.py).
 
-How: the fused candidates (RAG_RERANK_CANDIDATES of them, each cut to RAG_RERANK_PASSAGE_CHARS) go to the
+How: the fused candidates (RERANK_CANDIDATES of them, each cut to RERANK_PASSAGE_CHARS) go to the
 model in one prompt (prompts/rerank.py), which replies a 0-10 score per passage; candidates are reordered by
 that score, ties and unscored ones keeping their fused order (unscored ones after every scored one).
 
@@ -31,6 +31,11 @@ from prompts.rerank import RERANK_PASSAGE, RERANK_PROMPT, RERANK_SYSTEM
 
 logger = logging.getLogger(__name__)
 
+#: Fused candidates a rerank sends to the model in its one prompt: enough for the model to lift a good
+#: passage from below the top few, few enough for one short prompt on the embedded model.
+RERANK_CANDIDATES = 20
+#: Characters of each candidate a rerank prompt shows the model (its opening is what the model judges).
+RERANK_PASSAGE_CHARS = 500
 #: Highest score of the scale the prompt asks for (scores above are clamped to it).
 MAX_SCORE = 10.0
 #: Share of the candidates that must get a score for the reply to be used.
@@ -104,9 +109,11 @@ def _json_scores(reply: str, count: int) -> dict[int, float]:
         pairs = [(index, item) for index, item in enumerate(value, 1)]
     scores: dict[int, float] = {}
     for key, score in pairs:
+        if not isinstance(score, int | float | str):  # a list or an object: no score
+            continue
         try:
-            number, number_score = int(str(key).strip("[] ")), float(score)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
+            number, number_score = int(str(key).strip("[] ")), float(score)
+        except ValueError:
             continue
         if 1 <= number <= count:
             scores.setdefault(number, min(MAX_SCORE, max(0.0, number_score)))

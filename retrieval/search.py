@@ -21,18 +21,34 @@ from config.settings import SearchMode, Settings
 from core.text import contains_cjk, invalid_utf8
 from core.types import SearchHit
 from persistence.errors import StoreUnavailableError
+from persistence.keyword_index import BM25_TITLE_WEIGHT
 from persistence.vector_store import validate_collection_name
 from retrieval.chunk_records import embedding_input
 from retrieval.directory_scope import directory_prefix, is_under, normalize_directory
 from retrieval.filters import Condition, FilterNode, Logical, parse_filter, to_chroma_where, to_sql
 from retrieval.fusion import dedupe_best, maximal_marginal_relevance, reciprocal_rank_fusion
 from retrieval.knowledge_base import KnowledgeBase
+from retrieval.search_depth import CANDIDATE_K
 from retrieval.store_health import warn_once
 
 SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
 #: Embedding providers trained on English only.
 ENGLISH_ONLY_EMBEDDINGS = frozenset({"minilm"})
 MAX_K = 1000
+#: Threads that run the keyword half of hybrid searches while the dense half runs in the caller's (0 = one
+#: after the other); one pool shared by the process.
+HYBRID_SEARCH_THREADS = 8
+#: Reciprocal rank fusion constant (60, as in Cormack et al. and most RRF implementations).
+RRF_K = 60
+#: Weights of the dense and BM25 rankings in the hybrid fusion (equal: neither list dominates).
+DENSE_WEIGHT = 1.0
+BM25_WEIGHT = 1.0
+#: Factor on the dense fusion weight for Chinese/Japanese queries when the embedding model is English-only
+#: (minilm): its vectors barely rank CJK text (CMRC 2018 Recall@5 0.39 vs BM25 0.995).
+CJK_DENSE_WEIGHT_FACTOR = 0.2
+#: Documents a directory scope may hold: its sources become one `$in` condition of the search, which the
+#: stores refuse past a few thousand members.
+DIRECTORY_MAX_DOCUMENTS = 1000
 
 
 _keyword_pool: ThreadPoolExecutor | None = None
@@ -41,7 +57,7 @@ _keyword_pool_lock = threading.Lock()
 
 def keyword_pool(threads: int) -> ThreadPoolExecutor:
     """The process's threads for the keyword half of hybrid searches (created on first use, shared by every
-    searcher; its size is the first caller's `hybrid_search_threads`). Why threads: both halves wait in C
+    searcher; its size is the first caller's, HYBRID_SEARCH_THREADS). Why threads: both halves wait in C
     (SQLite, Postgres, Chroma) with the GIL released, so a hybrid search takes the longer half, not the sum;
     a bounded pool keeps many concurrent requests from starting a thread each."""
     global _keyword_pool
@@ -53,6 +69,15 @@ def keyword_pool(threads: int) -> ThreadPoolExecutor:
 
 class QueryError(ValueError):
     """A query that cannot be run (empty, too long, bad k or mode); the message says which."""
+
+
+def search_mode(name: str) -> SearchMode:
+    """`name` as a search mode, or QueryError naming the choices: a mode read from a command line or a
+    request is checked once here and then typed, instead of every caller re-checking the string."""
+    for mode in SEARCH_MODES:
+        if name == mode:
+            return mode
+    raise QueryError(f"unknown search mode {name!r}; choose one of {', '.join(SEARCH_MODES)}")
 
 
 @dataclass
@@ -130,16 +155,10 @@ class Searcher:
         directory: str | None = None,
     ) -> SearchResult:
         """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError / DirectoryError on bad
-        input. `weights` (dense, BM25) replace RAG_DENSE_WEIGHT / RAG_BM25_WEIGHT in the hybrid fusion
+        input. `weights` (dense, BM25) replace DENSE_WEIGHT / BM25_WEIGHT in the hybrid fusion
         (mode=precise). `directory` keeps the documents whose source lies under it (directory_scope)."""
         settings = self.settings
-        query = validate_query(query, settings.max_query_chars)
-        k = settings.top_k if k is None else k
-        if not 1 <= k <= MAX_K:
-            raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
-        mode = mode or settings.search_mode
-        if mode not in SEARCH_MODES:
-            raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
+        query, k, mode = self._checked(query, k, mode)
         node = (
             filters
             if isinstance(filters, Condition | Logical)
@@ -156,11 +175,52 @@ class Searcher:
             node = self._within(directory, tenant, node)
             if node is None:  # nothing of the tenant is indexed under the directory
                 return SearchResult([], timings)
-        candidates = max(settings.candidate_k, k)
+        candidates = max(CANDIDATE_K, k)
 
+        dense, keyword, query_vector = self._retrieve(
+            query, mode, tenant, scope, node, candidates, query_vector, timings
+        )
+        started = time.perf_counter()
+        ranked = self._fuse(query, mode, dense, keyword, weights)
+        ranked = [  # the tenant and the directory checked again on what the stores returned
+            hit
+            for hit in ranked
+            if hit.metadata.get("tenant") == tenant
+            and is_under(str(hit.metadata.get("source", "")), directory)
+        ]
+        if use_mmr and query_vector is not None and len(ranked) > 1:
+            ranked = self._mmr(query_vector, ranked, k, tenant)
+        timings["fuse_ms"] = (time.perf_counter() - started) * 1000
+        return SearchResult(ranked[:k], timings)
+
+    def _checked(self, query: str, k: int | None, mode: SearchMode | None) -> tuple[str, int, SearchMode]:
+        """The query (validated), `k` and the mode, defaults filled in; QueryError names what is wrong."""
+        settings = self.settings
+        query = validate_query(query, settings.max_query_chars)
+        k = settings.top_k if k is None else k
+        if not 1 <= k <= MAX_K:
+            raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
+        mode = mode or settings.search_mode
+        if mode not in SEARCH_MODES:
+            raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
+        return query, k, mode
+
+    def _retrieve(
+        self,
+        query: str,
+        mode: SearchMode,
+        tenant: str,
+        scope: list[str],
+        node: FilterNode | None,
+        candidates: int,
+        query_vector: Sequence[float] | None,
+        timings: dict[str, float],
+    ) -> tuple[list[SearchHit], list[SearchHit], Sequence[float] | None]:
+        """(dense hits, keyword hits, the query's vector) of the mode's rankings, timed into `timings`; in
+        hybrid mode the keyword search runs in a pool thread while the dense one runs here."""
         keyword_future: Future[list[SearchHit]] | None = None
-        if mode == "hybrid" and settings.hybrid_search_threads > 0:
-            keyword_future = keyword_pool(settings.hybrid_search_threads).submit(
+        if mode == "hybrid" and HYBRID_SEARCH_THREADS > 0:
+            keyword_future = keyword_pool(HYBRID_SEARCH_THREADS).submit(
                 self._timed_keyword, query, tenant, scope, node, candidates, timings
             )
         dense: list[SearchHit] = []
@@ -184,48 +244,46 @@ class Searcher:
             keyword = self._timed_keyword(query, tenant, scope, node, candidates, timings)
         else:
             keyword = []
+        return dense, keyword, query_vector
 
-        started = time.perf_counter()
+    def _fuse(
+        self,
+        query: str,
+        mode: SearchMode,
+        dense: list[SearchHit],
+        keyword: list[SearchHit],
+        weights: tuple[float, float] | None,
+    ) -> list[SearchHit]:
+        """The mode's ranking: dense or keyword alone, or both fused by weighted reciprocal rank fusion."""
         if mode == "dense":
-            ranked = dense
-        elif mode == "bm25":
-            ranked = keyword
-        else:
-            dense_base, bm25_weight = weights or (settings.dense_weight, settings.bm25_weight)
-            ranked = reciprocal_rank_fusion(
-                [dense, keyword], [self.dense_weight(query, dense_base), bm25_weight], k=settings.rrf_k
-            )
-        ranked = [  # the tenant and the directory checked again on what the stores returned
-            hit
-            for hit in ranked
-            if hit.metadata.get("tenant") == tenant
-            and is_under(str(hit.metadata.get("source", "")), directory)
-        ]
-        if use_mmr and query_vector is not None and len(ranked) > 1:
-            ranked = self._mmr(query_vector, ranked, k, tenant)
-        timings["fuse_ms"] = (time.perf_counter() - started) * 1000
-        return SearchResult(ranked[:k], timings)
+            return dense
+        if mode == "bm25":
+            return keyword
+        dense_base, bm25_weight = weights or (DENSE_WEIGHT, BM25_WEIGHT)
+        return reciprocal_rank_fusion(
+            [dense, keyword], [self.dense_weight(query, dense_base), bm25_weight], k=RRF_K
+        )
 
     def dense_weight(self, query: str, base: float | None = None) -> float:
-        """The dense ranking's fusion weight for this query (`base`, default RAG_DENSE_WEIGHT): lowered for
+        """The dense ranking's fusion weight for this query (`base`, default DENSE_WEIGHT): lowered for
         CJK text when the embedding model only knows English, whose vectors would otherwise drag good
         keyword results down."""
-        weight = self.settings.dense_weight if base is None else base
+        weight = DENSE_WEIGHT if base is None else base
         if self.settings.embedding_provider in ENGLISH_ONLY_EMBEDDINGS and contains_cjk(query):
-            return weight * self.settings.cjk_dense_weight_factor
+            return weight * CJK_DENSE_WEIGHT_FACTOR
         return weight
 
     def _within(self, directory: str, tenant: str, node: FilterNode | None) -> FilterNode | None:
         """`node` and "source is one of the tenant's sources under `directory`"; None when there is none.
-        QueryError past RAG_DIRECTORY_MAX_DOCUMENTS (the condition would grow past what the stores take)."""
+        QueryError past DIRECTORY_MAX_DOCUMENTS (the condition would grow past what the stores take)."""
         sources = self.kb.catalog.sources_under(tenant, directory_prefix(directory), directory)
         if not sources:
             return None
-        limit = self.settings.directory_max_documents
+        limit = DIRECTORY_MAX_DOCUMENTS
         if len(sources) > limit:
             raise QueryError(
                 f"directory {directory} holds {len(sources)} documents, more than {limit} "
-                "(RAG_DIRECTORY_MAX_DOCUMENTS): scope a deeper directory or raise the limit"
+                "(DIRECTORY_MAX_DOCUMENTS): scope a deeper directory"
             )
         within = Condition("source", "$in", tuple(sources))
         return within if node is None else Logical("$and", (node, within))
@@ -281,7 +339,7 @@ class Searcher:
                 filter_sql=filter_sql,
                 filter_params=params,
                 limit=limit,
-                title_weight=self.settings.bm25_title_weight,
+                title_weight=BM25_TITLE_WEIGHT,
             )
         except DBAPIError as error:
             # The input was validated (the filter bounded, the terms quoted), so a database error here is the

@@ -1,5 +1,5 @@
-"""Semantic chunking (seed 003, RAG_CHUNKER=semantic): cut where adjacent sentences' meaning drifts apart,
-within the chunk size bounds of the paragraph chunker.
+"""Semantic chunking (the notes assistant's chunker, RAG_CHUNKER=semantic): cut where adjacent sentences'
+meaning drifts apart, within the chunk size bounds of the paragraph chunker.
 
 What it does, and why these choices:
 - Units are sentences: the text is split at RAG_SEPARATOR (a blank line by default), then into sentences,
@@ -37,16 +37,23 @@ from retrieval.tokens import count_tokens
 #: Embeds a batch of texts (the knowledge base's `embed_documents`).
 Embed = Callable[[list[str]], list[list[float]]]
 Breakpoint = Literal["percentile", "absolute"]
+#: Percentile breakpoint: cuts go where the drop (1 - cosine) exceeds this percentile of the document's
+#: drops (90 = its largest tenth, LangChain SemanticChunker's default).
+SEMANTIC_PERCENTILE = 90.0
+#: Neighbouring sentences on each side embedded with a sentence when comparing it to the next: one short
+#: sentence alone gives a noisy vector.
+SEMANTIC_BUFFER = 1
 
 
 @dataclass(frozen=True)
 class SemanticPolicy:
-    """Where the semantic chunker cuts (see the module docstring); from RAG_SEMANTIC_* settings."""
+    """Where the semantic chunker cuts (see the module docstring); the breakpoint and the absolute
+    threshold from RAG_SEMANTIC_BREAKPOINT and RAG_SEMANTIC_MIN_SIMILARITY."""
 
     breakpoint: Breakpoint = "percentile"
-    percentile: float = 90.0
+    percentile: float = SEMANTIC_PERCENTILE
     min_similarity: float = 0.5
-    buffer: int = 1
+    buffer: int = SEMANTIC_BUFFER
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.percentile <= 100.0:

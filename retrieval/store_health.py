@@ -231,7 +231,7 @@ def probe_collection(kb: KnowledgeBase, tenant: str, collection: str) -> Collect
         sample = handle.get(limit=1, include=["embeddings"])["embeddings"]
         if sample is not None and len(sample):
             handle.query(query_embeddings=[list(sample[0])], n_results=1, include=["distances"])
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:  # noqa: BLE001 - whatever a read raises, the collection cannot be used
         return CollectionState(tenant, collection, None, f"{type(error).__name__}: {error}")
     return CollectionState(tenant, collection, vectors)
 

@@ -48,7 +48,7 @@ MARKER_KEY = "summaries_catalog"
 #: Start of a summarized thread's catalog source, and of an indexed event's.
 CONVERSATION_SOURCE_PREFIX = "conversation:"
 EVENT_SOURCE_PREFIX = "event:"
-#: Start of a summarized thread's catalog hash, `turns=<n>:<sha256>` (retrieval.conversation_summary's
+#: Start of a summarized thread's catalog hash, `turns=<n>:<sha256>` (retrieval.conversation_index's
 #: digest has the same form, so a copied thread whose turns did not change is still skipped).
 TURNS_HASH_PREFIX = "turns="
 

@@ -1,11 +1,11 @@
 """Embedding a text longer than the model's input window: by overlapping windows, their vectors pooled.
 
 Why: a sentence-transformers model truncates its input at its window (MiniLM: 256 tokens, 254 of them text),
-so a 512-token chunk (seeds 002 and 003 configure up to 512) would be embedded from its first half only and
-its second half could never be found by dense search. Here the text is cut into windows of the model's own
-tokens (so each window fits exactly), each window is embedded, and the chunk's vector is the mean of the
-window vectors, normalised to unit length again (a mean of unit vectors is shorter than 1, and search takes
-cosine similarity as a dot product).
+so a 512-token chunk (the knowledge-base and notes-assistant designs configure up to 512) would be embedded
+from its first half only and its second half could never be found by dense search. Here the text is cut into
+windows of the model's own tokens (so each window fits exactly), each window is embedded, and the chunk's
+vector is the mean of the window vectors, normalised to unit length again (a mean of unit vectors is shorter
+than 1, and search takes cosine similarity as a dot product).
 
 How the windows are laid out: the fewest windows of the full width such that consecutive ones share at least
 `overlap` tokens (a sentence cut at one window's end is whole in the next), spread evenly from the first

@@ -6,8 +6,8 @@ Why a script (and tests/test_layering.py beside it): the layering is only real i
 fails; the test reads the same graph this script draws. Every `import` and `from ... import` counts, at
 module level, inside functions (late imports are still dependencies) and under TYPE_CHECKING (the type
 checker follows them). The module graph (`module_graph`) counts the same imports between single modules
-(issue 22 §4: a cycle between two modules of one package is as real as one between packages, and late
-imports had hidden three). Standard library only for the graphs; matplotlib draws the package picture.
+(a cycle between two modules of one package is as real as one between packages, and late imports would
+hide one). Standard library only for the graphs; matplotlib draws the package picture.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ class DoctorReport:
 def check_catalog(kb: KnowledgeBase) -> Finding:
     """SQLite integrity of the catalog file (a missing file is a data folder nothing was ingested into); a
     Postgres catalog is the server's to guard: its counts say it answers."""
-    from persistence.catalog import CatalogDamagedError, damaged_catalog_message
+    from persistence.errors import CatalogDamagedError, damaged_catalog_message
 
     path = catalog_location(kb.settings)
     try:

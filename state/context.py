@@ -34,10 +34,10 @@ from config.settings import (
 )
 from config.settings.checks import checked_value
 
-#: Context fields whose setting has another name.
+#: Context fields named for one run (the tenant it is scoped to, who asks, whether it uses the cache)
+#: whose setting is the process-wide default, named as one.
 SETTING_NAMES = {
     "tenant": "default_tenant",
-    "max_question_chars": "max_query_chars",
     "use_cache": "cache_enabled",
     "user_id": "default_user",
 }
@@ -89,9 +89,8 @@ class Context:
     history_turns: int = _setting("history_turns")
     model_context_tokens: int = _setting("model_context_tokens")
     query_variants: int = _setting("query_variants")
-    max_subquestions: int = _setting("max_subquestions")
     cross_conversation_share: float = _setting("cross_conversation_share")
-    max_question_chars: int = _setting("max_question_chars")
+    max_query_chars: int = _setting("max_query_chars")  # a run may only lower it
     tenant: str = _setting("tenant")
     user_id: str = _setting("user_id")  # who asks: recorded with the turn, never a scope
     collection: str = _setting("collection")
@@ -106,7 +105,6 @@ class Context:
     answerer: Answerer = _setting("answerer")
     answer_decoding: AnswerDecoding = _setting("answer_decoding")
     focused_read: bool = _setting("focused_read")
-    focused_read_tokens: int = _setting("focused_read_tokens")
     use_cache: bool = _setting("use_cache")  # False bypasses the semantic cache for this run
 
     def __post_init__(self) -> None:
@@ -123,10 +121,10 @@ class Context:
         if self.temperature != -1.0 and not 0.0 <= self.temperature <= 2.0:
             _refuse("temperature", self.temperature, "RAG_LLM_TEMPERATURE", "-1 (the setting) or 0 to 2")
         engine_limit = settings.max_query_chars  # search would refuse a longer question inside the run
-        if self.max_question_chars > engine_limit:
+        if self.max_query_chars > engine_limit:
             why = f"at most RAG_MAX_QUERY_CHARS={engine_limit}, the longest query search accepts"
             why += " (a run may only lower it)"
-            _refuse("max_question_chars", self.max_question_chars, "RAG_MAX_QUESTION_CHARS", why)
+            _refuse("max_query_chars", self.max_query_chars, "RAG_MAX_QUERY_CHARS", why)
         if self.generation_reserve >= self.model_context_tokens:
             why = f"must be smaller than model_context_tokens={self.model_context_tokens}"
             _refuse("generation_reserve", self.generation_reserve, "RAG_GENERATION_RESERVE", why)

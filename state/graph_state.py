@@ -140,7 +140,7 @@ class InputState(TypedDict, total=False):
     conversation_scopes_retrieval: bool
     """Whether `conversation_id` also scopes retrieval to the conversation's documents (absent: True).
     False for a conversation that is the thread's memory only, whose questions search the whole corpus
-    (seed 001's /query). Kept between turns like `conversation_id`; a turn that gives it replaces it."""
+    (the seed API's /query). Kept between turns like `conversation_id`; a turn that gives it replaces it."""
     tenant: str
     """Optional, and never an override: the run's context (`Context.tenant`) is the one source of truth for
     the tenant. An input `tenant` equal to the context's is accepted; one that differs is refused
@@ -150,7 +150,7 @@ class InputState(TypedDict, total=False):
     """Metadata filter in the Chroma-like language of retrieval.filters."""
     conversation_metadata: Annotated[dict[str, Any], merge_metadata]
     """The conversation's ids (`character_id`, `background_id`, `related_plot_id`), kept on its memory chunks
-    when it is summarized into the store (retrieval.conversation_summary). Kept between turns; a turn that
+    when it is summarized into the store (retrieval.conversation_index). Kept between turns; a turn that
     gives one replaces that one only."""
 
 

@@ -1,4 +1,4 @@
-"""Feedback on answers (issue 21 §5): thumbs up / down and a comment per answer, stored on its audit row,
+"""Feedback on answers: thumbs up / down and a comment per answer, stored on its audit row,
 by `rag feedback ANSWER_ID --up|--down` and POST /api/v1/feedback, counted by `rag stats` (tables and the
 API's metrics) and GET /api/v1/stats.
 
@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 
 from config.settings import Settings
 from graphs.rag import build_graph
+from persistence import feedback as feedback_module
 from persistence.answer_stats import answer_stats
 from persistence.audit import write_audit
 from persistence.database import APP_DB_FILENAME, close_databases, get_database
@@ -36,9 +37,10 @@ GLOBEX = {"X-API-Key": "key-globex"}
 
 
 @pytest.fixture
-def env(make_settings: Any, make_kb: Any, tmp_path: Path) -> Iterator[World]:
+def env(make_settings: Any, make_kb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """Two tenants' documents, the fake model, API keys, comments of at most 100 characters."""
-    settings: Settings = make_settings(api_keys=KEYS, feedback_max_comment_chars=100)
+    monkeypatch.setattr(feedback_module, "FEEDBACK_MAX_COMMENT_CHARS", 100)
+    settings: Settings = make_settings(api_keys=KEYS)
     with world(settings, make_kb(settings), tmp_path, tenants=("acme", "globex")) as built:
         yield built
 
@@ -144,7 +146,6 @@ def rag(world_: World, *arguments: str) -> Any:
     env = {
         "RAG_DATA_DIR": str(world_.settings.data_dir),
         "RAG_API_PORT": str(free_port()),
-        "RAG_FEEDBACK_MAX_COMMENT_CHARS": "100",
     }
     return CliRunner().invoke(cli_app, list(arguments), env=env)
 

@@ -1,6 +1,6 @@
 """`rag stats` without a server: the figures of the recorded answers, read from the audit table.
 
-Issue 21 §4: per-strategy average time and confidence, the model and configuration, token cost when prices
+What it reports: per-strategy average time and confidence, the model and configuration, token cost when prices
 are set, per tenant, with no server running. Each answer's audit row now carries its id, strategy,
 confidence, model and token counts (revision 0004); rows written before keep NULLs and count as unknown.
 Expected figures are computed by hand from the rows the tests write, not by the code under test.

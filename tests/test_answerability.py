@@ -1,4 +1,4 @@
-"""Honest "not found" (issue 7 §4): when no passage supports an answer the engine says so, an answerable
+"""Honest "not found": when no passage supports an answer the engine says so, an answerable
 question keeps its cited answer, and chat mode still answers from the conversation. The term checks of
 retrieval.answerability are signals of the judgement (answering.signals); the tests here drive the decision
 with calibrators of known numbers (tests/helpers/calibrators.py).
@@ -145,7 +145,7 @@ def test_retrieval_decision_is_not_found_only_in_rag_mode() -> None:
 
 
 def test_the_answer_says_why_it_is_not_found_and_keeps_what_was_declined(calibrator: Any) -> None:
-    """cite and not_found name their reason; a declined draft is kept in the answer record (issue 8 §3)."""
+    """cite and not_found name their reason; a declined draft is kept in the answer record."""
     calibrator(following("missing_anchors", inverted=True))
     question = {"messages": [HumanMessage(UNANSWERABLE)], "question": UNANSWERABLE}
     declined = cite({**question, "draft": MADE_UP, "sources": [TARROW], "documents": [TARROW]}, runtime())

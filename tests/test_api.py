@@ -30,6 +30,7 @@ from nodes.resources import Resources
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
+from service.api import engine as engine_module
 from service.api.app import create_app
 from service.api.engine import RunSpec
 from service.api.gate import ModelGate, ModelGates, RunAbandoned
@@ -490,14 +491,14 @@ def while_held(api: Api, held: Hold, payload: dict[str, Any]) -> tuple[httpx.Res
 
 
 def test_a_full_queue_answers_503_with_retry_after(
-    start_api: Callable[..., Api], holds: Callable[[], Hold]
+    start_api: Callable[..., Api], holds: Callable[[], Hold], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(engine_module, "API_RETRY_AFTER_S", 7)
     held = holds()
     api = start_api(
         StreamingTaskModel(replies={"generate": held}),
         api_workers=1,
         api_queue_timeout_s=0.3,
-        api_retry_after_s=7,
     )
     first, busy = while_held(api, held, {"query": QUESTION})
     assert (first.status_code, busy.status_code) == (200, 503), busy.text
@@ -682,7 +683,6 @@ def test_batch_items_wait_their_turn_at_the_model(start_api: Callable[..., Api])
     api = start_api(
         StreamingTaskModel(replies={"generate": slow}),
         api_model_concurrency=1,
-        api_batch_concurrency=4,
         api_model_timeout_s=1.0,
         api_run_timeout_s=1.5,
     )

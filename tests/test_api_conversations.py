@@ -1,4 +1,4 @@
-"""Conversation memory over HTTP (issue 21 §3): /rag/generate takes the conversation's ids, a conversation
+"""Conversation memory over HTTP: /rag/generate takes the conversation's ids, a conversation
 summarizes itself every RAG_SUMMARY_EVERY_TURNS turns, POST /api/v1/conversations/{thread_id}/summarize
 writes it now, and the API server sweeps idle conversations.
 
@@ -19,8 +19,9 @@ import pytest
 
 from config.settings import Settings
 from persistence.database import get_database
+from retrieval import conversation_index
 from retrieval.auto_summary import summary_worker
-from retrieval.conversation_summary import summarized_turns
+from retrieval.conversation_index import summarized_turns
 from retrieval.knowledge_base import KnowledgeBase
 from service.api import routes_conversations
 from service.api.runtime import ApiState
@@ -35,9 +36,10 @@ FLUSH_S = 20.0
 
 
 @pytest.fixture
-def env(make_settings: Any, make_kb: Any, tmp_path: Path) -> Iterator[World]:
-    """Two tenants' documents, the fake model, conversations summarized every 2 turns, API keys."""
-    settings: Settings = make_settings(summary_every_turns=2, summary_block_turns=2, api_keys=KEYS)
+def env(make_settings: Any, make_kb: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    """Two tenants' documents, the fake model, conversations summarized every 2 turns (blocks of 2), keys."""
+    monkeypatch.setattr(conversation_index, "SUMMARY_BLOCK_TURNS", 2)
+    settings: Settings = make_settings(summary_every_turns=2, api_keys=KEYS)
     kb = make_kb(settings)
     with world(settings, kb, tmp_path, tenants=("acme", "globex")) as built:
         yield built
@@ -131,7 +133,7 @@ def test_the_server_sweeps_idle_conversations(env: World, monkeypatch: pytest.Mo
         generate(client, GLOBEX, thread_id="t2")  # no conversation id: never summarized automatically
     assert summary_worker().flush(FLUSH_S) and memory(kb, "acme", "t1") == []
     state = ApiState(settings=settings, engine=None, metrics=None, keys={})  # type: ignore[arg-type]
-    monkeypatch.setattr(settings, "summary_sweep_s", 1.0)
+    monkeypatch.setattr(routes_conversations, "SUMMARY_SWEEP_S", 1.0)
 
     async def sweep_a_while() -> None:
         task = asyncio.create_task(routes_conversations.idle_sweeper(state))

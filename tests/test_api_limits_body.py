@@ -1,4 +1,4 @@
-"""Request bodies and abandoned requests (issue 20, items 2 and 6, and item 1's upload).
+"""Request bodies and abandoned requests (JSON bodies, uploads, clients that leave).
 
 - The API key is checked from the headers before any byte of the body is read (401), and bodies are capped:
   over RAG_API_MAX_JSON_BYTES / RAG_API_MAX_UPLOAD_BYTES is 413 naming the limit, refused by Content-Length

@@ -1,9 +1,9 @@
-"""Seed 003's reflection switches over a real server (issue 21 §5), sent by a client written from the seed:
+"""The notes assistant's reflection switches over a real server, sent by a client written from its design:
 camelCase `enableReflection`, `maxReflectionRounds`, `enableQueryRewriting`, `enableHyDE`, `retryStrategy`
 on /api/v1/rag/query, and `metadata.features` saying which ran, each round's 1-10 score and suggestions,
 and each retry.
 
-Why: a seed-003 client sends its own field names (a 422 "extra field" before) and reads its reflector's
+Why: a notes-assistant client sends its own field names (a 422 "extra field" before) and reads its reflector's
 form (score 1-10, under 7 needs improvement, suggestions that the next round uses).
 """
 

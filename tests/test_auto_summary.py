@@ -1,4 +1,4 @@
-"""Conversations that summarize themselves (issue 21 §3, seed 5): every RAG_SUMMARY_EVERY_TURNS new turns in
+"""Conversations that summarize themselves (conversational memory): every RAG_SUMMARY_EVERY_TURNS new turns in
 the background, idle ones by a sweep (`rag summarize --idle`), with the conversation's character /
 background / plot ids on the memory's summary and detail chunks.
 
@@ -27,6 +27,7 @@ from nodes.resources import use_resources
 from persistence.checkpointer import sqlite_checkpointer
 from persistence.database import get_database, utcnow
 from persistence.long_term_store import SUMMARIES, namespace
+from retrieval import conversation_index
 from retrieval.auto_summary import (
     IdleThread,
     SummaryJob,
@@ -37,14 +38,11 @@ from retrieval.auto_summary import (
     summary_worker,
     sweep_idle,
 )
+from retrieval.conversation_index import DETAIL_LEVEL, SUMMARY_LEVEL, index_conversation, summarized_turns
 from retrieval.conversation_summary import (
-    DETAIL_LEVEL,
-    SUMMARY_LEVEL,
     ConversationTurn,
     InvalidConversationMetadataError,
     conversation_metadata,
-    index_conversation,
-    summarized_turns,
 )
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.summary_migration import summaries_store
@@ -86,8 +84,11 @@ def test_conversation_metadata_keeps_the_three_ids_and_names_what_it_refuses() -
             conversation_metadata(bad)
 
 
-def test_summary_and_detail_chunks_keep_the_conversations_ids(make_settings: Any, make_kb: Any) -> None:
-    kb = make_kb(make_settings(summary_block_turns=2))
+def test_summary_and_detail_chunks_keep_the_conversations_ids(
+    make_settings: Any, make_kb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conversation_index, "SUMMARY_BLOCK_TURNS", 2)
+    kb = make_kb(make_settings())
     index_conversation(kb, TURNS[:3], thread_id="t1", conversation_id="c1", tenant="default", metadata=IDS)
     chunks = chunks_of(kb, "default", "t1")
     assert {chunk.metadata["level"] for chunk in chunks} == {SUMMARY_LEVEL, DETAIL_LEVEL}
@@ -111,8 +112,11 @@ def test_the_store_says_how_many_turns_its_memory_covers(kb: KnowledgeBase) -> N
     assert summarized_turns(kb, "t1", tenant="other") == 0  # per tenant
 
 
-def test_a_grown_thread_asks_the_model_about_its_new_block_only(make_settings: Any, make_kb: Any) -> None:
-    kb = make_kb(make_settings(summary_block_turns=2))
+def test_a_grown_thread_asks_the_model_about_its_new_block_only(
+    make_settings: Any, make_kb: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conversation_index, "SUMMARY_BLOCK_TURNS", 2)
+    kb = make_kb(make_settings())
     calls: list[int] = []
 
     def summarize(block: list[ConversationTurn]) -> str:
@@ -180,7 +184,8 @@ def test_run_job_writes_only_a_due_thread(kb: KnowledgeBase) -> None:
 def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[KnowledgeBase, Any]]:
     """A knowledge base, fake models and the agentic graph on the real SQLite checkpointer, summarizing every
     2 turns; the CLI sees the same data folder."""
-    settings = isolated_settings(tmp_path, summary_every_turns=2, summary_block_turns=2)
+    monkeypatch.setattr(conversation_index, "SUMMARY_BLOCK_TURNS", 2)
+    settings = isolated_settings(tmp_path, summary_every_turns=2)
     monkeypatch.setenv("RAG_DATA_DIR", str(settings.data_dir))
     kb = KnowledgeBase(settings, base_model=HashEmbeddings(), model_key=FAKE_MODEL_KEY)
     model = TaskChatModel(fallback="The hero went to town.")

@@ -167,7 +167,6 @@ def test_a_real_client_on_a_closed_port_names_the_endpoint(tmp_path: Path) -> No
         llm_provider="openai",
         llm_base_url=url,
         llm_model="m",
-        llm_max_retries=0,
         llm_timeout_s=2,
     )
     with pytest.raises(ModelUnavailableError, match=f"model endpoint {url} is unavailable"):

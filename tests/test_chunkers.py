@@ -14,6 +14,8 @@ from langchain_core.embeddings import Embeddings
 
 from config.settings import Settings, SettingsError, load_settings
 from evals.eval_index import index_settings
+from persistence.vector_store import DEFAULT_COLLECTION
+from retrieval import chunkers, knowledge_base
 from retrieval.chunking import ChunkingConfig, chunk_text
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -41,6 +43,13 @@ class TopicEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.vector(text)
+
+
+def unbuffered_unmerged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each sentence embedded alone (SEMANTIC_BUFFER 0) and no short chunk merged (MIN_CHUNK_FRACTION 0), so
+    the two-topic texts below cut exactly at the topic change."""
+    monkeypatch.setattr(chunkers, "SEMANTIC_BUFFER", 0)
+    monkeypatch.setattr(knowledge_base, "MIN_CHUNK_FRACTION", 0.0)
 
 
 # --- RAG_SEPARATOR ------------------------------------------------------------------------------------
@@ -102,15 +111,19 @@ def test_the_default_chunker_is_the_paragraph_one(kb: KnowledgeBase) -> None:
 
 
 def test_ingestion_cuts_with_the_semantic_chunker(
-    tmp_path: Path, make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+    tmp_path: Path,
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    unbuffered_unmerged(monkeypatch)
     model = TopicEmbeddings()
-    kb = make_kb(make_settings(chunker="semantic", semantic_buffer=0, min_chunk_fraction=0.0), model)
+    kb = make_kb(make_settings(chunker="semantic"), model)
     note = tmp_path / "note.txt"
     note.write_text(f"{HERONS} {COMETS}\n")
     summary = ingest_paths(kb, [note])
     assert summary.count("indexed") == 1 and summary.chunks == 2
-    ids = kb.catalog.chunk_ids(kb.settings.default_tenant, kb.settings.default_collection)
+    ids = kb.catalog.chunk_ids(kb.settings.default_tenant, DEFAULT_COLLECTION)
     stored = kb.catalog.chunks_by_id(sorted(ids), kb.settings.default_tenant)
     assert sorted(chunk.text for chunk in stored.values()) == sorted([COMETS, HERONS])
     # The sentences went through the knowledge base's (cached) model, then the two chunks (under the title).
@@ -140,9 +153,7 @@ def test_default_signatures_are_unchanged_and_other_chunkers_differ(
     variants = [
         {"separator": "\\n"},
         {"chunker": "semantic"},
-        {"chunker": "semantic", "semantic_percentile": 80.0},
         {"chunker": "semantic", "semantic_breakpoint": "absolute"},
-        {"chunker": "semantic", "semantic_buffer": 2},
     ]
     signatures = {make_kb(make_settings(**variant)).index_signature() for variant in variants}
     assert len(signatures) == len(variants) and default.index_signature() not in signatures
@@ -156,14 +167,12 @@ def test_default_signatures_are_unchanged_and_other_chunkers_differ(
 
 
 def test_the_semantic_cut_is_where_similarity_drops(
-    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kb = make_kb(
-        make_settings(
-            chunker="semantic", semantic_buffer=0, semantic_breakpoint="absolute", min_chunk_fraction=0.0
-        ),
-        TopicEmbeddings(),
-    )
+    unbuffered_unmerged(monkeypatch)
+    kb = make_kb(make_settings(chunker="semantic", semantic_breakpoint="absolute"), TopicEmbeddings())
     assert kb.chunk(f"{HERONS} {COMETS}") == [HERONS, COMETS]
     assert math.isclose(kb.settings.semantic_min_similarity, 0.5)
 
@@ -193,11 +202,10 @@ def test_eval_retrieval_indexes_with_the_semantic_chunker_apart_from_the_default
         return opened[-1]
 
     monkeypatch.setattr(retrieval_eval.KnowledgeBase, "open", staticmethod(open_kb))
-    semantic = make_settings(chunker="semantic", semantic_buffer=0, min_chunk_fraction=0.0)
+    unbuffered_unmerged(monkeypatch)
+    semantic = make_settings(chunker="semantic")
     report = retrieval_eval.run_retrieval_eval(folder, semantic, modes=["dense"])
     assert report["chunker"] == "semantic" and report["chunks"] == 3  # d1 cut in two at the topic change
-    default = retrieval_eval.run_retrieval_eval(
-        folder, make_settings(min_chunk_fraction=0.0), modes=["dense"]
-    )
+    default = retrieval_eval.run_retrieval_eval(folder, make_settings(), modes=["dense"])
     assert default["chunker"] == "paragraph" and default["chunks"] == 2
     assert opened[0].settings.data_dir != opened[1].settings.data_dir

@@ -307,7 +307,6 @@ def test_ask_with_the_model_endpoint_down_exits_1_naming_it(
         "RAG_LLM_PROVIDER": "openai",
         "RAG_LLM_BASE_URL": url,
         "RAG_LLM_MODEL": "served-model",
-        "RAG_LLM_MAX_RETRIES": "0",
         "RAG_LLM_TIMEOUT_S": "2",
         "RAG_LLM_STRENGTH": strength,
     }.items():
@@ -330,7 +329,7 @@ def test_chat_with_the_model_endpoint_down_exits_1(
     monkeypatch.setenv("RAG_LLM_PROVIDER", "openai")
     monkeypatch.setenv("RAG_LLM_BASE_URL", url)
     monkeypatch.setenv("RAG_LLM_MODEL", "served-model")
-    monkeypatch.setenv("RAG_LLM_MAX_RETRIES", "0")
+    monkeypatch.setattr(factory, "LLM_MAX_RETRIES", 0)
     factory.clear_model_cache()
     with use_resources(Resources(load_settings(), knowledge_base=corpus_kb)):
         result = CliRunner().invoke(app, ["chat"], input=f"{QUESTION}\n\n")

@@ -54,9 +54,9 @@ def test_ask_an_empty_question(runner: CliRunner, question: str) -> None:
 
 
 def test_ask_a_question_over_the_length_limit(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RAG_MAX_QUESTION_CHARS", "100")
+    monkeypatch.setenv("RAG_MAX_QUERY_CHARS", "100")
     result = runner.invoke(app, ["ask", "why" * 40])
-    assert_one_line_error(result, "question too long", "120 characters > 100", "RAG_MAX_QUESTION_CHARS")
+    assert_one_line_error(result, "question too long", "120 characters > 100", "RAG_MAX_QUERY_CHARS")
 
 
 @pytest.mark.parametrize(

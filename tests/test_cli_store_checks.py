@@ -1,5 +1,5 @@
-"""Every `rag` command that reads the store goes through `rag search`'s input and store checks (issue 20 §3),
-and two ingests of one file at once index it exactly once (issue 20 §4).
+"""Every `rag` command that reads the store goes through `rag search`'s input and store checks,
+and two ingests of one file at once index it exactly once.
 
 Before: `rag ask` with an invalid UTF-8 question died in the tokenizer with a stack trace (exit 1); `rag ask`
 on a damaged catalog printed "I cannot answer" and exited 0 (with the semantic cache's stack trace when the
@@ -30,6 +30,7 @@ from core.types import Chunk
 from nodes.resources import Resources, use_resources
 from persistence.catalog import Catalog, CatalogDamagedError
 from persistence.errors import StoreUnavailableError
+from retrieval import ingest_lock as ingest_lock_module
 from retrieval.ingest import ingest_paths
 from retrieval.ingest_lock import IngestBusyError, ingest_lock
 from retrieval.knowledge_base import KnowledgeBase
@@ -167,7 +168,7 @@ COMMANDS: dict[str, tuple[list[str], bytes]] = {
 }
 
 
-#: Every command on the damaged header (the issue's case) through the installed command, in a child process;
+#: Every command on the damaged header (the common case) through the installed command, in a child process;
 #: the other kinds of damage on a few commands in process (the same check: `checked_store`).
 CHILD_CASES = [("damaged header", command) for command in sorted(COMMANDS)]
 IN_PROCESS_CASES = [("garbage", "ask"), ("garbage", "chat"), ("truncated", "ask"), ("truncated", "ingest")]
@@ -409,14 +410,13 @@ def test_with_no_wait_allowed_a_busy_collection_is_skipped_in_one_line(
     settings: Settings, make_kb: Callable[..., KnowledgeBase], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("RAG_DATA_DIR", str(settings.data_dir))
-    monkeypatch.setenv("RAG_INGEST_LOCK_TIMEOUT_S", "0")
+    monkeypatch.setattr(ingest_lock_module, "INGEST_LOCK_TIMEOUT_S", 0)
     monkeypatch.setattr(KnowledgeBase, "open", classmethod(lambda cls, s=None: make_kb(s or settings)))
     files = write_corpus(tmp_path / "docs", CORPUS)
     holder, _ = hold_ingest_lock(settings, 1.0)
     result = CliRunner().invoke(app, ["ingest", str(files["reeds.md"])])
     with pytest.raises(IngestBusyError, match="another ingest into collection 'default'"):
-        no_wait = settings.model_copy(update={"ingest_lock_timeout_s": 0})
-        ingest_paths(make_kb(no_wait), [files["reeds.md"]])
+        ingest_paths(make_kb(settings), [files["reeds.md"]])
     holder.join()
     assert result.exit_code == 1, result.output + result.stderr
     assert one_line(result.stderr).startswith(

@@ -66,7 +66,6 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "history_turns": ("5", 5),
     "model_context_tokens": ("4096", 4096),
     "query_variants": ("2", 2),
-    "max_subquestions": ("3", 3),
     "cross_conversation_share": ("0.25", 0.25),
     "max_query_chars": ("1234", 1234),
     "default_tenant": ("acme", "acme"),
@@ -81,14 +80,13 @@ ENV_VALUES: dict[str, tuple[str, Any]] = {
     "answerer": ("extractive", "extractive"),
     "answer_decoding": ("json_schema", "json_schema"),
     "focused_read": ("false", False),
-    "focused_read_tokens": ("200", 200),
 }
 
 
-#: Context fields whose setting has another name; and the per-run overrides ('' / -1 = the setting).
+#: Context fields named for one run whose setting is the process-wide default; and the per-run overrides
+#: ('' / -1 = the setting).
 RENAMED = {
     "tenant": "default_tenant",
-    "max_question_chars": "max_query_chars",
     "use_cache": "cache_enabled",
     "user_id": "default_user",
 }
@@ -132,7 +130,7 @@ def test_context_defaults_equal_the_settings_defaults(fresh_settings: None) -> N
     # the one default of the values the two disagreed on before
     assert (context.top_k, settings.top_k) == (5, 5)
     assert (context.tenant, settings.default_tenant) == ("default", "default")
-    assert (context.max_question_chars, settings.max_query_chars) == (4000, 4000)
+    assert (context.max_query_chars, settings.max_query_chars) == (4000, 4000)
 
 
 def test_a_dotenv_file_reaches_the_context_and_the_settings_alike(
@@ -157,13 +155,11 @@ def test_environment_variables_reach_both(monkeypatch: pytest.MonkeyPatch, fresh
 @pytest.mark.parametrize(
     ("variable", "context_field", "setting"),
     [
-        ("RAG_TENANT", "tenant", "default_tenant"),
         ("RAG_DEFAULT_TENANT", "tenant", "default_tenant"),
-        ("RAG_MAX_QUESTION_CHARS", "max_question_chars", "max_query_chars"),
-        ("RAG_MAX_QUERY_CHARS", "max_question_chars", "max_query_chars"),
+        ("RAG_MAX_QUERY_CHARS", "max_query_chars", "max_query_chars"),
     ],
 )
-def test_both_names_of_a_renamed_field_reach_the_one_field(
+def test_the_one_variable_of_a_field_reaches_the_setting_and_the_context(
     monkeypatch: pytest.MonkeyPatch, variable: str, context_field: str, setting: str
 ) -> None:
     value = "321" if "CHARS" in variable else "globex"
@@ -325,3 +321,16 @@ def test_the_readme_snippet_runs_as_written(
     assert REPLY in printed
     assert (tmp_path / ".rag" / "checkpoints.sqlite").is_file()
     assert fake.tasks().count("generate") >= 3  # three questions answered
+
+
+@pytest.mark.parametrize(
+    "variable", ["RAG_TENANT", "RAG_MAX_QUESTION_CHARS", "RAG_ENABLE_REFLECTION", "RAG_MAX_REFLECTION_ROUNDS"]
+)
+def test_a_setting_has_one_variable_and_other_names_are_ignored(
+    monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    """No aliases: a variable that is not RAG_<FIELD> of some setting changes nothing."""
+    defaults = load_settings(_env_file=None)
+    monkeypatch.setenv(variable, "2" if "ROUNDS" in variable or "CHARS" in variable else "false")
+    assert load_settings(_env_file=None) == defaults
+    assert all(spec.validation_alias is None for spec in Settings.model_fields.values())

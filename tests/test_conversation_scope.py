@@ -1,6 +1,6 @@
 """Conversation scoping of retrieval: strict by default, a cross-conversation share only when asked for.
 
-Why: seed 5's conversational memory keeps one conversation's memories out of another's answers. The
+Why: the conversational memory keeps one conversation's memories out of another's answers. The
 share of results taken from other conversations is an explicit option (Context.cross_conversation_share),
 0 by default, so a conversation id alone must never surface another conversation's documents.
 """

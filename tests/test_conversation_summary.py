@@ -23,15 +23,19 @@ from nodes.retrieve import retrieve
 from persistence import summary_store
 from persistence.checkpointer import sqlite_checkpointer
 from persistence.vector_store import InvalidCollectionError
-from retrieval.conversation_summary import (
+from retrieval import conversation_index
+from retrieval.conversation_index import (
     DETAIL_LEVEL,
     SUMMARY_LEVEL,
-    ConversationTurn,
     ThreadNotFoundError,
     block_doc_id,
-    extractive_summary,
     index_conversation,
     summarize_thread,
+)
+from retrieval.conversation_summary import (
+    SUMMARY_MAX_TOKENS,
+    ConversationTurn,
+    extractive_summary,
     turns_from_messages,
 )
 from retrieval.knowledge_base import KnowledgeBase
@@ -54,9 +58,10 @@ TURNS = [
 
 
 @pytest.fixture
-def small_blocks(make_settings: Any, make_kb: Any) -> KnowledgeBase:
+def small_blocks(make_settings: Any, make_kb: Any, monkeypatch: pytest.MonkeyPatch) -> KnowledgeBase:
     """A knowledge base whose summaries cover two turns each."""
-    return make_kb(make_settings(summary_block_turns=2))
+    monkeypatch.setattr(conversation_index, "SUMMARY_BLOCK_TURNS", 2)
+    return make_kb(make_settings())
 
 
 # --- turns and the extractive summary -------------------------------------------------------------------
@@ -175,9 +180,7 @@ def test_a_strong_models_summary_is_used_and_garbage_falls_back(kb: KnowledgeBas
     )
     chunks = stored_thread(kb, "default", "t2")
     summary_text = next(chunk.text for chunk in chunks if chunk.metadata["level"] == SUMMARY_LEVEL)
-    assert result.summarizer == "model" and summary_text == extractive_summary(
-        TURNS, kb.settings.summary_max_tokens
-    )
+    assert result.summarizer == "model" and summary_text == extractive_summary(TURNS, SUMMARY_MAX_TOKENS)
 
 
 # --- deep search over the written memory ----------------------------------------------------------------

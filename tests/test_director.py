@@ -1,5 +1,5 @@
-"""The director (issue 21 §3, seed 5): after RAG_DIRECTOR_STALL_TURNS turns without progress, the answer
-prompt gets RAG_DIRECTOR_CONVERSATION_K events of this conversation and RAG_DIRECTOR_OTHER_K of the tenant's
+"""The director (conversational memory): after RAG_DIRECTOR_STALL_TURNS turns without progress, the answer
+prompt gets DIRECTOR_CONVERSATION_K events of this conversation and DIRECTOR_OTHER_K of the tenant's
 other conversations, in a section of its own with its own token budget (prompt_info's `director`).
 
 Why these tests: "without progress" is a definition (not-found answers, questions asked again) that must count
@@ -27,7 +27,7 @@ from retrieval.director_section import MIN_USEFUL_EVENT_TOKENS, pack_director
 from retrieval.filters import FilterError
 from retrieval.indexing import index_event, index_raw_text
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.prompt_budget import SECTION_NAMES, build_answer_prompt
+from retrieval.prompt_budget import SECTION_NAMES, AnswerPromptRequest, build_answer_prompt
 from retrieval.tokens import count_tokens
 from state.context import Context
 from state.schemas import RetrievedDoc
@@ -226,7 +226,7 @@ def test_the_director_has_its_own_budgeted_section_in_prompt_info() -> None:
         event_doc(f"Day {n}: the hero hid the silver key under stone {n}.", "conversation", n)
         for n in range(40)
     ]
-    with_director = build_answer_prompt(**common, director=docs, director_share=0.1)
+    with_director = build_answer_prompt(AnswerPromptRequest(**common, director=docs, director_share=0.1))
     info = with_director.prompt_info
     names = [section["name"] for section in info["sections"]]
     assert names == list(SECTION_NAMES) and names.index("director") == names.index("memories") + 1
@@ -234,7 +234,7 @@ def test_the_director_has_its_own_budgeted_section_in_prompt_info() -> None:
     assert 0 < director["tokens"] <= info["director_limit"] and info["director_tokens"] == director["tokens"]
     assert 0 < info["director_events_used"] < 40  # the budget, not the count, stopped it
     assert "stone 0." in with_director.messages[0].text  # in the system message, after the memories
-    without = build_answer_prompt(**common)
+    without = build_answer_prompt(AnswerPromptRequest(**common))
     assert without.prompt_info["director_tokens"] == 0 and without.prompt_info["director_limit"] == 0
     assert with_director.prompt_info["history_limit"] < without.prompt_info["history_limit"]  # taken below
 

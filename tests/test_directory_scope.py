@@ -1,4 +1,4 @@
-"""Directory scope (issue 21 §5): a search restricted to the documents under a path prefix, matched on whole
+"""Directory scope: a search restricted to the documents under a path prefix, matched on whole
 path components (`/docs/a` never matches `/docs/ab`), never past the tenant; through the searcher, the mock
 retriever, the graph's context, `rag search --dir` / `rag ask --dir` and the API's `directory` field (a real
 server).
@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from config.settings import Settings, load_settings
+from config.settings import load_settings
 from graphs.runner import compiled_graph
 from nodes.resources import Resources
 from nodes.start_turn import InvalidQuestionError
 from persistence.semantic_cache_backends import CacheScope
+from retrieval import search as search_module
 from retrieval.directory_scope import DirectoryError, cli_directory, is_under, normalize_directory
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -122,15 +123,15 @@ def test_a_directory_scope_never_reaches_past_the_tenant(kb: KnowledgeBase, corp
 
 
 def test_a_directory_combines_with_filters_and_bad_input_is_refused(
-    kb: KnowledgeBase, corpus: Path, make_kb: Callable[..., KnowledgeBase], settings: Settings
+    kb: KnowledgeBase, corpus: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     only_deep = searched(kb, str(corpus / "docs" / "a"), filters={"title": "Deep"})
     assert names(only_deep, corpus) == ["docs/a/sub/deep.md"]
     with pytest.raises(DirectoryError, match="absolute"):
         searched(kb, "docs/a")
-    small = make_kb(settings.model_copy(update={"directory_max_documents": 1}))
-    with pytest.raises(QueryError, match="RAG_DIRECTORY_MAX_DOCUMENTS"):
-        searched(small, str(corpus / "docs" / "a"))
+    monkeypatch.setattr(search_module, "DIRECTORY_MAX_DOCUMENTS", 1)
+    with pytest.raises(QueryError, match="DIRECTORY_MAX_DOCUMENTS"):
+        searched(kb, str(corpus / "docs" / "a"))
 
 
 def test_the_mock_retriever_honours_the_directory(tmp_path: Path) -> None:

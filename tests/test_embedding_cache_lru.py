@@ -1,4 +1,4 @@
-"""The embedding cache's LRU bound (persistence/embedding_cache.py, RAG_EMBEDDING_CACHE_MAX_ENTRIES): beyond
+"""The embedding cache's LRU bound (persistence/embedding_cache.py, EMBEDDING_CACHE_MAX_ENTRIES): beyond
 the bound the least recently stored or read entries of a tenant go first; reads refresh an entry; a table
 written before the cache was scoped by tenant is replaced by an empty one. A fake clock orders the uses."""
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from config.settings import Settings
+from persistence import catalog as catalog_module
 from persistence.catalog import Catalog, open_catalog
 from retrieval.embeddings import CachedEmbeddings
 from tests.fakes import HashEmbeddings
@@ -114,10 +115,13 @@ def test_a_cache_table_without_tenants_is_replaced_on_open(tmp_path: Path) -> No
         reopened.close()
 
 
-def test_the_setting_bounds_the_knowledge_base_cache(make_settings: Callable[..., Settings]) -> None:
-    """Through the product: RAG_EMBEDDING_CACHE_MAX_ENTRIES=2, three texts embedded: the least recent is
+def test_the_bound_applies_to_the_knowledge_base_cache(
+    make_settings: Callable[..., Settings], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the product: EMBEDDING_CACHE_MAX_ENTRIES=2, three texts embedded: the least recent is
     evicted, so embedding it again calls the model again while the two kept are cache hits."""
-    catalog = open_catalog(make_settings(embedding_cache_max_entries=2))
+    monkeypatch.setattr(catalog_module, "EMBEDDING_CACHE_MAX_ENTRIES", 2)
+    catalog = open_catalog(make_settings())
     try:
         assert catalog.embedding_cache.max_entries == 2
         catalog.embedding_cache.clock = Clock()
@@ -134,9 +138,12 @@ def test_the_setting_bounds_the_knowledge_base_cache(make_settings: Callable[...
         catalog.close()
 
 
-def test_the_default_bound_is_large_and_zero_means_none(make_settings: Callable[..., Settings]) -> None:
-    assert make_settings().embedding_cache_max_entries == 1_000_000
-    assert make_settings(embedding_cache_max_entries=0).embedding_cache_max_entries == 0
+def test_the_default_bound_is_large(make_settings: Callable[..., Settings]) -> None:
+    catalog = open_catalog(make_settings())
+    try:
+        assert catalog.embedding_cache.max_entries == 1_000_000
+    finally:
+        catalog.close()
 
 
 @pytest.mark.servers

@@ -60,10 +60,10 @@ def fake_api() -> Iterator[tuple[str, FakeApi]]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        def do_GET(self) -> None:  # http.server's naming (pep8-naming allows do_*)
             self._send(200, {"status": "ok"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers["Content-Length"])
             body = json.loads(self.rfile.read(length))
             if self.path.endswith("/batch"):  # one item per batch: its own status inside a 200

@@ -821,7 +821,7 @@ def test_records_before_short_answers_are_rescored_from_their_prediction() -> No
     assert means["contains_gold"] == 1.0 and means["short_contains_gold"] == 1.0 and means["short_em"] == 0.0
 
 
-# --- ROUGE-L (issue 21 §5), against hand-computed values --------------------------------------------------
+# --- ROUGE-L, against hand-computed values ---------------------------------------------------------------
 
 
 def test_rouge_l_of_the_answer_and_of_its_short_answer_by_hand() -> None:
@@ -897,7 +897,7 @@ def test_the_cli_summary_shows_rouge_l(
 
 
 def test_records_and_reports_written_as_accuracy_read_as_contains_gold() -> None:
-    """Files written before the score was named for what it measures (issue 22) said "accuracy": an old
+    """Older files call the gold containment "accuracy": an old
     record's scores are read under the current names, nothing recomputed, and the aggregate uses them."""
     old = {"qid": "q", "answers": ["Paris"], "prediction": "It is Lyon.", "short_answer": "Lyon"}
     old |= {"em": 0.0, "f1": 0.0, "accuracy": 1.0, "rouge_l": 0.0, "short_em": 0.0, "short_f1": 0.0}

@@ -36,7 +36,7 @@ from service.cli import app
 from state.context import Context
 from state.schemas import QUERY_TYPES, QueryAnalysis
 
-#: The issue's target for single- vs multi-hop accuracy with the embedded model.
+#: Target for single- vs multi-hop accuracy with the embedded model.
 TARGET_ACCURACY = 0.85
 
 SINGLE_QUESTIONS = (
@@ -306,7 +306,7 @@ def test_the_committed_squad_sample_is_single_hop_english() -> None:
 def test_heuristic_reaches_the_floor_on_the_shared_data() -> None:
     """HotpotQA (500) + SciFact test (300) + CMRC (300) + SQuAD (600), test half: heuristic only (~2 s).
 
-    The floor is the earlier issue's 85%; issue 8's 90% (each source 85%) is reported, not asserted."""
+    The floor is 85%; the 90% target (each source 85%) is reported, not asserted."""
     report = evaluate_halves(
         default_labelled_set(SHARED_DATA_DIR, SQUAD_FILE), context=Context(), llm_analyze=None
     )

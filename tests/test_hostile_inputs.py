@@ -1,5 +1,5 @@
-"""Hostile files and inputs (issue 7 §5): devices, pipes, symlink loops, zip bombs, bad queries and filters,
-a damaged catalog; documents built to be slow to parse (issue 20 §1). Each must end in one clear line or a
+"""Hostile files and inputs: devices, pipes, symlink loops, zip bombs, bad queries and filters,
+a damaged catalog; documents built to be slow to parse. Each must end in one clear line or a
 per-file reason, never a hang, a blow-up or a trace.
 
 Reads that could hang run under pytest-timeout, and the ones that could also eat memory (reading /dev/zero
@@ -8,6 +8,7 @@ to its end) run in a child process with a memory limit, so a regression fails in
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
@@ -30,6 +31,7 @@ from typer.testing import CliRunner
 
 from config.settings import Settings
 from persistence.catalog import Catalog, CatalogDamagedError
+from retrieval import ingest as ingest_module
 from retrieval.filters import FilterError, parse_filter
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -240,22 +242,27 @@ def test_docx_compression_ratio_and_entry_count_are_capped(
 ) -> None:
     roomy = ZipLimits(max_unzipped_bytes=10**9, max_entries=10_000, max_ratio=200)
     dense = write_docx_bomb(tmp_path / "dense.docx", inflated_bytes=4 * 1024**2)
-    with pytest.raises(LoaderError, match=r"word/document.xml inflates \d+x > 200x \(RAG_MAX_ZIP_RATIO\)"):
+    with pytest.raises(LoaderError, match=r"word/document.xml inflates \d+x > 200x \(MAX_ZIP_RATIO\)"):
         load_file(dense, 50_000_000, roomy)
     crowded = write_docx_bomb(tmp_path / "crowded.docx", inflated_bytes=10, entries=30)
-    with pytest.raises(LoaderError, match=r"31 entries > 20 \(RAG_MAX_ZIP_ENTRIES\)"):
+    with pytest.raises(LoaderError, match=r"31 entries > 20 \(MAX_ZIP_ENTRIES\)"):
         load_file(crowded, 50_000_000, ZipLimits(max_unzipped_bytes=10**9, max_entries=20, max_ratio=200))
     assert docx_parser_calls == []
 
 
-def test_ingest_applies_the_unzipped_size_setting(
-    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase], tmp_path: Path
+def test_ingest_applies_the_unzipped_size_bound(
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = make_settings(max_unzipped_bytes=1_000_000)
+    lowered = functools.partial(ZipLimits, max_unzipped_bytes=1_000_000)
+    monkeypatch.setattr(ingest_module, "ZipLimits", lowered)
+    settings = make_settings()
     bomb = write_docx_bomb(tmp_path / "bomb.docx", 3_000_000)
     (result,) = ingest_paths(make_kb(settings), [bomb]).results
     assert result.status == "failed"
-    assert result.reason is not None and "RAG_MAX_UNZIPPED_BYTES" in result.reason
+    assert result.reason is not None and "MAX_UNZIPPED_BYTES" in result.reason
 
 
 def write_lying_docx(path: Path, inflated_bytes: int, declared_bytes: int = 1000) -> Path:
@@ -455,7 +462,7 @@ def test_json_output_of_a_clean_search_is_unaffected(
     assert json.loads(result.stdout)["hits"][0]["text"].endswith("Jupiter is a planet.")
 
 
-# --- documents built to be slow: nesting, quadratic steps, time budget, stop hook (issue 20 §1) -------------
+# --- documents built to be slow: nesting, quadratic steps, time budget, stop hook -------------------------
 
 #: Seconds a parse that is linear must finish within (about 10x what it takes on a slow machine). The
 #: linear-parse tests count the process's CPU seconds, not wall time: other processes on a busy machine
@@ -464,7 +471,7 @@ LINEAR_PARSE_LIMIT_S = 10.0
 
 
 def nested_divs(levels: int) -> str:
-    """The hostile page of issue 20: `levels` nested <div>s, each with a little text, one sentence deepest."""
+    """A hostile page: `levels` nested <div>s, each with a little text, one sentence deepest."""
     return "<html><body>" + "<div>x " * levels + "deep text" + "</div>" * levels + "</body></html>"
 
 
@@ -526,7 +533,7 @@ def test_deeply_nested_json_fails_alone_naming_the_depth_cap(
     )
     summary = ingest_paths(make_kb(make_settings()), list(files.values()))
     outcome = {Path(result.source).name: (result.status, result.reason) for result in summary.results}
-    too_deep = "nested deeper than 512 levels (RAG_LOADER_MAX_DEPTH)"
+    too_deep = "nested deeper than 512 levels (LOADER_MAX_DEPTH)"
     assert outcome == {
         "deep.json": ("failed", f"invalid JSON on line 1: {too_deep}"),
         "deep.jsonl": ("failed", f"invalid JSON on line 2: {too_deep}"),

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from config.settings import Settings
+from retrieval import search as search_module
 from retrieval.indexing import index_raw_text
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.search import Searcher
@@ -33,13 +34,16 @@ def _kb(make_settings: Callable[..., Settings], make_kb: Callable[..., Knowledge
 
 
 def test_parallel_hybrid_returns_what_the_sequential_one_returns(
-    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    parallel = _kb(make_settings, make_kb, hybrid_search_threads=4)
-    sequential = make_kb(parallel.settings.model_copy(update={"hybrid_search_threads": 0}))
+    kb = _kb(make_settings, make_kb)
     for query in ("fog harbour", "leather keeper", "brass compass charts"):
-        ours = Searcher(parallel).search(query, tenant="t", mode="hybrid", k=4)
-        theirs = Searcher(sequential).search(query, tenant="t", mode="hybrid", k=4)
+        monkeypatch.setattr(search_module, "HYBRID_SEARCH_THREADS", 4)
+        ours = Searcher(kb).search(query, tenant="t", mode="hybrid", k=4)
+        monkeypatch.setattr(search_module, "HYBRID_SEARCH_THREADS", 0)
+        theirs = Searcher(kb).search(query, tenant="t", mode="hybrid", k=4)
         assert ours.hits, query
         assert [(hit.chunk_id, hit.score) for hit in ours.hits] == [
             (hit.chunk_id, hit.score) for hit in theirs.hits
@@ -52,7 +56,7 @@ def test_the_keyword_half_runs_beside_the_dense_half(
     make_kb: Callable[..., KnowledgeBase],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kb = _kb(make_settings, make_kb, hybrid_search_threads=4)
+    kb = _kb(make_settings, make_kb)
     threads: dict[str, str] = {}
     # Each half waits at the barrier for the other: one after the other, the first would wait in vain.
     both_running = threading.Barrier(2, timeout=10)
@@ -81,7 +85,7 @@ def test_a_failing_half_fails_the_search_after_the_other_has_finished(
     make_kb: Callable[..., KnowledgeBase],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kb = _kb(make_settings, make_kb, hybrid_search_threads=4)
+    kb = _kb(make_settings, make_kb)
     finished = threading.Event()
     keyword_search = kb.catalog.keyword_search
 

@@ -1,4 +1,4 @@
-"""What importing the graph costs (issue 22 §6): `import graphs.rag` runs before every `rag ask`, the server
+"""What importing the graph costs: `import graphs.rag` runs before every `rag ask`, the server
 and every notebook, so libraries only some paths need (a store client, file parsers, migrations, model
 runtimes) are imported where they are used, not with the graph. Timings are measured by
 `python -m benchmarks.import_time` and reported in docs/benchmarks.md; this test checks the structure that

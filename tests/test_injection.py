@@ -1,4 +1,4 @@
-"""Prompt injection through the compiled graph (issue 7 §4): documents carrying instructions ("ignore
+"""Prompt injection through the compiled graph: documents carrying instructions ("ignore
 previous instructions", "### Instruction", a fake system notice, chat role tags, a fake fence end) must not
 be obeyed nor copied into the answer. The planted documents are invented for these tests.
 

@@ -9,7 +9,7 @@ import pytest
 from config.settings import Settings
 from core.keyword import analyze
 from core.types import Chunk
-from persistence import bm25
+from persistence import bm25, keyword_pruning
 from persistence.fts_statistics import (
     DF_TABLE,
     VOCAB_TABLE,
@@ -98,15 +98,25 @@ def _search(kb: KnowledgeBase, query: str, tenant: str = "t", limit: int = 10) -
     )
 
 
+def pruning_constants(monkeypatch: pytest.MonkeyPatch, **values: float) -> None:
+    """Set persistence.keyword_pruning's constants for the catalogs opened next (the policy is read when a
+    catalog opens)."""
+    for name, value in values.items():
+        monkeypatch.setattr(keyword_pruning, name, value)
+
+
 def _glacier_report(kb: KnowledgeBase) -> list[KeywordHit]:
     return _search(kb, "glacier report")
 
 
 def test_search_drops_a_term_every_chunk_has(
-    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Index of 40 chunks: every one says "report", one says "glacier" and another "volcano".
-    kb = make_kb(make_settings(bm25_prune_min_chunks=10, bm25_max_df_fraction=0.5, bm25_min_query_terms=1))
+    pruning_constants(monkeypatch, BM25_MAX_DF_FRACTION=0.5, BM25_MIN_QUERY_TERMS=1)
+    kb = make_kb(make_settings(bm25_prune_min_chunks=10))
     texts = [f"Field report number {index}." for index in range(38)]
     texts += ["Field report on the glacier.", "Field report on the volcano."]
     _index(kb, texts)
@@ -115,7 +125,7 @@ def test_search_drops_a_term_every_chunk_has(
     hits = _glacier_report(kb)
     assert [hit.chunk_id for hit in hits] == ["c38"]  # "report" was dropped: only the glacier chunk matches
 
-    unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_max_df_fraction=1.0))
+    unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir))  # under RAG_BM25_PRUNE_MIN_CHUNKS
     hits = _glacier_report(unpruned)
     assert hits[0].chunk_id == "c38" and len(hits) == 10  # every term: all 40 chunks match "report"
     assert scope_token("t", "c") != scope_token("t", "d")
@@ -153,12 +163,14 @@ def test_fts5_averages_record_is_read_as_bm25_reads_it(
 
 
 def test_a_rescored_pruned_search_gives_the_exact_scores(
-    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # "report" is in 12 of 40 chunks (over the 20% share: dropped, yet its idf is positive); three chunks say
     # "glacier", one of them "report" three times.
-    pruning = {"bm25_prune_min_chunks": 10, "bm25_max_df_fraction": 0.2, "bm25_min_query_terms": 1}
-    kb = make_kb(make_settings(bm25_rescore_pool=50, **pruning))
+    pruning_constants(monkeypatch, BM25_MAX_DF_FRACTION=0.2, BM25_MIN_QUERY_TERMS=1, BM25_RESCORE_POOL=50)
+    kb = make_kb(make_settings(bm25_prune_min_chunks=10))
     texts = [f"Field note number {index}." for index in range(28)]
     texts += [f"Field report number {index}." for index in range(8)]
     texts += [
@@ -170,7 +182,7 @@ def test_a_rescored_pruned_search_gives_the_exact_scores(
     _index(kb, texts)
     with kb.catalog.engine.connect() as connection:
         assert document_frequencies(connection, ["report", "glacier"]) == {"report": 12, "glacier": 3}
-    unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_max_df_fraction=1.0))
+    unpruned = make_kb(make_settings(data_dir=kb.settings.data_dir))  # under RAG_BM25_PRUNE_MIN_CHUNKS
     exact = _glacier_report(unpruned)  # FTS5's own bm25() over both terms: the reference
     rescored = _glacier_report(kb)
     assert {hit.chunk_id for hit in rescored} == {"c36", "c37", "c38"}  # found by "glacier" alone
@@ -179,9 +191,8 @@ def test_a_rescored_pruned_search_gives_the_exact_scores(
     for ours, reference in zip(rescored, glacier_first, strict=True):
         assert ours.score == pytest.approx(reference.score, rel=1e-9)
 
-    flat = _glacier_report(
-        make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_rescore_pool=0, **pruning))
-    )
+    pruning_constants(monkeypatch, BM25_RESCORE_POOL=0)
+    flat = _glacier_report(make_kb(make_settings(data_dir=kb.settings.data_dir, bm25_prune_min_chunks=10)))
     assert {hit.chunk_id for hit in flat} == {"c36", "c37", "c38"}
     by_id = {hit.chunk_id: hit.score for hit in rescored}
     assert all(hit.score < by_id[hit.chunk_id] for hit in flat)  # without rescoring "report" adds nothing
@@ -227,11 +238,14 @@ def test_the_document_frequency_table_follows_every_change_and_is_filled_for_old
 
 
 def test_a_large_index_search_without_the_scope_first_still_returns_only_the_tenants_best(
-    make_settings: Callable[..., Settings], make_kb: Callable[..., KnowledgeBase]
+    make_settings: Callable[..., Settings],
+    make_kb: Callable[..., KnowledgeBase],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Tenant a holds 30 of 40 chunks (over half: its terms are searched without the scope first); tenant b's
     # 10 chunks say "glacier" more often, so they fill the first unscoped pool of 5 rows.
-    kb = make_kb(make_settings(bm25_prune_min_chunks=10, bm25_rescore_pool=5))
+    pruning_constants(monkeypatch, BM25_RESCORE_POOL=5)
+    kb = make_kb(make_settings(bm25_prune_min_chunks=10))
 
     harbour_and_glacier = [f"Harbour log {i}." for i in range(27)]
     harbour_and_glacier += ["Glacier melt.", "A glacier survey.", "Old glacier."]

@@ -313,9 +313,7 @@ def test_malformed_jsonl_line_fails_the_whole_file(tmp_path: Path) -> None:
     path = write(tmp_path / "bad.jsonl", '{"text": "fine"}\n{"text": broken\n{"text": "fine"}\n')
     assert load_error(path).startswith("invalid JSON on line 2:")
     nested = write(tmp_path / "nested.json", "[" * 100_000)
-    assert (
-        load_error(nested) == "invalid JSON on line 1: nested deeper than 512 levels (RAG_LOADER_MAX_DEPTH)"
-    )
+    assert load_error(nested) == "invalid JSON on line 1: nested deeper than 512 levels (LOADER_MAX_DEPTH)"
 
 
 def test_gzip_record_files_load(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""Memories (seed 000's add_memory / search_memories): add, search by meaning, list and delete, per tenant and
-per conversation, from Python, the `rag memory` commands and the REST API.
+"""Memories (the baseline design's add_memory / search_memories): add, search by meaning, list and delete, per
+tenant and per conversation, from Python, the `rag memory` commands and the REST API.
 
 What must hold everywhere: a tenant never sees, finds or deletes another tenant's memories (whatever ids it
 passes); a conversation's memories are found within it; bad input is one line naming what was wrong (CLI exit
@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from config.settings import Settings
+from persistence import memories as memories_module
 from persistence.database import APP_DB_FILENAME
 from persistence.memories import (
     InvalidMemoryError,
@@ -139,10 +140,10 @@ def test_bad_input_is_refused_and_stores_nothing(env: World, call: Any, fragment
     assert list_memories(tenant="acme") == []
 
 
-def test_the_length_limit_is_a_setting(env: World) -> None:
-    limited = env.settings.model_copy(update={"memory_max_chars": 10})
-    with pytest.raises(InvalidMemoryError, match="RAG_MEMORY_MAX_CHARS"):
-        add_memory(UNITS, tenant="acme", settings=limited)
+def test_the_length_limit_is_enforced(env: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memories_module, "MEMORY_MAX_CHARS", 10)
+    with pytest.raises(InvalidMemoryError, match="text: at most 10 characters"):
+        add_memory(UNITS, tenant="acme", settings=env.settings)
 
 
 # --- CLI --------------------------------------------------------------------------------------------------

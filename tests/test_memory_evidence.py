@@ -1,6 +1,6 @@
 """Memories are evidence: a question that a memory of the conversation answers is answered from it and cited
 as a memory, also when no document is relevant or the store holds none, through `graph.invoke`, the CLI
-and seed 001's REST /query; another conversation's and another tenant's memories never reach a prompt.
+and the seed API's REST /query; another conversation's and another tenant's memories never reach a prompt.
 
 Why these tests: the graph used to decide "nothing retrieved -> not found" before any memory was read, so
 `rag memory add "... HERON-7 ..." --conversation-id c1` then `rag ask --conversation-id c1` answered "not

@@ -3,7 +3,7 @@ answer prompt in its own section and cited as a memory; never another tenant's o
 a tenant without memories pays no search. The prompt reports its sections, and who asked (`user_id`) is
 recorded beside the tenant from every interface.
 
-Why these tests: memories used to be stored and never read (issue 21 §2). The graph runs on the fake models
+Why these tests: memories used to be stored and never read. The graph runs on the fake models
 over a two-document corpus per tenant (tests.helpers.rag_world); the generate reply is a function of its
 prompt, so it cites the memory by the number the prompt gave it, as a model following the prompt would.
 """
@@ -23,13 +23,15 @@ from sqlalchemy import create_engine, text
 from typer.testing import CliRunner
 
 from graphs.rag import build_graph
+from nodes import memory_recall
 from nodes.memory_recall import MEMORY_PREFIX, is_memory_doc, recalled_memories
 from nodes.record_turn import cacheable
 from persistence.database import APP_DB_FILENAME, open_database, upgrade
 from persistence.memories import Memory, add_memory, has_memories, recall_memories
 from prompts.answer import MEMORY_SECTION_EN
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.prompt_budget import MESSAGE_OVERHEAD_TOKENS, SECTION_NAMES, build_answer_prompt
+from retrieval.prompt_budget import SECTION_NAMES, AnswerPromptRequest, build_answer_prompt
+from retrieval.section_packing import MESSAGE_OVERHEAD_TOKENS
 from retrieval.tokens import count_tokens
 from service.cli import app as cli_app
 from state.context import Context
@@ -169,18 +171,17 @@ def test_the_node_step_scopes_to_the_turns_conversation(tenants: World) -> None:
     assert recalled_memories({"recalled_memories": []}, context, QUESTION) == []
 
 
-def test_recall_off_and_threshold_come_from_the_settings(tenants: World) -> None:
+def test_recall_off_and_the_threshold_bound_recall(tenants: World, monkeypatch: pytest.MonkeyPatch) -> None:
     remember(tenants)
     context = Context(tenant="acme")
-    off = tenants.settings.model_copy(update={"memory_recall_k": 0})
-    strict = tenants.settings.model_copy(update={"memory_recall_min_score": 0.99})
-    for settings in (off, strict):
-        tenants.resources.settings = settings
-        try:
-            assert recalled_memories({"tenant": "acme"}, context, QUESTION) == []
-        finally:
-            tenants.resources.settings = tenants.settings
+    tenants.resources.settings = tenants.settings.model_copy(update={"memory_recall_k": 0})
+    try:
+        assert recalled_memories({"tenant": "acme"}, context, QUESTION) == []
+    finally:
+        tenants.resources.settings = tenants.settings
     assert len(recalled_memories({"tenant": "acme"}, context, QUESTION)) == 1
+    monkeypatch.setattr(memory_recall, "MEMORY_RECALL_MIN_SCORE", 0.99)
+    assert recalled_memories({"tenant": "acme"}, context, QUESTION) == []
 
 
 def test_an_answer_resting_on_a_memory_is_not_cached() -> None:
@@ -226,7 +227,7 @@ def prompt(**overrides: Any) -> Any:
         "memories": [memory(7, "The customer prefers metric units.")],
         "memory_share": 0.2,
     }
-    return build_answer_prompt(**(arguments | overrides))
+    return build_answer_prompt(AnswerPromptRequest(**(arguments | overrides)))
 
 
 def test_memories_get_their_own_section_after_the_system_numbered_after_the_sources() -> None:

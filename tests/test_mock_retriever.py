@@ -1,7 +1,7 @@
-"""The mock retriever (RAG_RETRIEVER=mock, issue 21 §5, seed 002 §8): canned, deterministic passages that run
-the whole graph, `rag search` and the API's search without a store, scoped like the store: tenant, filters
-(a seed 002 `session_id`), collections, and the graph's conversation scoping (a passage of conversation A
-never reaches a question of conversation B).
+"""The mock retriever (RAG_RETRIEVER=mock, the knowledge-base design's development retriever): canned,
+deterministic passages that run the whole graph, `rag search` and the API's search without a store, scoped
+like the store: tenant, filters (the knowledge-base design's `session_id`), collections, and the graph's
+conversation scoping (a passage of conversation A never reaches a question of conversation B).
 
 Why counted store openings: the point of the mock is that nothing opens the knowledge base; a run that
 opened it and quietly degraded would look the same from its answer.
@@ -215,7 +215,7 @@ def test_rag_search_searches_the_mock(
 def test_the_api_search_and_answer_run_on_the_mock(mock_graph: WatchedResources) -> None:
     with serve_app(create_app(mock_graph.settings)) as client:
         found = client.post("/api/v1/search", json={"query": QUESTION, "filters": {"session_id": "B"}})
-        # The engine's generate scopes retrieval to its conversation_id (seed 001's is the thread).
+        # The engine's generate scopes retrieval to its conversation_id (the seed API's is the thread).
         answer = client.post("/api/v1/rag/generate", json={"query": QUESTION, "conversation_id": "conv-b"})
     assert found.status_code == 200, found.text
     assert [result["source"] for result in found.json()["results"]] == ["b.md"]

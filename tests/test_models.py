@@ -364,10 +364,9 @@ def test_model_strength_is_weak_for_the_embedded_model_and_set_for_the_grader() 
     assert factory.model_strength(s, "grade") == "strong"
 
 
-def test_openai_provider_builds_a_cached_chat_openai() -> None:
-    s = settings(
-        llm_provider="openai", llm_model="m", llm_base_url="http://x/v1", llm_timeout_s=7, llm_max_retries=1
-    )
+def test_openai_provider_builds_a_cached_chat_openai(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(factory, "LLM_MAX_RETRIES", 1)
+    s = settings(llm_provider="openai", llm_model="m", llm_base_url="http://x/v1", llm_timeout_s=7)
     model = factory.chat_model(s)
     assert type(model).__name__ == "ChatOpenAI"
     assert (model.model_name, model.openai_api_base, model.request_timeout, model.max_retries) == (

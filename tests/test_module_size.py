@@ -1,4 +1,4 @@
-"""No product module over MAX_MODULE_LINES lines (issue 22 §4: one concern per module; a module that long
+"""No product module over MAX_MODULE_LINES lines (one concern per module; a module that long
 holds several). Product modules are those of the layered packages (scripts/import_graph.packages) outside
 the benchmarks; tests, scripts and notebooks are not product code."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.helpers.import_graph import graph_tools
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-#: Lines a product module may have (the issue's "about 400", with room for a docstring's growth).
+#: Lines a product module may have ("about 400", with room for a docstring's growth).
 MAX_MODULE_LINES = 450
 #: Packages that are not product code although they are layered (benchmark runners and their CLI).
 NOT_PRODUCT = frozenset({"benchmarks"})

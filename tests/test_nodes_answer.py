@@ -290,7 +290,7 @@ def test_a_not_found_answer_is_judged_by_the_runs_relevance_threshold(
     install: Any, threshold: float, right: bool
 ) -> None:
     """One bar for "relevant" (RAG_RELEVANCE_THRESHOLD): a source under the run's threshold, which
-    grade_retrieval would not count as relevant, does not make "not found" wrong (issue 22 §1)."""
+    grade_retrieval would not count as relevant, does not make "not found" wrong."""
     install(scripted(), strength="weak")
     state = grade_state(NOT_FOUND_EN, sources=[TOWER])  # relevance 0.5
     update = grade_answer(state, runtime(relevance_threshold=threshold))

@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from config.settings import get_settings
 from graphs.rag import build_graph
 from graphs.runner import Session
+from persistence import checkpointer as checkpointer_module
 from persistence.checkpointer import (
     async_checkpointer_for,
     checkpoint_location,
@@ -141,7 +142,7 @@ def test_server_checkpointer_picks_postgres_from_the_url(
 ) -> None:
     monkeypatch.setenv("RAG_DATABASE_URL", pg_url)
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path / "rag"))
-    monkeypatch.setenv("RAG_SERVER_CHECKPOINT_KEEP", "5")
+    monkeypatch.setattr(checkpointer_module, "SERVER_CHECKPOINT_KEEP", 5)
     monkeypatch.setenv("RAG_CHECKPOINT_KEEP", "2")  # the server keeps the larger of the two
 
     async def run() -> tuple[type, int]:

@@ -9,13 +9,11 @@ import math
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
 from prompts.answer import ANSWER_USER_TEMPLATE_EN
-from retrieval.prompt_budget import (
+from retrieval.prompt_budget import AnswerPromptRequest, BudgetedPrompt, build_answer_prompt
+from retrieval.section_packing import MESSAGE_OVERHEAD_TOKENS, MIN_USEFUL_DOCUMENT_TOKENS
+from retrieval.source_blocks import (
     HEADER_FIELD_CHARS,
-    MESSAGE_OVERHEAD_TOKENS,
-    MIN_USEFUL_DOCUMENT_TOKENS,
     TRUNCATION_MARKER,
-    BudgetedPrompt,
-    build_answer_prompt,
     format_source,
     source_header,
     strip_source_headers,
@@ -67,7 +65,7 @@ def build(documents: list[RetrievedDoc], **overrides: object) -> BudgetedPrompt:
         "context_share": 0.5,
     }
     arguments.update(overrides)
-    return build_answer_prompt(**arguments)  # type: ignore[arg-type]
+    return build_answer_prompt(AnswerPromptRequest(**arguments))  # type: ignore[arg-type]
 
 
 def human_text(prompt: BudgetedPrompt) -> str:
@@ -273,9 +271,9 @@ def test_history_is_never_cut_mid_turn_nor_skipped_over() -> None:
     assert prompt.prompt_info["history_tokens"] == 0
 
 
-# The history budget used to be a fixed share (history_share, 0.25) of what remained after the context.
-# Seed 1 gives the history everything that remains after the context instead, so these tests check that
-# rule: the limit is the remainder, a long conversation fills it without pushing out the context or
+# The history budget used to be a fixed share (history_share, 0.25) of what remained after the context. The
+# baseline design gives the history everything that remains after the context instead, so these tests check
+# that rule: the limit is the remainder, a long conversation fills it without pushing out the context or
 # tipping the prompt into the fallback, and less context leaves more room for history.
 
 

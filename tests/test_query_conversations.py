@@ -1,4 +1,4 @@
-"""A conversation held through seed 001's POST /api/v1/rag/query is an engine conversation: after
+"""A conversation held through the seed API's POST /api/v1/rag/query is an engine conversation: after
 RAG_SUMMARY_EVERY_TURNS turns it summarizes itself into its tenant's store (that conversation only), and
 once it stalls (RAG_DIRECTOR_STALL_TURNS) the director gives the answer prompt its events; its questions
 still search the whole corpus (the conversation id does not scope /query's retrieval).
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from retrieval.auto_summary import summary_worker
-from retrieval.conversation_summary import SUMMARY_LEVEL, summarized_turns
+from retrieval.conversation_index import SUMMARY_LEVEL, summarized_turns
 from retrieval.knowledge_base import KnowledgeBase
 from tests.helpers.api_server import serve
 from tests.helpers.rag_world import QUESTION, World, world

@@ -97,8 +97,8 @@ def test_the_graph_refuses_one_over_the_limit_and_answers_at_it(install: Callabl
 
 def test_a_run_cannot_raise_the_limit_above_what_search_accepts() -> None:
     with pytest.raises(ValueError, match=f"at most RAG_MAX_QUERY_CHARS={LIMIT}"):
-        Context(max_question_chars=LIMIT + 1)
-    assert Context(max_question_chars=LIMIT - 1).max_question_chars == LIMIT - 1  # lowering is fine
+        Context(max_query_chars=LIMIT + 1)
+    assert Context(max_query_chars=LIMIT - 1).max_query_chars == LIMIT - 1  # lowering is fine
 
 
 @pytest.mark.parametrize("command", ["ask", "search"])

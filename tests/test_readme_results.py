@@ -165,7 +165,7 @@ def test_readme_qa_tables_match_results_qa_json() -> None:
             dataset, pipeline = row[0], row[1]
             path = RESULTS / f"qa_{dataset}_{pipeline}.json"
             assert path.is_file(), f"README QA row {dataset}/{pipeline}: no {path.relative_to(ROOT)}"
-            # current_names: files written before issue 22 named the gold containment "accuracy"
+            # current_names: older files name the gold containment "accuracy"
             report = current_names(json.loads(path.read_text(encoding="utf-8")))
             for name, cell in zip(header[2:], row[2:], strict=True):
                 key = QA_COLUMNS.get(name)

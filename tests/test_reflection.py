@@ -1,4 +1,4 @@
-"""The reflector's seed form (seed 003, issue 21 §5): each Self-RAG grade on a 1-10 scale, "under 7 needs
+"""The notes assistant's reflector form: each Self-RAG grade on a 1-10 scale, "under 7 needs
 improvement", a grade model's reply read leniently (weak models answer 1-10, in prose, or in the seed's own
 {"score", "suggestions"} form), and the grader's suggestions reaching the next round's prompt and query.
 

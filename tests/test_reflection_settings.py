@@ -1,10 +1,9 @@
-"""Seed 003's reflection settings reach the engine's one knob of each meaning (issue 21 §5).
+"""The notes assistant's reflection settings map onto one engine setting each (docs/configuration.md).
 
-Why: the notes assistant configures its reflector with RAG_ENABLE_REFLECTION, RAG_MAX_REFLECTION_ROUNDS,
-RAG_ENABLE_QUERY_REWRITING, RAG_ENABLE_HYDE and RAG_RETRY_STRATEGY. The engine already had the first four
-under other names; a second setting of the same meaning would let the two disagree, so the seed's names are
-read into the existing settings (and the Context fields behind them). Its minimum score is no setting: the
-answer's calibrator brings it (docs/configuration.md).
+Why: its reflector is configured by enableReflection, maxReflectionRounds, enableQueryRewriting, enableHyDE
+and retryStrategy. Each has one engine setting of the same meaning, read from one variable (a second name
+would let the two disagree), and the run's context takes the setting's value. Its minimum score is no
+setting: the answer's calibrator brings it (docs/configuration.md).
 """
 
 from __future__ import annotations
@@ -20,15 +19,15 @@ from state.context import Context
 @pytest.mark.parametrize(
     ("variable", "value", "setting", "expected"),
     [
-        ("RAG_ENABLE_REFLECTION", "false", "self_rag", False),
-        ("RAG_ENABLE_HYDE", "false", "hyde", False),
-        ("RAG_MAX_REFLECTION_ROUNDS", "2", "max_iterations", 2),
-        ("RAG_ENABLE_QUERY_REWRITING", "false", "rewrite", "none"),
-        ("RAG_ENABLE_QUERY_REWRITING", "true", "rewrite", "auto"),
+        ("RAG_SELF_RAG", "false", "self_rag", False),
+        ("RAG_HYDE", "false", "hyde", False),
+        ("RAG_MAX_ITERATIONS", "2", "max_iterations", 2),
+        ("RAG_REWRITE", "none", "rewrite", "none"),
+        ("RAG_REWRITE", "multi", "rewrite", "multi"),
         ("RAG_RETRY_STRATEGY", "both", "retry_strategy", "both"),
     ],
 )
-def test_a_seed_003_name_reaches_the_setting_and_the_run_context(
+def test_the_reflection_setting_reaches_the_run_context(
     monkeypatch: pytest.MonkeyPatch, variable: str, value: str, setting: str, expected: Any
 ) -> None:
     monkeypatch.setenv(variable, value)

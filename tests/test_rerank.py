@@ -1,5 +1,5 @@
-"""LLM rerank (retrieval/rerank.py) and the answer modes' retrieval (seed 001): what each decides, with fake
-models and no server.
+"""LLM rerank (retrieval/rerank.py) and the answer modes' retrieval (the seed API's modes): what each decides,
+with fake models and no server.
 
 Why: a rerank must cost exactly one model call, read a small model's near-miss replies, and never make a
 search worse than fusion when the reply is garbage or the call fails; the modes must change retrieval (k per
@@ -126,13 +126,12 @@ def test_one_candidate_needs_no_call() -> None:
 
 
 def test_modes_change_k_and_weights() -> None:
-    settings = load_settings()
-    assert mode_retrieval(Context(mode="simple", top_k=6), settings) == (6, None)
-    assert mode_retrieval(Context(mode="auto", top_k=6), settings) == (6, None)
-    assert mode_retrieval(Context(mode="precise", top_k=6), settings) == (6, (0.8, 0.2))
-    assert mode_retrieval(Context(mode="advanced", top_k=6), settings) == (2, None)
-    assert mode_retrieval(Context(mode="advanced", top_k=5), settings) == (2, None)  # rounded up
-    assert mode_retrieval(Context(mode="advanced", top_k=1), settings) == (1, None)
+    assert mode_retrieval(Context(mode="simple", top_k=6)) == (6, None)
+    assert mode_retrieval(Context(mode="auto", top_k=6)) == (6, None)
+    assert mode_retrieval(Context(mode="precise", top_k=6)) == (6, (0.8, 0.2))
+    assert mode_retrieval(Context(mode="advanced", top_k=6)) == (2, None)
+    assert mode_retrieval(Context(mode="advanced", top_k=5)) == (2, None)  # rounded up
+    assert mode_retrieval(Context(mode="advanced", top_k=1)) == (1, None)
 
 
 def test_advanced_mode_writes_three_queries_the_question_first() -> None:

@@ -1,4 +1,4 @@
-"""Seed 003's retryStrategy (issue 21 §5): what a retrieval retry searches, from the plan (pure) through
+"""The notes assistant's retryStrategy: what a retrieval retry searches, from the plan (pure) through
 reformulate's queries and depth to the retrieve tasks the router fans out and the k each one searches.
 
 Why: "expand" must search the same query deeper (not a rewritten one), "rewrite" must search new queries at
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from graphs.routing import fan_out_queries
+from nodes import retrieve as retrieve_module
 from nodes.reformulate import reformulate
 from nodes.retrieve import scoped_search
 from nodes.retry_strategy import RetryPlan, plan_retry, search_k
@@ -144,12 +145,9 @@ def test_a_turn_without_depth_fans_out_at_depth_1() -> None:
 
 
 class RecordingSearcher:
-    """What scoped_search needs of a Searcher: settings, embed_query, and search (recording its k)."""
+    """What scoped_search needs of a Searcher: embed_query, and search (recording its k)."""
 
-    def __init__(self, candidate_k: int) -> None:
-        self.settings = SimpleNamespace(
-            candidate_k=candidate_k, advanced_queries=3, precise_dense_weight=0.8, precise_bm25_weight=0.2
-        )
+    def __init__(self) -> None:
         self.ks: list[int] = []
 
     def embed_query(self, text: str) -> list[float]:
@@ -161,8 +159,11 @@ class RecordingSearcher:
 
 
 @pytest.mark.parametrize(("depth", "k"), [(1, 5), (2, 10), (4, 20), (64, 30)])
-def test_a_deeper_task_searches_k_times_its_depth_up_to_candidate_k(depth: int, k: int) -> None:
-    searcher = RecordingSearcher(candidate_k=30)
+def test_a_deeper_task_searches_k_times_its_depth_up_to_candidate_k(
+    depth: int, k: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retrieve_module, "CANDIDATE_K", 30)
+    searcher = RecordingSearcher()
     scoped_search(
         searcher,  # type: ignore[arg-type]
         QUESTION,

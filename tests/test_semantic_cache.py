@@ -25,8 +25,15 @@ from config.settings import Settings
 from graphs.rag import build_graph
 from nodes.resources import Resources
 from persistence.database import open_database
-from persistence.semantic_cache import SemanticCache, cache_counters, get_semantic_cache, reset_cache_counters
+from persistence.semantic_cache import (
+    CACHE_MAX_ENTRIES,
+    SemanticCache,
+    cache_counters,
+    get_semantic_cache,
+    reset_cache_counters,
+)
 from persistence.semantic_cache_backends import CacheScope, RedisCacheBackend, SqlCacheBackend
+from persistence.vector_store import DEFAULT_COLLECTION
 from retrieval.deletion import delete_content
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
@@ -183,17 +190,18 @@ def make_cache(
     opened = []
 
     def factory(**overrides: Any) -> tuple[SemanticCache, Clock]:
+        max_entries = overrides.pop("cache_max_entries", CACHE_MAX_ENTRIES)
         overrides = {"data_dir": tmp_path / "rag", "cache_ttl_s": TTL_S, **overrides}
         settings = Settings(**overrides)
         clock = Clock()
         if request.param == "sql":
             database = open_database(f"sqlite:///{tmp_path / f'cache-{len(opened)}.sqlite'}")
             opened.append(database)
-            backend: Any = SqlCacheBackend(database, settings.cache_ttl_s, settings.cache_max_entries)
+            backend: Any = SqlCacheBackend(database, settings.cache_ttl_s, max_entries)
         else:
             opened.append(None)
             backend = RedisCacheBackend(
-                "redis://unused", settings.cache_ttl_s, settings.cache_max_entries, client=FakeRedis(clock)
+                "redis://unused", settings.cache_ttl_s, max_entries, client=FakeRedis(clock)
             )
         embeddings = HashEmbeddings()
         return SemanticCache(settings, backend, embeddings=lambda: embeddings, clock=clock), clock
@@ -377,7 +385,7 @@ def test_the_cache_setting_off_never_answers_from_the_cache(
 def chunk_ids(built: World, tenant: str, name: str) -> set[str]:
     """The chunk ids of one file of `tenant`'s folder (answers show sources by name, not by path)."""
     source = str((built.folders[tenant] / name).resolve())
-    collection = built.settings.default_collection
+    collection = DEFAULT_COLLECTION
     return {chunk.chunk_id for chunk in built.kb.catalog.source_chunks(tenant, collection, source)}
 
 

@@ -54,8 +54,8 @@ def test_unknown_search_mode_names_the_variable(monkeypatch: pytest.MonkeyPatch)
 
 @pytest.mark.parametrize("size", ["256", "400", "512"])
 def test_chunk_sizes_up_to_512_are_accepted_with_minilm(monkeypatch: pytest.MonkeyPatch, size: str) -> None:
-    """Seeds 002 and 003 configure up to 512 tokens: MiniLM embeds a chunk beyond its 256-token window by
-    windows, pooled (retrieval/window_pooling.py)."""
+    """The knowledge-base and notes-assistant designs configure up to 512 tokens: MiniLM embeds a chunk beyond
+    its 256-token window by windows, pooled (retrieval/window_pooling.py)."""
     monkeypatch.setenv("RAG_CHUNK_SIZE", size)
     assert load_settings().chunk_size == int(size)
 

@@ -1,4 +1,4 @@
-"""One way to read the settings (issue 22 §1): `get_settings()`, with one cache that follows the environment.
+"""One way to read the settings: `get_settings()`, with one cache that follows the environment.
 
 Why: the settings were read three ways with three caches (config's `get_settings` read once per process,
 state/context.py's `default_settings` keyed on `.env`, persistence's accessor), so a changed `RAG_TOP_K`
@@ -24,7 +24,8 @@ from tests.conftest import REPO_ROOT
 
 PRODUCT_PACKAGES = ("config", "core", "evals", "graphs", "models", "nodes", "persistence", "prompts")
 PRODUCT_PACKAGES += ("query", "retrieval", "service", "state")
-#: Lines a module may have (issue 22 §4: "no module over ~400 lines"); the context is a small dataclass.
+#: Lines a module may have (one concern per module: "no module over ~400 lines"); the context is a small
+#: dataclass.
 MODULE_MAX_LINES = 400
 CONTEXT_MAX_LINES = 200
 

@@ -1,4 +1,4 @@
-"""The shared index (issue 10 §2): with RAG_DATABASE_URL on PostgreSQL the catalog and the keyword index live
+"""The shared index: with RAG_DATABASE_URL on PostgreSQL the catalog and the keyword index live
 in that database, and Chroma runs as a server; every worker sees the same documents.
 
 Each test works in a fresh database (`pg_url`) and its own tenant names on the shared Chroma server.

@@ -1,4 +1,4 @@
-"""A lost vector store, a damaged keyword index or catalog, and `rag doctor` (issue 7 §5).
+"""A lost vector store, a damaged keyword index or catalog, and `rag doctor`.
 
 Why these matter: Chroma is a derived index that can vanish on its own (a deleted folder), and before this
 the loss was silent (dense search found nothing, hybrid quietly became BM25) and never rebuilt. The catalog

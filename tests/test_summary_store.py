@@ -26,14 +26,15 @@ from persistence.long_term_store import (
 )
 from persistence.store_search import STORE_PAGE
 from persistence.summary_store import director_scope, summary_scope, thread_record
-from retrieval.conversation_summary import (
+from retrieval.conversation_index import (
     DETAIL_LEVEL,
+    MEMORY_COLLECTION,
     SUMMARY_LEVEL,
-    ConversationTurn,
     conversation_source,
     index_conversation,
     summarized_turns,
 )
+from retrieval.conversation_summary import ConversationTurn
 from retrieval.director import director_search
 from retrieval.indexing import index_documents, index_event
 from retrieval.knowledge_base import KnowledgeBase
@@ -70,7 +71,7 @@ def test_a_summary_goes_to_the_conversations_namespace_and_not_the_catalog(kb: K
     levels = sorted(item.value["level"] for item in stored)  # type: ignore[attr-defined]
     assert levels == [DETAIL_LEVEL, DETAIL_LEVEL, DETAIL_LEVEL, SUMMARY_LEVEL]
     assert {item.value["thread_id"] for item in stored} == {"t1"}  # type: ignore[attr-defined]
-    assert kb.catalog.document("acme", kb.settings.memory_collection, conversation_source("t1")) is None
+    assert kb.catalog.document("acme", MEMORY_COLLECTION, conversation_source("t1")) is None
     assert summarized_turns(kb, "t1", tenant="acme") == 3 and summarized_turns(kb, "t1", tenant="globex") == 0
     again = index_conversation(kb, KEY_TURNS, thread_id="t1", conversation_id="c1", tenant="acme")
     assert again.status == "skipped" and len(items(store, summary_scope("acme", "c1"))) == 4
@@ -202,7 +203,7 @@ def plant_legacy(kb: KnowledgeBase) -> dict[str, str]:
             ("Turn 2\nUser: Who guards it?\nAssistant: Odo.", DETAIL_LEVEL, 2),
         )
     ]
-    collection = kb.settings.memory_collection
+    collection = MEMORY_COLLECTION
     index_documents(
         kb, documents, source=source, source_hash="turns=2:abc", tenant="acme", collection=collection
     )
@@ -233,7 +234,7 @@ def test_old_rows_are_copied_once_with_their_ids_and_texts(kb: KnowledgeBase, se
     record = thread_record(store, "acme", "t1")
     assert record is not None and (record.conversation_id, record.turns) == ("c1", 2)
     # the summaries leave the knowledge base; the event stays a document there
-    assert kb.catalog.document("acme", settings.memory_collection, conversation_source("t1")) is None
+    assert kb.catalog.document("acme", MEMORY_COLLECTION, conversation_source("t1")) is None
     assert kb.catalog.document("acme", "events", "event:0123456789abcdef") is not None
     assert copy_legacy_summaries(kb, store) == 0  # the marker: a second run writes nothing
     assert len(items(store, summary_scope("acme", "c1"))) == 3

@@ -1,4 +1,4 @@
-"""The per-text caches of the answer checks (issue 22 §6) give what the uncached functions gave, and a caller
+"""The per-text caches of the answer checks give what the uncached functions gave, and a caller
 that changes a returned value changes no later answer."""
 
 from __future__ import annotations

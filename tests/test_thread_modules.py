@@ -1,4 +1,4 @@
-"""The checkpoint modules import one another without a cycle (issue 22 §4): persistence/threads.py and
+"""The checkpoint modules import one another without a cycle: persistence/threads.py and
 persistence/postgres_checkpoints.py used to import each other (hidden behind a TYPE_CHECKING import), and the
 split keeps each module at most ~400 lines."""
 

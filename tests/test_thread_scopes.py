@@ -92,7 +92,7 @@ def test_a_thread_stored_before_scoping_stays_its_owners(settings: Settings, kb:
 def test_threads_list_shows_first_question_turns_and_last_activity(
     settings: Settings, kb: KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 21 §4: a person recognises a thread by its first question, not its id."""
+    """A person recognises a thread by its first question, not its id."""
     session = Session(settings)
     with use_resources(fake_resources(kb, turn_model(), settings=settings, strength="strong")):
         session.ask(QUESTION_A, thread_id="t1", context=Context(tenant="acme"))

@@ -44,20 +44,11 @@ class ApiSettings(BaseModel):
         le=API_TIMEOUT_MAX_S,
         description="One model call itself, at most (then 504); waiting for the model excluded. 0 = auto: "
         "for the embedded model, from its speed measured at start-up, the prompt window and the completion "
-        "cap (times RAG_API_TIMEOUT_SAFETY_FACTOR); 30 s for an endpoint (service/api/limits.py).",
-    )
-    api_timeout_safety_factor: float = Field(
-        3.0,
-        ge=1.0,
-        le=100.0,
-        description="Auto limits of the embedded model: the worst-case call time at the measured speed, "
-        "times this (the start-up probe's rates varied about 3x on a shared 2-core machine: 50 to 150 "
-        "prompt tokens/s).",
+        "cap (times API_TIMEOUT_SAFETY_FACTOR); 30 s for an endpoint (service/api/limits.py).",
     )
     api_queue_timeout_s: float = Field(
         600.0, gt=0, description="Waiting for a run slot or for the model, at most (then 503 + Retry-After)."
     )
-    api_retry_after_s: int = Field(10, ge=1, description="Retry-After (s) of a 503 for a full queue.")
     api_model_concurrency: int = Field(
         0,
         ge=0,
@@ -65,8 +56,6 @@ class ApiSettings(BaseModel):
         description="Calls to one model at once (0 = auto: 2 for the embedded model, no cap for endpoints).",
     )
     api_retrieval_timeout_s: float = Field(10.0, gt=0, description="One retrieval, at most (then 504).")
-    api_max_top_k: int = Field(50, ge=1, le=100, description="Largest top_k the API accepts (then 422).")
-    api_max_batch: int = Field(50, ge=1, le=1000, description="Queries in one batch request, at most.")
     api_max_json_bytes: int = Field(
         10_000_000,
         ge=1024,
@@ -79,7 +68,6 @@ class ApiSettings(BaseModel):
         description="Body of one upload request, all its files together, at most (then 413, refused as it "
         "arrives; files spool to disk). Keep it above RAG_MAX_FILE_BYTES, the cap of each file.",
     )
-    api_batch_concurrency: int = Field(4, ge=1, le=64, description="Queries of a batch run at once.")
     api_workers: int = Field(16, ge=1, le=256, description="Graph runs the API executes at once.")
     api_tenant_runs: int = Field(
         4,
@@ -88,14 +76,6 @@ class ApiSettings(BaseModel):
         description="Graph runs and searches one tenant may have in the worker pool at once (0 = no "
         "per-tenant bound); its further requests wait without holding a worker (at most "
         "RAG_API_QUEUE_TIMEOUT_S, then 503), so one tenant's flood leaves workers to the others.",
-    )
-    api_tenant_model_calls: int = Field(
-        1,
-        ge=0,
-        le=256,
-        description="Places at a gated model (RAG_API_MODEL_CONCURRENCY) one tenant may hold at once (0 = no "
-        "per-tenant bound); a freed place goes to the waiting tenant holding the fewest, then the least "
-        "recently served. A hard bound: a lone tenant also uses only this many places.",
     )
     api_health_model_probe: bool = Field(
         True, description="The health route asks the model for one token (else only builds the client)."

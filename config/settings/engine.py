@@ -10,6 +10,7 @@ what relates fields of two groups (a chunk size and the embedding model's window
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -96,20 +97,18 @@ def _describe(error: ValidationError) -> str:
         field = ".".join(str(part) for part in item.get("loc", ()))
         message = item.get("msg", "invalid value")
         if field:
-            # A field read under an alias reports the alias itself (already RAG_...).
-            name = field.upper() if field.upper().startswith(ENV_PREFIX) else f"{ENV_PREFIX}{field.upper()}"
-            lines.append(f"{name}: {message} (got {item.get('input')!r})")
+            lines.append(f"{ENV_PREFIX}{field.upper()}: {message} (got {item.get('input')!r})")
         else:
             lines.append(message.removeprefix("Value error, "))
     return "invalid settings: " + "; ".join(lines)
 
 
-def load_settings(**overrides: object) -> Settings:
+def load_settings(**overrides: Any) -> Settings:
     """Build settings from the environment (and overrides), raising SettingsError naming the bad variable.
 
     A fresh read each call: code that wants the environment's settings calls `get_settings()` (reader.py),
     which reads through here once per environment; this is for settings with explicit overrides."""
     try:
-        return Settings(**overrides)  # type: ignore[arg-type]
+        return Settings(**overrides)  # each value validated by pydantic against its field
     except ValidationError as error:
         raise SettingsError(_describe(error)) from None

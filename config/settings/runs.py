@@ -6,18 +6,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteOverride = Literal["auto", "multi", "hyde", "decompose", "expand", "none"]
 Preference = Literal["accuracy", "speed", "balanced"]
 GraderKind = Literal["llm", "score", "auto"]
-#: What a retrieval retry does (seed 003's `retryStrategy`; nodes/retry_strategy.py): expand = the same
-#: queries searched deeper (a larger k), rewrite = reformulated queries, both = the two in one round.
+#: What a retrieval retry does (the notes assistant's `retryStrategy`; nodes/retry_strategy.py): expand =
+#: the same queries searched deeper (a larger k), rewrite = reformulated queries, both = the two in one round.
 RetryStrategy = Literal["expand", "rewrite", "both"]
-#: Words read as an on/off value by the settings that also accept a seed's boolean name.
-_TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
-_FALSE_WORDS = frozenset({"false", "0", "no", "off"})
 AnalyzerKind = Literal["llm", "heuristic", "auto"]
 AnswerSource = Literal["rag", "chat"]
 #: Who writes the short answer: the model, the extractive answerer (no model call), or the model with the
@@ -39,37 +36,24 @@ class RunSettings(BaseModel):
     )
     rewrite: RewriteOverride = Field(
         "auto",
-        # RAG_ENABLE_QUERY_REWRITING is seed 003's on/off name of this knob: true = auto, false = none.
-        validation_alias=AliasChoices("rewrite", "RAG_REWRITE", "RAG_ENABLE_QUERY_REWRITING"),
         description="Query rewriting of the first search: auto (by strategy) or a fixed method "
-        "(RAG_REWRITE; or RAG_ENABLE_QUERY_REWRITING=true|false, read as auto|none). Retries follow "
-        "RAG_RETRY_STRATEGY.",
+        "(none = the question as asked). Retries follow RAG_RETRY_STRATEGY.",
     )
     hyde: bool = Field(
         True,
-        validation_alias=AliasChoices("hyde", "RAG_HYDE", "RAG_ENABLE_HYDE"),
         description="Strategy selection may choose HyDE (a hypothetical answer passage searched for); false "
-        "never does (RAG_REWRITE=hyde still does: an explicit method wins). RAG_HYDE or RAG_ENABLE_HYDE.",
+        "never does (RAG_REWRITE=hyde still does: an explicit method wins).",
     )
     self_rag: bool = Field(
         True,
-        validation_alias=AliasChoices("self_rag", "RAG_SELF_RAG", "RAG_ENABLE_REFLECTION"),
-        description="Self-RAG (seed 003's reflection): grade each answer and revise it or search again until "
-        "it passes; false accepts the first answer (no grading call, no revision). RAG_SELF_RAG or "
-        "RAG_ENABLE_REFLECTION.",
+        description="Self-RAG (the notes assistant's reflection loop): grade each answer and revise it or "
+        "search again until it passes; false accepts the first answer (no grading call, no revision).",
     )
     retry_strategy: RetryStrategy = Field(
         "rewrite",
         description="What a retrieval retry does (after poor passages or an answer that needs improvement): "
-        "expand = the same queries searched deeper (k times RAG_RETRY_EXPAND_FACTOR each retry), rewrite = "
+        "expand = the same queries searched deeper (k times RETRY_EXPAND_FACTOR each retry), rewrite = "
         "reformulated queries, both = both in one round.",
-    )
-    retry_expand_factor: int = Field(
-        2,
-        ge=2,
-        le=10,
-        description="Factor on the k of each expanding retry (RAG_RETRY_STRATEGY expand or both): top_k, "
-        "then top_k x factor, x factor^2...; at most RAG_CANDIDATE_K.",
     )
     preference: Preference = Field(
         "balanced", description="accuracy | speed | balanced: how much work to spend."
@@ -84,13 +68,6 @@ class RunSettings(BaseModel):
         description="Focused read: after the draft, the model reads the one passage that holds its "
         "answer again in a short prompt, and the short answer it gives there (when the passage holds it) "
         "becomes the bold short answer (one more model call, ~1-2 s on 2 cores); false keeps the draft's.",
-    )
-    focused_read_tokens: int = Field(
-        400,
-        ge=32,
-        le=4000,
-        description="Tokens of the passage given to the focused read, at most (the sentences around the "
-        "draft's answer when the passage is longer).",
     )
     answer_decoding: AnswerDecoding = Field(
         "text",
@@ -107,10 +84,8 @@ class RunSettings(BaseModel):
         3,
         ge=1,
         le=10,
-        # RAG_MAX_REFLECTION_ROUNDS is seed 003's name: each answer attempt is one graded (reflection) round.
-        validation_alias=AliasChoices("max_iterations", "RAG_MAX_ITERATIONS", "RAG_MAX_REFLECTION_ROUNDS"),
-        description="Bound on retrieval rounds and on answer attempts, each graded once (Self-RAG loops; "
-        "RAG_MAX_ITERATIONS or RAG_MAX_REFLECTION_ROUNDS).",
+        description="Bound on retrieval rounds and on answer attempts, each graded once (Self-RAG "
+        "loops; the notes assistant's reflection rounds).",
     )
     iterative_hops: int = Field(
         2, ge=1, le=3, description="Retrieval hops of the ITERATIVE (multi-hop) strategy."
@@ -159,7 +134,6 @@ class RunSettings(BaseModel):
     query_variants: int = Field(
         3, ge=1, le=8, description="Variants generated by multi-query rewriting (plus the original)."
     )
-    max_subquestions: int = Field(4, ge=2, le=8, description="Sub-questions of decomposition (2 to this).")
     cross_conversation_share: float = Field(
         0.0,
         ge=0.0,
@@ -182,14 +156,3 @@ class RunSettings(BaseModel):
         description="rag: no evidence -> the honest not-found answer; chat: no evidence -> answer from the "
         "conversation history.",
     )
-
-    @field_validator("rewrite", mode="before")
-    @classmethod
-    def _rewriting_switch(cls, value: object) -> object:
-        """RAG_ENABLE_QUERY_REWRITING's on/off value as a method: on = auto (by strategy), off = none."""
-        word = str(value).strip().lower() if isinstance(value, str | bool) else None
-        if word in _TRUE_WORDS:
-            return "auto"
-        if word in _FALSE_WORDS:
-            return "none"
-        return value

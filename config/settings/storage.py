@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, BaseModel, Field
+from pydantic import BaseModel, Field
 
 CheckpointDurability = Literal["exit", "async", "sync"]
 
@@ -30,26 +30,16 @@ class StorageSettings(BaseModel):
         "travel over every turn). Each checkpoint holds the whole conversation, so keeping all makes every "
         "turn cost more than the one before (41 KB/turn on average at turn 100 with all kept, 6.3 KB with "
         "10, with the tests' fake models); 10 keeps time travel over the last ten turns. The LangGraph "
-        "server's saver keeps at least RAG_SERVER_CHECKPOINT_KEEP.",
-    )
-    server_checkpoint_keep: int = Field(
-        16,
-        ge=1,
-        description="Checkpoints the LangGraph server's saver keeps per thread after each save: the server "
-        "saves after every step (its own durability), so without this its storage grows without bound. "
-        "16 keeps about the latest turn's steps for Studio's history and time travel.",
+        "server's saver keeps at least SERVER_CHECKPOINT_KEEP (persistence/checkpointer.py).",
     )
     chroma_host: str | None = Field(
         None, description="Chroma server host; unset = embedded persistent Chroma."
     )
     chroma_port: int = Field(8000, ge=1, le=65535, description="Chroma server port (with chroma_host).")
-    default_collection: str = Field("default", min_length=1, description="Collection (category) by default.")
     default_tenant: str = Field(
         "default",
         min_length=1,
-        # RAG_TENANT is the name the run's context (state/context.py `tenant`) read: both reach this field.
-        validation_alias=AliasChoices("default_tenant", "RAG_DEFAULT_TENANT", "RAG_TENANT"),
-        description="Tenant every search and graph run is scoped to (RAG_DEFAULT_TENANT or RAG_TENANT).",
+        description="Tenant every search and graph run is scoped to (the run's context field `tenant`).",
     )
     default_user: str = Field(
         "",
@@ -61,13 +51,6 @@ class StorageSettings(BaseModel):
     )
     thread_lock_timeout_s: float = Field(
         120.0, ge=0, description="Seconds a turn waits for another turn on its thread (then 'thread busy')."
-    )
-    ingest_lock_timeout_s: float = Field(
-        600.0,
-        ge=0,
-        description="Seconds an ingest waits for another ingest into the same tenant and collection (another "
-        "process, or another request) before it gives up with 'ingest busy' (CLI exit 1, HTTP 409); 0 = skip "
-        "at once.",
     )
 
     # --- derived paths -------------------------------------------------------------------------
@@ -103,13 +86,6 @@ class TablesSettings(BaseModel):
         description="Seconds to wait for the database server (RAG_DATABASE_URL=postgresql://...) before a "
         "store-unavailable error (CLI exit 1, HTTP 503).",
     )
-    database_pool_size: int = Field(
-        10,
-        ge=1,
-        le=1000,
-        description="Connections per process to PostgreSQL for conversations (the LangGraph saver's pool); "
-        "turns waiting for the thread lock hold one more each while they wait.",
-    )
     pg_keyword_backend: Literal["bm25", "ts_rank", "ts_rank_cd"] = Field(
         "bm25",
         description="Keyword index when the catalog is on PostgreSQL (RAG_DATABASE_URL): bm25 = a postings "
@@ -128,41 +104,12 @@ class TablesSettings(BaseModel):
     price_completion_per_1k: float | None = Field(
         None, ge=0, description="Price of 1,000 completion tokens, as RAG_PRICE_PROMPT_PER_1K."
     )
-    feedback_max_comment_chars: int = Field(
-        2000,
-        ge=1,
-        le=100_000,
-        description="Longest comment of an answer's feedback (`rag feedback`, POST /api/v1/feedback).",
-    )
-    memory_max_chars: int = Field(20_000, ge=1, description="Longest memory text accepted.")
-    memory_search_k: int = Field(5, ge=1, le=100, description="Memories a search returns by default.")
     memory_recall_k: int = Field(
         3,
         ge=0,
         le=20,
         description="Memories recalled into an answer prompt, at most (the question's nearest ones of the "
         "conversation first, then the tenant-wide ones); 0 = memories are never recalled.",
-    )
-    memory_recall_min_score: float = Field(
-        0.3,
-        ge=-1.0,
-        le=1.0,
-        description="Cosine similarity to the question a memory needs to be recalled (below it, a note about "
-        "something else would only take room from the sources).",
-    )
-    memory_share: float = Field(
-        0.15,
-        ge=0.0,
-        le=1.0,
-        description="Share of the answer window left after the fixed part that recalled memories may use "
-        "(budgeted before sources and history).",
-    )
-    prompt_info_section_chars: int = Field(
-        300,
-        ge=0,
-        le=100_000,
-        description="Characters of each prompt section's text kept in prompt_info (the rest is cut with an "
-        "ellipsis: prompt_info is stored with every checkpoint).",
     )
     source_duplicate_similarity: float = Field(
         0.9,
@@ -181,9 +128,6 @@ class TablesSettings(BaseModel):
         "collection, filters, conversation, mode and model).",
     )
     cache_ttl_s: float = Field(3600.0, gt=0, description="Seconds a cached answer stays valid.")
-    cache_max_entries: int = Field(
-        2000, ge=1, description="Cached answers kept per tenant (the oldest are dropped first)."
-    )
     redis_url: str | None = Field(
         None,
         description="Redis URL for the semantic cache (e.g. redis://localhost:6379/0); unset = SQL table.",

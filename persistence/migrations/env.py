@@ -8,7 +8,7 @@ the `alembic` command line, run with `-x url=...` or a `sqlalchemy.url`, gets an
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine
+from sqlalchemy import Connection, create_engine
 
 from persistence.database import Base
 
@@ -16,7 +16,7 @@ config = context.config
 target_metadata = Base.metadata
 
 
-def _run(connection) -> None:  # noqa: ANN001 - an SQLAlchemy Connection
+def _run(connection: Connection) -> None:
     context.configure(connection=connection, target_metadata=target_metadata, render_as_batch=True)
     with context.begin_transaction():
         context.run_migrations()
@@ -41,6 +41,8 @@ def run_migrations_online() -> None:
         _run(connection)
         return
     url = context.get_x_argument(as_dictionary=True).get("url") or config.get_main_option("sqlalchemy.url")
+    if not url:
+        raise SystemExit("no database URL: run alembic with -x url=... or set sqlalchemy.url")
     engine = create_engine(url)
     with engine.begin() as connection:
         _run(connection)

@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from config.settings import Settings
 from retrieval.loaders.guard import LoaderError
 from retrieval.loaders.registry import SUPPORTED_SUFFIXES, suffix_of
 
@@ -37,6 +36,14 @@ _FILE_KINDS = (
     (stat.S_ISSOCK, "a socket"),
 )
 
+#: Zip-based files (.docx) whose entries inflate to more than this are refused before parsing: a zip bomb
+#: of 873 KB inflating to 300 MB of XML took 5.6 GB of memory. As large as the largest file accepted.
+MAX_UNZIPPED_BYTES = 50_000_000
+#: Zip-based files with more entries are refused (a real .docx holds a few dozen).
+MAX_ZIP_ENTRIES = 10_000
+#: Zip entries over 1 MiB that inflate more than this many times are refused (XML compresses ~10x).
+MAX_ZIP_RATIO = 200.0
+
 
 @dataclass(frozen=True)
 class ZipLimits:
@@ -46,14 +53,9 @@ class ZipLimits:
     safe moment to refuse a zip bomb is before parsing.
     """
 
-    max_unzipped_bytes: int = Settings.model_fields["max_unzipped_bytes"].default
-    max_entries: int = Settings.model_fields["max_zip_entries"].default
-    max_ratio: float = Settings.model_fields["max_zip_ratio"].default
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ZipLimits:
-        """The limits of these settings (RAG_MAX_UNZIPPED_BYTES, RAG_MAX_ZIP_ENTRIES, RAG_MAX_ZIP_RATIO)."""
-        return cls(settings.max_unzipped_bytes, settings.max_zip_entries, settings.max_zip_ratio)
+    max_unzipped_bytes: int = MAX_UNZIPPED_BYTES
+    max_entries: int = MAX_ZIP_ENTRIES
+    max_ratio: float = MAX_ZIP_RATIO
 
 
 def safe_resolve(path: Path) -> Path:
@@ -151,7 +153,7 @@ def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
     write. Python's zipfile returns no more than an entry's declared size, but `read()` of a whole entry
     (what python-docx does) first inflates everything the compressed stream holds and only then truncates:
     a 340 KB .docx declaring 1,000 bytes took 630 MB. Here each entry is inflated 1 MiB at a time, which
-    zipfile bounds, the bytes actually produced are counted against RAG_MAX_UNZIPPED_BYTES, and the parser
+    zipfile bounds, the bytes actually produced are counted against MAX_UNZIPPED_BYTES, and the parser
     then reads stored entries that inflate nothing.
     """
     _check_zip_directory(data, limits, kind)
@@ -174,12 +176,12 @@ def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
                         if inflated > limits.max_unzipped_bytes:
                             raise LoaderError(
                                 f"zip bomb refused: inflates to more than {limits.max_unzipped_bytes} bytes "
-                                "(RAG_MAX_UNZIPPED_BYTES)"
+                                "(MAX_UNZIPPED_BYTES)"
                             )
                         target.write(block)
     except LoaderError:
         raise
-    except Exception as exc:  # noqa: BLE001 - bad CRC, encryption, unknown methods, truncation: all corrupt
+    except Exception as exc:  # bad CRC, encryption, unknown methods, truncation: all corrupt
         raise LoaderError(f"corrupt {kind}: {str(exc) or type(exc).__name__}") from exc
     return copy.getvalue()
 
@@ -194,20 +196,19 @@ def _check_zip_directory(data: bytes, limits: ZipLimits, kind: str) -> None:
         raise LoaderError(f"corrupt {kind}: {exc}") from exc
     if len(entries) > limits.max_entries:
         raise LoaderError(
-            f"zip bomb refused: {len(entries)} entries > {limits.max_entries} (RAG_MAX_ZIP_ENTRIES)"
+            f"zip bomb refused: {len(entries)} entries > {limits.max_entries} (MAX_ZIP_ENTRIES)"
         )
     total = sum(entry.file_size for entry in entries)
     if total > limits.max_unzipped_bytes:
         raise LoaderError(
-            f"zip bomb refused: inflates to {total} bytes > {limits.max_unzipped_bytes} "
-            "(RAG_MAX_UNZIPPED_BYTES)"
+            f"zip bomb refused: inflates to {total} bytes > {limits.max_unzipped_bytes} (MAX_UNZIPPED_BYTES)"
         )
     for entry in entries:
         ratio = entry.file_size / max(entry.compress_size, 1)
         if entry.file_size > ZIP_RATIO_MIN_BYTES and ratio > limits.max_ratio:
             raise LoaderError(
                 f"zip bomb refused: {entry.filename} inflates {ratio:.0f}x > {limits.max_ratio:g}x "
-                "(RAG_MAX_ZIP_RATIO)"
+                "(MAX_ZIP_RATIO)"
             )
 
 

@@ -26,7 +26,7 @@ def load_docx(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]
     """DOCX paragraphs and tables in document order, split into sections at Heading styles.
 
     Nesting: libxml2 refuses XML deeper than 256 elements, and only the body's blocks and their tables'
-    cells are read (no recursion here), so RAG_LOADER_MAX_DEPTH has nothing more to cap.
+    cells are read (no recursion here), so LOADER_MAX_DEPTH has nothing more to cap.
     """
     try:
         document = Document(io.BytesIO(data))
@@ -88,9 +88,10 @@ def _docx_table_text(table: Any, guard: LoadGuard) -> tuple[str, None]:
         cells: list[str] = []
         seen: set[int] = set()
         for cell in row.cells:
-            if id(cell._tc) in seen:
+            # python-docx's underlying <w:tc> element: merged cells are distinct objects sharing one element
+            if id(cell._tc) in seen:  # noqa: SLF001
                 continue
-            seen.add(id(cell._tc))
+            seen.add(id(cell._tc))  # noqa: SLF001
             cell_text = " ".join(cell.text.split())
             if cell_text:
                 cells.append(cell_text)

@@ -1,7 +1,7 @@
 """The errors every loader raises and the `LoadGuard` each parse runs under.
 
 Ingestion must survive files built to be slow: a 1.1 MB HTML file of nested <div>s hung it (time grew with
-the square of the depth). So nesting is capped (RAG_LOADER_MAX_DEPTH) and every parse runs under a
+the square of the depth). So nesting is capped (LOADER_MAX_DEPTH) and every parse runs under a
 `LoadGuard`: a per-file time budget (RAG_LOADER_FILE_TIMEOUT_S) and the caller's stop hook, checked inside
 the parse loops (cooperatively: no thread or signal, so nothing is left running when a file is given up).
 """
@@ -16,6 +16,10 @@ from config.settings import Settings
 
 #: Parse-loop iterations between two checks of the time budget and the stop hook.
 GUARD_CHECK_EVERY = 256
+#: Nesting depth cap of parsed files (a 1.1 MB file of nested <div>s hung ingestion): JSON nested deeper
+#: is refused; HTML elements opened deeper are taken as closed (legacy pages leave <p> and <li> unclosed,
+#: which the parser nests). DOCX XML is capped at 256 by libxml2.
+LOADER_MAX_DEPTH = 512
 
 
 class LoaderError(Exception):
@@ -39,7 +43,7 @@ class LoadGuard:
     file over budget still fails. The clock starts when the guard is made: make one per file.
     """
 
-    max_depth: int = Settings.model_fields["loader_max_depth"].default
+    max_depth: int = LOADER_MAX_DEPTH
     #: Seconds the parse may take (0 = no limit).
     timeout_s: float = Settings.model_fields["loader_file_timeout_s"].default
     #: Called at each check; True abandons the parse with StopRequested (a client that went away).
@@ -53,8 +57,8 @@ class LoadGuard:
 
     @classmethod
     def from_settings(cls, settings: Settings, should_stop: Callable[[], bool] | None = None) -> LoadGuard:
-        """A guard with these settings' limits (RAG_LOADER_MAX_DEPTH, RAG_LOADER_FILE_TIMEOUT_S)."""
-        return cls(settings.loader_max_depth, settings.loader_file_timeout_s, should_stop)
+        """A guard with these settings' time budget (RAG_LOADER_FILE_TIMEOUT_S) and LOADER_MAX_DEPTH."""
+        return cls(LOADER_MAX_DEPTH, settings.loader_file_timeout_s, should_stop)
 
     def check(self) -> None:
         """StopRequested when the caller asked to stop; LoaderError when the time budget is spent."""
@@ -72,4 +76,4 @@ class LoadGuard:
 
     def too_deep(self) -> LoaderError:
         """The reason for a file nested deeper than the cap."""
-        return LoaderError(f"nested deeper than {self.max_depth} levels (RAG_LOADER_MAX_DEPTH)")
+        return LoaderError(f"nested deeper than {self.max_depth} levels (LOADER_MAX_DEPTH)")

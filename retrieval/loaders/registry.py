@@ -6,7 +6,7 @@ table, so a suffix added here is found, accepted and parsed everywhere at once.
 
 Entries name their module rather than hold its function: a format's parser library (python-docx, pypdf,
 BeautifulSoup: ~0.8 s together) is imported the first time a file of that format is read, not by every
-`rag ask` or graph import that only searches (issue 22 §6).
+`rag ask` or graph import that only searches (tests/test_import_cost.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
@@ -120,6 +120,29 @@ def create_app(
 
     warming: list[asyncio.Task[float]] = []
 
+    # /docs and /redoc with Swagger UI's and ReDoc's files from an installed package (fastapi-offline),
+    # not a CDN: the pages work on a machine without internet access.
+    app = FastAPIOffline(
+        title=TITLE,
+        description="Cited answers over your documents: generate, stream, batch, documents, health, metrics.",
+        lifespan=_lifespan(state, warming),
+        docs_url=DOCS_URL,
+        redoc_url=REDOC_URL,
+        static_url=OFFLINE_DOCS_URL,
+    )
+    app.state.api = state
+    install_error_handlers(app)
+    _include_routers(app)
+    _add_middleware(app, state, warming)
+    return app
+
+
+def _lifespan(
+    state: ApiState, warming: list[asyncio.Task[float]]
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: warm the engine up in a thread (its task goes into `warming`) and run the idle
+    summary sweeper while the server runs; on shutdown, close the engine once its warm-up has ended."""
+
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         # The runner, stores and models load in a thread while the server already answers GET /health;
@@ -128,7 +151,7 @@ def create_app(
         # Idle conversations summarize themselves while the server runs (retrieval.auto_summary).
         sweeper = (
             asyncio.create_task(routes_conversations.idle_sweeper(state))
-            if settings.summary_idle_s > 0
+            if state.settings.summary_idle_s > 0
             else None
         )
         yield
@@ -137,26 +160,26 @@ def create_app(
         await asyncio.shield(warming[0])  # a thread cannot be stopped: close what it opened after it ends
         state.engine.close()
 
-    # /docs and /redoc with Swagger UI's and ReDoc's files from an installed package (fastapi-offline),
-    # not a CDN: the pages work on a machine without internet access.
-    app = FastAPIOffline(
-        title=TITLE,
-        description="Cited answers over your documents: generate, stream, batch, documents, health, metrics.",
-        lifespan=lifespan,
-        docs_url=DOCS_URL,
-        redoc_url=REDOC_URL,
-        static_url=OFFLINE_DOCS_URL,
-    )
-    app.state.api = state
-    install_error_handlers(app)
+    return lifespan
+
+
+def _include_routers(app: FastAPI) -> None:
+    """Mount every route group: the engine's own, the seed API's contract, documents, operations, memory,
+    conversations and usage."""
     app.include_router(routes_rag.router)
-    app.include_router(routes_seed.router)  # seed 001's contract (docs/api-seed.md)
+    app.include_router(routes_seed.router)  # the seed API's contract (docs/api-seed.md)
     app.include_router(routes_seed.search_router)
     app.include_router(routes_documents.router)
     app.include_router(routes_ops.router)
     app.include_router(routes_memory.router)
     app.include_router(routes_conversations.router)
     app.include_router(routes_usage.router)  # feedback on answers, the tenant's answer stats
+
+
+def _add_middleware(app: FastAPI, state: ApiState, warming: list[asyncio.Task[float]]) -> None:
+    """The middleware stack, innermost first: the warm-up wait, the request guard (keys, body caps), CORS
+    (when origins are set) and the request meter."""
+    settings = state.settings
     # Middleware added later wraps the earlier: the meter sees every answer, CORS headers reach the
     # guard's refusals, and the guard runs before FastAPI reads a body.
     app.add_middleware(AfterWarmUp, warming=warming, free=warm_up_free_paths(app))
@@ -175,8 +198,14 @@ def create_app(
             allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
             allow_headers=["Content-Type", "Authorization", "X-API-Key"],
         )
+    app.middleware("http")(_meter(state))
 
-    @app.middleware("http")
+
+def _meter(
+    state: ApiState,
+) -> Callable[[Request, Callable[[Request], Awaitable[Response]]], Awaitable[Response]]:
+    """The middleware that counts every response into the API's metrics."""
+
     async def meter(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         """Count every response, the 500 of an unhandled error too: that error passes through here on its
         way to the outermost handler, which answers 500 (service.api.errors)."""
@@ -195,7 +224,7 @@ def create_app(
         record(response.status_code)
         return response
 
-    return app
+    return meter
 
 
 #: The app langgraph.json mounts (settings from the environment, like the graphs).

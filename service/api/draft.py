@@ -34,7 +34,7 @@ from retrieval.answer_text import (
     split_short_answer,
     strip_preamble,
 )
-from retrieval.prompt_budget import strip_source_headers
+from retrieval.source_blocks import strip_source_headers
 
 #: The SSE event that tells a client to clear the draft it shows.
 DRAFT_REPLACED = "draft_replaced"

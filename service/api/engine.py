@@ -28,7 +28,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -37,7 +37,7 @@ from config.settings import Settings
 from graphs.runner import Session
 from nodes.resources import get_resources
 from service.api.errors import QueueTimeout, RunTimeout
-from service.api.gate import ModelGates, RunMonitor
+from service.api.gate import TENANT_MODEL_PLACES, ModelGates, RunMonitor
 from service.api.limits import LimitPolicy, RunShape, TimeLimits, measured_policy, unmeasured_policy
 from service.api.tenant_runs import TenantRuns
 from service.api.turns import guarded_turn
@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 #: How often (s) the request checks the run's limits while nothing arrives from it.
 POLL_S = 0.1
+#: Retry-After (s) of a 503 for a full queue: about one short run's time.
+API_RETRY_AFTER_S = 10
 
 T = TypeVar("T")
 
@@ -88,7 +90,7 @@ class Engine:
         self._session: Session | None = None
         self._lock = threading.Lock()
         self.executor = ThreadPoolExecutor(max_workers=settings.api_workers, thread_name_prefix="rag-run")
-        self.gates = ModelGates(settings.api_model_concurrency, settings.api_tenant_model_calls)
+        self.gates = ModelGates(settings.api_model_concurrency, TENANT_MODEL_PLACES)
         self.tenant_runs = TenantRuns(settings.api_tenant_runs)
         self.policy: LimitPolicy = unmeasured_policy(settings, "not measured yet (the API has not warmed up)")
 
@@ -130,7 +132,7 @@ class Engine:
         """Stop accepting runs (running ones finish in the background)."""
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def run(self, spec: RunSpec) -> AsyncIterator[tuple[str, Any]]:
+    async def run(self, spec: RunSpec) -> AsyncGenerator[tuple[str, Any], None]:
         """Yield ("event", {"event", "data"}), ("token", text) and finally ("result", output state); raise the
         run's error, QueueTimeout after waiting too long, or RunTimeout past a limit of the run's work."""
         loop = asyncio.get_running_loop()
@@ -199,7 +201,7 @@ class Engine:
                 f"the server is busy with this tenant's other requests: no run slot of tenant {tenant!r} "
                 f"came free within {settings.api_queue_timeout_s:g} s (RAG_API_QUEUE_TIMEOUT_S, "
                 f"RAG_API_TENANT_RUNS={settings.api_tenant_runs}); retry later",
-                settings.api_retry_after_s,
+                API_RETRY_AFTER_S,
             )
 
     async def in_worker(self, tenant: str, work: Callable[[], T]) -> T:
@@ -239,7 +241,7 @@ class Engine:
             raise QueueTimeout(
                 f"the server is busy: no run slot came free within {limit:g} s "
                 f"(RAG_API_QUEUE_TIMEOUT_S, RAG_API_WORKERS={self.settings.api_workers}); retry later",
-                self.settings.api_retry_after_s,
+                API_RETRY_AFTER_S,
             ) from None
         if kind != "started":  # pragma: no cover - work() always announces itself first
             raise RuntimeError(f"run did not start ({kind})")
@@ -254,7 +256,7 @@ class Engine:
                 raise QueueTimeout(
                     f"the server is busy: the model was not free within {settings.api_queue_timeout_s:g} s "
                     "(RAG_API_QUEUE_TIMEOUT_S); retry later",
-                    settings.api_retry_after_s,
+                    API_RETRY_AFTER_S,
                 )
             if monitor.worked_s() > limits.run_s:
                 raise RunTimeout(

@@ -149,12 +149,17 @@ def validation_info(error: RequestValidationError | ValidationError, *, located:
 def install_error_handlers(app: FastAPI) -> None:
     """Every failure leaves the API as `{"error", "message", "status"[, "field"]}` with its status."""
 
-    async def on_validation(_request: Request, error: RequestValidationError) -> JSONResponse:
+    # Starlette types every handler as taking Exception: each narrows to the class it is registered for.
+    async def on_validation(request: Request, error: Exception) -> JSONResponse:
+        if not isinstance(error, RequestValidationError):
+            return await on_error(request, error)
         info = validation_info(error)
         detail = [{key: item.get(key) for key in ("loc", "msg", "type")} for item in error.errors()]
         return JSONResponse({**info.body(), "detail": detail}, status_code=422)
 
-    async def on_http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
+    async def on_http(request: Request, error: Exception) -> JSONResponse:
+        if not isinstance(error, StarletteHTTPException):
+            return await on_error(request, error)
         info = ErrorInfo(error.status_code, "HTTPError", str(error.detail))
         return JSONResponse(info.body(), status_code=error.status_code, headers=error.headers)
 
@@ -162,8 +167,8 @@ def install_error_handlers(app: FastAPI) -> None:
         info = classify(error)
         return JSONResponse(info.body(), status_code=info.status, headers=info.headers())
 
-    app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
-    app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
     # The documented errors by class (a handler for plain Exception would run in Starlette's outermost
     # middleware, which re-raises after answering); anything else is a 500 there.
     for documented in DOCUMENTED_ERRORS:
@@ -172,7 +177,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 #: Errors with a documented status (see the table above).
-DOCUMENTED_ERRORS: tuple[type[BaseException], ...] = (
+DOCUMENTED_ERRORS: tuple[type[Exception], ...] = (
     ApiError,
     RunTimeout,
     QueueTimeout,

@@ -3,13 +3,13 @@ run's own work from its waiting.
 
 Why: the embedded model (llama.cpp on the API's own CPU cores) computes one answer at a time at full speed;
 sixteen runs calling it at once all get slower, queue inside llama.cpp where nobody can see it, and the time
-limits then counted that queueing as if the model were stuck (issue 9: 19 of 32 requests 504 at 16 clients).
-With the gate, a call waits here for its turn, the waiting is measured, and:
+limits then counted that queueing as if the model were stuck (without the gate, 19 of 32 requests were 504 at
+16 clients). With the gate, a call waits here for its turn, the waiting is measured, and:
 - the model limit (`api_model_timeout_s`, service.api.limits) starts when the call gets the model, not when
   it asks;
 - the run limit (`api_run_timeout_s`) leaves out the time the run spent waiting for the model;
 - waiting itself is bounded by `api_queue_timeout_s` (then 503 with Retry-After, not 504).
-Between tenants the gate is fair: one tenant holds at most `api_tenant_model_calls` places at once, and a
+Between tenants the gate is fair: one tenant holds at most TENANT_MODEL_PLACES places at once, and a
 freed place goes to the waiting tenant holding the fewest places, then to the one served least recently, so
 a tenant flooding the API delays another tenant's call by at most the calls already running. Within a
 tenant, waiters are served oldest run first, so under load runs finish in arrival order instead of all
@@ -142,12 +142,15 @@ class ModelGate:
 #: time alone, benchmarks/fairness.py); llama.cpp batches two slots' decoding at little extra cost, and the
 #: auto time limits (a full window's call times the safety factor) leave room for a shared call.
 EMBEDDED_MODEL_PLACES = 2
+#: Places at a gated model one tenant may hold at once: a freed place goes to the waiting tenant holding
+#: the fewest, then the least recently served. A hard bound: a lone tenant also uses only this many.
+TENANT_MODEL_PLACES = 1
 
 
 class ModelGates:
     """One gate per model name, sized by `api_model_concurrency` (0 = EMBEDDED_MODEL_PLACES for the embedded
     model, no gate for an endpoint, which serves calls in parallel on its own hardware); each tenant holds at
-    most `tenant_places` of a gate's places (`api_tenant_model_calls`, 0 = no bound)."""
+    most `tenant_places` of a gate's places (TENANT_MODEL_PLACES in the API, 0 = no bound)."""
 
     def __init__(self, concurrency: int, tenant_places: int = 0) -> None:
         self.concurrency = concurrency

@@ -1,4 +1,4 @@
-"""The API's time limits in force: a value set in the settings, or derived from the model (issue 19 §5).
+"""The API's time limits in force: a value set in the settings, or derived from the model.
 
 Why derived: the embedded model runs on the API's own CPU cores, and on 2 cores Qwen2.5-Coder-0.5B read
 50-150 prompt tokens/s and wrote 15-26 tokens/s (its start-up probe, the machine shared with other work):
@@ -32,6 +32,9 @@ from models.local_llm import ModelSpeed, running_local_server
 #: Auto limits of an endpoint (or of an embedded model whose speed is unknown): one call, one run's work.
 ENDPOINT_MODEL_TIMEOUT_S = 30.0
 ENDPOINT_RUN_TIMEOUT_S = 60.0
+#: Auto limits of the embedded model: the worst-case call time at the measured speed, times this (the
+#: start-up probe's rates varied about 3x on a shared 2-core machine: 50 to 150 prompt tokens/s).
+API_TIMEOUT_SAFETY_FACTOR = 3.0
 #: Model calls a run makes once at most: contextualize, analyze and rewrite.
 ONCE_PER_RUN_MODEL_CALLS = 3
 #: Model calls per retrieval round (grade_retrieval, reformulate) and per answer attempt (generate, its
@@ -126,7 +129,7 @@ class LimitPolicy:
         if self.speed is not None and self.embedded:
             prompt = max_prompt_tokens(shape.model_context_tokens, shape.generation_reserve, self.model_n_ctx)
             limit = derive_model_limit_s(
-                self.speed, prompt, shape.generation_reserve, s.api_timeout_safety_factor
+                self.speed, prompt, shape.generation_reserve, API_TIMEOUT_SAFETY_FACTOR
             )
             return limit, "measured"
         return ENDPOINT_MODEL_TIMEOUT_S, "unmeasured_default" if self.embedded else "endpoint_default"
@@ -167,7 +170,7 @@ class LimitPolicy:
                 "probe_completion_tokens": self.speed.completion_tokens,
             }
             report["derivation"] = {
-                "safety_factor": s.api_timeout_safety_factor,
+                "safety_factor": API_TIMEOUT_SAFETY_FACTOR,
                 "max_prompt_tokens": max_prompt_tokens(
                     shape.model_context_tokens, shape.generation_reserve, self.model_n_ctx
                 ),
@@ -193,7 +196,7 @@ def measured_policy(settings: Settings, generation_model: Any) -> LimitPolicy:
     """The policy for `generation_model` (the chat model the runs use), measuring the embedded model once.
 
     Why a probe at start-up rather than the first real calls' usage: the first requests need their limits
-    before they run (derived from guesses, they were the 504s of the issue); one call of known size gives
+    before they run (limits derived from guesses answered 504 to healthy runs); one call of known size gives
     both rates at once, where a real call's time mixes prompt and answer; and at start-up no other run
     shares the cores, while real calls' speed varies with the load (the safety factor covers that). It
     costs one ~2 s call per process, made before the first request is accepted.

@@ -2,9 +2,9 @@
 its cap. Pure ASGI, in front of FastAPI.
 
 Why here and not in the routes: FastAPI reads and parses a body (JSON into memory, multipart into spooled
-files) before a route's code runs, so a check in the route comes after the body was received whole: 300 MB
-of JSON added ~0.9 GB of server memory, and a 60 MB upload without a key was received whole before its 401
-(issue 20). Here, before the app sees the request:
+files) before a route's code runs, so a check in the route comes after the body was received whole: 300 MB of
+JSON added ~0.9 GB of server memory, and a 60 MB upload without a key was received whole before its 401. Here,
+before the app sees the request:
 - a route that needs a key (one that resolves a tenant) answers 401 from the headers alone; a tenant the key
   may not act for stays the route's 403 (the tenant may be named in the body);
 - a body whose Content-Length is over its cap is refused with 413 at once, unread; a body without one

@@ -1,6 +1,6 @@
 """Conversation memory over HTTP: POST /api/v1/conversations/{thread_id}/summarize writes a thread into its
-tenant's store now (retrieval.conversation_summary: a detail event per turn, block summaries above them), and
-the server's idle sweep (retrieval.auto_summary) runs every RAG_SUMMARY_SWEEP_S while RAG_SUMMARY_IDLE_S > 0.
+tenant's store now (retrieval.conversation_index: a detail event per turn, block summaries above them), and
+the server's idle sweep (retrieval.auto_summary) runs every SUMMARY_SWEEP_S while RAG_SUMMARY_IDLE_S > 0.
 
 `{thread_id}` is the thread the conversation ran on (the `thread_id` of /rag/generate). Same tenant rule as
 every route (service.api.auth): with API keys the key decides the tenant, and a thread of another tenant is
@@ -22,8 +22,8 @@ from nodes.conversation_memory import summary_model
 from nodes.resources import get_resources
 from persistence.database import utcnow
 from persistence.threads import ThreadAccessError
-from retrieval.auto_summary import SweepReport, sweep_idle
-from retrieval.conversation_summary import ThreadNotFoundError, summarize_thread
+from retrieval.auto_summary import SUMMARY_SWEEP_S, SweepReport, sweep_idle
+from retrieval.conversation_index import ThreadNotFoundError, summarize_thread
 from service.api.errors import ApiError
 from service.api.runtime import ApiState, api_state
 from service.api.schemas import ID_PATTERN, SummarizeRequest
@@ -72,13 +72,13 @@ def sweep_once(state: ApiState, idle_since: datetime | None, now: datetime) -> S
 
 
 async def idle_sweeper(state: ApiState) -> None:
-    """Run the idle sweep every RAG_SUMMARY_SWEEP_S until cancelled (the app's lifespan starts it when
+    """Run the idle sweep every SUMMARY_SWEEP_S until cancelled (the app's lifespan starts it when
     RAG_SUMMARY_IDLE_S > 0). Each sweep runs in a worker thread and looks only at the threads that went idle
     since the previous one; a failed sweep is logged and the next one starts from the same point."""
     settings = state.settings
     idle_since: datetime | None = None
     while True:
-        await asyncio.sleep(settings.summary_sweep_s)
+        await asyncio.sleep(SUMMARY_SWEEP_S)
         now = utcnow()
         try:
             report = await asyncio.to_thread(sweep_once, state, idle_since, now)

@@ -20,23 +20,26 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 from starlette.concurrency import run_in_threadpool
 
 from core.metadata import MetadataBoundError, validate_document_metadata
 from nodes.resources import get_resources
-from persistence.vector_store import validate_collection_name
+from persistence.vector_store import DEFAULT_COLLECTION, validate_collection_name
 from retrieval.deletion import delete_content
 from retrieval.indexing import index_event, index_raw_text
-from retrieval.ingest import ingest_paths
+from retrieval.ingest import IngestSummary, ingest_paths
 from retrieval.ingest_lock import ingest_lock
 from retrieval.loaders import SUPPORTED_SUFFIXES, LoaderError, StopRequested
 from retrieval.public_source import UPLOAD_FOLDER, public_json, public_source, stored_sources
 from service.api.errors import ApiError, ClientDisconnected
 from service.api.runtime import api_state, wait_for_disconnect
 from service.api.schemas import TextDocument
+
+if TYPE_CHECKING:
+    from retrieval.knowledge_base import KnowledgeBase
 
 router = APIRouter(prefix="/api/v1/documents", tags=["documents"])
 
@@ -169,7 +172,7 @@ def _upload(
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     kb = get_resources().kb()
-    name = _collection(collection, kb.settings.default_collection)
+    name = _collection(collection, DEFAULT_COLLECTION)
     folder = state.settings.data_dir / UPLOAD_FOLDER / tenant / name
     targets = [folder / _safe_name(upload.filename) for upload in files]
     repeated = sorted({target.name for target in targets if targets.count(target) > 1})
@@ -232,6 +235,15 @@ def _place_and_ingest(
             if result.status == "failed"
         )
         raise ApiError(422, "IngestError", f"no file could be indexed: {reasons}", "files")
+    documents = _uploaded_documents(kb, staged, summary, tenant, name)
+    reply = {"tenant_id": tenant, "collection": name, **report, "documents": documents}
+    return public_json(reply, tenant=tenant, data_dir=state.settings.data_dir)  # no server path goes out
+
+
+def _uploaded_documents(
+    kb: KnowledgeBase, staged: list[StagedFile], summary: IngestSummary, tenant: str, name: str
+) -> list[dict[str, Any]]:
+    """Per uploaded file: its name, source, SHA-256, status, chunks, the catalog's hash and why it failed."""
     results = {result.source: result for result in summary.results}
     documents = []
     for item in staged:
@@ -249,8 +261,7 @@ def _place_and_ingest(
                 "reason": result.reason if result else "not ingested",
             }
         )
-    reply = {"tenant_id": tenant, "collection": name, **report, "documents": documents}
-    return public_json(reply, tenant=tenant, data_dir=state.settings.data_dir)  # no server path goes out
+    return documents
 
 
 def _restore(saved: list[tuple[Path, Path | None]]) -> None:
@@ -279,7 +290,7 @@ def list_documents(
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     kb = get_resources().kb()
-    name = _collection(collection, kb.settings.default_collection) if collection else None
+    name = _collection(collection, DEFAULT_COLLECTION) if collection else None
     records = kb.catalog.documents(tenant, name)
     data_dir = state.settings.data_dir
     shown = {r.source: public_source(r.source, tenant=tenant, data_dir=data_dir) for r in records}
@@ -319,7 +330,7 @@ def delete_documents(
     if not any((source, doc_id, collection, conversation_id)):
         raise ApiError(422, "ValidationError", "give source, doc_id, collection or conversation_id", "source")
     kb = get_resources().kb()
-    name = _collection(collection, kb.settings.default_collection) if collection else None
+    name = _collection(collection, DEFAULT_COLLECTION) if collection else None
     data_dir = state.settings.data_dir
     stored = [record.source for record in kb.catalog.documents(tenant, name)] if source or doc_id else []
     if source:
@@ -362,7 +373,7 @@ def _index_text(request: Request, body: TextDocument, should_stop: Callable[[], 
     except MetadataBoundError as error:
         raise ApiError(422, "ValidationError", str(error), error.field) from None
     kb = get_resources().kb()
-    name = _collection(body.collection, kb.settings.default_collection)
+    name = _collection(body.collection, DEFAULT_COLLECTION)
     try:
         if body.event:
             source = index_event(

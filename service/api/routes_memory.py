@@ -1,4 +1,5 @@
-"""Memory routes (seed 000's add_memory / search_memories over HTTP): add, search by meaning, list, delete.
+"""Memory routes (the baseline design's add_memory / search_memories over HTTP): add, search by meaning, list,
+delete.
 
 Same tenant rule as every route (service.api.auth): with API keys configured the key decides the tenant and a
 `tenant_id` of another tenant is 403; the functions of persistence.memories then scope every statement to
@@ -90,9 +91,7 @@ def add(body: MemoryRequest, request: Request) -> dict[str, Any]:
 def search(
     request: Request,
     query: Annotated[str, Query(min_length=1, max_length=5000, description="What to look for (by meaning).")],
-    k: Annotated[int | None, Query(ge=1, le=MAX_SEARCH_K, description="How many (RAG_MEMORY_SEARCH_K).")] = (
-        None
-    ),
+    k: Annotated[int | None, Query(ge=1, le=MAX_SEARCH_K, description="How many (default: 5).")] = (None),
     conversation_id: Annotated[str | None, Query(pattern=ID_PATTERN)] = None,
     tenant_id: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:

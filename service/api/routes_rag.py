@@ -24,11 +24,11 @@ from service.answer_judgement import judgement
 from service.api.auth import resolve_tenant
 from service.api.draft import DRAFT_REPLACED, DraftWatch, sse_event
 from service.api.engine import RunSpec
-from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
+from service.api.errors import ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.routes_seed import generate_stream, seed_batch
 from service.api.run_request import metered_answer, run_spec, unless_disconnected
 from service.api.runtime import ApiState, api_state
-from service.api.schemas import AnswerJudgement, BatchRequest, GenerateRequest
+from service.api.schemas import BATCH_CONCURRENCY, AnswerJudgement, BatchRequest, GenerateRequest
 from service.api.seed_runs import rag_citations, stage_seconds
 from service.api.seed_schemas import RAGRequest
 
@@ -192,18 +192,14 @@ def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
 
 @router.post("/batch")
 async def batch(body: BatchRequest, request: Request) -> dict[str, Any]:
-    """Answer 1-50 questions concurrently (at most `api_batch_concurrency` at once). Each item is validated
+    """Answer 1-50 questions concurrently (at most BATCH_CONCURRENCY at once). Each item is validated
     and run on its own: a bad or failing item reports its error and status, the others their answers.
-    Seed 001's body (`queries`) is answered by service.api.routes_seed."""
+    The seed API's body (`queries`) is answered by service.api.routes_seed."""
     if body.queries is not None:
         return await seed_batch(body.queries, request)
     state = api_state(request)
     authorized = state.authorized_tenant(request)  # 401 for the whole request
-    if len(body.requests) > state.settings.api_max_batch:
-        raise ApiError(
-            422, "ValidationError", f"requests: at most {state.settings.api_max_batch} per batch", "requests"
-        )
-    gate = asyncio.Semaphore(state.settings.api_batch_concurrency)
+    gate = asyncio.Semaphore(BATCH_CONCURRENCY)  # at most MAX_BATCH items: the schema's bound
     started = time.perf_counter()
 
     async def one(index: int, raw: dict[str, Any]) -> dict[str, Any]:

@@ -18,27 +18,29 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from sse_starlette.sse import EventSourceResponse
 
+from config.settings import SearchMode
 from core.types import SearchHit
-from nodes.resources import get_resources
+from nodes.resources import Resources, get_resources
 from retrieval.public_source import public_metadata, public_source
-from retrieval.rerank import rerank
+from retrieval.rerank import RERANK_CANDIDATES, RERANK_PASSAGE_CHARS, RerankResult, rerank
+from retrieval.search_depth import PRECISE_WEIGHTS
 from service.answer_judgement import judgement
 from service.api.auth import resolve_tenant
-from service.api.errors import ApiError, ClientDisconnected, ErrorInfo, classify, validation_info
+from service.api.errors import ClientDisconnected, ErrorInfo, classify, validation_info
 from service.api.gate import RunMonitor
 from service.api.run_request import metered_answer, run_spec, unless_disconnected
 from service.api.runtime import ApiState, api_state
-from service.api.schemas import AnswerJudgement, check_query_chars
+from service.api.schemas import BATCH_CONCURRENCY, AnswerJudgement, check_query_chars
 from service.api.seed_runs import answer_query, cited_answer, rag_metadata, seed_response, seed_spec
 from service.api.seed_schemas import QueryRequest, RAGRequest, SearchRequest
 from service.api.seed_streams import GenerateStream, QueryStream, stream_run
 
-router = APIRouter(prefix="/api/v1/rag", tags=["rag (seed 001 contract)"])
+router = APIRouter(prefix="/api/v1/rag", tags=["rag (seed API contract)"])
 search_router = APIRouter(prefix="/api/v1", tags=["search"])
 logger = logging.getLogger(__name__)
 
 #: The search route's modes -> (searcher mode, fusion weights or None for the settings' own, or "precise").
-SEARCH_MODES: dict[str, str] = {
+SEARCH_MODES: dict[str, SearchMode] = {
     "hybrid": "hybrid",
     "dense": "dense",
     "bm25": "bm25",
@@ -53,7 +55,7 @@ SEARCH_MODES: dict[str, str] = {
 
 @router.post("/query", response_model=None)
 async def query(body: QueryRequest, request: Request) -> dict[str, Any] | EventSourceResponse:
-    """Seed 001's QueryRequest -> QueryResponse (`stream: true` answers as /query-stream does)."""
+    """The seed API's QueryRequest -> QueryResponse (`stream: true` answers as /query-stream does)."""
     if body.stream:
         return await query_stream(body, request)
     state = api_state(request)
@@ -105,16 +107,12 @@ def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
 
 
 async def seed_batch(queries: list[dict[str, Any] | str], request: Request) -> dict[str, Any]:
-    """Seed 001's batch body ({"queries": [...]}, each a QueryRequest or a bare query): answered like the
-    engine's batch (at most `api_batch_concurrency` at once, each item validated and run on its own), each
+    """The seed API's batch body ({"queries": [...]}, each a QueryRequest or a bare query): answered like the
+    engine's batch (at most BATCH_CONCURRENCY at once, each item validated and run on its own), each
     result a QueryResponse with its index, ok and status. Called by routes_rag.batch."""
     state = api_state(request)
     authorized = state.authorized_tenant(request)
-    if len(queries) > state.settings.api_max_batch:
-        raise ApiError(
-            422, "ValidationError", f"queries: at most {state.settings.api_max_batch} per batch", "queries"
-        )
-    gate = asyncio.Semaphore(state.settings.api_batch_concurrency)
+    gate = asyncio.Semaphore(BATCH_CONCURRENCY)  # at most MAX_BATCH queries: the schema's bound
     started = time.perf_counter()
 
     async def one(index: int, raw: dict[str, Any] | str) -> dict[str, Any]:
@@ -172,6 +170,26 @@ def _hit_json(hit: SearchHit, rank: int, fused_rank: int, tenant: str, data_dir:
     }
 
 
+def _gated_rerank(
+    state: ApiState, resources: Resources, query: str, fused: list[SearchHit], tenant: str
+) -> RerankResult:
+    """Rerank the fused hits with the generation model, its call admitted at the engine's model gate like a
+    run's calls (waiting at most `api_queue_timeout_s`)."""
+    deadline = time.monotonic() + state.settings.api_queue_timeout_s
+    monitor = RunMonitor(state.engine.gates, lambda: time.monotonic() > deadline, tenant)
+    monitor.admit()
+    try:
+        return rerank(
+            resources.model("generate"),
+            query,
+            fused,
+            passage_chars=RERANK_PASSAGE_CHARS,
+            callbacks=[monitor],
+        )
+    finally:
+        monitor.release_all()
+
+
 def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, Any]:
     """The search (in a worker thread): the searcher's hybrid fusion, then the optional rerank, whose one
     model call waits at the engine's model gate like a run's calls (at most `api_queue_timeout_s`)."""
@@ -179,16 +197,14 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
     check_query_chars(body.query, settings.max_query_chars)
     resources = get_resources()
     searcher = resources.searcher()
-    weights = (
-        (settings.precise_dense_weight, settings.precise_bm25_weight) if body.mode == "precise" else None
-    )
+    weights = PRECISE_WEIGHTS if body.mode == "precise" else None
     rerank_on = settings.search_rerank if body.rerank is None else body.rerank
-    k = max(body.top_k, settings.rerank_candidates) if rerank_on else body.top_k
+    k = max(body.top_k, RERANK_CANDIDATES) if rerank_on else body.top_k
     started = time.perf_counter()
     found = searcher.search(
         body.query,
         k=k,
-        mode=SEARCH_MODES[body.mode],  # type: ignore[arg-type]
+        mode=SEARCH_MODES[body.mode],
         filters=body.filters,
         tenant=tenant,
         collections=[body.collection] if body.collection else None,
@@ -201,19 +217,7 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
     ranked = fused
     rerank_info: dict[str, Any] = {"requested": rerank_on, "ran": False, "reason": ""}
     if rerank_on:
-        deadline = time.monotonic() + settings.api_queue_timeout_s
-        monitor = RunMonitor(state.engine.gates, lambda: time.monotonic() > deadline, tenant)
-        monitor.admit()
-        try:
-            outcome = rerank(
-                resources.model("generate"),
-                body.query,
-                fused,
-                passage_chars=settings.rerank_passage_chars,
-                callbacks=[monitor],
-            )
-        finally:
-            monitor.release_all()
+        outcome = _gated_rerank(state, resources, body.query, fused, tenant)
         ranked = outcome.hits
         rerank_info = {
             "requested": True,
@@ -241,8 +245,8 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
 
 @search_router.post("/search")
 async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
-    """Retrieval only (seed 001's retrieval client): query, mode, filters, top_k, rerank -> ranked passages
-    of the caller's tenant, in the engine's worker pool."""
+    """Retrieval only (the seed API's retrieval client): query, mode, filters, top_k, rerank -> ranked
+    passages of the caller's tenant, in the engine's worker pool."""
     state = api_state(request)
     tenant = state.tenant(request, body.tenant_id)
     try:

@@ -6,7 +6,7 @@ Same tenant rule as every route (service.api.auth): with API keys the key decide
 only, so another tenant's answer id is a 404 with the same message as an id that never existed: a tenant
 can neither rate another's answers nor learn that they exist. The stats read only the caller's tenant's rows.
 The routes are plain `def`s (FastAPI runs them in its thread pool: SQL blocks). Bad input is 422 naming the
-field (a comment over RAG_FEEDBACK_MAX_COMMENT_CHARS too; a body over RAG_API_MAX_JSON_BYTES is 413 before
+field (a comment over FEEDBACK_MAX_COMMENT_CHARS too; a body over RAG_API_MAX_JSON_BYTES is 413 before
 it is read); an app database that cannot be opened is 503. Each stored rating is counted in /metrics
 (`rag_feedback_total{rating}`), which `rag stats` reads.
 """

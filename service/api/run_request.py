@@ -1,8 +1,9 @@
 """From an HTTP request to an engine run, and waiting for its answer only while the client stays.
 
-Why a module of its own: the engine's routes (service.api.routes_rag) and seed 001's (service.api.routes_seed)
-map their bodies onto the same Context and wait for answers the same way, and routes_rag's batch also
-answers seed bodies; with these helpers in routes_rag, the two route modules imported each other.
+Why a module of its own: the engine's routes (service.api.routes_rag) and the seed API's
+(service.api.routes_seed) map their bodies onto the same Context and wait for answers the same way, and
+routes_rag's batch also answers seed bodies; with these helpers in routes_rag, the two route modules imported
+each other.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fastapi import Request
 
 from graphs.runner import new_thread_id
 from service.api.engine import RunSpec
-from service.api.errors import ApiError, ClientDisconnected, classify
+from service.api.errors import ClientDisconnected, classify
 from service.api.runtime import ApiState, wait_for_disconnect
 from service.api.schemas import GenerateRequest, check_query_chars
 from state.context import Context
@@ -52,17 +53,15 @@ async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
 
 
 def run_context(body: GenerateRequest, tenant: str, state: ApiState) -> Context:
-    """The run's context for a request (the settings' API limits checked first, naming the field)."""
+    """The run's context for a request (the query's length checked first, naming the field)."""
     settings = state.settings
     check_query_chars(body.query, settings.max_query_chars)
-    if body.top_k > settings.api_max_top_k:
-        raise ApiError(422, "ValidationError", f"top_k: at most {settings.api_max_top_k}", "top_k")
     values: dict[str, Any] = {
         "tenant": tenant,
         "mode": body.mode,
         "rewrite": REWRITE_METHODS.get(body.rewrite_method, body.rewrite_method),
         "top_k": body.top_k,
-        "max_question_chars": settings.max_query_chars,
+        "max_query_chars": settings.max_query_chars,
     }
     if body.temperature is not None:
         values["temperature"] = body.temperature

@@ -30,12 +30,17 @@ AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteMethod = Literal["auto", "multi", "hyde", "decomposition", "decompose", "expand", "none"]
 #: Ids of threads and conversations: what a URL, a log line and a SQLite key can all carry.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
-#: Static bounds (the settings may only lower them): top_k, completion tokens. The query's length has no
-#: static bound: its one limit is RAG_MAX_QUERY_CHARS, the searcher's, checked by `check_query_chars`.
+#: Static bounds of a request: top_k (more passages than any answer prompt holds), completion tokens,
+#: system prompt, and questions of one batch (the RAG engine design's batch of at most 50). The query's
+#: length has no static bound: its one limit is RAG_MAX_QUERY_CHARS, the searcher's, checked by
+#: `check_query_chars`.
 MAX_TOP_K = 50
 MAX_COMPLETION_TOKENS = 4096
 MAX_SYSTEM_PROMPT_CHARS = 4000
 MAX_BATCH = 50
+#: Questions of one batch request answered at once (the others wait for a place): a batch shares the
+#: worker pool with single requests, so it takes only part of it.
+BATCH_CONCURRENCY = 4
 
 
 def check_query_chars(query: str, max_chars: int) -> None:
@@ -60,7 +65,7 @@ TenantId = Annotated[str | None, AfterValidator(_tenant)]
 
 class QueryChecks(BaseModel):
     """The checks of every request that carries a question and a metadata filter (the engine's routes and
-    seed 001's): a blank question and an invalid filter are 422 before any run starts."""
+    the seed API's): a blank question and an invalid filter are 422 before any run starts."""
 
     @field_validator("query", check_fields=False)
     @classmethod
@@ -127,7 +132,7 @@ class GenerateRequest(QueryChecks):
     rerank: bool | None = Field(
         None,
         description="Rerank every search of this run with the generation model before grading and the "
-        "answer: RAG_RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
+        "answer: RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
         "(default: RAG_RERANK, off).",
     )
     conversation_metadata: dict[str, str | int | None] | None = Field(
@@ -163,7 +168,7 @@ class AnswerJudgement(BaseModel):
 
 class BatchRequest(BaseModel):
     """Up to 50 questions answered concurrently; each item is validated on its own (a bad one fails alone).
-    `requests` holds GenerateRequests; `queries` is seed 001's body (QueryRequests or bare query texts,
+    `requests` holds GenerateRequests; `queries` is the seed API's body (QueryRequests or bare query texts,
     answered as QueryResponses by service.api.routes_seed): exactly one of the two."""
 
     model_config = ConfigDict(extra="forbid")
@@ -176,7 +181,7 @@ class BatchRequest(BaseModel):
         if self.queries is not None and self.requests:
             raise ValueError("give either requests or queries, not both")
         if self.queries is None and not self.requests:
-            raise ValueError("requests: give at least one question (or seed 001's queries)")
+            raise ValueError("requests: give at least one question (or the seed API's queries)")
         return self
 
 
@@ -200,8 +205,8 @@ class TextDocument(BaseModel):
 
 
 class MemoryRequest(BaseModel):
-    """A memory to keep for a tenant (and optionally a conversation): seed 000's add_memory(text, metadata).
-    The text is `text` (or `content`, the table's name for it)."""
+    """A memory to keep for a tenant (and optionally a conversation): the baseline design's add_memory(text,
+    metadata). The text is `text` (or `content`, the table's name for it)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -214,7 +219,7 @@ class MemoryRequest(BaseModel):
 
 class FeedbackRequest(BaseModel):
     """POST /api/v1/feedback: thumbs up or down on a recorded answer (the `answer_id` its response carried),
-    with an optional comment (at most RAG_FEEDBACK_MAX_COMMENT_CHARS, checked by the route)."""
+    with an optional comment (at most FEEDBACK_MAX_COMMENT_CHARS, checked by the route)."""
 
     model_config = ConfigDict(extra="forbid")
 

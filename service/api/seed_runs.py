@@ -1,4 +1,4 @@
-"""Seed 001's QueryRequest as an engine run, and the run's result as a QueryResponse.
+"""The seed API's QueryRequest as an engine run, and the run's result as a QueryResponse.
 
 Why apart from the routes (service.api.routes_seed): the mapping is pure over the request, the settings and
 the run's result, and it is the contract docs/api-seed.md describes; the routes only wait, stream and count.
@@ -16,8 +16,8 @@ the same Context mapping, the same statuses), with these differences:
 - `mode` changes retrieval (nodes.retrieve.mode_retrieval, nodes.rewrite "advanced") as well as the prompt;
 - per-request model, Self-RAG and HyDE switches set the run's context; citations and hallucination
   reporting shape the response; `metadata.features` says which ran, with each Self-RAG grade;
-- seed 003's reflection switches (query rewriting, reflection rounds, retry strategy) set the run's context
-  too; `metadata.features.reflection` reports each round's 1-10 score and suggestions and each retry.
+- the notes assistant's reflection switches (query rewriting, reflection rounds, retry strategy) set the run's
+  context too; `metadata.features.reflection` reports each round's 1-10 score and suggestions and each retry.
 
 The run's result as the seed's RAGResponse fields (rag_citations, rag_metadata) is here too: /generate's
 response and /generate/stream carry them.
@@ -37,6 +37,8 @@ from core.text import strip_references
 from graphs.runner import new_thread_id
 from nodes.reflection import ten_point
 from nodes.resources import get_resources
+from retrieval.search import BM25_WEIGHT, DENSE_WEIGHT
+from retrieval.search_depth import ADVANCED_QUERIES, PRECISE_WEIGHTS
 from service.answer_judgement import judgement
 from service.api.engine import RunSpec
 from service.api.errors import ApiError
@@ -134,10 +136,10 @@ def first_search_rewrite(body: QueryRequest, configured: str) -> str:
 
 
 def confident_score(context: Context) -> float:
-    """Seed 003's `min_score` of the run, on its 1-10 scale: the confident threshold of the answering model's
-    calibrator x 10. A round's score is its calibrated probability x 10 and it needs improvement while its
-    band is not confident, so this is the score an answer needs (no setting: each calibrator brings its
-    own, `rag eval calibrate`)."""
+    """The notes assistant's `min_score` of the run, on its 1-10 scale: the confident threshold of the
+    answering model's calibrator x 10. A round's score is its calibrated probability x 10 and it needs
+    improvement while its band is not confident, so this is the score an answer needs (no setting: each
+    calibrator brings its own, `rag eval calibrate`)."""
     identity = get_resources().model_identity("generate", context)
     return ten_point(model_calibrator(identity).thresholds.confident)
 
@@ -145,9 +147,9 @@ def confident_score(context: Context) -> float:
 def reflection_report(
     context: Context, result: dict[str, Any], events: list[dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """Seed 003's view of the run: whether the first search was rewritten, and each reflection round (its
-    1-10 score, whether it needed improvement, the suggestions the next round used) and retry."""
-    first = next(
+    """The notes assistant's view of the run: whether the first search was rewritten, and each reflection
+    round (its 1-10 score, whether it needed improvement, the suggestions the next round used) and retry."""
+    first: dict[str, Any] = next(
         (e["data"] for e in events if e.get("event") == "query_rewritten" and e["data"].get("round") == 1),
         {},
     )
@@ -187,17 +189,17 @@ def reflection_report(
     }
 
 
-def retrieval_plan(mode: str, top_k: int, settings: Settings) -> dict[str, Any]:
+def retrieval_plan(mode: str, top_k: int) -> dict[str, Any]:
     """What the mode does to retrieval (nodes.retrieve.mode_retrieval, nodes.rewrite), for the response."""
     if mode == "precise":
-        weights = {"dense": settings.precise_dense_weight, "bm25": settings.precise_bm25_weight}
+        weights = dict(zip(("dense", "bm25"), PRECISE_WEIGHTS, strict=True))
         return {"mode": mode, "queries": "by strategy", "k_per_query": top_k, "weights": weights}
-    weights = {"dense": settings.dense_weight, "bm25": settings.bm25_weight}
+    weights = {"dense": DENSE_WEIGHT, "bm25": BM25_WEIGHT}
     if mode == "advanced":
-        per_query = max(1, math.ceil(top_k / settings.advanced_queries))
+        per_query = max(1, math.ceil(top_k / ADVANCED_QUERIES))
         return {
             "mode": mode,
-            "queries": settings.advanced_queries,
+            "queries": ADVANCED_QUERIES,
             "k_per_query": per_query,
             "weights": weights,
         }
@@ -321,44 +323,13 @@ def seed_response(
     answer = str(result.get("answer") or "")
     if not citations_on:
         answer = uncited(answer)
-    sources = [
-        SourceInfo(
-            id=str(doc.get("chunk_id") or ""),
-            title=str(doc.get("title") or ""),
-            content=str(doc.get("text") or ""),
-            score=float(doc.get("score") or 0.0),
-            source=str(doc.get("source") or ""),
-            citation_id=citation_label(number),
-        )
-        for number, doc in enumerate(result.get("sources") or [], 1)
-    ]
+    sources = _seed_sources(result)
     judged = judgement(result)
-    citations = [
-        CitationInfo(
-            citation_num=int(item.get("marker", 0)),
-            source_id=str(item.get("chunk_id") or ""),
-            confidence=judged["confidence"] or 0.0,  # None only when no answer (and no citation) was written
-        )
-        for item in result.get("citations") or []
-    ]
-    grades = [event["data"] for event in events if event.get("event") == "answer_graded"]
+    citations = _seed_citations(result, judged["confidence"] or 0.0)
     strategy = result.get("strategy") or None
     usage = result.get("usage") or {}
     context = spec.context
-    features: dict[str, Any] = {
-        "citations": {"enabled": citations_on, "ran": citations_on and bool(citations)},
-        "hallucination_detection": {"enabled": body.enable_hallucination_detection, "ran": False},
-        "self_rag": {"enabled": context.self_rag, "ran": bool(grades), "iterations": grades},
-        "hyde": {"enabled": body.enable_hyde, "ran": strategy == "HYDE"},
-        **reflection_report(context, result, events),
-        "director": director_report(body, result, settings),
-    }
-    if body.enable_hallucination_detection and not result.get("cache_hit"):
-        features["hallucination_detection"] = {
-            "enabled": True,
-            "ran": True,
-            "unsupported_sentences": list(result.get("unsupported_sentences") or []),
-        }
+    features = _seed_features(body, spec, result, events, settings, cited=citations_on and bool(citations))
     response = QueryResponse(
         answer=answer,
         sources=sources if body.include_sources else [],
@@ -380,15 +351,8 @@ def seed_response(
             "confidence": judged["confidence"],
             "not_found_reason": judged["not_found_reason"],
             "cache_hit": bool(result.get("cache_hit", False)),
-            "retrieval": retrieval_plan(body.mode, body.top_k, settings),
-            "rewritten_queries": list(
-                dict.fromkeys(
-                    query
-                    for event in events
-                    if event.get("event") == "query_rewritten"
-                    for query in event["data"]["queries"]
-                )
-            ),
+            "retrieval": retrieval_plan(body.mode, body.top_k),
+            "rewritten_queries": _rewritten_queries(events),
             "features": features,
             "timings_ms": {
                 stage: round(float(ms), 2) for stage, ms in (result.get("timings_ms") or {}).items()
@@ -401,6 +365,77 @@ def seed_response(
         },
     )
     return response.model_dump()
+
+
+def _seed_sources(result: dict[str, Any]) -> list[SourceInfo]:
+    """The run's sources as the response lists them, labelled as the answer cites them."""
+    return [
+        SourceInfo(
+            id=str(doc.get("chunk_id") or ""),
+            title=str(doc.get("title") or ""),
+            content=str(doc.get("text") or ""),
+            score=float(doc.get("score") or 0.0),
+            source=str(doc.get("source") or ""),
+            citation_id=citation_label(number),
+        )
+        for number, doc in enumerate(result.get("sources") or [], 1)
+    ]
+
+
+def _seed_citations(result: dict[str, Any], confidence: float) -> list[CitationInfo]:
+    """The answer's citations, each with the answer's confidence (0.0 when no answer, and so no citation,
+    was written)."""
+    return [
+        CitationInfo(
+            citation_num=int(item.get("marker", 0)),
+            source_id=str(item.get("chunk_id") or ""),
+            confidence=confidence,
+        )
+        for item in result.get("citations") or []
+    ]
+
+
+def _seed_features(
+    body: QueryRequest,
+    spec: RunSpec,
+    result: dict[str, Any],
+    events: list[dict[str, Any]],
+    settings: Settings,
+    *,
+    cited: bool,
+) -> dict[str, Any]:
+    """Per feature the request could turn on: whether it was enabled and whether it ran (the Self-RAG
+    grades, HyDE, the hallucination check's unsupported sentences, reflection, the director)."""
+    grades = [event["data"] for event in events if event.get("event") == "answer_graded"]
+    strategy = result.get("strategy") or None
+    context = spec.context
+    features: dict[str, Any] = {
+        "citations": {"enabled": body.enable_citations, "ran": cited},
+        "hallucination_detection": {"enabled": body.enable_hallucination_detection, "ran": False},
+        "self_rag": {"enabled": context.self_rag, "ran": bool(grades), "iterations": grades},
+        "hyde": {"enabled": body.enable_hyde, "ran": strategy == "HYDE"},
+        **reflection_report(context, result, events),
+        "director": director_report(body, result, settings),
+    }
+    if body.enable_hallucination_detection and not result.get("cache_hit"):
+        features["hallucination_detection"] = {
+            "enabled": True,
+            "ran": True,
+            "unsupported_sentences": list(result.get("unsupported_sentences") or []),
+        }
+    return features
+
+
+def _rewritten_queries(events: list[dict[str, Any]]) -> list[str]:
+    """The queries the run rewrote the question into, first occurrence first."""
+    return list(
+        dict.fromkeys(
+            query
+            for event in events
+            if event.get("event") == "query_rewritten"
+            for query in event["data"]["queries"]
+        )
+    )
 
 
 async def answer_query(body: QueryRequest, tenant: str, state: ApiState) -> dict[str, Any]:

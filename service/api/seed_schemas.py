@@ -1,4 +1,4 @@
-"""Seed 001's API contract ("API 详解"): its request and response bodies, served beside the engine's own.
+"""The seed API's contract ("API 详解"): its request and response bodies, served beside the engine's own.
 
 Why a contract of its own rather than aliases on GenerateRequest: the seed's clients send `conversation_id`
 meaning "this conversation" (the engine's thread), bound `query` to 2000 characters and `top_k` to 20, and
@@ -6,10 +6,10 @@ read a differently shaped answer (QueryResponse: sources with `content` and `cit
 `citation_num` / `source_id`, `generation_time` in seconds). The routes (service.api.routes_seed) map a
 QueryRequest onto the same engine run as /generate, so both contracts share the gates, limits and statuses.
 
-Seed 003's (the notes assistant's) reflection switches are accepted here too, under their camelCase names
-as aliases (`enableReflection`, `maxReflectionRounds`, `enableQueryRewriting`, `enableHyDE`,
-`retryStrategy`): a seed-003 client asks its questions on this route, and each name maps onto the engine's
-one knob of the same meaning (config/settings/), not a second copy of it.
+The notes assistant's reflection switches are accepted here too, under their camelCase names as aliases
+(`enableReflection`, `maxReflectionRounds`, `enableQueryRewriting`, `enableHyDE`, `retryStrategy`): a
+notes-assistant client asks its questions on this route, and each name maps onto the engine's one knob of the
+same meaning (config/settings/), not a second copy of it.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ MAX_MODEL_NAME_CHARS = 200
 
 
 class QueryRequest(QueryChecks):
-    """One question, seed 001's QueryRequest plus the engine's per-request switches (all optional)."""
+    """One question, the seed API's QueryRequest plus the engine's per-request switches (all optional)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,14 +82,14 @@ class QueryRequest(QueryChecks):
         None,
         validation_alias=AliasChoices("enable_hyde", "enableHyDE"),
         description="true: search with a hypothetical answer passage; false: never; default: the strategy "
-        "decides (RAG_HYDE). Seed 003: enableHyDE.",
+        "decides (RAG_HYDE). Also accepted as enableHyDE.",
     )
     enable_query_rewriting: bool | None = Field(
         None,
         validation_alias=AliasChoices("enable_query_rewriting", "enableQueryRewriting"),
         description="false: the first search is the question as asked (no rewritten queries); true: "
-        "rewritten by strategy; default: RAG_REWRITE. Retries follow retry_strategy. Seed 003: "
-        "enableQueryRewriting.",
+        "rewritten by strategy; default: RAG_REWRITE. Retries follow retry_strategy. Also "
+        "accepted as enableQueryRewriting.",
     )
     max_reflection_rounds: int | None = Field(
         None,
@@ -97,13 +97,13 @@ class QueryRequest(QueryChecks):
         le=10,
         validation_alias=AliasChoices("max_reflection_rounds", "maxReflectionRounds"),
         description="Answer attempts, each graded once, and retrieval rounds, at most (default: "
-        "RAG_MAX_ITERATIONS). Seed 003: maxReflectionRounds.",
+        "RAG_MAX_ITERATIONS). Also accepted as maxReflectionRounds.",
     )
     retry_strategy: RetryStrategy | None = Field(
         None,
         validation_alias=AliasChoices("retry_strategy", "retryStrategy"),
         description="What a retrieval retry does: expand (the same queries, a larger k) | rewrite (new "
-        "queries) | both (default: RAG_RETRY_STRATEGY). Seed 003: retryStrategy.",
+        "queries) | both (default: RAG_RETRY_STRATEGY). Also accepted as retryStrategy.",
     )
     filters: dict[str, Any] | None = Field(
         None, description="Metadata filter (the engine's filter language)."
@@ -111,7 +111,7 @@ class QueryRequest(QueryChecks):
     rerank: bool | None = Field(
         None,
         description="Rerank every search of this run with the generation model before grading and the "
-        "answer: RAG_RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
+        "answer: RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
         "(default: RAG_RERANK, off).",
     )
     directory: str | None = Field(
@@ -145,7 +145,7 @@ class CitationInfo(BaseModel):
 
 
 class QueryResponse(BaseModel):
-    """Seed 001's answer body."""
+    """The seed API's answer body."""
 
     answer: str
     sources: list[SourceInfo]
@@ -196,7 +196,7 @@ class SearchRequest(QueryChecks):
 
 
 class SeedBatchRequest(BaseModel):
-    """Seed 001's batch body: up to 50 questions, each a QueryRequest or its bare query text."""
+    """The seed API's batch body: up to 50 questions, each a QueryRequest or its bare query text."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -117,9 +117,11 @@ class QueryStream(SeedStream):
     opening = ("query_rewritten", "documents_retrieved", "generation_start")
 
     def defaults(self, kind: str) -> dict[str, Any]:
-        return {"query_rewritten": {"content": self.question}, "documents_retrieved": {"count": 0}}.get(
-            kind, {}
-        )
+        known: dict[str, dict[str, Any]] = {
+            "query_rewritten": {"content": self.question},
+            "documents_retrieved": {"count": 0},
+        }
+        return known.get(kind, {})
 
     def note(self, name: str, data: dict[str, Any]) -> list[Message]:
         if name == "query_rewritten" and name not in self.known:

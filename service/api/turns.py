@@ -3,7 +3,7 @@
 Why: a run stopped between its question (start_turn) and its answer (cite, not_found), because its client
 left, a time limit passed or the model failed, saved a state whose history holds the question and no answer,
 which the next turn's follow-up resolution and the conversation summaries then read as part of the
-conversation (issue 20). Completing the run instead would keep the model busy for a
+conversation. Completing the run instead would keep the model busy for a
 client that is gone while others queue for it, which the API's limits exist to prevent (service.api.engine).
 
 How: the worker holds the thread's lock for the whole turn (the runner's own lock is re-entrant, so its
@@ -86,7 +86,7 @@ def guarded_turn(
             if not record.finished:
                 try:
                     record.rolled_back = roll_back(session.checkpointer, stored, before)
-                except Exception:  # noqa: BLE001 - the run's own outcome must reach the request
+                except Exception:  # the run's own outcome must reach the request
                     logger.exception("could not roll back the abandoned turn on thread %s", thread_id)
                 if record.rolled_back:
                     logger.info("abandoned turn rolled back: thread %s", thread_id)

@@ -27,6 +27,7 @@ from config.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
     from retrieval.knowledge_base import KnowledgeBase
+    from state.context import Context
 
 console = Console()
 error_console = Console(stderr=True)
@@ -217,12 +218,12 @@ def progress_bars() -> Iterator[Callable[[str, int], Callable[[int], None]]]:
 
 def context_or_exit(
     mode: str | None, tenant: str | None, collection: str | None, max_iterations: int | None
-) -> object:
+) -> Context:
     """The run context of ask, chat and threads from their options, or one line naming the bad option."""
-    from state.context import Context
+    from state.context import context_from
 
     overrides = {"mode": mode, "tenant": tenant, "collection": collection, "max_iterations": max_iterations}
-    try:
-        return Context(**{key: value for key, value in overrides.items() if value is not None})
+    try:  # context_from checks each override against its setting's type and range (ValueError)
+        return context_from({key: value for key, value in overrides.items() if value is not None})
     except ValueError as error:
         fail(str(error))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -23,6 +23,13 @@ from service.cli.common import (
     user_errors,
 )
 
+if TYPE_CHECKING:  # imported when a command runs: `rag --help` loads no settings nor LangGraph
+    from config.settings import Settings
+    from graphs.runner import GraphName
+    from state.context import Context
+
+#: The graphs `rag ask --graph` runs, by name.
+ASK_GRAPHS: dict[str, GraphName] = {"rag": "rag", "baseline": "baseline"}
 #: The style of the judgement line under the answer, per band.
 BAND_STYLES = {"confident": "green", "tentative": "yellow", "not_found": "dim"}
 
@@ -48,9 +55,9 @@ def _print_answer(result: dict[str, object], prefix: str = "") -> None:
     for item in answer_warnings(result):
         console.print(f"[bold yellow]warning:[/] {escape(item['message'])}", highlight=False, soft_wrap=True)
     citations = result.get("citations") or []
-    if citations:
+    if isinstance(citations, list) and citations:
         console.print("\n[bold]Sources[/]")
-        for citation in citations:  # type: ignore[union-attr]
+        for citation in citations:
             page = citation.get("page", -1)
             where = Path(str(citation.get("source", ""))).name + (f" p.{page}" if page and page > 0 else "")
             flag = " (inferred)" if citation.get("inferred") else ""
@@ -87,7 +94,7 @@ DIR_OPTION = typer.Option(
 )
 
 
-def with_directory(context: object, directory: str | None) -> object:
+def with_directory(context: Context, directory: str | None) -> Context:
     """The run context scoped to `--dir` (resolved like ingested paths), or one line naming the option."""
     from dataclasses import replace
 
@@ -96,19 +103,19 @@ def with_directory(context: object, directory: str | None) -> object:
     if directory is None:
         return context
     try:
-        return replace(context, directory=cli_directory(text_or_exit(directory, "--dir")))  # type: ignore[type-var]
+        return replace(context, directory=cli_directory(text_or_exit(directory, "--dir")))
     except ValueError as error:
         fail(f"--dir: {error}")
 
 
-def with_user(context: object, user: str | None) -> object:
+def with_user(context: Context, user: str | None) -> Context:
     """The run context with `--user` as its user_id (one line naming the option when it is not valid)."""
     from dataclasses import replace
 
     if user is None:
         return context
     try:
-        return replace(context, user_id=user.strip())  # type: ignore[type-var]
+        return replace(context, user_id=user.strip())
     except ValueError as error:
         fail(f"--user: {error}")
 
@@ -122,24 +129,40 @@ def conversation_input(conversation_id: str | None) -> dict[str, str]:
     return {"conversation_id": conversation_id.strip()}
 
 
+#: The options of `rag ask`, declared once as types so the command's signature stays short.
+AskQuestionArgument = Annotated[str, typer.Argument(help="The question.")]
+AskThreadOption = Annotated[
+    str | None, typer.Option("--thread", help="Conversation id (new one if omitted).")
+]
+AskGraphOption = Annotated[str, typer.Option(help="rag (agentic) | baseline (naive RAG).")]
+AskModeOption = Annotated[
+    str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
+]
+AskTenantOption = Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")]
+AskCollectionOption = Annotated[str | None, typer.Option(help="Collection to search.")]
+AskFilterJsonOption = Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")]
+AskMaxIterationsOption = Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")]
+AskAsJsonOption = Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")]
+AskConversationIdOption = Annotated[str | None, CONVERSATION_OPTION]
+AskUserOption = Annotated[str | None, USER_OPTION]
+AskDirectoryOption = Annotated[str | None, DIR_OPTION]
+AskLocalOption = Annotated[bool, LOCAL_OPTION]
+
+
 def ask(
-    question: Annotated[str, typer.Argument(help="The question.")],
-    thread: Annotated[
-        str | None, typer.Option("--thread", help="Conversation id (new one if omitted).")
-    ] = None,
-    graph: Annotated[str, typer.Option(help="rag (agentic) | baseline (naive RAG).")] = "rag",
-    mode: Annotated[
-        str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
-    ] = None,
-    tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
-    collection: Annotated[str | None, typer.Option(help="Collection to search.")] = None,
-    filter_json: Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")] = None,
-    max_iterations: Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
-    conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
-    user: Annotated[str | None, USER_OPTION] = None,
-    directory: Annotated[str | None, DIR_OPTION] = None,
-    local: Annotated[bool, LOCAL_OPTION] = False,
+    question: AskQuestionArgument,
+    thread: AskThreadOption = None,
+    graph: AskGraphOption = "rag",
+    mode: AskModeOption = None,
+    tenant: AskTenantOption = None,
+    collection: AskCollectionOption = None,
+    filter_json: AskFilterJsonOption = None,
+    max_iterations: AskMaxIterationsOption = None,
+    as_json: AskAsJsonOption = False,
+    conversation_id: AskConversationIdOption = None,
+    user: AskUserOption = None,
+    directory: AskDirectoryOption = None,
+    local: AskLocalOption = False,
 ) -> None:
     """Answer a question from the indexed documents, with citations; follow-ups with --thread.
     Under the answer: how sure the engine is ("confident, 0.86", "not sure, 0.41") or why it found nothing
@@ -148,13 +171,9 @@ def ask(
     answered there (warm models, the server's keys, tenants and threads); --local answers in this process."""
     from core.questions import check_question
     from retrieval.filters import parse_filter
-    from service.answer_warnings import answer_warnings
     from service.cli.server_handoff import ask_on_server, handoff_server
 
-    if graph not in ("rag", "baseline"):
-        fail(f"unknown graph {graph!r}; choose rag or baseline")
-    if thread is not None:
-        text_or_exit(thread, "--thread")
+    graph_name = _check_ask_options(graph, thread)
     settings = settings_or_exit()
     context = with_user(context_or_exit(mode, tenant, collection, max_iterations), user)
     context = with_directory(context, directory)
@@ -162,7 +181,7 @@ def ask(
     with user_errors(), store_errors_reported_here() as reported:
         # The turn's own input checks first (the graph repeats them), then the store's: bad input is
         # refused before a damaged catalog or a missing model is looked at.
-        check_question(question.strip(), context.max_question_chars)  # type: ignore[attr-defined]
+        check_question(question.strip(), context.max_query_chars)
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
         # the generate route has no graph choice, collection or loop bound: those are answered here
         expressible = graph == "rag" and collection is None and max_iterations is None
@@ -178,26 +197,43 @@ def ask(
                 filters=filters or None,
                 conversation_id=inputs.get("conversation_id"),
                 user=user.strip() if user is not None else None,
-                directory=context.directory if directory is not None else None,  # type: ignore[attr-defined]
+                directory=context.directory if directory is not None else None,
             )
         else:
-            result = _ask_here(settings, graph, question, thread, context, filters or {}, inputs)
+            result = _ask_here(settings, graph_name, question, thread, context, filters or {}, inputs)
     store_error_or_exit(result, reported)
     if as_json:
-        from service.answer_json import output_json
-
-        payload = {**output_json(result), "warnings": answer_warnings(result)}
-        print_json(payload)
+        _print_answer_json(result)
     else:
         _print_answer(result)
 
 
+def _check_ask_options(graph: str, thread: str | None) -> GraphName:
+    """The graph to run, or exit with a message on an unknown graph or an unusable thread id, before any
+    store is opened."""
+    graph_name = ASK_GRAPHS.get(graph)
+    if graph_name is None:
+        fail(f"unknown graph {graph!r}; choose rag or baseline")
+    if thread is not None:
+        text_or_exit(thread, "--thread")
+    return graph_name
+
+
+def _print_answer_json(result: dict[str, Any]) -> None:
+    """`rag ask --json`: the output state as the API shows it, with the warnings under the answer."""
+    from service.answer_json import output_json
+    from service.answer_warnings import answer_warnings
+
+    payload = {**output_json(result), "warnings": answer_warnings(result)}
+    print_json(payload)
+
+
 def _ask_here(
-    settings: object,
-    graph: str,
+    settings: Settings,
+    graph: GraphName,
     question: str,
     thread: str | None,
-    context: object,
+    context: Context,
     filters: dict[str, Any],
     inputs: dict[str, str],
 ) -> dict[str, Any]:
@@ -205,20 +241,20 @@ def _ask_here(
     from graphs.runner import Session
     from nodes.resources import get_resources
 
-    if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_RETRIEVAL=false: none opened
+    if get_resources().uses_store(context):  # RAG_RETRIEVAL=false: none opened
         checked_store(get_resources().kb())  # the graph's knowledge base, checked as `rag search` does
-    session = Session(settings, graph_name=graph, interface="cli")  # type: ignore[arg-type]
+    session = Session(settings, graph_name=graph, interface="cli")
     return session.ask(
         question,
         thread_id=thread,
-        context=context,  # type: ignore[arg-type]
+        context=context,
         filters=filters,
         **inputs,
     )
 
 
 def _chat_turn(
-    session: Any, question: str, *, thread_id: str, context: object, inputs: dict[str, str]
+    session: Any, question: str, *, thread_id: str, context: Context, inputs: dict[str, str]
 ) -> dict[str, Any]:
     """Run one chat turn, showing the answer being written as a preview; return the output state.
 
@@ -270,11 +306,11 @@ def chat(
         text_or_exit(thread, "--thread")
     settings = settings_or_exit()
     scoped = with_directory(with_user(context_or_exit(mode, tenant, None, None), user), directory)
-    context = replace(scoped, answer_source="chat")  # type: ignore[type-var]
+    context = replace(scoped, answer_source="chat")
     extra_inputs = conversation_input(conversation_id)
     thread_id = thread or new_thread_id()
     with user_errors():
-        if get_resources().uses_store(context):  # type: ignore[arg-type]  # RAG_RETRIEVAL=false: none opened
+        if get_resources().uses_store(context):  # RAG_RETRIEVAL=false: none opened
             checked_store(get_resources().kb())  # a damaged catalog: one line and exit 1 before any turn
         session = Session(settings, interface="cli")
         session.check_access(thread_id, context.tenant)  # another tenant's thread: refused before any turn
@@ -287,7 +323,7 @@ def chat(
         if not question.strip():
             break
         try:  # undecodable bytes on stdin, a question too long: this turn only, refused as the graph would
-            check_question(question.strip(), context.max_question_chars)  # type: ignore[attr-defined]
+            check_question(question.strip(), context.max_query_chars)
         except InvalidQuestionError as error:
             error_console.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
             continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -23,6 +23,11 @@ from service.cli.common import (
     user_errors,
     warning,
 )
+
+if TYPE_CHECKING:
+    from config.settings import SearchMode, Settings
+    from retrieval.ingest import IngestSummary
+    from retrieval.search import SearchResult
 
 
 def ingest(
@@ -64,6 +69,12 @@ def ingest(
                 progress=lambda event, n: bar_files[event](n),
                 on_files=on_files,
             )
+    _report_ingest(summary, as_json)
+
+
+def _report_ingest(summary: IngestSummary, as_json: bool) -> None:
+    """Print what an ingest did (warnings for restored vectors and lossy files, the counts, each failure), and
+    exit with EXIT_FILES_FAILED when any file failed to load."""
     report = summary.as_dict()
     if summary.vectors_restored:
         warning(f"restored {summary.vectors_restored} vectors the vector store had lost (from the catalog)")
@@ -78,9 +89,11 @@ def ingest(
             f"skipped {report['skipped']}  failed {report['failed']}  pruned {report['pruned']}  "
             f"in {report['seconds']:.1f}s ({report['chunks_per_s']} chunks/s)"
         )
-        for failure in report["failures"]:  # type: ignore[union-attr]
+        for failure in summary.results:
+            if failure.status != "failed":
+                continue
             error_console.print(
-                f"[yellow]failed[/] {escape(str(failure['source']))}: {escape(str(failure['reason']))}",
+                f"[yellow]failed[/] {escape(str(failure.source))}: {escape(str(failure.reason))}",
                 highlight=False,
                 soft_wrap=True,  # one line per file, however long its path
             )
@@ -94,44 +107,51 @@ def ingest(
         raise typer.Exit(EXIT_FILES_FAILED)
 
 
+#: The arguments and options of `rag search`, declared once as types so the command's signature stays short.
+SearchQueryArgument = Annotated[str, typer.Argument(help="What to look for.")]
+SearchKOption = Annotated[int | None, typer.Option("--k", help="Number of results.")]
+SearchModeOption = Annotated[str | None, typer.Option(help="dense | bm25 | hybrid.")]
+SearchFilterOption = Annotated[
+    str | None, typer.Option("--filter", help='Metadata filter, e.g. \'{"doc_type": "pdf"}\'.')
+]
+SearchTenantOption = Annotated[str | None, typer.Option(help="Tenant to search (one per search).")]
+SearchCollectionOption = Annotated[list[str] | None, typer.Option(help="Restrict to these collections.")]
+SearchMmrOption = Annotated[bool | None, typer.Option(help="Diversify results with MMR.")]
+SearchJsonOption = Annotated[bool, typer.Option("--json", help="Print results as JSON.")]
+SearchDirOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dir", help="Only documents under this directory (whole path components; relative to here)."
+    ),
+]
+SearchLocalOption = Annotated[
+    bool,
+    typer.Option("--local", help="Search here even when a `rag serve` of this data directory is running."),
+]
+
+
 def search(
-    query: Annotated[str, typer.Argument(help="What to look for.")],
-    k: Annotated[int | None, typer.Option("--k", help="Number of results.")] = None,
-    mode: Annotated[str | None, typer.Option(help="dense | bm25 | hybrid.")] = None,
-    filter_json: Annotated[
-        str | None, typer.Option("--filter", help='Metadata filter, e.g. \'{"doc_type": "pdf"}\'.')
-    ] = None,
-    tenant: Annotated[str | None, typer.Option(help="Tenant to search (one per search).")] = None,
-    collection: Annotated[list[str] | None, typer.Option(help="Restrict to these collections.")] = None,
-    mmr: Annotated[bool | None, typer.Option(help="Diversify results with MMR.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
-    directory: Annotated[
-        str | None,
-        typer.Option(
-            "--dir", help="Only documents under this directory (whole path components; relative to here)."
-        ),
-    ] = None,
-    local: Annotated[
-        bool,
-        typer.Option(
-            "--local", help="Search here even when a `rag serve` of this data directory is running."
-        ),
-    ] = False,
+    query: SearchQueryArgument,
+    k: SearchKOption = None,
+    mode: SearchModeOption = None,
+    filter_json: SearchFilterOption = None,
+    tenant: SearchTenantOption = None,
+    collection: SearchCollectionOption = None,
+    mmr: SearchMmrOption = None,
+    as_json: SearchJsonOption = False,
+    directory: SearchDirOption = None,
+    local: SearchLocalOption = False,
 ) -> None:
     """Search the indexed documents (the mock retriever's passages with RAG_RETRIEVER=mock); through a
     running `rag serve` of the same data directory when one answers (--local: always here)."""
     from retrieval.directory_scope import cli_directory
     from retrieval.filters import parse_filter
-    from retrieval.knowledge_base import KnowledgeBase
-    from retrieval.mock_retriever import MockSearcher
-    from retrieval.public_source import public_metadata
-    from retrieval.search import PassageSearcher, QueryError, Searcher
+    from retrieval.search import search_mode
     from service.cli.server_handoff import handoff_server, search_on_server
 
     settings = settings_or_exit()
     with user_errors():
-        if mode is not None and mode not in ("dense", "bm25", "hybrid"):
-            raise QueryError(f"unknown search mode {mode!r}; choose one of dense, bm25, hybrid")
+        checked_mode = search_mode(mode) if mode is not None else None  # QueryError names the choices
         parse_filter(filter_json, max_conditions=settings.filter_max_conditions)  # before opening a store
         # a running `rag serve` of this data directory searches with its warm model (not for --mmr or
         # several collections, which its search route does not take); --local searches here
@@ -149,45 +169,89 @@ def search(
                 directory=cli_directory(directory) if directory is not None else None,
             )
         else:
-            searcher: PassageSearcher
-            if settings.retriever == "mock":
-                searcher = MockSearcher(settings)
-            else:  # a lost vector store: one warning line, once
-                searcher = Searcher(checked_store(KnowledgeBase.open(settings)))
-            result = searcher.search(
+            result = _search_here(
+                settings,
                 query,
                 k=k,
-                mode=mode,
-                filters=filter_json,
+                mode=checked_mode,
+                filter_json=filter_json,
                 tenant=tenant,
-                collections=collection,
-                mmr=mmr,  # type: ignore[arg-type]
-                directory=cli_directory(directory) if directory is not None else None,
+                collection=collection,
+                mmr=mmr,
+                directory=directory,
             )
     if as_json:
-        payload = {
-            "query": query,
-            "timings_ms": {key: round(value, 2) for key, value in result.timings_ms.items()},
-            "hits": [
-                {
-                    "chunk_id": hit.chunk_id,
-                    "score": hit.score,
-                    "dense_score": hit.dense_score,
-                    "bm25_score": hit.bm25_score,
-                    "text": hit.text,
-                    # the source and doc id in public form, as the API shows them (never a server path)
-                    "metadata": public_metadata(
-                        hit.metadata, tenant=str(hit.metadata.get("tenant", "")), data_dir=settings.data_dir
-                    ),
-                }
-                for hit in result.hits
-            ],
-        }
-        print_json(payload)
+        _print_search_json(query, result, settings)
         return
     if not result.hits:
         console.print("no results")
         return
+    _print_search_table(result)
+
+
+def _search_here(
+    settings: Settings,
+    query: str,
+    *,
+    k: int | None,
+    mode: SearchMode | None,
+    filter_json: str | None,
+    tenant: str | None,
+    collection: list[str] | None,
+    mmr: bool | None,
+    directory: str | None,
+) -> SearchResult:
+    """Search in this process: the mock retriever's passages with RAG_RETRIEVER=mock, else the knowledge base
+    (a lost vector store gives one warning line, once)."""
+    from retrieval.directory_scope import cli_directory
+    from retrieval.knowledge_base import KnowledgeBase
+    from retrieval.mock_retriever import MockSearcher
+    from retrieval.search import PassageSearcher, Searcher
+
+    searcher: PassageSearcher
+    if settings.retriever == "mock":
+        searcher = MockSearcher(settings)
+    else:  # a lost vector store: one warning line, once
+        searcher = Searcher(checked_store(KnowledgeBase.open(settings)))
+    return searcher.search(
+        query,
+        k=k,
+        mode=mode,
+        filters=filter_json,
+        tenant=tenant,
+        collections=collection,
+        mmr=mmr,
+        directory=cli_directory(directory) if directory is not None else None,
+    )
+
+
+def _print_search_json(query: str, result: SearchResult, settings: Settings) -> None:
+    """`rag search --json`: the hits with their scores and metadata, sources in public form."""
+    from retrieval.public_source import public_metadata
+
+    payload = {
+        "query": query,
+        "timings_ms": {key: round(value, 2) for key, value in result.timings_ms.items()},
+        "hits": [
+            {
+                "chunk_id": hit.chunk_id,
+                "score": hit.score,
+                "dense_score": hit.dense_score,
+                "bm25_score": hit.bm25_score,
+                "text": hit.text,
+                # the source and doc id in public form, as the API shows them (never a server path)
+                "metadata": public_metadata(
+                    hit.metadata, tenant=str(hit.metadata.get("tenant", "")), data_dir=settings.data_dir
+                ),
+            }
+            for hit in result.hits
+        ],
+    }
+    print_json(payload)
+
+
+def _print_search_table(result: SearchResult) -> None:
+    """The hits as a table: rank, score, file name (and page) and the start of the passage."""
     table = Table(show_lines=True)
     for column in ("#", "score", "source", "text"):
         table.add_column(column)

@@ -1,22 +1,23 @@
-"""`rag eval ...`: evaluations a user runs on their own files (retrieval, latency, QA, router, chaos); the
-fit of the answer calibrator on QA results is `rag eval calibrate` (service/cli/eval_calibrate.py).
+"""`rag eval ...`: the group of evaluations a user runs on their own files, and its commands that measure
+the answer path on them (retrieval, latency, QA).
 
 Each reads the labelled set it is given, in the formats labelled sets come in (BEIR folders, SQuAD / CMRC
-JSON, HotpotQA JSON/JSONL). `rag eval load` lives in service/cli/serve.py and is added to `eval_app` in
-service/cli/__init__.py, after these. The project's own campaigns (model and prompt ablations, scale,
-graders, results/README.md) are `python -m benchmarks ...` in the checkout (benchmarks/README.md).
+JSON, HotpotQA JSON/JSONL). The group's other commands live in modules of their own and are added to
+`eval_app` in service/cli/__init__.py, after these: `rag eval router` (service/cli/eval_router.py), `rag eval
+chaos` (service/cli/eval_chaos.py), `rag eval load` (service/cli/serve.py) and `rag eval calibrate`, the fit
+of the answer calibrator on QA results (service/cli/eval_calibrate.py). The project's own campaigns (model
+and prompt ablations, scale, graders, results/README.md) are `python -m benchmarks ...` in the checkout
+(benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
-from config.settings import SearchMode
 from service.cli.common import (
     JsonReportOption,
     console,
@@ -35,38 +36,50 @@ eval_app = typer.Typer(
 )
 
 
+#: The options of `rag eval retrieval`, declared once as types so the command's signature stays short.
+RetrievalDatasetOption = Annotated[
+    Path, typer.Option(help="BEIR folder, or a CMRC 2018 / SQuAD-format file.")
+]
+RetrievalModeOption = Annotated[
+    list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
+]
+RetrievalLimitOption = Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")]
+RetrievalSplitOption = Annotated[
+    str,
+    typer.Option(
+        help="dev | test | all: keep one half of the judged queries (by a hash of the query id; "
+        "evals.splits.split_of) before --limit. Choose settings on dev, report on test."
+    ),
+]
+RerankOption = Annotated[
+    bool,
+    typer.Option(
+        "--rerank",
+        help="Also rerank the hybrid list with the configured generation model (one call per query: slow "
+        "on a CPU; use --limit).",
+    ),
+]
+
+
 @eval_app.command("retrieval")
 def eval_retrieval(
-    dataset: Annotated[Path, typer.Option(help="BEIR folder, or a CMRC 2018 / SQuAD-format file.")],
-    mode: Annotated[
-        list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
-    ] = None,
-    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")] = None,
-    split: Annotated[
-        str,
-        typer.Option(
-            help="dev | test | all: keep one half of the judged queries (by a hash of the query id; "
-            "evals.splits.split_of) before --limit. Choose settings on dev, report on test."
-        ),
-    ] = "all",
-    rerank: Annotated[
-        bool,
-        typer.Option(
-            "--rerank",
-            help="Also rerank the hybrid list with the configured generation model (one call per query: slow "
-            "on a CPU; use --limit).",
-        ),
-    ] = False,
+    dataset: RetrievalDatasetOption,
+    mode: RetrievalModeOption = None,
+    limit: RetrievalLimitOption = None,
+    split: RetrievalSplitOption = "all",
+    rerank: RerankOption = False,
     json_out: JsonReportOption = None,
 ) -> None:
     """Retrieval quality (nDCG@10, Recall@10/100, MRR@10) and speed per mode; ingest throughput."""
     from evals.retrieval import run_retrieval_eval
 
     settings = settings_or_exit()
-    modes: list[SearchMode] = [m for m in (mode or ["bm25", "dense", "hybrid"])]  # type: ignore[misc]
-    for name in modes:
-        if name not in ("dense", "bm25", "hybrid"):
-            fail(f"unknown search mode {name!r}; choose among dense, bm25, hybrid")
+    from retrieval.search import QueryError, search_mode
+
+    try:
+        modes = [search_mode(name) for name in (mode or ["bm25", "dense", "hybrid"])]
+    except QueryError as error:
+        fail(str(error))
     if rerank and "hybrid" not in modes:
         fail("--rerank reranks the hybrid list: add --mode hybrid")
     from evals.splits import ALL_SPLITS, SPLITS
@@ -89,6 +102,11 @@ def eval_retrieval(
             split=split,
         )
     write_json_report(json_out, report)
+    _print_retrieval_report(report)
+
+
+def _print_retrieval_report(report: dict[str, Any]) -> None:
+    """Retrieval quality and latency per mode as one table, then the ingest and query-embedding speed."""
     table = Table(title=f"{report['dataset']}: {report['queries']} queries ({report['machine']})")
     metrics = [name for name in next(iter(report["modes"].values())) if name not in ("p50_ms", "p95_ms")]
     for column in ["mode", *metrics, "p50 ms", "p95 ms"]:
@@ -157,54 +175,68 @@ def eval_latency(
 
 def parse_pool(pool: str | None) -> int | Literal["all"] | None:
     """--pool's value: None, "all", or a positive number of questions (anything else exits with a message)."""
-    if pool is None or pool == "all":
-        return pool
+    if pool is None:
+        return None
+    if pool == "all":
+        return "all"
     if not pool.isdigit() or int(pool) < 1:
         fail(f"--pool must be a positive number of questions or 'all', got {pool!r}")
     return int(pool)
 
 
+#: The options of `rag eval qa`, declared once as types so the command's signature stays short.
+QaDatasetOption = Annotated[
+    Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
+]
+QaPipelineOption = Annotated[
+    str,
+    typer.Option(help="naive | agentic | no-retrieval | gold (naive over the gold paragraphs only)."),
+]
+QaLimitOption = Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")]
+QaSkipOption = Annotated[
+    int,
+    typer.Option(
+        min=0, help="Start after the first N questions (a development split beside the reported ones)."
+    ),
+]
+QaSplitOption = Annotated[
+    str,
+    typer.Option(
+        help="dev | test | all: keep one half of the questions (by a hash of the question id; "
+        "evals.splits.split_of) before --skip and --limit. Choose settings on dev, report on test.",
+    ),
+]
+QaPoolOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Corpus: the paragraphs of the first N questions, or 'all' of the file's (default: of the "
+        "evaluated questions). A fixed pool lets a run grow with --limit and resume over one index.",
+    ),
+]
+QaPlotOption = Annotated[
+    Path | None,
+    typer.Option(help="Write qa_f1_vs_llm_calls.png into DIR from its QA JSON reports plus this run."),
+]
+QaResultsOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Per-question JSONL, appended as questions finish; a rerun resumes from it. "
+        "Default: results/runs/<dataset>-<pipeline>-<limit>.jsonl.",
+    ),
+]
+
+
 @eval_app.command("qa")
 def eval_qa(
-    dataset: Annotated[
-        Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
-    ],
-    pipeline: Annotated[
-        str, typer.Option(help="naive | agentic | no-retrieval | gold (naive over the gold paragraphs only).")
-    ],
-    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
-    skip: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Start after the first N questions (a development split beside the reported ones)."
-        ),
-    ] = 0,
-    split: Annotated[
-        str,
-        typer.Option(
-            help="dev | test | all: keep one half of the questions (by a hash of the question id; "
-            "evals.splits.split_of) before --skip and --limit. Choose settings on dev, report on test."
-        ),
-    ] = "all",
-    pool: Annotated[
-        str | None,
-        typer.Option(
-            help="Corpus: the paragraphs of the first N questions, or 'all' of the file's (default: of the "
-            "evaluated questions). A fixed pool lets a run grow with --limit and resume over one index."
-        ),
-    ] = None,
+    dataset: QaDatasetOption,
+    pipeline: QaPipelineOption,
+    limit: QaLimitOption = None,
+    skip: QaSkipOption = 0,
+    split: QaSplitOption = "all",
+    pool: QaPoolOption = None,
     json_out: JsonReportOption = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(help="Write qa_f1_vs_llm_calls.png into DIR from its QA JSON reports plus this run."),
-    ] = None,
-    results: Annotated[
-        Path | None,
-        typer.Option(
-            help="Per-question JSONL, appended as questions finish; a rerun resumes from it. "
-            "Default: results/runs/<dataset>-<pipeline>-<limit>.jsonl."
-        ),
-    ] = None,
+    plot: QaPlotOption = None,
+    results: QaResultsOption = None,
 ) -> None:
     """EM / F1 / gold contained in the answer / ROUGE-L, support recall, citation precision, not-found rate,
     answers per band (and how many had a right short answer) with the confidence's AUROC and calibration
@@ -212,7 +244,6 @@ def eval_qa(
     questions."""
     from evals.qa import PIPELINES, run_qa_eval
     from evals.qa_plot import write_qa_plot
-    from evals.qa_scoring import SCORE_KEYS
     from evals.splits import ALL_SPLITS, SPLITS
 
     if pipeline not in PIPELINES:
@@ -236,6 +267,21 @@ def eval_qa(
             progress=bars,
         )
     write_json_report(json_out, report)
+    _print_qa_table(report, split)
+    _print_qa_breakdowns(report)
+    if report["errors"]:
+        error_console.print(f"[yellow]{report['errors']} questions failed[/] (see {report['results_file']})")
+    console.print(f"[dim]per-question records: {report['results_file']} ({report['resumed']} resumed)[/]")
+    if plot:
+        written = write_qa_plot(plot, extra=[report])
+        console.print(f"plot: {written}")
+
+
+def _print_qa_table(report: dict[str, Any], split: str) -> None:
+    """The headline row of a QA report: scores, support recall, citation precision, cost per question."""
+    from evals.qa_scoring import SCORE_KEYS
+    from evals.splits import ALL_SPLITS
+
     table = Table(
         title=f"{report['dataset']}{'' if split == ALL_SPLITS else f' ({split})'} · {report['pipeline']}: "
         f"{report['n']} questions ({report['model']})"
@@ -267,6 +313,11 @@ def eval_qa(
         "-" if report["latency_p50_s"] is None else f"{report['latency_p50_s']:.2f}",
     )
     console.print(table)
+
+
+def _print_qa_breakdowns(report: dict[str, Any]) -> None:
+    """The lines under the headline row: scores per strategy and question type, answerable against
+    unanswerable questions, and the answers per confidence band with the confidence's AUROC and ECE."""
     for title, key in (("strategy", "by_strategy"), ("type", "by_type")):
         for group, values in report[key].items():
             console.print(
@@ -298,121 +349,3 @@ def eval_qa(
         f"{'-' if ece is None else f'{ece:.3f}'} over {judgement['confidence_records']} answers",
         highlight=False,
     )
-    if report["errors"]:
-        error_console.print(f"[yellow]{report['errors']} questions failed[/] (see {report['results_file']})")
-    console.print(f"[dim]per-question records: {report['results_file']} ({report['resumed']} resumed)[/]")
-    if plot:
-        written = write_qa_plot(plot, extra=[report])
-        console.print(f"plot: {written}")
-
-
-@eval_app.command("router")
-def eval_router(
-    json_out: JsonReportOption = None,
-    dataset: Annotated[
-        list[Path] | None,
-        typer.Option(
-            help="Extra labelled file (repeatable): HotpotQA format = multi-hop; "
-            "BEIR queries.jsonl, BEIR folder or SQuAD format = single-hop."
-        ),
-    ] = None,
-    llm_limit: Annotated[
-        int | None,
-        typer.Option(
-            help="Questions analysed by the model, an equal share per source (default 100; 0 = none)."
-        ),
-    ] = None,
-    data_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Folder in the shared-data layout: hotpotqa/*.json* (multi-hop), beir-scifact/ and "
-            "cmrc2018/cmrc2018_dev.json.gz (single-hop)."
-        ),
-    ] = None,
-    squad: Annotated[
-        Path | None, typer.Option(help="SQuAD-format file of single-hop questions (source 'squad').")
-    ] = None,
-) -> None:
-    """Single- vs multi-hop accuracy of analyze + select_strategy: heuristic and model side by side, on the
-    labelled questions of --data-dir, --squad and --dataset (at least one)."""
-    from evals.router import DEFAULT_LLM_LIMIT, run_router_eval
-    from service.cli.router_report import print_router_report
-
-    if llm_limit is not None and llm_limit < 0:
-        fail("--llm-limit must be at least 0")
-    settings = settings_or_exit()
-    with user_errors(), progress_bars() as bars:
-        report = run_router_eval(
-            settings,
-            data_dir=data_dir,
-            squad_file=squad,
-            extra=dataset or [],
-            llm_limit=DEFAULT_LLM_LIMIT if llm_limit is None else llm_limit,
-            progress=bars,
-        )
-    write_json_report(json_out, report)
-    print_router_report(report)
-
-
-@eval_app.command("chaos")
-def eval_chaos(
-    json_out: JsonReportOption = None,
-    suite: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Suites to run (repeatable): tenants, turns, injection, hostile, ingest, api, storage, "
-            "bounds, sharing, seeds, fairness. Default all."
-        ),
-    ] = None,
-    code_root: Annotated[
-        Path | None,
-        typer.Option(
-            help="Attack another checkout of the engine (for before/after figures). Default: this one."
-        ),
-    ] = None,
-) -> None:
-    """Attack the engine as a hostile tenant would and count harm: tenant leaks (CLI and REST API), lost or
-    mixed turns, obeyed injections and suppressed answers, stack traces, hangs, wrong exit codes and statuses,
-    oversize bodies accepted, checkpoint bytes per turn at turns 10 and 100, peak memory on hostile files.
-    Real models, temp data; the last line is 'N passed, M failed'."""
-    from evals.chaos import REPO_ROOT, SUITES, run_chaos
-
-    unknown = [name for name in suite or () if name not in SUITES]
-    if unknown:
-        fail(f"unknown chaos suite(s) {', '.join(unknown)}; choose among {', '.join(SUITES)}")
-    with user_errors():
-        report = run_chaos(
-            code_root=code_root or REPO_ROOT,
-            suites=suite or list(SUITES),
-            progress=lambda line: error_console.print(escape(line), highlight=False),
-        )
-    write_json_report(json_out, report)
-    table = Table(title=f"chaos ({report['machine']}, {report['seconds']} s)")
-    table.add_column("figure")
-    table.add_column("count", justify="right")
-    for name, value in report["figures"].items():
-        table.add_row(name, f"{value:g}")
-    if report["bytes_per_turn"] is not None:
-        table.add_row(
-            "bytes per turn (10 turns)",
-            f"{report['bytes_per_turn']:.0f} (target <= {report['bytes_per_turn_target']})",
-        )
-        table.add_row("checkpoints per turn (10 turns)", f"{report['checkpoints_per_turn']:.1f}")
-    if report.get("bytes_per_turn_at_100") is not None:
-        table.add_row(
-            "bytes per turn at turn 100",
-            f"{report['bytes_per_turn_at_100']:.0f} (target <= {report['bytes_per_turn_at_100_target']})",
-        )
-        table.add_row(
-            "bytes added by turn 20 / turn 100",
-            f"{report['bytes_added_turn_20']:.0f} / {report['bytes_added_turn_100']:.0f}",
-        )
-    if report.get("hostile_peak_rss_bytes") is not None:
-        table.add_row("peak RSS on hostile inputs", f"{report['hostile_peak_rss_bytes'] / 1024**2:.0f} MiB")
-    console.print(table)
-    for probe in report["probes"]:
-        if not probe["passed"]:
-            console.print(
-                f"FAIL {probe['suite']}/{probe['name']}: {probe['detail']}", highlight=False, markup=False
-            )
-    console.print(f"{report['passed']} passed, {report['failed']} failed", highlight=False)

@@ -1,7 +1,7 @@
 """`rag feedback ANSWER_ID --up|--down [--comment TEXT]`: rate a recorded answer (persistence.feedback).
 
 The answer id is the one `rag ask` prints on its last line (and in `--json`), the API returns as
-`answer_id` (seed 001: `metadata.answer_id`). The tenant is `--tenant` or RAG_DEFAULT_TENANT: an answer of
+`answer_id` (the seed API: `metadata.answer_id`). The tenant is `--tenant` or RAG_DEFAULT_TENANT: an answer of
 another tenant is "no answer" (exit 2), exactly as an id that does not exist. Rating an answer again
 replaces its rating and comment.
 """
@@ -21,7 +21,7 @@ def feedback(
     ],
     up: Annotated[bool, typer.Option("--up", help="The answer helped (thumbs up).")] = False,
     down: Annotated[bool, typer.Option("--down", help="The answer did not help (thumbs down).")] = False,
-    comment: Annotated[str, typer.Option(help="Why (RAG_FEEDBACK_MAX_COMMENT_CHARS at most).")] = "",
+    comment: Annotated[str, typer.Option(help="Why (at most 2000 characters).")] = "",
     tenant: Annotated[
         str | None, typer.Option(help="Tenant of the answer (default RAG_DEFAULT_TENANT).")
     ] = None,

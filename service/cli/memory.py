@@ -17,6 +17,7 @@ import typer
 
 if TYPE_CHECKING:
     from config.settings import Settings
+    from persistence.memories import Memory
 
 memory_app = typer.Typer(
     help="Memories kept per tenant and conversation: add, search by meaning, list, delete; table row counts.",
@@ -66,7 +67,7 @@ def _metadata(raw: str | None) -> dict[str, object] | None:
     return value
 
 
-def _show(memories: list, as_json: bool, empty: str) -> None:  # noqa: ANN001 - list of Memory
+def _show(memories: list[Memory], as_json: bool, empty: str) -> None:
     from service.cli.common import console, print_json
 
     if as_json:
@@ -121,7 +122,7 @@ def search(
     conversation_id: Annotated[
         str | None, typer.Option("--conversation-id", help="Only this conversation's memories.")
     ] = None,
-    k: Annotated[int | None, typer.Option("--k", help="How many (default: RAG_MEMORY_SEARCH_K).")] = None,
+    k: Annotated[int | None, typer.Option("--k", help="How many (default: 5).")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """The tenant's memories most similar to QUERY, best first, with their cosine similarity."""

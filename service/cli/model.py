@@ -17,12 +17,16 @@ import socket
 import sys
 import threading
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from service.cli.common import console, fail, settings_or_exit, user_errors
+
+if TYPE_CHECKING:
+    from models.local_catalog import LocalModel, LocalModelName
+    from models.local_llm import LocalLLMServer
 
 model_app = typer.Typer(
     help="Embedded models: serve one as an OpenAI-compatible endpoint.", no_args_is_help=True
@@ -67,21 +71,22 @@ def install_command(name: str) -> str:
     return f"{shlex.quote(str(python))} -m models.local_catalog install {name}"
 
 
-def choose_model(name: str | None) -> str:
+def choose_model(name: str | None) -> LocalModelName:
     """The catalog model to serve: `name` when it is known and installed, else the strongest installed one;
     exits 2 with the names to choose from, or the command that installs the model."""
-    from models.local_catalog import CATALOG, STRONGEST_FIRST, is_installed
+    from models.local_catalog import CATALOG, STRONGEST_FIRST, catalog_name, is_installed
 
     if name is None:
         installed = [model for model in STRONGEST_FIRST if is_installed(model)]
         if not installed:
             fail(f"no embedded model is installed: run `{install_command(STRONGEST_FIRST[0])}`")
         return installed[0]
-    if name not in CATALOG:
+    known = catalog_name(name)
+    if known is None:
         fail(f"unknown model {name!r}: choose one of {', '.join(CATALOG)}")
-    if not is_installed(name):  # checked against CATALOG above
-        fail(f"the embedded model {name} is not installed: run `{install_command(name)}`")
-    return name
+    if not is_installed(known):
+        fail(f"the embedded model {known} is not installed: run `{install_command(known)}`")
+    return known
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -138,42 +143,52 @@ def wait_until_stopped() -> None:
             signal.signal(number, handler)
 
 
+#: The options of `rag model serve`, declared once as types so the command's signature stays short.
+ServeModelOption = Annotated[
+    str | None,
+    typer.Option(help="Catalog model (models/local_catalog.py); default: the strongest installed."),
+]
+ServeHostOption = Annotated[
+    str,
+    typer.Option(
+        help="Address to listen on. Loopback only unless --allow-remote: the server runs the model for "
+        "anyone who reaches the port, with no authentication unless --api-key is given."
+    ),
+]
+ServePortOption = Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")]
+ServeThreadsOption = Annotated[
+    int | None, typer.Option(help="CPU threads of the model (default RAG_LOCAL_THREADS).")
+]
+ServeCtxOption = Annotated[
+    int | None, typer.Option(help="Context window in tokens (default RAG_LOCAL_N_CTX).")
+]
+ServeAllowRemoteOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-remote",
+        help="Allow a non-loopback --host: other machines can then use the model (and this machine's "
+        "CPU); give --api-key too.",
+    ),
+]
+ServeApiKeyOption = Annotated[
+    str,
+    typer.Option(
+        envvar=API_KEY_ENV,
+        help=f"Require this key from clients (Authorization: Bearer KEY); ${API_KEY_ENV} keeps it out of "
+        "the process list.",
+    ),
+]
+
+
 @model_app.command("serve")
 def model_serve(
-    model: Annotated[
-        str | None,
-        typer.Option(help="Catalog model (models/local_catalog.py); default: the strongest installed."),
-    ] = None,
-    host: Annotated[
-        str,
-        typer.Option(
-            help="Address to listen on. Loopback only unless --allow-remote: the server runs the model for "
-            "anyone who reaches the port, with no authentication unless --api-key is given."
-        ),
-    ] = DEFAULT_HOST,
-    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = DEFAULT_PORT,
-    threads: Annotated[
-        int | None, typer.Option(help="CPU threads of the model (default RAG_LOCAL_THREADS).")
-    ] = None,
-    ctx: Annotated[
-        int | None, typer.Option(help="Context window in tokens (default RAG_LOCAL_N_CTX).")
-    ] = None,
-    allow_remote: Annotated[
-        bool,
-        typer.Option(
-            "--allow-remote",
-            help="Allow a non-loopback --host: other machines can then use the model (and this machine's "
-            "CPU); give --api-key too.",
-        ),
-    ] = False,
-    api_key: Annotated[
-        str,
-        typer.Option(
-            envvar=API_KEY_ENV,
-            help=f"Require this key from clients (Authorization: Bearer KEY); ${API_KEY_ENV} keeps it out of "
-            "the process list.",
-        ),
-    ] = "",
+    model: ServeModelOption = None,
+    host: ServeHostOption = DEFAULT_HOST,
+    port: ServePortOption = DEFAULT_PORT,
+    threads: ServeThreadsOption = None,
+    ctx: ServeCtxOption = None,
+    allow_remote: ServeAllowRemoteOption = False,
+    api_key: ServeApiKeyOption = "",
 ) -> None:
     """Serve an embedded model as llama.cpp's OpenAI-compatible server until Ctrl-C or SIGTERM, and print
     the settings that point the engine (or any OpenAI client) at it."""
@@ -196,7 +211,7 @@ def model_serve(
     name = choose_model(model)
     if port_in_use(host, port):
         fail(f"port {port} on {host} is in use: stop what listens there or pick another --port")
-    entry = CATALOG[name]  # type: ignore[index]  # choose_model returns catalog names only
+    entry = CATALOG[name]
     console.print(f"loading {escape(entry.description)} ...", highlight=False)
     with user_errors():
         server = LocalLLMServer(
@@ -211,18 +226,25 @@ def model_serve(
         )
         server.start()
     try:
-        base_url = client_base_url(server.base_url)
-        console.print(
-            f"serving {entry.name} at {base_url} (loaded in {server.load_seconds or 0:.1f} s, "
-            f"{threads} threads, context {ctx}, pid {os.getpid()})",
-            highlight=False,
-            soft_wrap=True,
-        )
-        console.print("point the engine at it (shell, or .env):", highlight=False)
-        for line in engine_settings(base_url, entry.name, api_key):
-            console.print(escape(line), highlight=False, soft_wrap=True)
-        console.print("Ctrl-C stops the server.", highlight=False)
+        _print_serving(server, entry, threads=threads, ctx=ctx, api_key=api_key)
         wait_until_stopped()
     finally:
         server.stop()
     console.print("stopped", highlight=False)
+
+
+def _print_serving(
+    server: LocalLLMServer, entry: LocalModel, *, threads: int, ctx: int, api_key: str
+) -> None:
+    """Say what is served where, and print the settings that point the engine (or any OpenAI client) at it."""
+    base_url = client_base_url(server.base_url)
+    console.print(
+        f"serving {entry.name} at {base_url} (loaded in {server.load_seconds or 0:.1f} s, "
+        f"{threads} threads, context {ctx}, pid {os.getpid()})",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print("point the engine at it (shell, or .env):", highlight=False)
+    for line in engine_settings(base_url, entry.name, api_key):
+        console.print(escape(line), highlight=False, soft_wrap=True)
+    console.print("Ctrl-C stops the server.", highlight=False)

@@ -1,5 +1,5 @@
 """`rag summarize --thread ID [--conversation-id C]`: write a stored conversation into the tenant's store as
-conversation memory (turns as detail events, block summaries above them; retrieval/conversation_summary.py).
+conversation memory (turns as detail events, block summaries above them; retrieval/conversation_index.py).
 `rag summarize --idle`: the idle sweep once (retrieval/auto_summary.py): every conversation without a turn
 for RAG_SUMMARY_IDLE_S seconds whose memory misses some of its turns.
 
@@ -17,44 +17,55 @@ from typing import Annotated
 
 import typer
 
+#: The options of `rag summarize`, declared once as types so the command's signature stays short.
+SummarizeThreadOption = Annotated[
+    str | None, typer.Option("--thread", help="The conversation (thread id) to summarize.")
+]
+SummarizeIdleOption = Annotated[
+    bool,
+    typer.Option("--idle", help="Summarize every conversation idle for RAG_SUMMARY_IDLE_S seconds."),
+]
+SummarizeCharacterIdOption = Annotated[
+    str | None, typer.Option("--character-id", help="Character id the memory's chunks carry.")
+]
+SummarizeBackgroundIdOption = Annotated[
+    str | None, typer.Option("--background-id", help="Background id the memory's chunks carry.")
+]
+SummarizeRelatedPlotIdOption = Annotated[
+    str | None, typer.Option("--related-plot-id", help="Plot id the memory's chunks carry.")
+]
+SummarizeConversationIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--conversation-id",
+        help="Conversation id of the memory (default: the one the thread's turns were given, else the "
+        "thread id).",
+    ),
+]
+SummarizeTenantOption = Annotated[
+    str | None, typer.Option(help="Tenant that owns the thread (default: RAG_DEFAULT_TENANT).")
+]
+SummarizeCollectionOption = Annotated[
+    str | None, typer.Option(help="Collection for the memory (default: conversations).")
+]
+SummarizeAsJsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
+
 
 def summarize(
-    thread: Annotated[
-        str | None, typer.Option("--thread", help="The conversation (thread id) to summarize.")
-    ] = None,
-    idle: Annotated[
-        bool,
-        typer.Option("--idle", help="Summarize every conversation idle for RAG_SUMMARY_IDLE_S seconds."),
-    ] = False,
-    character_id: Annotated[
-        str | None, typer.Option("--character-id", help="Character id the memory's chunks carry.")
-    ] = None,
-    background_id: Annotated[
-        str | None, typer.Option("--background-id", help="Background id the memory's chunks carry.")
-    ] = None,
-    related_plot_id: Annotated[
-        str | None, typer.Option("--related-plot-id", help="Plot id the memory's chunks carry.")
-    ] = None,
-    conversation_id: Annotated[
-        str | None,
-        typer.Option(
-            "--conversation-id",
-            help="Conversation id of the memory (default: the one the thread's turns were given, else the "
-            "thread id).",
-        ),
-    ] = None,
-    tenant: Annotated[
-        str | None, typer.Option(help="Tenant that owns the thread (default: RAG_DEFAULT_TENANT).")
-    ] = None,
-    collection: Annotated[
-        str | None, typer.Option(help="Collection for the memory (default: RAG_MEMORY_COLLECTION).")
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    thread: SummarizeThreadOption = None,
+    idle: SummarizeIdleOption = False,
+    character_id: SummarizeCharacterIdOption = None,
+    background_id: SummarizeBackgroundIdOption = None,
+    related_plot_id: SummarizeRelatedPlotIdOption = None,
+    conversation_id: SummarizeConversationIdOption = None,
+    tenant: SummarizeTenantOption = None,
+    collection: SummarizeCollectionOption = None,
+    as_json: SummarizeAsJsonOption = False,
 ) -> None:
     """Write a conversation into the store: each turn as a detail event, with summaries linked above them."""
     from nodes.conversation_memory import summary_model
     from nodes.resources import get_resources
-    from retrieval.conversation_summary import summarize_thread
+    from retrieval.conversation_index import summarize_thread
     from service.cli.common import console, fail, print_json, settings_or_exit, user_errors
 
     if thread is not None and idle:

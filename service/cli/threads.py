@@ -25,7 +25,7 @@ def _threads_tenant(tenant: str | None) -> str:
     """The tenant of a `rag threads` command: --tenant, else the one `rag ask` runs as without it."""
     if tenant is not None and not tenant.strip():
         fail("--tenant is empty")
-    return str(context_or_exit(None, tenant, None, None).tenant)  # type: ignore[attr-defined]
+    return context_or_exit(None, tenant, None, None).tenant
 
 
 @threads_app.command("list")

@@ -11,7 +11,7 @@ SourceInfo before the seed defines it); pydantic resolves the names when a class
 names are the seed's own (`List`, `Dict`, `Optional`): hence the file's ruff exemption below.
 """
 
-# ruff: noqa: UP006, UP007, UP035, UP045
+# ruff: noqa: UP006, UP035, UP045
 
 from __future__ import annotations
 

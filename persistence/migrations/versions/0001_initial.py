@@ -20,6 +20,14 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     """Apply this revision."""
+    _create_audit_logs()
+    _create_memories()
+    _create_semantic_cache()
+    _create_sessions_and_conversations()
+
+
+def _create_audit_logs() -> None:
+    """The audit log: one row per action (the tenant, thread and conversation, the cited chunks, latency)."""
     op.create_table(
         "audit_logs",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -40,6 +48,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_audit_tenant_time", "audit_logs", ["tenant", "created_at"], unique=False)
 
+
+def _create_memories() -> None:
+    """Memories a tenant keeps, with their embedding."""
     op.create_table(
         "memories",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -54,6 +65,9 @@ def upgrade() -> None:
     )
     op.create_index("ix_memories_scope", "memories", ["tenant", "conversation_id"], unique=False)
 
+
+def _create_semantic_cache() -> None:
+    """The semantic answer cache, by tenant, scope and documents version."""
     op.create_table(
         "semantic_cache",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -72,6 +86,9 @@ def upgrade() -> None:
         "ix_semantic_cache_scope", "semantic_cache", ["tenant", "scope", "docs_version"], unique=False
     )
 
+
+def _create_sessions_and_conversations() -> None:
+    """Sessions (one per tenant's thread) and their conversation turns."""
     op.create_table(
         "sessions",
         sa.Column("id", sa.Integer(), nullable=False),

@@ -1,4 +1,4 @@
-"""Memories keep caller metadata (seed 000's add_memory takes a metadata dict): a JSON text column.
+"""Memories keep caller metadata (the baseline design's add_memory takes a metadata dict): a JSON text column.
 
 Revision ID: 0002
 Revises: 0001
