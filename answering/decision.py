@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from answering.calibrator import Thresholds
+from answering.calibrator import Calibrator, Thresholds
 from core.text import strip_references
 from prompts.answer import NOT_FOUND_EN, NOT_FOUND_ZH, TENTATIVE_PREFIXES
 from retrieval.answer_span import extract_answer
 from retrieval.answer_text import compose_answer, normalized, supporting_sentence
-from state.answer_record import AnswerRecord, Band, ClosestSentence
+from state.answer_record import BANDS, AnswerRecord, Band, ClosestSentence
 from state.schemas import RetrievedDoc
 
 #: Reasons of a not-found answer, in plain words (state `not_found_reason`).
@@ -36,6 +36,19 @@ def band_of(probability: float, thresholds: Thresholds) -> Band:
     if probability >= thresholds.confident:
         return "confident"
     return "tentative" if probability >= thresholds.floor else "not_found"
+
+
+def best_band(calibrator: Calibrator) -> Band:
+    """The highest band the calibrator can give: confident only when its confident threshold is within the
+    probabilities its isotonic map reaches (a weak reader's calibrator may never reach it)."""
+    highest = max(calibrator.isotonic_y) if calibrator.isotonic_y else 1.0
+    return "confident" if calibrator.thresholds.confident <= highest else "tentative"
+
+
+def reached_best_band(band: Band, calibrator: Calibrator) -> bool:
+    """Whether a draft's band is the highest this calibrator can give: the Self-RAG loop then stops (another
+    attempt costs model calls and cannot raise it)."""
+    return BANDS.index(band) <= BANDS.index(best_band(calibrator))
 
 
 def contradicts(question: str, short: str, explanation: str) -> bool:

@@ -26,13 +26,14 @@ from typing import Any, Literal
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
+from answering.decision import reached_best_band
 from config.settings import get_settings
 from core.text import strip_references
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, timed
 from nodes.reflection import apply_reflection, read_reflection, ten_point
 from nodes.resources import get_resources
-from nodes.turn import current_question, judge_draft, language_of
+from nodes.turn import answer_calibrator, current_question, judge_draft, language_of
 from prompts.answer import (
     ANSWER_GRADER_PROMPT,
     ANSWER_GRADER_SYSTEM,
@@ -355,7 +356,8 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     score = record["probability"] if record is not None else mean_score(grade)
     stalled = stalled_after(score, state)
     graded = grader in ("llm", "score")
-    confident = record is None or record["band"] == "confident"
+    # The loop stops at the highest band the calibrator can give (a weak reader's may never be confident).
+    confident = record is None or reached_best_band(record["band"], answer_calibrator(context))
     action: NextAction = decide(confident, grade.grounded, state, context, stalled) if graded else "accept"
     candidate = AnswerCandidate(
         text=draft,

@@ -465,3 +465,29 @@ def test_the_not_found_sentence_is_no_answer_to_judge() -> None:
         calibrator=constant(0.9),
     )
     assert (judged["band"], judged["decline_reason"]) == ("not_found", REASON_READER_DECLINED)
+
+
+def test_the_loop_aims_at_the_highest_band_the_calibrator_reaches() -> None:
+    """A calibrator whose isotonic map never reaches its confident threshold (a weak reader's) makes tentative
+    the best band: the Self-RAG loop stops there instead of spending its budget on an unreachable band."""
+    from answering.decision import best_band, reached_best_band
+
+    weak = Calibrator(
+        **{
+            **FITTED.__dict__,
+            "isotonic_x": (0.0, 1.0),
+            "isotonic_y": (0.05, 0.6),
+            "thresholds": Thresholds(0.95, 0.1),
+        }
+    )
+    strong = Calibrator(
+        **{
+            **FITTED.__dict__,
+            "isotonic_x": (0.0, 1.0),
+            "isotonic_y": (0.05, 0.99),
+            "thresholds": Thresholds(0.9, 0.1),
+        }
+    )
+    assert best_band(weak) == "tentative" and best_band(strong) == "confident"
+    assert reached_best_band("tentative", weak) and not reached_best_band("not_found", weak)
+    assert not reached_best_band("tentative", strong) and reached_best_band("confident", strong)
