@@ -60,3 +60,6 @@ for round in $ROUNDS; do
     run hotpotqa "$HOTPOTQA" all test $((20 * round))
   fi
 done
+
+# The committed form: slimmed and gzipped (what rag eval calibrate and benchmarks/judgement_plots.py read).
+"${PYTHON:-.venv/bin/python}" -m benchmarks.slim_records "$RUNS"/"$PREFIX"-*-"$PIPELINE".jsonl

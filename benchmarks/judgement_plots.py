@@ -1,6 +1,6 @@
 """Risk-coverage plots of the answer judgement, per set: naive and agentic after (a curve: the shown answers'
-accuracy as more of them are shown, most probable first), and before (one point each: the engine without a
-probability showed every answer it did not decline).
+accuracy as more of them are shown, most probable first), and before (one point each, over the after-runs'
+questions: the engine without a probability showed every answer it did not decline).
 
 "Right" is the short answer holding a gold answer in both: `candidate_right` after, `short_contains_gold`
 before (unanswerable questions are never right). Run from the checkout:
@@ -13,6 +13,7 @@ before (unanswerable questions are never right). Run from the checkout:
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,9 @@ from evals.metrics import risk_coverage
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """A run's per-question records (errors left out)."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+    opened = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+    with opened as text:
+        lines = text.read().splitlines()
     return [record for record in map(json.loads, filter(None, lines)) if not record.get("error")]
 
 
@@ -60,8 +63,9 @@ def plot(name: str, calibrator: Calibrator, after: list[Path], before: list[Path
             [y for _, y in points],
             label=f"{label_of(path)}, calibrated (n={len(records)})",
         )
-    for path in before:
-        records = read_records(path)
+    questions = {record["qid"] for path in after for record in read_records(path)}
+    for path in before:  # the same questions as the after-runs
+        records = [record for record in read_records(path) if record["qid"] in questions]
         x, y = before_point(records)
         axes.scatter([x], [y], marker="x", s=60, label=f"{label_of(path)}, before (n={len(records)})")
     axes.set_xlabel("coverage (share of questions shown an answer)")

@@ -60,6 +60,23 @@ def _test_calibrator() -> Iterator[Calibrator]:
         yield installed
 
 
+#: Folder of the start-up hook that gives the processes tests start the same calibrator (tests/site).
+SUBPROCESS_SITE = Path(__file__).parent / "site"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _subprocess_calibrator() -> Iterator[None]:
+    """Processes the tests start (workers, `langgraph dev`, fresh interpreters) inherit PYTHONPATH, so its
+    sitecustomize installs the same calibrator there (tests/site/sitecustomize.py)."""
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SUBPROCESS_SITE), previous]))
+    yield
+    if previous is None:
+        os.environ.pop("PYTHONPATH", None)
+    else:
+        os.environ["PYTHONPATH"] = previous
+
+
 @pytest.fixture
 def calibrator() -> Iterator[Callable[[Calibrator], Calibrator]]:
     """Install a calibrator for the rest of the test: `calibrator(following("reader_declined",

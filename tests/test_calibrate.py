@@ -100,18 +100,26 @@ def test_risk_coverage_enters_ties_together() -> None:
 
 def test_thresholds_minimise_the_stated_cost() -> None:
     # a 0.9 right, b 0.7 wrong, c 0.5 right, d 0.2 wrong; bands follow the probability order.
-    # Default rule: a confident (0); b confident costs 2, tentative 0.5, not found 0 but then c (right) is
-    # not found too (1): b and c tentative (0.5 + 0.25) and d not found (0) is cheapest, 0.75 in all
+    # The rule with tentative 0.5 wrong / 0.25 right: a confident (0); b confident costs 2, tentative 0.5,
+    # not found 0 but then c (right) is not found too (1): b and c tentative (0.5 + 0.25) and d not found
+    # (0) is cheapest, 0.75 in all
     # (all tentative 1.5; b confident 2; b, c, d not found 1). Confident must hold a and not b:
     # (0.70, 0.90]; the floor must keep c and drop d: (0.20, 0.50]. Ties: the highest confident, 0.90,
     # then the lowest floor, 0.21. Mean cost 0.75 / 4.
     probabilities, labels = [0.9, 0.7, 0.5, 0.2], [1, 0, 1, 0]
-    thresholds, cost = choose_thresholds(probabilities, labels, CostRule())
+    dear_tentative = CostRule(tentative_wrong=0.5, tentative_right=0.25)
+    thresholds, cost = choose_thresholds(probabilities, labels, dear_tentative)
     assert thresholds == Thresholds(confident=0.9, floor=0.21)
     assert cost == pytest.approx(0.75 / 4)
+    # The default rule (a tentative answer costs 0.1 either way): a confident (0); b, c and d tentative
+    # (0.3) beats d not found (b, c tentative 0.2, d not found 0: cheaper still, 0.2). Confident in
+    # (0.7, 0.9] -> 0.90, the floor keeps c and drops d: (0.2, 0.5] -> 0.21; mean cost 0.2 / 4.
+    thresholds, cost = choose_thresholds(probabilities, labels, CostRule())
+    assert thresholds == Thresholds(confident=0.9, floor=0.21)
+    assert cost == pytest.approx(0.2 / 4)
     # A wrong confident answer costing 0.1: a, b, c confident (0.1) and d not found (0) beats any tentative
     # band (b tentative alone costs 0.5). Confident in (0.2, 0.5] -> 0.50; the floor below it, above d: 0.21.
-    cheap = CostRule(confident_wrong=0.1)
+    cheap = CostRule(confident_wrong=0.1, tentative_wrong=0.5, tentative_right=0.25)
     thresholds, cost = choose_thresholds(probabilities, labels, cheap)
     assert thresholds == Thresholds(confident=0.5, floor=0.21)
     assert cost == pytest.approx(0.1 / 4)
@@ -244,7 +252,7 @@ def test_evaluate_counts_bands_and_shares_by_hand() -> None:
     records = [
         _hand_record(2, True),  # confident, right: cost 0
         _hand_record(2, False, answerable=False),  # confident, unanswerable: cost 2
-        _hand_record(0, True, language="zh"),  # tentative, right: 0.25
+        _hand_record(0, True, language="zh"),  # tentative, right: 0.1
         _hand_record(-2, True),  # not found, candidate right: 1
         _hand_record(-2, False, language="zh"),  # not found, wrong: 0
     ]
@@ -256,7 +264,7 @@ def test_evaluate_counts_bands_and_shares_by_hand() -> None:
         "tentative": {"n": 1, "right": 1, "unanswerable": 0},
         "not_found": {"n": 2, "right": 1, "unanswerable": 0},
     }
-    assert every["cost_per_question"] == pytest.approx(3.25 / 5)
+    assert every["cost_per_question"] == pytest.approx(3.1 / 5)
     assert every["confident_right_share"] == 0.5
     assert every["not_found_candidate_right_share"] == 0.5
     assert every["unanswerable_confident_share"] == 1.0  # the one unanswerable question

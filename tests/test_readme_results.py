@@ -206,7 +206,7 @@ def test_the_readme_qa_table_labels_rows_by_file_name(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("name", ["router.json", "qa_hotpotqa_naive.json"])
+@pytest.mark.parametrize("name", ["router.json", "model_choice.json"])
 def test_the_compared_result_files_are_committed_json(name: str) -> None:
     assert isinstance(json.loads((RESULTS / name).read_text(encoding="utf-8")), dict)
 
