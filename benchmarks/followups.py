@@ -39,7 +39,7 @@ import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from core.types import CHUNK_METADATA_DEFAULTS, Chunk
 from evals.splits import Split, hash_split
@@ -122,19 +122,32 @@ def parse_conversation(record: dict[str, Any]) -> Conversation:
     return conversation
 
 
-def load_conversations(path: Path = DEFAULT_FIXTURE) -> list[Conversation]:
-    """The conversations of a JSONL fixture, in file order; ValueError on a bad line or a repeated id."""
-    conversations: list[Conversation] = []
+class _Identified(Protocol):
+    cid: str
+
+
+ConversationT = TypeVar("ConversationT", bound=_Identified)
+
+
+def load_fixture(path: Path, parse: Callable[[dict[str, Any]], ConversationT]) -> list[ConversationT]:
+    """The conversations of a JSONL fixture parsed by `parse`, in file order; ValueError naming the line on a
+    bad one, or a repeated id (each conversation has a `cid`)."""
+    conversations: list[ConversationT] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if line.strip():
             try:
-                conversations.append(parse_conversation(json.loads(line)))
+                conversations.append(parse(json.loads(line)))
             except (ValueError, KeyError, TypeError) as error:
                 raise ValueError(f"{path}:{number}: {error}") from error
     ids = [conversation.cid for conversation in conversations]
     if len(ids) != len(set(ids)):
         raise ValueError(f"{path}: repeated conversation ids")
     return conversations
+
+
+def load_conversations(path: Path = DEFAULT_FIXTURE) -> list[Conversation]:
+    """The conversations of a JSONL fixture, in file order; ValueError on a bad line or a repeated id."""
+    return load_fixture(path, parse_conversation)
 
 
 # --- rewrites --------------------------------------------------------------------------------------------

@@ -19,13 +19,13 @@ report shows what naming it cost).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.followups import load_fixture
 from query.follow_ups import heuristic_standalone
 from query.text import words_of
 
@@ -84,17 +84,7 @@ def parse_doc_conversation(record: dict[str, Any]) -> DocConversation:
 
 def load_doc_conversations(path: Path = DEFAULT_FIXTURE) -> list[DocConversation]:
     """The conversations of a JSONL fixture, in file order; ValueError on a bad line or a repeated id."""
-    conversations: list[DocConversation] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                conversations.append(parse_doc_conversation(json.loads(line)))
-            except (ValueError, KeyError, TypeError) as error:
-                raise ValueError(f"{path}:{number}: {error}") from error
-    ids = [conversation.cid for conversation in conversations]
-    if len(ids) != len(set(ids)):
-        raise ValueError(f"{path}: repeated conversation ids")
-    return conversations
+    return load_fixture(path, parse_doc_conversation)
 
 
 def names_referent(text: str, referents: Sequence[str]) -> bool:
