@@ -8,7 +8,6 @@ holds a gold answer. Bands of both come from the committed calibrator applied to
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import statistics
 from pathlib import Path
@@ -16,16 +15,16 @@ from typing import Any
 
 from answering.calibrator import CALIBRATOR_DIR, load_calibrator
 from answering.decision import band_of
+from evals.datasets import open_text
 from evals.environment import machine_description
 
 RUNS = Path("results/runs")
 SETS = ("squad", "cmrc2018", "hotpotqa")
 
 
-def read(path: Path) -> list[dict[str, Any]]:
+def read_records(path: Path) -> list[dict[str, Any]]:
     """Records of a run (plain or gzipped JSON lines), failed questions left out."""
-    opened = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
-    with opened as text:
+    with open_text(path) as text:
         return [record for record in map(json.loads, filter(str.strip, text)) if not record.get("error")]
 
 
@@ -61,9 +60,9 @@ def main() -> None:
     args = parser.parse_args()
     report: dict[str, Any] = {"machine": machine_description(), "calibrator": args.calibrator, "sets": {}}
     for name in SETS:
-        agentic = read(RUNS / f"judge-{name}-test-agentic.jsonl.gz")
+        agentic = read_records(RUNS / f"judge-{name}-test-agentic.jsonl.gz")
         ids = {record["qid"] for record in agentic}
-        naive = [r for r in read(RUNS / f"judge-{name}-test-naive.jsonl.gz") if r["qid"] in ids]
+        naive = [r for r in read_records(RUNS / f"judge-{name}-test-naive.jsonl.gz") if r["qid"] in ids]
         report["sets"][name] = {
             "naive": summary(naive, args.calibrator),
             "agentic": summary(agentic, args.calibrator),

@@ -13,8 +13,6 @@ before (unanswerable questions are never right). Run from the checkout:
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,15 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from answering.calibrator import CALIBRATOR_DIR, Calibrator, load_calibrator
+from benchmarks.judgement_compare import read_records
 from evals.metrics import risk_coverage
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """A run's per-question records (errors left out)."""
-    opened = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
-    with opened as text:
-        lines = text.read().splitlines()
-    return [record for record in map(json.loads, filter(None, lines)) if not record.get("error")]
 
 
 def before_point(records: list[dict[str, Any]]) -> tuple[float, float]:

@@ -7,18 +7,18 @@ Records do not carry their data set, so a loaded record is tagged with the set i
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from answering.signals import SIGNAL_GROUPS, SIGNAL_NAMES
+from evals.datasets import open_text
 
 Record = Mapping[str, Any]
 FloatArray = NDArray[np.float64]
@@ -90,16 +90,9 @@ def record_place(record: Record, line: int | None = None) -> str:
     return f"{place} (qid {record.get('qid')!r})"
 
 
-def open_text(path: Path) -> TextIO:
-    """A results file for reading as text: gzipped when its name ends in .gz (committed records are)."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
-
-
 def load_run(path: Path) -> RunFile:
-    """The records of one results file (JSON lines, gzipped when the name ends in .gz), failed questions left
-    out; CalibrationInputError naming the file and line when it is missing, not JSON lines, or a record lacks
+    """The records of one results file (JSON lines, gzipped or not), failed questions left out;
+    CalibrationInputError naming the file and line when it is missing, not JSON lines, or a record lacks
     signals or its label."""
     if not path.is_file():
         raise CalibrationInputError(f"results file not found: {path}")
