@@ -179,6 +179,17 @@ def render_ablation(rows: Sequence[Mapping[str, Any]]) -> str:
 # Plots
 
 
+def finish_axes(axes: Any, xlabel: str, ylabel: str, title: str, top: float) -> None:
+    """Labels, the unit square (up to `top`), grid and legend of one calibration plot."""
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_xlim(0, 1)
+    axes.set_ylim(0, top)
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+
+
 def write_plots(calibrator: Calibrator, runs: Sequence[RunFile], folder: Path) -> list[Path]:
     """Per set, a risk-coverage plot (accuracy of the answers shown against the share shown, one line per
     run, by the calibrator's probability) and a reliability diagram; the paths written."""
@@ -195,13 +206,10 @@ def write_plots(calibrator: Calibrator, runs: Sequence[RunFile], folder: Path) -
         for label, (probabilities, labels) in curves.items():
             points = risk_coverage(probabilities, labels)
             axes.plot([p[0] for p in points], [p[1] for p in points], label=f"{label} (n={len(labels)})")
-        axes.set_xlabel("coverage (share of questions answered)")
-        axes.set_ylabel("accuracy of the answers shown")
-        axes.set_xlim(0, 1)
-        axes.set_ylim(0, 1.02)
-        axes.set_title(f"Risk-coverage: {set_name} ({calibrator.name} calibrator)")
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=8, loc="best")
+        title = f"Risk-coverage: {set_name} ({calibrator.name} calibrator)"
+        finish_axes(
+            axes, "coverage (share of questions answered)", "accuracy of the answers shown", title, 1.02
+        )
         written.append(save_figure(figure, folder / RISK_COVERAGE_PLOT.format(set=set_name)))
         figure = new_figure()
         axes = figure.add_subplot()
@@ -209,13 +217,8 @@ def write_plots(calibrator: Calibrator, runs: Sequence[RunFile], folder: Path) -
         for label, (probabilities, labels) in curves.items():
             xs, ys = reliability(probabilities, labels)
             axes.plot(xs, ys, marker="o", label=label)
-        axes.set_xlabel("calibrated probability (bin mean)")
-        axes.set_ylabel("share right")
-        axes.set_xlim(0, 1)
-        axes.set_ylim(0, 1)
-        axes.set_title(f"Reliability: {set_name} ({calibrator.name} calibrator)")
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=8, loc="best")
+        title = f"Reliability: {set_name} ({calibrator.name} calibrator)"
+        finish_axes(axes, "calibrated probability (bin mean)", "share right", title, 1.0)
         written.append(save_figure(figure, folder / RELIABILITY_PLOT.format(set=set_name)))
     return written
 
