@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from evals.chaos.api_disconnect import DISCONNECT_METRIC, disconnect_count, disconnect_verdict
-from evals.chaos.api_probes import cap_verdict, http_verdict
-from evals.chaos.bounds_verdicts import (
+from benchmarks.chaos.api_disconnect import DISCONNECT_METRIC, disconnect_count, disconnect_verdict
+from benchmarks.chaos.api_probes import cap_verdict, http_verdict
+from benchmarks.chaos.bounds_verdicts import (
     RECORD_CANARY,
     RECORD_FIELDS,
     WIDE_FILTER_MEMBERS,
@@ -35,20 +35,25 @@ from evals.chaos.bounds_verdicts import (
     wide_or,
     wide_record_verdict,
 )
-from evals.chaos.corpora import leaked
-from evals.chaos.hostile import HostileCase, hostile_files, hostile_verdict
-from evals.chaos.http_client import HttpResult, http_request, multipart, parse_response
-from evals.chaos.ingest_race import ingest_race_verdict
-from evals.chaos.injection import SUPPRESSIONS, answer_gist, suppression_documents, suppression_verdict
-from evals.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, JSON_CAP_BYTES, LONG_CONVERSATION_TURNS
-from evals.chaos.probe import Probe
-from evals.chaos.report import report_figures
-from evals.chaos.run import OWN_DATA_SUITES, SUITES
-from evals.chaos.runner import ChaosRunner, ProcessResult, last_json
-from evals.chaos.seeds import SEED_ROUTES, bad_bodies, keyed_routes
-from evals.chaos.seeds_memory import control_verdict, foreign_delete_verdict, intact_verdict, memory_snapshot
-from evals.chaos.seeds_streams import left_stream_verdict
-from evals.chaos.seeds_verdicts import (
+from benchmarks.chaos.corpora import leaked
+from benchmarks.chaos.hostile import HostileCase, hostile_files, hostile_verdict
+from benchmarks.chaos.http_client import HttpResult, http_request, multipart, parse_response
+from benchmarks.chaos.ingest_race import ingest_race_verdict
+from benchmarks.chaos.injection import SUPPRESSIONS, answer_gist, suppression_documents, suppression_verdict
+from benchmarks.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, JSON_CAP_BYTES, LONG_CONVERSATION_TURNS
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.report import report_figures
+from benchmarks.chaos.run import OWN_DATA_SUITES, SUITES
+from benchmarks.chaos.runner import ChaosRunner, ProcessResult, last_json
+from benchmarks.chaos.seeds import SEED_ROUTES, bad_bodies, keyed_routes
+from benchmarks.chaos.seeds_memory import (
+    control_verdict,
+    foreign_delete_verdict,
+    intact_verdict,
+    memory_snapshot,
+)
+from benchmarks.chaos.seeds_streams import left_stream_verdict
+from benchmarks.chaos.seeds_verdicts import (
     GENERATE_STREAM,
     MEMORIES,
     QUERY_STREAM,
@@ -60,7 +65,7 @@ from evals.chaos.seeds_verdicts import (
     seeds_verdict,
     validation_verdict,
 )
-from evals.chaos.sharing_verdicts import (
+from benchmarks.chaos.sharing_verdicts import (
     batch_failures_verdict,
     concurrent_uploads_verdict,
     counted_requests_verdict,
@@ -76,11 +81,16 @@ from evals.chaos.sharing_verdicts import (
     tenant_health_verdict,
     version_document,
 )
-from evals.chaos.storage import checkpoint_bytes, long_conversation_snippet, storage_figures, storage_verdicts
-from evals.chaos.threads import scoped_id, unanswered_questions
-from evals.chaos.turns import turn_verdict
+from benchmarks.chaos.storage import (
+    checkpoint_bytes,
+    long_conversation_snippet,
+    storage_figures,
+    storage_verdicts,
+)
+from benchmarks.chaos.threads import scoped_id, unanswered_questions
+from benchmarks.chaos.turns import turn_verdict
+from benchmarks.commands import app as benchmarks_app
 from persistence.threads import scoped_thread_id
-from service.cli import app
 
 
 def test_every_turn_stored_once_and_answered_is_clean() -> None:
@@ -439,7 +449,7 @@ def test_the_client_tells_a_refusal_from_the_headers_from_one_after_the_body(rea
 
 
 def test_an_unknown_chaos_suite_is_one_line_exit_2() -> None:
-    result = CliRunner().invoke(app, ["eval", "chaos", "--suite", "telepathy"])
+    result = CliRunner().invoke(benchmarks_app, ["chaos", "--suite", "telepathy"])
     assert result.exit_code == 2
     assert "unknown chaos suite(s) telepathy" in result.output and "api" in result.output
 
@@ -449,7 +459,7 @@ def test_the_api_probes_work_in_a_process_with_many_open_files() -> None:
     import os
     import socket
 
-    from evals.chaos import http_client
+    from benchmarks.chaos import http_client
 
     held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
     left, right = socket.socketpair()
@@ -891,7 +901,7 @@ def fairness_report(ratio: float, *, alpha_all: bool = True) -> dict[str, Any]:
 
 
 def test_fairness_passes_within_the_target_and_fails_past_it() -> None:
-    from evals.chaos.fairness import FAIRNESS_TARGET_RATIO, fairness_verdict
+    from benchmarks.chaos.fairness import FAIRNESS_TARGET_RATIO, fairness_verdict
 
     assert fairness_verdict(fairness_report(FAIRNESS_TARGET_RATIO), "").passed
     starved = fairness_verdict(fairness_report(FAIRNESS_TARGET_RATIO + 0.01), "")
@@ -900,7 +910,7 @@ def test_fairness_passes_within_the_target_and_fails_past_it() -> None:
 
 
 def test_fairness_without_a_report_fails_naming_the_output() -> None:
-    from evals.chaos.fairness import fairness_verdict
+    from benchmarks.chaos.fairness import fairness_verdict
 
     verdict = fairness_verdict(None, "No module named benchmarks.fairness")
     assert not verdict.passed and "benchmarks.fairness" in verdict.detail

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from evals.chaos import ALPHA, BRAVO, BRAVO_CANARIES, leaked
+from benchmarks.chaos import ALPHA, BRAVO, BRAVO_CANARIES, leaked
 from graphs.rag import build_graph
 from graphs.runner import Session
 from persistence.checkpointer import async_checkpointer_for, checkpoint_location, checkpointer_for
@@ -28,7 +28,6 @@ from persistence.threads import (
     list_threads,
     prune_threads,
     scoped_thread_id,
-    stored_owner,
 )
 from service.cli import EXIT_BAD_INPUT, app
 from state.context import Context
@@ -58,7 +57,8 @@ def attack(tmp_path: Path, pg_url: str) -> Iterator[PgWorld]:
             BRAVO_QUESTION, thread_id=BRAVO_THREAD, context=Context(tenant=BRAVO)
         )
         assert leaked(json.dumps(out, default=str))  # B's thread really holds B's secrets
-        assert stored_owner(checkpoint_location(world.settings), BRAVO_STORED) == BRAVO
+        owners = {t.thread_id: t.owner for t in list_threads(checkpoint_location(world.settings))}
+        assert owners[BRAVO_STORED] == BRAVO
         before, calls = stored(pg_url), len(world.model.calls)
         yield world
         assert stored(pg_url) == before, "tenant A changed B's stored thread"

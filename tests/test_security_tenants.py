@@ -31,7 +31,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
 from config.settings import Settings
-from evals.chaos import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked
+from benchmarks.chaos import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked
 from graphs.rag import build_graph
 from graphs.runner import Session
 from nodes.resources import Resources, use_resources

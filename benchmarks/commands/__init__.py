@@ -1,7 +1,7 @@
 """`python -m benchmarks ...`: one command per campaign, registered here in the order `--help` lists them.
 
 Each command keeps the options it had as `rag eval <name>`; the product's `rag eval` keeps only what a
-user runs on their own corpus (retrieval, qa, latency, load, router, chaos).
+user runs on their own corpus (retrieval, qa, latency, load, router, calibrate).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import typer
 
 from benchmarks.cold_start import eval_cold_start
 from benchmarks.commands import (
+    chaos,
     fairness,
     followups,
     keyword_backends,
@@ -53,4 +54,5 @@ app.command("prompt-cache")(prompts.eval_prompt_cache)
 app.command("followups")(followups.eval_followups)
 app.command("followups-docs")(followups.eval_followups_docs)
 app.command("fairness")(fairness.eval_fairness)
+app.command("chaos")(chaos.eval_chaos)
 app.command("cold-start")(eval_cold_start)

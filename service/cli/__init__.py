@@ -20,7 +20,6 @@ from service.cli import (
     conversation,
     documents,
     eval_calibrate,
-    eval_chaos,
     eval_router,
     feedback,
     serve,
@@ -102,6 +101,5 @@ app.add_typer(threads_app, name="threads")
 
 # Evaluations defined outside service/cli/evaluations.py, listed after its own.
 eval_app.command("router")(eval_router.eval_router)
-eval_app.command("chaos")(eval_chaos.eval_chaos)
 eval_app.command("load")(serve.eval_load)
 eval_app.command("calibrate")(eval_calibrate.eval_calibrate)

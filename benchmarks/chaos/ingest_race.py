@@ -1,5 +1,5 @@
-"""`rag eval chaos --suite ingest`: two `rag ingest` processes of the same new file at once, in a data
-folder of their own. Both must end cleanly (or with the documented busy refusal), and the catalog and the
+"""`python -m benchmarks chaos --suite ingest`: two `rag ingest` processes of the same new file at once, in a
+data folder of their own. Both must end cleanly (or with the documented busy refusal), and the catalog and the
 vectors must hold the file exactly once (`rag doctor --json` checks the vectors against the catalog)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.corpora import ALPHA, write_files
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import ChaosRunner, ProcessResult, last_json
+from benchmarks.chaos.corpora import ALPHA, write_files
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import ChaosRunner, ProcessResult, last_json
 
 #: A document of many chunks (its embedding takes seconds, the window in which both ingests find it new):
 #: two ingests of it at once must leave exactly one copy.

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evals.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, BYTES_PER_TURN_TARGET
-from evals.chaos.probe import Probe
+from benchmarks.chaos.limits import BYTES_PER_TURN_AT_100_TARGET, BYTES_PER_TURN_TARGET
+from benchmarks.chaos.probe import Probe
 
 #: Figures summed over probes, in report order.
 FIGURES = (

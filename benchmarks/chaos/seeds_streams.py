@@ -1,22 +1,22 @@
 """The seeds suite's stream probes: a client leaves each of the seed contract's streams (/query-stream and
 /generate/stream) after its first piece of answer, then asks a follow-up on the same conversation. The server
 must stay healthy, the left turn must be stored whole or not at all, and the follow-up answered and stored
-once (evals/chaos/seeds.py runs them)."""
+once (benchmarks/chaos/seeds.py runs them)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from evals.chaos.api_disconnect import disconnect_verdict
-from evals.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, ApiServer
-from evals.chaos.corpora import ALPHA
-from evals.chaos.http_client import HttpResult, stream_and_leave
-from evals.chaos.limits import API_TURN_TIMEOUT_S
-from evals.chaos.probe import Probe
-from evals.chaos.runner import ChaosRunner
-from evals.chaos.seeds_verdicts import GENERATE_STREAM, QUERY, QUERY_STREAM, SUITE, alive
-from evals.chaos.threads import thread_messages
+from benchmarks.chaos.api_disconnect import disconnect_verdict
+from benchmarks.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, ApiServer
+from benchmarks.chaos.corpora import ALPHA
+from benchmarks.chaos.http_client import HttpResult, stream_and_leave
+from benchmarks.chaos.limits import API_TURN_TIMEOUT_S
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.runner import ChaosRunner
+from benchmarks.chaos.seeds_verdicts import GENERATE_STREAM, QUERY, QUERY_STREAM, SUITE, alive
+from benchmarks.chaos.threads import thread_messages
 
 #: The event of a piece of the answer in each seed stream (`data: {"type": ...}`), what the client waits for.
 TOKEN_MARKERS = {QUERY_STREAM: b'"type": "token"', GENERATE_STREAM: b'"type": "chunk"'}

@@ -11,19 +11,19 @@ import json
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from evals.chaos.api_server import API_KEYS, DOCUMENTS, GENERATE, KEY_HEADER, STREAM, ApiServer
-from evals.chaos.corpora import ALPHA, BRAVO, BRAVO_CANARIES, leaked
-from evals.chaos.http_client import HttpResult, http_request, multipart
-from evals.chaos.limits import (
+from benchmarks.chaos.api_server import API_KEYS, DOCUMENTS, GENERATE, KEY_HEADER, STREAM, ApiServer
+from benchmarks.chaos.corpora import ALPHA, BRAVO, BRAVO_CANARIES, leaked
+from benchmarks.chaos.http_client import HttpResult, http_request, multipart
+from benchmarks.chaos.limits import (
     API_TURN_TIMEOUT_S,
     HEADER_ANSWER_WAIT_S,
     JSON_CAP_BYTES,
     UNAUTHENTICATED_BODY_BYTES,
     UPLOAD_CAP_BYTES,
 )
-from evals.chaos.probe import Probe, failed_checks, thread_unchanged_probe
-from evals.chaos.runner import TRACEBACK, ChaosRunner
-from evals.chaos.threads import stored_thread, thread_messages
+from benchmarks.chaos.probe import Probe, failed_checks, thread_unchanged_probe
+from benchmarks.chaos.runner import TRACEBACK, ChaosRunner
+from benchmarks.chaos.threads import stored_thread, thread_messages
 
 
 def http_verdict(

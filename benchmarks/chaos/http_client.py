@@ -17,7 +17,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from evals.chaos.limits import REFUSAL_TIMEOUT_S, SEND_BLOCK
+from benchmarks.chaos.limits import REFUSAL_TIMEOUT_S, SEND_BLOCK
 
 
 @dataclass

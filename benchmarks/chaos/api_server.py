@@ -16,10 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.corpora import ALPHA, BRAVO
-from evals.chaos.http_client import HttpResult, http_request
-from evals.chaos.limits import JSON_CAP_BYTES, SERVER_START_TIMEOUT_S, SERVER_STOP_TIMEOUT_S, UPLOAD_CAP_BYTES
-from evals.chaos.runner import ChaosRunner
+from benchmarks.chaos.corpora import ALPHA, BRAVO
+from benchmarks.chaos.http_client import HttpResult, http_request
+from benchmarks.chaos.limits import (
+    JSON_CAP_BYTES,
+    SERVER_START_TIMEOUT_S,
+    SERVER_STOP_TIMEOUT_S,
+    UPLOAD_CAP_BYTES,
+)
+from benchmarks.chaos.runner import ChaosRunner
 
 #: The REST routes the probes attack, and the header that carries a key.
 GENERATE = "/api/v1/rag/generate"

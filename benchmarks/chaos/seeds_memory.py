@@ -1,5 +1,5 @@
 """The seeds suite's memory probes: another tenant's memories, and another conversation's memories and
-summaries within a tenant, attacked over HTTP (evals/chaos/seeds.py runs them).
+summaries within a tenant, attacked over HTTP (benchmarks/chaos/seeds.py runs them).
 
 Bravo keeps two memories (one tenant-wide, one of its conversation `bravo-notes`); alpha lists, gets,
 deletes and searches them by their ids, names bravo's tenant and conversation, and asks every seed route the
@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.api_server import GENERATE, ApiServer
-from evals.chaos.corpora import ALPHA, BRAVO, leaked
-from evals.chaos.http_client import HttpResult
-from evals.chaos.limits import API_TURN_TIMEOUT_S, REFUSAL_TIMEOUT_S
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import ChaosRunner
-from evals.chaos.seeds_verdicts import (
+from benchmarks.chaos.api_server import GENERATE, ApiServer
+from benchmarks.chaos.corpora import ALPHA, BRAVO, leaked
+from benchmarks.chaos.http_client import HttpResult
+from benchmarks.chaos.limits import API_TURN_TIMEOUT_S, REFUSAL_TIMEOUT_S
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import ChaosRunner
+from benchmarks.chaos.seeds_verdicts import (
     BATCH,
     GENERATE_STREAM,
     MEMORIES,

@@ -1,8 +1,8 @@
-"""`rag eval chaos`: run the suites against a fresh data folder and report what they found.
+"""`python -m benchmarks chaos`: run the suites against a fresh data folder and report what they found.
 
 Why a benchmark and not only tests: the tests pin each fix; this command measures the whole product as
 shipped (the real CLI and REST API in subprocesses, the real embedding model and the embedded LLM, a fresh
-data folder) and prints figures that can be compared across versions (evals/chaos/report.py).
+data folder) and prints figures that can be compared across versions (benchmarks/chaos/report.py).
 """
 
 from __future__ import annotations
@@ -15,23 +15,23 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.api_suite import api_suite
-from evals.chaos.bounds import bounds_suite
-from evals.chaos.corpora import ALPHA, ALPHA_DOCS, write_files
-from evals.chaos.fairness import fairness_suite
-from evals.chaos.hostile import hostile_suite
-from evals.chaos.ingest_race import ingest_race_suite
-from evals.chaos.injection import injection_suite
-from evals.chaos.probe import Probe
-from evals.chaos.report import report_figures
-from evals.chaos.runner import REPO_ROOT, ChaosRunner
-from evals.chaos.seeds import seeds_suite
-from evals.chaos.sharing import sharing_suite
-from evals.chaos.storage import storage_suite
-from evals.chaos.tenants import tenant_suite
-from evals.chaos.turns import concurrency_suite
+from benchmarks.chaos.api_suite import api_suite
+from benchmarks.chaos.bounds import bounds_suite
+from benchmarks.chaos.corpora import ALPHA, ALPHA_DOCS, write_files
+from benchmarks.chaos.fairness import fairness_suite
+from benchmarks.chaos.hostile import hostile_suite
+from benchmarks.chaos.ingest_race import ingest_race_suite
+from benchmarks.chaos.injection import injection_suite
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.report import report_figures
+from benchmarks.chaos.runner import REPO_ROOT, ChaosRunner
+from benchmarks.chaos.seeds import seeds_suite
+from benchmarks.chaos.sharing import sharing_suite
+from benchmarks.chaos.storage import storage_suite
+from benchmarks.chaos.tenants import tenant_suite
+from benchmarks.chaos.turns import concurrency_suite
 
-#: The suites by the name `rag eval chaos --suite` takes, in the order a full run runs them.
+#: The suites by the name `python -m benchmarks chaos --suite` takes, in the order a full run runs them.
 SUITES: dict[str, Callable[[ChaosRunner, Path], None]] = {
     "tenants": tenant_suite,
     "turns": concurrency_suite,

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.limits import FAST_TURN_ENV, PROBE_TIMEOUT_S
-from evals.chaos.probe import Probe
+from benchmarks.chaos.limits import FAST_TURN_ENV, PROBE_TIMEOUT_S
+from benchmarks.chaos.probe import Probe
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: What a Python stack trace starts with: any in a child's output (or the server's log) is a harm.

@@ -1,6 +1,6 @@
 """The bounds suite's attacks and verdicts as pure functions: the hostile inputs it sends (wide and deep
 filters, metadata of too many keys, the lower-500 inputs) and how a response is judged, so they are
-tested without a server (evals/chaos/bounds.py runs them)."""
+tested without a server (benchmarks/chaos/bounds.py runs them)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import re
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from evals.chaos.api_server import DOCUMENTS
-from evals.chaos.corpora import BRAVO_CANARIES, leaked
-from evals.chaos.http_client import HttpResult
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import TRACEBACK, ProcessResult
+from benchmarks.chaos.api_server import DOCUMENTS
+from benchmarks.chaos.corpora import BRAVO_CANARIES, leaked
+from benchmarks.chaos.http_client import HttpResult
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import TRACEBACK, ProcessResult
 
 SUITE = "bounds"
 #: The retrieval-only route and the batch route the filters go through (beside generate).

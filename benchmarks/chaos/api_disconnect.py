@@ -8,14 +8,14 @@ import json
 from contextlib import suppress
 from pathlib import Path
 
-from evals.chaos.api_probes import http_verdict
-from evals.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, STREAM, ApiServer
-from evals.chaos.corpora import ALPHA
-from evals.chaos.http_client import HttpResult, stream_and_leave
-from evals.chaos.limits import API_TURN_TIMEOUT_S
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import ChaosRunner
-from evals.chaos.threads import thread_messages, unanswered_questions
+from benchmarks.chaos.api_probes import http_verdict
+from benchmarks.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, STREAM, ApiServer
+from benchmarks.chaos.corpora import ALPHA
+from benchmarks.chaos.http_client import HttpResult, stream_and_leave
+from benchmarks.chaos.limits import API_TURN_TIMEOUT_S
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import ChaosRunner
+from benchmarks.chaos.threads import thread_messages, unanswered_questions
 
 #: The Prometheus counter of clients that left before their answer (logged as 499).
 DISCONNECT_METRIC = "rag_client_disconnects_total"

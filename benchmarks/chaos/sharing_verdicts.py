@@ -1,6 +1,6 @@
 """The sharing suite's attacks and verdicts as pure functions: the documents it uploads, the figures it reads
 (metrics, indexing rates, listening ports) and how a response is judged, so they are tested without a
-server (evals/chaos/sharing.py runs them)."""
+server (benchmarks/chaos/sharing.py runs them)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.api_server import ApiServer
-from evals.chaos.bounds_verdicts import exchange_verdict
-from evals.chaos.http_client import HttpResult, http_request
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import TRACEBACK
+from benchmarks.chaos.api_server import ApiServer
+from benchmarks.chaos.bounds_verdicts import exchange_verdict
+from benchmarks.chaos.http_client import HttpResult, http_request
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import TRACEBACK
 
 SUITE = "sharing"
 HEALTH = "/api/v1/rag/health"

@@ -1,5 +1,5 @@
-"""`rag eval chaos --suite storage`: a hundred sequential turns on one thread, and the checkpoint bytes the
-thread holds after turns 10 and 100 (per turn, against BYTES_PER_TURN_TARGET and
+"""`python -m benchmarks chaos --suite storage`: a hundred sequential turns on one thread, and the checkpoint
+bytes the thread holds after turns 10 and 100 (per turn, against BYTES_PER_TURN_TARGET and
 BYTES_PER_TURN_AT_100_TARGET), and whether a late turn costs more than an early one (storage must stay flat
 however long the conversation)."""
 
@@ -10,8 +10,8 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from evals.chaos.corpora import ALPHA
-from evals.chaos.limits import (
+from benchmarks.chaos.corpora import ALPHA
+from benchmarks.chaos.limits import (
     BYTES_PER_TURN_AT_100_TARGET,
     BYTES_PER_TURN_TARGET,
     FLAT_GROWTH_RATIO,
@@ -20,10 +20,10 @@ from evals.chaos.limits import (
     STORAGE_SNAPSHOTS,
     STORAGE_TURNS,
 )
-from evals.chaos.probe import Probe
-from evals.chaos.runner import ChaosRunner, last_json
-from evals.chaos.threads import stored_ids
-from evals.chaos.turns import TURN_WORDS
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.runner import ChaosRunner, last_json
+from benchmarks.chaos.threads import stored_ids
+from benchmarks.chaos.turns import TURN_WORDS
 
 #: A thread's checkpoint rows and bytes in the SQLite checkpoint file: checkpoint blobs, and pending writes.
 CHECKPOINT_BYTES_SQL = {

@@ -1,7 +1,8 @@
-"""`rag eval chaos --suite tenants`: tenant alpha goes after tenant bravo's documents, threads and history
-through the CLI (search in every mode, filters naming bravo, ask, threads show / list / delete) and through
-Python (a tenant override in the graph's input, a replay and a server-style async run of bravo's stored
-thread). Any of bravo's canaries in alpha's output is a leak; bravo's thread must come out unchanged."""
+"""`python -m benchmarks chaos --suite tenants`: tenant alpha goes after tenant bravo's documents, threads
+and history through the CLI (search in every mode, filters naming bravo, ask, threads show / list /
+delete) and through Python (a tenant override in the graph's input, a replay and a server-style async run
+of bravo's stored thread). Any of bravo's canaries in alpha's output is a leak; bravo's thread must come
+out unchanged."""
 
 from __future__ import annotations
 
@@ -9,10 +10,10 @@ import json
 from functools import partial
 from pathlib import Path
 
-from evals.chaos.corpora import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked, write_files
-from evals.chaos.probe import Probe, thread_unchanged_probe
-from evals.chaos.runner import ChaosRunner, ProcessResult, last_json
-from evals.chaos.threads import stored_thread, thread_messages
+from benchmarks.chaos.corpora import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked, write_files
+from benchmarks.chaos.probe import Probe, thread_unchanged_probe
+from benchmarks.chaos.runner import ChaosRunner, ProcessResult, last_json
+from benchmarks.chaos.threads import stored_thread, thread_messages
 
 
 def tenant_suite(runner: ChaosRunner, data_dir: Path) -> None:

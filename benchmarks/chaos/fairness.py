@@ -1,11 +1,11 @@
-"""`rag eval chaos --suite fairness`: one tenant floods the API while another asks, and the other's answers
-must stay within FAIRNESS_TARGET_RATIO of its time alone.
+"""`python -m benchmarks chaos --suite fairness`: one tenant floods the API while another asks, and the
+other's answers must stay within FAIRNESS_TARGET_RATIO of its time alone.
 
-The measurement is `python -m benchmarks fairness` of the checkout under attack, run as a child process (the
-benchmark serves a CPU-free stand-in model on loopback and starts that checkout's `rag serve`), with the
-model gate the embedded model gets on auto (two places) and a smaller flood than the benchmark's report, so
-the suite stays short. A checkout without the benchmark fails the probe at set-up, which is what it measures.
-"""
+The measurement is `python -m benchmarks fairness` of the checkout under attack, run as a child process
+(the benchmark serves a CPU-free stand-in model on loopback and starts that checkout's `rag serve`), with
+the model gate the embedded model gets on auto (two places) and a smaller flood than the benchmark's
+report, so the suite stays short. A checkout without the benchmark fails the probe at set-up, which is
+what it measures."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.probe import Probe
-from evals.chaos.runner import ChaosRunner
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.runner import ChaosRunner
 
 SUITE = "fairness"
 PROBE_NAME = "a flooding tenant leaves the other its pace"

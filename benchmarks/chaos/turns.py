@@ -1,6 +1,6 @@
-"""`rag eval chaos --suite turns`: concurrent turns on one thread, as processes of the CLI and as threads of
-one process. Each turn asks about its own word, so the stored history shows which turns were lost, stored
-twice, left without an answer, or rewritten with another turn's history (mixed)."""
+"""`python -m benchmarks chaos --suite turns`: concurrent turns on one thread, as processes of the CLI and as
+threads of one process. Each turn asks about its own word, so the stored history shows which turns were lost,
+stored twice, left without an answer, or rewritten with another turn's history (mixed)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.corpora import ALPHA
-from evals.chaos.limits import CONCURRENT_TIMEOUT_S, CONCURRENT_TURNS
-from evals.chaos.probe import Probe
-from evals.chaos.runner import ChaosRunner, last_json
-from evals.chaos.threads import thread_messages
+from benchmarks.chaos.corpora import ALPHA
+from benchmarks.chaos.limits import CONCURRENT_TIMEOUT_S, CONCURRENT_TURNS
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.runner import ChaosRunner, last_json
+from benchmarks.chaos.threads import thread_messages
 
 #: One distinct word per concurrent turn: the stored history must hold each exactly once, answered.
 TURN_WORDS = ("kiwi", "mango", "papaya", "quince", "lychee", "guava", "durian", "feijoa", "loquat", "medlar")

@@ -1,17 +1,17 @@
-"""`rag eval chaos --suite api`: the REST API attacked over real sockets, as a hostile client would: keys,
-body caps, tenants and disconnects through the real server (evals/chaos/api_server.py), then the server's
-log must hold no stack trace."""
+"""`python -m benchmarks chaos --suite api`: the REST API attacked over real sockets, as a hostile client
+would: keys, body caps, tenants and disconnects through the real server (benchmarks/chaos/api_server.py),
+then the server's log must hold no stack trace."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from evals.chaos.api_disconnect import disconnect_probes
-from evals.chaos.api_probes import auth_probes, body_cap_probes, tenant_probes
-from evals.chaos.api_server import api_server
-from evals.chaos.corpora import BRAVO, BRAVO_DOCS, write_files
-from evals.chaos.probe import Probe
-from evals.chaos.runner import TRACEBACK, ChaosRunner
+from benchmarks.chaos.api_disconnect import disconnect_probes
+from benchmarks.chaos.api_probes import auth_probes, body_cap_probes, tenant_probes
+from benchmarks.chaos.api_server import api_server
+from benchmarks.chaos.corpora import BRAVO, BRAVO_DOCS, write_files
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.runner import TRACEBACK, ChaosRunner
 
 
 def api_suite(runner: ChaosRunner, data_dir: Path) -> None:

@@ -1,16 +1,16 @@
-"""`rag eval chaos --suite sharing`: what one tenant, or a caller without a key, can learn or spoil through
-what the server shares between requests, attacked through the real server (evals/chaos/api_server.py).
+"""`python -m benchmarks chaos --suite sharing`: what one tenant, or a caller without a key, can learn or
+spoil through what the server shares between requests, attacked through the real server
+(benchmarks/chaos/api_server.py).
 
-- Cache side channel: alpha uploads a large generated document; bravo uploads a copy, then fresh text of the
-  same size. A copy indexed much faster than fresh text tells bravo that somebody holds that document.
-- /metrics: every response is counted in rag_requests_total (a 500 too), and a batch's invalid item is not
-  counted as a failed answer.
-- Six concurrent uploads of one file name with different bytes: each answer reports the sha256 of its own
-  bytes, and what the tenant can search at the end is the upload reported last as indexed.
-- Health without a key: up or down only (no counts, no model call); with a key: only that tenant's chunks.
-- No absolute server path (the data folder's, the upload folder's) in any answer.
-- The embedded model server: found from the server's process, it must refuse a call without a key.
-"""
+- Cache side channel: alpha uploads a large generated document; bravo uploads a copy, then fresh text of
+the same size. A copy indexed much faster than fresh text tells bravo that somebody holds that document.
+- /metrics: every response is counted in rag_requests_total (a 500 too), and a batch's invalid item is
+not counted as a failed answer. - Six concurrent uploads of one file name with different bytes: each
+answer reports the sha256 of its own bytes, and what the tenant can search at the end is the upload
+reported last as indexed. - Health without a key: up or down only (no counts, no model call); with a key:
+only that tenant's chunks. - No absolute server path (the data folder's, the upload folder's) in any
+answer. - The embedded model server: found from the server's process, it must refuse a call without a
+key."""
 
 from __future__ import annotations
 
@@ -20,15 +20,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from evals.chaos.api_server import DOCUMENTS, GENERATE, ApiServer, api_server
-from evals.chaos.bounds import fresh_data, search, upload
-from evals.chaos.bounds_verdicts import BATCH, hits_with, not_applicable
-from evals.chaos.corpora import ALPHA, BRAVO
-from evals.chaos.http_client import HttpResult, http_request
-from evals.chaos.limits import API_TURN_TIMEOUT_S, REFUSAL_TIMEOUT_S
-from evals.chaos.probe import Probe
-from evals.chaos.runner import ChaosRunner
-from evals.chaos.sharing_verdicts import (
+from benchmarks.chaos.api_server import DOCUMENTS, GENERATE, ApiServer, api_server
+from benchmarks.chaos.bounds import fresh_data, search, upload
+from benchmarks.chaos.bounds_verdicts import BATCH, hits_with, not_applicable
+from benchmarks.chaos.corpora import ALPHA, BRAVO
+from benchmarks.chaos.http_client import HttpResult, http_request
+from benchmarks.chaos.limits import API_TURN_TIMEOUT_S, REFUSAL_TIMEOUT_S
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.runner import ChaosRunner
+from benchmarks.chaos.sharing_verdicts import (
     CONCURRENT_UPLOADS,
     HEALTH,
     MEMORIES,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evals.chaos.runner import ChaosRunner, last_json
+from benchmarks.chaos.runner import ChaosRunner, last_json
 
 #: How the engine stores tenant T's thread X (persistence.threads.scoped_thread_id): written out here, because
 #: the probes also read checkouts older than that function.

@@ -1,5 +1,5 @@
 """The seeds suite's routes and verdicts: what one exchange with the seed contract's routes, the memory routes
-or the summary route must look like (evals/chaos/seeds.py and its probe modules judge by them). Pure over
+or the summary route must look like (benchmarks/chaos/seeds.py and its probe modules judge by them). Pure over
 the client's view of an exchange, so the unit tests pin them without a server."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import json
 import re
 from collections.abc import Sequence
 
-from evals.chaos.api_server import ApiServer
-from evals.chaos.bounds_verdicts import exchange_verdict
-from evals.chaos.corpora import leaked
-from evals.chaos.http_client import HttpResult, http_request
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import TRACEBACK
+from benchmarks.chaos.api_server import ApiServer
+from benchmarks.chaos.bounds_verdicts import exchange_verdict
+from benchmarks.chaos.corpora import leaked
+from benchmarks.chaos.http_client import HttpResult, http_request
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import TRACEBACK
 
 SUITE = "seeds"
 #: The seed contract's routes (docs/api-seed.md) and the memory and summary routes.

@@ -8,9 +8,9 @@ import os
 import shutil
 from pathlib import Path
 
-from evals.chaos.corpora import ALPHA
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import ChaosRunner
+from benchmarks.chaos.corpora import ALPHA
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import ChaosRunner
 
 
 def damaged_copy(runner: ChaosRunner, data_dir: Path, name: str) -> Path:

@@ -1,18 +1,16 @@
-"""`rag eval chaos --suite bounds`: inputs too big for the engine's bounds, sent as an attacker would, through
-the real server (evals/chaos/api_server.py) and the real CLI.
+"""`python -m benchmarks chaos --suite bounds`: inputs too big for the engine's bounds, sent as an attacker
+would, through the real server (benchmarks/chaos/api_server.py) and the real CLI.
 
 - Wide filters: an `$or` of 1,000 / 10,000 / 100,000 conditions and a deep and wide `$and` / `$or` tree,
-  through /api/v1/search, /api/v1/rag/generate, a batch item and `rag search --filter`: each refused with
-  422 (the CLI: an exit code other than 0, one line, no stack trace) naming the bound, and the server
-  alive afterwards (GET /health 200).
-- Metadata keys: raw text with 10,000 metadata keys is refused (422) and nothing of it stored; a .jsonl
-  record with 12,000 fields is indexed without the fields over the bound, and its answer says so; after a
-  restart of the server over the same data, that record is still found and both tenants can search and
-  ingest.
-- The lower 500s: a 23-digit memory id, an integer over 64 bits in `conversation_metadata`, an upload
-  whose file name is longer than a file system allows: each a 4xx, never a 500, and no stack trace in the
-  server's log.
-"""
+  through /api/v1/search, /api/v1/rag/generate, a batch item and `rag search --filter`: each refused with 422
+  (the CLI: an exit code other than 0, one line, no stack trace) naming the bound, and the server alive
+  afterwards (GET /health 200).
+- Metadata keys: raw text with 10,000 metadata keys is refused (422) and nothing of it stored; a .jsonl record
+  with 12,000 fields is indexed without the fields over the bound, and its answer says so; after a restart of
+  the server over the same data, that record is still found and both tenants can search and ingest.
+- The lower 500s: a 23-digit memory id, an integer over 64 bits in `conversation_metadata`, an upload whose
+  file name is longer than a file system allows: each a 4xx, never a 500, and no stack trace in the server's
+  log."""
 
 from __future__ import annotations
 
@@ -22,8 +20,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evals.chaos.api_server import API_KEYS, DOCUMENTS, GENERATE, KEY_HEADER, ApiServer, api_server
-from evals.chaos.bounds_verdicts import (
+from benchmarks.chaos.api_server import API_KEYS, DOCUMENTS, GENERATE, KEY_HEADER, ApiServer, api_server
+from benchmarks.chaos.bounds_verdicts import (
     AFTER_RESTART_CANARY,
     ARGUMENT_MAX_BYTES,
     BATCH,
@@ -50,10 +48,10 @@ from evals.chaos.bounds_verdicts import (
     text_with_keys,
     wide_record_verdict,
 )
-from evals.chaos.corpora import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_DOCS, write_files
-from evals.chaos.http_client import HttpResult, http_request, multipart
-from evals.chaos.limits import API_TURN_TIMEOUT_S, JSON_CAP_BYTES, REFUSAL_TIMEOUT_S
-from evals.chaos.runner import TRACEBACK, ChaosRunner
+from benchmarks.chaos.corpora import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_DOCS, write_files
+from benchmarks.chaos.http_client import HttpResult, http_request, multipart
+from benchmarks.chaos.limits import API_TURN_TIMEOUT_S, JSON_CAP_BYTES, REFUSAL_TIMEOUT_S
+from benchmarks.chaos.runner import TRACEBACK, ChaosRunner
 
 # --- the suite ----------------------------------------------------------------------------------------------
 

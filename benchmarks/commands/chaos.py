@@ -1,5 +1,5 @@
-"""`rag eval chaos`: attack the engine as a hostile tenant would and count the harm (evals/chaos), then print
-the figures and every failed probe (registered on `rag eval` by service/cli/__init__.py)."""
+"""`python -m benchmarks chaos`: attack the engine as a hostile tenant would and count the harm
+(benchmarks/chaos), then print the figures and every failed probe."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def eval_chaos(
     mixed turns, obeyed injections and suppressed answers, stack traces, hangs, wrong exit codes and statuses,
     oversize bodies accepted, checkpoint bytes per turn at turns 10 and 100, peak memory on hostile files.
     Real models, temp data; the last line is 'N passed, M failed'."""
-    from evals.chaos import REPO_ROOT, SUITES, run_chaos
+    from benchmarks.chaos import REPO_ROOT, SUITES, run_chaos
 
     unknown = [name for name in suite or () if name not in SUITES]
     if unknown:

@@ -1,22 +1,23 @@
-"""`rag eval chaos --suite seeds`: the seed contract's routes and the memory routes attacked as a hostile
-client would, through the real server (evals/chaos/api_server.py, keys mapping to tenants alpha and bravo).
+"""`python -m benchmarks chaos --suite seeds`: the seed contract's routes and the memory routes attacked as a
+hostile client would, through the real server (benchmarks/chaos/api_server.py, keys mapping to tenants alpha
+and bravo).
 
-- Keys: every seed route (/api/v1/rag/query, /query-stream, /generate, /generate/stream, /batch), every
-  memory route and the conversation summary route, without a key and with a wrong one: 401, nothing read.
-- Bodies over RAG_API_MAX_JSON_BYTES on every seed route and on POST /api/v1/memories: 413 naming the
-  setting, nothing stored; bad JSON, wrong types, missing fields, a malformed memory id: 422 naming the field,
-  never a 500; a batch of 51 questions (either batch body): 422.
-- Another tenant's memories and another conversation's memories and summaries (evals/chaos/seeds_memory.py):
-  no canary of theirs in any answer or stream event, bravo's memories intact afterwards.
+- Keys: every seed route (/api/v1/rag/query, /query-stream, /generate, /generate/stream, /batch), every memory
+  route and the conversation summary route, without a key and with a wrong one: 401, nothing read.
+- Bodies over RAG_API_MAX_JSON_BYTES on every seed route and on POST /api/v1/memories: 413 naming the setting,
+  nothing stored; bad JSON, wrong types, missing fields, a malformed memory id: 422 naming the field, never a
+  500; a batch of 51 questions (either batch body): 422.
+- Another tenant's memories and another conversation's memories and summaries
+  (benchmarks/chaos/seeds_memory.py): no canary of theirs in any answer or stream event, bravo's memories
+  intact afterwards.
 - Streams: a client leaving /query-stream and /generate/stream mid-answer leaves the server healthy and the
-  conversation's stored turns consistent (evals/chaos/seeds_streams.py).
+  conversation's stored turns consistent (benchmarks/chaos/seeds_streams.py).
 - At the end the server's log holds no stack trace.
 
-The routes and the verdicts of one exchange are evals/chaos/seeds_verdicts.py.
+The routes and the verdicts of one exchange are benchmarks/chaos/seeds_verdicts.py.
 
 The probes judge what the HTTP contract promises (statuses, bodies, events, what a later request sees), never
-how memories are stored: the store behind the routes may change without the probes changing.
-"""
+how memories are stored: the store behind the routes may change without the probes changing."""
 
 from __future__ import annotations
 
@@ -24,16 +25,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evals.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, ApiServer, api_server
-from evals.chaos.bounds_verdicts import batch_item
-from evals.chaos.corpora import ALPHA, ALPHA_DOCS, write_files
-from evals.chaos.http_client import HttpResult, http_request
-from evals.chaos.limits import HEADER_ANSWER_WAIT_S, JSON_CAP_BYTES, REFUSAL_TIMEOUT_S
-from evals.chaos.probe import Probe
-from evals.chaos.runner import ChaosRunner, last_json
-from evals.chaos.seeds_memory import MemoryProbes
-from evals.chaos.seeds_streams import stream_probes
-from evals.chaos.seeds_verdicts import (
+from benchmarks.chaos.api_server import API_KEYS, GENERATE, KEY_HEADER, ApiServer, api_server
+from benchmarks.chaos.bounds_verdicts import batch_item
+from benchmarks.chaos.corpora import ALPHA, ALPHA_DOCS, write_files
+from benchmarks.chaos.http_client import HttpResult, http_request
+from benchmarks.chaos.limits import HEADER_ANSWER_WAIT_S, JSON_CAP_BYTES, REFUSAL_TIMEOUT_S
+from benchmarks.chaos.probe import Probe
+from benchmarks.chaos.runner import ChaosRunner, last_json
+from benchmarks.chaos.seeds_memory import MemoryProbes
+from benchmarks.chaos.seeds_streams import stream_probes
+from benchmarks.chaos.seeds_verdicts import (
     BATCH,
     CAP_CANARY,
     GENERATE_STREAM,
@@ -53,7 +54,7 @@ from evals.chaos.seeds_verdicts import (
     nothing_stored_verdict,
     validation_verdict,
 )
-from evals.chaos.threads import THREAD_MESSAGES_SNIPPET, stored_ids
+from benchmarks.chaos.threads import THREAD_MESSAGES_SNIPPET, stored_ids
 
 # --- requests -----------------------------------------------------------------------------------------------
 
@@ -171,7 +172,7 @@ def cap_probes(runner: ChaosRunner, server: ApiServer, data_dir: Path) -> None:
 
 def stored_messages(runner: ChaosRunner, data_dir: Path, tenant: str, threads: list[str]) -> list[list[str]]:
     """The stored messages of the first of a tenant's `threads` that holds any (none: nothing stored on any),
-    read in one child (evals/chaos/threads.py's reader, given every thread's stored ids)."""
+    read in one child (benchmarks/chaos/threads.py's reader, given every thread's stored ids)."""
     ids = [stored_id for thread in threads for stored_id in stored_ids(thread, tenant)]
     result = runner.python_snippet(data_dir, THREAD_MESSAGES_SNIPPET.replace("THREAD_IDS", repr(ids)))
     found = last_json(result.stdout)

@@ -1,8 +1,8 @@
-"""`rag eval chaos --suite hostile`: hostile files and inputs through the CLI. Malformed queries and filters,
-questions of 100k characters, a device, a pipe, a symlink loop, a zip bomb, garbage, files whose parse used
-to take minutes, and a damaged catalog (evals/chaos/damaged_catalog.py): each must end with the documented
-exit code and one line of error, no stack trace, no hang and no memory blow-up (the child's peak memory is
-measured with wait4)."""
+"""`python -m benchmarks chaos --suite hostile`: hostile files and inputs through the CLI. Malformed queries
+and filters, questions of 100k characters, a device, a pipe, a symlink loop, a zip bomb, garbage, files
+whose parse used to take minutes, and a damaged catalog (benchmarks/chaos/damaged_catalog.py): each must
+end with the documented exit code and one line of error, no stack trace, no hang and no memory blow-up
+(the child's peak memory is measured with wait4)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from evals.chaos.corpora import write_files
-from evals.chaos.damaged_catalog import corrupt_catalog_probe, damaged_catalog_command_probe
-from evals.chaos.limits import MEMORY_LIMIT_BYTES, PROBE_TIMEOUT_S
-from evals.chaos.probe import Probe, failed_checks
-from evals.chaos.runner import ChaosRunner, ProcessResult, last_json
+from benchmarks.chaos.corpora import write_files
+from benchmarks.chaos.damaged_catalog import corrupt_catalog_probe, damaged_catalog_command_probe
+from benchmarks.chaos.limits import MEMORY_LIMIT_BYTES, PROBE_TIMEOUT_S
+from benchmarks.chaos.probe import Probe, failed_checks
+from benchmarks.chaos.runner import ChaosRunner, ProcessResult, last_json
 
 
 @dataclass(frozen=True)
