@@ -1,13 +1,8 @@
-"""The extractive answerer: a short answer picked from the best passages, typed by the question.
-
-Why: a 135M-270M model often answers with a fluent sentence that is not in the passages, or with none of the
-passage's words at all; the answer is nearly always a span of a passage (HotpotQA, CMRC and SQuAD are built
-that way). So the engine reads the question's expected answer type (yes/no, a choice between two named
-options, a person, a place, a date, a number, or any named entity), collects the spans of that type from the
-sentences that share the most terms with the question, and votes: a candidate scores by the question terms
-of its sentence and the rank of its passage, summed over its occurrences, and loses when it only repeats the
-question. No model call: it runs alone (`RAG_ANSWERER=extractive`) or when the model's short answer is not
-grounded in the passages (`auto`).
+"""The extractive answerer: a short answer picked from the best passages, typed by the question. A small model
+often writes a fluent sentence that is not in the passages, while the answer is nearly always a span of one.
+So the question's expected type (yes/no, choice, person, place, date, number, entity) picks the spans of the
+sentences sharing the most terms with it, and they vote by sentence terms and passage rank. No model call:
+it runs alone (`RAG_ANSWERER=extractive`) or when the model's short answer is not grounded (`auto`).
 """
 
 from __future__ import annotations
@@ -40,8 +35,7 @@ _YES_NO_START = re.compile(
     r"^\s*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|might)\b",
     re.IGNORECASE,
 )
-#: A Chinese yes/no question ends in 吗 (or a bare 么, "是么"), or asks 是否 / 是不是 / 有没有; "什么", "怎么"
-#: and the like end "what / how" questions ("锣鼓经是什么？" was read as yes/no and answered "是").
+#: A Chinese yes/no question ends in 吗 (or a bare 么, not "什么"/"怎么"), or asks 是否 / 是不是 / 有没有.
 _YES_NO_ZH = re.compile(r"(?:吗|(?<![什怎多那这要])么)[？?]?\s*$|是否|是不是|有没有")
 _CHOICE = re.compile(r"(?:^|[,:;]|\b(?:between|first|either))\s*([^,:;?]+?)\s+or\s+([^,:;?]+?)\s*[?？]?\s*$")
 _CHOICE_ZH = re.compile(r"([^，,。？?、]+?)(?:还是|或者|或)([^，,。？?、]+?)[？?]?\s*$")
@@ -60,8 +54,7 @@ _NUMBER_QUESTION = re.compile(
 _PERSON_QUESTION = re.compile(r"^\W*(?:\w+\W+){0,3}?who(?:m|se)?\b|谁|哪位|什么人", re.IGNORECASE)
 #: The question's first wh-word; a "who" after another wh-word is a relative pronoun, not the asked type.
 _WH_WORD = re.compile(r"\b(who|whom|whose|when|where|what|which|how)\b", re.IGNORECASE)
-#: A single capitalised word with a nationality ending ("British", "Mexican", "Japanese"): a modifier, rarely
-#: the answer itself.
+#: A single capitalised word with a nationality ending ("British"): a modifier, rarely the answer itself.
 _DEMONYM = re.compile(r"^[A-Z][a-z]+(?:an|ish|ese|ian|ic)$")
 #: Score share kept by a demonym candidate.
 DEMONYM_FACTOR = 0.3
@@ -105,8 +98,7 @@ _NUMBER = re.compile(
     r"|[\d.]+[万亿千百]?(?:多)?[个人名次年米公里平方千克元岁座]",
     re.IGNORECASE,
 )
-#: A run of capitalised words on one line, with lowercase joiners inside ("University of Oxford",
-#: "Leonardo da Vinci").
+#: A run of capitalised words on one line, with lowercase joiners inside ("University of Oxford").
 _ENTITY = re.compile(
     r"\b(?:[A-Z][\w'’.\-]*|\d[\w\-]*)"
     r"(?:[ \t]+(?:(?:of|the|de|da|del|von|van|la|le|du|y|for)[ \t]+)*(?:[A-Z][\w'’.\-]*|\d+))*"

@@ -1,9 +1,7 @@
-"""Plain-text analysis of generated answers: term support and garbage detection (sentences: core.text).
+"""Plain-text analysis of generated answers: term support, garbage detection and the answer's parts.
 
-Why one module: citation resolution, the score-based answer grader and the generation fallback all need the
-same notion of "sentence", "content term" and "garbage output"; sharing it keeps a sentence that citations
-flag as unsupported the same sentence the grader counts. Everything here is pure and model-free, and works
-for English and Chinese (terms come from core.keyword.analyze: stemmed words, CJK bigrams).
+One module so that citations, the answer grader and the generation fallback share one notion of "content
+term" and "garbage output". Pure and model-free, English and Chinese (terms: core.keyword.analyze).
 """
 
 from __future__ import annotations
@@ -39,15 +37,13 @@ CONTENT_TERMS_CACHE_SIZE = 4096
 
 
 def content_terms(text: str) -> set[str]:
-    """Distinct index terms of `text` without its reference markers (what support is measured on); a copy
-    of the cached terms, so a caller may change it."""
+    """Distinct index terms of `text` without its reference markers (a copy a caller may change)."""
     return set(_content_terms(text))
 
 
 @lru_cache(maxsize=CONTENT_TERMS_CACHE_SIZE)
 def _content_terms(text: str) -> frozenset[str]:
-    """Cached per text: one question's nodes (cite, grade_answer, answerability, generate's short-answer
-    check) analyse the same answer and passages several times, and stemming them was their largest cost."""
+    """Cached: one question's nodes analyse the same answer and passages several times."""
     return frozenset(analyze(strip_references(text)))
 
 
@@ -89,8 +85,7 @@ def garbage_token_share(text: str) -> float:
     return min(1.0, len(_GARBAGE_TOKEN.findall(text)) / tokens)
 
 
-#: A reply in which one phrase of LOOP_NGRAM_UNITS units occurs LOOP_NGRAM_REPEATS times loops, even when
-#: the repeats are not back to back ("X is Y. X is Y and Z. X is Y..."): a streamed reply is cut there.
+#: A reply in which one phrase of LOOP_NGRAM_UNITS units occurs LOOP_NGRAM_REPEATS times loops, even apart.
 LOOP_NGRAM_UNITS = 6
 LOOP_NGRAM_REPEATS = 3
 
@@ -157,9 +152,7 @@ def matches_phrase(text: str, phrases: Iterable[str]) -> bool:
 
 
 def is_not_found_answer(answer: str) -> bool:
-    """Whether an answer is the engine's honest refusal (or a close paraphrase of it): the one check that
-    generate (a model that declines), grade_answer and cite share (`matches_phrase` against the refusal
-    texts, normalised once: a question asks this five times)."""
+    """Whether an answer is the engine's honest refusal (or a close paraphrase of it)."""
     body = normalized(answer)
     return any(key in body for key in _not_found_keys())
 
@@ -169,8 +162,7 @@ def _not_found_keys() -> tuple[str, ...]:
     return tuple(key for key in (normalized(text) for text in (*NOT_FOUND_TEXTS, *NOT_FOUND_VARIANTS)) if key)
 
 
-#: Passages whose factual sentences are remembered: a turn reads the same passages in grade_retrieval, the
-#: extractive answerer, cite and answerability.
+#: Passages whose factual sentences are remembered (a turn reads the same passages in several nodes).
 FACTUAL_SENTENCES_CACHE = 512
 
 
@@ -182,13 +174,8 @@ def factual_sentences(text: str) -> tuple[str, ...]:
 
 
 def best_sentences(question: str, text: str, limit: int) -> list[str]:
-    """Up to `limit` sentences of `text` sharing the most terms with `question`, in text order.
-
-    Used by the extractive fallback: sentences sharing no term are left out, unless none shares any (then
-    the first sentence is taken, the passage's lead being its best summary). Instruction-like sentences
-    (text planted to steer a model, retrieval.injection) are never taken: copying them would deliver the
-    injection; so a passage made only of them gives no sentence.
-    """
+    """Up to `limit` factual sentences of `text` sharing the most terms with `question`, in text order (the
+    first sentence, the passage's lead, when none shares a term)."""
     sentences = factual_sentences(text)
     question_terms = content_terms(question)
     overlaps = [len(content_terms(sentence) & question_terms) for sentence in sentences]
@@ -201,10 +188,7 @@ def best_sentences(question: str, text: str, limit: int) -> list[str]:
 
 def supporting_sentence(short: str, question: str, passages: list[str]) -> tuple[int, str] | None:
     """(passage index, sentence) of the factual sentence that states `short` and shares the most terms with
-    `question` (the earlier passage on a tie); None when no sentence holds all of the short answer's terms.
-
-    Why: a model that gives only the short answer ("Jupiter") still owes the reader its evidence; the
-    sentence it was read from, cited, is that evidence, and it is a quote, so it cannot be unsupported."""
+    `question`, or None: a bare short answer still owes the reader its evidence, and a quote is supported."""
     short_terms = content_terms(short)
     question_terms = content_terms(question)
     best: tuple[int, int, str] | None = None
@@ -220,8 +204,7 @@ def supporting_sentence(short: str, question: str, passages: list[str]) -> tuple
     return None if best is None else (best[1], best[2])
 
 
-#: Boilerplate that small models put before the answer ("The answer is:", "Answer:", "The answer to this
-#: question is:", "Here is the answer:", "答案是：").
+#: Boilerplate that small models put before the answer ("The answer is:", "Here is the answer:", "答案是：").
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:the\s+)?(?:final\s+|short\s+)?answer\s*(?:to\s+(?:this|the|your)\s+question\s*)?(?:is)?\s*[:：]"
     r"|here(?:'s|\s+is)\s+(?:the|my|your)\s+answer\s*[:：]"
@@ -249,8 +232,7 @@ def strip_preamble(text: str) -> str:
 
 
 def answer_body(text: str) -> str:
-    """What an answer says once its preamble and reference markers are gone ("" for "The answer to this
-    question is:" alone, or for markers only)."""
+    """What an answer says once its preamble and reference markers are gone ("" when nothing is left)."""
     body = strip_references(_PREAMBLE.sub("", text, count=1)).strip()
     return body if _WORD_CHAR.search(body) else ""
 
@@ -271,13 +253,9 @@ _BLANK_RUN = re.compile(r"\n\s*\n\s*")
 
 
 class EchoDetector:
-    """Tells whether an answer sentence merely repeats the prompt: its instructions (system prompt, revision
-    note), its framing labels ("Sources:", "Question:") or the question itself.
-
-    Why: small models answer "The answer to this question is:" or copy a line of their instructions, which
-    read as fluent text, pass the garbage checks and were returned as final answers. Sentences matching
-    `exempt` (the engine's "not found" sentence, which the instructions also contain) are never echoes.
-    """
+    """Tells whether an answer sentence merely repeats the prompt (its instructions, framing labels or the
+    question): small models copy them as fluent text that passes the garbage checks. Sentences matching
+    `exempt` (the "not found" sentence, which the instructions also contain) are never echoes."""
 
     def __init__(self, scaffolding: Iterable[str], question: str, exempt: Iterable[str] = ()) -> None:
         texts = [text for text in scaffolding if text]
@@ -325,8 +303,7 @@ _EXPLANATION_LABEL = re.compile(
 )
 #: A short answer is at most this many words (a CJK character counts as half a word): longer is a sentence.
 SHORT_ANSWER_MAX_WORDS = 12
-#: A one-line reply without label or citation of at most this many words is a bare short answer ("Jupiter"):
-#: instruct models of 0.5B drop the template and give only the phrase. Longer, it is read as a sentence.
+#: A one-line reply without label or citation of at most this many words is a bare short answer ("Jupiter").
 BARE_ANSWER_MAX_WORDS = 5
 #: ...and a bare phrase that ends with a full stop has at most this many words (longer, it is a sentence).
 BARE_PHRASE_WITH_STOP_WORDS = 2
@@ -350,9 +327,7 @@ def clean_short_answer(text: str) -> str:
 
 
 def _is_bare_phrase(line: str) -> bool:
-    """A line that is a phrase, not a sentence: no citation, at most BARE_ANSWER_MAX_WORDS words, and not
-    ending like a sentence unless it is a name of two words or less ("Mara Velt." is a phrase, "Your
-    bicycle is called Zephyrine." a sentence)."""
+    """A line that is a phrase, not a sentence ("Mara Velt." is a phrase, "It is called Zephyrine." not)."""
     text = line.strip()
     words = _word_count(text)
     if REFERENCE_MARK.search(text) is not None or words > BARE_ANSWER_MAX_WORDS:
@@ -361,15 +336,9 @@ def _is_bare_phrase(line: str) -> bool:
 
 
 def split_short_answer(reply: str, *, allow_bare: bool = False) -> tuple[str, str]:
-    """(short answer, explanation) of a reply shaped "Answer: X / Explanation: Y" (labels optional, on one
-    line or two). With `allow_bare` (a reply to sources), a one-line reply that is a bare phrase
-    ("Jupiter") is a short answer without explanation; without it ("Hi there!" in a chat) the reply stays.
-    Without a short first line, or for a one-line reply that is a sentence (such as "Paris is the capital
-    [1]."), the short answer is "" and the whole reply is the explanation.
-
-        Why tolerant: small models drop a label, put both parts on one line, or skip the explanation; each of
-        these still has a usable short answer.
-    """
+    """(short answer, explanation) of a reply shaped "Answer: X / Explanation: Y", tolerant of the labels
+    and lines small models drop. With `allow_bare` a one-line bare phrase ("Jupiter") is a short answer;
+    otherwise, or without a short first line, the short answer is "" and the reply is the explanation."""
     lines = [
         line
         for line in reply.strip().splitlines()
@@ -401,8 +370,8 @@ def compose_answer(short: str, explanation: str) -> str:
 
 
 def answer_parts(answer: str) -> tuple[str, str]:
-    """(short answer, explanation) of an answer text (see compose_answer): the explanation is what follows
-    the short answer's paragraph, or the whole answer when it opens with a sentence ("" short answer)."""
+    """(short answer, explanation) of an answer text (see compose_answer); "" short answer when it opens
+    with a sentence."""
     paragraphs = [part for part in PARAGRAPH_BREAK.split(answer.strip(), maxsplit=1) if part.strip()]
     if not paragraphs:
         return "", ""
@@ -416,6 +385,5 @@ def answer_parts(answer: str) -> tuple[str, str]:
 
 
 def short_answer_of(answer: str) -> str:
-    """The short answer an answer text starts with (see compose_answer): its first paragraph when that is
-    short; "" when the answer opens with a sentence."""
+    """The short answer an answer text starts with ("" when it opens with a sentence)."""
     return answer_parts(answer)[0]

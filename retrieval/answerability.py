@@ -1,25 +1,10 @@
 """Does anything retrieved answer the question at all? Model-free term checks of the question against the
-passages.
-
-Why: retrieval always returns the nearest passages, relevant or not, and a model (or the extractive fallback)
-always writes something from them. Two checks tell how far the passages are about what the question asks;
-they are signals of the answer's judgement (answering.signals), weighed by its calibrator, and
-`missing_question_anchors` also tells grade_retrieval that nothing relevant was found:
-1. anchors: a name, number, quoted or CJK term of the question occurs in no retrieved passage (hybrid search
-   with BM25 would have found a passage naming it, so the documents do not mention it); a CJK term only from
-   3 characters and only when not one of its character pairs is there (Chinese terms cut at function
-   characters straddle words; chosen on development CMRC questions,
-   results/runs/answerability_dev_cmrc2018_*.json);
-2. coverage: the share of the question's content terms the answer's evidence contains; below
-   MIN_QUESTION_COVERAGE the answer rests on passages about something else.
-MIN_QUESTION_COVERAGE was chosen on the invented development set benchmarks/fixtures/answerability.json only
-(28 questions, `python -m benchmarks answerability --dataset benchmarks/fixtures/answerability.json`,
-extractive pipeline): the value with the best balanced accuracy, ties to the lower one. 0.5 said "not found"
-for 9/14 unanswerable and 0/14 answerable questions; 0.6 for 13/14 and 1/14; 0.7 for 14/14 and 4/14. The
-held-out figures (HotpotQA, not used for tuning) are in results/answerability_*.json. Rechecked with the Qwen
-default on development HotpotQA questions 301-320 (results/runs/qa_dev_hotpotqa_agentic_patience0.jsonl): 0.5
-would have kept 2 correct declined answers and shown 4 wrong ones, so 0.6 stays (a wrong answer with citations
-costs a user more than "not found").
+passages, signals of the answer's judgement (answering.signals): retrieval always returns the nearest
+passages, relevant or not, and a model always writes something from them.
+1. anchors: a name, number, quoted or CJK term of the question that no retrieved passage holds (hybrid search
+   would have found a passage naming it);
+2. coverage: the share of the question's content terms the evidence holds; below MIN_QUESTION_COVERAGE the
+   answer rests on passages about something else.
 """
 
 from __future__ import annotations
@@ -41,23 +26,22 @@ from retrieval.grounding import (
 )
 from state.schemas import RetrievedDoc
 
-#: Share of the question's content terms that an answer's evidence holds when it is about the question.
+#: Share of the question's content terms that an answer's evidence holds when it is about the question:
+#: the best balanced accuracy on benchmarks/fixtures/answerability.json (a wrong cited answer costs a user
+#: more than "not found").
 MIN_QUESTION_COVERAGE = 0.6
 #: A question's name of this many words or more counts as mentioned when two adjacent words of it are.
 NAME_PART_FROM_WORDS = 3
-#: A number the question compares against ("more than 300 papers", "over 200,000") is a bound, not a fact
-#: the documents must state: it is no anchor.
+#: A number the question compares against ("more than 300 papers") is a bound, not an anchor.
 _COMPARED_NUMBER = re.compile(
     r"\b(?:(?:more|less|fewer|greater|higher|lower|older|younger|larger|smaller)\s+than|over|under|above|"
     rf"below|at\s+(?:least|most)|exceeding|beyond)\s+(?:\d[\d,.]*\d|\d|(?:{'|'.join(NUMBER_WORDS)}|"
     r"hundred|thousand|million|billion)\b)",
     re.IGNORECASE,
 )
-#: Chinese question characters (啥: colloquial "what"): bigrams with one of them are not terms a passage
-#: repeats.
+#: Chinese question characters: bigrams with one of them are not terms a passage repeats.
 CJK_QUESTION_CHARS = frozenset("哪什么吗呢谁几怎何啥")
-#: A Chinese question term is a name to look for only from this many characters: shorter runs are mostly
-#: words of the question ("时候", "特点", "地址") that a passage answering it need not repeat.
+#: A Chinese question term is an anchor only from this many characters (shorter runs are question words).
 CJK_ANCHOR_MIN_CHARS = 3
 #: Chinese "how much / long / big ..." words: question words, not terms a passage repeats.
 CJK_QUESTION_WORDS = ("多少", "多长", "多大", "多高", "多久", "多远", "多重", "多宽", "多深", "多老")
@@ -74,9 +58,8 @@ def question_terms(question: str) -> set[str]:
 
 
 def question_anchors(question: str) -> Anchors:
-    """The anchors of a question (retrieval.grounding), without a lone capitalised word that opens one of
-    its sentences: in a question that is more often a request ("Please", "Summarise") than a name, and a
-    name there is still one of the question's terms, which the coverage check counts."""
+    """The anchors of a question (retrieval.grounding), without a lone capitalised word opening a sentence
+    (more often a request, "Please", than a name; the coverage check still counts it)."""
     entities: list[str] = []
     numbers: list[str] = []
     quoted: list[str] = []
@@ -95,10 +78,8 @@ def question_anchors(question: str) -> Anchors:
 
 
 def name_in(entity: str, evidence: Evidence) -> bool:
-    """Whether the documents mention a name of the question: the name itself, or for a name of three words
-    or more any two adjacent words of it. A question's capitalised run often glues a name to a capitalised
-    word beside it ("James Norman Hall Argentinian", "Las Vegas Nevada", "Lithuania Michał Korybut
-    Wiśniowiecki"), and a passage about the name need not repeat that word."""
+    """Whether the documents mention a name of the question, or two adjacent words of a longer one (a
+    question's capitalised run often glues a name to a word beside it: "Las Vegas Nevada")."""
     if evidence.mentions(entity):
         return True
     words = entity.split()
@@ -108,12 +89,8 @@ def name_in(entity: str, evidence: Evidence) -> bool:
 
 
 def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -> list[str]:
-    """Names, numbers, quoted and CJK terms of the question that no passage (title or text) contains.
-
-    A CJK term counts as missing only when none of its character pairs occurs in a passage: Chinese has no
-    word boundaries, so a term cut at function characters often straddles words ("赫姓分" of "赫姓分为",
-    "里出生" of "在哪里出生") and an answering passage holds its words but not the run; a name the
-    documents never mention leaves no pair behind."""
+    """Names, numbers, quoted and CJK terms of the question that no passage (title or text) contains; a CJK
+    term only when none of its character pairs occurs (a term cut at function characters straddles words)."""
     anchors = question_anchors(question)
     if not anchors.all():
         return []
@@ -125,13 +102,8 @@ def missing_question_anchors(question: str, documents: Sequence[RetrievedDoc]) -
 
 
 def question_coverage(question: str, texts: Sequence[str]) -> float:
-    """Share of the question's content terms found in `texts` (1.0 for a question without terms).
-
-    A Chinese question counts characters, not bigrams: its bigrams straddle word boundaries ("这次选举中"
-    gives "次选", "举中"), and an answer that restates the question in other words shares the characters
-    but not those bigrams, so bigram coverage declined correct Chinese answers (development questions of
-    CMRC 2018). Function and question characters (retrieval.grounding.CJK_FUNCTION_CHARS) do not count; Latin
-    terms of a mixed question count as words."""
+    """Share of the question's content terms found in `texts` (1.0 for a question without terms). Chinese
+    counts content characters, not bigrams, which straddle word boundaries."""
     wanted = question_terms(question)
     if contains_cjk(question):
         wanted = {term for term in wanted if not contains_cjk(term)} | cjk_content_chars(question)

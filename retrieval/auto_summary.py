@@ -1,30 +1,12 @@
-"""Conversations that summarize themselves (part of the conversational memory): after enough new turns, and
-when they go idle.
-
-What is written is retrieval.conversation_index's two-level memory (a detail event per turn, block summaries
-linked above them, the conversation's character / background / plot ids on every chunk); this module only
-decides *when*, and does it off the answer's path:
-- after a turn (nodes.record_turn): once a thread has RAG_SUMMARY_EVERY_TURNS turns more than its stored
-  memory covers (`summarized_turns`, one store lookup), its turns are handed to one background worker
-  thread. The answer is not delayed: the node only queues the turns it already holds (it does not re-read the
-  checkpoint, whose write of this turn may still be pending). Jobs of one thread coalesce (the newest turns
-  win), and one worker runs them one after another, so two summaries of a thread never race and a burst of
-  turns costs one write. A failure is logged (and counted), never raised into an answer.
-- when idle (`sweep_idle`): the threads whose last turn (the sessions table's `updated_at`) is at least
-  RAG_SUMMARY_IDLE_S old and whose memory covers fewer turns than they have are summarized from their
-  checkpoint; `rag summarize --idle` runs it once, the API server every SUMMARY_SWEEP_S.
-Only threads whose turns were given a conversation_id are summarized automatically: a conversation id is how
-a caller opts into conversation memory (retrieval scoped to it finds the memory); the answers of a plain
-question thread must not become sources of other answers by themselves (`rag summarize` still writes any
-thread by hand).
-
-Why the whole thread, not only the turns that left the prompt's history: the history keeps the newest turns
-whole while they fit (retrieval.prompt_budget), and the store's layout (one source per thread, blocks of
-SUMMARY_BLOCK_TURNS) is what deep search expands; re-writing a thread is cheap because unchanged chunks
-keep their embeddings (the embedding cache) and an unchanged block keeps its model-written summary.
-Why a background thread rather than a task queue: the engine runs in one process per server (the API, the
-LangGraph server, the CLI) and a summary takes one embedding batch (plus one model call per new block with a
-strong model); a lost job (process exit) is caught up by the idle sweep.
+"""When conversations summarize themselves (retrieval.conversation_index writes the memory), off the answer's
+path:
+- after a turn (nodes.record_turn): once a thread has RAG_SUMMARY_EVERY_TURNS turns more than its memory
+  covers, its turns go to one background worker thread; jobs of one thread coalesce, so two summaries never
+  race, and a failure is logged, never raised into an answer;
+- when idle (`sweep_idle`, RAG_SUMMARY_IDLE_S): threads whose memory covers fewer turns than they have are
+  summarized from their checkpoint (`rag summarize --idle`, the API server every SUMMARY_SWEEP_S); this also
+  catches up jobs lost with a process.
+Only threads given a conversation_id are summarized automatically: that id is how a caller opts into memory.
 """
 
 from __future__ import annotations
@@ -32,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,14 +30,12 @@ logger = logging.getLogger(__name__)
 
 #: Seconds the worker thread waits for a job before it ends (a new job starts a new one).
 WORKER_IDLE_S = 30.0
-#: Seconds between two idle sweeps of the API server (when RAG_SUMMARY_IDLE_S > 0): a sweep is a cheap
-#: query when nothing went idle.
+#: Seconds between two idle sweeps of the API server (a cheap query when nothing went idle).
 SUMMARY_SWEEP_S = 60.0
 
 
 def is_due(turns: int, summarized: int, every: int) -> bool:
-    """Whether a thread of `turns` turns whose memory covers `summarized` is due a summary: at least `every`
-    new turns (every <= 0: never)."""
+    """Whether at least `every` turns are new since the memory's `summarized` (every <= 0: never)."""
     return every > 0 and turns - summarized >= every
 
 
@@ -70,10 +50,8 @@ class SummaryJob:
     tenant: str
     metadata: Mapping[str, Any] = field(default_factory=dict)
     summarizer: Callable[[], Summarizer | None] = lambda: None
-    """Makes the job's summarizer when the job runs (None: extractive): choosing it may test the model
-    (nodes.resources' strength), which must not happen on the answer's path."""
+    """Makes the summarizer when the job runs (None: extractive): choosing it may test the model."""
     every: int = 1
-    """New turns since the stored memory's that make the job worth running (checked in the worker)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -98,8 +76,7 @@ def run_job(job: SummaryJob) -> SummaryResult | None:
 
 
 class SummaryWorker:
-    """One background thread that runs summary jobs in order, the newest job of a thread replacing a queued
-    older one. `flush` waits until everything queued has run (tests, a clean shutdown)."""
+    """One background thread that runs summary jobs in order, a thread's newest job replacing a queued one."""
 
     def __init__(self, run: Callable[[SummaryJob], SummaryResult | None] = run_job) -> None:
         self._run = run
@@ -180,8 +157,7 @@ def idle_threads(
     database: Database, *, idle_before: datetime, idle_since: datetime | None
 ) -> list[IdleThread]:
     """Threads with a conversation id whose last turn was at or before `idle_before` (and after
-    `idle_since` when given: a periodic sweep only looks at the threads that went idle since its last
-    look)."""
+    `idle_since` when given)."""
     query = select(SessionRow).where(SessionRow.conversation_id != "", SessionRow.updated_at <= idle_before)
     if idle_since is not None:
         query = query.where(SessionRow.updated_at > idle_since)
@@ -203,12 +179,7 @@ class SweepReport:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return {
-            "idle_before": self.idle_before,
-            "checked": self.checked,
-            "summarized": self.summarized,
-            "failed": self.failed,
-        }
+        return asdict(self)
 
 
 def sweep_idle(
@@ -221,10 +192,8 @@ def sweep_idle(
     database: Database | None = None,
     threads: Sequence[IdleThread] | None = None,
 ) -> SweepReport:
-    """Summarize every idle thread (idle `idle_s` seconds or more) whose memory covers fewer turns than the
-    sessions table counts; each thread is read from its checkpoint (retrieval.conversation_index's
-    summarize_thread, so its conversation id and ids are the thread's own). A thread that fails is logged and
-    reported, and the sweep goes on. `model`: a strong chat model writes the summaries (else extractive)."""
+    """Summarize every thread idle `idle_s` seconds or more whose memory covers fewer turns than the
+    sessions table counts; a thread that fails is logged and reported, and the sweep goes on."""
     moment = now or utcnow()
     idle_before = moment - timedelta(seconds=idle_s)
     report = SweepReport(idle_before=idle_before.isoformat())

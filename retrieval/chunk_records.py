@@ -1,8 +1,5 @@
-"""Chunks as the stores keep them: the full metadata schema, deterministic ids, and what is embedded.
-
-Why a module of its own: ingestion writes these records, and the vector-store repair (retrieval.store_health)
-and search rebuild or query vectors from the same embedding input; both need them without importing
-ingestion (which itself calls the repair: a cycle before this module existed).
+"""Chunks as the stores keep them: the full metadata schema, deterministic ids, and what is embedded (apart
+from ingestion, so the vector repair and search use them without an import cycle).
 """
 
 from __future__ import annotations
@@ -54,8 +51,7 @@ def build_chunks(
             if document.unchunked
             else [s for s in document.sections if s.text.strip()]
         )
-        # Only settable keys and bounded values reach the stores, whoever built the document (a file's
-        # records are bounded by their loader already; an event or a summary is bounded here).
+        # Only settable keys and bounded values reach the stores, whoever built the document.
         given = bound_record_metadata(document.metadata).kept
         index = 0
         for section in sections:

@@ -1,8 +1,5 @@
-"""Which chunker cuts a text (RAG_CHUNKER), and the part of an index's identity that the choice makes.
-
-The paragraph chunker (retrieval/chunking.py) is the default; the semantic one
-(retrieval/semantic_chunking.py) needs an embedding function, which the knowledge base passes in. Both read
-the separators of RAG_SEPARATOR.
+"""Which chunker cuts a text (RAG_CHUNKER: the paragraph one, or the semantic one, which needs an embedding
+function), and the part of an index's identity that the choice makes.
 """
 
 from __future__ import annotations
@@ -38,10 +35,8 @@ def chunks_of(text: str, settings: Settings, config: ChunkingConfig, embed: Embe
 
 
 def chunker_signature(settings: Settings) -> str:
-    """What the chunker settings add to an index's identity: '' for the default chunker and separators (so
-    indexes built before these settings existed keep their identity), else a suffix naming them, so indexes
-    of different chunkers never mix (ingestion re-indexes a file whose signature changed; benchmarks keep
-    one index folder per signature)."""
+    """What the chunker settings add to an index's identity: '' for the defaults (older indexes keep
+    theirs), else a suffix naming them, so indexes of different chunkers never mix."""
     parts = []
     if settings.separators:
         parts.append(f"/separators={json.dumps(list(settings.separators))}")

@@ -1,21 +1,9 @@
-"""Token-sized chunking: paragraphs first, then sentences, then hard token cuts.
+"""Token-sized chunking: paragraphs first (the unit a writer meant to stand alone), then sentences, then hard
+token cuts. Consecutive chunks share `overlap` tokens so a fact straddling a boundary stays retrievable, and
+chunks under `min_fraction * size` merge into a neighbour.
 
-Why this order: a paragraph is the unit a writer meant to stand alone, so chunks follow paragraph breaks
-(a blank line, or the separators of RAG_SEPARATOR) whenever a paragraph fits; longer paragraphs are cut at
-sentence ends (English and Chinese punctuation), and only a single sentence longer than a chunk is cut
-mid-sentence. Consecutive chunks share `overlap` tokens so a fact that straddles a boundary is still
-retrievable, and chunks shorter than `min_fraction * size` are merged into a neighbour so tiny fragments do
-not crowd the results.
-
-Why not langchain-text-splitters: RecursiveCharacterTextSplitter with these separators, a
-sentence-end regex and `length_function=count_tokens` was tried on the samples/ corpus and changed 30 of the
-31 default chunks (200 tokens, overlap 32), 57 of 58 at 100/16, so the benchmarks' numbers would move.
-It cannot do what this module does: its overlap is whole splits, not the last `overlap` tokens; it has no
-merging of short chunks; it keeps the original separators between units (a paragraph break stays "\n\n"
-where this module joins as running text, see `_joiner`); it bounds a chunk by the sum of its parts'
-lengths, not the joined text's count; and its token splitter cuts inside a CJK character (both halves
-decode to U+FFFD, the character is lost). So the packer stays hand-written, and the library is not a
-dependency.
+Not langchain-text-splitters: its overlap is whole splits, it has no merging of short chunks, it bounds a
+chunk by the sum of its parts rather than the joined text, and its token splitter cuts inside CJK characters.
 """
 
 from __future__ import annotations
@@ -28,8 +16,7 @@ from retrieval.tokens import count_tokens, decode, encode
 
 PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 REPLACEMENT_CHARACTER = "\ufffd"
-#: Chunks shorter than this share of the chunk size merge into a neighbour (the knowledge-base design's
-#: merging of short chunks): a few words alone embed as noise and crowd the results.
+#: Chunks shorter than this share of the chunk size merge into a neighbour: a few words alone embed as noise.
 MIN_CHUNK_FRACTION = 0.25
 
 
@@ -60,12 +47,8 @@ class Unit:
 
 
 def _hard_split(text: str, size: int) -> list[Unit]:
-    """Cut a unit longer than `size` into token slices that each re-encode to at most `size` tokens.
-
-    A CJK character often spans two or three tokens, so a slice may end inside one: the cut backs off to
-    the last whole character (the next slice starts there), which keeps every character in some piece;
-    cutting blindly would decode both halves as U+FFFD and drop the character from the index.
-    """
+    """Cut a unit longer than `size` into token slices of at most `size` tokens, backing off to the last
+    whole character (a CJK character spans several tokens; cut blindly, it would be lost as U+FFFD)."""
     ids = encode(text)
     pieces = []
     start = 0
@@ -119,9 +102,8 @@ RUNNING_TEXT_ENDINGS = (".", "!", "?", ":", ";", ",", '"', "'", ")", "]", "\u201
 
 
 def _joiner(left: str, right: str) -> str:
-    """No space after a Chinese sentence or before Chinese text; one space after running text (units are
-    paragraphs or sentences, joined as running text); a line break after a unit that does not end like a
-    sentence (a heading, a title, a list item), so "Jupiter" + "Jupiter is..." never reads as one sentence."""
+    """No space around Chinese text; one space after running text; a line break after a unit that does not
+    end like a sentence (a heading), so "Jupiter" + "Jupiter is..." never reads as one sentence."""
     if left.endswith(("。", "！", "？", "；", "…")) or contains_cjk(right[:1]):
         return ""
     return " " if left.rstrip().endswith(RUNNING_TEXT_ENDINGS) else "\n"
@@ -136,19 +118,13 @@ def _tail(text: str, tokens: int) -> str:
 
 
 def chunk_text(text: str, config: ChunkingConfig) -> list[str]:
-    """Split `text` into chunks of at most `config.size` tokens, consecutive chunks sharing up to
-    `config.overlap` tokens.
-
-    Sizes are counted on the joined chunk text, not summed over its parts: joining parts changes the
-    tokenisation at the seams (a space before a bracket, a Chinese full stop fusing with the next word),
-    and a sum would let chunks run a token or two over the limit.
-    """
+    """Split `text` into chunks of at most `config.size` tokens (counted on the joined text: joining changes
+    the tokenisation at the seams), consecutive chunks sharing up to `config.overlap` tokens."""
     return pack_units(split_units(text, config), config)
 
 
 def pack_units(units: list[Unit], config: ChunkingConfig) -> list[str]:
-    """Units packed in order into chunks of at most `config.size` tokens, consecutive chunks sharing up to
-    `config.overlap` tokens, short chunks merged (see `chunk_text`)."""
+    """Units packed in order into chunks (see `chunk_text`), short chunks merged."""
     if not units:
         return []
     pieces: list[_Piece] = []
@@ -195,14 +171,9 @@ def _fitting_overlap(previous_text: str, body: list[str], config: ChunkingConfig
 
 
 def _merge_short(pieces: list[_Piece], config: ChunkingConfig) -> list[_Piece]:
-    """Give pieces under `min_fraction * size` tokens enough text, keeping every piece within `size`.
-
-    A short piece is folded into its predecessor when both fit in one chunk (its overlap is then dropped,
-    being the predecessor's own tail); otherwise it takes units from the end of its predecessor, one at a
-    time, while the predecessor stays above the threshold. Packing fills each piece before starting the
-    next, so a short piece normally follows a full one and only the second remedy applies. A short first
-    piece cannot be helped: it exists because the next unit did not fit beside it.
-    """
+    """Give pieces under `min_fraction * size` tokens enough text, keeping every piece within `size`: fold
+    a short piece into its predecessor when both fit, else borrow units from the predecessor's end while it
+    stays above the threshold."""
     threshold = config.min_fraction * config.size
     merged: list[_Piece] = [pieces[0]]
     for piece in pieces[1:]:

@@ -1,11 +1,8 @@
 """Citations of a generated answer: parse `[n]` markers, resolve them to sources, score and render them.
 
-What the engine promises is that every claim cites a retrieved passage, so this module repairs what models
-actually write: marker variants ([1], [1, 2], [1][2], [1-3], 【1】, [Source 1]), numbers out of range or
-malformed (dropped), numbering with gaps (cited sources renumbered 1..m in order of first appearance, the
-text rewritten to match), and, because weak models rarely cite at all, answers without a single valid
-marker (citations inferred by term support, marked `inferred`). Support is term overlap with
-core.keyword.analyze (stemmed English, CJK bigrams), so it works offline and in both languages.
+Every claim must cite a retrieved passage, so this repairs what models write: marker variants ([1, 2],
+[1][2], [1-3], 【1】, [Source 1]), out-of-range or malformed numbers (dropped), gaps (renumbered 1..m in order
+of first appearance), and answers without a valid marker (citations inferred by term support, `inferred`).
 """
 
 from __future__ import annotations
@@ -46,7 +43,6 @@ _GROUP = re.compile(
 _ITEM_SPLIT = re.compile(r"[,，、;；]")
 _RANGE = re.compile(r"^(\d+)\s*[-–—~]\s*(\d+)$")
 _CANONICAL = re.compile(r"\[(\d+)\]")
-_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _TRAILING_PUNCT = re.compile(r"[.!?。！？:：;；]+[\"'”’」』)）]*$")
 
 
@@ -149,10 +145,8 @@ def _insert_marker(sentence: str, marker: int) -> str:
 
 
 def short_answer_end(text: str) -> int:
-    """Where the short-answer line an answer starts with ends (retrieval.answer_text.compose_answer: a short
-    answer, a blank line, its explanation); 0 when the answer opens with a sentence or is one paragraph.
-    That line is the answer the explanation under it cites; a marker on it too ("Byzantine Greece [1]")
-    would show in the bold answer."""
+    """Where the short-answer line an answer starts with ends (0 when there is none): the explanation under
+    it carries the markers, not the bold answer."""
     short, explanation = answer_parts(text)
     gap = PARAGRAPH_BREAK.search(text)
     if not short or not explanation or gap is None:
@@ -161,9 +155,8 @@ def short_answer_end(text: str) -> int:
 
 
 def _infer(text: str, source_terms: list[set[str]], exempt: tuple[str, ...]) -> tuple[str, list[int]]:
-    """Attach each claim sentence to its best-supporting source (above the threshold), marker at the
-    sentence end: (new text, cited source numbers (1-based) in order of first appearance). The short-answer
-    line is left as it is (`short_answer_end`)."""
+    """Attach each claim sentence (not the short-answer line) to its best-supporting source above the
+    threshold: (new text, cited source numbers in order of first appearance)."""
     pieces: list[str] = []
     cited: list[int] = []
     position = 0
@@ -194,9 +187,8 @@ def _infer(text: str, source_terms: list[set[str]], exempt: tuple[str, ...]) -> 
 
 
 def supporting_spans(doc: RetrievedDoc, claims: list[set[str]]) -> list[list[int]]:
-    """Offsets in the chunk of the sentence that best supports each citing claim: among the sentences the
-    reader was given (`metadata["evidence_spans"]`, retrieval.evidence) when known, else all of the chunk's
-    sentences. Without a claim that shares a term with one of them, the evidence sentences themselves."""
+    """Offsets in the chunk of the sentence that best supports each citing claim, among the sentences the
+    reader was given (`evidence_spans`) when known; without any, the evidence sentences themselves."""
     text = doc["text"]
     given = doc.get("metadata", {}).get("evidence_spans") or []
     candidates = [(int(start), int(end)) for start, end in given] or sentence_spans(text)
@@ -215,9 +207,8 @@ def supporting_spans(doc: RetrievedDoc, claims: list[set[str]]) -> list[list[int
 def resolve_citations(
     answer: str, sources: list[RetrievedDoc], *, non_claims: Iterable[str] = ()
 ) -> CitedAnswer:
-    """Resolve the markers of `answer` against `sources` (marker n = sources[n - 1]); see the module
-    docstring. Sentences containing one of `non_claims` (the engine's "not found" sentences) are neither
-    flagged as unsupported nor given inferred citations."""
+    """Resolve the markers of `answer` against `sources` (marker n = sources[n - 1]). Sentences containing
+    one of `non_claims` ("not found") are neither flagged as unsupported nor given inferred citations."""
     exempt = tuple(non_claims)
     source_terms = [content_terms(doc["text"]) for doc in sources]
     groups = _groups(answer)
@@ -280,14 +271,13 @@ def _html_body(text: str, count: int) -> str:
             return match.group(0)
         return f'<sup><a href="#source-{number}">[{number}]</a></sup>'
 
-    paragraphs = [part.strip() for part in _PARAGRAPH_BREAK.split(text) if part.strip()]
+    paragraphs = [part.strip() for part in PARAGRAPH_BREAK.split(text) if part.strip()]
     escaped = [_CANONICAL.sub(link, html.escape(part)).replace("\n", "<br>\n") for part in paragraphs]
     return "\n".join(f"<p>{part}</p>" for part in escaped)
 
 
 def render(cited: CitedAnswer, fmt: RenderFormat) -> str:
-    """The answer with its source list: markdown ("**Sources**" list of "[n] title — file p.X"), html
-    (escaped text, `<sup>` links, an `<ol>` whose items are the anchors) or plain text (numbered list)."""
+    """The answer with its source list, as markdown, html (`<sup>` links to an `<ol>`) or plain text."""
     labels = [_source_label(doc) for doc in cited.sources]
     if fmt == "html":
         body = _html_body(cited.text, len(labels))

@@ -1,23 +1,11 @@
 """Conversation memory in the long-term store: every turn of a thread as a detail event, with summaries above.
 
-Why two levels: a question about a past conversation ("what did we decide about X?") matches a short summary
-best, while "how exactly..." questions need the turns themselves. The retrieve node recalls a conversation's
-summaries nearest the question and, when the question asks for details, the detail events of the same block
-("deep search", retrieval.summary_search); the director recalls both (retrieval.director).
-Where they live (persistence.summary_store): the LangGraph BaseStore, namespace ("summaries", tenant,
-conversation), so `langgraph dev`, Studio and a LangGraph server's store API see them:
-- the turns are cut into blocks of SUMMARY_BLOCK_TURNS; each block holds one summary item
-  (`level=summary`) and one detail item per turn (`level=detail`), sharing the block's `doc_id`
-  (`conversation:<thread_id>:<block>`, the parent link);
-- every item carries `conversation_id`, `thread_id`, its turn range (`turn_first`, `turn_last`),
-  `doc_type=event`, and the conversation's ids when it was given them (CONVERSATION_METADATA_KEYS:
-  `character_id`, `background_id`, `related_plot_id`);
-- summarizing the thread again replaces all of its items (nothing duplicated, nothing stale), and an
-  unchanged thread is skipped: the thread's record holds the digest it was written from and how many turns
-  it covers, read back in one lookup (`summarized_turns`) by the automatic summaries (retrieval.auto_summary).
-How a block's summary is written (extractive, or by a strong model) is retrieval.conversation_summary. A
-model-written summary of a block whose turns did not change is reused (its `block_hash`), so summarizing a
-grown thread asks the model about its new block only.
+Two levels because "what did we decide about X?" matches a short summary best while "how exactly..." needs
+the turns ("deep search", retrieval.summary_search). Items live in the LangGraph BaseStore (namespace
+("summaries", tenant, conversation), persistence.summary_store), so Studio and the store API see them: per
+block of SUMMARY_BLOCK_TURNS turns one `level=summary` item and one `level=detail` item per turn, sharing the
+block's `doc_id`. Summarizing again replaces a thread's items; an unchanged thread (its record's digest) is
+skipped, and a model-written summary of an unchanged block is reused (its `block_hash`).
 """
 
 from __future__ import annotations
@@ -44,23 +32,18 @@ from retrieval.conversation_summary import (
     turns_from_messages,
 )
 
-if TYPE_CHECKING:
-    # The knowledge base and the long-term store bring the stores' libraries (sqlalchemy, numpy): they are
-    # imported when a summary is written.
+if TYPE_CHECKING:  # the stores' libraries are imported when a summary is written
     from langgraph.store.base import BaseStore
 
-    from persistence.long_term_store import LongTermStore
     from persistence.summary_store import ThreadRecord
     from retrieval.knowledge_base import KnowledgeBase
 
-#: Levels of the two-level memory (persistence.summary_store's values; deep search expands summary ->
-#: details). Named here too: the store's module is imported on first use.
+#: Levels of the two-level memory (named here too: the store's module is imported on first use).
 SUMMARY_LEVEL = "summary"
 DETAIL_LEVEL = "detail"
 #: The item field the store embeds (persistence.long_term_store.TEXT_FIELD).
 TEXT_FIELD = "text"
-#: Start of the digest of a conversation's memory: `turns=<n>:<sha256>` (the form the catalog kept, so a
-#: thread copied from it is still seen unchanged).
+#: Start of a memory's digest `turns=<n>:<sha256>` (the catalog's form: a copied thread stays unchanged).
 TURNS_HASH_PREFIX = "turns="
 #: Collection that conversation summaries and turns go to, apart from the documents' collections.
 MEMORY_COLLECTION = "conversations"
@@ -115,8 +98,7 @@ def _block_hash(block: Sequence[ConversationTurn], method: str, max_tokens: int)
 
 
 def _reusable_summaries(store: BaseStore, tenant: str, record: ThreadRecord | None) -> dict[str, str]:
-    """Summary texts already stored for the thread, by block hash (a model-written one is kept for a block
-    whose turns did not change)."""
+    """Summary texts already stored for the thread, by block hash."""
     from persistence.summary_store import thread_items
 
     if record is None:
@@ -128,21 +110,12 @@ def _reusable_summaries(store: BaseStore, tenant: str, record: ThreadRecord | No
     }
 
 
-def summarized_turns(
-    kb: KnowledgeBase,
-    thread_id: str,
-    *,
-    tenant: str,
-    collection: str | None = None,
-    store: BaseStore | LongTermStore | None = None,
-) -> int:
-    """How many turns of the thread its stored memory covers (0 when it has none): one store lookup, no
-    item read. `collection` is accepted for callers of the catalog's layout and ignored."""
+def summarized_turns(kb: KnowledgeBase, thread_id: str, *, tenant: str) -> int:
+    """How many turns of the thread its stored memory covers (0 when it has none): one record lookup."""
     from persistence.summary_store import thread_record
     from retrieval.summary_migration import summaries_store
 
-    found = summaries_store(kb, store)
-    record = thread_record(found.store, tenant, thread_id)
+    record = thread_record(summaries_store(kb).store, tenant, thread_id)
     return record.turns if record is not None else 0
 
 
@@ -156,12 +129,10 @@ def index_conversation(
     collection: str | None = None,
     summarize: Summarizer | None = None,
     metadata: Mapping[str, Any] | None = None,
-    store: BaseStore | LongTermStore | None = None,
 ) -> SummaryResult:
-    """Write a thread's turns (details) and block summaries into the tenant's namespace of the long-term
-    store (`store`, else the process's), replacing what the thread had there; an unchanged thread is
-    skipped without any model call. `metadata`: the conversation's ids (CONVERSATION_METADATA_KEYS), kept on
-    every item. `collection` names the memory in the items (`collection`), as the catalog's layout did."""
+    """Write a thread's turns and block summaries into the tenant's namespace of the long-term store,
+    replacing what the thread had there; an unchanged thread is skipped without any model call.
+    `metadata`: the conversation's ids (CONVERSATION_METADATA_KEYS), kept on every item."""
     from persistence.summary_store import ThreadRecord, replace_thread, thread_record
     from retrieval.summary_migration import summaries_store
 
@@ -185,20 +156,12 @@ def index_conversation(
         status="skipped",
         summarizer=method,
     )
-    found = summaries_store(kb, store)
+    found = summaries_store(kb)
     known = thread_record(found.store, tenant, thread_id)
     if known is not None and known.digest == digest and known.conversation_id == conversation_id:
         return result
     reusable = _reusable_summaries(found.store, tenant, known) if summarize is not None else {}
-    entries = _entries(
-        blocks,
-        ids,
-        result,
-        method=method,
-        max_tokens=SUMMARY_MAX_TOKENS,
-        summarize=summarize,
-        reusable=reusable,
-    )
+    entries = _entries(blocks, ids, result, method=method, summarize=summarize, reusable=reusable)
     embeddings = kb.embeddings.for_tenant(tenant)
     record = ThreadRecord(thread_id, conversation_id, len(turns), digest)
     replace_thread(found, tenant, record, entries, embeddings, embeddings.model_key)
@@ -207,8 +170,7 @@ def index_conversation(
 
 
 def _check_thread(thread_id: str, conversation_id: str, turns: Sequence[ConversationTurn]) -> None:
-    """Refuse an empty thread or conversation id (ValueError) and a thread without turns
-    (ThreadNotFoundError)."""
+    """Refuse an empty thread or conversation id (ValueError) and a thread without turns."""
     if not thread_id.strip():
         raise ValueError("empty thread id")
     if not conversation_id.strip():
@@ -225,8 +187,7 @@ def _turns_digest(
     method: str,
     ids: Mapping[str, Any],
 ) -> str:
-    """The fingerprint of what a thread's memory is made of (the index, the conversation, the summarizer and
-    its limits, the ids, every turn's text): equal fingerprints mean the stored memory is still current."""
+    """The fingerprint of what a thread's memory is made of: equal means the stored memory is current."""
     content = hashlib.sha256(
         "\x1f".join(
             [
@@ -249,13 +210,10 @@ def _entries(
     result: SummaryResult,
     *,
     method: str,
-    max_tokens: int,
     summarize: Summarizer | None,
     reusable: Mapping[str, str],
 ) -> list[tuple[str, dict[str, Any]]]:
-    """The store's items of a thread, block by block: the block's summary (reused when its turns did not
-    change), then one detail item per turn; each carries the conversation's `ids` and the thread's place
-    (`result`: conversation, thread, tenant, collection, source)."""
+    """The store's items of a thread, block by block: the block's summary, then one detail item per turn."""
     from persistence.summary_store import EVENT_DOC_TYPE
 
     base = {
@@ -271,8 +229,8 @@ def _entries(
     for number, block in enumerate(blocks, start=1):
         doc_id = block_doc_id(result.thread_id, number)
         common: dict[str, Any] = {**base, "doc_id": doc_id, "title": title, "doc_type": EVENT_DOC_TYPE}
-        block_hash = _block_hash(block, method, max_tokens)
-        summary = reusable.get(block_hash) or block_summary(block, max_tokens, summarize)
+        block_hash = _block_hash(block, method, SUMMARY_MAX_TOKENS)
+        summary = reusable.get(block_hash) or block_summary(block, SUMMARY_MAX_TOKENS, summarize)
         span = {"turn_first": block[0].number, "turn_last": block[-1].number}
         summary_value = {
             **common,
@@ -290,8 +248,7 @@ def _entries(
 
 
 def thread_values(settings: Settings, thread_id: str) -> dict[str, Any]:
-    """The latest stored state of a thread (its channel values), read from the settings' checkpointer
-    (the SQLite file, or PostgreSQL when RAG_DATABASE_URL names it)."""
+    """The latest stored state of a thread (its channel values), read from the settings' checkpointer."""
     if postgres_url(settings) is None and not settings.checkpoint_path.exists():
         raise ThreadNotFoundError(f"unknown thread {thread_id!r} (no conversation stored yet)")
     saver = checkpointer_for(settings)
@@ -315,13 +272,9 @@ def summarize_thread(
     model: BaseChatModel | None = None,
     metadata: Mapping[str, Any] | None = None,
 ) -> SummaryResult:
-    """Summarize a stored thread into the tenant's store (`rag summarize`, the summarize route, the idle
-    sweep): the conversation id defaults to the one the thread's turns were given, else the thread id; the
-    tenant to the configured default; the ids (`metadata`) to those the thread's turns were given
-    (`conversation_metadata`), a given one replacing the thread's. Thread ids are scoped per tenant, so
-    another tenant's thread is as unknown as one nobody has (ThreadNotFoundError), and the owner check stays
-    as a second line (persistence.threads.ThreadAccessError).
-    With `model` (a strong one) the summaries are written by it, else they are extractive."""
+    """Summarize a stored thread into the tenant's store (`rag summarize`, the route, the idle sweep); the
+    conversation id and ids default to the thread's own. Another tenant's thread is as unknown as one nobody
+    has. With `model` the summaries are written by it, else they are extractive."""
     settings = kb.settings
     tenant = tenant or settings.default_tenant
     try:

@@ -1,12 +1,7 @@
-"""Summaries of a conversation's turns: the turns of a thread's messages, the conversation's ids, and the
-summary of a block of turns (extractive, or written by a strong model).
-
-What is summarized and how: a thread's messages become numbered exchanges (`turns_from_messages`); a block
-of them gets an extractive summary (the user's questions and the answer sentence that best matches each)
-unless a summarizer is given: a strong model writes it, and an unusable reply falls back to the extractive
-one (`block_summary`). Where the summaries and turns are kept, and when a thread is written again, is
-retrieval.conversation_index. This module is imported with the graph (start_turn checks a turn's ids), so it
-imports no store library.
+"""Summaries of a conversation's turns: a thread's messages as numbered turns (`turns_from_messages`), the
+conversation's ids, and a block's summary, extractive (the questions and each one's best answer sentence)
+or by a strong model, falling back to extractive (`block_summary`). Imported with the graph, so it imports
+no store library.
 """
 
 from __future__ import annotations
@@ -34,8 +29,7 @@ EXTRACT_QUESTION_TOKENS = 40
 EXTRACT_ANSWER_TOKENS = 50
 #: Words asked of a model summary per summary token (a word is about 1.3 tokens in English).
 WORDS_PER_TOKEN = 0.7
-#: Ids a conversation (or a turn) may be given that its memory chunks keep: the conversational memory's
-#: character and background scoping, and the plot a conversation belongs to.
+#: Ids a conversation (or a turn) may be given that its memory chunks keep.
 CONVERSATION_METADATA_KEYS = ("character_id", "background_id", "related_plot_id")
 #: Longest id value kept (an id, not a text).
 MAX_METADATA_VALUE_CHARS = 128
@@ -51,10 +45,9 @@ class InvalidConversationMetadataError(ValueError):
 
 
 def conversation_metadata(values: Mapping[str, Any] | None) -> dict[str, MetadataValue]:
-    """The ids of CONVERSATION_METADATA_KEYS in `values`, checked: a string (printable, at most
-    MAX_METADATA_VALUE_CHARS characters) or an integer; None and '' mean "not given" and are left out. Any
-    other key, or value, raises InvalidConversationMetadataError naming it (a typo must not vanish
-    silently)."""
+    """The ids of CONVERSATION_METADATA_KEYS in `values`, checked (a printable string of at most
+    MAX_METADATA_VALUE_CHARS, or an integer; None and '' are left out); any other key or value raises
+    InvalidConversationMetadataError naming it."""
     kept: dict[str, MetadataValue] = {}
     for key, value in (values or {}).items():
         if key not in CONVERSATION_METADATA_KEYS:
@@ -116,10 +109,8 @@ def summary_header(turns: Sequence[ConversationTurn]) -> str:
 
 
 def extractive_summary(turns: Sequence[ConversationTurn], max_tokens: int) -> str:
-    """The user's questions, each with the answer sentence that best matches it, within `max_tokens`.
-
-    Why extractive: with the embedded 135M model a written summary invents facts; the questions and the
-    answers' own sentences are what later questions will search for anyway."""
+    """The user's questions, each with the answer sentence that best matches it, within `max_tokens` (a small
+    model's written summary invents facts)."""
     parts = [summary_header(turns)]
     for turn in turns:
         part = f"Asked: {_one_line(turn.question, EXTRACT_QUESTION_TOKENS)}"

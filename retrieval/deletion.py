@@ -1,16 +1,12 @@
-"""Deleting indexed content: a document (by source or doc id), a collection, or a conversation's chunks.
-
-Order, as in ingestion: the catalog and the keyword index change in one SQLite transaction first (search
-trusts only catalog rows, so the content disappears from every search at that commit), then Chroma drops the
-vectors. A crash in between leaves stray vectors that search ignores; deleting again removes them.
-Deleting by conversation removes single chunks (one JSONL file can hold several conversations): a document
-left without chunks is removed, one with chunks left keeps them and its chunk count is updated.
+"""Deleting indexed content: a document (by source or doc id), a collection, or a conversation's chunks. As in
+ingestion, the catalog and keyword index change in one transaction first (the content leaves every search
+at that commit), then Chroma drops the vectors; a crash between leaves stray vectors that search ignores.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from sqlalchemy import delete, func, select, update
 
@@ -28,7 +24,7 @@ class DeleteSummary:
 
     def as_dict(self) -> dict[str, object]:
         """JSON-ready summary."""
-        return {"documents": self.documents, "chunks": self.chunks, "sources": self.sources}
+        return asdict(self)
 
 
 def delete_content(

@@ -1,20 +1,11 @@
 """The director (part of the conversational memory): when a conversation stalls, the answer gets the events of
 this conversation and a few of the tenant's other conversations, as their own prompt section.
 
-"Without progress", as defined here (and counted from the thread's messages, so every checkpointer and
-every interface sees the same count): a finished turn made no progress when its answer was the engine's
-honest "not found" (or empty), or when its question repeats an earlier question of the thread (the user
-asks again: the answer did not help). The count is the run of such turns ending with the latest finished
-one; this turn's own question adds one when it repeats an earlier question. The director steps in once the
-count reaches RAG_DIRECTOR_STALL_TURNS (seed value 3).
-
-What it recalls, from the long-term store (persistence.summary_store, read by retrieval.summary_search's
-`director_search`): a summarized conversation's summaries and turns (namespace ("summaries", tenant,
-conversation)) and the events a caller indexed with a conversation id (("director", tenant, conversation)),
-nearest the turn's question: DIRECTOR_CONVERSATION_K of this conversation, DIRECTOR_OTHER_K of the
-tenant's other conversations (events that belong to no conversation are not "another conversation"). Both
-searches read the turn's tenant's namespaces only, whatever the filters say, and the caller's metadata
-filters narrow them as they narrow the turn's retrieval.
+A finished turn made no progress when its answer was "not found" (or empty), or when its question repeats
+an earlier one of the thread (counted from the thread's messages, so every interface sees the same count).
+The director steps in once the run of such turns reaches RAG_DIRECTOR_STALL_TURNS. It recalls, nearest the
+question, DIRECTOR_CONVERSATION_K items of this conversation and DIRECTOR_OTHER_K of the tenant's others
+(retrieval.summary_search), within the turn's tenant and filters.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""The director's section of an answer prompt: its recalled events (nodes/director_recall.py) packed within
-their token limit, this conversation's first, then the other conversations' (retrieval/prompt_budget.py
-budgets the limit and places the section after the memories).
-
-Each event is one line, `- <text>`, its line breaks flattened (no line of it starts like a chat role) and
-neutralised like a source (a past turn is data the users wrote, retrieval.injection). The events are not
-numbered: they are background, not citable sources. An event that does not fit whole is cut when at least
-MIN_USEFUL_EVENT_TOKENS of it fit, else skipped (a later, shorter one may still fit).
+"""The director's section of an answer prompt: recalled events within their token limit, this conversation's
+first, one neutralised `- <text>` line each, unnumbered (background, not citable sources). An event that
+does not fit is cut when MIN_USEFUL_EVENT_TOKENS of it fit, else skipped.
 """
 
 from __future__ import annotations

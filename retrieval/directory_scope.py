@@ -1,23 +1,11 @@
-"""Directory scope: search only the documents whose source path lies under a directory (the notes
-assistant's "search this folder").
+"""Directory scope: search only the documents whose source path lies under a directory (the notes assistant's
+"search this folder"), for every entry point (`--dir`, the API's `directory`, the context's `directory`).
 
-The design, one for every entry point: the directory is a scope like the collection, not a filter key.
-`rag search --dir`, `rag ask --dir` / `rag chat --dir`, the API's `directory` field (generate, the seed API's
-query and search) and the run's context field `directory` (RAG_DIRECTORY) all reach
-`Searcher.search(directory=...)`. Why not a `$prefix` filter operator: neither Chroma's `where` nor the two
-SQL renderings can match a path prefix the same way, while the catalog knows every indexed source of a
-tenant; so the searcher turns the directory into the tenant's sources under it (Catalog.sources_under) and
-searches with `source $in [...]`, the one filter language both halves already share.
-
-Matching is by whole path components: `/a/b` holds `/a/b` itself and `/a/b/c.md`, never `/a/bc.md`. It
-cannot reach past the tenant: the sources come from the catalog rows of the search's own tenant, the
-tenant is in every store query as before, and every hit is checked against the directory again. Sources
-that are not paths (`text:...`, `event:...`) are under no directory.
-
-A directory is an absolute POSIX path (the form ingestion stores: resolved absolute paths); `..` is refused
-rather than interpreted (a scope must say where it is, not climb out of somewhere), `.` components, repeated
-and trailing slashes are dropped. The CLI first resolves a relative `--dir` against the working directory,
-as `rag ingest` resolves the paths it stores.
+The directory is a scope, not a filter operator: no store matches a path prefix the same way, so the
+searcher turns it into the tenant's sources under it (Catalog.sources_under) and searches `source $in
+[...]`. Matching is by whole path components (`/a/b` holds `/a/b/c.md`, never `/a/bc.md`); sources that are
+not paths are under no directory. A directory is an absolute POSIX path; `..` is refused, `.`, repeated and
+trailing slashes are dropped.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""Finding a local sentence-transformers model by name (RAG_EMBEDDING_PROVIDER=sentence-transformers).
-
-The machines this engine runs on may have no internet, so a model is only ever looked up on disk, in this
-order, and the first folder that holds a model wins:
-1. RAG_EMBEDDING_MODEL as a path (absolute, relative to the working directory, or starting with ~);
-2. `<RAG_EMBEDDING_MODELS_DIR>/<name>` (default `<data_dir>/models`): the documented place to copy models to;
-3. the local Hugging Face hub cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub), where a
-   model downloaded earlier on this machine lives as `models--<org>--<name>/snapshots/<revision>`; a bare
-   name is also tried as `sentence-transformers/<name>`, as sentence-transformers itself does.
-A folder holds a model when it has `modules.json` (a sentence-transformers folder) or `config.json` (a plain
-transformers folder, which sentence-transformers loads with mean pooling). Nothing found is one error that
-names every place looked in and how to make the model available.
+"""Finding a local sentence-transformers model by name (RAG_EMBEDDING_PROVIDER=sentence-transformers), on disk
+only (the machine may be offline), first match wins: RAG_EMBEDDING_MODEL as a path; then
+`<RAG_EMBEDDING_MODELS_DIR>/<name>`; then the local Hugging Face hub cache (a bare name also as
+`sentence-transformers/<name>`). A folder with `modules.json` or `config.json` holds a model. Nothing found
+is one error naming every place looked in.
 """
 
 from __future__ import annotations

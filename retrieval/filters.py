@@ -2,17 +2,10 @@
 
 The language is Chroma's (a Mongo-like dict): `{"field": value}` for equality, `{"field": {"$op": value}}`
 with `$eq $ne $gt $gte $lt $lte $in $nin`, and `{"$and": [...]}` / `{"$or": [...]}`. A filter is validated
-once into a tree (`Condition` / `Logical`), then rendered as a Chroma `where` dict or as a SQL expression
-over the keyword index's JSON metadata. Validating first means a bad filter fails with a message naming the
-problem, never a stack trace from Chroma or SQLite, and both search paths see exactly the same conditions.
-
-A filter's size is bounded while it is parsed: its depth (MAX_FILTER_DEPTH), its conditions in all
-(RAG_FILTER_MAX_CONDITIONS: every $and / $or and every field condition) and its $in / $nin values in all
-(MAX_FILTER_VALUES). Why: a filter of a thousand conditions is an expression Chroma and SQLite refuse or
-crash on ("Expression tree is too large"), which a client would read as an outage; counted while parsing,
-a 100,000-member $or is refused after looking at its length, before any of its members is parsed.
-
-`tenant` is not a filter field: every search is scoped to one tenant by our own code (see retrieval.search).
+once into a tree (`Condition` / `Logical`), then rendered for Chroma or as SQL over the keyword index's JSON
+metadata, so a bad filter fails with a message naming the problem and both search paths see the same
+conditions. Its depth, conditions and $in / $nin values are bounded while it is parsed (stores crash on
+huge expressions). `tenant` is not a filter field: searches scope the tenant themselves.
 """
 
 from __future__ import annotations
@@ -32,10 +25,8 @@ LOGICAL_OPERATORS = ("$and", "$or")
 #: Metadata keys a filter may use: the chunk schema plus numeric helpers; tenant is reserved for scoping.
 RESERVED_FIELDS = frozenset({"tenant"})
 FILTERABLE_FIELDS = frozenset(CHUNK_METADATA_DEFAULTS) - RESERVED_FIELDS
-#: Keys that ingestion always fills with numbers (whole numbers for the integer ones). Chroma's comparisons
-#: are typed and cast the operand to the stored type (`page < 2.5` runs as `page < 2`), while SQLite compares
-#: numerically and matches `true` against 1; so a filter value of another type is refused, and a fractional
-#: bound on an integer field too, rather than letting dense and keyword search disagree.
+#: Keys that ingestion always fills with numbers: a filter value of another type (or a fractional bound on
+#: an integer field) is refused: Chroma casts the operand and SQLite does not, so the two would disagree.
 NUMERIC_FIELDS = frozenset(
     key
     for key, value in CHUNK_METADATA_DEFAULTS.items()
@@ -43,7 +34,6 @@ NUMERIC_FIELDS = frozenset(
 )
 INTEGER_FIELDS = frozenset(key for key in NUMERIC_FIELDS if isinstance(CHUNK_METADATA_DEFAULTS[key], int))
 MAX_FILTER_DEPTH = 8
-MAX_LIST_VALUES = 1000
 #: Values of all the $in / $nin lists of one filter together (each is a bound parameter of the SQL).
 MAX_FILTER_VALUES = 1000
 #: The setting that bounds a filter's conditions (config/settings/search.py), named in the refusal.
@@ -90,9 +80,8 @@ class _Budget:
         self.values = 0
 
     def take_conditions(self, count: int, path: str, *, members: int = 0) -> None:
-        """Count `count` more conditions, or FilterError past the bound. `members`: the conditions a logical
-        operator's members add at least (one each), checked now and counted as each member is parsed, so
-        a huge $or is refused before any member is looked at."""
+        """Count `count` more conditions, or FilterError past the bound; `members` (one each at least) are
+        checked now, so a huge $or is refused before any member is parsed."""
         self.conditions += count
         if self.conditions + members > self.max_conditions:
             raise FilterError(
@@ -116,9 +105,8 @@ def configured_max_conditions() -> int:
 
 
 def parse_filter(raw: str | dict[str, Any] | None, *, max_conditions: int | None = None) -> FilterNode | None:
-    """Validate a filter given as a dict or JSON text; None or {} means no filter. `max_conditions`: the
-    bound of its conditions in all (default: RAG_FILTER_MAX_CONDITIONS of the environment's settings; a
-    searcher passes its own settings' value)."""
+    """Validate a filter given as a dict or JSON text; None or {} means no filter. `max_conditions`
+    defaults to the environment's RAG_FILTER_MAX_CONDITIONS."""
     if raw is None:
         return None
     if isinstance(raw, str):
@@ -134,8 +122,7 @@ def parse_filter(raw: str | dict[str, Any] | None, *, max_conditions: int | None
 
 
 def _load_json(text: str) -> Any:
-    """Filter JSON, refusing what Python's json accepts but no store can compare: NaN, Infinity, numbers
-    that overflow a double (1e400), and nesting deep enough to exhaust the parser's recursion."""
+    """Filter JSON, refusing what no store can compare (NaN, Infinity, 1e400) and runaway nesting."""
 
     def refuse_constant(name: str) -> float:
         raise FilterError(f"filter: {name} is not a number a filter can compare (use a finite number)")
@@ -225,8 +212,6 @@ def _condition(field: str, operator: str, operand: Any, path: str, budget: _Budg
     if operator in LIST_OPERATORS:
         if not isinstance(operand, list) or not operand:
             raise FilterError(f"{path}: {operator} needs a non-empty list")
-        if len(operand) > MAX_LIST_VALUES:
-            raise FilterError(f"{path}: {operator} accepts at most {MAX_LIST_VALUES} values")
         budget.take_values(len(operand), path)
         values = tuple(_coerce(field, _check_scalar(item, path), path) for item in operand)
         return Condition(field, operator, _uniform(values, operator, path))
@@ -257,8 +242,7 @@ def _coerce(field: str, value: MetadataValue, path: str) -> MetadataValue:
 
 
 def _uniform(values: tuple[MetadataValue, ...], operator: str, path: str) -> tuple[MetadataValue, ...]:
-    """The values of $in/$nin as one type, as Chroma requires: ints and floats together become floats
-    (same numeric comparisons), any other mixture is refused."""
+    """The values of $in/$nin as one type, as Chroma requires (ints with floats become floats)."""
     kinds = {"boolean" if isinstance(v, bool) else "number" if _is_number(v) else "string" for v in values}
     if len(kinds) > 1:
         raise FilterError(f"{path}: {operator} values must all be of one type (strings, numbers or booleans)")
@@ -277,21 +261,11 @@ def to_chroma_where(node: FilterNode | None) -> dict[str, Any] | None:
     return {node.field: {node.operator: value}}
 
 
-def and_where(*parts: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Combine Chroma `where` dicts with $and (Chroma wants two or more members in $and)."""
-    present = [part for part in parts if part]
-    if not present:
-        return None
-    return present[0] if len(present) == 1 else {"$and": present}
-
-
 def to_sql(
     node: FilterNode | None, column: str = "metadata", dialect: SqlDialect = "sqlite"
 ) -> tuple[str, list[Any]]:
-    """Render a validated filter as a SQL boolean expression over a JSON text column, with its parameters:
-    SQLite's json_extract with `?` marks, or PostgreSQL's jsonb with `%s` marks (values sent as JSON, so a
-    number compares as a number and a string as a string; range operators only match stored numbers, as
-    `matches` and Chroma do)."""
+    """Render a validated filter as a SQL boolean expression over a JSON text column, with its parameters
+    (SQLite's json_extract, or PostgreSQL's jsonb with values sent as JSON)."""
     if node is None:
         return ("1" if dialect == "sqlite" else "TRUE"), []
     if isinstance(node, Logical):

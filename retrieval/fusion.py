@@ -1,8 +1,5 @@
-"""Combining rankings: weighted reciprocal rank fusion, deduplication by chunk id, and MMR.
-
-Why RRF: dense cosine scores and BM25 scores live on unrelated scales; fusing ranks instead of scores needs
-no calibration and is robust across corpora. Weights let a deployment lean on the retriever that suits its
-documents.
+"""Combining rankings: weighted reciprocal rank fusion (ranks, since dense and BM25 scores live on unrelated
+scales), deduplication by chunk id, and MMR.
 """
 
 from __future__ import annotations
@@ -53,10 +50,8 @@ def maximal_marginal_relevance(
     lambda_mult: float = 0.7,
     relevance: Sequence[float] | None = None,
 ) -> list[int]:
-    """Indices of `k` candidates chosen by MMR: lambda * relevance - (1 - lambda) * max similarity to chosen.
-
-    Relevance is cosine similarity to the query unless given (e.g. fused scores rescaled to [0, 1]).
-    """
+    """Indices of `k` candidates chosen by MMR: lambda * relevance - (1 - lambda) * max similarity to chosen
+    (relevance: cosine to the query unless given)."""
     if not candidate_vectors or k <= 0:
         return []
     matrix = np.asarray(candidate_vectors, dtype=np.float32)

@@ -1,17 +1,11 @@
 """Per-sentence groundedness: do the names, numbers and terms of each answer sentence occur in its evidence?
 
-Why anchors and not only term overlap: a wrong answer usually keeps the passage's wording and swaps one fact
-("completed in 1899" for 1889, "designed by Orla Brennan", "in March" for May), so its term overlap stays near
-1 while the fact is wrong. The facts that can be checked without a model are the sentence's anchors:
-- entities: runs of capitalised words (a sentence-opening word only when it is not a function or discourse
-  word), hyphenated codes;
-- quoted terms ("...", “...”, 「...」, 《...》);
-- numbers (digits with thousands separators and decimals; number words two..ninety count as digits);
-- CJK terms: the runs of a Chinese sentence split at function characters (2+ characters).
-A claim sentence is supported when every anchor occurs in its evidence (the passages it cites, or for an
-uncited sentence any retrieved passage) and at least SENTENCE_TERM_SUPPORT of its terms do. A missing anchor
-is a hard error (a wrong fact); low term support alone is a soft one (unsupported wording).
-Passage sentences that read as planted instructions are not evidence (retrieval.injection).
+A wrong answer usually keeps the passage's wording and swaps one fact ("completed in 1899" for 1889), so term
+overlap alone stays near 1. So a sentence's anchors are checked too: entities (capitalised runs, codes),
+quoted terms, numbers (number words count as digits) and CJK terms (runs split at function characters). A
+claim is supported when every anchor and SENTENCE_TERM_SUPPORT of its terms occur in its evidence (the
+passages it cites, else any retrieved one); a missing anchor is a wrong fact. Planted instructions are not
+evidence (retrieval.injection).
 """
 
 from __future__ import annotations
@@ -35,8 +29,7 @@ MIN_CLAIM_TERMS = 2
 #: (Chinese answers re-order long phrases).
 CJK_LONG_TERM = 4
 CJK_BIGRAM_SHARE = 0.75
-#: Prepared evidences kept (per distinct tuple of passage texts): a question needs a handful, one per cited
-#: set of passages and one for all of them.
+#: Prepared evidences kept (per distinct tuple of passage texts): a question needs a handful.
 EVIDENCE_CACHE_SIZE = 256
 
 #: Words that open sentences capitalised without naming anything.
@@ -87,8 +80,7 @@ _CJK_DIGITS = {char: value for value, char in enumerate("零一二三四五六�
 _CJK_UNITS = {"十": 10, "百": 100, "千": 1000}
 _CJK_NUMERAL = re.compile(r"[零〇一二两三四五六七八九十百千万]+")
 _CJK_RUN = re.compile(f"[{CJK_RANGES}]+")
-#: Function characters that separate Chinese terms (particles, copulas, prepositions, pronouns, question
-#: words).
+#: Function characters that separate Chinese terms (particles, prepositions, pronouns, question words).
 CJK_FUNCTION_CHARS = frozenset(
     "的是在了和与及于为有也被把用从到由对这那其之个并而或就将以所着过向给让使比还又很最"
     "更它他她们我你吗呢吧啊哪什么谁几怎何该此即若则但却因故年"
@@ -142,16 +134,6 @@ class GroundingReport:
         return [check for check in self.sentences if check.claim]
 
     @property
-    def supported(self) -> list[SentenceCheck]:
-        """Claim sentences that their evidence supports."""
-        return [check for check in self.claims if check.supported]
-
-    @property
-    def unsupported(self) -> list[SentenceCheck]:
-        """Claim sentences that their evidence does not support."""
-        return [check for check in self.claims if not check.supported]
-
-    @property
     def wrong_facts(self) -> list[SentenceCheck]:
         """Claim sentences with an anchor missing from their evidence (hard errors)."""
         return [check for check in self.claims if check.missing]
@@ -160,7 +142,7 @@ class GroundingReport:
     def supported_share(self) -> float:
         """Supported claims over claims (1.0 without claims: nothing to contradict)."""
         claims = self.claims
-        return len(self.supported) / len(claims) if claims else 1.0
+        return sum(check.supported for check in claims) / len(claims) if claims else 1.0
 
 
 def normalize_number(whole: str, decimals: str | None) -> str:
@@ -199,9 +181,8 @@ def numbers_in(text: str, *, loose_words: bool = True) -> set[str]:
 
 
 def _entity_runs(sentence: str) -> list[str]:
-    """Capitalised runs without leading discourse/function words ("Where's", "The") and without the
-    possessive of their last word ("The Eiffel Tower's" -> "Eiffel Tower"). A possessive inside a run is
-    part of the name ("Queen's University", "Finity's End"): without it the name is in no passage."""
+    """Capitalised runs without leading discourse words and without the possessive of their last word ("The
+    Eiffel Tower's" -> "Eiffel Tower"; one inside a run is part of the name: "Queen's University")."""
     runs: list[str] = []
     for match in _CAPITAL_RUN.finditer(sentence):
         words = match.group(0).split()
@@ -248,9 +229,8 @@ def anchors_of(sentence: str, *, skip_words: frozenset[str] = frozenset()) -> An
 
 
 def loose_form(text: str) -> str:
-    """Lowercase words and numbers only, one space between them, with a space at both ends: names and
-    quoted terms are compared in this form, so punctuation does not hide a name the passage holds ("EOG
-    Resources Inc." in "EOG Resources, Inc.", "Baby Driver?" in "Baby Driver", "Park Hae-jin")."""
+    """Lowercase words and numbers only, space-separated and space-padded: names are compared in this form,
+    so punctuation does not hide one ("EOG Resources Inc." in "EOG Resources, Inc.")."""
     return f" {' '.join(_LOOSE_WORD.findall(text.lower()))} "
 
 
@@ -286,10 +266,8 @@ class Evidence:
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> Evidence:
-        """Evidence from passages, without their instruction-like sentences (planted text is no fact).
-
-        Cached per tuple of texts (Evidence is frozen): one question's cite, grade_answer and answerability
-        checks ground against the same passages, and preparing them was the largest cost of those nodes."""
+        """Evidence from passages without their instruction-like sentences, cached per tuple of texts (one
+        question's nodes ground against the same passages)."""
         return _evidence_of(tuple(texts))
 
     def mentions(self, phrase: str) -> bool:
@@ -307,8 +285,7 @@ class Evidence:
 
 @lru_cache(maxsize=EVIDENCE_CACHE_SIZE)
 def _evidence_of(texts: tuple[str, ...]) -> Evidence:
-    """The terms are the union of each passage's (cached per text: the same passages come in several
-    evidences of a question), which are the joined text's: no term or reference mark spans a line break."""
+    """The terms are the union of each passage's (cached per text), equal to the joined text's."""
     factual = [factual_text(text) for text in texts]
     joined = "\n".join(factual)
     terms = frozenset().union(*(content_terms(text) for text in factual))
@@ -336,9 +313,7 @@ def check_sentence(sentence: str, cited: tuple[int, ...], evidence: Evidence) ->
 
 
 def titled_text(doc: RetrievedDoc) -> str:
-    """A passage with its document's title on the line before: the title is part of what the document
-    says, and the reader sees it in front of the passage's first sentence (retrieval.evidence), so an
-    answer that quotes that line names the title ("Eric A. Sykes: Eric Anthony Sykes (1883-1945) ...")."""
+    """A passage with its document's title on the line before (the reader sees the title too)."""
     title = (doc.get("title") or "").strip()
     return f"{title}\n{doc['text']}" if title else doc["text"]
 

@@ -1,9 +1,5 @@
-"""Indexing one source's documents: chunk, embed in batches, publish atomically; events and raw text too.
-
-Why apart from retrieval.ingest: callers that index a text they hold (an API body, a conversation event, a
-summary) need only this step, not the file walk, hashing and pruning of an ingestion run. The order of
-writes (vectors first, then the catalog commit that publishes them, then stale vectors deleted) is the one
-the retrieval.ingest docstring explains.
+"""Indexing one source's documents: chunk, embed in batches, publish atomically (the write order of
+retrieval.ingest); for callers that index a text they hold (an API body, an event) without a file walk.
 """
 
 from __future__ import annotations
@@ -41,16 +37,12 @@ def index_documents(
     progress: ProgressCallback = noop_progress,
     should_stop: StopCallback | None = None,
 ) -> int:
-    """Chunk, embed and atomically store the documents of one source; return the number of chunks.
-
-    `should_stop` is asked before each embedding batch; True raises StopRequested before the catalog
-    commit, so the source keeps its previous version (vectors already upserted are ignored by search).
-    """
+    """Chunk, embed and atomically store the documents of one source; the number of chunks. `should_stop` is
+    asked before each embedding batch; True raises StopRequested before the catalog commit."""
     chunks = build_chunks(documents, kb, tenant=tenant, collection=collection, doc_hash=source_hash)
     if not chunks:
         raise LoaderError("empty document: no text to index")
-    # Chroma writes batch i while the model embeds batch i + 1 (both release the GIL): the index insert
-    # then costs no wall time. All writes finish before the catalog commit below, which publishes them.
+    # Chroma writes batch i while the model embeds batch i + 1; all finish before the catalog commit.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="chroma-upsert") as writer:
         pending: list[Future[None]] = []
         for start in range(0, len(chunks), chunk_records.EMBED_BATCH_CHUNKS):
@@ -81,36 +73,20 @@ def index_documents(
 def _index_text(
     kb: KnowledgeBase,
     text: str,
-    *,
-    source: str,
-    title: str,
-    doc_type: str,
-    doc_id: str,
-    unchunked: bool,
-    metadata: dict[str, MetadataValue] | None,
+    document: LoadedDocument,
     tenant: str,
     collection: str,
-    should_stop: StopCallback | None = None,
+    stop: StopCallback | None,
 ) -> int:
-    """Index one text given by a caller (not read from a file) as one document; return its chunk count
-    (`should_stop` as for index_documents: True before an embedding batch raises StopRequested)."""
-    document = LoadedDocument(
-        source=source,
-        title=title,
-        doc_type=doc_type,
-        sections=[Section(text)],
-        doc_id=doc_id,
-        unchunked=unchunked,
-        metadata=dict(metadata or {}),
-    )
+    """Index one text given by a caller (not read from a file) as `document`; its chunk count."""
     return index_documents(
         kb,
         [document],
-        source=source,
+        source=document.source,
         source_hash=content_hash(text),
         tenant=tenant,
         collection=collection,
-        should_stop=should_stop,
+        should_stop=stop,
     )
 
 
@@ -130,19 +106,10 @@ def index_event(
     if not text.strip():
         raise LoaderError("empty event: no text")
     source = f"event:{content_hash(text)[:16]}"
-    _index_text(
-        kb,
-        text,
-        source=source,
-        title=title,
-        doc_type="event",
-        doc_id=source,
-        unchunked=True,
-        metadata=metadata,
-        tenant=tenant,
-        collection=collection,
-        should_stop=should_stop,
+    document = LoadedDocument(
+        source, title, "event", [Section(text)], doc_id=source, unchunked=True, metadata=dict(metadata or {})
     )
+    _index_text(kb, text, document, tenant, collection, should_stop)
     if (metadata or {}).get("conversation_id"):  # the director recalls it from the long-term store
         from retrieval.summary_migration import store_director_event
 
@@ -162,22 +129,16 @@ def index_raw_text(
     should_stop: StopCallback | None = None,
 ) -> tuple[str, int]:
     """Index raw text chunked like a file, under the source `text:<doc_id or content hash>`; return the
-    source key and the chunk count (`doc_type` from the metadata, else "text"). `should_stop` True before an
-    embedding batch raises StopRequested and the source keeps its previous version."""
+    source key and the chunk count (`doc_type` from the metadata, else "text")."""
     key = doc_id or content_hash(text)[:16]
     source = f"text:{key}"
     doc_type = str((metadata or {}).get("doc_type") or "text")
-    chunks = _index_text(
-        kb,
-        text,
-        source=source,
-        title=title or key,
-        doc_type=doc_type,
+    document = LoadedDocument(
+        source,
+        title or key,
+        doc_type,
+        [Section(text)],
         doc_id=doc_id or source,
-        unchunked=False,
-        metadata=metadata,
-        tenant=tenant,
-        collection=collection,
-        should_stop=should_stop,
+        metadata=dict(metadata or {}),
     )
-    return source, chunks
+    return source, _index_text(kb, text, document, tenant, collection, should_stop)

@@ -9,11 +9,7 @@ Order of writes, per file, and why:
 6. delete from Chroma the old chunks the new version no longer has.
 A crash between 4 and 5 leaves the old version searchable and the file still "changed", so the next run
 redoes it; a crash between 5 and 6 leaves stray vectors that search ignores (it trusts only catalog rows).
-
-Each file's parse runs under a `LoadGuard` (nesting cap LOADER_MAX_DEPTH, time budget
-RAG_LOADER_FILE_TIMEOUT_S): a file over either fails alone with its reason. A caller's `should_stop` hook
-(an API request whose client went away) stops the run between files, inside parse loops and between
-embedding batches, which is a safe point by the order above: nothing of the file in progress is published.
+So a caller's `should_stop` may stop the run anywhere before 5: nothing of the file in progress is published.
 """
 
 from __future__ import annotations
@@ -125,18 +121,12 @@ def ingest_paths(
     on_files: Callable[[list[Path]], None] | None = None,
     should_stop: StopCallback | None = None,
 ) -> IngestSummary:
-    """Ingest files and folders into one collection of one tenant (see the module docstring for the order);
-    vectors the vector store lost of this tenant are restored first (`restore_lost_vectors`).
+    """Ingest files and folders into one collection of one tenant, after restoring the vectors the store
+    lost of this tenant. Each file is parsed under a LoadGuard (nesting and time caps) and fails alone.
 
-    Each file is parsed under `LoadGuard.from_settings(kb.settings)`: one nested too deeply or slower than
-    RAG_LOADER_FILE_TIMEOUT_S fails alone with a one-line reason, and the others still index.
-
-    `should_stop`, when given, is called between files, every few hundred steps of a parse and before each
-    embedding batch; once it returns True the run stops: the file in progress is abandoned (its previous
-    version stays), no later file is read, nothing is pruned, and the summary returned has `stopped=True`
-    with the results of the files finished before. It must be cheap and thread-safe; an API route that
-    runs ingestion in a worker thread can pass `should_stop=event.is_set` for a `threading.Event` that it
-    sets once `await request.is_disconnected()` is true.
+    `should_stop` (cheap, thread-safe) is asked between files, inside parses and before each embedding
+    batch; once True, the file in progress is abandoned, nothing is pruned, and the summary has
+    `stopped=True` with the files finished before.
     """
     started = time.perf_counter()
     collection = validate_collection_name(collection or DEFAULT_COLLECTION)
@@ -189,13 +179,8 @@ def _prune(
 
 
 def restore_lost_vectors(kb: KnowledgeBase, tenant: str) -> int:
-    """Rebuild the vectors of `tenant` the vector store lost (a deleted Chroma folder) from the catalog;
-    return how many.
-
-    Ingestion is where a user expects the index to be made whole again, and the catalog has every chunk's
-    text, so this needs neither the original files nor, thanks to the embedding cache, the model. Only the
-    ingesting tenant's collections are counted: another tenant's, even one Chroma cannot read, is never
-    touched, so its damage cannot stop this ingest (`rag doctor --repair` rebuilds it)."""
+    """Rebuild from the catalog the vectors of `tenant` the vector store lost; how many. Ingestion is where
+    a user expects the index made whole; another tenant's collections are never touched."""
     lost = [scope for scope in vector_drift(kb, tenant) if scope.missing]
     return repair_vectors(kb, lost).restored if lost else 0
 
@@ -245,8 +230,7 @@ def _ingest_file(
 
 
 def _metadata_warning(source: str, documents: Sequence[LoadedDocument]) -> str | None:
-    """One line for a file whose records had metadata fields over core.metadata's bounds (left out, so
-    the vector store never receives them), or None; logged once per file as well."""
+    """One line (also logged) for a file whose records had metadata fields over core.metadata's bounds."""
     left_out = sum(document.metadata_left_out for document in documents)
     if not left_out:
         return None

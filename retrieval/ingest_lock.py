@@ -1,19 +1,8 @@
-"""One ingest at a time per tenant and collection, across processes and across threads of one process.
-
-Why: two `rag ingest` runs of the same file (or two uploads of it) both found it unknown, both embedded it,
-and the second catalog insert died on the unique source with an unhandled database error and a stack
-trace; two processes also wrote the same embedded Chroma collection at once, which its persistent index does
-not support. So an ingest holds its collection for the whole run: the second one waits (saying so in one
-line) and then finds the file unchanged and skips it, so the file is indexed exactly once. It gives up with
-IngestBusyError after INGEST_LOCK_TIMEOUT_S (timeout 0: at once), one line, CLI exit 1 / HTTP 409, like a
-busy thread.
-
-How: the lock of persistence.thread_lock under a name of its own (a lock file under `<data_dir>/locks`,
-or a PostgreSQL advisory lock when RAG_DATABASE_URL names one), so it has the same guarantees: released by
-the kernel (or the server) when a process dies, re-entrant in the thread that holds it. Why not the
-`filelock` package here (persistence/database.py's migration lock uses it): this module writes no lock file
-of its own, and one lock with one wait and one message for both stores is what keeps an ingest exclusive
-across the hosts of a PostgreSQL deployment, where a lock file excludes nobody.
+"""One ingest at a time per tenant and collection, across processes and threads: two concurrent ingests of a
+file would both embed it and the second catalog insert would fail. The second one waits (saying so), then
+finds the file unchanged; it gives up with IngestBusyError after INGEST_LOCK_TIMEOUT_S (CLI exit 1 / 409).
+The lock is persistence.thread_lock's (a lock file, or a PostgreSQL advisory lock that also excludes other
+hosts), released when a process dies and re-entrant in its thread.
 """
 
 from __future__ import annotations
@@ -35,9 +24,8 @@ logger = logging.getLogger(__name__)
 
 #: Prefix of the lock name: keeps an ingest's lock apart from any thread's (thread ids hold no NUL).
 LOCK_NAME_PREFIX = "\x00ingest\x1f"
-#: Seconds an ingest waits for another ingest into the same tenant and collection (another process, or
-#: another request) before it gives up with 'ingest busy' (CLI exit 1, HTTP 409); 0 = skip at once. Long
-#: enough for a typical folder's ingest to finish, short enough that a stuck one is reported.
+#: Seconds an ingest waits for another ingest into the same tenant and collection before 'ingest busy'
+#: (long enough for a typical folder's ingest, short enough that a stuck one is reported).
 INGEST_LOCK_TIMEOUT_S = 600.0
 
 P = ParamSpec("P")
@@ -64,12 +52,8 @@ def ingest_lock(
     on_wait: Callable[[str], None] | None = None,
     timeout_s: float | None = None,
 ) -> Iterator[None]:
-    """Hold the ingest lock of one tenant's collection (defaults: the settings') for the block.
-
-    Taken at once when free; otherwise `on_wait` (default: a logging warning) gets one line saying what it
-    waits for, and the wait lasts up to `timeout_s` (default INGEST_LOCK_TIMEOUT_S) before
-    IngestBusyError. Re-entrant: a caller that holds it (the CLI, to say it is waiting) may call
-    `ingest_paths`, which takes it too, without waiting on itself."""
+    """Hold the ingest lock of one tenant's collection for the block: `on_wait` hears one line when it must
+    wait, up to `timeout_s` (default INGEST_LOCK_TIMEOUT_S) before IngestBusyError. Re-entrant."""
     tenant = tenant or settings.default_tenant
     collection = collection or DEFAULT_COLLECTION
     name = f"{LOCK_NAME_PREFIX}{tenant}\x1f{collection}"

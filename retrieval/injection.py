@@ -1,17 +1,8 @@
 """Untrusted passage text: spot instructions planted in documents and defang what could pass for prompt
-structure.
-
-Why this exists: retrieved passages are data written by whoever wrote the documents, and a document can say
-"ignore previous instructions", "### Instruction: ...", "SYSTEM NOTICE: ..." or carry chat-template role tags
-(`<|im_start|>system`). Three defences use this module:
-- the answer prompt fences passages between SOURCES_OPEN / SOURCES_CLOSE and `neutralize` rewrites anything
-  inside a passage that looks like those fences, a chat role marker or a source header, so a passage can
-  neither close its fence nor open a fake system turn;
-- the extractive answerer skips instruction-like sentences (`is_instruction_like`), so it never copies them;
-- generate drops answer sentences that carry a token only an instruction-like passage sentence contains
-  (`planted_tokens`): a model that obeyed "reply only with X" gives X, which no real fact of the passages
-  holds.
-Everything is pure and model-free.
+structure. A document can say "ignore previous instructions" or carry chat role tags, so: `neutralize`
+rewrites fences, role markers and source headers inside a passage; the extractive answerer skips
+instruction-like sentences (`is_instruction_like`); and generate drops answer sentences carrying a token
+only an instruction-like passage sentence holds (`planted_tokens`: an obeyed "reply only with X" gives X).
 """
 
 from __future__ import annotations
@@ -85,10 +76,9 @@ def is_instruction_like(sentence: str) -> bool:
 
 
 def neutralize(text: str) -> str:
-    """Passage text safe to put inside the fence: role tags and fence look-alikes replaced by a neutral
-    "[tag removed]", role labels at line starts quoted ("System:" -> "'System' said:"), "### System"
-    headings flattened, source-header look-alikes de-parenthesised. The words themselves stay (they may be a
-    fact the reader needs, e.g. a manual that documents a system prompt)."""
+    """Passage text safe inside the fence: role tags and fence look-alikes replaced by "[tag removed]", role
+    labels at line starts quoted, "### System" headings flattened, source-header look-alikes de-parenthesised;
+    the words themselves stay (they may be a fact the reader needs)."""
     cleaned = _FENCE_LIKE.sub("[tag removed]", _ROLE_TAG.sub("[tag removed]", text))
     cleaned = _ROLE_LINE.sub(lambda m: f"{m.group(1)}'{m.group(2)}' said:", cleaned)
     cleaned = _HEADING_ROLE.sub(lambda m: f"{m.group(1)}{m.group(2)}", cleaned)

@@ -1,7 +1,5 @@
-"""The knowledge base: the stores of one data directory opened together (catalog, Chroma, embeddings).
-
-Ingestion (retrieval.ingest) writes through it and search (retrieval.search) reads through it; both receive
-it rather than opening stores themselves, so a process opens each store once.
+"""The knowledge base: the stores of one data directory opened together (catalog, Chroma, embeddings), passed
+to ingestion and search so a process opens each store once.
 """
 
 from __future__ import annotations
@@ -70,10 +68,7 @@ class KnowledgeBase:
         return chunks_of(text, self.settings, self.chunking, embed)
 
     def index_signature(self) -> str:
-        """What, besides a file's bytes, determines its chunks and vectors (a change forces re-indexing).
-
-        The chunker's part is empty for the default chunker and separators, so indexes built before those
-        settings existed keep their signature (and are not re-indexed)."""
+        """What, besides a file's bytes, determines its chunks and vectors (a change forces re-indexing)."""
         chunking = self.chunking
         _ = self.embeddings
         signature = f"{chunking.size}/{chunking.overlap}/{chunking.min_fraction}/{self.model_key}"

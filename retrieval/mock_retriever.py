@@ -1,28 +1,12 @@
-"""The mock retriever (RAG_RETRIEVER=mock; the knowledge-base design's development retriever): deterministic
-canned passages instead of the knowledge base, so the whole graph, `rag search` and the API's search run
-without a store, an embedding model or an ingest.
+"""The mock retriever (RAG_RETRIEVER=mock, RAG_ENABLED=false): canned passages instead of the knowledge base,
+so the graph, `rag search` and the API's search run without a store, an embedding model or an ingest.
 
-What it searches: the built-in passages below (a few files about planets and brewing, one of them tagged
-with a conversation), or the JSON file RAG_MOCK_PASSAGES names: a list of objects with `text` (required)
-and optionally `id`, `source`, `title`, `section`, `chapter`, `page`, `collection`, `tenant`, `doc_id`,
-`doc_type`, `conversation_id`, `level` and `metadata` (custom keys such as `session_id`, filterable as in
-the store). A file that cannot be used is a StoreUnavailableError naming it: the graph then answers "not
-found" with that error, `rag search` exits 1 with one line, as for a store that is down.
-
-Why it honours the same scoping as the store: a mock that ignored scope would let a development run show a
-passage of session A to a question of session B, which the store never does, so code tested on the mock
-would not be the code that runs. Every search names one tenant (a passage without `tenant` belongs to
-RAG_DEFAULT_TENANT), filters use the one filter language (retrieval.filters, evaluated by `matches`, the
-reference semantics of both store renderings) over the chunk metadata schema's defaults plus the passage's
-fields, and collections and a directory (retrieval.directory_scope) restrict as in the store.
-
-Ranking is by similarity and deterministic: the cosine of the query's and the passage's character n-gram
-counts (NGRAM_SIZES, on lower-cased text with punctuation as spaces), ties in file order. Why characters
-rather than words or an embedding model: the mock must run with no model at all (the seed's mock skips every
-dependency), n-grams match inflections and Chinese without a tokenizer, and a search always returns its top
-k of the passages in scope (a development run asks whatever it likes, and an empty answer would test
-nothing). `mode`, `mmr`, `query_vector` and `weights` are accepted (the store's searcher takes them) and
-change nothing: there are no vectors.
+It searches the built-in passages below, or the JSON list RAG_MOCK_PASSAGES names (objects with `text` and
+optionally the PASSAGE_FIELDS, `id`, `tenant` and custom `metadata`); a file that cannot be used is a
+StoreUnavailableError naming it. It honours the store's scoping (one tenant, filters, collections, a
+directory), so code run on the mock is the code that runs on the store. Ranking is the cosine of character
+n-gram counts (no model, any language), ties in file order; `mode`, `mmr`, `query_vector` and `weights` are
+accepted and change nothing.
 """
 
 from __future__ import annotations
@@ -41,8 +25,8 @@ from core.types import CHUNK_METADATA_DEFAULTS, SearchHit, is_custom_metadata_ke
 from persistence.errors import StoreUnavailableError
 from persistence.vector_store import DEFAULT_COLLECTION
 from retrieval.directory_scope import is_under, normalize_directory
-from retrieval.filters import Condition, FilterNode, Logical, matches, parse_filter
-from retrieval.search import MAX_K, SEARCH_MODES, QueryError, SearchResult, validate_query
+from retrieval.filters import FilterNode, matches
+from retrieval.search import SearchResult, checked_search, filter_node
 
 #: Passage fields that go into the chunk metadata as they are (the rest of the schema keeps its defaults).
 PASSAGE_FIELDS = (
@@ -57,9 +41,7 @@ PASSAGE_FIELDS = (
     "conversation_id",
     "level",
 )
-#: The built-in passages: three planets and two brewing guides in two folders (so a directory scope has
-#: something to choose between), and one passage of the conversation `demo-conversation` (a question of
-#: another conversation never gets it).
+#: The built-in passages: planets and brewing in two folders, and one note of `demo-conversation`.
 BUILTIN_PASSAGES: tuple[dict[str, Any], ...] = (
     {
         "source": "/mock/astronomy/jupiter.md",
@@ -102,15 +84,13 @@ BUILTIN_PASSAGES: tuple[dict[str, Any], ...] = (
 )
 
 
-#: Character n-gram sizes the mock compares: bigrams match short terms and two-character Chinese words,
-#: trigrams English stems.
+#: Character n-gram sizes compared: bigrams match short terms and Chinese words, trigrams English stems.
 NGRAM_SIZES = (2, 3)
 _NOT_WORD = re.compile(r"[\W_]+")
 
 
 def char_ngrams(text: str) -> Counter[str]:
-    """Counts of the character n-grams (NGRAM_SIZES) of `text`, lower-cased, runs of punctuation and spaces
-    read as one space, padded with a space at each end so a word's first and last letters count."""
+    """Counts of the character n-grams of `text`, lower-cased, punctuation as one space, padded."""
     normalized = f" {_NOT_WORD.sub(' ', text.lower()).strip()} "
     return Counter(
         normalized[start : start + size]
@@ -154,9 +134,8 @@ def _passage_hit(index: int, raw: Any, settings: Settings, where: str) -> Search
 
 
 def load_passages(settings: Settings) -> list[SearchHit]:
-    """The passages of RAG_MOCK_PASSAGES (a JSON list, see the module docstring), or the built-in ones when
-    it is unset; MockPassagesError naming the file when it cannot be read or a passage is malformed. A
-    passage without `collection` / `tenant` is in DEFAULT_COLLECTION / RAG_DEFAULT_TENANT."""
+    """The passages of RAG_MOCK_PASSAGES, or the built-in ones when it is unset; MockPassagesError naming
+    the file when it cannot be read or a passage is malformed."""
     path = settings.mock_passages
     if path is None:
         return [
@@ -177,26 +156,17 @@ def load_passages(settings: Settings) -> list[SearchHit]:
 class MockSearcher:
     """The store searcher's interface (retrieval.search.PassageSearcher) over canned passages."""
 
-    def __init__(self, settings: Settings, passages: Sequence[SearchHit] | None = None) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self._passages = list(passages) if passages is not None else None
-        self._grams: dict[int, Counter[str]] = {}
+        self._passages: list[tuple[SearchHit, Counter[str]]] | None = None
         self._lock = threading.Lock()
 
-    def passages(self) -> list[SearchHit]:
-        """The passages, read on first use (inside a search, so a bad file fails the search, not the
-        process that only created the searcher)."""
+    def passages(self) -> list[tuple[SearchHit, Counter[str]]]:
+        """The passages with their n-gram counts, read on first use (so a bad file fails a search)."""
         with self._lock:
             if self._passages is None:
-                self._passages = load_passages(self.settings)
+                self._passages = [(hit, char_ngrams(hit.text)) for hit in load_passages(self.settings)]
             return self._passages
-
-    def _passage_grams(self, position: int, passage: SearchHit) -> Counter[str]:
-        """The n-gram counts of the passage at `position` of the (fixed) list, counted once per searcher."""
-        grams = self._grams.get(position)
-        if grams is None:
-            grams = self._grams[position] = char_ngrams(passage.text)
-        return grams
 
     def embed_query(self, query: str) -> list[float]:
         """No vectors: the mock ranks by character n-grams (the graph embeds the query before it searches)."""
@@ -216,33 +186,23 @@ class MockSearcher:
         weights: tuple[float, float] | None = None,
         directory: str | None = None,
     ) -> SearchResult:
-        """Top `k` passages of `tenant` for `query` within `filters`, `collections` and `directory`, by
-        n-gram similarity (every passage in scope is a candidate: fewer than `k` only when fewer are in
-        scope); the same input errors as the store's searcher (QueryError, FilterError, DirectoryError)."""
+        """Top `k` passages of `tenant` in scope for `query`, by n-gram similarity (every passage in scope is
+        a candidate); the same input errors as the store's searcher."""
         settings = self.settings
-        query = validate_query(query, settings.max_query_chars)
-        k = settings.top_k if k is None else k
-        if not 1 <= k <= MAX_K:
-            raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
-        if (mode or settings.search_mode) not in SEARCH_MODES:
-            raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
-        node = (
-            filters
-            if isinstance(filters, Condition | Logical)
-            else parse_filter(filters, max_conditions=settings.filter_max_conditions)
-        )
+        query, k, _ = checked_search(settings, query, k, mode)
+        node = filter_node(filters, settings)
         tenant = tenant or settings.default_tenant
         directory = normalize_directory(directory or "")
         wanted = set(collections or ())
         query_grams = char_ngrams(query)
         scored: list[SearchHit] = []
-        for position, passage in enumerate(self.passages()):
+        for passage, grams in self.passages():
             metadata = passage.metadata
             if metadata["tenant"] != tenant or (wanted and metadata["collection"] not in wanted):
                 continue
             if not matches(node, metadata) or not is_under(str(metadata["source"]), directory):
                 continue
-            score = round(ngram_similarity(query_grams, self._passage_grams(position, passage)), 4)
+            score = round(ngram_similarity(query_grams, grams), 4)
             scored.append(SearchHit(passage.chunk_id, passage.text, dict(metadata), score, None, score))
         scored.sort(key=lambda hit: hit.score, reverse=True)  # stable: ties keep the file's order
         return SearchResult(scored[:k], {"mock_ms": 0.0})

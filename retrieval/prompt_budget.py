@@ -1,45 +1,14 @@
-"""Fit an answer prompt into the model's window: fixed part, memories, numbered sources, history, generation
-reserve.
-
-The prompt's sections, in the baseline design's order: system, memories, history, sources, question (the
-memories are appended to the system message, the sources and the question make the last human message). The
-rules (the baseline's and the RAG engine service's budgets, plus the baseline's memories), by priority:
-1. The fixed part (system prompt + the question with its framing) is always kept.
-1b. Recalled memories (nodes.memory_recall) get at most memory_share * (window - reserve - fixed) tokens,
-   before anything else, in the given order (best first); a memory that does not fit is cut when at least
-   MIN_USEFUL_MEMORY_TOKENS of it fit, else skipped. They are numbered after the sources ([n + 1]...), so
-   one marker syntax cites both; what the memories take is no longer available below.
-1c. The director's events (nodes.director_recall, only when the conversation stalled) get at most
-   director_share * (window - reserve - fixed - memories) tokens, this conversation's first, unnumbered
-   (background, not sources: retrieval.director_section), appended after the memories; what they take is
-   no longer available below.
-2. Retrieved context gets at most min(context_budget, context_share * (window - reserve - fixed - memories))
-   tokens.
-   Documents are added in the given order; the FIRST document is truncated, never dropped, when it alone
-   exceeds the limit (a cut best passage beats no passage); a later document that does not fit is truncated
-   when at least MIN_USEFUL_DOCUMENT_TOKENS of it fit, else dropped (a later, shorter one may still fit).
-   A truncated passage ends with TRUNCATION_MARKER (counted in the budget), so the model knows the text
-   goes on and does not take the cut for the passage's end. Near-duplicate passages of different files
-   (token-set Jaccard >= `duplicate_similarity`, retrieval.near_duplicates) go in once, as the better
-   scored of them, before anything is numbered: every label still names the passage it shows.
-3. History gets everything that remains after the context (as in the baseline design: the context is budgeted
-   first, the history fills the rest), newest turn first, whole turns only; so a question with little evidence
-   keeps more of the conversation, and a long conversation never squeezes the evidence. Token counts of the
-   parts are not exactly additive (tokens can merge where texts join), so if the assembled prompt is over
-   window - reserve by a few tokens, the oldest kept turns are dropped before anything else.
-4. If the total still exceeds window - reserve (the question alone is too long), the prompt falls back to
-   the system prompt and the question alone, `fallback=True`, and a WARNING is logged (the answer is written
-   without its sources, memories and history).
-All counts use retrieval.tokens (cl100k_base), plus MESSAGE_OVERHEAD_TOKENS per chat message.
-This module holds the rules and the arithmetic of the limits; filling one limit (the cuts, the
-MIN_USEFUL_*_TOKENS thresholds, whole history turns) is retrieval.section_packing, and how a source or a
-memory reads in the prompt (its header `[2] (File: setup.md, Page: 3, Section: Install, Score: 0.82)`,
-TRUNCATION_MARKER) is retrieval.source_blocks.
-
-`prompt_info` says what went in: the counts above, `history_kept` of `history_total` turns, and `sections`,
-one {name, tokens, text} per section in prompt order (text cut to `section_chars` characters, since
-prompt_info is checkpointed every turn); the sections' tokens plus `overhead_tokens` make `total_tokens`,
-give or take a token where texts join.
+"""Fit an answer prompt into the model's window (the baseline design's budget), by priority:
+1. The fixed part (system prompt + framed question) is always kept.
+2. Memories take at most memory_share of what the fixed part leaves, numbered after the sources; then the
+   director's events (unnumbered background) at most director_share of what remains.
+3. Sources take at most min(context_budget, context_share * rest); the first is cut, never dropped, and
+   near-duplicates of different files go in once (retrieval.near_duplicates).
+4. History fills what the sources leave, newest whole turns first (a long conversation never squeezes the
+   evidence); a few tokens over after assembly drop the oldest kept turns.
+5. Still too long: the system prompt and the question alone, `fallback=True`, logged as a WARNING.
+Filling one limit is retrieval.section_packing; how a source reads is retrieval.source_blocks. `prompt_info`
+records the limits, what each section took and its text cut to `section_chars` (checkpointed every turn).
 """
 
 from __future__ import annotations
@@ -70,17 +39,12 @@ from state.schemas import RetrievedDoc
 
 logger = logging.getLogger(__name__)
 
-#: Share of the answer window left after the fixed part that recalled memories may use (budgeted before
-#: sources and history): a few notes, never the room the sources need.
+#: Share of what the fixed part leaves that recalled memories may use: a few notes, never the sources' room.
 MEMORY_SHARE = 0.15
-#: Share of the window left after the fixed part and the memories that the director's events may use
-#: (budgeted before sources and history).
+#: Share of what the fixed part and the memories leave that the director's events may use.
 DIRECTOR_SHARE = 0.2
-#: Characters of each prompt section's text kept in prompt_info (the rest is cut with an ellipsis:
-#: prompt_info is stored with every checkpoint).
+#: Characters of each prompt section's text kept in prompt_info (stored with every checkpoint).
 PROMPT_INFO_SECTION_CHARS = 300
-#: Section names of `prompt_info["sections"]`, in prompt order (the baseline design's budget order).
-SECTION_NAMES = ("system", "memories", "director", "history", "sources", "question")
 
 
 @dataclass(frozen=True)
@@ -88,13 +52,10 @@ class BudgetedPrompt:
     """A prompt that fits the window, what went into it, and the accounting (`prompt_info`)."""
 
     messages: list[BaseMessage]
-    """System message, history turns (oldest first), then the human message with sources and question."""
     used_documents: list[RetrievedDoc]
-    """The documents in the prompt, in label order: source [n] is used_documents[n - 1]."""
+    """Source [n] is used_documents[n - 1]; memories are numbered after them."""
     prompt_info: dict[str, Any]
     used_memories: list[RetrievedDoc] = field(default_factory=list)
-    """The memories in the prompt, numbered after the documents: [len(used_documents) + i] is
-    used_memories[i - 1]."""
 
 
 def _section(name: str, tokens: int, text: str, limit: int) -> dict[str, Any]:
@@ -103,47 +64,26 @@ def _section(name: str, tokens: int, text: str, limit: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class AnswerPromptRequest:
-    """What `build_answer_prompt` budgets: the parts of an answer prompt and the limits they share.
-
-    Built by the answer path (nodes.generate) from the run's context and settings; a value object, so a
-    caller names each part once and the budgeting reads one argument instead of seventeen."""
+    """The parts of an answer prompt (best first; history newest last) and the limits they share."""
 
     system: str
-    """The system prompt, always kept whole (part of the fixed part)."""
     question: str
-    """The question, always kept whole (with its framing, the rest of the fixed part)."""
     documents: list[RetrievedDoc]
-    """Retrieved passages, best first; empty on the no-retrieval path (the human message is then the bare
-    question)."""
     history: list[tuple[str, str]]
-    """Earlier turns as (role, text) pairs, newest last; filled newest-first into what the sources leave."""
     window: int
-    """The model's context window in tokens."""
     reserve: int
-    """Tokens kept free for the answer (the generation reserve)."""
     context_budget: int
-    """Most tokens the sources may take (RAG_CONTEXT_BUDGET)."""
     context_share: float
-    """Most share of what the fixed part, memories and director's events leave that the sources may take."""
     user_template: str = ANSWER_USER_TEMPLATE_EN
-    """Frames the sources and the question (`{sources}`, `{question}`)."""
     memories: list[RetrievedDoc] | None = None
-    """Recalled memories, best first, numbered after the sources (from 1 without documents)."""
     memory_share: float = 0.0
-    """Most share of what the fixed part leaves that the memories may take (0 = none)."""
     memory_template: str = MEMORY_SECTION_EN
-    """Frames the memories (`{memories}`), appended to the system prompt."""
-    section_chars: int = 300
-    """Characters of each section's text kept in prompt_info's `sections` (it is checkpointed every turn)."""
+    section_chars: int = PROMPT_INFO_SECTION_CHARS
     duplicate_similarity: float = 0.0
-    """Token-set Jaccard at which passages of different files are merged into the better scored one before
-    numbering (RAG_SOURCE_DUPLICATE_SIMILARITY; 0 = off)."""
+    """Token-set Jaccard at which passages of different files merge (RAG_SOURCE_DUPLICATE_SIMILARITY)."""
     director: list[RetrievedDoc] | None = None
-    """The director's events (this conversation's first), in their own section after the memories."""
     director_share: float = 0.0
-    """Most share of what the fixed part and memories leave that the director's events may take."""
     director_texts: DirectorTexts = DIRECTOR_EN
-    """Frame the director's section."""
 
 
 @dataclass
@@ -174,8 +114,7 @@ class _Packing:
 
 
 def build_answer_prompt(request: AnswerPromptRequest) -> BudgetedPrompt:
-    """Budget an answer prompt by the module's rules (the fields of `request` say what each part is); fall
-    back to the system prompt and the question alone when the rest cannot fit."""
+    """Budget an answer prompt by the module's rules."""
     packing = _pack_sections(request)
     system_text = request.system + packing.memory_section + packing.director_section
     turns = packing.turns
@@ -215,8 +154,7 @@ def build_answer_prompt(request: AnswerPromptRequest) -> BudgetedPrompt:
 
 
 def _pack_sections(request: AnswerPromptRequest) -> _Packing:
-    """Pack each section under its limit, in the module's order of priority: memories, the director's events,
-    sources, then history in what remains."""
+    """Pack each section under its limit, in the module's order of priority."""
     documents = drop_near_duplicates(request.documents, request.duplicate_similarity)
     framed = bool(documents)
     memories = request.memories or []
@@ -277,8 +215,7 @@ def _pack_sections(request: AnswerPromptRequest) -> _Packing:
 
 
 def _empty_for_fallback(packing: _Packing, question: str) -> None:
-    """The fallback prompt's accounting: no sources, memories, director's events or history; the question is
-    the bare question."""
+    """The fallback prompt's accounting: the bare question and nothing else."""
     packing.used, packing.truncated, packing.context_tokens, packing.turns = [], 0, 0, []
     packing.memory_section, packing.used_memories, packing.memory_tokens, packing.sources_text = "", [], 0, ""
     packing.director_section, packing.used_director, packing.director_tokens = "", [], 0

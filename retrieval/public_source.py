@@ -1,16 +1,9 @@
 """The public form of a document's `source` and `doc_id`: what callers see instead of a path on the server.
 
-Why: the catalog keys a file's document by its absolute, resolved path (re-ingesting the path replaces it,
-deleting by path removes it, directory scoping compares paths), and that path used to travel out in answers,
-citations, stream events, search hits and document listings, telling every caller where the server keeps
-its data and how its tenants' folders are laid out. The stores keep the absolute path (identity stays as
-it is); every place that hands a source or doc id to a caller passes it through `public_source` first.
-
-The public form of an absolute path is its place inside the tenant's upload folder
-(`<data_dir>/uploads/<tenant>/`: `<collection>/<file name>`, the upload's own name), else its file name.
-Anything that is not an absolute path (a JSON record's id, `text:...`, `conversation:...`, `memory:...`)
-is already public and is returned unchanged. A caller can name a document by its public form again
-(`stored_sources`), so deleting by the source a listing showed keeps working.
+The stores key a file by its absolute path, which must not tell callers where the server keeps its data, so
+every place that hands a source to a caller passes it through `public_source`: its place inside the
+tenant's upload folder (`<collection>/<file name>`), else its file name; a source that is not an absolute
+path is public already. `stored_sources` maps a public form back, so deleting by a listed source works.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
-"""LLM rerank of fused search results ("RRF fusion, LLM rerank"): /api/v1/search's `rerank`, and every
-search of a graph run with the run's `rerank` (RAG_RERANK, per request `rerank`; nodes/retrieve.py).
+"""LLM rerank of fused search results: /api/v1/search's `rerank`, and every search of a graph run with
+RAG_RERANK. The RERANK_CANDIDATES fused candidates go to the model in one prompt (prompts/rerank.py), which
+scores each 0-10; they are reordered by score, ties and unscored ones keeping their fused order.
 
-How: the fused candidates (RERANK_CANDIDATES of them, each cut to RERANK_PASSAGE_CHARS) go to the
-model in one prompt (prompts/rerank.py), which replies a 0-10 score per passage; candidates are reordered by
-that score, ties and unscored ones keeping their fused order (unscored ones after every scored one).
-
-Why lenient and never failing: a small local model's reply is often a near-miss (`1: 8`, `Passage 2 - 3`,
-a JSON object or list, extra prose). What can be read is used; when fewer than half of the candidates get a
-score, every score is the same (a small model's reply that orders nothing), or the call fails, the fused
-order is returned unchanged with the reason: a rerank may help a search, never break it. Default off
-(RAG_SEARCH_RERANK, RAG_RERANK): see docs/api-seed.md for what it costs and gains.
+Lenient and never failing: what can be read of a near-miss reply is used; when fewer than half get a score,
+all scores are equal, or the call fails, the fused order is returned with the reason. Off by default: see
+docs/api-seed.md for what it costs and gains.
 """
 
 from __future__ import annotations
@@ -31,8 +26,7 @@ from prompts.rerank import RERANK_PASSAGE, RERANK_PROMPT, RERANK_SYSTEM
 
 logger = logging.getLogger(__name__)
 
-#: Fused candidates a rerank sends to the model in its one prompt: enough for the model to lift a good
-#: passage from below the top few, few enough for one short prompt on the embedded model.
+#: Fused candidates a rerank sends to the model in its one prompt (one short prompt on the embedded model).
 RERANK_CANDIDATES = 20
 #: Characters of each candidate a rerank prompt shows the model (its opening is what the model judges).
 RERANK_PASSAGE_CHARS = 500
@@ -158,13 +152,9 @@ def rerank(
 
 
 def rescored(result: RerankResult) -> list[SearchHit]:
-    """The hits in the rerank's order, each scored by the model (its 0-10 score / 10; 0 for a passage it
-    did not score) with the fused score kept in metadata `fused_score`; unchanged when the model's order
-    was not used.
-
-    Why the score changes: what comes after a search orders passages by score (the graph merges several
-    queries' documents best score first, and the answer's sources follow), so a reranked list that kept
-    its fused scores would be put back in the fused order."""
+    """The hits in the rerank's order, each scored by the model (0-10 / 10; 0 when unscored) with the fused
+    score in metadata `fused_score` (later steps order by score); unchanged when the model's order was not
+    used."""
     if not result.reranked:
         return list(result.hits)
     return [

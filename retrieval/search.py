@@ -1,9 +1,6 @@
 """Search: dense (Chroma), keyword (BM25 over FTS5 or the Postgres keyword index) and hybrid (weighted RRF,
-dedupe, optional MMR).
-
-Tenant isolation is enforced here, not left to Chroma: every search names exactly one tenant; the tenant is
-added to the Chroma `where` and to the SQL of the keyword index, filters may not mention it, and every hit
-is checked again against the catalog rows of that tenant before it is returned.
+dedupe, optional MMR). Tenant isolation is enforced here: every search names one tenant, both stores are
+asked for it, and every hit is checked again against that tenant's catalog rows.
 """
 
 from __future__ import annotations
@@ -35,8 +32,7 @@ SEARCH_MODES: tuple[SearchMode, ...] = ("dense", "bm25", "hybrid")
 #: Embedding providers trained on English only.
 ENGLISH_ONLY_EMBEDDINGS = frozenset({"minilm"})
 MAX_K = 1000
-#: Threads that run the keyword half of hybrid searches while the dense half runs in the caller's (0 = one
-#: after the other); one pool shared by the process.
+#: Threads of the process's pool for the keyword half of hybrid searches (0 = one half after the other).
 HYBRID_SEARCH_THREADS = 8
 #: Reciprocal rank fusion constant (60, as in Cormack et al. and most RRF implementations).
 RRF_K = 60
@@ -46,8 +42,7 @@ BM25_WEIGHT = 1.0
 #: Factor on the dense fusion weight for Chinese/Japanese queries when the embedding model is English-only
 #: (minilm): its vectors barely rank CJK text (CMRC 2018 Recall@5 0.39 vs BM25 0.995).
 CJK_DENSE_WEIGHT_FACTOR = 0.2
-#: Documents a directory scope may hold: its sources become one `$in` condition of the search, which the
-#: stores refuse past a few thousand members.
+#: Documents a directory scope may hold (one `$in` condition, which the stores refuse when huge).
 DIRECTORY_MAX_DOCUMENTS = 1000
 
 
@@ -56,10 +51,8 @@ _keyword_pool_lock = threading.Lock()
 
 
 def keyword_pool(threads: int) -> ThreadPoolExecutor:
-    """The process's threads for the keyword half of hybrid searches (created on first use, shared by every
-    searcher; its size is the first caller's, HYBRID_SEARCH_THREADS). Why threads: both halves wait in C
-    (SQLite, Postgres, Chroma) with the GIL released, so a hybrid search takes the longer half, not the sum;
-    a bounded pool keeps many concurrent requests from starting a thread each."""
+    """The process's threads for the keyword half of hybrid searches: both halves wait in C with the GIL
+    released, so a hybrid search takes the longer half, not the sum."""
     global _keyword_pool
     with _keyword_pool_lock:
         if _keyword_pool is None:
@@ -72,8 +65,7 @@ class QueryError(ValueError):
 
 
 def search_mode(name: str) -> SearchMode:
-    """`name` as a search mode, or QueryError naming the choices: a mode read from a command line or a
-    request is checked once here and then typed, instead of every caller re-checking the string."""
+    """`name` as a search mode, or QueryError naming the choices."""
     for mode in SEARCH_MODES:
         if name == mode:
             return mode
@@ -100,9 +92,26 @@ def validate_query(query: str, max_chars: int) -> str:
     return query.strip()
 
 
+def checked_search(
+    settings: Settings, query: str, k: int | None, mode: SearchMode | None
+) -> tuple[str, int, SearchMode]:
+    """The query (validated), `k` and the mode, defaults filled in; QueryError names what is wrong."""
+    query = validate_query(query, settings.max_query_chars)
+    k = settings.top_k if k is None else k
+    if not 1 <= k <= MAX_K:
+        raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
+    return query, k, search_mode(mode or settings.search_mode)
+
+
+def filter_node(filters: str | dict[str, Any] | FilterNode | None, settings: Settings) -> FilterNode | None:
+    """A search's filter as a validated tree (FilterError on bad input)."""
+    if isinstance(filters, Condition | Logical):
+        return filters
+    return parse_filter(filters, max_conditions=settings.filter_max_conditions)
+
+
 class PassageSearcher(Protocol):
-    """What the graph and the search routes call: the store's Searcher, or the mock retriever
-    (retrieval.mock_retriever, RAG_RETRIEVER=mock)."""
+    """What the graph and the search routes call: the store's Searcher, or the mock retriever."""
 
     settings: Settings
 
@@ -155,15 +164,10 @@ class Searcher:
         directory: str | None = None,
     ) -> SearchResult:
         """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError / DirectoryError on bad
-        input. `weights` (dense, BM25) replace DENSE_WEIGHT / BM25_WEIGHT in the hybrid fusion
-        (mode=precise). `directory` keeps the documents whose source lies under it (directory_scope)."""
+        input. `weights` (dense, BM25) replace DENSE_WEIGHT / BM25_WEIGHT in the hybrid fusion."""
         settings = self.settings
-        query, k, mode = self._checked(query, k, mode)
-        node = (
-            filters
-            if isinstance(filters, Condition | Logical)
-            else parse_filter(filters, max_conditions=settings.filter_max_conditions)
-        )
+        query, k, mode = checked_search(settings, query, k, mode)
+        node = filter_node(filters, settings)
         tenant = tenant or settings.default_tenant
         directory = normalize_directory(directory or "")
         scope = self._collections(tenant, collections)
@@ -192,18 +196,6 @@ class Searcher:
             ranked = self._mmr(query_vector, ranked, k, tenant)
         timings["fuse_ms"] = (time.perf_counter() - started) * 1000
         return SearchResult(ranked[:k], timings)
-
-    def _checked(self, query: str, k: int | None, mode: SearchMode | None) -> tuple[str, int, SearchMode]:
-        """The query (validated), `k` and the mode, defaults filled in; QueryError names what is wrong."""
-        settings = self.settings
-        query = validate_query(query, settings.max_query_chars)
-        k = settings.top_k if k is None else k
-        if not 1 <= k <= MAX_K:
-            raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
-        mode = mode or settings.search_mode
-        if mode not in SEARCH_MODES:
-            raise QueryError(f"unknown search mode {mode!r}; choose one of {', '.join(SEARCH_MODES)}")
-        return query, k, mode
 
     def _retrieve(
         self,
@@ -266,8 +258,7 @@ class Searcher:
 
     def dense_weight(self, query: str, base: float | None = None) -> float:
         """The dense ranking's fusion weight for this query (`base`, default DENSE_WEIGHT): lowered for
-        CJK text when the embedding model only knows English, whose vectors would otherwise drag good
-        keyword results down."""
+        CJK text when the embedding model only knows English."""
         weight = DENSE_WEIGHT if base is None else base
         if self.settings.embedding_provider in ENGLISH_ONLY_EMBEDDINGS and contains_cjk(query):
             return weight * CJK_DENSE_WEIGHT_FACTOR
@@ -342,8 +333,7 @@ class Searcher:
                 title_weight=BM25_TITLE_WEIGHT,
             )
         except DBAPIError as error:
-            # The input was validated (the filter bounded, the terms quoted), so a database error here is the
-            # store failing (locked, I/O, a server gone): an outage (503), not a 500 with a stack trace.
+            # The input was validated, so a database error here is the store failing: an outage (503).
             raise StoreUnavailableError(f"keyword search failed: {error.orig or error}") from error
         return [
             SearchHit(hit.chunk_id, hit.text, hit.metadata, hit.score, bm25_score=hit.score) for hit in found

@@ -1,12 +1,7 @@
-"""Packing an answer prompt's parts into a token limit: numbered source blocks, memory lines, and history
-turns.
-
-Each packer fills its limit in the given order and says what it kept; the limits themselves, and the order
-the sections are budgeted in, are retrieval.prompt_budget's rules. A block that does not fit whole is cut
-to the room left (retrieval.source_blocks' TRUNCATION_MARKER after a cut passage) when enough of its text
-fits to be useful (MIN_USEFUL_DOCUMENT_TOKENS, MIN_USEFUL_MEMORY_TOKENS), else it is left out and a later,
-shorter one may still fit; the first document is cut rather than dropped. History goes in whole turns,
-newest first. All counts use retrieval.tokens (cl100k_base), plus MESSAGE_OVERHEAD_TOKENS per chat message.
+"""Packing an answer prompt's parts into a token limit (the limits are retrieval.prompt_budget's): numbered
+source blocks and memory lines in the given order, a block that does not fit cut when at least
+MIN_USEFUL_*_TOKENS of it fit (the first document always), else left out; history in whole turns, newest
+first. Counts use retrieval.tokens plus MESSAGE_OVERHEAD_TOKENS per chat message.
 """
 
 from __future__ import annotations
@@ -29,8 +24,7 @@ MESSAGE_OVERHEAD_TOKENS = 4
 MIN_USEFUL_DOCUMENT_TOKENS = 64
 #: A later memory is cut into the remaining room only when at least this many of its tokens fit.
 MIN_USEFUL_MEMORY_TOKENS = 16
-#: Truncation may land mid-character; re-encoding can then exceed the cut by a token or two. Retries of the
-#: cut, each shorter by the overshoot, before giving up on a document.
+#: Retries of a cut that re-encodes over its room (mid-character), each shorter by the overshoot.
 MAX_TRUNCATION_RETRIES = 8
 _HUMAN_ROLES = frozenset({"human", "user"})
 _AI_ROLES = frozenset({"ai", "assistant"})
@@ -134,12 +128,8 @@ def message_tokens(messages: list[BaseMessage]) -> int:
 
 
 def pack_history(history: list[tuple[str, str]], limit: int) -> list[list[BaseMessage]]:
-    """Whole turns, newest first, while they fit in `limit`; returned oldest first.
-
-    trim_messages keeps the longest run of newest messages that fits, and `start_on="human"` cuts it back to
-    a turn's start: with a counter that adds up per message, that is the longest run of whole turns that
-    fits. It is asked only when the history does not fit whole, since `start_on` would also drop a first
-    turn that has no question (an answer whose question is older than the history given)."""
+    """Whole turns, newest first, while they fit in `limit`; returned oldest first (trim_messages with
+    `start_on="human"`, asked only when the history does not fit whole)."""
     turns = group_turns(history)
     messages = flatten_turns(turns)
     if message_tokens(messages) <= limit:

@@ -1,26 +1,13 @@
 """Semantic chunking (the notes assistant's chunker, RAG_CHUNKER=semantic): cut where adjacent sentences'
 meaning drifts apart, within the chunk size bounds of the paragraph chunker.
 
-What it does, and why these choices:
-- Units are sentences: the text is split at RAG_SEPARATOR (a blank line by default), then into sentences,
-  and a sentence longer than a chunk is cut by tokens, exactly as the paragraph chunker does. Sentences rather
-  than paragraphs, because a paragraph is often a whole chunk already (each SciFact abstract is one
-  paragraph), so comparing paragraphs would seldom cut anywhere the paragraph chunker does not.
-- Each sentence is embedded together with `buffer` neighbours on each side (the window of LangChain's
-  SemanticChunker and of the method it comes from): a short sentence alone gives a noisy vector.
-- A cut goes between two adjacent sentences whose windows' cosine similarity drops: with
-  `breakpoint="percentile"`, where the distance (1 - similarity) is above the `percentile`-th percentile of
-  the document's distances (90 = its largest tenth of drops; relative, so it adapts to how alike a
-  document's sentences are anyway); with `breakpoint="absolute"`, where the similarity is below
-  `min_similarity` (comparable across documents, but model dependent).
-- Size bounds: a segment longer than the chunk size is packed by the paragraph chunker (overlap between its
-  pieces, short pieces merged); a segment shorter than `min_fraction * size` joins the neighbour it is more
-  similar to (across the weaker cut) when the two fit in one chunk. No overlap is carried across a semantic
-  cut: the chunks on either side are about different things.
-
-The embedding function is passed in (the knowledge base's model behind its content-hash cache), so a
-re-ingested file re-embeds only the sentence windows it has not seen. Cost: one embedding per sentence on top
-of the chunks' own, so ingestion is several times slower than with the paragraph chunker.
+Units are sentences (a paragraph is often a whole chunk already), each embedded with `buffer` neighbours on
+each side (a short sentence alone gives a noisy vector). A cut goes where the windows' similarity drops:
+above the `percentile`-th percentile of the document's distances (`breakpoint="percentile"`, adapts to the
+document), or below `min_similarity` (`"absolute"`). A segment longer than a chunk is packed by the paragraph
+chunker; one shorter than `min_fraction * size` joins its more similar neighbour when both fit. No overlap
+crosses a semantic cut. Embedding goes through the knowledge base's cache, so re-ingesting re-embeds only new
+sentence windows.
 """
 
 from __future__ import annotations
@@ -40,8 +27,7 @@ Breakpoint = Literal["percentile", "absolute"]
 #: Percentile breakpoint: cuts go where the drop (1 - cosine) exceeds this percentile of the document's
 #: drops (90 = its largest tenth, LangChain SemanticChunker's default).
 SEMANTIC_PERCENTILE = 90.0
-#: Neighbouring sentences on each side embedded with a sentence when comparing it to the next: one short
-#: sentence alone gives a noisy vector.
+#: Neighbouring sentences on each side embedded with a sentence when comparing it to the next.
 SEMANTIC_BUFFER = 1
 
 

@@ -1,15 +1,8 @@
 """How a retrieved passage or a recalled memory reads in an answer prompt, and how copies of it are cleaned
-out of an answer.
-
-A source's block is its header line, then its text: `[2] (File: setup.md, Page: 3, Section: Install, Score:
-0.82)`, naming its file, page (when known), section (the chunk's heading, else its chapter) and retrieval
-score, so the model can tell the passages apart and weigh them. Header fields are document data, so they are
-cleaned of brackets and line breaks (a header must stay one line that strip_source_headers can recognise)
-and cut to HEADER_FIELD_CHARS. A recalled memory is one line numbered like a source, so one marker syntax
-cites both. Every text is neutralised (retrieval.injection): a passage is untrusted data inside the prompt.
-A passage cut to fit its budget ends with TRUNCATION_MARKER. Weak models echo headers and markers into
-their answers: strip_source_headers takes them out again. How many blocks go in, and which are cut, is
-retrieval.section_packing under the rules of retrieval.prompt_budget.
+out of an answer. A source is a header line `[2] (File: setup.md, Page: 3, Section: Install, Score: 0.82)`
+(fields cleaned to stay one line, cut to HEADER_FIELD_CHARS), then its neutralised text (retrieval.injection),
+ending with TRUNCATION_MARKER when cut; a memory is one line numbered like a source. Weak models echo
+headers into answers: strip_source_headers takes them out.
 """
 
 from __future__ import annotations

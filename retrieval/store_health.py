@@ -1,17 +1,10 @@
 """Agreement between the catalog and the vector store, and its repair from the catalog alone.
 
-Why the catalog is the reference: it holds every chunk's text and metadata and is written atomically
-(see persistence.catalog), while Chroma is a derived index that can be lost on its own (a deleted folder, a
-Chroma server reset). Such a loss was silent: dense search just found nothing, hybrid quietly degraded to
-BM25. So the counts are compared per (tenant, collection) the first time a process searches or ingests, a
-gap is reported once, and the missing vectors are rebuilt from the catalog's stored text through the
-embedding cache (keyed by content hash, so no file is re-read and, for the same model, nothing re-embedded).
-
-Every check a search or an ingest makes looks at its own tenant's collections only (`tenant=`): a collection
-of another tenant that Chroma cannot read (its files damaged, e.g. by a record Chroma accepted but cannot
-compact) is never touched, so one tenant's damage stays its own. A collection is damaged when Chroma cannot
-count, read or query it (`probe_collection`); `rebuild_collection` replaces it with one rebuilt from the
-catalog (`rag doctor --repair`), and the API's health report names it to that tenant.
+The catalog is the reference (every chunk's text, written atomically); Chroma is a derived index that can be
+lost on its own, which used to be silent. So counts are compared per (tenant, collection) the first time a
+process searches or ingests, a gap is reported once, and missing vectors are rebuilt from the catalog's text
+through the embedding cache. A search or ingest checks its own tenant's collections only, so one tenant's
+damaged collection (`probe_collection`) stays its own; `rebuild_collection` replaces it.
 """
 
 from __future__ import annotations
@@ -75,8 +68,7 @@ class CollectionState:
 
 @dataclass(frozen=True)
 class CollectionRebuild:
-    """A damaged collection replaced by one rebuilt from the catalog: chunks written, and how many of their
-    vectors came from the embedding cache (the rest were embedded again)."""
+    """A damaged collection rebuilt from the catalog: chunks written, how many vectors came from the cache."""
 
     tenant: str
     collection: str
@@ -93,8 +85,7 @@ class VectorRepair:
 
 
 def known_scopes(kb: KnowledgeBase, tenant: str | None = None) -> list[tuple[str, str]]:
-    """(tenant, collection) pairs the catalog or Chroma knows, of `tenant` only when given. Chroma is asked
-    for names only, which reads no collection's data, so a damaged one of another tenant is not touched."""
+    """(tenant, collection) pairs the catalog or Chroma knows (by name only), of `tenant` only when given."""
     chroma = {scope for scope in kb.vectors.scopes() if tenant is None or scope[0] == tenant}
     if tenant is None:
         return sorted(set(kb.catalog.chunk_counts()) | chroma)
@@ -102,8 +93,7 @@ def known_scopes(kb: KnowledgeBase, tenant: str | None = None) -> list[tuple[str
 
 
 def vector_drift(kb: KnowledgeBase, tenant: str | None = None) -> list[ScopeDrift]:
-    """Scopes whose vector count differs from the catalog (both directions), cheapest check: counts only.
-    With `tenant`, only that tenant's collections are counted (what a search or an ingest of it checks)."""
+    """Scopes (of `tenant` when given) whose vector count differs from the catalog's: counts only, cheap."""
     counts = kb.catalog.chunk_counts()
     scopes = known_scopes(kb, tenant)
     drift = [
@@ -152,11 +142,8 @@ def drift_message(drift: list[ScopeDrift], kb: KnowledgeBase) -> str | None:
 def warn_once(
     kb: KnowledgeBase, warn: Callable[[str], None] | None = None, tenant: str | None = None
 ) -> str | None:
-    """Compare the stores the first time this process uses a data folder for `tenant` (a search passes its
-    own; None compares every tenant's); report missing vectors once.
-
-    `warn` receives the line (default: a logging warning). A store that cannot be read is not reported
-    here: the search or ingest that follows raises its own clear error."""
+    """Compare the stores the first time this process uses a data folder for `tenant` (None: every tenant);
+    report missing vectors once to `warn`. An unreadable store is left to the search's own error."""
     key = (kb.settings.chroma_host or str(kb.settings.data_dir.resolve()), tenant)
     if key in _checked:
         return None
@@ -177,11 +164,9 @@ def repair_vectors(
     *,
     remove_strays: bool = False,
 ) -> VectorRepair:
-    """Upsert every catalog chunk the vector store lacks, re-embedded from the catalog's stored text.
-
-    Only scopes in `drift` (default: all whose counts disagree) are compared id by id. Stray vectors (no
-    catalog row) are harmless, since search keeps only hits the catalog confirms, and a concurrent ingest
-    briefly has some (Chroma is written before the catalog commits), so they are removed only on request."""
+    """Upsert every catalog chunk the vector store lacks in the scopes of `drift` (default: all whose counts
+    disagree). Stray vectors are harmless (search keeps only hits the catalog confirms) and a concurrent
+    ingest briefly has some, so they are removed only on request."""
     drift = vector_drift(kb) if drift is None else drift
     restored = removed = 0
     for scope in drift:
@@ -198,8 +183,7 @@ def repair_vectors(
 
 
 def _upsert_from_catalog(kb: KnowledgeBase, tenant: str, collection: str, chunk_ids: Sequence[str]) -> int:
-    """Write these catalog chunks to the tenant's collection, embedded through the tenant's cache (a chunk
-    whose vector is cached costs no model call); how many were written."""
+    """Write these catalog chunks to the collection through the tenant's embedding cache; how many."""
     embeddings = kb.embeddings.for_tenant(tenant)
     written = 0
     for start in range(0, len(chunk_ids), EMBED_BATCH_CHUNKS):
@@ -212,10 +196,8 @@ def _upsert_from_catalog(kb: KnowledgeBase, tenant: str, collection: str, chunk_
 
 
 def probe_collection(kb: KnowledgeBase, tenant: str, collection: str) -> CollectionState:
-    """Count, read one record of and query one tenant's collection, straight through Chroma (no model call:
-    the query reuses a stored vector). Any of them failing makes it damaged, with Chroma's reason; a
-    collection Chroma does not have is not damaged (it holds 0 vectors: `vector_drift` reports the gap).
-    StoreUnavailableError when the vector store itself cannot be opened (no tenant's fault)."""
+    """Count, read one record of and query (with a stored vector) one tenant's collection straight through
+    Chroma; any failure makes it damaged, with Chroma's reason. A missing collection holds 0 vectors."""
     from chromadb.errors import NotFoundError
 
     client = chroma_client(kb.settings)
@@ -251,12 +233,8 @@ def damaged_collection_message(state: CollectionState) -> str:
 
 
 def rebuild_collection(kb: KnowledgeBase, tenant: str, collection: str) -> CollectionRebuild:
-    """Replace a tenant's Chroma collection by one rebuilt from the catalog's chunks: the old one is deleted
-    (a damaged collection cannot be repaired in place: Chroma fails on the records it already holds), then
-    every chunk is written again, its vector from the embedding cache or, for chunks without one, embedded
-    again. Held under the collection's ingest lock, so no ingest writes to it meanwhile. If the rebuild
-    stops half way, the chunks not yet written show as missing vectors, which the next ingest or doctor
-    run restores."""
+    """Drop a tenant's Chroma collection (a damaged one cannot be repaired in place) and write every catalog
+    chunk again, under the collection's ingest lock; a rebuild stopped half way shows as missing vectors."""
     from retrieval.ingest_lock import ingest_lock
 
     with ingest_lock(kb.settings, tenant, collection):

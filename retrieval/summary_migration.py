@@ -1,20 +1,11 @@
 """Conversation summaries and director events kept in the knowledge base, copied once into the long-term
 store (persistence.summary_store), and the store the summaries' readers and writers use.
 
-What is copied, from the catalog (every tenant, every collection):
-- each summarized thread's source `conversation:<thread_id>`: its summary and detail chunks become items of
-  ("summaries", tenant, conversation) under their chunk ids, with their text and metadata, and the thread's
-  record keeps the turn count and digest of the catalog's hash (so an unchanged thread is still skipped);
-  the source is then removed from the catalog and its vectors from Chroma (retrieval stops finding it
-  there: the store is its only home);
-- each event indexed with a conversation id (an `event:` source whose chunk has `doc_type=event`): an item
-  of ("director", tenant, conversation) under its chunk id. The event stays in the knowledge base too: it is
-  a document the caller indexed, which answers still cite; only the director reads the store's copy.
-Why in Python, like persistence.memory_migration: the store is not the app database, and the vectors live in
-Chroma, which no Alembic migration sees. The copy is resumable and never duplicates: an id already in the
-store is skipped, a source is removed only after its items are written, and the marker item is written
-last, after which later opens read nothing. Vectors are not copied: the items are marked not embedded, and
-the first search of a scope embeds them with the current model.
+A summarized thread's chunks become items of ("summaries", tenant, conversation) and leave the catalog and
+Chroma; an event indexed with a conversation id is copied to ("director", tenant, conversation) and stays a
+citable document. Done in Python because the vectors live in Chroma, which no Alembic migration sees. The
+copy is resumable and never duplicates (ids already there are skipped, a marker item is written last);
+vectors are not copied: the first search of a scope embeds the items with the current model.
 """
 
 from __future__ import annotations
@@ -48,8 +39,7 @@ MARKER_KEY = "summaries_catalog"
 #: Start of a summarized thread's catalog source, and of an indexed event's.
 CONVERSATION_SOURCE_PREFIX = "conversation:"
 EVENT_SOURCE_PREFIX = "event:"
-#: Start of a summarized thread's catalog hash, `turns=<n>:<sha256>` (retrieval.conversation_index's
-#: digest has the same form, so a copied thread whose turns did not change is still skipped).
+#: Start of a summarized thread's catalog hash (retrieval.conversation_index's digest has the same form).
 TURNS_HASH_PREFIX = "turns="
 
 _copied: set[str] = set()

@@ -1,9 +1,6 @@
-"""Reads of conversation memory in the long-term store (persistence.summary_store): the summaries a turn's
-retrieval adds ("deep search" adds their details), and the events the director recalls.
-
-Every read names its tenant's namespaces (and, for a conversation's own items, the conversation's), so no
-caller input reaches another tenant's items; a scope that holds nothing costs one store read and no model
-call. Scores are cosine similarities of the knowledge base's embedding model (through the tenant's cache).
+"""Reads of conversation memory in the long-term store: the summaries a turn's retrieval adds ("deep search"
+adds their details), and the events the director recalls. Every read names its tenant's namespaces, so no
+caller input reaches another tenant's items; scores are cosines of the knowledge base's embedding model.
 """
 
 from __future__ import annotations
@@ -81,10 +78,8 @@ def director_search(
     filters: dict[str, Any] | None = None,
     store: BaseStore | LongTermStore | None = None,
 ) -> DirectorHits:
-    """The events nearest `question` (summaries, details and director events): `conversation_k` of
-    `conversation_id`, `other_k` of the tenant's other conversations, each narrowed by the caller's metadata
-    `filters` (the engine's filter syntax, checked when the turn started). Nothing without a conversation
-    id (there is no "this conversation" then)."""
+    """The events nearest `question`: `conversation_k` of `conversation_id`, `other_k` of the tenant's other
+    conversations, each narrowed by `filters`; nothing without a conversation id."""
     if not conversation_id or not question.strip():
         return DirectorHits([], [])
     node = parse_filter(filters) if filters else None

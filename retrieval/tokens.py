@@ -1,8 +1,4 @@
-"""Token counting with tiktoken (cl100k_base), offline.
-
-All budgets of the engine (chunk sizes, context budget, prompt budget) are counted with this one encoder,
-so a number in the settings means the same thing everywhere.
-"""
+"""Token counting with tiktoken (cl100k_base), offline: every budget of the engine uses this one encoder."""
 
 from __future__ import annotations
 
@@ -13,9 +9,7 @@ import tiktoken
 from config.offline import prepare_offline_environment
 
 ENCODING_NAME = "cl100k_base"
-#: Distinct texts whose token counts are kept. A question's nodes count the same passages and sentences
-#: several times (evidence selection, the prompt budget, generate's accounting); about 2 ms of tiktoken per
-#: question on a 2-core machine before this cache. Texts are the key, so the bound keeps memory small.
+#: Distinct texts whose token counts are kept (a question's nodes count the same passages several times).
 TOKEN_COUNT_CACHE_SIZE = 4096
 
 

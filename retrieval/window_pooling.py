@@ -1,17 +1,8 @@
-"""Embedding a text longer than the model's input window: by overlapping windows, their vectors pooled.
-
-Why: a sentence-transformers model truncates its input at its window (MiniLM: 256 tokens, 254 of them text),
-so a 512-token chunk (the knowledge-base and notes-assistant designs configure up to 512) would be embedded
-from its first half only and its second half could never be found by dense search. Here the text is cut into
-windows of the model's own tokens (so each window fits exactly), each window is embedded, and the chunk's
-vector is the mean of the window vectors, normalised to unit length again (a mean of unit vectors is shorter
-than 1, and search takes cosine similarity as a dot product).
-
-How the windows are laid out: the fewest windows of the full width such that consecutive ones share at least
-`overlap` tokens (a sentence cut at one window's end is whole in the next), spread evenly from the first
-token to the last. Evenly spread full windows, rather than fixed steps, leave no stub window at the end that
-would weigh as much as a full one in the mean. A text that fits in one window is embedded as it is, so the
-vectors of chunks within the window do not change.
+"""Embedding a text longer than the model's input window (MiniLM: 254 tokens of text), so a 512-token chunk is
+not embedded from its first half only: the text is cut into windows of the model's own tokens, each is
+embedded, and the vector is their mean, normalised again. The windows are the fewest full-width ones sharing
+at least `overlap` tokens, spread evenly (no stub window weighing as much as a full one); a text that fits
+one window is embedded as it is.
 """
 
 from __future__ import annotations
@@ -79,11 +70,8 @@ def mean_pooled(vectors: Sequence[Sequence[float]]) -> list[float]:
 
 
 class WindowPooledEmbeddings(Embeddings):
-    """`inner`'s embeddings, with texts longer than `model`'s window embedded by windows and pooled.
-
-    `model` is usually `inner` itself (a sentence-transformers model knows its window and tokenizer); tests
-    pass a fake of each. All windows of one call go to the model in one batch.
-    """
+    """`inner`'s embeddings, with texts longer than `model`'s window (usually `inner` itself) embedded by
+    windows and pooled; all windows of one call go in one batch."""
 
     def __init__(self, inner: Embeddings, model: TokenWindow, overlap: int) -> None:
         self.inner = inner

@@ -27,7 +27,7 @@ from retrieval.director_section import MIN_USEFUL_EVENT_TOKENS, pack_director
 from retrieval.filters import FilterError
 from retrieval.indexing import index_event, index_raw_text
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.prompt_budget import SECTION_NAMES, AnswerPromptRequest, build_answer_prompt
+from retrieval.prompt_budget import AnswerPromptRequest, build_answer_prompt
 from retrieval.tokens import count_tokens
 from state.context import Context
 from state.schemas import RetrievedDoc
@@ -35,6 +35,8 @@ from tests.fakes import TaskChatModel, fake_resources
 from tests.helpers.api_server import serve
 from tests.helpers.rag_world import world
 
+#: The prompt sections of prompt_info, in prompt order (the baseline design's budget order).
+SECTION_NAMES = ("system", "memories", "director", "history", "sources", "question")
 QUESTION = "Where did the hero hide the silver key?"
 #: Another tenant's events carry this, with the very words of the question: it must never come back.
 SECRET = "GLOBEX-SECRET"

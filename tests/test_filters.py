@@ -20,7 +20,6 @@ from retrieval.filters import (
     Condition,
     FilterError,
     Logical,
-    and_where,
     matches,
     parse_filter,
     to_chroma_where,
@@ -114,13 +113,6 @@ def test_chroma_where_shapes() -> None:
     assert to_chroma_where(
         parse_filter({"$or": [{"page": 1}, {"$and": [{"page": {"$gt": 5}}, {"level": "x"}]}]})
     ) == {"$or": [{"page": {"$eq": 1}}, {"$and": [{"page": {"$gt": 5}}, {"level": {"$eq": "x"}}]}]}
-
-
-def test_and_where_combines_only_present_parts() -> None:
-    tenant = {"tenant": {"$eq": "t"}}
-    assert and_where(None, {}) is None
-    assert and_where(tenant, None) == tenant
-    assert and_where(tenant, {"page": {"$eq": 1}}) == {"$and": [tenant, {"page": {"$eq": 1}}]}
 
 
 def test_sql_rendering() -> None:

@@ -30,7 +30,7 @@ from persistence.database import APP_DB_FILENAME, open_database, upgrade
 from persistence.memories import Memory, add_memory, has_memories, recall_memories
 from prompts.answer import MEMORY_SECTION_EN
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.prompt_budget import SECTION_NAMES, AnswerPromptRequest, build_answer_prompt
+from retrieval.prompt_budget import AnswerPromptRequest, build_answer_prompt
 from retrieval.section_packing import MESSAGE_OVERHEAD_TOKENS
 from retrieval.tokens import count_tokens
 from service.cli import app as cli_app
@@ -40,6 +40,8 @@ from tests.helpers.api_server import serve
 from tests.helpers.rag_world import QUESTION, World, world
 
 #: Shares most of its words with QUESTION, so the fake embeddings find it similar.
+#: The prompt sections of prompt_info, in prompt order (the baseline design's budget order).
+SECTION_NAMES = ("system", "memories", "director", "history", "sources", "question")
 MEMORY = "The customer asks about the largest planet in the Solar System for a school report."
 #: A sentence the model can only have taken from the memory.
 MEMORY_CLAIM = "The customer needs the largest planet for a school report"

@@ -3,11 +3,12 @@ that changes a returned value changes no later answer."""
 
 from __future__ import annotations
 
+from answering.judge import cosine
 from core.keyword import analyze
 from core.text import strip_references
 from prompts.answer import NOT_FOUND_TEXTS, NOT_FOUND_VARIANTS
 from retrieval.answer_text import content_terms, is_not_found_answer, matches_phrase
-from retrieval.evidence import cosine, cosines
+from retrieval.evidence import cosines
 from retrieval.grounding import Evidence, factual_text, numbers_in
 from retrieval.tokens import count_tokens, encode
 

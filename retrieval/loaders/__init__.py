@@ -1,19 +1,8 @@
-"""Read files of every supported format into `LoadedDocument`s: `load_file` / `load_bytes` and the
-helpers ingestion and the API use, re-exported from the package's modules.
-
-Ingestion must survive whatever a user points it at: one corrupt PDF or a stray binary in a folder should
-fail alone, with a short reason a person can act on, and never abort the batch. So every format reader
-raises only `LoaderError`, whose message is that reason; the raw exceptions of pypdf, python-docx and json
-are wrapped. Each format keeps the structure the chunker and citations need (PDF page numbers,
-markdown/HTML/DOCX headings as sections and chapters, JSON record ids and metadata).
-
-The package, one concern a module:
-- `discovery`: finding files and reading their bytes safely (symlinks, special files, size caps, gzip and
-  zip bombs);
-- `decoding`: bytes to text; `sections`: the sections and documents every format builds;
-- `guard`: LoaderError, StopRequested and the LoadGuard (depth cap, time budget, stop hook) of each parse;
-- one module per format (`text`, `markdown`, `html`, `pdf`, `docx`, `records` for JSON/JSONL), each
-  registered by suffix in `registry`: a format is added by one module plus its registry entries.
+"""Read files of every supported format into `LoadedDocument`s, keeping the structure chunking and citations
+need (PDF pages, headings as sections, JSON record ids and metadata). Every reader raises only
+`LoaderError` with a short reason, so one bad file fails alone. One concern a module: `discovery` (safe
+reading), `decoding`, `sections`, `guard` (depth cap, time budget, stop hook) and one module per format,
+registered by suffix in `registry`.
 """
 
 from __future__ import annotations
@@ -52,13 +41,8 @@ __all__ = [
 def load_file(
     path: Path, max_bytes: int, zip_limits: ZipLimits | None = None, guard: LoadGuard | None = None
 ) -> list[LoadedDocument]:
-    """Read `path` into documents (one per file, or one per record for JSON/JSONL).
-
-    Raises LoaderError for any file that cannot be loaded: not a regular file, too large, unsupported,
-    unreadable, corrupt, a zip bomb, binary, undecodable, without text, nested too deeply or over its time
-    budget; and StopRequested, only, when `guard.should_stop()` asked to stop. `guard` defaults to the
-    default limits, with its clock started here.
-    """
+    """Read `path` into documents (one per file, or one per record for JSON/JSONL); LoaderError with the
+    reason for any file that cannot be loaded, StopRequested only when `guard.should_stop()` asked to stop."""
     ensure_supported(path)
     guard = guard or LoadGuard()
     return load_bytes(path, read_regular_file(path, max_bytes), max_bytes, zip_limits, guard)
@@ -71,11 +55,8 @@ def load_bytes(
     zip_limits: ZipLimits | None = None,
     guard: LoadGuard | None = None,
 ) -> list[LoadedDocument]:
-    """Documents from the bytes of `path` already read (ingestion hashes and parses one read).
-
-    The parse runs under `guard` (default limits if None); its budget is checked once more at the end, so
-    a file whose parse outran it in a step that cannot be interrupted fails too.
-    """
+    """Documents from the bytes of `path` already read, parsed under `guard` (default limits), whose budget is
+    checked once more at the end (a step that cannot be interrupted may outrun it)."""
     loader = loader_for(path)
     guard = guard or LoadGuard()
     if suffix_of(path) in GZIP_SUFFIXES:

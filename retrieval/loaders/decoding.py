@@ -34,11 +34,8 @@ def _looks_binary(data: bytes) -> bool:
 
 
 def decode_text(data: bytes) -> str:
-    """Decode bytes as UTF-8 (BOM optional), UTF-16 (BOM required) or, failing those, GB18030.
-
-    GB18030 is the fallback because it covers Chinese files saved by Windows tools; it is only tried on
-    bytes that are not binary and decode without a single error, so it never turns garbage into text.
-    """
+    """Decode bytes as UTF-8 (BOM optional), UTF-16 (BOM required) or, for Chinese files of Windows tools,
+    GB18030 (only for bytes that are not binary and decode without a single error)."""
     if data.startswith(UTF8_BOM):
         try:
             return data.decode("utf-8-sig")

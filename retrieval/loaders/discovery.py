@@ -1,9 +1,5 @@
-"""Finding files and reading their bytes safely: folder walks, symlinks, special files, size caps, gzip
-and zip bombs.
-
-Ingestion must survive whatever a user points it at: a `.txt` symlink to /dev/zero, a named pipe, a symlink
-loop, a small gzip or .docx that inflates without bound. Each fails alone with a `LoaderError` whose message
-is the reason, and never aborts the batch or hangs it.
+"""Finding files and reading their bytes safely: a `.txt` symlink to /dev/zero, a named pipe, a symlink loop
+or a gzip / .docx bomb fails alone with a `LoaderError` naming the reason, never aborting or hanging a batch.
 """
 
 from __future__ import annotations
@@ -24,8 +20,7 @@ from retrieval.loaders.registry import SUPPORTED_SUFFIXES, suffix_of
 
 #: Bytes read per system call while reading a file (the size cap is checked after every read).
 READ_BLOCK_BYTES = 1 << 20
-#: Zip entries smaller than this are exempt from the compression-ratio check (tiny XML parts compress
-#: extremely well and cannot hurt).
+#: Zip entries smaller than this are exempt from the compression-ratio check (they cannot hurt).
 ZIP_RATIO_MIN_BYTES = 1 << 20
 #: What a file that is not a regular one is, for the reason shown to the user.
 _FILE_KINDS = (
@@ -36,8 +31,8 @@ _FILE_KINDS = (
     (stat.S_ISSOCK, "a socket"),
 )
 
-#: Zip-based files (.docx) whose entries inflate to more than this are refused before parsing: a zip bomb
-#: of 873 KB inflating to 300 MB of XML took 5.6 GB of memory. As large as the largest file accepted.
+#: Zip-based files (.docx) whose entries inflate to more than this are refused before parsing (the size of
+#: the largest file accepted).
 MAX_UNZIPPED_BYTES = 50_000_000
 #: Zip-based files with more entries are refused (a real .docx holds a few dozen).
 MAX_ZIP_ENTRIES = 10_000
@@ -47,11 +42,7 @@ MAX_ZIP_RATIO = 200.0
 
 @dataclass(frozen=True)
 class ZipLimits:
-    """Bounds on a zip-based file (.docx), enforced before any parser sees it (see `inflate_zip`).
-
-    Why before: python-docx inflates every part and lxml builds a tree ~20x the XML's size, so the only
-    safe moment to refuse a zip bomb is before parsing.
-    """
+    """Bounds on a zip-based file (.docx), enforced before any parser (which would inflate it) sees it."""
 
     max_unzipped_bytes: int = MAX_UNZIPPED_BYTES
     max_entries: int = MAX_ZIP_ENTRIES
@@ -59,8 +50,7 @@ class ZipLimits:
 
 
 def safe_resolve(path: Path) -> Path:
-    """`path` with symlinks resolved, or made absolute when they cannot be (a loop, a dangling link): the
-    file then fails alone when it is read, instead of aborting discovery for every other file."""
+    """`path` with symlinks resolved, or made absolute when they cannot be (the file then fails alone)."""
     try:
         return path.resolve()
     except (OSError, RuntimeError):  # RuntimeError: Python 3.11's "Symlink loop from ..."
@@ -68,14 +58,9 @@ def safe_resolve(path: Path) -> Path:
 
 
 def discover_files(paths: Iterable[Path]) -> list[Path]:
-    """Expand folders into the supported files under them; keep explicitly named files as given.
-
-    Folders are walked recursively in sorted order so ingestion is reproducible; hidden files and
-    folders (`.git`, `.venv`...) are skipped, as are unsupported suffixes, and symlinked folders are not
-    followed (a link to a parent would loop). A file named explicitly is kept even when unsupported or
-    unreadable (a symlink loop), so the user gets its reason instead of silence.
-    Raises FileNotFoundError naming the first path that does not exist.
-    """
+    """Expand folders into the supported, non-hidden files under them, in sorted order, without following
+    symlinked folders; keep explicitly named files as given (the user then gets their reason).
+    FileNotFoundError names the first path that does not exist."""
     found: list[Path] = []
     seen: set[Path] = set()
     for path in paths:
@@ -93,8 +78,7 @@ def discover_files(paths: Iterable[Path]) -> list[Path]:
 
 
 def ensure_regular(path: Path) -> None:
-    """LoaderError unless `path` is (or links to) a regular file; a cheap first check that reads nothing,
-    so a device or a pipe is reported as such whatever its name (`read_regular_file` checks again)."""
+    """LoaderError unless `path` is (or links to) a regular file: a cheap first check that reads nothing."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
@@ -114,13 +98,9 @@ def _open_error(exc: OSError) -> LoaderError:
 
 
 def read_regular_file(path: Path, max_bytes: int) -> bytes:
-    """The bytes of `path`, which must be (or link to) a regular file of at most `max_bytes` bytes.
-
-    Why this care: a `.txt` symlink to /dev/zero or a named pipe made ingestion hang forever. The file is
-    opened non-blocking (opening a pipe with no writer would block), its type is checked on the open
-    descriptor (no race with a swapped path), and the size cap is enforced while reading: st_size is 0 for
-    devices and may grow as we read, so it is only a first check.
-    """
+    """The bytes of `path`, a regular file of at most `max_bytes` bytes: opened non-blocking (a pipe with no
+    writer would block), its type checked on the open descriptor, the cap enforced while reading (st_size is
+    0 for devices and a file may grow)."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -147,15 +127,9 @@ def read_regular_file(path: Path, max_bytes: int) -> bytes:
 
 
 def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
-    """The zip `data` rewritten with every entry stored uncompressed, inflated here under `limits`.
-
-    Why a copy and not only a look at the directory: the sizes in the directory are the attacker's to
-    write. Python's zipfile returns no more than an entry's declared size, but `read()` of a whole entry
-    (what python-docx does) first inflates everything the compressed stream holds and only then truncates:
-    a 340 KB .docx declaring 1,000 bytes took 630 MB. Here each entry is inflated 1 MiB at a time, which
-    zipfile bounds, the bytes actually produced are counted against MAX_UNZIPPED_BYTES, and the parser
-    then reads stored entries that inflate nothing.
-    """
+    """The zip `data` rewritten with every entry stored uncompressed, inflated here 1 MiB at a time under
+    `limits`: the directory's sizes are the attacker's to write, and zipfile's whole-entry `read()` inflates
+    everything before it truncates, so the bytes really produced are counted."""
     _check_zip_directory(data, limits, kind)
     inflated = 0
     copy = io.BytesIO()
@@ -187,8 +161,7 @@ def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
 
 
 def _check_zip_directory(data: bytes, limits: ZipLimits, kind: str) -> None:
-    """Refuse a zip whose directory promises too many entries, too many bytes or a bomb's ratio (cheap, and
-    the reason names the setting; `inflate_zip` still counts what is really inflated)."""
+    """Refuse a zip whose directory promises too many entries, too many bytes or a bomb's ratio (cheap)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entries = archive.infolist()

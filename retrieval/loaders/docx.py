@@ -1,8 +1,5 @@
-"""Word documents (.docx): paragraphs and tables in order, in sections at Heading styles.
-
-The bytes reaching `load_docx` are already a zip checked and re-stored by `discovery.inflate_zip` (bombs
-are refused before python-docx inflates anything). `Document` is looked up in this module, where tests
-patch it to prove that.
+"""Word documents (.docx): paragraphs and tables in order, in sections at Heading styles. The bytes are a zip
+already checked and re-stored by `discovery.inflate_zip`; tests patch `Document` here to prove that.
 """
 
 from __future__ import annotations
@@ -23,11 +20,8 @@ _DOCX_HEADING_LEVEL_RE = re.compile(r"(\d+)")
 
 
 def load_docx(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
-    """DOCX paragraphs and tables in document order, split into sections at Heading styles.
-
-    Nesting: libxml2 refuses XML deeper than 256 elements, and only the body's blocks and their tables'
-    cells are read (no recursion here), so LOADER_MAX_DEPTH has nothing more to cap.
-    """
+    """DOCX paragraphs and tables in document order, split into sections at Heading styles (libxml2 caps the
+    nesting, and no recursion happens here)."""
     try:
         document = Document(io.BytesIO(data))
         blocks: list[tuple[str, int | None]] = []

@@ -1,9 +1,6 @@
-"""The errors every loader raises and the `LoadGuard` each parse runs under.
-
-Ingestion must survive files built to be slow: a 1.1 MB HTML file of nested <div>s hung it (time grew with
-the square of the depth). So nesting is capped (LOADER_MAX_DEPTH) and every parse runs under a
-`LoadGuard`: a per-file time budget (RAG_LOADER_FILE_TIMEOUT_S) and the caller's stop hook, checked inside
-the parse loops (cooperatively: no thread or signal, so nothing is left running when a file is given up).
+"""The errors every loader raises and the `LoadGuard` each parse runs under: a nesting cap (LOADER_MAX_DEPTH),
+a per-file time budget (RAG_LOADER_FILE_TIMEOUT_S) and the caller's stop hook, so a file built to be slow
+fails alone.
 """
 
 from __future__ import annotations
@@ -16,9 +13,8 @@ from config.settings import Settings
 
 #: Parse-loop iterations between two checks of the time budget and the stop hook.
 GUARD_CHECK_EVERY = 256
-#: Nesting depth cap of parsed files (a 1.1 MB file of nested <div>s hung ingestion): JSON nested deeper
-#: is refused; HTML elements opened deeper are taken as closed (legacy pages leave <p> and <li> unclosed,
-#: which the parser nests). DOCX XML is capped at 256 by libxml2.
+#: Nesting depth cap of parsed files: JSON nested deeper is refused, HTML elements opened deeper are taken
+#: as closed (DOCX XML is capped at 256 by libxml2).
 LOADER_MAX_DEPTH = 512
 
 
@@ -27,21 +23,15 @@ class LoaderError(Exception):
 
 
 class StopRequested(Exception):
-    """`should_stop()` returned True: the parse was abandoned; the file neither loaded nor failed.
-
-    Not a LoaderError, so that ingestion does not record it as the file's failure but stops the run.
-    """
+    """`should_stop()` returned True: the parse was abandoned (not a LoaderError: the run stops, the file has
+    not failed)."""
 
 
 @dataclass
 class LoadGuard:
-    """Bounds of one file's parse: a nesting depth cap, a time budget and the caller's stop hook.
-
-    Why cooperative: a thread cannot be killed and a signal only reaches the main thread (the API parses in
-    worker threads), so the loaders call `tick()` in their loops instead. A step that is one call into C
-    (json.loads, lxml) or one PDF page cannot be interrupted; `load_bytes` checks the budget after it, so a
-    file over budget still fails. The clock starts when the guard is made: make one per file.
-    """
+    """Bounds of one file's parse: a nesting depth cap, a time budget (its clock starts when made: one per
+    file) and the caller's stop hook. Cooperative, since a worker thread cannot be killed: loaders call
+    `tick()` in their loops."""
 
     max_depth: int = LOADER_MAX_DEPTH
     #: Seconds the parse may take (0 = no limit).

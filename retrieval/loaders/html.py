@@ -1,7 +1,5 @@
-"""HTML (.html, .htm): the page's text without scripts, styles or navigation, in sections at h1-h3.
-
-A 1.1 MB page of nested <div>s once hung ingestion: the tree is walked once (never re-walked per element)
-and its nesting is capped while it is parsed (`_GuardedSoup`).
+"""HTML (.html, .htm): the page's text without scripts, styles or navigation, in sections at h1-h3; the tree
+is walked once and its nesting capped while parsed (`_GuardedSoup`).
 """
 
 from __future__ import annotations
@@ -29,8 +27,7 @@ HTML_BLOCK_TAGS = [
     "ul", "ol", "li", "dl", "dt", "dd", "table", "tr", "figure", "figcaption", "h4", "h5", "h6",
     "address", "form", "fieldset", "hr",
 ]  # fmt: skip
-# Private-use characters stand in for structure while BeautifulSoup flattens the tree to text, so that
-# collapsing the source's insignificant whitespace does not erase paragraph breaks or headings.
+# Private-use characters stand in for structure while whitespace is collapsed.
 _HTML_PARAGRAPH_MARK = "\ue000"
 _HTML_LINE_MARK = "\ue001"
 _HTML_HEADING_MARK = "\ue002"
@@ -42,13 +39,9 @@ _HTML_HEADING_RE = re.compile(f"{_HTML_HEADING_MARK}(\\d)(.*?){_HTML_HEADING_MAR
 
 
 class _GuardedSoup(BeautifulSoup):
-    """BeautifulSoup (html.parser) that ticks a LoadGuard at every start tag and caps the nesting depth.
-
-    At the cap, the innermost open element is taken as closed before the new one opens, as HTML's own
-    rules close an open <p> at the next <p>: html.parser nests every unclosed tag, so a legacy page of
-    unclosed <p>s would otherwise be thousands deep. Text and its order are kept; only the structure beyond
-    the cap is flattened, and the tree stays at most `guard.max_depth` deep whatever the markup.
-    """
+    """BeautifulSoup (html.parser) that ticks a LoadGuard at every start tag and caps the nesting depth: at
+    the cap the innermost open element is taken as closed (as HTML closes an open <p> at the next <p>), so
+    text and order are kept and the tree stays at most `guard.max_depth` deep."""
 
     def __init__(self, markup: str, guard: LoadGuard) -> None:
         self._guard = guard  # set before parsing, which BeautifulSoup's constructor does
@@ -97,14 +90,9 @@ def _html_title(soup: BeautifulSoup) -> str:
 
 
 def _html_marked_text(soup: BeautifulSoup, guard: LoadGuard) -> str:
-    """The page's text, with marker characters standing for its structure, in one walk of the tree.
-
-    Paragraph marks around block elements, line marks for <br> and the newlines of <pre>, heading marks
-    around the collapsed text of h1-h3, " | " between table cells; dropped elements (scripts, navigation,
-    titles) are skipped. Why one explicit-stack walk: marking the tree with bs4's insert_after/decompose
-    re-walks the subtree of every element (insert_after looks for the element's last descendant), so a
-    page of n nested elements cost n^2 (8,000 nested <div>s: 12 s), and recursion would overflow.
-    """
+    """The page's text with marker characters standing for its structure (paragraphs, line breaks, headings,
+    table cells), in one explicit-stack walk: bs4's insert_after re-walks subtrees (n^2 on nested pages) and
+    recursion would overflow."""
     dropped = frozenset([*HTML_DROPPED_TAGS, "title"])
     headings = frozenset(HTML_SECTION_HEADINGS)
     blocks = frozenset(HTML_BLOCK_TAGS)

@@ -17,10 +17,8 @@ _MARKDOWN_FENCE_RE = re.compile(r"^ {0,3}(```|~~~)")
 
 
 def load_markdown(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
-    """Markdown split at ATX headings (outside code fences); title is the first level-1 heading.
-
-    Read line by line, never as a tree: nested lists and quotes cost nothing, so no depth cap applies.
-    """
+    """Markdown split at ATX headings (outside code fences), read line by line (no depth to cap); title is the
+    first level-1 heading."""
     lines = normalise(decode_text(data)).split("\n")
     preamble: list[str] = []
     parts: list[tuple[int, str, list[str]]] = []

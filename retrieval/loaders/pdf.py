@@ -18,12 +18,8 @@ PLACEHOLDER_PDF_TITLES = frozenset({"", "untitled", "untitled document"})
 
 
 def load_pdf(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument]:
-    """One section per PDF page that has text, with its 1-based page number for citations.
-
-    The guard is checked between pages: one page's extraction is a single pypdf call (giving pypdf a
-    per-operator hook would make it parse the content of pages without text, which it otherwise skips).
-    pypdf walks nested objects recursively, so their depth is capped by Python's recursion limit.
-    """
+    """One section per PDF page that has text, with its 1-based page number for citations; the guard is
+    checked between pages (one page's extraction is one pypdf call)."""
     # pypdf logs a warning for every recoverable defect; the outcome is reported through LoaderError.
     logging.getLogger("pypdf").setLevel(logging.ERROR)
     try:

@@ -1,8 +1,6 @@
-"""JSON and JSONL records (.json, .jsonl, and their .gz): one document per record that has text, with
-its id and scalar fields as metadata (BEIR-style corpora, exports of chats or tickets).
-
-A record's metadata is bounded by core.metadata (at most MAX_METADATA_KEYS keys of its own, bounded values):
-the fields over a bound are left out and counted on the document, so ingestion can report them per file."""
+"""JSON and JSONL records (.json, .jsonl, and their .gz): one document per record that has text, with its id
+and scalar fields as metadata, bounded by core.metadata (fields over a bound are left out and counted).
+"""
 
 from __future__ import annotations
 
@@ -71,11 +69,7 @@ def load_jsonl(path: Path, data: bytes, guard: LoadGuard) -> list[LoadedDocument
 
 
 def _parse_json(text: str, line_number: int | None, guard: LoadGuard) -> Any:
-    """Parsed JSON; the error names the line (of the file, for a JSONL line) so the user can fix it.
-
-    The nesting depth is measured first: json.loads recurses in C, bounded only by the interpreter's
-    recursion limit, which a process may raise far enough to overflow the C stack.
-    """
+    """Parsed JSON, its nesting measured first (json.loads recurses in C); the error names the line."""
     line = line_number if line_number is not None else 1
     if _json_depth(text, guard.max_depth) > guard.max_depth:
         raise LoaderError(f"invalid JSON on line {line}: {guard.too_deep()}")
@@ -113,10 +107,8 @@ def _record_documents(path: Path, records: list[Any], guard: LoadGuard) -> list[
 
 
 def _record_document(path: Path, index: int, record: dict[str, Any]) -> LoadedDocument | None:
-    """One record as a document, or None when it has no text.
-
-    The title is prepended to the text because BEIR-style corpora put key terms only in titles.
-    """
+    """One record as a document, or None when it has no text; the title leads the text (BEIR titles hold
+    terms)."""
     body = next(
         (value for key in RECORD_TEXT_FIELDS if isinstance(value := record.get(key), str) and value.strip()),
         None,

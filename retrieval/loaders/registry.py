@@ -1,12 +1,6 @@
-"""Which loader reads which file: one entry per suffix (Haystack's converters are the model).
-
-A format is one module exposing a `Loader` (`(path, bytes, guard) -> documents`, raising only LoaderError
-or StopRequested) plus its entries here; discovery, the API's upload check and `load_bytes` all read this
-table, so a suffix added here is found, accepted and parsed everywhere at once.
-
-Entries name their module rather than hold its function: a format's parser library (python-docx, pypdf,
-BeautifulSoup: ~0.8 s together) is imported the first time a file of that format is read, not by every
-`rag ask` or graph import that only searches (tests/test_import_cost.py).
+"""Which loader reads which file: one entry per suffix, read by discovery, the API's upload check and
+`load_bytes`. Entries name their module, so a format's parser library is imported the first time a file of
+that format is read, not by every import that only searches (tests/test_import_cost.py).
 """
 
 from __future__ import annotations

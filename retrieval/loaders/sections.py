@@ -19,11 +19,8 @@ def require_text(sections: list[Section]) -> list[Section]:
 
 
 def heading_sections(parts: list[tuple[int, str, str]], preamble: str) -> list[Section]:
-    """Sections from (level, heading, body) triples; the heading text leads its section's text.
-
-    `section` is the nearest heading and `chapter` the nearest level-1 heading. A section that is only a
-    heading (a title directly followed by a sub-heading) is dropped: it would be a chunk with no content.
-    """
+    """Sections from (level, heading, body) triples, the heading leading its text; `section` is the nearest
+    heading, `chapter` the nearest level-1 one. A section that is only a heading is dropped."""
     sections = [Section(text=normalise(preamble))]
     chapter: str | None = None
     for level, heading, body in parts:
