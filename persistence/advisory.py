@@ -1,10 +1,6 @@
-"""A PostgreSQL session advisory lock taken by polling, for one-time set-ups that several processes may start
-at once.
-
-Why polling and not `pg_advisory_lock`: a blocking wait keeps its statement's transaction open, and a set-up
-that runs `CREATE INDEX CONCURRENTLY` (LangGraph's PostgresStore does) waits for every transaction older than
-itself, so the holder waited for the waiters while they waited for the holder, with no deadlock detected.
-`pg_try_advisory_lock` returns at once; between tries no transaction is open.
+"""A PostgreSQL session advisory lock taken by polling, for one-time set-ups several processes may start at
+once. Why not `pg_advisory_lock`: a blocking wait keeps its transaction open, and a set-up running `CREATE
+INDEX CONCURRENTLY` (LangGraph's PostgresStore) then waits for its waiters, an undetected deadlock.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""Figures of the recorded answers, read from the audit table: how many, per strategy (average latency and
-confidence, tokens, thumbs up / down), per model, token cost, and the users' feedback (persistence.feedback).
-
-Why from the table rather than the API's metrics: the table is written by every interface (CLI, API,
-LangGraph server, Python) and outlives a process, so `rag stats` can report with no server running, and the
-API's own stats route reads the same figures for its caller's tenant. Why SQL aggregates: the table grows
-with traffic; counting and averaging in the database reads no row into Python.
-
-Rows written before revision 0004 have no strategy, confidence, model or token counts (NULL): they are
-counted under `unknown` (strategy, model) and left out of the averages and token sums, whose
-`..._measured` counts say how many answers they rest on. The confidence is the engine's
-calibrated `confidence` (answering.calibrator: P(the short answer is right), 0-1), absent for cache hits and
-answers nothing judged (nothing retrieved, no retrieval).
+"""Figures of the recorded answers from the audit table (per strategy, per model, tokens, cost, feedback),
+as SQL aggregates, so `rag stats` reports with no server running. Rows without a strategy or model count
+under `unknown` and are left out of averages (the `..._measured` counts say how many answers they rest on).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""Writing what happened into the app tables: a turn (session, the two conversation rows, an audit row) in
-one transaction, and audit rows for other actions (memory changes).
-
-Why one transaction per turn: a reader never sees a question without its answer or an answer without its
-audit row; and why plain data in (TurnRecord) rather than graph state: the graph node (nodes.record_turn)
-stays a thin adapter, and the same writer serves any caller.
+"""Writing what happened into the app tables: a turn (session, the two conversation rows, an audit row) in one
+transaction, so a reader never sees a question without its answer, and audit rows for memory changes.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +16,6 @@ from persistence.database import (
     ConversationRow,
     Database,
     SessionRow,
-    as_utc,
     get_database,
     to_json,
     utcnow,
@@ -180,42 +174,3 @@ def write_audit(
                 detail=to_json(detail or {}),
             )
         )
-
-
-def audit_rows(tenant: str, *, limit: int = 100, database: Database | None = None) -> list[dict[str, Any]]:
-    """The tenant's latest audit rows, newest first (for operators and the API)."""
-    database = database or get_database()
-    query = (
-        select(AuditLogRow)
-        .where(AuditLogRow.tenant == tenant)
-        .order_by(AuditLogRow.id.desc())
-        .limit(max(1, limit))
-    )
-    with database.session() as session:
-        return [_audit_dict(row) for row in session.scalars(query)]
-
-
-def _audit_dict(row: AuditLogRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "action": row.action,
-        "tenant": row.tenant,
-        "user_id": row.user_id,
-        "thread_id": row.thread_id,
-        "conversation_id": row.conversation_id,
-        "chunk_ids": json.loads(row.chunk_ids or "[]"),
-        "mode": row.mode,
-        "interface": row.interface,
-        "graph": row.graph,
-        "cache_hit": row.cache_hit,
-        "not_found": row.not_found,
-        "latency_ms": row.latency_ms,
-        "answer_id": row.answer_id,
-        "strategy": row.strategy,
-        "confidence": row.confidence,
-        "model": row.model,
-        "prompt_tokens": row.prompt_tokens,
-        "completion_tokens": row.completion_tokens,
-        "detail": json.loads(row.detail or "{}"),
-        "created_at": as_utc(row.created_at).isoformat(),
-    }

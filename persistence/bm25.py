@@ -1,15 +1,9 @@
-"""BM25 as SQLite FTS5 computes it, for the parts the keyword indexes compute outside FTS5: the Postgres
-index's ranking and the rescoring of a pruned query's candidates (both indexes).
+"""BM25 as SQLite FTS5 computes it, for the Postgres index's ranking and the rescoring of a pruned query's
+candidates: score = sum of idf x f x (k1 + 1) / (f + k1 x (1 - b + b x D / avgdl)), idf = ln((N - n + 0.5) /
+(n + 0.5)) floored at 1e-6, f = title weight x title count + body count, D = the row's tokens in every column.
 
-FTS5's bm25(): score = sum over query terms of idf x f x (k1 + 1) / (f + k1 x (1 - b + b x D / avgdl)), with
-idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, f = the term's weighted count in the row (title weight x
-title count + body count), D = the row's tokens in every column and avgdl their mean over the N rows.
-
-Why rescoring: a pruned query (persistence/keyword_pruning.py) finds its candidates with the rare terms only,
-which also drops the common terms from their scores. Adding the dropped terms' share back for the best
-BM25_RESCORE_POOL candidates (a few hundred rows, their term counts read by row id) gives them their exact
-BM25 score, so the ranking inside the pool is what the unpruned query would give; only rows the rare terms
-do not reach are lost.
+Rescoring adds the dropped terms' share back for the best BM25_RESCORE_POOL candidates of a pruned query, so
+the ranking inside the pool is the unpruned query's.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""The catalog: one SQLite file (SQLAlchemy) with what is indexed, the keyword index and the embedding cache;
-or, when RAG_DATABASE_URL names PostgreSQL, the same tables in that database, shared by every worker.
+"""The catalog: what is indexed, the keyword index and the embedding cache, in one SQLite file or,
+when RAG_DATABASE_URL names PostgreSQL, in that database, shared by every worker.
 
-Why one database: replacing a document's chunks must be atomic. The document row, its chunk rows and their
-keyword-index rows change in one SQLite transaction, so a crash or a bad file never leaves a half-written
-document behind (on Postgres: one transaction, and readers see the old or the new document, never a mix).
-Chroma (not transactional) is written before this commit and cleaned after it, and searches
-only trust dense hits that the catalog knows (see retrieval.search), so the two stores never disagree in
-what a user sees.
-
-The tables are persistence.catalog_tables, SQLite's connection settings persistence.sqlite_engine, the
-doctor's checks and repairs persistence.catalog_health (a mixin of Catalog).
+Why one database: a document's row, its chunk rows and their keyword rows change in one transaction, so a
+crash never leaves a half-written document. Chroma (not transactional) is written before this commit and
+cleaned after it, and searches only trust dense hits the catalog knows (retrieval.search).
 """
 
 from __future__ import annotations
@@ -75,10 +69,8 @@ class Catalog(CatalogHealth):
         pruning: PruningPolicy | None = None,
         embedding_cache_max_entries: int = 0,
     ) -> None:
-        """`location`: the SQLite file (its FTS5 index prunes query terms by `pruning`), or a PostgreSQL URL
-        (keyword index: `pg_keyword_backend`; its BM25 prunes by `pruning` too). The embedding cache keeps
-        at most `embedding_cache_max_entries` vectors per tenant (0 = no bound), least recently used
-        evicted first."""
+        """`location`: the SQLite file or a PostgreSQL URL (keyword index `pg_keyword_backend`); the embedding
+        cache keeps at most `embedding_cache_max_entries` vectors per tenant (0 = no bound)."""
         self.keyword_index: KeywordIndex | PgBm25Index | PgTsvectorIndex
         if is_postgres_url(location):
             self.path = Path(str(location))  # only named in messages; `shown` hides the password
@@ -93,8 +85,7 @@ class Catalog(CatalogHealth):
             self.shown = str(path)
             self.engine = create_engine(f"sqlite:///{path}", future=True)
             event.listen(self.engine, "connect", configure_sqlite)
-            # A damaged file surfaces on the first statement that touches the bad page, which may be any
-            # query: every such error becomes one CatalogDamagedError naming the file and how to rebuild it.
+            # a damaged page surfaces on any statement: one CatalogDamagedError naming the file
             event.listen(self.engine, "handle_error", self._damaged)
             self.keyword_index = KeywordIndex(pruning)
         self.dialect: Literal["sqlite", "postgresql"] = (
@@ -107,10 +98,8 @@ class Catalog(CatalogHealth):
         self.embedding_cache.upgrade()
 
     def _create_schema(self) -> None:
-        """Create the tables that do not exist yet. Several processes may start on a new SQLite file at once
-        (eight `rag ask` of one thread): both see a table missing, one creates it and the other's CREATE
-        fails with "already exists"; that one looks again (then finds every table) instead of failing.
-        PostgreSQL serializes the creation under an advisory lock instead."""
+        """Create the missing tables; a concurrent creator's "already exists" on SQLite is retried, PostgreSQL
+        serializes under an advisory lock."""
         for attempt in range(SCHEMA_CREATE_ATTEMPTS):
             try:
                 with self.engine.begin() as connection:
@@ -155,13 +144,8 @@ class Catalog(CatalogHealth):
         return document_record(row) if row else None
 
     def verify_chunks(self, record: DocumentRecord) -> None:
-        """Raise CatalogDamagedError unless every one of a document's `n_chunks` chunk rows can be read in
-        full (text and metadata; their length forces every page of the value).
-
-        Why: ingestion skips an unchanged file on the strength of its `documents` row alone, so a catalog
-        whose chunk pages were damaged made `rag ingest` report success while search failed on the same
-        file. Rows missing without the engine's deletion (which keeps `n_chunks` in step) are damage too:
-        re-indexing on top of them would collide with their leftover keyword-index rows."""
+        """Raise CatalogDamagedError unless all `n_chunks` chunk rows of a document read in full: ingestion
+        skips an unchanged file by its `documents` row alone, so damaged chunk pages went unnoticed."""
         query = (
             select(func.count())
             .select_from(chunks_table)
@@ -252,12 +236,8 @@ class Catalog(CatalogHealth):
         return old_ids
 
     def _lock_source(self, connection: Connection, tenant: str, collection: str, source: str) -> None:
-        """One writer per source at a time until the transaction ends, taken before the transaction reads.
-        Why: two workers (or processes) ingesting the same file both found no row and the second insert
-        died on the unique source with an unhandled IntegrityError. On Postgres an advisory lock per source
-        (READ COMMITTED lets both read); on SQLite the file's write lock, taken up front with BEGIN
-        IMMEDIATE (the driver would only begin at the first write, after the read), which a second writer
-        waits for up to the busy timeout and then reads the first one's row."""
+        """One writer per source until the transaction ends, taken before it reads (two ingests of one file
+        both found no row): an advisory lock on Postgres, BEGIN IMMEDIATE on SQLite."""
         if self.dialect == "postgresql":
             connection.exec_driver_sql(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -325,9 +305,8 @@ class Catalog(CatalogHealth):
             return int(connection.execute(query).scalar() or 0)
 
     def documents_version(self, tenant: str) -> str:
-        """A fingerprint of the tenant's indexed documents that changes whenever one is added, replaced or
-        deleted, or loses chunks: the semantic cache keys answers by it, so any change makes them stale.
-        Read-only (no counter to bump), so every write path — ingest, delete, events — is covered."""
+        """A fingerprint of the tenant's indexed documents that any add, replace or delete changes (the
+        semantic cache keys answers by it); read-only, so every write path is covered."""
         table = documents_table.c
         query = select(
             func.count(),
@@ -347,9 +326,8 @@ class Catalog(CatalogHealth):
             return sorted(connection.execute(query).scalars())
 
     def sources_under(self, tenant: str, prefix: str, exact: str) -> list[str]:
-        """The distinct indexed sources of `tenant` equal to `exact` or starting with `prefix` (matched
-        literally: `%` and `_` in a path are no wildcards), sorted. retrieval.directory_scope passes a
-        directory and the directory with its slash, so `/a/b` never matches `/a/bc.md`."""
+        """The distinct indexed sources of `tenant` equal to `exact` or starting with `prefix` (literally),
+        sorted."""
         table = documents_table.c
         query = (
             select(table.source)

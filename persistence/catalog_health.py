@@ -1,8 +1,5 @@
-"""The catalog's health, as `rag doctor` checks and repairs it: SQLite's own integrity check, the keyword
-index's agreement with the chunk rows, and its rebuild from them.
-
-Why apart from persistence.catalog: these read the whole store and run only from the doctor and the store
-checks, never on the ingest or search path; the Catalog class gets them by inheriting CatalogHealth.
+"""The catalog's health as `rag doctor` checks and repairs it: SQLite's integrity check, the keyword
+index's agreement with the chunk rows, and its rebuild (a mixin of Catalog, off the ingest and search path).
 """
 
 from __future__ import annotations

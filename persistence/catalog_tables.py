@@ -1,8 +1,5 @@
-"""The catalog's tables (documents, chunks) and the records read from them.
-
-Why apart from persistence.catalog: the tables are the catalog's schema, read directly by document deletion
-(retrieval.deletion) and by tests that inspect rows; the Catalog class is how the engine writes them
-atomically. The embedding cache's table joins the same MetaData (persistence.embedding_cache).
+"""The catalog's tables (documents, chunks) and the records read from them (also read directly by
+retrieval.deletion).
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
 """Checkpointers: where conversations (thread state) are stored, and how that storage stays bounded.
 
-SQLite by default (`<data_dir>/checkpoints.sqlite`), sync for `graph.invoke` and async for the server and
-`ainvoke`; PostgreSQL when RAG_DATABASE_URL names it (`postgresql://user@host:port/db`): the same URL as the
-app tables, so several processes and machines share conversations with no code change
-(persistence.postgres_checkpoints: LangGraph's Postgres savers with the same owner check and bounds).
-`checkpointer_for` / `async_checkpointer_for` / `server_checkpointer` pick the backend from the settings;
-`sqlite_checkpointer` stays for callers that want the file explicitly.
-The sync and async savers are separate classes: a sync `invoke` on the async saver raises.
-
-Storage bounds (checked by the chaos benchmark's storage probes, evals/chaos/storage.py). Each SQLite
-checkpoint holds the thread's whole state, so what a turn costs is (checkpoints per turn) x (state size):
-- checkpoints per turn: graphs compiled with a checkpointer run with `durability=RAG_CHECKPOINT_DURABILITY`
-  ("exit" by default: one checkpoint when the turn ends or fails, instead of one per step, 14-24 a turn;
-  `rag eval chaos --suite storage`: 11 KB instead of 133 KB per turn at 10 turns).
-  The trade-off: a turn that crashes mid-way restarts from its beginning, never from a half-done step,
-  which is what a question-answer turn wants anyway. `with_durability` applies it; a caller's own
-  `durability=` wins.
-- state size: start_turn resets per-turn fields, and cite empties the working `documents` once `retrieved`
-  holds them, so each passage's text is stored once per checkpoint (state/graph_state.py).
-- checkpoints kept: the savers below prune old checkpoints of a thread after each save, keeping the newest
-  `RAG_CHECKPOINT_KEEP` (0 = all: time travel over every turn); the LangGraph server's saver, which the server
-  drives with its own per-step durability, keeps SERVER_CHECKPOINT_KEEP. They also
-  implement `prune` / `aprune` (the BaseCheckpointSaver API the server calls: "keep_latest" or "delete").
-  No channel of these graphs is a DeltaChannel, so the newest checkpoint alone holds the whole state.
+SQLite by default (`<data_dir>/checkpoints.sqlite`); PostgreSQL when RAG_DATABASE_URL names it, so several
+processes and machines share conversations (persistence.postgres_checkpoints). Storage bounds (checked by
+benchmarks/chaos/storage.py): graphs run with `durability=RAG_CHECKPOINT_DURABILITY` ("exit": one checkpoint
+per turn instead of 14-24, 11 KB instead of 133 KB per turn; a crashed turn restarts from its beginning), and
+the savers keep the newest RAG_CHECKPOINT_KEEP checkpoints per thread (SERVER_CHECKPOINT_KEEP for the server).
 """
 
 from __future__ import annotations
@@ -35,6 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiosqlite
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph.state import CompiledStateGraph
 
 from config.settings import Settings, get_settings
@@ -44,8 +28,7 @@ from persistence.saver_mixins import (
     PRUNE_STATEMENTS,
     AsyncKeepNewestSaver,
     KeepNewestSaver,
-    OwnerCheckedAsyncSqliteSaver,
-    OwnerCheckedSqliteSaver,
+    OwnerCheckedSaver,
     prune_parameters,
     prune_strategy,
 )
@@ -56,7 +39,7 @@ if TYPE_CHECKING:
     from persistence.postgres_checkpoints import PruningAsyncPostgresSaver, PruningPostgresSaver
 
 
-class PruningSqliteSaver(KeepNewestSaver, OwnerCheckedSqliteSaver):
+class PruningSqliteSaver(KeepNewestSaver, OwnerCheckedSaver, SqliteSaver):
     """The owner-checked SqliteSaver (a run of one tenant cannot load another's thread) that keeps at
     most `keep` checkpoints per thread (0 = all) and can prune on demand."""
 
@@ -80,7 +63,7 @@ class PruningSqliteSaver(KeepNewestSaver, OwnerCheckedSqliteSaver):
                 self.delete_thread(str(thread_id))
 
 
-class PruningAsyncSqliteSaver(AsyncKeepNewestSaver, OwnerCheckedAsyncSqliteSaver):
+class PruningAsyncSqliteSaver(AsyncKeepNewestSaver, OwnerCheckedSaver, AsyncSqliteSaver):
     """The owner-checked AsyncSqliteSaver with the same bounds, and the `aprune` the LangGraph server asks
     custom savers for."""
 
@@ -106,16 +89,11 @@ class PruningAsyncSqliteSaver(AsyncKeepNewestSaver, OwnerCheckedAsyncSqliteSaver
                 await self.adelete_thread(str(thread_id))
 
 
-#: The checkpoint file's commits wait for the write-ahead log, not for the disk (as the app tables',
-#: persistence/catalog.py). Why: a turn commits twice (the checkpoint, then the pruning), and the fsyncs
-#: took 3.7 ms of the ~30 ms the graph adds to a question (0.3 ms without; a 2-core VM under load, fake
-#: models, `rag eval latency`'s overhead). In WAL mode (LangGraph's savers set it up) a committed turn
-#: still survives a killed process (kill -9); only a power cut or an OS crash can lose the last commits,
-#: and never corrupts the file (sqlite.org/pragma.html#pragma_synchronous).
+#: Commits wait for the write-ahead log, not the disk: the fsyncs took 3.7 of the ~30 ms the graph adds to a
+#: question; in WAL mode a committed turn still survives a killed process (only a power cut loses commits).
 SQLITE_SYNCHRONOUS = "PRAGMA synchronous=NORMAL"
-#: Checkpoints the LangGraph server's saver keeps per thread after each save, at least: the server saves
-#: after every step (its own durability), so without a bound its storage grows; 16 keeps about the latest
-#: turn's steps for Studio's history and time travel.
+#: Checkpoints the LangGraph server's saver keeps per thread at least: the server saves after every step;
+#: 16 keeps about the latest turn's steps for Studio's history and time travel.
 SERVER_CHECKPOINT_KEEP = 16
 
 
@@ -128,8 +106,7 @@ def _path(settings: Settings | None, path: Path | None) -> Path:
 def sqlite_checkpointer(
     settings: Settings | None = None, path: Path | None = None, *, keep: int | None = None
 ) -> PruningSqliteSaver:
-    """A sync SQLite saver that lives as long as the process (for the CLI and `graph.invoke`); it keeps
-    `keep` checkpoints per thread (default RAG_CHECKPOINT_KEEP; 0 = all)."""
+    """A sync SQLite saver keeping `keep` checkpoints per thread (default RAG_CHECKPOINT_KEEP; 0 = all)."""
     connection = sqlite3.connect(str(_path(settings, path)), check_same_thread=False)
     connection.execute("PRAGMA journal_mode=WAL")
     connection.execute(SQLITE_SYNCHRONOUS)
@@ -154,8 +131,7 @@ async def async_sqlite_checkpointer(
 
 
 def checkpoint_location(settings: Settings | None = None) -> CheckpointLocation:
-    """Where conversations live: the PostgreSQL database of RAG_DATABASE_URL when it names one, else the
-    SQLite file `<data_dir>/checkpoints.sqlite` (what persistence.threads' housekeeping takes)."""
+    """Where conversations live: the PostgreSQL database of RAG_DATABASE_URL, else the SQLite file."""
     settings = settings or get_settings()
     url = postgres_url(settings)
     if url is None:
@@ -169,8 +145,7 @@ def postgres_checkpointer(
     settings: Settings | None = None, url: str | None = None, *, keep: int | None = None
 ) -> PruningPostgresSaver:
     """A sync Postgres saver (process-wide pool) on `url` (default RAG_DATABASE_URL), keeping `keep`
-    checkpoints per thread (default RAG_CHECKPOINT_KEEP); CheckpointStoreUnavailableError when the server
-    cannot be reached within RAG_DATABASE_CONNECT_TIMEOUT_S."""
+    checkpoints per thread (default RAG_CHECKPOINT_KEEP)."""
     from persistence.postgres_checkpoints import postgres_saver
 
     settings = settings or get_settings()
@@ -188,8 +163,7 @@ def postgres_checkpointer(
 def checkpointer_for(
     settings: Settings | None = None, *, keep: int | None = None
 ) -> PruningSqliteSaver | PruningPostgresSaver:
-    """The sync saver the settings name: PostgreSQL when RAG_DATABASE_URL does, else the SQLite file (the
-    runner, the CLI and the HTTP API all come through here, so the URL alone moves them)."""
+    """The sync saver the settings name: PostgreSQL when RAG_DATABASE_URL does, else the SQLite file."""
     settings = settings or get_settings()
     if postgres_url(settings) is not None:
         return postgres_checkpointer(settings, keep=keep)
@@ -221,12 +195,8 @@ async def async_checkpointer_for(
 
 @asynccontextmanager
 async def server_checkpointer() -> AsyncIterator[PruningAsyncSqliteSaver | PruningAsyncPostgresSaver]:
-    """The factory langgraph.json names: server conversations go where the CLI's go (the SQLite file, or
-    the PostgreSQL database of RAG_DATABASE_URL).
-
-    The server runs graphs with its own durability (a checkpoint per step), so this saver always prunes:
-    it keeps max(RAG_CHECKPOINT_KEEP, SERVER_CHECKPOINT_KEEP) checkpoints per thread (time travel
-    over the last steps still works), and implements `aprune` for the server's thread pruning."""
+    """The factory langgraph.json names: server conversations go where the CLI's go, keeping
+    max(RAG_CHECKPOINT_KEEP, SERVER_CHECKPOINT_KEEP) checkpoints per thread (the server saves every step)."""
     settings = get_settings()
     keep = max(settings.checkpoint_keep, SERVER_CHECKPOINT_KEEP)
     async with async_checkpointer_for(settings, keep=keep) as saver:
@@ -240,11 +210,8 @@ GraphT = TypeVar("GraphT", bound="CompiledStateGraph[Any, Any, Any, Any]")
 def with_durability(
     graph: GraphT, checkpointer: BaseCheckpointSaver[Any] | None, settings: Settings | None = None
 ) -> GraphT:
-    """`graph` running with `durability=RAG_CHECKPOINT_DURABILITY` by default when it has a checkpointer.
-
-    Set through LangGraph's own config key, which `invoke` / `stream` read when the caller passes no
-    `durability=` (an explicit one still wins, as the server's does). Without a checkpointer it is unchanged:
-    durability means nothing there (LangGraph warns if it is given)."""
+    """`graph` running with `durability=RAG_CHECKPOINT_DURABILITY` by default when it has a checkpointer
+    (LangGraph's config key: a caller's explicit `durability=` still wins)."""
     if checkpointer is None:
         return graph
     durability = (settings or get_settings()).checkpoint_durability

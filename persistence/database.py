@@ -1,11 +1,8 @@
 """The engine's SQL tables (SQLAlchemy 2 ORM): sessions, conversations, memories, audit_logs and the
-semantic cache's table, in SQLite by default (`<data_dir>/app.sqlite`) or any database by `RAG_DATABASE_URL`.
+semantic cache's table, in `<data_dir>/app.sqlite` or any database of RAG_DATABASE_URL.
 
-Why a database of its own (not the catalog's file): these rows describe *use* (who asked what, when, what
-was answered from which chunks), not the index; they grow with traffic, are kept for audit, and may live in
-a shared server database while the index stays local. The schema is owned by Alembic migrations
-(persistence/migrations): the first use of a database runs `upgrade head` programmatically, so no
-`alembic.ini` is needed in the working directory, and an existing database is brought forward the same way.
+Apart from the catalog: these rows describe use, not the index, and may live in a shared server database.
+Alembic migrations (persistence/migrations) own the schema; the first use runs `upgrade head`.
 """
 
 from __future__ import annotations
@@ -62,11 +59,9 @@ APP_DB_FILENAME = "app.sqlite"
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 #: Lock file beside a SQLite database, held while its migrations run.
 MIGRATION_LOCK_SUFFIX = ".migrate-lock"
-#: Key of the Postgres advisory lock held while the app tables' migrations run (any fixed 64-bit number
-#: other locks do not use; persistence.thread_lock derives its keys from thread ids by SHA-1).
+#: Key of the Postgres advisory lock held while the app tables' migrations run.
 MIGRATION_ADVISORY_LOCK_KEY = 0x7261675F6D696772  # "rag_migr"
-#: Resolved SQLite URLs kept per (data folder, working directory): Path.resolve() walks the path with a
-#: system call per part, and database_url runs for every table read or write of every question.
+#: Resolved SQLite URLs kept per (data folder, working directory): database_url runs for every table access.
 RESOLVED_URL_CACHE_SIZE = 64
 #: Seconds to wait for a database server by default (RAG_DATABASE_CONNECT_TIMEOUT_S in the settings).
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -143,9 +138,8 @@ class ConversationRow(Base):
 
 
 class MemoryRow(Base):
-    """The memories table of earlier releases: read once, when a long-term store is first opened, to copy
-    its rows into the store (persistence.memory_migration), and never written. Memories live in the store
-    (persistence.memories); the table stays so that copy, and a way back, keep working."""
+    """The memories table of earlier releases, only read to copy its rows into the long-term store
+    (persistence.memory_migration)."""
 
     __tablename__ = "memories"
     __table_args__ = (
@@ -234,8 +228,7 @@ class CacheEntryRow(Base):
     expires_at: Mapped[float] = mapped_column(Float, nullable=False)
 
 
-#: Tables counted by `database_stats` (and `rag stats`), in a stable order; the memories are counted in the
-#: long-term store between the conversations and the audit logs (`MEMORIES_COUNT`).
+#: Tables counted by `database_stats`, in a stable order (memories are counted in the long-term store).
 COUNTED_TABLES: tuple[type[Base], ...] = (SessionRow, ConversationRow, AuditLogRow, CacheEntryRow)
 #: The name `database_stats` reports the long-term store's memories under (the table's name before).
 MEMORIES_COUNT = "memories"
@@ -248,8 +241,7 @@ def database_url(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
     data_dir = Path(settings.data_dir)
-    # A relative folder resolves against the working directory, so that is part of the key; an absolute one
-    # does not depend on it.
+    # a relative folder resolves against the working directory
     return _sqlite_url(data_dir, "" if data_dir.is_absolute() else os.getcwd())
 
 
@@ -261,10 +253,7 @@ def _sqlite_url(data_dir: Path, cwd: str) -> str:
 
 
 def alembic_config(url: str) -> AlembicConfig:
-    """An Alembic configuration pointing at persistence/migrations (no alembic.ini needed).
-
-    Alembic is imported here and in `upgrade`, not with the module: it costs ~0.2 s that a process whose
-    database is already migrated never needs at import (tests/test_import_cost.py)."""
+    """An Alembic configuration pointing at persistence/migrations (Alembic imported late: ~0.2 s)."""
     from alembic.config import Config as AlembicConfig
 
     config = AlembicConfig()
@@ -274,12 +263,8 @@ def alembic_config(url: str) -> AlembicConfig:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Run the migrations up to `revision` on `engine`'s database.
-
-    On PostgreSQL the migration transaction first takes an advisory lock (released when it commits): two
-    workers starting at once on an empty database would otherwise both read "no version" and the second
-    would fail creating a table that exists. The second waits, then finds the database at head. SQLite
-    files are serialized by a file lock in open_database instead (the lock must exist before the file)."""
+    """Run the migrations up to `revision` on `engine`'s database, under an advisory lock on PostgreSQL (two
+    workers on an empty database would both create the tables; SQLite uses `_migration_lock`)."""
     from alembic import command
 
     config = alembic_config(engine.url.render_as_string(hide_password=False))
@@ -312,11 +297,8 @@ class Database:
 
 @contextmanager
 def _migration_lock(file: Path | None) -> Iterator[None]:
-    """One migrating process at a time per SQLite file. Why: Alembic reads the version, then creates the
-    tables; two processes opening a fresh file at once (CLI turns started together, API workers) both read
-    "no version" and the second fails with "table already exists". A file lock beside the database (the
-    `filelock` package: an flock the kernel drops if a process dies) serializes them; the second then finds
-    the file at head. PostgreSQL is serialized by an advisory lock inside `upgrade`."""
+    """One migrating process at a time per SQLite file (two processes opening a fresh file both read "no
+    version"): a file lock beside the database."""
     if file is None:
         yield
         return

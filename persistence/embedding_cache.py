@@ -1,33 +1,9 @@
-"""The embedding cache's reads and writes: vectors by (tenant, model key, content hash), bounded by least
-recent use per tenant.
+"""The embedding cache: vectors by (tenant, model key, content hash), at most EMBEDDING_CACHE_MAX_ENTRIES per
+tenant, least recently used evicted first.
 
-Why the tenant is part of the key: a cache shared by tenants answers one tenant's text from another's rows,
-so an upload of a text someone else already indexed finished many times faster, and the upload's speed
-told a tenant what another had indexed. Every read and write names its tenant and touches only that
-tenant's rows; the bound counts per tenant too, so one tenant's activity never evicts (and so never shows
-in the speed of) another's entries.
-
-Why a bound: the cache keeps the vector of every text ever embedded — old versions of edited files,
-deleted documents, the semantic chunker's sentence windows — so without one it only grows.
-EMBEDDING_CACHE_MAX_ENTRIES caps each tenant's entries: after each store, that tenant's entries least
-recently stored or read beyond the cap are deleted. The entries of every model of a tenant count together.
-
-Recency is a `last_used` time written when a vector is stored or read back. Reads happen only while
-ingesting (queries are not cached), so this write never slows a search; with no cap (0) reads write nothing.
-Ties (one batch stored at one instant) are broken by model key and hash, so eviction is deterministic.
-The table is defined here (`define_embedding_cache_table`) and created in the catalog's database with the
-catalog's other tables (persistence/catalog.py). A table without the `tenant` column (its rows cannot be
-told apart by tenant) is dropped and created anew when the catalog opens: it is only a cache, and keeping
-its rows under any tenant would hand that tenant the others' vectors.
-
-Why not LangChain's CacheBackedEmbeddings: it is in `langchain-classic`, which this project
-does not install, and it stores through a ByteStore (mget / mset / mdelete / yield_keys). langchain_core
-has only in-memory ones; the SQL one is in `langchain-community`, and a ByteStore has no notion of recency,
-so the bound above would need a custom store: the same SQL as here, behind a key-value interface. It also
-keys by a hash of the text under a namespace, not by the content hash that ingestion already computes,
-so every vector cached so far would miss once, and it stores vectors as JSON text, about 5.5 times the
-size of the float32 bytes kept here (a normalised 384-dimension vector). retrieval/embeddings.py's
-CachedEmbeddings is the thin wrapper that CacheBackedEmbeddings would be.
+The tenant is in the key because a shared cache made an upload of another tenant's text faster, telling the
+uploader what others had indexed. Recency (`last_used`) is written on store and on read (reads happen only
+while ingesting). A table without the `tenant` column is dropped and recreated: it is only a cache.
 """
 
 from __future__ import annotations
@@ -61,9 +37,7 @@ from sqlalchemy.exc import OperationalError
 KEY_BATCH = 900
 #: The table's name in the catalog's database.
 TABLE_NAME = "embedding_cache"
-#: Vectors kept per tenant (0 = no bound); beyond it that tenant's least recently used are evicted. ~1.5 KB
-#: each at 384 dimensions, so 1,000,000 is ~1.5 GB; a corpus larger than the bound re-embeds evicted chunks
-#: when its vector store is rebuilt.
+#: Vectors kept per tenant (0 = no bound), ~1.5 KB each at 384 dimensions: 1,000,000 is ~1.5 GB.
 EMBEDDING_CACHE_MAX_ENTRIES = 1_000_000
 #: Index that makes finding a tenant's least recently used entries cheap.
 LAST_USED_INDEX = "ix_embedding_cache_tenant_last_used"

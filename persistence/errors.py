@@ -1,7 +1,5 @@
-"""Errors of the stores, in a module without heavy imports (chromadb takes seconds to import).
-
-`StoreUnavailableError` means a store cannot be used right now (CLI exit 1, HTTP 503); `StoreDamagedError`
-is the case where the store's file itself is damaged, and its message names the file and how to rebuild it.
+"""Errors of the stores, in a module without heavy imports: StoreUnavailableError (CLI exit 1, HTTP 503)
+and StoreDamagedError, whose message names the file and how to rebuild it.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
-"""Users' feedback on an answer: thumbs up or down and an optional comment, stored on the answer's audit row
-(revision 0005) and counted by `rag stats` and GET /api/v1/stats.
-
-Which id: the `answer_id` every answer is recorded under (nodes.record_turn) and returned with it (the
-API's generate `answer_id`, the seed API's `metadata.answer_id`, `rag ask`'s last line and `--json`). It is a
-random 128-bit id, not a row number, so ids cannot be enumerated.
-
-Tenant rule: a rating is looked up by (tenant, answer id) and nothing else, so an id of another tenant's
-answer reads exactly as an id that does not exist (AnswerNotFoundError, the same message): a tenant can
-neither rate another tenant's answers nor learn that they exist. One rating per answer: rating it again
-replaces the rating and the comment (a thumbs button toggles; it does not vote twice), and the reply says
-which rating it replaced.
+"""Users' feedback on an answer: thumbs up or down and an optional comment on its audit row, by its random
+`answer_id`. A rating is looked up by (tenant, answer id), so another tenant's id reads as unknown; rating
+again replaces the rating and says which one it replaced.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""What the FTS5 keyword index knows about its own terms: each term's document frequency (a table kept in
-the index's transactions, filled once from fts5vocab), FTS5's row count and mean row length (its
-"averages" record, decoded), and the chunk count. Query-term pruning and BM25 rescoring read them.
-
-Why apart from persistence.keyword_index: these are SQLite/FTS5 storage details (tables, varint records),
-while the index itself is how chunks are added, removed and searched.
+"""What the FTS5 keyword index knows about its own terms (document frequencies, row count, mean row
+length, chunk count), read by query-term pruning and BM25 rescoring; SQLite storage details apart from the
+index's add / remove / search.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The keyword (BM25) index: an SQLite FTS5 table beside the catalog's chunk rows.
-
-Why FTS5: it is persistent and incremental (adding or removing one document touches only its rows, no
-rebuild), ranks with BM25 in C, and lives in the catalog's SQLite file, so it changes in the same
-transaction as the chunks it indexes. Text is analysed by `core.keyword.analyze` (stemming, stop
-words, Chinese bigrams) before it reaches FTS5, which then only splits on spaces.
+"""The keyword (BM25) index: an SQLite FTS5 table beside the catalog's chunk rows, persistent and
+incremental, changed in the same transaction as the chunks it indexes. Text is analysed by
+`core.keyword.analyze` before it reaches FTS5, which then only splits on spaces.
 """
 
 from __future__ import annotations
@@ -55,10 +52,8 @@ class KeywordHit:
 
 
 def scope_token(tenant: str, collection: str) -> str:
-    """The one-word token that marks a chunk's (tenant, collection) in the `scope` column.
-
-    Why: restricting a MATCH with `scope : token` intersects posting lists inside FTS5, instead of joining
-    every match with the chunk table to test its tenant (measured: about 2x faster on SciFact)."""
+    """The one-word token of a chunk's (tenant, collection) in the `scope` column: a MATCH restricted by it
+    intersects posting lists inside FTS5 (2x faster than joining every match to the chunk table)."""
     return "s" + hashlib.sha1(f"{tenant}\x1f{collection}".encode()).hexdigest()[:20]
 
 
@@ -162,9 +157,8 @@ class KeywordIndex:
     def _pruned(
         self, connection: Connection, terms: list[str], scopes: Sequence[str]
     ) -> tuple[list[str], dict[str, int], int]:
-        """The terms this index's pruning policy keeps (all of them when the index is too small to prune),
-        the document frequencies read to decide, the scope tokens' included (empty when not pruned), and
-        the index's size."""
+        """The kept terms, the document frequencies read (scope tokens' too; empty when not pruned) and the
+        index's size."""
         policy = self.pruning
         if not terms or policy is None or not policy.applies(total := total_chunks(connection)):
             return terms, {}, 0
@@ -205,10 +199,8 @@ class KeywordIndex:
         limit: int,
         title_weight: float = BM25_TITLE_WEIGHT,
     ) -> list[KeywordHit]:
-        """Top `limit` chunks of `tenant` in `collections` by BM25 that satisfy the filter.
-
-        Without a metadata filter the ranking runs inside FTS5 and only the top rows are joined to the chunk
-        table; with one, every match is joined and tested. The tenant is checked in SQL either way."""
+        """Top `limit` chunks of `tenant` in `collections` by BM25 that satisfy the filter (without a filter
+        only the top rows are joined to the chunk table; the tenant is checked in SQL either way)."""
         if not collections:
             return []
         terms = query_terms(query)
@@ -271,15 +263,11 @@ class KeywordIndex:
         rank: str,
         title_weight: float,
     ) -> list[KeywordHit]:
-        """A search on a large index: the best `pool` rows by the kept terms (with their analysed title and
-        body, stored in the FTS table), rescored with the dropped terms, then the best `limit` joined to their
-        chunks.
-
-        `unscoped`: the kept terms without the scope restriction, tried first when the searched collections
-        hold most of the index. Why: intersecting with the scope token's posting list (every chunk of those
-        collections) cost more than the terms themselves at 500k chunks (50 vs 18 ms); the scope column
-        weighs 0 in the rank, so the unscoped ranking restricted to the scope IS the scoped ranking, and its
-        in-scope rows are kept when they are enough (or when the unscoped query returned every match)."""
+        """A search on a large index: the best `pool` rows by the kept terms, rescored with the dropped
+        terms, then the best `limit` joined to their chunks. `unscoped` (the kept terms without the scope
+        restriction, whose posting list cost 50 vs 18 ms at 500k chunks) is tried first when the searched
+        collections hold most of the index: the scope weighs 0 in the rank, so its in-scope rows are the
+        scoped ranking."""
         filtered = is_filtered(filter_sql, filter_params)
         rows: list[Any] = []
         if unscoped is not None and not filtered:
@@ -316,10 +304,8 @@ class KeywordIndex:
         joined: str = "",
         condition: str = "",
     ) -> list[Any]:
-        """(scope, row id, title terms, body terms, rank) of the best `pool` matches of `expression`.
-
-        The row ids and ranks first, then the stored columns of those rows only: asking for them in the
-        ranking query would read them for every match before the sort keeps `pool` of them."""
+        """(scope, row id, title terms, body terms, rank) of the best `pool` matches of `expression` (the
+        stored columns read for those rows only, not for every match before the sort)."""
         ranked = (
             f"SELECT {FTS_TABLE}.rowid AS id, {rank} AS rank FROM {FTS_TABLE} {joined} "
             f"WHERE {FTS_TABLE} MATCH ? {condition} ORDER BY rank LIMIT ?"

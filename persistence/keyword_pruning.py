@@ -1,31 +1,12 @@
 """Query-term pruning for the keyword index: drop the query's most common terms on large corpora.
 
-Why: a BM25 query ORs its terms, so its cost grows with the posting lists of its terms, and the longest lists
-belong to the terms that matter least (a term in 20% of the chunks has an IDF about a third of a rare term's).
-Measured on the synthetic SciFact corpus of `python -m benchmarks scale`: with all terms a SciFact claim
-matches ~40% of the chunks, and the FTS5 query's time grows with the corpus (p50 45 ms at 5k, 400 ms at 50k
-chunks on the loaded 2-core machine). Dropping the terms that occur in more than BM25_MAX_DF_FRACTION of the
-chunks (keeping at least BM25_MIN_QUERY_TERMS of the rarest) leaves the discriminating terms, whose lists
-are short: at 50k chunks the keyword query's p50 fell from 140 to 49 ms with 0.1 (76 ms with 0.2, 42 with
-0.05). The price, on real SciFact (train queries, keyword search alone, whole abstracts): nDCG@10 0.697 ->
-0.684 with 0.1 (0.696 with 0.2, 0.670 with 0.05). Lucene's "common terms" query makes the same trade.
-
-A share of the corpus alone does not bound the cost: at 500k chunks a 10% term still has 50,000 postings.
-So the kept terms also share a posting budget (BM25_MAX_QUERY_POSTINGS): the rarest are kept first while
-their document frequencies add up to at most the budget (the BM25_MIN_QUERY_TERMS rarest always stay),
-which caps the work of one query whatever the corpus size (FTS5 spent ~2.5 us per posting at 50k chunks
-here). Alone, it costs ranking quality (the dropped terms no longer score), so the best BM25_RESCORE_POOL
-candidates are rescored with every term (persistence/bm25.py). Measured by `python -m benchmarks
-keyword-pruning` (results/keyword_pruning.json) on real SciFact with the budget scaled to the share of the
-corpus it has at 500k chunks: test nDCG@10 0.6825 with every term, 0.567 pruned without rescoring, 0.682 with
-it (Recall@100 0.921 -> 0.868: what the rare terms do not reach is lost).
-
-Corpora of RAG_BM25_PRUNE_MIN_CHUNKS chunks or more are pruned: on small ones every query is cheap and the
-exact ranking is kept. This module is the policy alone; the index that prunes supplies its document
-frequencies (the FTS5 index: from its own vocabulary, fts5vocab, counted over the whole index, all tenants: a
-term common in the index is expensive whatever the tenant; see persistence.keyword_index. The Postgres BM25
-index: from its per-(term, collection) frequency table, over the searched collections, whose postings are the
-ones it reads; see persistence.pg_keyword_index).
+Why: a BM25 query ORs its terms, so its cost grows with their posting lists, and the longest lists belong to
+the terms that matter least. From RAG_BM25_PRUNE_MIN_CHUNKS chunks on, terms in more than
+BM25_MAX_DF_FRACTION of the chunks are dropped (at 50k chunks p50 140 -> 49 ms, SciFact nDCG@10 0.697 ->
+0.684), and the kept terms share a posting budget (BM25_MAX_QUERY_POSTINGS) that caps one query's work at any
+corpus size; the best BM25_RESCORE_POOL candidates are then rescored with every term (persistence/bm25.py;
+`python -m benchmarks keyword-pruning`, results/keyword_pruning.json). The index that prunes supplies the
+document frequencies.
 """
 
 from __future__ import annotations

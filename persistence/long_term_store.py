@@ -1,25 +1,10 @@
-"""Long-term memory: the process's LangGraph BaseStore (memories, and what later turns recall of a
-conversation), built from the settings.
+"""Long-term memory: the process's LangGraph BaseStore (memories, conversation summaries, director events).
 
-Where it lives: a SqliteStore in `<data_dir>/store.sqlite` by default; a PostgresStore on the database of
-RAG_DATABASE_URL when that names PostgreSQL (the same URL that moves conversations and app tables), so every
-worker shares it. langgraph.json names persistence/server_store.py, so `langgraph dev`, Studio and a
-LangGraph server's store API see the same items the REST routes, the CLI and the graph read.
-
-Semantic search: the store's `index` embed function is the engine's own embedding model (`ActiveEmbeddings`:
-the model the caller passed for this call, else the process's knowledge base's), over each item's `text`
-field. SQLite ranks with sqlite-vec (`vec_distance_cosine`), PostgreSQL with pgvector. Two places cannot:
-- a Python whose sqlite3 module cannot load extensions (`enable_load_extension` is compiled out of some
-  builds, e.g. the system Python of macOS) or where sqlite-vec's binary does not load;
-- a PostgreSQL server without the pgvector extension available.
-There the store holds the items without an index (`LongTermStore.semantic` is False) and the callers keep each
-item's vector in its value and rank the namespace's items by cosine in numpy (persistence.memories): a
-tenant's memories are few, so an exact scan costs less than a second vector index to keep in sync.
-
-Namespaces carry the kind, then the tenant, then the conversation (`namespace`): ("memories", tenant,
-conversation or "_" for tenant-wide), ("summaries", tenant, conversation), ("director", tenant, conversation).
-Labels are escaped (`namespace_label`): LangGraph refuses '.' in a label, and a conversation named "_" must
-not become the tenant-wide scope.
+A SqliteStore in `<data_dir>/store.sqlite`, or a PostgresStore on RAG_DATABASE_URL's PostgreSQL, shared by
+every worker (and by `langgraph dev` through persistence/server_store.py). The store's index embeds each
+item's `text` with the engine's embedding model (`ActiveEmbeddings`) and ranks with sqlite-vec or pgvector;
+where neither loads, `LongTermStore.semantic` is False and callers rank in numpy (persistence.store_search).
+Namespaces are (kind, tenant, conversation or "_"), labels escaped by `namespace_label`.
 """
 
 from __future__ import annotations
@@ -32,7 +17,7 @@ import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import BaseStore, Op, Result
@@ -60,8 +45,7 @@ TEXT_FIELD = "text"
 DIMENSION_PROBE = "dimension"
 #: Key of the Postgres advisory lock held while the store's tables are created ("rag_stor").
 STORE_SETUP_ADVISORY_LOCK_KEY = 0x7261675F73746F72
-#: Where the marker of the finished copy of the old memories table is kept (persistence.memory_migration;
-#: a namespace no tenant's items use).
+#: Where the marker of the finished copy of the old memories table is kept (a namespace no tenant uses).
 MIGRATION_NAMESPACE = ("rag_migrations",)
 MEMORIES_TABLE_MARKER = "memories_table"
 #: Seconds a SQLite write waits for another process's transaction before failing.
@@ -246,12 +230,6 @@ def open_postgres_store(url: str, settings: Settings, *, semantic: bool | None =
     return LongTermStore(store, semantic, libpq_url(url))
 
 
-class Closable(Protocol):
-    """What closing a store's connection needs of it."""
-
-    def close(self) -> None: ...
-
-
 class LongTermStore(NamedTuple):
     """A store and how it searches: `semantic` when the store embeds items' `text` and ranks by vector
     itself, else callers keep vectors in the items and rank in numpy. (A NamedTuple, not a dataclass: the
@@ -293,7 +271,7 @@ def close_long_term_stores() -> None:
     with _stores_lock:
         for opened in _stores.values():
             # SqliteStore's sqlite3 connection, PostgresStore's pool: BaseStore declares neither
-            connection: Closable | None = getattr(opened.store, "conn", None)
+            connection: Any = getattr(opened.store, "conn", None)
             if connection is not None:
                 connection.close()
         _stores.clear()

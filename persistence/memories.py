@@ -1,28 +1,11 @@
 """Memories (the baseline design's add_memory / search_memories): short notes kept per tenant and,
-optionally, per conversation, found again by meaning, and recalled into answers (recall_memories,
-nodes.memory_recall).
+optionally, per conversation, found again by meaning and recalled into answers (nodes.memory_recall).
 
-Where they live: LangGraph's long-term store (persistence.long_term_store), one item per memory in the
-namespace ("memories", tenant, conversation or "_" for tenant-wide), keyed by the memory's id; so Studio and
-a LangGraph server's store API see the same memories as the REST routes, the CLI and the graph. The memories
-kept in the app database before are copied in once (persistence.memory_migration).
-
-Why embeddings rather than keywords: a memory is a sentence someone wrote once ("the customer prefers
-metric units") and is searched later with other words ("which units should I use?"); keyword overlap misses
-most such paraphrases, while the knowledge base's embedding model (already loaded for retrieval, so no
-second model) ranks them by cosine similarity. The store embeds an item's `text` with that model and ranks
-(sqlite-vec or pgvector); where it cannot, the item keeps its vector and the namespace's items are ranked in
-numpy (see persistence.long_term_store). Each item names the model its vector came from (`model_key`): items
-embedded by another model, or copied without a vector, are embedded again before a search reads them.
-
-Every function is scoped to exactly one tenant by the namespace it reads: a tenant can neither find nor
-delete another tenant's memories, whatever ids it passes, and another tenant's id answers exactly like an id
-that does not exist.
-
-Why opaque ids: a memory's id is 16 random hex digits, unique within its tenant, so ids say nothing of how
-many memories others added, and a deleted id is never given to another memory. Memories made before ids
-were opaque keep their number as their id; `parse_memory_id` is the one place that says what an id may look
-like, for the REST routes, the CLI and Python callers alike.
+They live in the long-term store, one item per memory in ("memories", tenant, conversation or "_"), so
+Studio and a LangGraph server see the same memories as the REST routes and the CLI. Embeddings rather than
+keywords: a memory is searched later with other words. Every function reads one tenant's namespace, so
+another tenant's id answers exactly like an id that does not exist; ids are 16 random hex digits (older
+memories keep their number), checked by `parse_memory_id`.
 """
 
 from __future__ import annotations
@@ -125,13 +108,6 @@ def _embeddings() -> tuple[Embeddings, str]:
     return embeddings, embeddings.model_key
 
 
-def _settings(settings: Settings | None) -> Settings:
-    """The given settings, else the process resources' (those the graph and the knowledge base use)."""
-    if settings is not None:
-        return settings
-    return process_settings()
-
-
 def _check_tenant(tenant: str) -> str:
     """The tenant, named like the tenants of documents and threads (so 'a b!' cannot become a tenant here
     that no other part of the engine could serve)."""
@@ -210,7 +186,7 @@ def add_memory(
     if not text:
         raise InvalidMemoryError("text: empty memory")
     metadata_value = json.loads(_check_metadata(metadata))
-    settings = _settings(settings)
+    settings = settings or process_settings()
     if len(text) > MEMORY_MAX_CHARS:
         raise InvalidMemoryError(f"text: at most {MEMORY_MAX_CHARS} characters")
     kind = (kind or "note").strip()[:MAX_KIND_CHARS] or "note"
@@ -270,7 +246,7 @@ def search_memories(
     text = (query or "").strip()
     if not text:
         raise InvalidMemoryError("query: empty search")
-    settings = _settings(settings)
+    settings = settings or process_settings()
     k = k if k is not None else MEMORY_SEARCH_K
     if k < 1:
         raise InvalidMemoryError("k: at least 1")
@@ -295,10 +271,13 @@ def has_memories(
     memories. Never cached in the process: another process (the CLI beside the API, another worker) may add
     a memory to the same store at any time."""
     tenant = _check_tenant(tenant)
-    found = resolve_store(_settings(settings), store, memory_store)
-    return any(
-        found.store.search(namespace(MEMORIES, tenant, scope), limit=1) for scope in _scopes(conversation_id)
+    return _any_stored(
+        resolve_store(settings or process_settings(), store, memory_store), tenant, _scopes(conversation_id)
     )
+
+
+def _any_stored(found: LongTermStore, tenant: str, scopes: list[str]) -> bool:
+    return any(found.store.search(namespace(MEMORIES, tenant, scope), limit=1) for scope in scopes)
 
 
 def _scopes(conversation_id: str | None) -> list[str]:
@@ -327,9 +306,9 @@ def recall_memories(
     text = (query or "").strip()
     if not text or k < 1:
         return []
-    found = resolve_store(_settings(settings), store, memory_store)
+    found = resolve_store(settings or process_settings(), store, memory_store)
     scopes = _scopes(conversation_id)
-    if not any(found.store.search(namespace(MEMORIES, tenant, scope), limit=1) for scope in scopes):
+    if not _any_stored(found, tenant, scopes):
         return []
     if embeddings is None:
         embeddings, model_key = _embeddings()
@@ -361,7 +340,9 @@ def list_memories(
     """The tenant's memories (of one conversation when given, '' = the tenant-wide ones), newest first."""
     tenant = _check_tenant(tenant)
     scope = namespace(MEMORIES, tenant, _check_conversation(conversation_id))
-    items = all_items(resolve_store(_settings(settings), store, memory_store).store, scope, page=STORE_PAGE)
+    items = all_items(
+        resolve_store(settings or process_settings(), store, memory_store).store, scope, page=STORE_PAGE
+    )
     return [_memory(item) for item in _newest_first(items)[: max(1, limit)]]
 
 
@@ -376,7 +357,9 @@ def get_memory(
     id nobody has). InvalidMemoryError for a malformed id."""
     tenant = _check_tenant(tenant)
     public_id = parse_memory_id(memory_id)
-    found = _find(resolve_store(_settings(settings), store, memory_store).store, tenant, [public_id])
+    found = _find(
+        resolve_store(settings or process_settings(), store, memory_store).store, tenant, [public_id]
+    )
     return _memory(found[0]) if found else None
 
 
@@ -398,7 +381,7 @@ def delete_memories(
         raise InvalidMemoryError(
             "choose what to delete: memory ids, a conversation id, or everything of the tenant"
         )
-    settings = _settings(settings)
+    settings = settings or process_settings()
     target = resolve_store(settings, store, memory_store).store
     if public_ids:
         chosen = _find(target, tenant, public_ids)
@@ -416,8 +399,3 @@ def delete_memories(
             detail={"deleted": deleted, "ids": public_ids},
         )
     return deleted
-
-
-def memory_count(settings: Settings | None = None) -> int:
-    """How many memories the settings' store holds, over every tenant (`rag memory stats`)."""
-    return len(all_items(memory_store(_settings(settings)).store, (MEMORIES,), page=STORE_PAGE))

@@ -1,16 +1,6 @@
-"""The memories kept in the app database's `memories` table, copied once into the long-term store.
-
-Why a copy in Python rather than an Alembic migration: the store is not the app database (a file of its own
-in the data folder, or PostgreSQL's store tables), and only the settings say where it is; a migration sees
-the app database alone. So the first process that opens a store copies the table's rows into it, each as the
-item persistence.memories writes (same id, tenant, conversation, kind, text, metadata, creation time), and
-then writes a marker item; later opens see the marker and read nothing. The copy is resumable and never
-duplicates: an id already in the store is skipped, so a copy cut short (a killed process) is simply run
-again, and two processes copying at once write the same items. Vectors are not copied: the items are marked
-as not embedded, and the first search of a scope embeds them with the current model.
-
-The table itself is left in place and no longer read or written (its rows stay as they were, a way back to
-the previous release); persistence.database keeps its class only for this copy.
+"""The old `memories` table of the app database, copied once into the long-term store by the first process
+that opens it (the store is not the app database, so no Alembic migration can). Resumable and never
+duplicating; a marker item records the finished copy. Vectors are not copied (the first search embeds).
 """
 
 from __future__ import annotations

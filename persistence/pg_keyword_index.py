@@ -1,14 +1,9 @@
 """The keyword index on PostgreSQL, shared by every worker: a table-backed BM25 or Postgres full text.
 
-Why two: Postgres full text (tsvector + GIN) is built in, but its ranks (ts_rank, ts_rank_cd) have no inverse
-document frequency, so a rare decisive word counts no more than a common one; a BM25 over a postings table
-ranks exactly like the embedded FTS5 index (same analyzer, same formula, title weight, k1 and b) at the cost
-of one row per (term, chunk). Which one serves is the setting `pg_keyword_backend`, and its default is the
-one that won the measurement (`python -m benchmarks keyword-backends`, results/keyword_backends.json).
-
-Both index the terms of `core.keyword.analyze` (stemming, stop words, Chinese bigrams), so tokenisation
-never depends on the server's locale or text-search configuration; both change in the caller's transaction,
-so a document's chunks and their keyword rows appear and disappear together for every reader.
+Why two: ts_rank has no inverse document frequency; the postings-table BM25 ranks exactly like the embedded
+FTS5 index at the cost of one row per (term, chunk). `pg_keyword_backend` chooses (default: the winner of
+`python -m benchmarks keyword-backends`). Both index `core.keyword.analyze`'s terms (no dependence on the
+server's locale) and change in the caller's transaction.
 """
 
 from __future__ import annotations
@@ -52,14 +47,9 @@ def _hits(rows: Sequence[Any]) -> list[KeywordHit]:
 
 
 class PgBm25Index:
-    """BM25 from a postings table: one row per (term, scope, chunk) with its title and body frequencies and
-    the chunk's length, all in the primary key's index (INCLUDE: a query reads postings by index-only scans,
-    measured 1.8x faster at 46k chunks than fetching each from the table); per-scope row counts and total
-    lengths in a stats row and per-(term, scope) document frequencies in a df table, so a query reads one
-    stats row per collection, one df row per term, then only the postings of the terms it keeps (the
-    primary key's (term, scope) prefix). On large collections the most common query terms are dropped
-    (persistence/keyword_pruning.py) and the best candidates rescored with them (persistence/bm25.py), as on
-    the embedded FTS5 index."""
+    """BM25 from a postings table: one row per (term, scope, chunk) with its frequencies and length in the
+    primary key's index (index-only scans, 1.8x faster at 46k chunks), per-scope stats rows and per-(term,
+    scope) document frequencies; large collections prune and rescore as the FTS5 index does."""
 
     name: PgKeywordBackend = "bm25"
 
@@ -200,14 +190,9 @@ class PgBm25Index:
         limit: int,
         title_weight: float,
     ) -> list[KeywordHit]:
-        """Top `limit` chunks of `tenant` in `collections` by BM25 that satisfy the filter.
-
-        FTS5's formula: idf = ln((N - n + 0.5) / (n + 0.5)) floored at 1e-6, term frequency = title weight x
-        title count + body count, length normalised by the average length; N, n and the average are taken
-        over the searched collections (one tenant's), so another tenant's documents never shift the ranks.
-        Document frequencies count every posting of the collections, filtered or not (as FTS5's do). The
-        statistics and the postings are read in one snapshot (REPEATABLE READ), so a document ingested in
-        between never makes them disagree."""
+        """Top `limit` chunks of `tenant` in `collections` by FTS5's BM25 that satisfy the filter, its
+        statistics taken over the searched collections only (another tenant never shifts the ranks) and read
+        in one REPEATABLE READ snapshot with the postings."""
         terms = query_terms(query)
         if not terms or not collections:
             return []

@@ -1,21 +1,8 @@
-"""Conversations on PostgreSQL (RAG_DATABASE_URL=postgresql://...): LangGraph's Postgres savers with the same
-tenant check and the same storage bounds as the SQLite ones, and the housekeeping `rag threads` needs.
-
-Why LangGraph's own savers (langgraph-checkpoint-postgres) and not a table of ours: the LangGraph server, the
-CLI and the HTTP API must read one another's threads, so every process stores them the way LangGraph reads
-them. What is added here is what the SQLite savers add (persistence.checkpointer):
-- the owner check (persistence.saver_mixins.OwnerCheckedSaver): a run of one tenant cannot load another's
-  thread;
-- keep-last-N after each save (RAG_CHECKPOINT_KEEP / SERVER_CHECKPOINT_KEEP) and `prune` / `aprune`;
-- a server that is down or unreachable is one line, CheckpointStoreUnavailableError (a
-  StoreUnavailableError: CLI exit 1, HTTP 503), never a psycopg stack trace;
-- one process-wide connection pool per URL (DATABASE_POOL_SIZE), used without the saver's own
-  one-connection lock, so the API's worker threads do not queue behind each other; the pool checks a
-  connection before lending it, so a restarted server costs no failed turn.
-
-The tables are created by the saver's own migrations (`setup`), run once per process under an advisory lock:
-two workers starting together on an empty database would otherwise race on CREATE TABLE and the migrations
-table.
+"""Conversations on PostgreSQL: LangGraph's Postgres savers (so the server, the CLI and the API read one
+another's threads) with the SQLite savers' owner check and keep-last-N bound, one line
+(CheckpointStoreUnavailableError) for a server that cannot be reached, and one process-wide connection
+pool per URL used without the saver's one-connection lock. Tables are set up once per process under an
+advisory lock.
 """
 
 from __future__ import annotations
@@ -49,8 +36,7 @@ from persistence.saver_mixins import (
 #: Advisory lock key held while the checkpoint tables are created or migrated ("rag_ckpt").
 SETUP_ADVISORY_LOCK_KEY = 0x7261675F636B7074
 
-# The oldest checkpoint to keep in one namespace of a thread: the N-th newest (NULL when there are fewer, so
-# nothing is deleted). Checkpoint ids are time-ordered (uuid6), as LangGraph's own "latest" query assumes.
+# The oldest checkpoint kept in a namespace of a thread: the N-th newest (NULL when fewer); ids are uuid6.
 _OLDEST_KEPT = (
     "(SELECT kept.checkpoint_id FROM checkpoints AS kept WHERE kept.thread_id = %(thread)s "
     "AND kept.checkpoint_ns = {table}.checkpoint_ns "
@@ -66,8 +52,7 @@ KEEP_CHECKPOINTS_SQL = (
     + _OLDEST_KEPT.format(table="checkpoints")
     + " RETURNING checkpoint_ns, checkpoint -> 'channel_versions' AS versions"
 )
-#: Channel values (blobs) that only dropped checkpoints referenced. Only blobs a dropped checkpoint named are
-#: candidates, so values a concurrent save has just written are never touched.
+#: Channel values (blobs) only dropped checkpoints referenced (never one a concurrent save just wrote).
 KEEP_BLOBS_SQL = """
 DELETE FROM checkpoint_blobs AS b
 USING unnest(%(ns)s::text[], %(channels)s::text[], %(versions)s::text[]) AS freed(ns, channel, version)

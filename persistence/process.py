@@ -1,11 +1,7 @@
 """The process's defaults for the stores' functions called without settings or an embedding model.
 
-Why a hook: those defaults are the process's resources (nodes.resources: the settings the graph runs with and
-the knowledge base it searches), a layer above persistence. nodes.resources installs its accessor here when it
-is imported (so `use_resources` in tests and benchmarks changes what the stores see too), and persistence
-never imports a layer above it (tests/test_layering.py checks it). Without an installed accessor the
-settings are the environment's (what the resources would be built from) and there is no knowledge base:
-callers outside the graph pass the embedding model themselves (the CLI and the API do).
+nodes.resources installs its accessor here when imported, so persistence never imports a layer above it
+(tests/test_layering.py); without one the settings are the environment's and there is no knowledge base.
 """
 
 from __future__ import annotations

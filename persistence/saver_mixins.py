@@ -1,10 +1,5 @@
 """What this engine adds to LangGraph's checkpoint savers, SQLite and PostgreSQL alike: the tenant check on
-loading a thread, and a bound on the checkpoints kept per thread (persistence.checkpointer and
-persistence.postgres_checkpoints combine these mixins with LangGraph's savers).
-
-Everything here goes through the savers' public API (`get_tuple`, `put`, `prune`) except two things that
-have no public equivalent, each said where it is: the run's Runtime in the config LangGraph hands the saver,
-and the SQL that drops a SQLite thread's older checkpoints (SqliteSaver has no `prune`).
+loading a thread, and a bound on the checkpoints kept per thread.
 """
 
 from __future__ import annotations
@@ -20,8 +15,6 @@ from langgraph.checkpoint.base import (
     CheckpointMetadata,
     CheckpointTuple,
 )
-from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from core.langgraph_compat import CONFIG_KEY_RUNTIME
 from persistence.thread_access import check_thread_access, checkpoint_values, root_config, thread_owner
@@ -30,12 +23,8 @@ from persistence.thread_access import check_thread_access, checkpoint_values, ro
 def _run_tenant(config: RunnableConfig) -> str | None:
     """The tenant of the run a checkpointer call belongs to; None outside a run (get_state, housekeeping).
 
-    Private LangGraph API, kept on purpose: the run's Runtime (so its context, so its tenant) reaches the
-    saver only under CONFIG_KEY_RUNTIME of the config Pregel passes to `get_tuple`; the public
-    `langgraph.runtime.get_runtime()` reads the caller's context variable, which is not this run's when the
-    saver is called. Imported, not spelled out, so a LangGraph that drops the key fails at import instead of
-    silently skipping the check (tests/test_security_tenants.py runs the check through real graphs;
-    tests/test_compat.py pins the key)."""
+    Private LangGraph API on purpose: the run's Runtime reaches the saver only under CONFIG_KEY_RUNTIME
+    (`get_runtime()` reads the caller's context, not this run's); tests/test_compat.py pins the key."""
     runtime = (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
     if runtime is None:
         return None
@@ -45,16 +34,11 @@ def _run_tenant(config: RunnableConfig) -> str | None:
 
 
 class OwnerCheckedSaver(BaseCheckpointSaver[str]):
-    """Mixin for a checkpoint saver: a graph run of one tenant cannot load another tenant's thread.
+    """Mixin (listed before the saver class): a graph run of one tenant cannot load another tenant's thread.
 
-    LangGraph hands the saver the run's config, which carries the run's Runtime (its context, so its
-    tenant). Loading a thread for a run whose tenant is not the owner raises ThreadAccessError before the run
-    writes its input or returns any stored state: this is what refuses `invoke(None, config)` replays and
-    server runs (which never pass through the runner). The owner is always the thread's latest root
-    checkpoint's, also when the run asks for an older checkpoint (time travel must not dodge the check).
-    Calls outside a run (`get_state`, housekeeping) are not checked here: the runner checks those itself.
-    A mixin: listed before the saver class it checks, so `super()` is that saver (typed as the base saver).
-    """
+    ThreadAccessError before the run writes its input or returns stored state, which refuses
+    `invoke(None, config)` replays and server runs; the owner is always the latest root checkpoint's, also
+    for time travel. Calls outside a run are checked by the runner instead."""
 
     @staticmethod
     def _owner_check(
@@ -174,10 +158,8 @@ class AsyncKeepNewestSaver(BaseCheckpointSaver[str]):
         asyncio.run_coroutine_threadsafe(aprune, self.loop).result()
 
 
-# SQLite's keep-newest, on SqliteSaver's own tables: LangGraph's SqliteSaver has no `prune` (the Postgres
-# saver's is used there). The oldest checkpoint to keep in one namespace of a thread is the N-th newest
-# (NULL when there are fewer, so nothing is deleted). Checkpoint ids are time-ordered (uuid6), as LangGraph's
-# own "latest" query assumes.
+# SQLite's keep-newest (SqliteSaver has no `prune`): the oldest checkpoint kept in a namespace is the N-th
+# newest (NULL when fewer: nothing deleted); checkpoint ids are time-ordered (uuid6).
 _OLDEST_KEPT = (
     "(SELECT kept.checkpoint_id FROM checkpoints AS kept WHERE kept.thread_id = ? "
     "AND kept.checkpoint_ns = {table}.checkpoint_ns ORDER BY kept.checkpoint_id DESC LIMIT 1 OFFSET ?)"
@@ -195,11 +177,3 @@ def prune_parameters(thread_id: str, keep: int) -> tuple[str, str, int]:
     if keep < 1:
         raise ValueError(f"keep must be at least 1, got {keep}")
     return (str(thread_id), str(thread_id), keep - 1)
-
-
-class OwnerCheckedSqliteSaver(OwnerCheckedSaver, SqliteSaver):
-    """The sync SQLite saver with the tenant check on loading a thread (CLI, `graph.invoke`)."""
-
-
-class OwnerCheckedAsyncSqliteSaver(OwnerCheckedSaver, AsyncSqliteSaver):
-    """The async SQLite saver with the tenant check on loading a thread (server, `ainvoke`)."""

@@ -1,22 +1,9 @@
-"""The semantic cache: a repeated (or reworded) question gets the answer made for it before, without
-analysis, retrieval or generation.
+"""The semantic cache: a repeated (or reworded) question gets the answer made for it before.
 
-What makes two requests "the same":
-- the same tenant (entries of one tenant are never even read for another), and the same *scope*: collection,
-  directory, filters, conversation, answer mode, model, answer source and operator instructions — each
-  changes what the engine would answer, so each must match exactly (hashed into `scope`);
-- the same state of the tenant's documents: entries are keyed by `Catalog.documents_version(tenant)`, a
-  fingerprint any ingest or delete changes, so a change to the documents makes old answers unreachable
-  (and `invalidate_tenant` drops them at once);
-- a standalone question (after contextualize, so follow-ups are resolved) whose embedding, by the knowledge
-  base's model, has cosine similarity >= `RAG_CACHE_SIMILARITY` with the cached one, within
-  `RAG_CACHE_TTL_S` seconds. The same text is a hit without embedding, and a scope holding no live entry
-  a miss without embedding: neither loads the embedding model.
-
-Backends: a table of the app database by default (embedded, no server: SQLite unless RAG_DATABASE_URL), or
-Redis when RAG_REDIS_URL is set (entries expire by Redis TTL; shared by every worker), both in
-persistence.semantic_cache_backends. A cache that fails
-never fails an answer: callers log, count an error and carry on as on a miss.
+A hit needs the same tenant and scope (collection, directory, filters, conversation, mode, model, answer
+source, instructions), the same `Catalog.documents_version(tenant)`, and a standalone question within cosine
+RAG_CACHE_SIMILARITY and RAG_CACHE_TTL_S; an exact text or an empty scope loads no embedding model. A cache
+that fails never fails an answer.
 """
 
 from __future__ import annotations
@@ -125,8 +112,7 @@ class SemanticCache:
 
     def embed(self, question: str) -> tuple[np.ndarray, str]:
         """The question's unit vector and the model key (memoized: a store after a lookup embeds nothing)."""
-        model = self._embeddings()
-        model_key = str(getattr(model, "model_key", "") or type(model).__name__)
+        model, model_key = self._embeddings(), self.model_key()
         with self._lock:
             cached = self._vectors.get((model_key, question))
             if cached is not None:
@@ -140,11 +126,8 @@ class SemanticCache:
         return vector, model_key
 
     def lookup(self, question: str, scope: CacheScope, docs_version: str) -> CacheHit | None:
-        """The cached answer for a question like this one in this scope, or None (counted).
-
-        The question is embedded only when it has to be: a scope without live entries is a miss and an
-        entry made for exactly this text is a hit (similarity 1) before any embedding, so an empty cache and
-        a repeated question never load the embedding model (seconds in a new process)."""
+        """The cached answer for a question like this one in this scope, or None (counted); an empty scope or
+        an exact repeat never loads the embedding model."""
         now = self.clock()
         candidates = self.backend.candidates(scope, docs_version, self.model_key(), now)
         exact = next((entry for _vector, entry in candidates if entry.question == question), None)

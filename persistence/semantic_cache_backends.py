@@ -1,9 +1,5 @@
-"""Where the semantic cache keeps its entries: a table of the app database (SQLite, or Postgres under
-RAG_DATABASE_URL) or Redis (RAG_REDIS_URL, entries expire by TTL, shared by every worker), behind one
-protocol, and the scope an entry is keyed by.
-
-Why apart from persistence.semantic_cache: the cache decides what counts as the same question (embedding,
-similarity, documents' version, counters); a backend only stores and returns candidates within a scope.
+"""Where the semantic cache keeps its entries (a table of the app database, or Redis under RAG_REDIS_URL)
+behind one protocol, and the scope an entry is keyed by.
 """
 
 from __future__ import annotations
@@ -93,10 +89,6 @@ class CacheBackend(Protocol):
         """Make every entry of `tenant` unreachable."""
         ...
 
-    def clear(self) -> None:
-        """Drop every entry of every tenant."""
-        ...
-
 
 class SqlCacheBackend:
     """Entries in the app database's `semantic_cache` table."""
@@ -177,11 +169,6 @@ class SqlCacheBackend:
         with self.database.session() as session:
             session.execute(delete(CacheEntryRow).where(CacheEntryRow.tenant == tenant))
 
-    def clear(self) -> None:
-        """Delete every entry."""
-        with self.database.session() as session:
-            session.execute(delete(CacheEntryRow))
-
 
 class RedisCacheBackend:
     """Entries in Redis: each entry a string key with the TTL, indexed per (tenant generation, scope,
@@ -252,9 +239,3 @@ class RedisCacheBackend:
     def invalidate_tenant(self, tenant: str) -> None:
         """Bump the tenant's generation."""
         self.client.incr(f"{REDIS_PREFIX}:gen:{tenant}")
-
-    def clear(self) -> None:
-        """Delete every key of the cache."""
-        keys = list(self.client.scan_iter(match=f"{REDIS_PREFIX}:*", count=500))
-        if keys:
-            self.client.delete(*keys)

@@ -1,9 +1,6 @@
-"""The long-term store langgraph.json names for `langgraph dev`, Studio and a LangGraph server: the one the
-REST routes, the CLI and the graph use for the same settings (persistence.long_term_store), with the old
-memories table copied in (persistence.memory_migration), so the server's store API shows every memory.
-
-A file of its own: the server executes it by path under a module name of its own drawing, so it holds only
-the factory, which reaches the engine's stores through their packages (one store per location and process).
+"""The long-term store langgraph.json names for `langgraph dev`, Studio and a LangGraph server: the same
+store the REST routes, the CLI and the graph use, with the old memories table copied in. A file of its own:
+the server executes it by path.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
 """SQLite as the engine's stores use it: connection settings (WAL, busy timeout, foreign keys), the bound
 on variables per statement, and telling a damaged file from a busy one.
-
-Why a module of its own: the catalog (persistence.catalog) and the app tables (persistence.database) open
-SQLite engines the same way; the app tables imported these from the catalog, which reaches every store.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Search by meaning over long-term store items (persistence.long_term_store): each item keeps its text under
-TEXT_FIELD and the key of the model its vector came from, and is ranked by cosine similarity to a query.
-
-Two ways, one result: a store with an index embeds and ranks itself (sqlite-vec, pgvector; `model_key` in
-the value names the model of the vector the index holds); a store without one (no extension loadable, see
-persistence.long_term_store) keeps each item's float32 vector in its value (`vector`: model and base64 data)
-and the scope's items are ranked here in numpy. Either way, an item embedded by another model, or not yet
-(copied from the old tables, written by a store of the other way), is embedded again before a search reads
-it, so a changed embedding model never compares vectors of two models.
+"""Search by meaning over long-term store items: a store with an index embeds and ranks itself; one without
+keeps each item's float32 vector in its value and the scope is ranked here in numpy. Either way an item
+embedded by another model, or not yet, is embedded again before a search reads it.
 """
 
 from __future__ import annotations

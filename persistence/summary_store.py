@@ -1,23 +1,14 @@
-"""Conversation summaries and director events in the long-term store (persistence.long_term_store).
+"""Conversation summaries and director events in the long-term store.
 
-Layout (so `langgraph dev`, Studio and a LangGraph server's store API show them):
-- ("summaries", tenant, conversation): a summarized thread's block summaries (`level=summary`) and one detail
-  event per turn (`level=detail`); every item keeps `thread_id`, `conversation_id`, its block's `doc_id`
-  (the parent link deep search follows), its turn range and the conversation's ids, flat in its value, so the
-  store's own filters select them;
-- ("summaries", tenant, "_"): one record per summarized thread (key: the thread id) with the conversation it
-  was written under, how many turns it covers and the digest of what it was written from (an unchanged
-  thread is skipped, a thread moved to another conversation leaves nothing behind);
-- ("director", tenant, conversation): the events a caller indexed with a conversation id, which the director
-  recalls with the summaries when a conversation stalls.
-Every item's searchable text is under TEXT_FIELD and it carries `doc_type=event`; the thread records do not,
-so a search filtered on the doc type never returns one. Tenants and conversations are namespaces: a read
-names its tenant's prefix, so no filter can reach another tenant's items.
+("summaries", tenant, conversation) holds a thread's block summaries (`level=summary`) and per-turn details
+(`level=detail`), their links flat in the value for the store's filters; ("summaries", tenant, "_") one record
+per summarized thread (its conversation, turns and digest); ("director", tenant, conversation) the events
+the director recalls. Items carry `doc_type=event`, thread records do not.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
@@ -130,22 +121,6 @@ def replace_thread(
 
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def put_director_event(
-    found: LongTermStore,
-    tenant: str,
-    conversation_id: str,
-    key: str,
-    value: Mapping[str, Any],
-    embeddings: Embeddings,
-    model_key: str,
-) -> None:
-    """Write (or replace) one director event of a conversation; `value` holds its TEXT_FIELD."""
-    scope = director_scope(tenant, conversation_id)
-    event = {**value, "doc_type": EVENT_DOC_TYPE, "conversation_id": conversation_id, "tenant": tenant}
-    draft = Item(value=event, key=key, namespace=scope, created_at=_now(), updated_at=_now())
-    put_embedded(found, [draft], embeddings, model_key)
 
 
 def nearest(

@@ -1,20 +1,6 @@
-"""Who may use a thread (conversation): its owning tenant, the ids it is stored under, the access check.
-
-Ownership: a thread belongs to the tenant of its first turn. `start_turn` writes that tenant to the state
-channel `owner_tenant` on the first turn and never again, and refuses a turn whose context names another
-tenant. Before a run, the runner (graphs.runner.Session) and the checkpoint savers
-(persistence.saver_mixins.OwnerCheckedSaver) check the owner again, so that a refused caller writes nothing
-into the other tenant's thread (LangGraph stores a run's input before the first node runs) and cannot
-replay it (`invoke(None, config)` on a finished thread runs no node at all, it only returns the stored
-state).
-
-Why the owner is read from the thread's latest checkpoint, not from a separate `thread_owners` table: every
-interface (CLI, Python `graph.invoke`, the LangGraph server, the HTTP API) creates threads through the graph,
-and only the graph's own state is written by all of them; a second table would be one more thing to keep in
-step with deletes, prunes and the server's saver.
-
-Pure functions over stored values and ids: no saver, no database, so the nodes, the runner and the savers
-all import it without importing one another.
+"""Who may use a thread: its owning tenant (that of its first turn, in the `owner_tenant` channel), the ids
+it is stored under, and the access check. The owner is read from the latest checkpoint rather than a table
+of its own, since every interface writes threads through the graph. Pure functions, no saver.
 """
 
 from __future__ import annotations
@@ -39,11 +25,8 @@ CheckpointLookup = Callable[[str], "CheckpointTuple | None"]
 
 
 def thread_owner(values: Mapping[str, Any] | None, *, legacy: bool = True) -> str | None:
-    """The owning tenant recorded in a thread's stored state values.
-
-    `owner_tenant` when set; with `legacy`, for threads written before ownership was stored, the tenant of
-    their earlier turns (`tenant`, which start_turn has always set) when the thread has messages. Only stored
-    values may use `legacy`: inside a run, `tenant` may already hold the run's input."""
+    """The owning tenant in a thread's stored state values: `owner_tenant`, or with `legacy` (stored values
+    only) the `tenant` of a thread with messages written before ownership was stored."""
     if not values:
         return None
     owner = values.get("owner_tenant")
@@ -80,11 +63,8 @@ def visible_thread_id(stored: str, tenant: str) -> str:
 
 
 def resolve_thread_id(tenant: str, thread_id: str, lookup: CheckpointLookup) -> str:
-    """The stored id that `thread_id` means for `tenant`.
-
-    The tenant's scoped thread when it exists; else a thread stored before ids were scoped (its raw id)
-    when this tenant owns it, so upgrading loses no conversation; else the scoped id, which starts a new
-    thread. Another tenant's legacy thread therefore looks exactly like an unknown id from outside."""
+    """The stored id that `thread_id` means for `tenant`: its scoped thread when it exists, else an unscoped
+    legacy thread this tenant owns, else the scoped id (a new thread)."""
     scoped = scoped_thread_id(tenant, thread_id)
     if lookup(scoped) is not None:
         return scoped

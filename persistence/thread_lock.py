@@ -1,32 +1,10 @@
-"""One turn at a time per thread: a lock that holds across processes and across threads of one process.
+"""One turn at a time per thread, across processes and threads: two overlapping turns would start from the
+same checkpoint and lose messages.
 
-Why: a turn reads the thread's checkpoint, runs for seconds, then writes new checkpoints. Two turns that
-overlap on one thread both start from the same checkpoint, so one's messages are lost, answers land after
-the wrong question, and a follow-up is rewritten with history that is not its own. The checkpoint file has no
-notion of a turn, so turns are serialized before the graph runs.
-
-How: `fcntl.flock` on `<data_dir>/locks/<sha1(thread_id)>.lock`, removed again when the turn releases it
-(so the folder holds the turns in flight, not every thread id ever used). flock locks belong to an open file
-description, so they exclude other processes *and* other threads of this process (each acquisition opens
-the file anew); the kernel drops them when a process dies, so a crashed turn never leaves a thread stuck.
-A caller waits up to `RAG_THREAD_LOCK_TIMEOUT_S`, then gets ThreadBusyError (CLI exit 1, HTTP 409): a clear
-refusal the user can retry, never a silently lost turn. The file name is a hash, so any thread id (slashes,
-dots, very long) is a safe name.
-
-Why not the `filelock` package (used for the SQLite migration lock, persistence/database.py): its FileLock
-keeps the lock file after release by design (deleting it races with a waiter that has it open), so the
-locks folder would keep one file per thread id ever used; this lock removes its file while still holding it
-and a waiter re-checks the inode after locking, which is what `_try_lock` and `_FileLock.release` add.
-
-Across machines: when RAG_DATABASE_URL names PostgreSQL (conversations shared by several workers, maybe on
-several hosts, where a file lock excludes nobody) the lock is a session-level advisory lock on that database
-instead, `pg_try_advisory_lock(key)` with key = the first 8 bytes of SHA-1("rag-thread:" + thread id), held on
-a connection of its own for the turn. Same semantics: the server drops it when the holder's connection dies,
-a waiter polls until RAG_THREAD_LOCK_TIMEOUT_S, and a server that cannot be reached is a
-StoreUnavailableError (exit 1, HTTP 503), not a stuck turn.
-
-Re-entrant per OS thread: a caller holding the lock (`with thread_lock(...)`: the HTTP API, a notebook) may
-call `Session.ask` on the same thread inside it without deadlocking on itself.
+A `fcntl.flock` on `<data_dir>/locks/<sha1(thread_id)>.lock`, removed on release while still held (a waiter
+re-checks the inode after locking), so the folder holds only turns in flight; the kernel drops it when a
+process dies. With PostgreSQL (RAG_DATABASE_URL) a session advisory lock instead. A caller waits up to
+RAG_THREAD_LOCK_TIMEOUT_S, then gets ThreadBusyError (exit 1, HTTP 409). Re-entrant per OS thread.
 """
 
 from __future__ import annotations
@@ -71,12 +49,8 @@ class _Held(Protocol):
 
 
 class _FileLock:
-    """A flock held on an open lock file; the file is removed on release, so lock files do not pile up.
-
-    Why removing is safe: it happens while the lock is still held, after the turn's work; a waiter that had
-    opened the removed file takes a lock on an inode nobody else can reach, sees that the path no longer
-    names it (`_try_lock` checks the inode after locking) and tries again on a fresh file. The folder then
-    holds one file per turn in flight, not one per thread ever used."""
+    """A flock held on an open lock file, removed on release while still held (a waiter on the removed
+    inode sees it in `_try_lock` and retries on a fresh file)."""
 
     def __init__(self, descriptor: int, path: Path) -> None:
         self.descriptor = descriptor
@@ -118,16 +92,6 @@ def advisory_key(thread_id: str) -> int:
     """The signed 64-bit advisory lock key of a thread (Postgres' bigint)."""
     digest = hashlib.sha1(f"{ADVISORY_KEY_PREFIX}{thread_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
-
-
-class _Locker(Protocol):
-    """One attempt to take a thread's lock: the held lock, or None when another holder has it."""
-
-    name: str
-
-    def attempt(self) -> _Held | None: ...
-
-    def close(self) -> None: ...
 
 
 class _FileLocker:
@@ -198,10 +162,8 @@ def lock_path(settings: Settings, thread_id: str) -> Path:
 
 
 def _try_lock(path: Path) -> int | None:
-    """A descriptor holding the exclusive lock on `path`, or None when another holder has it.
-
-    The lock file may be removed (by `threads delete`, under the lock) between our open and our flock; a lock
-    on a removed file excludes nobody, so the inode is checked after locking and the attempt repeated."""
+    """A descriptor holding the exclusive lock on `path`, or None when another holder has it (repeated when
+    the file was removed between open and flock: a lock on it would exclude nobody)."""
     while True:
         descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -225,9 +187,7 @@ def thread_lock(
     settings: Settings, thread_id: str, timeout_s: float | None = None, *, shown_as: str | None = None
 ) -> Iterator[None]:
     """Hold the thread's lock for the block; wait up to `timeout_s` (default RAG_THREAD_LOCK_TIMEOUT_S),
-    then raise ThreadBusyError("thread X is busy: another turn is running"), X being `shown_as` (the id the
-    caller knows the thread by) or `thread_id`. A Postgres advisory lock when RAG_DATABASE_URL names
-    PostgreSQL (StoreUnavailableError when it cannot be reached), a lock file otherwise."""
+    then raise ThreadBusyError naming `shown_as` (the caller's id of the thread) or `thread_id`."""
     locker = _locker(settings, thread_id)
     me = threading.get_ident()
     with _HELD_GUARD:
@@ -270,9 +230,7 @@ def thread_lock(
     finally:
         try:
             with _HELD_GUARD:
-                # Only our own entry: after `remove_lock_file` a waiter of this process may take the new
-                # file's lock while the old file's holder is still inside its block, and the one that leaves
-                # first must not drop the other's entry (the other's release then failed and kept the lock).
+                # only our own entry: after `remove_lock_file` another holder may have replaced it
                 if _HELD.get(locker.name, (0, 0, None))[2] is lock:
                     del _HELD[locker.name]
         finally:

@@ -1,21 +1,6 @@
-"""Threads (conversations) of the checkpoint store: list / delete / prune them per tenant.
-
-The store is the SQLite file `<data_dir>/checkpoints.sqlite`, or the PostgreSQL database of
-RAG_DATABASE_URL (persistence.postgres_checkpoints); every function here takes either location
-(persistence.checkpointer.checkpoint_location) and behaves the same on both, because it goes through
-LangGraph's saver of that location and its public API: `get_tuple` to read a thread, `list` to see whether
-it exists, `delete_thread` to remove it. Where SQL on the saver's tables stays, the function says why:
-naming the threads (no public API; `list` would read every checkpoint), dropping all but a thread's latest
-checkpoint (the savers' own keep-newest), compacting a SQLite file.
-
-Who owns a thread and the ids it is stored under are persistence.thread_access's (re-exported here for the
-callers that import them from this module); the savers' owner check is persistence.saver_mixins'.
-Where the CLI reads owners: from each thread's latest checkpoint, the same `owner_tenant` channel the graph
-checks; the cost is one checkpoint read per thread for `rag threads list` and `prune`, a housekeeping command.
-
-Every turn adds a checkpoint (every step, with RAG_CHECKPOINT_DURABILITY=async or in the server), and
-every new thread adds its own, so a long-lived file still grows with the number of threads; `prune` keeps the
-newest threads and, within the kept threads, only their latest checkpoint, then reclaims the space.
+"""Threads (conversations) of the checkpoint store: list / delete / prune them per tenant, on the SQLite file
+or PostgreSQL alike through LangGraph's saver of that location; SQL on the saver's tables only where there
+is no public API (naming threads, keeping a thread's latest checkpoint, VACUUM).
 """
 
 from __future__ import annotations
@@ -78,22 +63,18 @@ class ThreadSummary:
     """When its latest checkpoint was written (ISO 8601, UTC)."""
 
 
-@dataclass(frozen=True)
-class ThreadFacts:
-    """What one read of a thread's latest checkpoint says about it."""
-
-    owner: str | None
-    first_question: str
-    turns: int
-    last_activity: str
-
-
-def thread_facts(saved: CheckpointTuple | None) -> ThreadFacts:
-    """Owner, first question, turn count and last activity of a thread from its latest root checkpoint."""
+def thread_summary(
+    thread_id: str, checkpoints: int, latest: str, saved: CheckpointTuple | None
+) -> ThreadSummary:
+    """A thread's summary: owner, first question, turn count and last activity from its latest root
+    checkpoint."""
     values = checkpoint_values(saved)
     questions = [m for m in values.get("messages") or [] if getattr(m, "type", "") == "human"]
     first = str(questions[0].content) if questions else ""
-    return ThreadFacts(
+    return ThreadSummary(
+        thread_id,
+        checkpoints,
+        latest,
         owner=thread_owner(values),
         first_question=" ".join(first.split()),
         turns=len(questions),
@@ -135,12 +116,6 @@ def _thread_config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": str(thread_id)}}
 
 
-def stored_owner(location: CheckpointLocation, thread_id: str) -> str | None:
-    """The owner of one stored thread (None when unknown or not owned yet)."""
-    with _saver(location) as saver:
-        return thread_owner(checkpoint_values(saver.get_tuple(root_config(thread_id))))
-
-
 def stored_thread_id(location: CheckpointLocation, tenant: str, thread_id: str) -> str:
     """resolve_thread_id against a checkpoint location (the CLI's `rag threads` and `rag summarize`)."""
     if isinstance(location, Path) and not location.exists():
@@ -157,11 +132,8 @@ THREADS_SQL = (
 
 
 def _thread_rows(location: CheckpointLocation) -> list[tuple[str, int, str]]:
-    """(thread id, checkpoints, latest checkpoint id) of every thread, most recently active first.
-
-    One query on the saver's own table, kept instead of the public `list(None)`: that reads and
-    deserializes every checkpoint with its pending writes, 0.81 s instead of 0.10 s for 200 threads of 10
-    checkpoints (a 40 MB file), and a saver has no public way to name its threads."""
+    """(thread id, checkpoints, latest checkpoint id) of every thread, most recently active first: one query
+    on the saver's table (the public `list(None)` deserializes every checkpoint, 8x slower)."""
     if not isinstance(location, Path):
         return location.saver().thread_rows()
     with _connect(location) as connection:
@@ -174,11 +146,10 @@ def list_threads(location: CheckpointLocation, tenant: str | None = None) -> lis
     checkpoint, read with the saver's `get_tuple`."""
     rows = _thread_rows(location)
     with _saver(location) as saver:
-        facts = [thread_facts(saver.get_tuple(root_config(thread))) for thread, _, _ in rows]
-    summaries = [
-        ThreadSummary(thread, count, latest, f.owner, f.first_question, f.turns, f.last_activity)
-        for (thread, count, latest), f in zip(rows, facts, strict=True)
-    ]
+        summaries = [
+            thread_summary(thread, count, latest, saver.get_tuple(root_config(thread)))
+            for thread, count, latest in rows
+        ]
     if tenant is None:
         return summaries
     return [summary for summary in summaries if summary.owner == tenant]

@@ -1,9 +1,5 @@
-"""Database URLs: which name PostgreSQL, and the forms SQLAlchemy and libpq open.
-
-Why a module of its own: the catalog and the app tables (persistence.database) both read RAG_DATABASE_URL,
-and the catalog used to reach these helpers through late imports of persistence.database, which imports the
-catalog. Here they depend on nothing of the project but the settings, so every store reads a URL the same
-way without an import cycle.
+"""Database URLs: which name PostgreSQL, and the forms SQLAlchemy and libpq open (a module of its own so every
+store reads RAG_DATABASE_URL the same way without an import cycle).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""Dense vectors in Chroma through langchain-chroma: embedded and persistent by default, a Chroma server
-when `RAG_CHROMA_HOST` is set (to scale out).
-
-One Chroma collection per (tenant, category): a tenant's vectors are physically apart from another's, so a
-search needs no tenant `where` clause (which would force Chroma to filter every record before its nearest-
-neighbour search, ~40x slower here) and can never be starved by another tenant's near neighbours. Isolation
-is still enforced by our code on top: search keeps only hits the catalog confirms for the tenant."""
+"""Dense vectors in Chroma: embedded and persistent by default, a Chroma server when RAG_CHROMA_HOST is set.
+One Chroma collection per (tenant, category), so a search needs no tenant filter; search still keeps only
+hits the catalog confirms for the tenant.
+"""
 
 from __future__ import annotations
 
@@ -81,11 +78,8 @@ _clients_lock = threading.Lock()
 
 
 def chroma_client(settings: Settings) -> Any:
-    """The process's Chroma client for these settings (persistent folder or HTTP server).
-
-    chromadb is imported here, on the first store access, not with the module: it costs ~0.9 s, which every
-    `rag` command and graph import would pay before knowing whether it searches
-    (tests/test_import_cost.py)."""
+    """The process's Chroma client for these settings (persistent folder or HTTP server); chromadb is
+    imported here, on first use, since it costs ~0.9 s."""
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
@@ -175,11 +169,8 @@ class VectorStore:
     def search(
         self, tenant: str, collection: str, vector: Sequence[float], k: int, where: dict[str, Any] | None
     ) -> list[DenseHit]:
-        """The `k` nearest chunks of `tenant` in `collection` that satisfy `where`.
-
-        Only ids and distances are asked of Chroma: fetching its stored documents and metadata costs 4x the
-        nearest-neighbour search itself (measured on SciFact: 10.6 vs 2.5 ms for k = 100), and the catalog
-        holds the same text and metadata (and must confirm every hit anyway)."""
+        """The `k` nearest chunks of `tenant` in `collection` that satisfy `where`: ids and distances only
+        (fetching documents cost 4x the search; the catalog holds the text)."""
         store = self._store(tenant, collection, create=False)
         if store is None:
             return []
