@@ -1,10 +1,7 @@
 """docs/configuration.md's settings reference, generated from the settings model: `python -m config.docs`.
 
-Why generated: the reference must list exactly the settings `Settings` reads, with their defaults and
-descriptions, and a hand-kept table drifts from the fields. The command rewrites only the part between
-BEGIN_MARKER and END_MARKER (one table per config/settings module, in the order `Settings` lists the fields),
-so the page's hand-written introduction and the design documents' table outside the markers stay as
-written. `python -m config.docs --check` exits 1 when the page is stale (tests/test_configuration_doc.py).
+Only the part between BEGIN_MARKER and END_MARKER is rewritten (one table per config/settings module);
+`--check` exits 1 when the page is stale (tests/test_configuration_doc.py).
 """
 
 from __future__ import annotations
@@ -66,8 +63,7 @@ def reference() -> str:
 
 
 def render(page: str) -> str:
-    """`page` with the part between the markers replaced by the current reference; ValueError without
-    both markers, in order."""
+    """`page` with the generated part replaced; ValueError without both markers, in order."""
     start, end = page.find(BEGIN_MARKER), page.find(END_MARKER)
     if start < 0 or end < start:
         raise ValueError(f"{CONFIGURATION_PAGE.name} lacks the markers {BEGIN_MARKER!r} ... {END_MARKER!r}")

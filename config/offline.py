@@ -1,8 +1,5 @@
-"""Make every library run without the network.
-
-tiktoken downloads its BPE files on first use, Hugging Face libraries look up the hub, Chroma sends
-telemetry and llama.cpp's OpenMP threads spin. This module sets the environment so that none of that
-happens. It is idempotent and cheap, and every entry point calls it before loading a model.
+"""Make every library run without the network (tiktoken downloads, Hugging Face hub lookups, Chroma
+telemetry) and keep llama.cpp's OpenMP threads from spinning; idempotent, called by every entry point.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Text analysis for keyword (BM25) search: English words stemmed, stop words dropped, Chinese as bigrams.
-
-Why bigrams for Chinese: there are no spaces between words, and overlapping character bigrams recover most
-words without a segmentation dictionary (the approach of Lucene's CJK analyzer); a lone CJK character is
-kept as a unigram so one-character queries still match.
+"""Text analysis for keyword (BM25) search: English words stemmed, stop words dropped, Chinese as
+overlapping bigrams (no segmentation dictionary; a lone CJK character stays a unigram).
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Bounds on the metadata a user gives a document (a JSON record's fields, a request's `metadata`).
 
-Why bounds: every key of a chunk's metadata becomes a field of the vector store's metadata segment, and
-Chroma cannot apply a write whose records carry about ten thousand keys: the write fails and the tenant's
-whole collection stays unreadable after it. Values are bounded too: Chroma and the SQLite catalog keep
-integers in signed 64 bits, a long string is copied onto every chunk of its document, and NaN or an
-infinity compares with nothing in a filter.
-
-Which keys count: only a document's own keys (custom keys such as `category` or `session_id`). The schema's
-keys (core.types.CHUNK_METADATA_DEFAULTS: chapter, page, level...) are on every chunk anyway, and the engine
-sets its own (source, doc_id, chunk_index...) whatever the user gives.
-
-Two policies, one per caller:
-- a request (POST /api/v1/documents/text) over a bound is refused: `validate_document_metadata` raises a
-  MetadataBoundError naming the key and the bound (the route answers 422, nothing is stored);
-- a file's record keeps what fits and leaves out the rest (`bound_record_metadata`): one odd record must
-  not fail a whole file, and ingestion reports once per file how many fields it left out.
+Why: each key becomes a Chroma metadata field (thousands break the collection), integers must fit signed 64
+bits, a long string is copied onto every chunk, and NaN matches no filter. Only a document's own keys count.
+A request over a bound is refused (`validate_document_metadata`, 422); a file record keeps what fits
+(`bound_record_metadata`), so one odd record does not fail a whole file.
 """
 
 from __future__ import annotations
@@ -66,8 +55,7 @@ def int_problem(value: int) -> str | None:
 
 
 def value_problem(value: object) -> str | None:
-    """Why `value` cannot be a metadata value, or None: only str (at most MAX_METADATA_STRING_CHARS), int
-    (signed 64 bits), finite float and bool are kept."""
+    """Why `value` cannot be a metadata value (str, int, finite float, bool within bounds), or None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -82,8 +70,7 @@ def value_problem(value: object) -> str | None:
 
 
 def key_problem(key: str) -> str | None:
-    """Why `key` cannot be set by a user, or None: a schema key the engine does not set itself, or an
-    identifier-like custom key of at most MAX_METADATA_KEY_CHARS characters."""
+    """Why `key` cannot be set by a user, or None."""
     if len(key) > MAX_METADATA_KEY_CHARS:
         return f"a key has at most {MAX_METADATA_KEY_CHARS} characters"
     if key in ENGINE_METADATA_KEYS or not (key in CHUNK_METADATA_DEFAULTS or is_custom_metadata_key(key)):
@@ -92,8 +79,7 @@ def key_problem(key: str) -> str | None:
 
 
 def validate_document_metadata(metadata: Mapping[str, object]) -> dict[str, MetadataValue]:
-    """The metadata a request gives a document, unchanged when within every bound; else MetadataBoundError
-    naming the key (or `metadata` for too many keys) and the bound, before anything is stored."""
+    """A request's document metadata, unchanged when within bounds; else MetadataBoundError."""
     own = sum(1 for key in metadata if is_own_key(key))
     if own > MAX_METADATA_KEYS:
         raise MetadataBoundError(
@@ -109,8 +95,7 @@ def validate_document_metadata(metadata: Mapping[str, object]) -> dict[str, Meta
 
 
 def bound_record_metadata(metadata: Mapping[str, object]) -> BoundedMetadata:
-    """A file record's metadata within the bounds: fields with a bad key or value are left out, and of the
-    record's own keys only the first MAX_METADATA_KEYS (in record order) are kept. Never raises."""
+    """A file record's metadata within the bounds, with the fields left out; never raises."""
     kept: dict[str, MetadataValue] = {}
     dropped: list[str] = []
     own = 0

@@ -1,9 +1,5 @@
-"""Text helpers every layer shares: the one CJK detector and the one sentence splitter.
-
-Why here: chunking, citations, grounding, answer checks, the extractive answerer and the evaluation's
-normalisation all need the same notion of "Chinese text" and of "sentence"; one definition keeps a sentence
-that citations flag the same sentence the grader counts, and keeps the evaluation's CJK rule the engine's.
-Pure functions, no dependency on another package of the project.
+"""Text helpers every layer shares: the one CJK detector and the one sentence splitter, so a sentence
+that citations flag is the sentence the grader counts.
 """
 
 from __future__ import annotations
@@ -25,8 +21,7 @@ CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
 #: A bracketed reference group such as "[1]", "[1, 2]" or "【3】", with the blanks before it.
 _REFERENCE_PATTERN = r"[ \t]*[\[【][^\[\]【】\n]{1,24}[\]】]"
 REFERENCE_MARK = re.compile(_REFERENCE_PATTERN)
-#: Sentence-ending punctuation run, then closing quotes/parentheses, then bracketed references such as
-#: "[1]" or "【2】" (they belong to the sentence they follow).
+#: Sentence-ending punctuation, closing quotes/parentheses, then bracketed references ("[1]", "【2】").
 _SENTENCE_END = re.compile(r"(?P<punct>[.!?]+|[。！？]+)[\"'”’」』)）]*(?:" + _REFERENCE_PATTERN + ")*")
 #: Latin terminal punctuation only ends a sentence before whitespace or the end of the line (not "3.5").
 _LATIN_TERMINALS = frozenset(".!?")
@@ -44,8 +39,7 @@ def strip_references(text: str) -> str:
 
 
 def char_pairs(term: str) -> list[str]:
-    """The overlapping character pairs of a CJK term ("塔罗高" -> "塔罗", "罗高"): the units Chinese text is
-    indexed and matched by, since it has no word boundaries."""
+    """The overlapping character pairs of a CJK term ("塔罗高" -> "塔罗", "罗高")."""
     return [term[index : index + 2] for index in range(len(term) - 1)]
 
 
@@ -55,11 +49,7 @@ def contains_cjk(text: str) -> bool:
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`, whitespace trimmed, in order.
-
-    A sentence ends at terminal punctuation (Latin before whitespace, CJK anywhere) together with any
-    bracketed references right after it, or at a line break (list items and headings are sentences).
-    """
+    """(start, end) of each sentence of `text`, trimmed (ends: terminal punctuation or a line break)."""
     spans: list[tuple[int, int]] = []
     for line in _LINE.finditer(text):
         start = line.start()
@@ -100,11 +90,8 @@ def split_sentences(text: str) -> list[str]:
 
 
 def invalid_utf8(text: str) -> str | None:
-    """Where `text` stops being valid UTF-8 ("byte 0xff at character 4"), or None when it is valid.
-
-    Why: Python turns the undecodable bytes of argv, stdin or a JSON "\\udcff" escape into lone surrogates,
-    which SQLite, the tokenizers and stdout each refuse later with a stack trace. Every entry point (a search
-    query, a question, a thread id) checks here first, so the user gets one line naming the bad byte."""
+    """Where `text` stops being valid UTF-8 ("byte 0xff at character 4"), or None: lone surrogates
+    from argv, stdin or a JSON escape, which SQLite, tokenizers and stdout refuse later with a stack trace."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as error:

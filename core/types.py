@@ -36,8 +36,8 @@ CHUNK_METADATA_DEFAULTS: dict[str, MetadataValue] = {
 ENGINE_METADATA_KEYS = frozenset(
     {"collection", "source", "doc_id", "tenant", "chunk_index", "content_hash", "doc_hash", "created_ts"}
 )
-#: Custom metadata keys (a record's `category`, `session_id`, `related_plot_id`...) are kept on its chunks and
-#: filterable; identifier-like names only, because a key becomes a Chroma field and a JSON path in SQL.
+#: Custom metadata keys (`category`, `session_id`...): identifier-like, as each becomes a Chroma field and a
+#: JSON path in SQL.
 CUSTOM_METADATA_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 

@@ -1,15 +1,8 @@
-"""Is a chat model strong enough for the LLM paths? A measured answer instead of a guess by provider.
+"""Is a chat model strong enough for the LLM paths? Measured, not guessed by provider.
 
-`RAG_LLM_STRENGTH=auto` (and `RAG_GRADER_STRENGTH`) used to mean "weak if embedded, strong if remote", so a
-small model behind an OpenAI-compatible endpoint got the LLM analyser (which may decide to skip retrieval)
-and the LLM graders it cannot do. Now `auto` asks the model one tiny structured question with a known
-answer (prompts/capability.py) the first time its strength matters: a model that returns the right JSON is
-strong, one that returns garbage, a wrong verdict or an incomplete object is weak.
-
-The result is cached per process and model (concurrent first users run the test once) and, through the
-`load` / `save` callbacks models/factory.py passes, in the data directory (models/self_test_store.py), so
-a new process reuses a verdict instead of calling the model again; a down endpoint raises
-ModelUnavailableError and caches nothing. Nothing here runs at import.
+`RAG_LLM_STRENGTH=auto` asks the model one tiny structured question with a known answer
+(prompts/capability.py): the right JSON is strong; garbage, a wrong verdict or an incomplete object is weak.
+Cached per process and model, and stored through the `load` / `save` callbacks (models/self_test_store.py).
 """
 
 from __future__ import annotations
@@ -63,10 +56,7 @@ class SelfTest:
 
 
 def run_self_test(model: BaseChatModel, *, supports_json_schema: bool) -> SelfTest:
-    """Ask the self-test question once (with the structured-output strategy the nodes use) and judge it.
-
-    Strong only when the reply parses, names every field itself (none filled from the default) and
-    equals the known answer. Raises ModelUnavailableError when the endpoint is down."""
+    """Ask the self-test question once: strong only for a complete reply equal to the known answer."""
     messages = [SystemMessage(SELF_TEST_SYSTEM), HumanMessage(SELF_TEST_PROMPT)]
     started = time.perf_counter()
     result = invoke_structured(
@@ -103,10 +93,7 @@ def measured_strength(
     load: Callable[[], SelfTest | None] | None = None,
     save: Callable[[SelfTest], None] | None = None,
 ) -> SelfTest:
-    """The self-test of the model identified by `key`, run on first use and cached for the process.
-
-    On a process-cache miss `load` (a verdict another process stored) is asked first; a test that ran is
-    handed to `save`. `model` is called only when the test has to run, so a known verdict starts no model."""
+    """The self-test of the model `key`, cached for the process (`load` first, then `save`)."""
     with _registry_lock:
         cached = _results.get(key)
         if cached is not None:
@@ -127,10 +114,3 @@ def measured_strength(
         with _registry_lock:
             _results[key] = cached
         return cached
-
-
-def clear_self_tests() -> None:
-    """Forget the measured strengths (tests, or a service reloading its settings)."""
-    with _registry_lock:
-        _results.clear()
-        _locks.clear()

@@ -1,13 +1,8 @@
-"""Errors of the model layer, and which provider failures mean "the model is down".
+"""Errors of the model layer, and which provider failures mean "the model is down" (recognised by class
+name and HTTP status, so callers import no provider package).
 
-Kept in their own module so that callers can catch them without importing the runtime (xllamacpp) or a
-provider package: provider errors are recognised by class name and HTTP status, not by import.
-
-Why the split matters: a model that replies with garbage is the model's fault and each node has a sensible
-fallback (heuristic analysis, extractive answer), but an endpoint that cannot be reached, times out, keeps
-failing with 5xx or refuses the key is an operator's problem. Falling back there would hide it behind
-answers that look normal (an extractive answer and exit code 0); raising `ModelUnavailableError` makes the
-CLI exit 1 with one line naming the endpoint and the API answer 503.
+Garbage from a model has a fallback in each node; a down endpoint is the operator's problem, so it raises
+`ModelUnavailableError` (CLI exit 1, API 503) instead of hiding behind normal-looking answers.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Build the chat models of the engine from the settings: one place that knows the providers.
 
-Generation and grading can use different models (`RAG_GRADER_*`, each falling back to its `RAG_LLM_*`
-counterpart), so a cheap grader can sit next to a strong generator. Instances are cached per resolved
-configuration: graph nodes call `chat_model()` freely and get the same client (and, for the embedded model,
-the same in-process server) every time.
+Grading may use its own model (`RAG_GRADER_*`, each falling back to `RAG_LLM_*`). Instances are cached per
+resolved configuration, so nodes call `chat_model()` freely.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 
 from config.settings import LLMProvider, ModelStrength, Settings, SettingsError
-from models.capability import SelfTest, Strength, clear_self_tests, measured_strength
+from models.capability import SelfTest, Strength, measured_strength
 from models.errors import ModelUnavailableError
 from models.local_catalog import CATALOG as LOCAL_CATALOG
 from models.local_catalog import find_model_file
@@ -29,8 +27,8 @@ logger = logging.getLogger(__name__)
 
 Role = Literal["generate", "grade"]
 
-#: Default completion cap of the embedded model: a 135M model left unbounded can repeat itself until
-#: the context is full. Callers needing more pass `max_tokens` (via `.bind` or `invoke_structured`).
+#: Default completion cap of the embedded model (unbounded, a small model can repeat itself until the
+#: context is full); callers needing more pass `max_tokens`.
 LOCAL_MAX_TOKENS = 512
 #: Retries with backoff of a model endpoint's call on transport errors (the OpenAI client's default).
 LLM_MAX_RETRIES = 2
@@ -87,15 +85,11 @@ def strength_setting(settings: Settings, role: Role = "generate") -> ModelStreng
 
 
 def model_strength(settings: Settings, role: Role = "generate") -> Strength:
-    """Whether a role's model gets the LLM paths (analysis, graders, rewriting) or the robust heuristics.
+    """Whether a role's model gets the LLM paths (analysis, graders, rewriting) or the heuristics.
 
-    `weak` / `strong` are taken as set. `auto` is measured, not guessed from the provider: the model gets
-    the one-call JSON self-test of models/capability.py the first time this is asked in a process (cached
-    per resolved model, and stored in the data directory for every later process: models/self_test_store.py).
-    The embedded model is measured like any other (keyed by its catalog name, `RAG_LOCAL_MODEL`, and its
-    weights file): SmolLM2-135M and Qwen2.5-Coder-0.5B fail the test, Qwen2.5-Coder-1.5B passes it.
-    Asking starts the model under `auto` (never at import); a down endpoint raises ModelUnavailableError.
-    """
+    `weak` / `strong` are taken as set; `auto` runs the JSON self-test (models/capability.py) once per
+    resolved model, stored in the data directory (models/self_test_store.py). A down endpoint raises
+    ModelUnavailableError."""
     setting = strength_setting(settings, role)
     if setting != "auto":
         return setting
@@ -127,11 +121,7 @@ def model_strength(settings: Settings, role: Role = "generate") -> Strength:
 
 
 def stored_identity(settings: Settings, spec: ModelSpec) -> tuple[str, str] | None:
-    """The identity hash a model's self-test verdict is stored under in the data directory, and a label.
-
-    The embedded model is known by its catalog entry and its weights file (path, size, modification time),
-    so replaced weights are tested again; an endpoint by provider, base URL and model name. None when the
-    embedded model's file is not there (the test then fails to start the model and nothing is stored)."""
+    """The identity hash and label of a model's stored verdict; None when the weights file is missing."""
     if spec.provider == "local":
         model = LOCAL_CATALOG[settings.local_model]
         try:
@@ -144,11 +134,7 @@ def stored_identity(settings: Settings, spec: ModelSpec) -> tuple[str, str] | No
 
 
 def supports_json_schema(settings: Settings, role: Role = "generate") -> bool:
-    """Whether to try grammar/json-schema structured output first (`invoke_structured` falls back anyway).
-
-    The embedded server enforces the schema with a grammar; OpenAI-compatible endpoints and
-    `init_chat_model` providers mostly support it, and a refusal costs one rejected request.
-    """
+    """Whether to try json-schema structured output first (after validating the role's configuration)."""
     resolve_spec(settings, role)  # validates the role's configuration
     return True
 
@@ -158,11 +144,7 @@ _cache_lock = threading.Lock()
 
 
 def chat_model(settings: Settings, role: Role = "generate") -> BaseChatModel:
-    """The chat model for a role, created once per configuration (the embedded server starts here).
-
-    Raises SettingsError for an incomplete configuration and ModelUnavailableError when the model or
-    its provider package is not installed.
-    """
+    """The chat model for a role, created once per configuration (the embedded server starts here)."""
     spec = resolve_spec(settings, role)
     with _cache_lock:
         if spec.provider == "local":
@@ -176,13 +158,6 @@ def chat_model(settings: Settings, role: Role = "generate") -> BaseChatModel:
             _cache[key] = model
             logger.info("chat model for %s: %s %s", role, spec.provider, spec.model)
         return model
-
-
-def clear_model_cache() -> None:
-    """Forget the cached clients and measured strengths (tests, or a service reloading its settings)."""
-    with _cache_lock:
-        _cache.clear()
-    clear_self_tests()
 
 
 def _build(spec: ModelSpec) -> BaseChatModel:
@@ -213,13 +188,7 @@ def _openai_client(spec: ModelSpec, **kwargs: Any) -> BaseChatModel:
 
 
 def _loop_safe_async_client() -> Any:
-    """An async HTTP client that keeps no idle connection.
-
-    langchain-openai shares one async connection pool per endpoint across the process, and pooled
-    connections belong to the event loop that opened them: after an `asyncio.run()` returns, the next
-    loop's first request fails with "Event loop is closed". A fresh loopback connection per request
-    costs well under a millisecond, so the embedded model works from any number of event loops.
-    """
+    """An async HTTP client without idle connections (pooled ones belong to a closed event loop)."""
     import openai
 
     from core.langgraph_compat import openai_sdk_httpx  # the httpx flavour the installed openai SDK uses

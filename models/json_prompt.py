@@ -1,8 +1,5 @@
-"""The plain-JSON prompt of a structured call: the schema's fields as a small model reads them.
-
-Why a prompt of its own: a model without grammar-constrained output (models.structured falls back to it)
-only learns the keys, the allowed values and the bounds from the prompt, and small models follow an
-instruction at the end of the last user turn far better than one in a system message.
+"""The plain-JSON prompt of a structured call: the schema's keys, allowed values and bounds, as a
+model without grammar-constrained output must learn them.
 """
 
 from __future__ import annotations
@@ -40,8 +37,7 @@ def as_messages(messages: LanguageModelInput) -> list[BaseMessage]:
 def with_instruction(
     messages: list[BaseMessage], schema: type[BaseModel], error: str | None
 ) -> list[BaseMessage]:
-    """The conversation with the JSON instruction (and the last failure) added to the final user turn:
-    small models follow an instruction at the end of the prompt far better than one in a system message."""
+    """The messages with the JSON instruction (and the last failure) added to the final user turn."""
     instruction = FORMAT_INSTRUCTION.format(fields=describe_fields(schema))
     if error:
         instruction += "\n" + RETRY_INSTRUCTION.format(error=error[:MAX_ERROR_IN_PROMPT])

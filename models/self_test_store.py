@@ -1,14 +1,8 @@
-"""The model self-test's verdicts kept in the data directory, so every process of that directory reuses them.
+"""The model self-test's verdicts kept in the data directory, so every process reuses them.
 
-Why: the self-test (models/capability.py) costs one model call, seconds on the embedded model, and a verdict
-cached only in memory made every short-lived process (each `rag ask`) pay it again before answering. A
-verdict is stored under the model's identity: for the embedded model the catalog name, pinned sha256 and the
-weights file's path, size and modification time (a replaced file is tested again); for an endpoint the
-provider, base URL and model name. The identity also holds SELF_TEST_VERSION, so a changed test or judgement
-runs again everywhere. The file is small JSON (`self_tests.json` in the data directory), written to a
-temporary name and renamed, so a reader never sees half a file; two processes writing at once can lose one
-verdict, which only means one more self-test later. A file that cannot be read or written is logged and the
-test runs as before (a verdict is an optimisation, never a reason to fail an answer).
+A verdict is keyed by the model's identity (embedded: catalog name, sha256, weights file path, size and
+mtime; endpoint: provider, base URL, model) and SELF_TEST_VERSION. The JSON file is replaced atomically; a
+file that cannot be read or written is logged and the test runs again.
 """
 
 from __future__ import annotations
@@ -27,8 +21,7 @@ from models.capability import SelfTest, Strength
 
 logger = logging.getLogger(__name__)
 
-#: Version of the self-test (prompt, expected answer and judgement): part of every identity, so raising it
-#: makes every stored verdict stale.
+#: Version of the self-test (prompt, expected answer, judgement): raising it makes every stored verdict stale.
 SELF_TEST_VERSION = 1
 #: File of the verdicts inside the data directory.
 STORE_FILE_NAME = "self_tests.json"

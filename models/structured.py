@@ -1,26 +1,10 @@
 """Structured output that survives weak models and flaky endpoints.
 
-Graders and routers need a typed answer from every model the engine may be configured with: the
-embedded 135M model, an OpenAI-compatible server that may or may not support `response_format`, or any
-`init_chat_model` provider. The strategy, shared by the sync and async entry points:
-
-1. If the model supports it, ask for grammar/JSON-schema constrained output (`with_structured_output(...,
-   method="json_schema")`). A reply that does not validate is still parsed leniently before giving up.
-2. Otherwise, or when that fails, ask the plain model for a JSON object with the fields listed in the
-   prompt (`models.json_prompt`) and parse it leniently (`models.lenient`), filling missing fields from a
-   caller-given default.
-3. One retry, with the reason of the failure appended to the prompt; then the default, `ok=False`.
-
-The strategy is expressed with langchain-core's own combinators: the json_schema attempt `.with_fallbacks`
-to the plain attempt, which `.with_retry` runs once more while the call has an attempt left. Each attempt
-is a Runnable over the call's tally (what was spent and why the last attempt failed), so traces show every
-attempt as a run of its own.
-
-Garbage from the model never raises: the caller gets its default with `ok=False`. An endpoint that is
-down does raise: connection refused, timeouts, 5xx or 429 after the client's own retries, a refused key or
-an unknown model end the call at once with `ModelUnavailableError` naming the endpoint
-(`models.errors.is_model_unavailable`). A default there would hide an outage behind answers that look
-normal, and retrying the prompt cannot help.
+Strategy: grammar/JSON-schema constrained output when the model supports it, falling back
+(`.with_fallbacks`) to a plain JSON prompt (`models.json_prompt`) parsed leniently (`models.lenient`), retried
+once (`.with_retry`) with the failure's reason; then the caller's default with `ok=False`. Each attempt is a
+Runnable, so traces show it. Garbage never raises; a down endpoint raises `ModelUnavailableError` at once,
+because a default would hide an outage behind normal-looking answers.
 """
 
 from __future__ import annotations
@@ -66,8 +50,7 @@ class StructuredResult(Generic[M]):
 
 
 def usage_of(message: Any) -> dict[str, int]:
-    """Token usage of an AIMessage: `usage_metadata` when the provider fills it, else OpenAI's
-    `response_metadata["token_usage"]`; zeros when neither is there."""
+    """Token usage of an AIMessage (`usage_metadata`, else `response_metadata`); zeros when absent."""
     metadata = getattr(message, "usage_metadata", None)
     if metadata:
         return {
@@ -96,43 +79,19 @@ def invoke_structured(
     max_tokens: int | None = None,
     config: RunnableConfig | None = None,
 ) -> StructuredResult[M]:
-    """Ask `model` for a `schema` instance; see the module docstring for the strategy. Never raises for
-    unusable model output (`ok=False` and `value=default` then); raises ModelUnavailableError when the
-    endpoint is down."""
+    """Ask `model` for a `schema` instance (`ok=False` and the default when unusable)."""
     tally = _Tally(model, schema, default, as_messages(messages), max_tokens)
     try:
-        result = _strategy(supports_json_schema).invoke(tally, config)
+        strategy = _JSON_SCHEMA_THEN_PLAIN if supports_json_schema else _PLAIN
+        result = strategy.invoke(tally, config)
     except _Unusable:
         return tally.give_up()
     return typing.cast(StructuredResult[M], result)
-
-
-async def ainvoke_structured(
-    model: BaseChatModel,
-    schema: type[M],
-    messages: LanguageModelInput,
-    default: M,
-    *,
-    supports_json_schema: bool,
-    max_tokens: int | None = None,
-    config: RunnableConfig | None = None,
-) -> StructuredResult[M]:
-    """Async `invoke_structured`: same strategy, same guarantees; cancellation still propagates."""
-    tally = _Tally(model, schema, default, as_messages(messages), max_tokens)
-    try:
-        result = await _strategy(supports_json_schema).ainvoke(tally, config)
-    except _Unusable:
-        return tally.give_up()
-    return typing.cast(StructuredResult[M], result)
-
-
-# --- the strategy as Runnables: a json_schema attempt, falling back to plain JSON with one retry -----------
 
 
 @dataclass
 class _Outcome:
-    """What came back from a call; `replied` is False when no model output was produced at all, and
-    `called` is False when the model could not even be set up for the call."""
+    """What came back from a call (`replied`: any output; `called`: the model could be set up)."""
 
     text: str = ""
     parsed: Any = None
@@ -143,8 +102,7 @@ class _Outcome:
 
 
 class _Unusable(Exception):
-    """An attempt that produced nothing usable. It carries its call's tally, so that `with_retry` can
-    tell whether an attempt is left and the fallback / retry prompt can name what went wrong."""
+    """An attempt that produced nothing usable, carrying its call's tally for the retry."""
 
     def __init__(self, tally: _Tally[Any]) -> None:
         super().__init__(tally.error or "no usable reply")
@@ -153,8 +111,7 @@ class _Unusable(Exception):
 
 @dataclass
 class _Tally(Generic[M]):
-    """One structured call: its inputs, and what its attempts spent and saw so far. It is the input of the
-    attempt Runnables, which `with_fallbacks` / `with_retry` run again on the same input."""
+    """One structured call: its inputs, and what its attempts spent and saw so far."""
 
     model: BaseChatModel = field(repr=False)
     schema: type[M]
@@ -170,8 +127,7 @@ class _Tally(Generic[M]):
     usage: dict[str, int] = field(default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0})
 
     def settle(self, constrained: bool, outcome: _Outcome) -> StructuredResult[M]:
-        """An attempt's result: the validated object or the reply parsed leniently, else _Unusable. A
-        json_schema request the endpoint refused spends no plain attempt and is not the model's fault."""
+        """An attempt's result, else _Unusable; a refused json_schema request spends no attempt."""
         self.attempts += int(outcome.called)
         self.budget -= int(not constrained or outcome.replied)
         for key in self.usage:
@@ -225,8 +181,7 @@ def _runnable(tally: _Tally[Any], constrained: bool) -> Runnable[Any, Any] | _Ou
 
 
 def _attempt(tally: _Tally[Any], config: RunnableConfig, *, constrained: bool) -> StructuredResult[Any]:
-    """One model call and its result; any failure but a down endpoint (ModelUnavailableError) is an
-    unusable attempt."""
+    """One model call and its result; any failure but a down endpoint is an unusable attempt."""
     runnable = _runnable(tally, constrained)
     if isinstance(runnable, _Outcome):
         return tally.settle(constrained, runnable)
@@ -239,33 +194,13 @@ def _attempt(tally: _Tally[Any], config: RunnableConfig, *, constrained: bool) -
     return tally.settle(constrained, outcome)
 
 
-async def _aattempt(
-    tally: _Tally[Any], config: RunnableConfig, *, constrained: bool
-) -> StructuredResult[Any]:
-    """Async `_attempt`."""
-    runnable = _runnable(tally, constrained)
-    if isinstance(runnable, _Outcome):
-        return tally.settle(constrained, runnable)
-    prompt = tally.messages if constrained else with_instruction(tally.messages, tally.schema, tally.error)
-    try:
-        outcome = _read(constrained, await runnable.ainvoke(prompt, config))
-    except Exception as error:  # noqa: BLE001 - a down endpoint raises; any other failure is a failed attempt
-        raise_if_unavailable(error, tally.model)
-        outcome = _failure(error)
-    return tally.settle(constrained, outcome)
-
-
 def _attempt_left(error: BaseException) -> bool:
     """Retry a plain attempt while the call has budget (an outage or a bug is never retried)."""
     return isinstance(error, _Unusable) and error.tally.budget > 0
 
 
 def _step(name: str, *, constrained: bool) -> Runnable[_Tally[Any], StructuredResult[Any]]:
-    return RunnableLambda(
-        partial(_attempt, constrained=constrained),
-        afunc=partial(_aattempt, constrained=constrained),
-        name=name,
-    )
+    return RunnableLambda(partial(_attempt, constrained=constrained), name=name)
 
 
 #: Plain JSON: the first try and, while budget is left, one retry whose prompt says what went wrong.
@@ -278,13 +213,8 @@ _JSON_SCHEMA_THEN_PLAIN = _step("json_schema", constrained=True).with_fallbacks(
 )
 
 
-def _strategy(supports_json_schema: bool) -> Runnable[_Tally[Any], StructuredResult[Any]]:
-    return _JSON_SCHEMA_THEN_PLAIN if supports_json_schema else _PLAIN
-
-
 def with_max_tokens(model: BaseChatModel, max_tokens: int | None) -> BaseChatModel:
-    """A copy with a completion cap; a copy, not `.bind()`, because `with_structured_output` on a
-    binding drops the bound arguments."""
+    """A copy with a completion cap (`with_structured_output` drops `.bind()` arguments)."""
     if max_tokens is None:
         return model
     if "max_tokens" in type(model).model_fields:
@@ -308,16 +238,10 @@ def _read(constrained: bool, result: Any) -> _Outcome:
 
 
 def _failure(error: Exception) -> _Outcome:
-    """An exception from a call (not a down endpoint); the OpenAI client's length error still carries the
-    (cut) reply."""
+    """An exception from a call as an outcome (a length error still carries the cut reply)."""
     text, usage = _salvage(error)
     logger.info("model call failed: %s: %s", type(error).__name__, error)
-    return _Outcome(
-        text=text,
-        error=f"{type(error).__name__}: {error}",
-        replied=bool(text),
-        usage=usage,
-    )
+    return _Outcome(text=text, error=f"{type(error).__name__}: {error}", replied=bool(text), usage=usage)
 
 
 def _salvage(error: Exception) -> tuple[str, dict[str, int]]:

@@ -1,25 +1,12 @@
-"""Referents of a Chinese follow-up: "那一年" -> the year answered, "这条河" / "该省" -> an entity of that
-kind, 他/她 -> the answered person, 它 -> the answered thing (or the previous question's topic).
-
-Why apart from query.referents: Chinese marks a pointing phrase with demonstratives and measure words, not
-with determiners and capitals, so it has rules of its own; it shares the previous turn's candidates and
-bounds (query.referent_candidates).
+"""Referents of a Chinese follow-up ("那一年", "这条河", 他/她, 它): rules of their own, because Chinese
+marks a pointing phrase with demonstratives and measure words, not determiners and capitals.
 """
 
 from __future__ import annotations
 
 import re
 
-from query.lexicons import (
-    CJK,
-    CJK_DEMONSTRATIVE,
-    CJK_HEAD_STOP,
-    CJK_PERSON_HEADS,
-    CJK_PERSON_PRONOUN,
-    CJK_THING_PRONOUN,
-    CJK_WH_TARGET,
-    CJK_YEAR_HEAD,
-)
+from query import lexicons
 from query.referent_candidates import (
     CJK_NAME_MAX_CHARS,
     MAX_REFERENTS,
@@ -37,7 +24,7 @@ CJK_TERM_SPLIT = re.compile(r"的|这[个部本位条座家所首]|那[个部本
 def _cjk_head(raw: str) -> str:
     """A Chinese head noun cut at its first function character ("省的" -> "省", "乐队" -> "乐队")."""
     for index, char in enumerate(raw):
-        if char in CJK_HEAD_STOP:
+        if char in lexicons.CJK_HEAD_STOP:
             return raw[:index]
     return raw
 
@@ -49,42 +36,40 @@ def cjk_terms(question: str) -> list[str]:
 
 
 def _cjk_noun(head: str, short: str, previous_question: str) -> str | None:
-    """What "这条河" / "该省" / "这个乐队" points at: the short answer when it is of that kind (its text has
-    the head, or the previous question asked "哪条河"), else a term of the previous question that has the
-    head ("红松乐队"), else the short answer for a person head."""
+    """What "这条河" / "该省" points at: the short answer of that kind, else a previous term with the head."""
     if not head:
         return None
     if short and (head in short or head[-1] in short):
         return short
-    for match in CJK_WH_TARGET.finditer(previous_question):
+    for match in lexicons.CJK_WH_TARGET.finditer(previous_question):
         asked = _cjk_head(match.group(1))
         if short and asked and (head in asked or asked in head):
             return short
     term = next((term for term in cjk_terms(previous_question) if head in term and term != head), None)
     if term:
         return term
-    return short if short and head in CJK_PERSON_HEADS else None
+    return short if short and head in lexicons.CJK_PERSON_HEADS else None
 
 
 def chinese_referents(question: str, previous_question: str, previous_answer: str) -> list[str]:
-    """The referents of a Chinese follow-up: "那一年" -> the year answered, "这条河" / "该省" -> an entity of
-    that kind, 他/她 -> the answered person, 它 -> the answered thing (or, after a "谁" question, the
-    previous question's topic)."""
+    """The referents of a Chinese follow-up ("那一年", "这条河", 他/她, 它), from the previous turn."""
     short, body = split_answer(previous_answer)
     short_name = (
-        short if short and not is_number(short) and len(CJK.findall(short)) <= CJK_NAME_MAX_CHARS else ""
+        short
+        if short and not is_number(short) and len(lexicons.CJK.findall(short)) <= CJK_NAME_MAX_CHARS
+        else ""
     )
     asked_person = asks_for_person(previous_question)
     found_names: list[str] = []
-    for match in CJK_DEMONSTRATIVE.finditer(question):
+    for match in lexicons.CJK_DEMONSTRATIVE.finditer(question):
         head = _cjk_head(match.group(1))
-        if match.group(1).startswith(CJK_YEAR_HEAD):
+        if match.group(1).startswith(lexicons.CJK_YEAR_HEAD):
             found_names.extend(years_in([short, body])[:1])
         else:
             found_names.extend(filter(None, [_cjk_noun(head, short_name, previous_question)]))
-    if CJK_PERSON_PRONOUN.search(question) and short_name and asked_person:
+    if lexicons.CJK_PERSON_PRONOUN.search(question) and short_name and asked_person:
         found_names.append(short_name)
-    if CJK_THING_PRONOUN.search(question):
+    if lexicons.CJK_THING_PRONOUN.search(question):
         topic = next(iter(cjk_terms(previous_question)), "") if asked_person else short_name
         found_names.extend(filter(None, [topic]))
     unique = [text for text in dict.fromkeys(found_names) if text not in question]

@@ -1,24 +1,11 @@
-"""Query analysis without a model: query type, complexity, whether retrieval is needed.
-
-Why heuristics: the embedded model (135M) cannot classify questions reliably, and the LLM analyzer needs a
-documented default when a stronger model returns garbage. These functions are pure, deterministic and cheap
-(microseconds), so they are both the weak-model path and the fallback of the LLM path.
-"""
+"""Query analysis without a model: query type, complexity, whether retrieval is needed (the weak-model
+path and the LLM analyzer's fallback; query/__init__.py says why heuristics)."""
 
 from __future__ import annotations
 
 import re
 
-from query.lexicons import (
-    AGGREGATION_CUES,
-    ARITHMETIC,
-    ARITHMETIC_PREFIX,
-    CJK_GREETINGS,
-    DETAIL_CUES,
-    GREETINGS,
-    OPEN_CUES,
-    REASONING_CUES,
-)
+from query import lexicons
 from query.signals import (
     LONG_QUESTION_WORDS,
     MULTI_HOP_MIN_SCORE,
@@ -27,12 +14,8 @@ from query.signals import (
     Signals,
     question_signals,
 )
-from query.text import (
-    word_count,
-)
+from query.text import word_count
 from state.schemas import QueryAnalysis, QueryType
-
-# --- limits -------------------------------------------------------------------------------------------------
 
 #: Highest complexity of a SIMPLE_FACT (so that it stays a direct lookup).
 SIMPLE_FACT_MAX_COMPLEXITY = 3
@@ -54,12 +37,12 @@ def needs_no_retrieval(question: str) -> bool:
     stripped = question.strip()
     if not stripped:
         return True
-    if GREETINGS.match(stripped) or CJK_GREETINGS.match(stripped):
+    if lexicons.GREETINGS.match(stripped) or lexicons.CJK_GREETINGS.match(stripped):
         return True
-    expression = ARITHMETIC_PREFIX.sub("", stripped).rstrip("?？ ")
+    expression = lexicons.ARITHMETIC_PREFIX.sub("", stripped).rstrip("?？ ")
     return (
         bool(expression)
-        and bool(ARITHMETIC.match(expression))
+        and bool(lexicons.ARITHMETIC.match(expression))
         and bool(re.search(r"\d\s*[-+*/×÷^%]\s*\d", expression))
     )
 
@@ -76,11 +59,11 @@ def _query_type(question: str, signals: Signals) -> QueryType:
         return "COMPARISON"
     if bridge(signals):
         return "MULTI_HOP"
-    if OPEN_CUES.search(question):
+    if lexicons.OPEN_CUES.search(question):
         return "OPEN_ENDED"
-    if AGGREGATION_CUES.search(question):
+    if lexicons.AGGREGATION_CUES.search(question):
         return "AGGREGATION"
-    if REASONING_CUES.search(question) and not signals.claim:
+    if lexicons.REASONING_CUES.search(question) and not signals.claim:
         return "COMPLEX_REASONING"
     return "SIMPLE_FACT"
 
@@ -113,11 +96,6 @@ def heuristic_analysis(question: str) -> QueryAnalysis:
         query_type=query_type,
         complexity=_complexity(text, query_type, signals),
         needs_retrieval=True,
-        wants_details=bool(DETAIL_CUES.search(text)),
+        wants_details=bool(lexicons.DETAIL_CUES.search(text)),
         source="heuristic",
     )
-
-
-def is_multi_hop(analysis: QueryAnalysis) -> bool:
-    """The router's view: MULTI_HOP and COMPARISON need more than one retrieval."""
-    return analysis.query_type in ("MULTI_HOP", "COMPARISON")

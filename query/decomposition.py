@@ -1,41 +1,16 @@
-"""Sub-questions without a model: comparisons per entity, bridge questions into inner and outer question,
-joined clauses one by one.
-
-Why heuristics: the embedded model cannot decompose reliably; this is its path and the fallback of the LLM
-decomposer.
+"""Sub-questions without a model: comparisons per entity, bridge questions into inner and outer
+question, joined clauses one by one.
 """
 
 from __future__ import annotations
 
 import re
 
-from query.lexicons import (
-    AUXILIARIES,
-    CJK_COMPARISON,
-    CJK_FUNCTION_CHARS,
-    CJK_JOIN,
-    CJK_QUESTION_WORDS,
-    COMPARISON_WORDS,
-    WH_WORDS,
-)
-from query.signals import (
-    defining,
-    joined_entities,
-    question_signals,
-    relational,
-    relative_clauses,
-)
-from query.text import (
-    capitalised_phrases,
-    content_words,
-    dedupe,
-    is_chinese,
-    quoted_titles,
-    words_of,
-)
+from query import lexicons
+from query.signals import defining, joined_entities, question_signals, relational, relative_clauses
+from query.text import capitalised_phrases, content_words, dedupe, is_chinese, quoted_titles, words_of
 
-#: Sub-questions of a decomposition, at most (2 to this): a multi-hop or comparison question rarely has
-#: more parts, and each one is a search.
+#: Sub-questions of a decomposition, at most (each one is a search).
 MAX_SUBQUESTIONS = 4
 
 
@@ -52,15 +27,17 @@ def _comparison_entities(question: str) -> tuple[list[str], str]:
             r"([^，,和与跟及、]{1,12})[和与跟及、]([^，,和与跟及、]{1,12}?)(?=[都是在哪谁的更比有])", text
         )
         if match:
-            left, right = CJK_JOIN.split(match.group(1))[-1], re.split(r"[，,]", match.group(2))[0]
+            left, right = lexicons.CJK_JOIN.split(match.group(1))[-1], re.split(r"[，,]", match.group(2))[0]
             rest = text.replace(left, "", 1).replace(right, "", 1).replace("还是", "")
         elif pair:
             left, right = pair.group(1), pair.group(2)
             rest = text[pair.end() :]
         else:
             return [], ""
-        prop = CJK_COMPARISON.sub("", CJK_QUESTION_WORDS.sub("", rest)).strip(CJK_FUNCTION_CHARS + "，, ")
-        return [entity.strip(CJK_FUNCTION_CHARS) for entity in (left, right) if entity.strip()], prop
+        prop = lexicons.CJK_COMPARISON.sub("", lexicons.CJK_QUESTION_WORDS.sub("", rest)).strip(
+            lexicons.CJK_FUNCTION_CHARS + "，, "
+        )
+        return [entity.strip(lexicons.CJK_FUNCTION_CHARS) for entity in (left, right) if entity.strip()], prop
     choice = re.search(
         r"(?:,|:|\bbetween\b|\bout of\b)\s*(?:the\s+)?([^,:?]+?),?\s+(?:or|and)\s+(?:the\s+)?([^,?]+)", text
     )
@@ -78,18 +55,15 @@ def _comparison_entities(question: str) -> tuple[list[str], str]:
     property_words = [
         word
         for word in content_words(rest)
-        if not COMPARISON_WORDS.fullmatch(word) and word.lower() not in {"or", "and", "between", "out"}
+        if not lexicons.COMPARISON_WORDS.fullmatch(word)
+        and word.lower() not in {"or", "and", "between", "out"}
     ]
     return [entity for entity in entities if entity], " ".join(property_words)
 
 
 def _bridge_split(question: str) -> tuple[str, str] | None:
-    """(inner question, outer question) of an English bridge question, or None when none is found.
-
-    "What office was held by the woman who played X?" -> ("Who is the woman who played X?",
-    "What office was held by the woman?"): the inner one finds the bridge entity, the outer one is asked
-    about it once it is known.
-    """
+    """(inner question, outer question) of an English bridge question, or None: "What office was held by
+    the woman who played X?" -> ("Who is the woman who played X?", "What office was held by the woman?")."""
     text = _strip_question(question)
     lowered = [word.lower() for word in words_of(text)]
     for clause in relative_clauses(text):
@@ -108,7 +82,12 @@ def _bridge_split(question: str) -> tuple[str, str] | None:
         outer_tail = ""
         if clause.comma and "," in rest:
             rest, outer_tail = rest.split(",", 1)
-        elif lowered[:1] and lowered[0] in WH_WORDS and lowered[1:2] and lowered[1] in AUXILIARIES:
+        elif (
+            lowered[:1]
+            and lowered[0] in lexicons.WH_WORDS
+            and lowered[1:2]
+            and lowered[1] in lexicons.AUXILIARIES
+        ):
             # "When was the company that owns X founded": the last word is the main verb, not the clause's.
             tokens = rest.split()
             if len(tokens) > 3 and tokens[-1].islower() and tokens[-2][:1].isupper():
@@ -132,13 +111,7 @@ def _bridge_split(question: str) -> tuple[str, str] | None:
 
 
 def heuristic_subquestions(question: str, max_n: int) -> list[str]:
-    """Simpler questions whose answers together answer `question` (empty when it does not split).
-
-    - comparison ("X or Y", "both X and Y"): one question per entity about the compared property;
-    - bridge (relative clause, "the director of ..."): the inner question that finds the bridge entity,
-      then the outer question about it;
-    - several clauses joined by "and" / "以及" / "；": one question per clause.
-    """
+    """Simpler questions whose answers together answer `question` (empty when it does not split)."""
     text = question.strip()
     if not text or max_n < 1:
         return []

@@ -1,7 +1,5 @@
-"""Search terms taken from retrieved documents: what the question asks that no document covers
+"""Search terms taken from retrieved documents for the next hop: what no document covers
 (`missing_terms`) and the names a bridge question leads to (`bridge_terms`).
-
-Why: the next hop of a multi-hop question searches for what the first retrieval found or missed.
 """
 
 from __future__ import annotations
@@ -12,18 +10,8 @@ from typing import Any
 
 from core.keyword import analyze
 from core.text import split_sentences
-from query.lexicons import (
-    CJK,
-    COMMON_CAPITALISED,
-)
-from query.text import (
-    capitalised_phrases,
-    content_words,
-    dedupe,
-    is_chinese,
-    norm,
-    quoted_titles,
-)
+from query.lexicons import CJK, COMMON_CAPITALISED
+from query.text import capitalised_phrases, content_words, dedupe, is_chinese, norm, quoted_titles
 
 #: Relevance a document needs to count for `missing_terms` / `bridge_terms` (ungraded ones, -1, always count).
 RELEVANT_MIN = 0.35
@@ -47,10 +35,7 @@ def _relevant(documents: Sequence[Mapping[str, Any]], min_relevance: float) -> l
 def missing_terms(
     question: str, documents: Sequence[Mapping[str, Any]], min_relevance: float = RELEVANT_MIN
 ) -> list[str]:
-    """The question's content words (surface form) found in no relevant document: what to search for next.
-
-    Words are compared by their index terms (stems; Chinese bigrams), so "played" is found in "play".
-    """
+    """The question's content words found in no relevant document (by index terms): what to search next."""
     relevant = _relevant(documents, min_relevance)
     covered: set[str] = set()
     for doc in relevant:
@@ -74,11 +59,7 @@ def surface_terms(question: str, terms: Sequence[str]) -> list[str]:
 def bridge_terms(
     question: str, documents: Sequence[Mapping[str, Any]], limit: int, min_relevance: float = RELEVANT_MIN
 ) -> list[str]:
-    """Names and titles in the best relevant documents that the question does not mention.
-
-    For a bridge question the first retrieval finds the document about the described entity; the entity's
-    name (often that document's title) is what the next hop must search for.
-    """
+    """Names and titles of the best relevant documents that the question does not mention (next hop)."""
     if limit < 1:
         return []
     question_terms = set(analyze(question))

@@ -1,9 +1,7 @@
 """Follow-up questions made self-contained without a model (pronouns, ellipsis, "what about X?").
 
-Why heuristics: the embedded model cannot rewrite a follow-up reliably; this is its path and the fallback of
-the LLM contextualizer. Why the previous answer too: what a follow-up points at ("the mountain it stands
-on") is often named only by the answer (query/referents.py); without answers the rewrite is the older one,
-which carries the previous question's terms (kept so `python -m benchmarks followups` can measure both).
+Why the previous answer too: what a follow-up points at ("the mountain it stands on") is often named only by
+the answer (query/referents.py); without answers the previous question's terms are carried instead.
 """
 
 from __future__ import annotations
@@ -12,25 +10,9 @@ import re
 from collections.abc import Sequence
 
 from core.keyword import analyze
-from query.lexicons import (
-    CJK,
-    CJK_FOLLOW_UP,
-    CJK_FOLLOW_UP_PRONOUN,
-    CJK_SWITCH,
-    FOLLOW_UP_OPENERS,
-    FOLLOW_UP_PRONOUNS,
-    SWITCH_ENTITY,
-)
+from query import lexicons
 from query.referents import has_reference, referents
-from query.text import (
-    capitalised_phrases,
-    content_words,
-    dedupe,
-    is_chinese,
-    norm,
-    quoted_titles,
-    words_of,
-)
+from query.text import capitalised_phrases, content_words, dedupe, is_chinese, norm, quoted_titles, words_of
 
 #: Terms of the previous question appended to a follow-up, at most.
 MAX_CARRIED_TERMS = 6
@@ -40,12 +22,11 @@ ELLIPTICAL_MAX_CJK_CHARS = 4
 
 
 def _pronoun_before_name(text: str) -> bool:
-    """A third-person pronoun that cannot point at a name of the same question (it comes first, or there is
-    no name at all): "Does it support PDF?" leans on the conversation, "Did Einstein like his work?" not."""
+    """A third-person pronoun before any name of the question ("Does it support PDF?"), so it points back."""
     names = capitalised_phrases(text)
     first_name = min((text.find(name) for name in names if name in text), default=len(text))
     return any(
-        match.group(0).lower() in FOLLOW_UP_PRONOUNS and match.start() < first_name
+        match.group(0).lower() in lexicons.FOLLOW_UP_PRONOUNS and match.start() < first_name
         for match in re.finditer(r"\b[A-Za-z']+\b", text)
     )
 
@@ -54,10 +35,13 @@ def is_follow_up(question: str) -> bool:
     """Whether a question leans on the conversation (pronouns, ellipsis, "what about ...")."""
     text = question.strip()
     if is_chinese(text):
-        return bool(CJK_FOLLOW_UP.search(text)) or len(CJK.findall(text)) <= ELLIPTICAL_MAX_CJK_CHARS
+        return (
+            bool(lexicons.CJK_FOLLOW_UP.search(text))
+            or len(lexicons.CJK.findall(text)) <= ELLIPTICAL_MAX_CJK_CHARS
+        )
     if not words_of(text):
         return False
-    if FOLLOW_UP_OPENERS.match(text) or _pronoun_before_name(text):
+    if lexicons.FOLLOW_UP_OPENERS.match(text) or _pronoun_before_name(text):
         return True
     return len(content_words(text)) <= ELLIPTICAL_MAX_TERMS and not capitalised_phrases(text)
 
@@ -73,16 +57,15 @@ def salient_terms(text: str) -> list[str]:
 
 
 def _switched_subject(question: str, previous: str) -> str | None:
-    """ "What about Tesla?" after "Who founded SpaceX?" -> "Who founded Tesla?" (the same question asked of
-    another entity); None when the follow-up is not of that form or the previous question names nothing."""
+    """The previous question asked of another entity ("What about Tesla?"), or None."""
     if is_chinese(question):
-        match = CJK_SWITCH.match(question.strip())
-        if not match or CJK_FOLLOW_UP_PRONOUN.search(match.group(1)):
+        match = lexicons.CJK_SWITCH.match(question.strip())
+        if not match or lexicons.CJK_FOLLOW_UP_PRONOUN.search(match.group(1)):
             return None
         new_subject = match.group(1).strip()
         old_subjects = [*quoted_titles(previous), *content_words(previous)]
     else:
-        match = SWITCH_ENTITY.match(question.strip())
+        match = lexicons.SWITCH_ENTITY.match(question.strip())
         if not match:
             return None
         new_subject = (match.group(1) or match.group(2) or "").strip()
@@ -94,12 +77,11 @@ def _switched_subject(question: str, previous: str) -> str | None:
     return previous.replace(old_subjects[0], new_subject, 1)
 
 
-def _with_referents(text: str, names: Sequence[str]) -> str:
-    """The follow-up with the names it points at appended in parentheses (the question's own words kept,
-    so nothing of what the user asked is lost)."""
+def _with_referents(text: str, names: Sequence[str], separator: str = ", ") -> str:
+    """The follow-up with `names` appended in parentheses (its own words kept)."""
     if is_chinese(text):
         return f"{text}（{' '.join(names)}）"
-    return f"{text} ({', '.join(names)})"
+    return f"{text} ({separator.join(names)})"
 
 
 def _carry_previous_terms(text: str, history_texts: Sequence[str]) -> str:
@@ -113,25 +95,18 @@ def _carry_previous_terms(text: str, history_texts: Sequence[str]) -> str:
             if norm(term) not in present and not set(analyze(term)) <= text_terms
         ][:MAX_CARRIED_TERMS]
         if carried:
-            if is_chinese(text):
-                return f"{text}（{' '.join(carried)}）"
-            return f"{text} ({' '.join(carried)})"
+            return _with_referents(text, carried, separator=" ")
     return text
 
 
 def heuristic_standalone(
     question: str, history_texts: Sequence[str], answer_texts: Sequence[str] = ()
 ) -> str:
-    """A follow-up made self-contained from the previous user questions (`history_texts`, oldest first)
-    and the previous answers (`answer_texts`, oldest first; the last one answers the last question).
+    """A follow-up made self-contained from the previous questions and answers (oldest first).
 
-    "What about X?" / "那X呢？" re-asks the previous question about X. A follow-up whose phrases point back
-    ("it", "the mountain", "that year", "that parameter", "她", "这条河") gets the names or the topic they
-    stand for, read from the previous answer and question, appended in parentheses; any other follow-up
-    (ellipsis, or nothing fits) gets the salient terms of the latest previous question appended. A
-    self-contained question comes back unchanged, and so does any question when there is no history.
-    Without answers this is exactly the rewrite from questions alone.
-    """
+    "What about X?" / "那X呢？" re-asks the previous question about X; phrases that point back get what they
+    stand for (query.referents) appended in parentheses; other follow-ups get the latest question's salient
+    terms. A self-contained question, or one without history, comes back unchanged."""
     text = question.strip()
     if not history_texts:
         return text

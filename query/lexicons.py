@@ -1,8 +1,5 @@
-"""Word lists and patterns the query heuristics read: question words, relational nouns, comparison and
-follow-up cues, in English and Chinese.
-
-Why one module: the cues are data, tuned together; the code that uses them (signals, follow-ups,
-decomposition) stays readable when the lists live apart from the logic.
+"""Word lists and patterns the query heuristics read, in English and Chinese: data tuned together,
+kept apart from the logic that uses them.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""The topic of an English question: the noun phrase it asks about ("background tasks" in "What are background
-tasks used for in FastAPI?", "lifespan parameter" in "What is the lifespan parameter of FastAPI used for?"),
-with the name that scopes it ("in FastAPI").
+"""The topic of an English question: the noun phrase it asks about, with the name that scopes it
+("background tasks" ... "in FastAPI"), read from a handful of question frames.
 
-Why: a follow-up's "it", "they" or "that parameter" usually stands for what the previous question was about,
-and in technical documentation that is rarely a capitalised name: the capitalised word of such a question is
-often only the library it is scoped to ("FastAPI"), so naming it sends retrieval back to everything about the
-library. Why by the question's frame, not by a model or a tagger: the weak-model path has neither, and a
-handful of English question frames carry the topic in a fixed place:
-
-- "What is/are <NP> [used] for ...?" and "What is <NP> in X?": the phrase after the copula;
-- "What/How does <NP> <verb> ...?": the subject before the verb (the last plain word of the clause, when
-  "what" is its object or the verb has none: "What does model_dump return in Pydantic?");
-- "How do I <verb> <NP> ...?": the object of the user's verb.
-
-The noun phrase ends at a function word, a preposition, or a participle before one ("used for"). A question
-outside these frames, or whose phrase asks for an entity rather than about one (a superlative, "the capital
-of X", a comparison), has no topic: the answer is then what a follow-up points at (query.referents).
+Why: a follow-up's "it" or "that parameter" usually stands for what the previous question was about, which
+in technical documentation is rarely a capitalised name. A question outside the frames, or whose phrase asks
+for an entity (a superlative, "the capital of X", a comparison), has no topic.
 """
 
 from __future__ import annotations
@@ -24,16 +12,7 @@ import re
 from dataclasses import dataclass
 
 from core.keyword import ENGLISH_STOP_WORDS
-from query.lexicons import (
-    AUXILIARIES,
-    COMPARISON_WORDS,
-    COPULAS,
-    NAMING_NOUNS,
-    ORDINALS,
-    PREPOSITIONS,
-    RELATIONAL_NOUNS,
-    WH_WORDS,
-)
+from query import lexicons
 from query.text import WORD
 
 #: Words of a topic's noun phrase, at most (longer runs are clauses, not names of a concept).
@@ -51,7 +30,7 @@ USER_SUBJECTS = frozenset({"i", "you", "we", "one"})
 #: Particles of a phrasal verb, skipped after the user's verb ("How do I set up X?").
 VERB_PARTICLES = frozenset({"up", "out", "off", "down"})
 #: Prepositions that end a noun phrase or introduce its scope.
-TOPIC_PREPOSITIONS = PREPOSITIONS | frozenset(
+TOPIC_PREPOSITIONS = lexicons.PREPOSITIONS | frozenset(
     {"with", "into", "about", "between", "within", "inside", "via", "over", "under", "through", "across"}
 )
 #: Prepositions whose object may name the topic's scope ("in FastAPI", "of httpx.get").
@@ -59,9 +38,11 @@ SCOPE_PREPOSITIONS = frozenset({"in", "of", "for", "with", "from", "on"})
 #: Determiners skipped before a noun phrase.
 TOPIC_DETERMINERS = frozenset({"a", "an", "the", "this", "that", "these", "those"})
 #: Words that cannot be part of a topic's noun phrase.
-FUNCTION_WORDS = ENGLISH_STOP_WORDS | WH_WORDS | AUXILIARIES | TOPIC_PREPOSITIONS
+FUNCTION_WORDS = ENGLISH_STOP_WORDS | lexicons.WH_WORDS | lexicons.AUXILIARIES | TOPIC_PREPOSITIONS
 #: Words that cannot be the verb of a do-support question ("do" can: "What does X do?").
-NOT_VERBS = TOPIC_PREPOSITIONS | TOPIC_DETERMINERS | WH_WORDS | frozenset({"not", "also", "only", "just"})
+NOT_VERBS = (
+    TOPIC_PREPOSITIONS | TOPIC_DETERMINERS | lexicons.WH_WORDS | frozenset({"not", "also", "only", "just"})
+)
 #: Characters inside a token that make it an identifier ("model_dump", "httpx.get", "redis-py").
 IDENTIFIER_CHARS = re.compile(r"[_.\-]")
 
@@ -92,12 +73,11 @@ def _plain(token: str) -> bool:
 
 
 def _asks_for_entity(words: list[str], after: list[str]) -> bool:
-    """Whether a phrase describes an entity the answer names ("the tallest mountain", "the capital of X",
-    "the second album"): then a follow-up points at the answer, not at the phrase."""
+    """Whether a phrase describes an entity the answer names ("the tallest mountain", "the capital of X")."""
     first, head = words[0].lower(), words[-1].lower()
     superlative = first in {"most", "least"} or (first.endswith("est") and len(first) > len("best"))
-    relational = (head in RELATIONAL_NOUNS or head in NAMING_NOUNS) and after[:1] == ["of"]
-    return superlative or first in ORDINALS or relational
+    relational = (head in lexicons.RELATIONAL_NOUNS or head in lexicons.NAMING_NOUNS) and after[:1] == ["of"]
+    return superlative or first in lexicons.ORDINALS or relational
 
 
 def _noun_phrase(tokens: list[re.Match[str]], question: str) -> Topic | None:
@@ -124,8 +104,7 @@ def _noun_phrase(tokens: list[re.Match[str]], question: str) -> Topic | None:
 
 
 def _scope(tokens: list[re.Match[str]], question: str) -> str:
-    """ "in FastAPI" from the tokens after a noun phrase: the first scoping preposition whose object (after
-    determiners) is a name or an identifier, with that name."""
+    """ "in FastAPI" from the tokens after a noun phrase: a scoping preposition whose object is a name."""
     for index, token in enumerate(tokens):
         if token.group(0).lower() not in SCOPE_PREPOSITIONS:
             continue
@@ -141,9 +120,7 @@ def _scope(tokens: list[re.Match[str]], question: str) -> str:
 
 
 def _subject_before_verb(tokens: list[re.Match[str]], question: str) -> Topic | None:
-    """The subject of "<NP> <verb> [<prepositional phrases>]": the verb is the last plain word that is not
-    the object of a preposition ("the Depends function do in FastAPI" -> "Depends function", scope "in
-    FastAPI")."""
+    """The subject of "<NP> <verb> [<prepositional phrases>]" ("the Depends function do in FastAPI")."""
     for index in range(len(tokens) - 1, 0, -1):
         word = tokens[index].group(0)
         before = tokens[index - 1].group(0).lower()
@@ -156,13 +133,12 @@ def _subject_before_verb(tokens: list[re.Match[str]], question: str) -> Topic | 
 
 
 def question_topic(question: str) -> Topic | None:
-    """The noun phrase an English question asks about, with its scope; None outside the frames above, or
-    when the question asks for an entity (a comparison, a superlative, "the capital of X")."""
+    """The noun phrase an English question asks about, with its scope; None outside the frames."""
     tokens = list(WORD.finditer(question))
     words = [token.group(0).lower() for token in tokens]
-    if len(words) < 3 or words[0] not in TOPIC_WH_WORDS or COMPARISON_WORDS.search(question):
+    if len(words) < 3 or words[0] not in TOPIC_WH_WORDS or lexicons.COMPARISON_WORDS.search(question):
         return None
-    if words[0] == "what" and words[1] in COPULAS:
+    if words[0] == "what" and words[1] in lexicons.COPULAS:
         return _noun_phrase(tokens[2:], question)
     if words[1] not in DO_SUPPORT:
         return None

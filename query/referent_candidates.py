@@ -1,28 +1,16 @@
-"""What the previous turn offers a follow-up's pointing phrases: its short answer and explanation, the names
-of the answer's sentences and of the previous question, each with whether it is a person.
-
-Why a module of its own: the English and the Chinese rules (query.referents, query.chinese_referents) pick
-from the same candidates, read from the previous answer the same way (short answer first).
+"""What the previous turn offers a follow-up's pointing phrases: its short answer and explanation, the
+names of the answer's sentences and of the previous question, each with whether it is a person (shared by
+the English and Chinese rules).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.text import split_sentences, strip_references
-from query.lexicons import (
-    CJK,
-    HEAD_NOUN_NAME_WORDS,
-    LIST_SEPARATORS,
-    NON_PERSON_NAME_WORDS,
-    PERSON_HEAD_NOUNS,
-    RELATIONAL_NOUNS,
-    SHORT_ANSWER_LEAD,
-    THING_HEAD_NOUNS,
-    YEAR,
-)
+from query import lexicons
 from query.text import capitalised_phrases, content_words, is_chinese, norm, quoted_titles, words_of
 
 #: Words of the first answer line up to which it is a short answer ("Lena Harwick"), not a sentence.
@@ -70,17 +58,14 @@ class Candidate:
 
 
 def split_answer(answer: str) -> tuple[str, str]:
-    """(short answer, explanation) of an engine answer, citation markers removed.
-
-    The engine writes the short answer on its first line ("Lena Harwick") and the cited sentence after it;
-    an answer that opens with a sentence, or is one sentence ("Elon Musk founded SpaceX."), has no short
-    answer ("")."""
+    """(short answer, explanation) of an engine answer, citation markers removed; an answer that opens
+    with a sentence has no short answer ("")."""
     lines = [line.strip() for line in strip_references(answer).splitlines() if line.strip()]
     if not lines:
         return "", ""
     first = lines[0]
     short_enough = (
-        len(CJK.findall(first)) <= CJK_NAME_MAX_CHARS * 2
+        len(lexicons.CJK.findall(first)) <= CJK_NAME_MAX_CHARS * 2
         if is_chinese(first)
         else len(words_of(first)) <= SHORT_ANSWER_MAX_WORDS
     )
@@ -95,11 +80,10 @@ def is_number(text: str) -> bool:
 
 
 def short_answer_items(short: str) -> list[str]:
-    """The entities of a short answer: its names ("on Mount Callow" -> "Mount Callow"), each item of a list
-    ("Ilon and Carrow"), or the item itself when it names nothing capitalised ("the viola da gamba")."""
+    """The entities of a short answer: its names, each item of a list, or the item when it names nothing."""
     items: list[str] = []
-    for item in LIST_SEPARATORS.split(short.strip()):
-        item = SHORT_ANSWER_LEAD.sub("", item.strip(" .。")).strip()
+    for item in lexicons.LIST_SEPARATORS.split(short.strip()):
+        item = lexicons.SHORT_ANSWER_LEAD.sub("", item.strip(" .。")).strip()
         if not item or norm(item) in NON_ENTITY_ANSWERS:
             continue
         if is_chinese(item):
@@ -122,16 +106,19 @@ def asks_for_person(question: str) -> bool:
         return False
     if words[0] in {"who", "whom"}:
         return True
-    return words[0] in {"which", "what"} and len(words) > 1 and words[1] in PERSON_HEAD_NOUNS
+    return words[0] in {"which", "what"} and len(words) > 1 and words[1] in lexicons.PERSON_HEAD_NOUNS
 
 
 def asks_for_kind(question: str) -> str:
-    """The noun a "which X" / "what X" question asks for ("Which city hosted ..." -> "city"); "" for other
-    questions ("Who ...", "Where ...", "What is ...")."""
+    """The noun a "which X" / "what X" question asks for ("Which city ..." -> "city"), else ""."""
     words = [word.lower() for word in words_of(question)]
     if len(words) > 1 and words[0] in {"which", "what"}:
         noun = words[1]
-        if noun in HEAD_NOUN_NAME_WORDS or noun in PERSON_HEAD_NOUNS or noun in THING_HEAD_NOUNS:
+        if (
+            noun in lexicons.HEAD_NOUN_NAME_WORDS
+            or noun in lexicons.PERSON_HEAD_NOUNS
+            or noun in lexicons.THING_HEAD_NOUNS
+        ):
             return noun
     return ""
 
@@ -147,16 +134,14 @@ def _words_after(sentence: str, name: str) -> list[str]:
 
 
 def is_person(name: str, sentence: str, *, answers_who: bool) -> bool | None:
-    """True when the text makes `name` a person (the answer to "who", "the engineer X", "X founded ...",
-    "written by X"), False when its words mark a place or an organisation ("Mount", "Company", "The ..."),
-    None when nothing tells."""
+    """True when the text makes `name` a person, False when its words mark a place or thing, else None."""
     words = [word.lower() for word in words_of(name)]
-    if not words or is_number(name) or set(words) & NON_PERSON_NAME_WORDS:
+    if not words or is_number(name) or set(words) & lexicons.NON_PERSON_NAME_WORDS:
         return False
     if answers_who:
         return True
     before, after = _word_before(sentence, name), _words_after(sentence, name)
-    if before and (before[-1] in PERSON_HEAD_NOUNS or before[-1] in RELATIONAL_NOUNS):
+    if before and (before[-1] in lexicons.PERSON_HEAD_NOUNS or before[-1] in lexicons.RELATIONAL_NOUNS):
         return True
     if len(before) >= 2 and before[-1] == "by" and before[-2] in PERSON_BY_VERBS:
         return True
@@ -165,8 +150,7 @@ def is_person(name: str, sentence: str, *, answers_who: bool) -> bool | None:
 
 
 def _merge(candidates: Iterable[Candidate]) -> list[Candidate]:
-    """One candidate per name (case-insensitive), at its first (most salient) place, with every flag of its
-    other mentions."""
+    """One candidate per name (case-insensitive), at its first place, with every flag of its mentions."""
     merged: dict[str, Candidate] = {}
     for candidate in candidates:
         key = norm(candidate.text)
@@ -174,9 +158,8 @@ def _merge(candidates: Iterable[Candidate]) -> list[Candidate]:
         if seen is None:
             merged[key] = candidate
             continue
-        merged[key] = Candidate(
-            seen.text,
-            seen.sentence,
+        merged[key] = replace(
+            seen,
             short=seen.short or candidate.short,
             in_answer=seen.in_answer or candidate.in_answer,
             in_question=seen.in_question or candidate.in_question,
@@ -186,16 +169,14 @@ def _merge(candidates: Iterable[Candidate]) -> list[Candidate]:
 
 
 def _fuller_spelling(item: str, names: Sequence[str]) -> str:
-    """The answer sentence's spelling of a short-answer name when it is fuller ("The Gannets" for the first
-    line's "Gannets", whose sentence-initial "The" the name finder drops)."""
+    """The answer sentence's fuller spelling of a short-answer name ("The Gannets" for "Gannets")."""
     key = norm(item)
     fuller = [name for name in names if norm(name).endswith(" " + key) and norm(name).startswith("the ")]
     return fuller[0] if fuller else item
 
 
 def english_candidates(previous_question: str, previous_answer: str) -> list[Candidate]:
-    """The entities of the previous turn, most salient first: the short answer's, the answer sentences'
-    names, then the previous question's titles and names."""
+    """The entities of the previous turn, most salient first: short answer, answer names, question names."""
     short, body = split_answer(previous_answer)
     answers_who = asks_for_person(previous_question)
     found: list[Candidate] = []
@@ -218,4 +199,4 @@ def english_candidates(previous_question: str, previous_answer: str) -> list[Can
 
 def years_in(texts: Iterable[str]) -> list[str]:
     """The years (four digits, query.lexicons.YEAR) the texts name, in order."""
-    return [match.group(1) for text in texts for match in YEAR.finditer(text)]
+    return [match.group(1) for text in texts for match in lexicons.YEAR.finditer(text)]

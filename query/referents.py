@@ -1,26 +1,10 @@
 """Referents of a follow-up question: what "it", "the mountain", "that year", "她" or "这条河" stands for,
 picked from the previous turn's answer and question.
 
-Why the answer: a follow-up usually points at what was just answered. After "Who founded the Harwick
-Observatory?" - "Lena Harwick, on Mount Tessel", the follow-up "How high is the mountain it stands on?" means
-Mount Tessel, which only the answer names; carrying the previous question's terms ("Harwick Observatory
-founded") sends retrieval back to the passage it already found. Why rules: this is the path of the embedded
-model (it cannot rewrite a question reliably) and the fallback of a strong one; every rule is a cue a reader
-can check, and the function stays pure (text in, names out).
-
-The rules, in short: a phrase of the follow-up points back (a pronoun before any name of the question, a
-definite or demonstrative noun phrase whose head noun names a kind of entity, "that year", "the second
-one"); the previous turn offers candidates (the short answer first, then the names of the answer's sentences,
-then the names of the previous question); each kind of phrase prefers its kind of candidate (a name whose
-words fit the head noun, "Mount Tessel" for "the mountain"; a person for "she"; the new entity of a "which
-X" answer or else the previous topic for "it"); numbers are never names, except for "that year".
-In technical documentation what a turn is about is often a concept, not a name: after "What are
-background tasks used for in FastAPI?" - "Running operations after returning a response", "it" is
-"background tasks in FastAPI" (the previous question's topic, query.question_topic, when its short answer
-describes rather than names), and "that parameter" / "this function" (a head of no listed kind) is the
-previous turn's phrase with that head ("lifespan parameter of FastAPI"), else its topic.
-The candidates are query.referent_candidates; Chinese follow-ups have rules of their own,
-query.chinese_referents.
+Why the answer: after "Who founded the Harwick Observatory?" - "Lena Harwick, on Mount Tessel", "the mountain
+it stands on" means Mount Tessel, which only the answer names. Each kind of pointing phrase prefers its kind
+of candidate (a name whose words fit the head noun, a person for "she", the previous topic for "it" after a
+describing answer); numbers are never names, except for "that year".
 """
 
 from __future__ import annotations
@@ -30,25 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from query import lexicons
 from query.chinese_referents import chinese_referents
-from query.lexicons import (
-    ANAPHORIC_DETERMINERS,
-    ANAPHORIC_MODIFIERS,
-    CJK_DEMONSTRATIVE,
-    CJK_PERSON_PRONOUN,
-    CJK_THING_PRONOUN,
-    EXISTENTIAL_NEIGHBOURS,
-    GROUP_PRONOUNS,
-    HEAD_NOUN_NAME_WORDS,
-    ORDINAL_REFERENCE,
-    ORDINALS,
-    PERSON_HEAD_NOUNS,
-    PERSON_PRONOUNS,
-    PLACE_PRONOUNS,
-    THING_HEAD_NOUNS,
-    THING_PRONOUNS,
-    YEAR_HEADS,
-)
 from query.question_topic import FUNCTION_WORDS, Topic, is_name_like, question_topic
 from query.referent_candidates import (
     KIND_WINDOW_WORDS,
@@ -81,9 +48,6 @@ class Reference:
     """The head noun of a noun phrase ("mountain", "parameter"), the ordinal word ("second")."""
 
 
-# --- references of an English follow-up ------------------------------------------------------------------
-
-
 def _first_name_start(question: str) -> int:
     names = [*quoted_titles(question), *capitalised_phrases(question)]
     return min((question.find(name) for name in names if name in question), default=len(question))
@@ -99,12 +63,9 @@ def word_forms(word: str) -> frozenset[str]:
 def _concept_phrase(
     tokens: Sequence[re.Match[str]], index: int, position: int, previous_question: str, previous_answer: str
 ) -> Reference | None:
-    """A phrase "that parameter" / "this function" / "the option" whose head is a common noun of no listed
-    kind (a concept of the previous turn rather than a named entity), or None.
-
-    A demonstrative points back when it is a determiner (it follows a function word or opens the question:
-    "does that parameter", not "a setting that controls") or when the previous turn names its head; "the"
-    only when the previous question names the head ("the parameter" after "the lifespan parameter")."""
+    """A phrase "that parameter" / "the option" whose head is a common noun of no listed kind (a
+    concept of the previous turn), or None. A demonstrative points back as a determiner or when the previous
+    turn names the head; "the" only when the previous question names it."""
     head = tokens[position].group(0).lower()
     if head in FUNCTION_WORDS or not head.isalpha():
         return None
@@ -128,15 +89,12 @@ def _noun_phrase(
     previous_question: str = "",
     previous_answer: str = "",
 ) -> Reference | None:
-    """A phrase "the / this / that [same] <head>" at `index` that points back, or None.
-
-    Not one when the head is followed by "of" ("the capital of France") or by a name ("the river Sele"), or
-    when the question itself names an entity of that kind ("the mountain" beside "Mount Tessel"). A head of
-    no listed kind is a concept of the previous turn ("that parameter"), only with the previous turn's
-    question or answer to check it against."""
+    """A phrase "the / this / that [same] <head>" at `index` that points back, or None: not before
+    "of" or a name, nor when the question itself names an entity of that kind; a head of no listed kind is a
+    concept (`_concept_phrase`)."""
     determiner = tokens[index].group(0).lower()
     position = index + 1
-    while position < len(tokens) and tokens[position].group(0).lower() in ANAPHORIC_MODIFIERS:
+    while position < len(tokens) and tokens[position].group(0).lower() in lexicons.ANAPHORIC_MODIFIERS:
         position += 1
     if position >= len(tokens):
         return None
@@ -145,15 +103,19 @@ def _noun_phrase(
     if following.lower() == "of" or following[:1].isupper():
         return None
     start, end = tokens[index].start(), tokens[position].end()
-    if head in YEAR_HEADS:
+    if head in lexicons.YEAR_HEADS:
         # "that year", "the same year" point back; "this year" and "the year" do not.
         pointing = determiner == "that" or position > index + 1
         return Reference("year", start, end, head) if pointing else None
-    if head not in HEAD_NOUN_NAME_WORDS and head not in PERSON_HEAD_NOUNS and head not in THING_HEAD_NOUNS:
+    if (
+        head not in lexicons.HEAD_NOUN_NAME_WORDS
+        and head not in lexicons.PERSON_HEAD_NOUNS
+        and head not in lexicons.THING_HEAD_NOUNS
+    ):
         if not (previous_question.strip() or previous_answer.strip()):
             return None
         return _concept_phrase(tokens, index, position, previous_question, previous_answer)
-    kind_words = HEAD_NOUN_NAME_WORDS.get(head, frozenset({head}))
+    kind_words = lexicons.HEAD_NOUN_NAME_WORDS.get(head, frozenset({head}))
     for name in capitalised_phrases(question):
         if {word.lower() for word in words_of(name)} & kind_words:
             return None
@@ -166,17 +128,17 @@ def _pronoun(tokens: Sequence[re.Match[str]], index: int) -> Reference | None:
     word = token.group(0).lower()
     before = tokens[index - 1].group(0).lower() if index > 0 else ""
     after = tokens[index + 1].group(0).lower() if index + 1 < len(tokens) else ""
-    if word in PERSON_PRONOUNS:
+    if word in lexicons.PERSON_PRONOUNS:
         return Reference("person", token.start(), token.end())
-    if word in GROUP_PRONOUNS:
+    if word in lexicons.GROUP_PRONOUNS:
         return Reference("group", token.start(), token.end())
     if (
-        word in PLACE_PRONOUNS
-        and before not in EXISTENTIAL_NEIGHBOURS
-        and after not in EXISTENTIAL_NEIGHBOURS
+        word in lexicons.PLACE_PRONOUNS
+        and before not in lexicons.EXISTENTIAL_NEIGHBOURS
+        and after not in lexicons.EXISTENTIAL_NEIGHBOURS
     ):
         return Reference("place", token.start(), token.end())
-    if word in THING_PRONOUNS and (word not in {"this", "that"} or not after):
+    if word in lexicons.THING_PRONOUNS and (word not in {"this", "that"} or not after):
         return Reference("thing", token.start(), token.end())
     return None
 
@@ -184,9 +146,7 @@ def _pronoun(tokens: Sequence[re.Match[str]], index: int) -> Reference | None:
 def english_references(
     question: str, previous_question: str = "", previous_answer: str = ""
 ) -> list[Reference]:
-    """The phrases of an English follow-up that point back, in order. Pronouns count only before the
-    question's first name (after it they may point at that name: "Did Einstein like his work?"). With the
-    previous turn's question and answer, "that parameter" and other concept phrases count too."""
+    """The phrases of an English follow-up that point back, in order (pronouns only before its first name)."""
     tokens = list(WORD.finditer(question))
     first_name = _first_name_start(question)
     found: list[Reference] = []
@@ -196,29 +156,25 @@ def english_references(
             continue
         word = token.group(0).lower()
         reference: Reference | None = None
-        if word in ANAPHORIC_DETERMINERS:
+        if word in lexicons.ANAPHORIC_DETERMINERS:
             reference = _noun_phrase(tokens, index, question, previous_question, previous_answer)
         if reference is None and token.start() < first_name:
             reference = _pronoun(tokens, index)
         if reference is not None:
             found.append(reference)
             covered_until = reference.end
-    for match in ORDINAL_REFERENCE.finditer(question):
-        if match.group(1).lower() in ORDINALS:
+    for match in lexicons.ORDINAL_REFERENCE.finditer(question):
+        if match.group(1).lower() in lexicons.ORDINALS:
             found.append(Reference("ordinal", match.start(), match.end(), match.group(1).lower()))
     return sorted(found, key=lambda reference: reference.start)
 
 
-# --- resolution -------------------------------------------------------------------------------------------
-
-
 def _kind_words(head: str) -> frozenset[str]:
-    return HEAD_NOUN_NAME_WORDS.get(head, frozenset({head}))
+    return lexicons.HEAD_NOUN_NAME_WORDS.get(head, frozenset({head}))
 
 
 def _called(candidate: Candidate, head: str) -> bool:
-    """Whether the candidate's sentence calls it a `head` ("the island of Tarsa", "the schooner Tern",
-    "Carrow, a moon", "Montserrin is a city")."""
+    """Whether the candidate's sentence calls it a `head` ("the island of Tarsa", "Montserrin is a city")."""
     before = _word_before(candidate.sentence, candidate.text)[-KIND_WINDOW_WORDS:]
     after = _words_after(candidate.sentence, candidate.text)[:KIND_WINDOW_WORDS]
     kinds = _kind_words(head) | {head}
@@ -230,8 +186,7 @@ def _first(candidates: Iterable[Candidate]) -> Candidate | None:
 
 
 def resolve_noun(head: str, candidates: Sequence[Candidate], previous_question: str) -> Candidate | None:
-    """The candidate a noun phrase's head points at: a name of that kind ("Mount ..." for "mountain"), the
-    answer to a "which <head>" question, a name its sentence calls a <head>, or a person for a person noun."""
+    """The candidate a noun phrase's head points at (a name of that kind first), or None."""
     kinds = _kind_words(head)
     by_name = _first(c for c in candidates if {word.lower() for word in words_of(c.text)} & kinds)
     if by_name is not None:
@@ -243,7 +198,7 @@ def resolve_noun(head: str, candidates: Sequence[Candidate], previous_question: 
     called = _first(c for c in candidates if _called(c, head))
     if called is not None:
         return called
-    if head in PERSON_HEAD_NOUNS:
+    if head in lexicons.PERSON_HEAD_NOUNS:
         return _first(c for c in candidates if c.person)
     return None
 
@@ -251,11 +206,8 @@ def resolve_noun(head: str, candidates: Sequence[Candidate], previous_question: 
 def resolve_pronoun(
     kind: ReferenceKind, candidates: Sequence[Candidate], previous_question: str
 ) -> Candidate | None:
-    """The candidate a pronoun points at.
-
-    he/she: a person, the answered one first. it: the answer of a "which X" question (the new entity),
-    otherwise the previous question's topic (after "Who founded X?" or "When did X sink?", "it" is X).
-    they: the answered entity, else the topic. there: the answer of a "where" question, else a place."""
+    """The candidate a pronoun points at: he/she a person; it the answer of a "which X" question, else
+    the previous question's topic; they the answered entity, else the topic; there a "where" answer."""
     short = [c for c in candidates if c.short]
     asked = [c for c in candidates if c.in_question and not c.short]
     named = [c for c in candidates if c.in_answer and not c.short]
@@ -269,23 +221,20 @@ def resolve_pronoun(
     if kind == "place":
         where = (words_of(previous_question)[:1] or [""])[0].lower() == "where" or asks_for_kind(
             previous_question
-        ) in HEAD_NOUN_NAME_WORDS
+        ) in lexicons.HEAD_NOUN_NAME_WORDS
         order = [*short, *named, *asked] if where else [*named, *short, *asked]
         return _first(c for c in order if c.person is not True)
     return None
 
 
 def names_entity(short: str) -> bool:
-    """Whether a short answer is a name (every content word capitalised or a number: "Vessenburg", "the Lune
-    and the Tassa", "1764") rather than a description ("Running operations after returning a response")."""
+    """Whether a short answer is a name ("Vessenburg", "1764") rather than a description."""
     words = content_words(short)
     return bool(words) and all(word[:1].isupper() or word[:1].isdigit() for word in words)
 
 
 def about_topic(previous_question: str, short: str) -> Topic | None:
-    """The previous question's topic when the previous turn was about it: the question has a topic frame
-    ("What are background tasks used for?", query.question_topic), does not ask for a kind of entity
-    ("Which city ..."), and its short answer describes rather than names ("Running operations after ...")."""
+    """The previous question's topic when its turn was about it (a topic frame and a describing answer)."""
     topic = question_topic(previous_question)
     if topic is None or asks_for_kind(previous_question) or names_entity(short):
         return None
@@ -293,8 +242,7 @@ def about_topic(previous_question: str, short: str) -> Topic | None:
 
 
 def _modified_mention(text: str, forms: frozenset[str]) -> str:
-    """The first mention of a head noun with the words that name it ("lifespan parameter" for "parameter",
-    "parameter lifespan"), or "" when the text only says "a parameter"."""
+    """The first mention of a head noun with the words that name it ("lifespan parameter"), or ""."""
     tokens = list(WORD.finditer(text))
     for index, token in enumerate(tokens):
         if token.group(0).lower() not in forms:
@@ -315,9 +263,7 @@ def _modified_mention(text: str, forms: frozenset[str]) -> str:
 
 
 def resolve_concept(head: str, previous_question: str, short: str, body: str) -> str | None:
-    """What "that parameter" / "this function" stands for: the previous question's topic when its head is
-    the same noun ("lifespan parameter of FastAPI"), the answer to a "which <head>" question, the previous
-    question's or answer's mention of the noun with the words that name it, else the previous topic."""
+    """What "that parameter" stands for: the previous topic, a "which" answer, or a named mention."""
     forms = word_forms(head)
     topic = question_topic(previous_question)
     if topic is not None and forms & {word.lower() for word in words_of(topic.phrase)}:
@@ -334,24 +280,20 @@ def resolve_concept(head: str, previous_question: str, short: str, body: str) ->
 
 
 def resolve_ordinal(ordinal: str, short: str, candidates: Sequence[Candidate]) -> str | None:
-    """The item an ordinal points at: of the short answer's list ("Ilon and Carrow"), else of the names the
-    answer adds to the previous question ("opens with The Iron Gull, followed by Harbour of Ash")."""
+    """The item an ordinal points at: of the short answer's list, else of the names the answer adds."""
     items = short_answer_items(short)
     if len(items) < 2:
         items = [c.text for c in candidates if c.in_answer and not c.in_question]
-    index = ORDINALS[ordinal]
+    index = lexicons.ORDINALS[ordinal]
     if not items or index >= len(items):
         return None
     return items[index]
 
 
 def english_referents(question: str, previous_question: str, previous_answer: str) -> list[str]:
-    """The names the follow-up's pointing phrases stand for, in the question's order, at most MAX_REFERENTS,
-    none the question already names.
-
-    A pronoun right after a resolved noun phrase is left alone: "the mountain it stands on" is a relative
-    clause about the mountain, already named. When only noun phrases of no known kind point back and none
-    resolves, the most salient name of the answer stands for them."""
+    """The names the follow-up's pointing phrases stand for, in order, at most MAX_REFERENTS, none the
+    question already names. A pronoun right after a resolved noun phrase is left alone ("the mountain it
+    stands on"); unresolved noun phrases fall back to the answer's most salient name."""
     candidates = [
         c
         for c in english_candidates(previous_question, previous_answer)
@@ -393,8 +335,7 @@ def english_referents(question: str, previous_question: str, previous_answer: st
 
 
 def referents(question: str, previous_question: str, previous_answer: str) -> list[str]:
-    """The names a follow-up's pointing phrases stand for, from the previous question and its answer;
-    [] when nothing points back or nothing fits."""
+    """The names a follow-up's pointing phrases stand for; [] when nothing points back or fits."""
     if not previous_answer.strip():
         return []
     if is_chinese(question):
@@ -403,13 +344,11 @@ def referents(question: str, previous_question: str, previous_answer: str) -> li
 
 
 def has_reference(question: str, previous_question: str = "", previous_answer: str = "") -> bool:
-    """Whether a question has a phrase that points back (a pronoun before any name, "the mountain",
-    "that year", "the second one", 它/她/这条河/该省; given the previous turn's question and answer, also
-    "that parameter")."""
+    """Whether a question has a phrase that points back ("it", "the mountain", "that year", 这条河)."""
     if is_chinese(question):
         return bool(
-            CJK_DEMONSTRATIVE.search(question)
-            or CJK_PERSON_PRONOUN.search(question)
-            or CJK_THING_PRONOUN.search(question)
+            lexicons.CJK_DEMONSTRATIVE.search(question)
+            or lexicons.CJK_PERSON_PRONOUN.search(question)
+            or lexicons.CJK_THING_PRONOUN.search(question)
         )
     return bool(english_references(question, previous_question, previous_answer))

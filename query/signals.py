@@ -1,11 +1,8 @@
 """Cues that a question is a comparison or a bridge (multi-hop) question, in English and Chinese.
 
-How single-hop and multi-hop questions are told apart:
-- a declarative sentence without a question word is a claim to verify: single-hop;
-- a comparison names two entities and asks which one, or whether both, share a property;
-- a bridge question describes a second entity inside the question (a relative clause, a participle phrase,
-  a relational noun such as "the director of ...", a possessive, a quoted title plus a relation), so one
-  retrieval finds that entity and a second one answers about it. Each cue adds to a score; the sum decides.
+A claim without a question word is single-hop; a bridge question describes a second entity inside it (a
+relative clause, a participle phrase, a relational noun, a possessive, a quoted title). Each cue adds to a
+score; the sum decides.
 """
 
 from __future__ import annotations
@@ -14,43 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from core.keyword import ENGLISH_STOP_WORDS
-from query.lexicons import (
-    AUXILIARIES,
-    CJK_BRIDGE,
-    CJK_COMPARISON,
-    CJK_JOIN,
-    CJK_QUESTION_WORDS,
-    CJK_RELATIONAL,
-    COMPARATIVES,
-    COMPARISON_WORDS,
-    COPULAS,
-    DEFINING_MAX_INDEX,
-    DEFINING_OPENERS,
-    DETERMINERS,
-    IMPERATIVES,
-    IRREGULAR_PARTICIPLES,
-    NAMING_NOUNS,
-    NON_RELATIVE_HEADS,
-    NOT_PARTICIPLES,
-    PARTICIPLE_PHRASE,
-    PASSIVE_HELPERS,
-    POSSESSIVE,
-    PREPOSITIONS,
-    RELATIONAL_NOUNS,
-    RELATIVE_PRONOUN,
-    SUPERLATIVE_DESCRIPTION,
-    THAT_VERBS,
-    WH_WORDS,
-)
-from query.text import (
-    capitalised_phrases,
-    first_word,
-    is_chinese,
-    quoted_titles,
-    words_of,
-)
-
-# --- limits -------------------------------------------------------------------------------------------------
+from query import lexicons
+from query.text import capitalised_phrases, first_word, is_chinese, quoted_titles, words_of
 
 #: Bridge score from which an English question counts as multi-hop: one strong cue (a relative clause, a
 #: participle phrase, a relational noun) or two weak ones (two names, a quoted title, a long question...).
@@ -85,10 +47,10 @@ def is_interrogative(question: str) -> bool:
     if stripped.endswith(("?", "？")):
         return True
     first = first_word(stripped)
-    if first in WH_WORDS or first in AUXILIARIES or first in IMPERATIVES:
+    if first in lexicons.WH_WORDS or first in lexicons.AUXILIARIES or first in lexicons.IMPERATIVES:
         return True
     if is_chinese(stripped):
-        return bool(CJK_QUESTION_WORDS.search(stripped))
+        return bool(lexicons.CJK_QUESTION_WORDS.search(stripped))
     # Mid-sentence "which" / "where" / "when" are mostly relative words in statements; "what" is not.
     return bool(re.search(r"\b(what|whom)\b", stripped, re.IGNORECASE))
 
@@ -111,17 +73,17 @@ class RelativeClause:
 def relative_clauses(question: str) -> list[RelativeClause]:
     """Relative clauses: "the woman who played", "the league for which", "the casino that X is on"."""
     found: list[RelativeClause] = []
-    for match in RELATIVE_PRONOUN.finditer(question):
+    for match in lexicons.RELATIVE_PRONOUN.finditer(question):
         head, comma, preposition, pronoun, _following = match.groups()
         lowered = head.lower()
         before = words_of(question[: match.start()])
-        if lowered in WH_WORDS or lowered in NON_RELATIVE_HEADS or not before and not comma:
+        if lowered in lexicons.WH_WORDS or lowered in lexicons.NON_RELATIVE_HEADS or not before and not comma:
             continue
         if preposition and pronoun.lower() not in ("which", "whom"):
             continue
         if pronoun.lower() == "that" and not preposition and not comma:
-            after_determiner = bool(before) and before[-1].lower() in DETERMINERS
-            if (lowered in THAT_VERBS or lowered.endswith("ed")) and not after_determiner:
+            after_determiner = bool(before) and before[-1].lower() in lexicons.DETERMINERS
+            if (lowered in lexicons.THAT_VERBS or lowered.endswith("ed")) and not after_determiner:
                 continue
         found.append(
             RelativeClause(
@@ -137,25 +99,28 @@ def relative_clauses(question: str) -> list[RelativeClause]:
 
 
 def defining(lowered: list[str], index: int) -> bool:
-    """Whether a description at word `index` defines the answer itself ("Who is the man who ...",
-    "What is the name of the company that ..."): then it names no second entity."""
-    if len(lowered) < 2 or lowered[0] not in DEFINING_OPENERS or lowered[1] not in COPULAS:
+    """Whether a description at word `index` defines the answer itself ("Who is the man who ...")."""
+    if len(lowered) < 2 or lowered[0] not in lexicons.DEFINING_OPENERS or lowered[1] not in lexicons.COPULAS:
         return False
-    naming = len(lowered) > 3 and lowered[3] in NAMING_NOUNS
-    return index <= DEFINING_MAX_INDEX or naming and index <= DEFINING_MAX_INDEX + 3
+    naming = len(lowered) > 3 and lowered[3] in lexicons.NAMING_NOUNS
+    return index <= lexicons.DEFINING_MAX_INDEX or naming and index <= lexicons.DEFINING_MAX_INDEX + 3
 
 
 def relational(word: str) -> bool:
     lowered = word.lower().removeprefix("co-")
-    return lowered in RELATIONAL_NOUNS or lowered.endswith("s") and lowered[:-1] in RELATIONAL_NOUNS
+    return (
+        lowered in lexicons.RELATIONAL_NOUNS
+        or lowered.endswith("s")
+        and lowered[:-1] in lexicons.RELATIONAL_NOUNS
+    )
 
 
 def _participle(word: str) -> bool:
     return (
-        word in IRREGULAR_PARTICIPLES
+        word in lexicons.IRREGULAR_PARTICIPLES
         or len(word) >= 5
         and word.endswith("ed")
-        and word not in NOT_PARTICIPLES
+        and word not in lexicons.NOT_PARTICIPLES
     )
 
 
@@ -174,16 +139,18 @@ def joined_entities(question: str) -> tuple[str, str] | None:
 def _english_comparison(question: str, lowered: list[str]) -> str | None:
     """The comparison cue of an English question, or None."""
     first = lowered[0] if lowered else ""
-    comparative = any(word in COMPARATIVES for word in lowered)
+    comparative = any(word in lexicons.COMPARATIVES for word in lowered)
     names = capitalised_phrases(question) + quoted_titles(question)
     joined = joined_entities(question)
     if " or " in f" {question.lower()} " and (
-        first in WH_WORDS or comparative or "which" in lowered or "who" in lowered
+        first in lexicons.WH_WORDS or comparative or "which" in lowered or "who" in lowered
     ):
         return "choice between two"
-    if COMPARISON_WORDS.search(question) and (" and " in question or " between " in question.lower()):
+    if lexicons.COMPARISON_WORDS.search(question) and (
+        " and " in question or " between " in question.lower()
+    ):
         return "shared or different property"
-    if joined and first in AUXILIARIES:
+    if joined and first in lexicons.AUXILIARIES:
         return "yes/no about two entities"
     if joined and comparative:
         return "comparative between two"
@@ -191,7 +158,11 @@ def _english_comparison(question: str, lowered: list[str]) -> str | None:
         re.search(r"\b(are|were|have|do)\b", question) or all(len(side.split()) > 1 for side in joined)
     ):
         return "question about two entities"
-    if comparative and len(names) >= 2 and (first in AUXILIARIES or re.search(r"\bthan\b", question)):
+    if (
+        comparative
+        and len(names) >= 2
+        and (first in lexicons.AUXILIARIES or re.search(r"\bthan\b", question))
+    ):
         return "comparative between two"
     return None
 
@@ -211,9 +182,8 @@ _QUESTION_AFTER_COMMA = re.compile(r",\s*(what|which|who|whom|whose|when|where|h
 
 
 def question_start(question: str, lowered: list[str]) -> int:
-    """Offset of the question proper: after a leading adverbial clause ("If ..., what ...", "During ...,
-    who ..."), else 0. Its question word is then no relative pronoun and no embedded question."""
-    if lowered[:1] and lowered[0] in WH_WORDS | AUXILIARIES:
+    """Offset of the question proper, after a leading adverbial clause ("If ..., what ..."), else 0."""
+    if lowered[:1] and lowered[0] in lexicons.WH_WORDS | lexicons.AUXILIARIES:
         return 0
     match = _QUESTION_AFTER_COMMA.search(question)
     return match.start(1) if match else 0
@@ -234,8 +204,7 @@ def _english_bridge(question: str, words: list[str], lowered: list[str]) -> tupl
 
 
 def _clause_cues(question: str, lowered: list[str], start: int, cues: list[str]) -> tuple[int, int]:
-    """(score, strong cues) of the first relative clause, appending its cue to `cues`: one with a name in it
-    describes a second entity; one defining the answer ("the city that ...") does not."""
+    """(score, strong cues) of the first relative clause, appending its cue to `cues`."""
     score = strong = 0
     clauses = [clause for clause in relative_clauses(question) if not start or clause.clause_start != start]
     if clauses:
@@ -254,14 +223,15 @@ def _clause_cues(question: str, lowered: list[str], start: int, cues: list[str])
 
 
 def _participle_cues(question: str, lowered: list[str], first: str, cues: list[str]) -> tuple[int, int]:
-    """(score, strong cues) of the first participle phrase ("the band formed in ..."), appending its cue to
-    `cues`; a participle that is the question's main (passive) verb is only a weak "by" cue."""
+    """(score, strong cues) of the first participle phrase, appending its cue to `cues`."""
     score = strong = 0
     # "When was X built in ...", "Was X directed by ...": the first participle is the main (passive) verb.
-    passive_opening = first in AUXILIARIES or (
-        len(lowered) > 1 and first in WH_WORDS - DEFINING_OPENERS and lowered[1] in COPULAS
+    passive_opening = first in lexicons.AUXILIARIES or (
+        len(lowered) > 1
+        and first in lexicons.WH_WORDS - lexicons.DEFINING_OPENERS
+        and lowered[1] in lexicons.COPULAS
     )
-    for number, match in enumerate(PARTICIPLE_PHRASE.finditer(question)):
+    for number, match in enumerate(lexicons.PARTICIPLE_PHRASE.finditer(question)):
         before, participle, preposition = (
             match.group(1).lower(),
             match.group(2).lower(),
@@ -271,13 +241,13 @@ def _participle_cues(question: str, lowered: list[str], first: str, cues: list[s
             continue
         index = len(words_of(question[: match.start()]))
         # "Which group benefited from ...": right after the question word's noun it is the main verb.
-        after_wh_noun = index == 1 and first in WH_WORDS
+        after_wh_noun = index == 1 and first in lexicons.WH_WORDS
         main_verb = passive_opening and number == 0 or defining(lowered, index) or after_wh_noun
-        if before in PASSIVE_HELPERS or main_verb:
+        if before in lexicons.PASSIVE_HELPERS or main_verb:
             if preposition == "by":
                 cues.append(f"passive ({participle} by)")
                 score += WEAK_CUE
-        elif before not in ENGLISH_STOP_WORDS and before not in WH_WORDS:
+        elif before not in ENGLISH_STOP_WORDS and before not in lexicons.WH_WORDS:
             named = names_in(_clause_text(question, match.start(3)))
             cues.append(f"participle phrase ({before} {participle})" + ("" if named else " without a name"))
             score += STRONG_CUE if named else WEAK_CUE
@@ -287,8 +257,7 @@ def _participle_cues(question: str, lowered: list[str], first: str, cues: list[s
 
 
 def _relation_cues(question: str, lowered: list[str], cues: list[str]) -> tuple[int, int]:
-    """(score, strong cues) of a relational noun ("the mother of ...") and a possessive ("X's father"),
-    appending their cues to `cues`."""
+    """(score, strong cues) of a relational noun and a possessive, appending their cues to `cues`."""
     score = strong = 0
     for index, word in enumerate(lowered[:-1]):
         pointing = lowered[index + 2 : index + 3] in (["this"], ["these"], ["that"], ["those"])
@@ -302,7 +271,7 @@ def _relation_cues(question: str, lowered: list[str], cues: list[str]) -> tuple[
             score += STRONG_CUE
             strong += 1
             break
-    possessive = POSSESSIVE.search(question)
+    possessive = lexicons.POSSESSIVE.search(question)
     if possessive:
         index = len(words_of(question[: possessive.start()]))
         relation = relational(possessive.group(2)) and not defining(lowered, index)
@@ -315,10 +284,9 @@ def _relation_cues(question: str, lowered: list[str], cues: list[str]) -> tuple[
 def _surface_cues(
     question: str, words: list[str], lowered: list[str], first: str, start: int, cues: list[str]
 ) -> tuple[int, int]:
-    """(score, strong cues) of the question's surface: a superlative description, quoted titles and names,
-    its length, an embedded question word, "also" and nested of-phrases; their cues go to `cues`."""
+    """(score, strong cues) of the question's surface (superlatives, titles, names, length...)."""
     score = strong = 0
-    if SUPERLATIVE_DESCRIPTION.search(question):
+    if lexicons.SUPERLATIVE_DESCRIPTION.search(question):
         cues.append("superlative description")
         score += WEAK_CUE
     titles = quoted_titles(question)
@@ -329,8 +297,7 @@ def _surface_cues(
     if len(names) + len([title for title in titles if title not in names]) >= 2:
         cues.append("two named entities")
         score += WEAK_CUE
-        # Two full names ("Alma Brecht", "Harlow Cup Final"): a question relating two entities, which a single
-        # passage rarely covers; one-word names ("Warsaw", "Kublai") are mostly a passage's own topic.
+        # Two full names relate two entities, which one passage rarely covers; one-word names do not count.
         if sum(len(name.split()) > 1 for name in names) >= TWO_FULL_NAMES:
             cues.append("two multi-word names")
             score += WEAK_CUE
@@ -340,7 +307,10 @@ def _surface_cues(
         score += WEAK_CUE
     if len(words) >= VERY_LONG_QUESTION_WORDS:
         score += WEAK_CUE
-    if first not in WH_WORDS | AUXILIARIES | IMPERATIVES | PREPOSITIONS and not start:
+    if (
+        first not in lexicons.WH_WORDS | lexicons.AUXILIARIES | lexicons.IMPERATIVES | lexicons.PREPOSITIONS
+        and not start
+    ):
         if re.search(r"\b(what|which|who|whom|whose|when|where|how)\b", question, re.IGNORECASE):
             cues.append("statement with an embedded question")
             score += WEAK_CUE
@@ -374,16 +344,16 @@ def english_signals(question: str) -> Signals:
 def chinese_signals(question: str) -> Signals:
     """Comparison and bridge cues of a Chinese question."""
     signals = Signals(chinese=True)
-    comparison = CJK_COMPARISON.search(question)
-    two_things = bool(CJK_JOIN.search(question)) or "还是" in question
+    comparison = lexicons.CJK_COMPARISON.search(question)
+    two_things = bool(lexicons.CJK_JOIN.search(question)) or "还是" in question
     if comparison and two_things:
         signals.comparison = True
         signals.cues.append(f"比较 ({comparison.group(0)})")
-    if CJK_BRIDGE.search(question):
+    if lexicons.CJK_BRIDGE.search(question):
         signals.bridge_score += MULTI_HOP_MIN_SCORE
         signals.strong_cues += 1
         signals.cues.append("定语从句描述另一实体")
-    if CJK_RELATIONAL.search(question):
+    if lexicons.CJK_RELATIONAL.search(question):
         signals.bridge_score += MULTI_HOP_MIN_SCORE
         signals.strong_cues += 1
         signals.cues.append("关系名词链")

@@ -1,20 +1,11 @@
-"""Alternative search queries and keyword expansion without a model.
-
-Why heuristics: synonyms need a language model (the LLM path adds them); without one, names, content words
-and their inflections are what widens a search.
+"""Alternative search queries and keyword expansion without a model: names, content words and their
+inflections (synonyms need the LLM path).
 """
 
 from __future__ import annotations
 
 from query.decomposition import heuristic_subquestions
-from query.text import (
-    capitalised_phrases,
-    content_words,
-    dedupe,
-    is_chinese,
-    keyword_query,
-    quoted_titles,
-)
+from query.text import capitalised_phrases, content_words, dedupe, is_chinese, keyword_query, quoted_titles
 
 
 def _inflections(word: str) -> list[str]:
@@ -34,8 +25,7 @@ def _inflections(word: str) -> list[str]:
 
 
 def heuristic_expansion(question: str) -> str:
-    """Expanded keywords without a model: names and titles first, the other content words, and their
-    singular/plural alternates. (Synonyms and related terms need a language model: the LLM path adds them.)"""
+    """Expanded keywords: names and titles, the other content words, their singular/plural alternates."""
     names = [*quoted_titles(question), *([] if is_chinese(question) else capitalised_phrases(question))]
     words = content_words(question)
     alternates = [alternate for word in words for alternate in _inflections(word)]

@@ -18,13 +18,14 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from config.settings import Settings, load_settings
-from models import capability, factory, local_llm
+from models import capability, factory
 from models.capability import run_self_test
 from models.errors import ModelUnavailableError
 from nodes.analyze import analyze
 from nodes.resources import Resources, use_resources
 from tests.conftest import runtime
 from tests.fakes import TaskChatModel
+from tests.helpers import model_caches
 from tests.helpers.api_server import free_port as closed_port
 
 logger = logging.getLogger(__name__)
@@ -59,9 +60,9 @@ def openai_settings(tmp_path: Path, **overrides: Any) -> Settings:
 
 @pytest.fixture(autouse=True)
 def _fresh_cache() -> Iterator[None]:
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     yield
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
 
 
 @pytest.fixture
@@ -194,4 +195,4 @@ def test_embedded_smollm2_fails_the_self_test(tmp_path: Path) -> None:
         )
         assert [test.strength for test in tests] == ["weak", "weak"]
     finally:
-        local_llm.shutdown_local_server()
+        model_caches.shutdown_local_server()

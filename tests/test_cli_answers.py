@@ -28,6 +28,7 @@ from service.answer_warnings import answer_warnings
 from service.cli import app
 from tests.conftest import write_corpus
 from tests.fakes import StreamingTaskModel, TaskChatModel
+from tests.helpers import model_caches
 from tests.helpers.api_server import free_port as closed_port
 
 CORPUS = {
@@ -311,10 +312,10 @@ def test_ask_with_the_model_endpoint_down_exits_1_naming_it(
         "RAG_LLM_STRENGTH": strength,
     }.items():
         monkeypatch.setenv(name, value)
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     with use_resources(Resources(load_settings(), knowledge_base=corpus_kb)):
         result = CliRunner().invoke(app, ["ask", QUESTION])
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     assert result.exit_code == 1, result.output + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: model endpoint {url} is unavailable"), lines
@@ -330,10 +331,10 @@ def test_chat_with_the_model_endpoint_down_exits_1(
     monkeypatch.setenv("RAG_LLM_BASE_URL", url)
     monkeypatch.setenv("RAG_LLM_MODEL", "served-model")
     monkeypatch.setattr(factory, "LLM_MAX_RETRIES", 0)
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     with use_resources(Resources(load_settings(), knowledge_base=corpus_kb)):
         result = CliRunner().invoke(app, ["chat"], input=f"{QUESTION}\n\n")
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     assert result.exit_code == 1, result.output + result.stderr
     assert result.stderr.strip().splitlines() == [result.stderr.strip()]
     assert url in result.stderr and "Traceback" not in result.output + result.stderr

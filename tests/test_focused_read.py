@@ -11,7 +11,7 @@ import pytest
 
 import nodes.focused_read as focused_read_module
 from config.settings import load_settings
-from models import factory, local_llm
+from models import factory
 from nodes.draft_text import is_grounded_short_answer
 from nodes.focused_read import (
     FOCUSED_READ_MAX_TOKENS,
@@ -27,6 +27,7 @@ from prompts.answer import FOCUSED_READ_SYSTEM
 from retrieval.tokens import count_tokens
 from tests.conftest import runtime
 from tests.fakes import scripted
+from tests.helpers import model_caches
 from tests.helpers.calibrators import READ_CAN_CHANGE
 from tests.test_answer_span import GLASSWORKS, KESSBY, doc  # the same invented passages
 
@@ -157,7 +158,7 @@ def test_an_obeyed_planted_instruction_does_not_become_the_answer(install: Any) 
 def test_the_embedded_model_reads_the_passage_again(tmp_path: Path) -> None:
     """Structure with the real default model: one capped call, and a short answer the passage holds."""
     settings = load_settings(_env_file=None, data_dir=tmp_path / "rag", local_n_ctx=2048)
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     try:
         model = factory.chat_model(settings)
         draft = "The glassworks was founded long ago [1]."
@@ -170,8 +171,8 @@ def test_the_embedded_model_reads_the_passage_again(tmp_path: Path) -> None:
         else:
             assert text == draft
     finally:
-        factory.clear_model_cache()
-        local_llm.shutdown_local_server()
+        model_caches.clear_model_cache()
+        model_caches.shutdown_local_server()
 
 
 def test_a_comparison_is_not_read_again(install: Any) -> None:

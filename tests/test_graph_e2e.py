@@ -16,12 +16,12 @@ import pytest
 
 from graphs.baseline import build_baseline_graph
 from graphs.rag import build_graph
-from models import factory, local_llm
 from nodes.resources import Resources, use_resources
 from persistence.checkpointer import sqlite_checkpointer
 from retrieval.ingest import ingest_paths
 from state.context import Context
 from tests.conftest import SAMPLE_CORPUS, isolated_settings
+from tests.helpers import model_caches
 
 pytestmark = pytest.mark.slow
 
@@ -43,8 +43,8 @@ def resources(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resources]:
         with use_resources(built):
             yield built
     finally:
-        local_llm.shutdown_local_server()
-        factory.clear_model_cache()
+        model_caches.shutdown_local_server()
+        model_caches.clear_model_cache()
         built.kb().close()
 
 

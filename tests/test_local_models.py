@@ -18,11 +18,12 @@ from benchmarks import models as model_eval
 from benchmarks import models_report
 from config.settings import DEFAULT_LOCAL_MODEL, SettingsError, load_settings
 from evals.datasets import QAExample
-from models import capability, factory, local_catalog, local_llm
+from models import capability, factory, local_catalog
 from models.errors import ModelUnavailableError
-from models.gguf_metadata import GGUFError, read_gguf_metadata
 from models.local_catalog import CATALOG, LocalModel
 from service.api.gate import ModelGates
+from tests.helpers import model_caches
+from tests.helpers.gguf import GGUFError, read_gguf_metadata
 
 # --- catalog and assembly -----------------------------------------------------------------------------
 
@@ -321,7 +322,7 @@ def test_installed_weights_say_which_models_are_chat_models() -> None:
 @pytest.mark.slow
 def test_the_default_embedded_model_answers_and_is_self_tested(tmp_path: Path) -> None:
     settings = load_settings(_env_file=None, data_dir=tmp_path / "rag", local_n_ctx=2048, llm_strength="auto")
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     try:
         model = factory.chat_model(settings).bind(max_tokens=32)
         reply = model.invoke(
@@ -333,8 +334,8 @@ def test_the_default_embedded_model_answers_and_is_self_tested(tmp_path: Path) -
         measured = capability._results[("local", DEFAULT_LOCAL_MODEL)]
         assert strength == measured.strength and measured.attempts >= 1
     finally:
-        factory.clear_model_cache()
-        local_llm.shutdown_local_server()
+        model_caches.clear_model_cache()
+        model_caches.shutdown_local_server()
     assert sys.modules.get("xllamacpp") is not None
 
 

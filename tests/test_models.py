@@ -29,7 +29,8 @@ from config.settings import Settings, SettingsError, load_settings
 from models import factory, local_catalog, local_llm
 from models.errors import ModelUnavailableError
 from models.lenient import LenientParseError, extract_json_object, parse_reply
-from models.structured import StructuredResult, ainvoke_structured, invoke_structured, usage_of
+from models.structured import StructuredResult, invoke_structured, usage_of
+from tests.helpers import model_caches
 
 logger = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,20 +273,6 @@ def test_a_rejected_request_is_a_failed_attempt_not_an_outage() -> None:
     assert not result.ok and result.value == DEFAULT and len(model.calls) == 2
 
 
-def test_async_variant_raises_for_a_down_endpoint() -> None:
-    model = scripted(ConnectionRefusedError("refused"))
-    with pytest.raises(ModelUnavailableError):
-        asyncio.run(ainvoke_structured(model, Grade, "grade it", DEFAULT, supports_json_schema=True))
-
-
-def test_async_variant_follows_the_same_strategy() -> None:
-    model = scripted(reply("garbage"), reply('```json\n{"relevant": true, "score": 12,}\n```'))
-    result = asyncio.run(
-        ainvoke_structured(model, Grade, [("user", "grade it")], DEFAULT, supports_json_schema=True)
-    )
-    assert result.ok and result.attempts == 2 and result.value.score == 10
-
-
 class RunNames(BaseCallbackHandler):
     """Names of the chain runs a call makes (what a trace shows)."""
 
@@ -330,9 +317,9 @@ def test_usage_of_reads_both_metadata_forms() -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_model_cache() -> Iterator[None]:
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     yield
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
 
 
 def test_grader_settings_fall_back_to_the_llm_ones() -> None:
@@ -436,7 +423,7 @@ def test_embedded_model_answers_and_returns_structured_output(
 ) -> None:
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path))
     s = settings(data_dir=tmp_path, local_n_ctx=2048)
-    local_llm.shutdown_local_server()
+    model_caches.shutdown_local_server()
     try:
         started = time.perf_counter()
         with ThreadPoolExecutor(4) as pool:  # concurrent first users start one server and share one client
@@ -470,5 +457,5 @@ def test_embedded_model_answers_and_returns_structured_output(
         assert isinstance(result.value, Verdict)
         assert result.ok and result.usage["completion_tokens"] > 0
     finally:
-        local_llm.shutdown_local_server()
-        factory.clear_model_cache()
+        model_caches.shutdown_local_server()
+        model_caches.clear_model_cache()

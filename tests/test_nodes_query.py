@@ -21,7 +21,7 @@ from nodes.reformulate import make_new, reformulate
 from nodes.rewrite import rewrite, rewrite_method
 from nodes.search_queries import normalized, search_query, unique_queries, valid_query, valid_standalone
 from nodes.select_strategy import choose_strategy, select_strategy
-from query.classification import heuristic_analysis, is_multi_hop
+from query.classification import heuristic_analysis
 from query.decomposition import heuristic_subquestions
 from query.feedback import bridge_terms, missing_terms, surface_terms
 from query.follow_ups import heuristic_standalone
@@ -36,6 +36,11 @@ BRIDGE = "What government office was held by the woman who played Marta Kell in 
 BRIDGE_INNER = "Who is the woman who played Marta Kell in the film Harbour Lights?"
 COMPARISON = "Were Alma Brecht and Tomas Ferrer of the same nationality?"
 COMPARISON_PARTS = ["Alma Brecht nationality", "Tomas Ferrer nationality"]
+
+
+def is_multi_hop(analysis: QueryAnalysis) -> bool:
+    """The router's view: MULTI_HOP and COMPARISON need more than one retrieval."""
+    return analysis.query_type in ("MULTI_HOP", "COMPARISON")
 
 
 def broken() -> BrokenChatModel:

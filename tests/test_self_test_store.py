@@ -21,6 +21,7 @@ from models import factory, self_test_store
 from models.self_test_store import STORE_FILE_NAME, SelfTestStore
 from service.cli import app
 from tests.fakes import TaskChatModel
+from tests.helpers import model_caches
 
 #: The right answer to the self-test's question, written out here (not taken from the code under test).
 RIGHT = json.dumps({"passage_1": False, "passage_2": True, "passage_3": False, "year": 1931})
@@ -29,9 +30,9 @@ GARBAGE = "%%% ### %%%"
 
 @pytest.fixture(autouse=True)
 def _fresh_process() -> Iterator[None]:
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
     yield
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
 
 
 @pytest.fixture
@@ -54,7 +55,7 @@ def self_test_calls(model: TaskChatModel) -> int:
 
 
 def new_process() -> None:
-    factory.clear_model_cache()
+    model_caches.clear_model_cache()
 
 
 def test_a_second_process_reuses_the_stored_verdict(tmp_path: Path, served: list[TaskChatModel]) -> None:

@@ -109,11 +109,11 @@ def test_an_invalid_environment_names_the_variable_and_is_not_kept(monkeypatch: 
 
 def test_the_one_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     get_settings.cache_clear()
-    assert get_settings.cache_size() == 0
+    assert len(get_settings._reads) == 0
     for top_k in range(1, SETTINGS_READS_KEPT + 3):
         monkeypatch.setenv("RAG_TOP_K", str(top_k))
         assert get_settings().top_k == top_k
-    assert get_settings.cache_size() == SETTINGS_READS_KEPT
+    assert len(get_settings._reads) == SETTINGS_READS_KEPT
 
 
 def test_process_settings_read_through_get_settings(monkeypatch: pytest.MonkeyPatch) -> None:

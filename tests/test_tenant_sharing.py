@@ -37,6 +37,7 @@ from retrieval.public_source import public_json, public_source
 from service.cli import app as cli_app
 from tests.conftest import write_corpus
 from tests.fakes import HashEmbeddings
+from tests.helpers import model_caches
 from tests.helpers.api_server import serve
 from tests.helpers.rag_world import QUESTION, World, world
 
@@ -308,7 +309,7 @@ def test_the_embedded_model_server_refuses_a_request_without_its_key(
 
     monkeypatch.setenv("RAG_DATA_DIR", str(tmp_path))
     settings = make_settings(local_n_ctx=1024)  # type: ignore[operator]
-    local_llm.shutdown_local_server()
+    model_caches.shutdown_local_server()
     try:
         server = local_llm.get_local_server(settings)
         assert len(server.api_key) >= 32
@@ -321,5 +322,5 @@ def test_the_embedded_model_server_refuses_a_request_without_its_key(
         model = factory.chat_model(settings)  # the engine's own client carries the key
         assert model.bind(max_tokens=2).invoke("Say hi.").content is not None
     finally:
-        local_llm.shutdown_local_server()
-        factory.clear_model_cache()
+        model_caches.shutdown_local_server()
+        model_caches.clear_model_cache()

@@ -1,9 +1,7 @@
 """The engine's settings: one `Settings` (pydantic-settings, `RAG_*` variables and `.env`) and one reader.
 
-`get_settings()` is the way to read the environment's settings (reader.py: one cache, keyed on the
-environment); `load_settings(**overrides)` builds settings with explicit overrides. The fields live in one
-module per concern, each a group that `Settings` (engine.py) combines; every name is re-exported here, so
-`from config.settings import Settings, get_settings, SearchMode` is the import of every caller.
+`get_settings()` reads the environment (cached, reader.py); `load_settings(**overrides)` builds settings with
+explicit overrides. Fields live in one module per concern; every name is re-exported here.
 """
 
 from config.settings.api import API_TIMEOUT_MAX_S

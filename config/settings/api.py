@@ -16,8 +16,7 @@ class ApiSettings(BaseModel):
     api_host: str = Field("127.0.0.1", description="Address `rag serve` listens on.")
     api_port: int = Field(8000, ge=1, le=65535, description="Port `rag serve` listens on.")
     api_keys: str = Field(
-        "",
-        description="API keys mapped to tenants, 'key1:tenantA,key2:tenantB'; empty = no authentication.",
+        "", description="API keys mapped to tenants, 'key1:tenantA,key2:tenantB'; empty = no authentication."
     )
     api_key: str | None = Field(
         None,
@@ -34,17 +33,15 @@ class ApiSettings(BaseModel):
         0.0,
         ge=0,
         le=API_TIMEOUT_MAX_S,
-        description="A run's own work, at most (then 504); waits for a slot or model excluded. 0 = auto: "
-        "for the embedded model, the model limit x the model calls a run may make + its retrievals' limits; "
-        "60 s for an endpoint (service/api/limits.py).",
+        description="A run's own work, at most (then 504), waits excluded; 0 = auto: derived from the model "
+        "and retrieval limits for the embedded model, 60 s for an endpoint (service/api/limits.py).",
     )
     api_model_timeout_s: float = Field(
         0.0,
         ge=0,
         le=API_TIMEOUT_MAX_S,
-        description="One model call itself, at most (then 504); waiting for the model excluded. 0 = auto: "
-        "for the embedded model, from its speed measured at start-up, the prompt window and the completion "
-        "cap (times API_TIMEOUT_SAFETY_FACTOR); 30 s for an endpoint (service/api/limits.py).",
+        description="One model call, at most (then 504), waits excluded; 0 = auto: from the embedded "
+        "model's measured speed, window and completion cap, 30 s for an endpoint (service/api/limits.py).",
     )
     api_queue_timeout_s: float = Field(
         600.0, gt=0, description="Waiting for a run slot or for the model, at most (then 503 + Retry-After)."
@@ -59,23 +56,21 @@ class ApiSettings(BaseModel):
     api_max_json_bytes: int = Field(
         10_000_000,
         ge=1024,
-        description="Body of a JSON request, at most (then 413, refused as it arrives: bodies are read into "
-        "memory). Room for /documents/text's 1,000,000 characters escaped in JSON and a full batch.",
+        description="Body of a JSON request, at most (then 413, refused as it arrives).",
     )
     api_max_upload_bytes: int = Field(
         100_000_000,
         ge=1024,
-        description="Body of one upload request, all its files together, at most (then 413, refused as it "
-        "arrives; files spool to disk). Keep it above RAG_MAX_FILE_BYTES, the cap of each file.",
+        description="Body of one upload request, all files together, at most (then 413); keep it above "
+        "RAG_MAX_FILE_BYTES.",
     )
     api_workers: int = Field(16, ge=1, le=256, description="Graph runs the API executes at once.")
     api_tenant_runs: int = Field(
         4,
         ge=0,
         le=256,
-        description="Graph runs and searches one tenant may have in the worker pool at once (0 = no "
-        "per-tenant bound); its further requests wait without holding a worker (at most "
-        "RAG_API_QUEUE_TIMEOUT_S, then 503), so one tenant's flood leaves workers to the others.",
+        description="Graph runs and searches one tenant may have in the worker pool at once (0 = no bound); "
+        "further ones wait without holding a worker (then 503), so one tenant cannot take every worker.",
     )
     api_health_model_probe: bool = Field(
         True, description="The health route asks the model for one token (else only builds the client)."

@@ -1,7 +1,5 @@
-"""One value checked against one setting's type and range, outside a settings read.
-
-Why: a run's context overrides settings per run (state/context.py), and must accept exactly what the
-setting accepts (same type, choices and bounds), with an error that names the variable to look up.
+"""One value checked against one setting's type and range, outside a settings read: a run's context
+override (state/context.py) accepts exactly what the setting accepts.
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ def _adapter(setting: str) -> tuple[TypeAdapter[Any], tuple[str, ...]]:
 
 
 def checked_value(setting: str, value: Any, label: str, variable: str) -> Any:
-    """`value` as `setting` holds it (coerced: "5" -> 5 from JSON); ValueError naming `label` (what was
-    given) and `variable` (where its range is documented) when it is no choice or out of range."""
+    """`value` as `setting` holds it; ValueError naming `label` and `variable` when invalid."""
     adapter, choices = _adapter(setting)
     try:
         return adapter.validate_python(value)

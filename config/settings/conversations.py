@@ -17,9 +17,8 @@ class ConversationSettings(BaseModel):
         4,
         ge=0,
         le=1000,
-        description="Summarize a conversation into the store after this many new turns since its last "
-        "summary, in the background after the answer (0 = never automatically). 4 = RAG_HISTORY_TURNS + 1: "
-        "a turn reaches the store before it leaves the prompt's history.",
+        description="Summarize a conversation into the store after this many new turns, in the background "
+        "(0 = never automatically); RAG_HISTORY_TURNS + 1, so a turn is stored before it leaves the history.",
     )
     summary_idle_s: float = Field(
         900.0,

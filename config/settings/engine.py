@@ -1,10 +1,7 @@
 """The one settings object of the engine: the field groups of each concern combined into `Settings`.
 
-Every limit, size and default is a named field, read from `RAG_*` environment variables or a `.env` file.
-Defaults work offline on a 2-core machine: embedded embedding model, embedded LLM, data under `./.rag/`.
-Invalid values fail at start with a message that names the environment variable to fix. Each group lives
-with its concern (storage.py, ingest.py, search.py, runs.py, language_models.py, api.py, conversations.py);
-what relates fields of two groups (a chunk size and the embedding model's window) is checked here.
+Defaults work offline on a 2-core machine; invalid values fail at start naming the variable. What relates
+fields of two groups (a chunk size and the embedding model's window) is checked here.
 """
 
 from __future__ import annotations
@@ -104,10 +101,7 @@ def _describe(error: ValidationError) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build settings from the environment (and overrides), raising SettingsError naming the bad variable.
-
-    A fresh read each call: code that wants the environment's settings calls `get_settings()` (reader.py),
-    which reads through here once per environment; this is for settings with explicit overrides."""
+    """Build settings from the environment and overrides; SettingsError naming the bad variable."""
     try:
         return Settings(**overrides)  # each value validated by pydantic against its field
     except ValidationError as error:

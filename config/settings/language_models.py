@@ -12,9 +12,7 @@ LLMProvider = Literal["local", "openai", "init_chat_model"]
 ModelStrength = Literal["auto", "weak", "strong"]
 #: Embedded models of models/local_catalog.py (the catalog says where each one's weights come from).
 LocalModelName = Literal["qwen2.5-coder-0.5b", "smollm2-135m", "gemma3-270m", "qwen2.5-coder-1.5b"]
-#: Qwen2.5-Coder-0.5B is the default by measurement (`rag eval models`, results/models.json): the most
-#: accurate embedded model that reads a ~1500-token prompt within 30 s on 2 cores; SmolLM2-135M stays
-#: selectable (faster, much weaker). See the README's "The embedded model".
+#: The default by measurement (results/models.json): the most accurate embedded model within 30 s on 2 cores.
 DEFAULT_LOCAL_MODEL: LocalModelName = "qwen2.5-coder-0.5b"
 
 
@@ -57,8 +55,7 @@ class ModelSettings(BaseModel):
 
     @model_validator(mode="after")
     def _name_the_embedded_model(self) -> Self:
-        """With the embedded provider, `llm_model` is the embedded model's name (RAG_LOCAL_MODEL): responses,
-        health checks and reports show it, and it must not name a model that is not running."""
+        """With the embedded provider, `llm_model` is the embedded model's name."""
         if self.llm_provider == "local":
             object.__setattr__(self, "llm_model", self.local_model)
         return self

@@ -1,16 +1,8 @@
 """The one way to read the environment's settings: `get_settings()`.
 
-Why one reader with one cache: a settings read parses the environment and `.env` (milliseconds), and it is
-asked for on every graph run and store call; but tests and notebooks change `RAG_*` variables and `.env`
-after import, and each read must see them. So the reads are kept keyed on what they are read from: the
-`RAG_*` variables, the working directory and its `.env` file's size and modification time. A key costs
-microseconds; a changed environment is a new key, hence a fresh read. `get_settings.cache_clear()` forgets
-every read (after an edit that keeps `.env`'s size and time, which a test may do within one clock tick).
-
-Inside a running event loop (the LangGraph server, `ainvoke`) the working directory and `.env` are not
-looked at: those are blocking filesystem calls, which `langgraph dev` refuses (BlockingError). There the
-latest read of the same `RAG_*` variables is reused; state/context.py reads the settings when imported, so a
-server that imports the graphs has one before its loop asks.
+Reads are cached, keyed on the `RAG_*` variables, the working directory and its `.env` size and mtime, so a
+changed environment is read afresh. Inside a running event loop (`langgraph dev` refuses blocking calls) the
+latest read of the same variables is reused.
 """
 
 from __future__ import annotations
@@ -32,8 +24,7 @@ ReadKey = tuple[Variables, str, tuple[int, int] | None]
 
 
 def _rag_variables() -> Variables:
-    """The RAG_* variables, any case (settings names are case-insensitive); only their values are decoded:
-    this runs on every read, and decoding every variable's value made it ~3 times slower."""
+    """The RAG_* variables, any case (only their values are decoded: it runs on every read)."""
     environ = os.environ
     return tuple(
         sorted((name, environ[name]) for name in environ if name[:_PREFIX_LENGTH].upper() == ENV_PREFIX)
@@ -59,10 +50,7 @@ def _in_event_loop() -> bool:
 
 
 class SettingsReader:
-    """The environment's settings, read once per environment (see the module's docstring).
-
-    Raises SettingsError naming the variable when the environment is invalid; a failed read is not kept,
-    so fixing the variable is enough."""
+    """The environment's settings, read once per environment; a failed read (SettingsError) is not kept."""
 
     def __init__(self, kept: int = SETTINGS_READS_KEPT) -> None:
         self._kept = kept
@@ -93,11 +81,6 @@ class SettingsReader:
         """Forget every read: the next call reads the environment again."""
         with self._lock:
             self._reads.clear()
-
-    def cache_size(self) -> int:
-        """Reads kept (for tests of the cache)."""
-        with self._lock:
-            return len(self._reads)
 
 
 #: The one reader of the environment's settings (`get_settings()`; `get_settings.cache_clear()`).

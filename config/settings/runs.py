@@ -20,11 +20,9 @@ AnswerSource = Literal["rag", "chat"]
 #: Who writes the short answer: the model, the extractive answerer (no model call), or the model with the
 #: extractive answer when the model's is not grounded in the passages (nodes/generate.py).
 Answerer = Literal["auto", "model", "extractive"]
-#: How the model writes the answer: free text ("Answer: ... / Explanation: ..."), or a JSON object
-#: {"answer", "explanation"} forced by the endpoint's JSON-schema grammar; auto = JSON schema for weak models
-#: whose endpoint takes a schema. Default text: the grammar made the embedded model give its short answer in
-#: form far more often (`rag eval prompts`, results/prompts.json), but end to end on development questions it
-#: answered no better, with more calls and no token stream (README "Answer prompt and decoding").
+#: How the model writes the answer: free text, or a JSON object forced by the endpoint's grammar. Default
+#: text: JSON answered no better end to end, with more calls and no token stream (README "Answer prompt and
+#: decoding").
 AnswerDecoding = Literal["auto", "text", "json_schema"]
 
 
@@ -46,14 +44,13 @@ class RunSettings(BaseModel):
     )
     self_rag: bool = Field(
         True,
-        description="Self-RAG (the notes assistant's reflection loop): grade each answer and revise it or "
-        "search again until it passes; false accepts the first answer (no grading call, no revision).",
+        description="Self-RAG: grade each answer and revise it or search again until it passes; false "
+        "accepts the first answer.",
     )
     retry_strategy: RetryStrategy = Field(
         "rewrite",
-        description="What a retrieval retry does (after poor passages or an answer that needs improvement): "
-        "expand = the same queries searched deeper (k times RETRY_EXPAND_FACTOR each retry), rewrite = "
-        "reformulated queries, both = both in one round.",
+        description="What a retrieval retry does: expand = the same queries searched deeper (k times "
+        "RETRY_EXPAND_FACTOR) | rewrite = reformulated queries | both.",
     )
     preference: Preference = Field(
         "balanced", description="accuracy | speed | balanced: how much work to spend."
@@ -65,14 +62,13 @@ class RunSettings(BaseModel):
     )
     focused_read: bool = Field(
         True,
-        description="Focused read: after the draft, the model reads the one passage that holds its "
-        "answer again in a short prompt, and the short answer it gives there (when the passage holds it) "
-        "becomes the bold short answer (one more model call, ~1-2 s on 2 cores); false keeps the draft's.",
+        description="After the draft, the model rereads the passage that holds its answer in a short "
+        "prompt, and that short answer becomes the bold one (one more model call); false keeps the draft's.",
     )
     answer_decoding: AnswerDecoding = Field(
         "text",
-        description="Answer decoding: text (streams) | json_schema ({answer, explanation} forced by the "
-        "endpoint's grammar; not streamed) | auto (json_schema for a weak model whose endpoint takes one).",
+        description="text (streams) | json_schema ({answer, explanation} forced by the endpoint's grammar) "
+        "| auto (json_schema for a weak model).",
     )
     analyzer: AnalyzerKind = Field(
         "auto", description="Query analysis: llm | heuristic | auto (heuristic for weak models)."
@@ -90,8 +86,7 @@ class RunSettings(BaseModel):
     iterative_hops: int = Field(
         2, ge=1, le=3, description="Retrieval hops of the ITERATIVE (multi-hop) strategy."
     )
-    # 0 chosen on development questions (not reported): HotpotQA 300-319 and CMRC 120-159, same answer
-    # accuracy as unlimited patience (0.20 / 0.25) at 1.15 / 1.18 model calls instead of 1.25 / 1.38.
+    # 0: the same accuracy as unlimited patience on development questions, with fewer model calls.
     revision_patience: int = Field(
         0,
         ge=0,
@@ -109,15 +104,15 @@ class RunSettings(BaseModel):
         400,
         ge=0,
         le=8000,
-        description="Tokens of evidence sentences given to the reader (retrieval.evidence: the best "
-        "sentences of the graded chunks with their neighbours); 0 = whole chunks (no compression).",
+        description="Tokens of evidence sentences given to the reader (retrieval/evidence.py); 0 = whole "
+        "chunks.",
     )
     answer_max_tokens: int = Field(
         96,
         ge=16,
         le=4096,
-        description="Completion cap of a short-answer reply (simple mode: answer line plus one cited "
-        "sentence); explaining modes get generation_reserve. Also the stop of a looping reply.",
+        description="Completion cap of a short-answer reply (simple mode); explaining modes get "
+        "generation_reserve.",
     )
     context_share: float = Field(
         0.5, gt=0.0, le=1.0, description="Share of the window left after the fixed part that context may use."

@@ -21,25 +21,21 @@ class SearchSettings(BaseModel):
         5,
         ge=1,
         le=100,
-        description="Results of a search, and passages the graph retrieves per query (one default for both; "
-        "benchmarks that need deeper lists pass k explicitly).",
+        description="Results of a search, and passages the graph retrieves per query.",
     )
     search_mode: SearchMode = Field("hybrid", description="dense | bm25 | hybrid.")
     filter_max_conditions: int = Field(
         100,
         ge=1,
-        # Chroma and SQLite refuse an expression about 1,000 levels deep ("Expression tree is too large"),
-        # which a $or of ~985 members already is; 500 leaves room for the search's own clauses.
+        # Chroma and SQLite refuse an expression about 1,000 levels deep; 500 leaves room for the search's.
         le=500,
-        description="Conditions a metadata filter may hold in all: every $and / $or (an object of several "
-        "fields is one $and) and every field condition, at any depth. A larger filter is refused as bad "
-        "input (422, CLI error) before any store sees it (retrieval/filters.py).",
+        description="Conditions a metadata filter may hold in all ($and / $or and field conditions, at any "
+        "depth); a larger filter is refused as bad input (retrieval/filters.py).",
     )
     retriever: RetrieverKind = Field(
         "store",
-        description="store = the knowledge base (Chroma and the keyword index) | mock = deterministic canned "
-        "passages, no store opened (retrieval/mock_retriever.py: the built-in set, or RAG_MOCK_PASSAGES), "
-        "for the graph, `rag search` and the API's search, scoped by tenant, filters and conversation.",
+        description="store = the knowledge base | mock = deterministic canned passages, no store opened "
+        "(retrieval/mock_retriever.py: the built-in set, or RAG_MOCK_PASSAGES).",
     )
     enabled: bool = Field(
         True,
@@ -61,22 +57,19 @@ class SearchSettings(BaseModel):
     )
     rerank: bool = Field(
         False,
-        description="Rerank every search of a graph run (RAG_RERANK; per request `rerank`): each takes "
-        "RERANK_CANDIDATES (20) fused candidates, the generation model scores them in one call "
-        "(retrieval/rerank.py) and the best top_k go on to grading and the answer, in the model's "
-        "order. Off by default: see docs/api-seed.md's measurement of what it costs and gains.",
+        description="Rerank every search of a graph run (per request `rerank`): the generation model scores "
+        "RERANK_CANDIDATES fused candidates in one call and the best top_k go on (retrieval/rerank.py; "
+        "docs/api-seed.md measures it).",
     )
     search_rerank: bool = Field(
         False,
-        description="Default of /api/v1/search's `rerank`: the fused candidates reordered by the generation "
-        "model in one batched scoring call (retrieval/rerank.py; off: see docs/api-seed.md's measurement).",
+        description="Default of /api/v1/search's `rerank` (as RAG_RERANK, for the search route).",
     )
     bm25_prune_min_chunks: int = Field(
         20_000,
         ge=0,
-        description="Keyword index size (chunks) from which queries drop their most common terms (SQLite "
-        "FTS5 and Postgres BM25; smaller indexes rank with every term). See persistence/keyword_pruning.py, "
-        "`rag eval scale`, `rag eval keyword-pruning`.",
+        description="Keyword index size (chunks) from which queries drop their most common terms "
+        "(persistence/keyword_pruning.py; `rag eval keyword-pruning`).",
     )
     mmr_enabled: bool = Field(False, description="Re-rank fused results with maximal marginal relevance.")
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 = relevance only.")
@@ -86,9 +79,7 @@ class SearchSettings(BaseModel):
     max_query_chars: int = Field(
         4000,
         ge=1,
-        # The one owner of the limit: search, start_turn (the run context's max_query_chars, which may only
-        # lower it), the CLI and the API's routes all read it, so no interface accepts a question another
-        # part refuses.
+        # Every interface reads this one limit, so none accepts a question another part refuses.
         description="Longer queries and questions are refused with a clear error, by every interface "
         "(search, graph runs, the CLI and the API).",
     )

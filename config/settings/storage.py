@@ -18,19 +18,15 @@ class StorageSettings(BaseModel):
     data_dir: Path = Field(Path(".rag"), description="Where indexes, caches and checkpoints live.")
     checkpoint_durability: CheckpointDurability = Field(
         "exit",
-        description="When a graph run with the engine's checkpointer saves its state: exit = once per turn "
-        "(when the run ends or fails; 11 KB instead of 133 KB per turn measured), async / sync = after every "
-        "step (14-24 checkpoints a turn, resumable mid-turn). LangGraph's `durability`; a caller's own "
-        "`durability=` wins.",
+        description="When a run saves its state (LangGraph's `durability`; a caller's own wins): exit = once "
+        "per turn, when the run ends or fails | async / sync = after every step (resumable mid-turn).",
     )
     checkpoint_keep: int = Field(
         10,
         ge=0,
-        description="Checkpoints kept per thread after each save (the newest N; 0 = all, for time "
-        "travel over every turn). Each checkpoint holds the whole conversation, so keeping all makes every "
-        "turn cost more than the one before (41 KB/turn on average at turn 100 with all kept, 6.3 KB with "
-        "10, with the tests' fake models); 10 keeps time travel over the last ten turns. The LangGraph "
-        "server's saver keeps at least SERVER_CHECKPOINT_KEEP (persistence/checkpointer.py).",
+        description="Checkpoints kept per thread after each save (the newest N; 0 = all): each holds the "
+        "whole conversation, so keeping all makes every turn cost more. The LangGraph server's saver keeps "
+        "at least SERVER_CHECKPOINT_KEEP (persistence/checkpointer.py).",
     )
     chroma_host: str | None = Field(
         None, description="Chroma server host; unset = embedded persistent Chroma."
@@ -45,15 +41,13 @@ class StorageSettings(BaseModel):
         "",
         max_length=128,
         pattern=r"^[^\x00-\x1f\x7f]*$",
-        description="Who asks, recorded beside the tenant in the sessions, conversations and audit rows "
-        "(the run's context `user_id`; CLI --user, API user_id); '' = not said. An identity, not a scope: "
-        "the tenant alone decides what is searched.",
+        description="Who asks, recorded beside the tenant in the SQL rows (context `user_id`, CLI --user, "
+        "API user_id; '' = not said); not a scope: the tenant alone decides what is searched.",
     )
     thread_lock_timeout_s: float = Field(
         120.0, ge=0, description="Seconds a turn waits for another turn on its thread (then 'thread busy')."
     )
 
-    # --- derived paths -------------------------------------------------------------------------
     @property
     def chroma_dir(self) -> Path:
         """Folder of the embedded Chroma store."""
@@ -71,8 +65,7 @@ class StorageSettings(BaseModel):
 
 
 class TablesSettings(BaseModel):
-    """The SQL tables (sessions, conversations, memories, audit_logs) and the semantic cache
-    (persistence/database.py, persistence/semantic_cache.py)."""
+    """The SQL tables and the semantic cache (persistence/database.py, persistence/semantic_cache.py)."""
 
     database_url: str | None = Field(
         None,
@@ -88,9 +81,8 @@ class TablesSettings(BaseModel):
     )
     pg_keyword_backend: Literal["bm25", "ts_rank", "ts_rank_cd"] = Field(
         "bm25",
-        description="Keyword index when the catalog is on PostgreSQL (RAG_DATABASE_URL): bm25 = a postings "
-        "table ranked like the embedded FTS5 index; ts_rank / ts_rank_cd = Postgres full text (tsvector + "
-        "GIN). Chosen by measurement: `rag eval keyword-backends`.",
+        description="Keyword index on PostgreSQL: bm25 = a postings table ranked like the embedded FTS5 "
+        "index | ts_rank / ts_rank_cd = Postgres full text (`rag eval keyword-backends`).",
     )
     record_turns: bool = Field(
         True, description="Write every answer to the SQL tables (sessions, conversations, audit_logs)."
@@ -115,9 +107,8 @@ class TablesSettings(BaseModel):
         0.9,
         ge=0.0,
         le=1.0,
-        description="Passages of different files whose word sets overlap this much (Jaccard) go into the "
-        "answer prompt once, as the better scored (retrieval/near_duplicates.py); 1 = only identical word "
-        "sets, 0 = off.",
+        description="Passages of different files whose word sets overlap this much (Jaccard) enter the "
+        "answer prompt once (retrieval/near_duplicates.py); 0 = off.",
     )
     cache_enabled: bool = Field(True, description="Answer repeated questions from the semantic cache.")
     cache_similarity: float = Field(

@@ -1,10 +1,7 @@
-"""Read the key/value header of a GGUF file: the model's name, architecture and chat template.
+"""Read the key/value header of a GGUF file (tests): whether packaged weights are a chat model.
 
-Why read it ourselves: whether a packaged model is instruction-tuned decides whether it can be the embedded
-chat model, and a GGUF file says so in its own header (`general.name`, `general.basename`,
-`tokenizer.chat_template`). Reading the header needs no model load and no extra dependency: the format is a
-short sequence of typed values (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md). Tensor data and
-large arrays (the vocabulary) are skipped, never kept in memory.
+The format is a short sequence of typed values (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md);
+tensor data and large arrays (the vocabulary) are skipped, never kept in memory.
 """
 
 from __future__ import annotations
