@@ -1,15 +1,9 @@
 """The calibrator: a small committed model that maps an answer's signals to P(its short answer is right).
 
-Why a fitted model and not a rule: no single signal separates right short answers from wrong ones (the
-reader's own log-probability ranks them at AUROC 0.62 for the default 0.5B reader); a logistic regression
-over several cheap signals, calibrated on development records, does better and says how sure it is in a
-number a user can read. The fit (`rag eval calibrate`, evals/calibration_fit.py) uses scikit-learn;
-applying it here needs only the committed numbers and no numpy: standardise, a dot product, a sigmoid,
-then the isotonic map.
-
-Artifacts live in answering/calibrators/<name>.json, one per embedded reader, each with the thresholds of
-its bands chosen on the same development records. A model no artifact names (a user's endpoint) gets the
-default artifact, fit without the reader-specific signals (`rag doctor` warns about it).
+No single signal separates right short answers from wrong ones; a logistic regression over several cheap
+signals, fit by `rag eval calibrate`, does better. Applying it needs no numpy. Artifacts live in
+answering/calibrators/<name>.json, one per embedded reader with its band thresholds; other models get the
+default artifact (`rag doctor` warns about it).
 """
 
 from __future__ import annotations
@@ -43,10 +37,7 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Calibrator:
-    """A fitted logistic regression over named signals with an isotonic map of its output.
-
-    `models` are the model identities (substrings of nodes.resources.Resources.model_identity, such as
-    "qwen2.5-coder-0.5b") this calibrator was fit for; the default artifact names none."""
+    """A fitted logistic regression over named signals, with an isotonic map of its output."""
 
     name: str
     models: tuple[str, ...]
@@ -58,8 +49,7 @@ class Calibrator:
     isotonic_x: tuple[float, ...]
     isotonic_y: tuple[float, ...]
     thresholds: Thresholds
-    fit: dict[str, Any]
-    """How it was fit: records, files, command, out-of-fold figures (shown by `rag doctor`, docs)."""
+    fit: dict[str, Any]  # how it was fit (records, command, out-of-fold figures), shown by `rag doctor`
 
     def raw_score(self, signals: dict[str, float]) -> float:
         """The logistic regression's probability before the isotonic map."""
@@ -94,8 +84,7 @@ class Calibrator:
 
 
 def interpolate(x: float, xs: tuple[float, ...], ys: tuple[float, ...]) -> float:
-    """Piecewise-linear interpolation through (xs, ys), xs ascending, clipped at both ends (numpy.interp's
-    rule, without importing numpy into every answer's path)."""
+    """Piecewise-linear interpolation through ascending (xs, ys), clipped at both ends (numpy.interp)."""
     if x <= xs[0]:
         return ys[0]
     if x >= xs[-1]:
@@ -159,10 +148,7 @@ _installed_lock = threading.Lock()
 
 @contextmanager
 def use_calibrator(calibrator: Calibrator | None) -> Iterator[Calibrator | None]:
-    """Judge every answer of the process with `calibrator` for the duration of a block, whatever the model
-    (an artifact being evaluated before it is committed; tests, which must not depend on the committed
-    numbers); None: the committed artifacts, by model. Process-wide like nodes.resources.use_resources: the
-    graph's worker threads see it too."""
+    """Judge every answer of the process with `calibrator` for a block (None: the committed artifacts)."""
     global _installed
     with _installed_lock:
         previous, _installed = _installed, calibrator
@@ -174,8 +160,7 @@ def use_calibrator(calibrator: Calibrator | None) -> Iterator[Calibrator | None]
 
 
 def calibrator_for(model_identity: str) -> tuple[Calibrator, bool]:
-    """(the calibrator of a model, whether it is the model's own): the one `use_calibrator` installed, else
-    the first artifact naming the model, else the default one. Own: the calibrator names the model."""
+    """(calibrator, whether it names the model): the installed one, else the first naming it, else default."""
     lowered = model_identity.lower()
 
     def names_model(calibrator: Calibrator) -> bool:

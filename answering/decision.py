@@ -1,15 +1,10 @@
 """The decision: a calibrated probability becomes one of three outcomes, and each outcome its text.
 
-- confident (probability >= the calibrator's `confident` threshold): the bold short answer and its cited
-  explanation; demoted to tentative when the explanation contradicts the short answer (the explanation
-  states another answer of the question's type and not this one), so the bold line never says one thing
-  while the text under it says another.
-- tentative (between the floor and the confident threshold): no bold headline; "Not sure — the closest the
-  documents come is:" and the best-supported sentence of the sources, cited.
+- confident (>= the calibrator's `confident` threshold): the bold short answer and its cited explanation;
+  tentative instead when the explanation states another answer;
+- tentative (between floor and confident): "Not sure — ..." and the closest sentence of the sources, cited;
 - not found (below the floor, or nothing to show): the not-found sentence, with the reason in plain words.
-
-The thresholds come with each calibrator (chosen on development records by the cost rule of
-evals/calibration_fit.py), so a reader is judged by its own numbers.
+The thresholds come with each calibrator, so a reader is judged by its own numbers.
 """
 
 from __future__ import annotations
@@ -39,21 +34,18 @@ def band_of(probability: float, thresholds: Thresholds) -> Band:
 
 
 def best_band(calibrator: Calibrator) -> Band:
-    """The highest band the calibrator can give: confident only when its confident threshold is within the
-    probabilities its isotonic map reaches (a weak reader's calibrator may never reach it)."""
+    """The highest band the calibrator can give (its isotonic map may never reach the confident threshold)."""
     highest = max(calibrator.isotonic_y) if calibrator.isotonic_y else 1.0
     return "confident" if calibrator.thresholds.confident <= highest else "tentative"
 
 
 def reached_best_band(band: Band, calibrator: Calibrator) -> bool:
-    """Whether a draft's band is the highest this calibrator can give: the Self-RAG loop then stops (another
-    attempt costs model calls and cannot raise it)."""
+    """Whether a draft's band is the highest this calibrator can give (the Self-RAG loop then stops)."""
     return BANDS.index(band) <= BANDS.index(best_band(calibrator))
 
 
 def contradicts(question: str, short: str, explanation: str) -> bool:
-    """Whether the explanation states another answer than the short one: it does not contain the short
-    answer, and the extractive answerer reads a different answer of the question's type from it."""
+    """Whether the explanation states another answer of the question's type than the short one."""
     body = strip_references(explanation).strip()
     if not short.strip() or not body or normalized(short) in normalized(body):
         return False
@@ -64,8 +56,7 @@ def contradicts(question: str, short: str, explanation: str) -> bool:
 def closest_sentence(
     question: str, short: str, explanation: str, sources: Sequence[RetrievedDoc]
 ) -> ClosestSentence | None:
-    """The sentence of the sources that states the short answer (else the explanation's first claim) and
-    shares the most terms with the question, with its source number and character offsets."""
+    """The source sentence that states the short answer (else the first claim), with its offsets."""
     texts = [doc["text"] for doc in sources]
     found = supporting_sentence(short, question, texts) if short.strip() else None
     if found is None:
@@ -81,8 +72,7 @@ def closest_sentence(
 
 
 def decline_reason(record: AnswerRecord, thresholds: Thresholds) -> str:
-    """Why an answer below the floor is not found, in plain words: the strongest negative signal that
-    applies, else the probability against the floor."""
+    """Why an answer below the floor is not found: the strongest negative signal, else the probability."""
     signals = record["signals"]
     if signals.get("reader_declined") and not signals.get("readers_proposing"):
         return REASON_READER_DECLINED
@@ -110,9 +100,7 @@ def decide(record: AnswerRecord, question: str, thresholds: Thresholds, *, has_t
 
 
 def rendered_answer(record: AnswerRecord, language: str, draft: str = "") -> str:
-    """The answer's text for its band (markers refer to the draft's sources). Confident: the judged `draft`
-    as written when given (it already is the short answer then its cited explanation; composing the parts
-    again would drop what answer_parts leaves out of a one-sentence answer: its markers and full stop)."""
+    """The answer's text for its band; confident: `draft` as written (markers refer to its sources)."""
     if record["band"] == "not_found":
         return NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN
     if record["band"] == "confident":

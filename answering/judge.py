@@ -1,9 +1,5 @@
-"""judge_answer: the one place a draft is judged (signals -> calibrated probability -> band).
-
-grade_answer calls it for every draft of the agentic graph (the probability is the Self-RAG loop's score,
-so a revision never replaces a draft of higher probability) and cite calls it for graphs without a grader
-(baseline, direct). Both get the same AnswerRecord; cite renders it (answering.decision.rendered_answer).
-"""
+"""judge_answer: the one place a draft is judged (signals -> calibrated probability -> band), by grade_answer
+for every draft of the agentic graph and by cite for graphs without a grader."""
 
 from __future__ import annotations
 
@@ -34,8 +30,7 @@ def empty_candidates() -> Candidates:
 
 
 def embedding_similarity(embed: Any) -> Similarity:
-    """A Similarity over an embedding model (embed_query / embed_documents): the best cosine of the
-    question with the texts; None when the model fails (the signal is then marked missing)."""
+    """A Similarity over an embedding model: the best cosine of question and texts (None on failure)."""
 
     def similarity(question: str, texts: Sequence[str]) -> float | None:
         try:

@@ -1,27 +1,10 @@
 """The focused read's gate: whether reading the answer's passage again can change the answer's band.
 
-Why: the focused read (nodes/focused_read.py) is one more model call per answer, and what the user sees is
-the band the calibrator gives (answering.decision). The calibrator was fit on records where the read always
-ran, so the gate asks the calibrator itself: before the read, the draft is judged as it stands (the read's
-candidate empty), each outcome the read can have is written as a change of that judgement's signals, and
-each is scored. When every outcome lands in the draft's band, the read cannot change what is shown and is
-skipped; otherwise it runs.
-
-The outcomes (answering.signals names the signals):
-- no answer ("none", a failed call, a reply its passage does not hold): the signals as they are;
-- an answer that agrees with the draft's short answer (the draft stays): one more reader proposing, and the
-  read's agreement with the other readers is the short answer's own;
-- another answer, which replaces the short answer: one more reader proposing, the short answer from the read
-  (not the extractive answerer), and the signals the read's words decide take both of their ends: its
-  agreement with the draft's and the extractive answerer's candidates (0 when that reader proposed nothing),
-  and whether it is in the top passage, the evidence and the explanation (the read's answer need only be
-  readable in the passage it read, which need not be the top one nor survive the evidence's compression).
-
-Both ends suffice: the calibrator is monotone in each signal (a logistic regression, then a non-decreasing
-isotonic map), so an outcome between the ends (a partial agreement) has a band between theirs. Not foreseen,
-because they need the read's words: their count (`answer_words`) and the question-evidence similarity of the
-sentence that holds them, held at the draft's; and decide's text checks (an explanation that contradicts the
-short answer, nothing to show). A draft whose band those checks already moved is always read.
+The draft is judged as it stands, each outcome the read can have (no answer, an agreeing answer, a
+replacing one) is written as a change of its signals and scored by the calibrator; when every outcome lands
+in the draft's band the read is skipped. The signals the read's words decide take both of their ends, which
+suffices because the calibrator is monotone in each signal. A draft whose band decide's text checks already
+moved is always read.
 """
 
 from __future__ import annotations
@@ -45,8 +28,7 @@ REPLACES = "replaces"
 
 @dataclass(frozen=True)
 class ReadOutcome:
-    """One outcome of the read as a change of the pre-read signals: `fixed` values, and for each signal
-    in `ranges` the ends of the values it can take (every combination of ends is scored)."""
+    """One outcome of the read: `fixed` signal values, and the ends each signal in `ranges` can take."""
 
     name: str
     fixed: Mapping[str, float] = field(default_factory=dict)
@@ -101,8 +83,7 @@ def outcome_bands(record: AnswerRecord, calibrator: Calibrator) -> dict[str, fro
 
 
 def read_can_change_band(record: AnswerRecord, calibrator: Calibrator) -> bool:
-    """Whether the focused read can change the band of `record`, the draft judged before the read by
-    `calibrator`: some outcome scores into another band, or decide's text checks moved the band already."""
+    """Whether the focused read can change the band of `record` (the draft judged before the read)."""
     before = band_of(calibrator.probability(record["signals"]), calibrator.thresholds)
     if record["band"] != before:
         return True

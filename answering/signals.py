@@ -1,10 +1,7 @@
 """The signals of one draft: cheap numbers, already at hand, that the calibrator weighs into a probability.
 
-Each former decision rule (the term checks, the question's anchors, the reader's own "none", an unusable or
-echoing reply, the log-probability threshold) is a signal here, not a verdict: the calibrator, fit on
-development records, decides how much each is worth (docs/answer-quality.md, "Signals and ablation").
-Every signal is a float, present on every record (0 when it does not apply, with a flag saying so), so the
-artifact's features line up with every answer.
+Each check is a signal, not a verdict: the calibrator decides how much each is worth (docs/answer-quality.md,
+"Signals and ablation"). Every signal is a float present on every record (0 when it does not apply).
 """
 
 from __future__ import annotations
@@ -58,28 +55,19 @@ class DraftFacts:
     short_answer: str
     explanation: str
     candidates: Candidates
-    sources: Sequence[RetrievedDoc]
-    """The passages the draft was written from (whole chunks), in its citation order."""
-    evidence: Sequence[RetrievedDoc]
-    """The compressed evidence the reader saw ([] when it saw whole chunks)."""
-    documents: Sequence[RetrievedDoc]
-    """Every passage retrieved this turn (with graded `relevance` where the graph grades)."""
-    short_logprobs: Sequence[float]
-    """The reader's token log-probabilities over its short answer ([] when the endpoint gives none or
-    another reader wrote the short answer)."""
-    short_answer_source: str
-    """Who wrote the short answer: model | extractive | focused_read | model_explanation | ""."""
+    sources: Sequence[RetrievedDoc]  # whole chunks, in citation order
+    evidence: Sequence[RetrievedDoc]  # the compressed evidence the reader saw ([] for whole chunks)
+    documents: Sequence[RetrievedDoc]  # every passage retrieved this turn
+    short_logprobs: Sequence[float]  # the reader's over its short answer ([] when none)
+    short_answer_source: str  # model | extractive | focused_read | model_explanation | ""
     reader_declined: bool
-    """The reader said the passages do not answer ("none", the not-found sentence)."""
-    generation_fallback: bool
-    """The reader's reply was unusable (error, garbage, an echo) and the extractive draft stood in."""
+    generation_fallback: bool  # the extractive draft stood in for an unusable reply
     comparison: bool
     strategy: str
 
 
 def token_f1(first: str, second: str) -> float:
-    """Token-overlap F1 of two short answers (0 when either is empty): agreement of two readers. Words are
-    compared without case or punctuation; with CJK on either side, characters (Chinese has no spaces)."""
+    """Token-overlap F1 of two short answers (0 when either is empty); with CJK, over characters."""
     left, right = _words(first), _words(second)
     if not left or not right:
         return 0.0

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.graph import END, START, StateGraph
 
+from graphs.direct import Step, pipeline_graph
 from graphs.types import GraphType
 from nodes.baseline_retrieve import baseline_retrieve
 from nodes.cite import cite
@@ -18,32 +18,22 @@ from nodes.generate import generate
 from nodes.recall_memories import recall_memories
 from nodes.record_turn import record_turn_node
 from nodes.start_turn import start_turn
-from persistence.checkpointer import with_durability
-from state.context import Context
-from state.graph_state import InputState, OutputState, State
 
 GRAPH_NAME = "baseline"
 
 
 def build_baseline_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphType:
     """Assemble and compile the baseline graph."""
-    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
-    builder.add_node("start_turn", start_turn)
-    builder.add_node("recall_memories", recall_memories)
-    builder.add_node("retrieve", baseline_retrieve)
-    builder.add_node("compress_evidence", compress_evidence)
-    builder.add_node("generate", generate)
-    builder.add_node("cite", cite)
-    builder.add_node("record_turn", record_turn_node(GRAPH_NAME))
-    builder.add_edge(START, "start_turn")
-    builder.add_edge("start_turn", "recall_memories")
-    builder.add_edge("recall_memories", "retrieve")
-    builder.add_edge("retrieve", "compress_evidence")
-    builder.add_edge("compress_evidence", "generate")
-    builder.add_edge("generate", "cite")
-    builder.add_edge("cite", "record_turn")
-    builder.add_edge("record_turn", END)
-    return with_durability(builder.compile(checkpointer=checkpointer, name=GRAPH_NAME), checkpointer)
+    steps: list[Step] = [
+        ("start_turn", start_turn),
+        ("recall_memories", recall_memories),
+        ("retrieve", baseline_retrieve),
+        ("compress_evidence", compress_evidence),
+        ("generate", generate),
+        ("cite", cite),
+        ("record_turn", record_turn_node(GRAPH_NAME)),
+    ]
+    return pipeline_graph(GRAPH_NAME, steps, checkpointer)
 
 
 #: The graph langgraph.json names: compiled without a checkpointer.

@@ -1,13 +1,8 @@
 """The Mermaid diagrams of the compiled graphs, kept in docs/design.md between marker comments.
 
-`python -m graphs.diagram` rewrites every block of the document that sits between `<!-- graph:NAME -->` and
-`<!-- /graph:NAME -->` with the diagram LangGraph draws from the compiled graph NAME
-(`get_graph().draw_mermaid()`), so the picture follows the code's nodes and edges instead of a drawing that
-drifts; `--check` writes nothing and exits 1 naming the stale blocks (tests/test_graph_diagram.py makes the
-same comparison). `--print NAME` writes one graph's diagram to stdout.
-
-The graphs are compiled without a checkpointer; compiling loads no model (a node loads its model on its
-first call), so this runs in a second and needs no data folder.
+`python -m graphs.diagram` rewrites every `<!-- graph:NAME -->` ... `<!-- /graph:NAME -->` block with the
+diagram LangGraph draws from graph NAME; `--check` writes nothing and exits 1 naming the stale blocks;
+`--print NAME` writes one graph's diagram to stdout. Compiling loads no model, so this needs no data folder.
 """
 
 from __future__ import annotations
@@ -55,10 +50,7 @@ def diagram_block(name: str, diagram: str) -> str:
 
 
 def documented_graphs(text: str) -> list[str]:
-    """The graph names of the document's marked blocks, in order.
-
-    Raises ValueError for an opening marker without its closing one, or a name that is no graph, so a typo
-    in a marker fails instead of leaving a diagram unchecked."""
+    """The graph names of the document's marked blocks, in order; ValueError for a bad marker."""
     names = [match.group("name") for match in BLOCK.finditer(text)]
     opened = [match.group("name") for match in OPENING.finditer(text)]
     if opened != names:

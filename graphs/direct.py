@@ -1,12 +1,11 @@
 """The no-retrieval pipeline: the model answers from its own knowledge and the tenant's memories
-(start_turn -> recall_memories -> generate -> cite).
-
-It is the floor the evaluation compares both RAG pipelines against, and what the agentic graph does when
-analysis says a question needs no documents.
+(start_turn -> recall_memories -> generate -> cite), the floor the evaluation compares both RAG pipelines
+against; and `pipeline_graph`, which the baseline is built with too.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -22,21 +21,33 @@ from state.context import Context
 from state.graph_state import InputState, OutputState, State
 
 GRAPH_NAME = "direct"
+#: A node of a pipeline: its name and its function.
+Step = tuple[str, Callable[..., Any]]
+
+
+def pipeline_graph(
+    name: str, steps: Sequence[Step], checkpointer: BaseCheckpointSaver[Any] | None
+) -> GraphType:
+    """A graph that runs `steps` (node name, node) one after another, from START to END."""
+    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
+    previous = START
+    for node_name, node in steps:
+        builder.add_node(node_name, node)
+        builder.add_edge(previous, node_name)
+        previous = node_name
+    builder.add_edge(previous, END)
+    return with_durability(builder.compile(checkpointer=checkpointer, name=name), checkpointer)
 
 
 def build_direct_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphType:
     """Assemble and compile the no-retrieval graph."""
-    builder = StateGraph(State, context_schema=Context, input_schema=InputState, output_schema=OutputState)
-    builder.add_node("start_turn", start_turn)
-    builder.add_node("recall_memories", recall_memories)
-    builder.add_node("generate", generate)
-    builder.add_node("cite", cite)
-    builder.add_edge(START, "start_turn")
-    builder.add_edge("start_turn", "recall_memories")
-    builder.add_edge("recall_memories", "generate")
-    builder.add_edge("generate", "cite")
-    builder.add_edge("cite", END)
-    return with_durability(builder.compile(checkpointer=checkpointer, name=GRAPH_NAME), checkpointer)
+    steps: list[Step] = [
+        ("start_turn", start_turn),
+        ("recall_memories", recall_memories),
+        ("generate", generate),
+        ("cite", cite),
+    ]
+    return pipeline_graph(GRAPH_NAME, steps, checkpointer)
 
 
 graph = build_direct_graph()

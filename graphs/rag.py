@@ -6,12 +6,7 @@ START -> start_turn -> contextualize -> cache_lookup -> recall_memories -> analy
 generate -> grade_answer -> cite | reformulate | generate (regenerate)
 cite -> record_turn -> END;  not_found -> record_turn -> END;  cache_lookup (hit) -> record_turn -> END
 analyze says no retrieval is needed -> generate directly.
-
-The memories recalled before analysis are evidence: grade_retrieval counts them with the relevant passages,
-so "nothing retrieved -> not_found" means no passage and no memory (nodes.recall_memories).
-
-Every loop is bounded by counters in state (`retrieval_rounds`, `generation_rounds`, `hops`) checked against
-the context's `max_iterations` / `iterative_hops`; `recursion_limit` is only a backstop.
+Every loop is bounded by counters in state checked against the context; `recursion_limit` is a backstop.
 """
 
 from __future__ import annotations
@@ -92,7 +87,6 @@ def build_graph(checkpointer: BaseCheckpointSaver[Any] | None = None) -> GraphTy
     builder.add_edge("not_found", "record_turn")
     builder.add_edge("record_turn", END)
     compiled = builder.compile(checkpointer=checkpointer, name=GRAPH_NAME)
-    # One checkpoint per turn by default (RAG_CHECKPOINT_DURABILITY): see persistence/checkpointer.py.
     return with_durability(compiled, checkpointer).with_config({"recursion_limit": RECURSION_LIMIT})
 
 

@@ -21,8 +21,7 @@ def route_after_analyze(state: State) -> Literal["select_strategy", "generate"]:
 
 
 def fan_out_queries(state: State) -> list[Send]:
-    """One `retrieve` task per query of this round, at the round's depth (a retry that expands searches
-    deeper, nodes.retry_strategy); results merge by chunk id in the documents reducer."""
+    """One `retrieve` task per query of this round, at the round's depth; results merge by chunk id."""
     queries = state.get("queries") or []
     if not queries:
         question = state.get("standalone_question") or state.get("question", "")
@@ -62,6 +61,5 @@ def route_after_answer_grade(state: State) -> Literal["cite", "reformulate", "ge
 
 
 def route_after_cache_lookup(state: State) -> Literal["record_turn", "recall_memories"]:
-    """A semantic cache hit is the answer (record it and end); a miss recalls the turn's memories, then
-    goes on to analysis."""
+    """A semantic cache hit is the answer (record it and end); a miss recalls the turn's memories."""
     return "record_turn" if state.get("cache_hit") else "recall_memories"

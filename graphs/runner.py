@@ -1,11 +1,8 @@
 """Running the graphs for the CLI, notebooks and benchmarks: one place that wires the checkpointer,
 the context and the output shape, so every entry point behaves the same.
 
-Every turn on a persistent thread runs under the thread's lock (persistence.thread_lock: one turn at a time
-per thread, across processes and threads) and only after two checks against the run's context, the one
-source of truth for the tenant: the thread is the caller's (or nobody's yet), and the input names no other
-tenant. Both checks run before the graph, because LangGraph stores a run's input in the thread before its
-first node runs: a refused caller must write nothing into another tenant's thread.
+Every turn on a persistent thread runs under the thread's lock, after the tenant checks: both run before the
+graph, because LangGraph stores a run's input in the thread before its first node runs.
 """
 
 from __future__ import annotations
@@ -75,12 +72,9 @@ def _input(question: str, inputs: dict[str, Any]) -> InputState:
 
 
 class TokenHandler(BaseCallbackHandler, StreamingCallbackHandler[Any]):
-    """Puts ("token", text) for each chunk a model streams inside STREAMED_NODES of the root graph.
-
-    What LangGraph's "messages" stream mode does for us, kept to what the runner shows: AI chunks with text,
-    not from calls tagged NO_STREAM_TAG, not from subgraphs. A streaming handler (langchain_core's private
-    `_StreamingCallbackHandler`, from core.langgraph_compat, as LangGraph's own handler is), so a model
-    called with `invoke` inside the run streams as it did under "messages"."""
+    """Puts ("token", text) for each chunk a model streams inside STREAMED_NODES of the root graph: what
+    LangGraph's "messages" stream mode does, without NO_STREAM_TAG calls and subgraphs. A streaming handler,
+    so a model called with `invoke` inside the run streams too."""
 
     def __init__(self, put: Callable[[tuple[str, Any]], None]) -> None:
         self._put = put
@@ -156,13 +150,9 @@ def stream_on_worker(
     """Run the graph on one worker thread of its own and yield its ("token", text) and, with `events`,
     ("event", {"event", "data"}) items as they come; return the final state.
 
-    Why not LangGraph's "messages" and "custom" stream modes: with either, LangGraph hands every step of the
-    run to a thread pool it creates per run, so that it can yield while a node works; a question then pays a
-    pool and two thread switches per step (about a quarter of the graph's own time, as measured by
-    benchmarks/graph_overhead.py). Here the graph streams only its values on one thread, every step inline,
-    while tokens (TokenHandler) and events (nodes.events.EVENT_SINK) reach this generator through a queue.
-    Closing the generator stops the graph at its next step, as closing LangGraph's stream did, and waits for
-    it, so the caller's thread lock is held until the run has stopped."""
+    LangGraph's "messages" and "custom" modes run every step on a per-run thread pool (benchmarks/
+    graph_overhead.py measures the cost); here tokens and events reach this generator through a queue.
+    Closing the generator stops the graph at its next step and waits for it (the thread lock stays held)."""
     items: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
     stop = threading.Event()
     handler = TokenHandler(items.put)
@@ -206,14 +196,12 @@ def stream_on_worker(
 
 @dataclass
 class Session:
-    """A graph with the settings' checkpointer (the data directory's SQLite file, or PostgreSQL when
-    RAG_DATABASE_URL names it): conversations persist across processes, and across machines on Postgres."""
+    """A graph with the settings' checkpointer (SQLite in the data directory, or RAG_DATABASE_URL)."""
 
     settings: Settings
     graph_name: GraphName = "rag"
     persistent: bool = True
-    #: Who runs the turns (cli, api, eval, python): recorded in the audit log by record_turn.
-    interface: str = "python"
+    interface: str = "python"  # who runs the turns, recorded in the audit log
 
     def __post_init__(self) -> None:
         self.checkpointer = checkpointer_for(self.settings) if self.persistent else None
@@ -230,9 +218,7 @@ class Session:
         return thread_owner(saved.checkpoint.get("channel_values") if saved else None)
 
     def stored_id(self, thread_id: str, tenant: str) -> str:
-        """The stored id of the tenant's thread `thread_id` (persistence.threads.resolve_thread_id): thread
-        ids are scoped per tenant, so callers pass and get back the ids they chose. Without a checkpointer
-        nothing is stored, and the id is used as given."""
+        """The stored id of the tenant's thread `thread_id` (ids are scoped per tenant)."""
         checkpointer = self.checkpointer
         if checkpointer is None:
             return thread_id
@@ -246,9 +232,7 @@ class Session:
 
     @contextmanager
     def turn(self, thread_id: str, context: Context, inputs: dict[str, Any]) -> Iterator[RunnableConfig]:
-        """Hold the tenant's thread for one turn and give the run's config (its stored thread id): the
-        thread's lock (ThreadBusyError past RAG_THREAD_LOCK_TIMEOUT_S), then the tenant checks
-        (ThreadAccessError, InvalidQuestionError), all before the graph writes anything."""
+        """Hold the tenant's thread for one turn (lock, then tenant checks) and give the run's config."""
         check_input_tenant(inputs.get("tenant"), context.tenant)
         stored = self.stored_id(thread_id, context.tenant)
         persistent = self.checkpointer is not None
@@ -277,11 +261,8 @@ class Session:
         callbacks: list[Any] | None = None,
         **inputs: Any,
     ) -> Generator[tuple[str, Any], None, None]:
-        """Yield ("token", text) while the answer is generated, then ("result", output state).
-
-        With `events`, the graph's custom events (nodes.events) come too, as ("event", {"event", "data"});
-        `callbacks` (LangChain handlers) watch the run's nodes and model calls (the API's time limits).
-        The thread stays locked until the generator ends or is closed: consume or close it."""
+        """Yield ("token", text) while the answer is generated (with `events`, ("event", ...) items too),
+        then ("result", output state). The thread stays locked until the generator ends or is closed."""
         context = context or Context()
         with self.turn(thread_id, context, inputs) as config:
             if callbacks:
@@ -290,8 +271,7 @@ class Session:
         yield "result", {**last, "thread_id": thread_id}
 
     def history(self, thread_id: str, tenant: str | None = None) -> dict[str, Any]:
-        """The stored state of a thread (empty dict when unknown); ThreadAccessError when it belongs to
-        another tenant than `tenant` (default: the context's default tenant)."""
+        """The stored state of a thread ({} when unknown); ThreadAccessError when another tenant's."""
         tenant = tenant or Context().tenant
         stored = self.stored_id(thread_id, tenant)
         self.check_access(stored, tenant)

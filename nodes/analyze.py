@@ -1,15 +1,8 @@
 """analyze: what kind of question this is (type, complexity 1-10, needs retrieval, wants details).
 
-Why two analyzers: a strong model reads intent better than any rule, but the embedded 135M model classifies
-at chance, so `auto` uses the heuristic whenever the grading model is weak. The heuristic result is also the
-LLM call's default: a reply that is garbage (or a model that is down) leaves the heuristic analysis in place.
-
-Why the model alone may not skip retrieval: this engine answers over the user's documents, so skipping
-retrieval must be the exception. Even a model that passes the strength self-test (Qwen2.5-Coder-1.5B) said
-`needs_retrieval=false` for "How many bars of pressure does espresso use?" and then answered from its own
-knowledge, wrongly, although the corpus held the answer. The model's "no retrieval" therefore counts only
-when the heuristic agrees (greetings, thanks, chit-chat, pure arithmetic); otherwise the question is retrieved
-for and the rest of the model's analysis (type, complexity, details) is kept.
+`auto` uses the heuristic when the grade model is weak (a small model classifies at chance); the heuristic is
+also the model call's default. The model's "no retrieval" counts only when the heuristic agrees (greetings,
+chit-chat, arithmetic): models skip retrieval for questions the corpus answers.
 """
 
 from __future__ import annotations
@@ -61,10 +54,7 @@ def llm_analysis(
 
 
 def guard_retrieval(analysis: QueryAnalysis, heuristic: QueryAnalysis) -> QueryAnalysis:
-    """The model's analysis, retrieving unless the heuristic also finds nothing to look up.
-
-    The heuristic only skips retrieval for greetings, thanks, chit-chat and pure arithmetic, so a model's
-    "no retrieval" for a factual question (which it would then answer from memory) is overruled."""
+    """The model's analysis, retrieving unless the heuristic also finds nothing to look up."""
     if analysis.needs_retrieval or not heuristic.needs_retrieval:
         return analysis
     logger.info("analysis: the model skipped retrieval where the heuristic retrieves; retrieving")
@@ -73,9 +63,7 @@ def guard_retrieval(analysis: QueryAnalysis, heuristic: QueryAnalysis) -> QueryA
 
 @timed("analyze")
 def analyze(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Set `analysis` (a QueryAnalysis as a dict) for the standalone question; the model's analysis skips
-    retrieval only where the heuristic's does too (`guard_retrieval`). With retrieval off (`retrieval`
-    False) the heuristic's analysis says no retrieval, so the run goes to generate."""
+    """Set `analysis` (a QueryAnalysis as a dict) for the standalone question."""
     context = run_context(runtime)
     question = state.get("standalone_question") or state.get("question") or ""
     heuristic = heuristic_analysis(question)

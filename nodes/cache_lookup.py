@@ -1,12 +1,8 @@
 """cache_lookup: answer a question asked before from the semantic cache (persistence.semantic_cache).
 
-Placed after contextualize, so the key is the standalone question (a follow-up "and its moons?" is looked
-up as the question it stands for), and before analyze, so a hit costs one lookup (and, for a reworded
-question, one embedding) instead of analysis, retrieval and generation: an exact repeat and a cache with
-no entry for the scope never load the embedding model (persistence.semantic_cache). A hit writes the
-cached answer, citations, sources and strategy with `cache_hit: True` and goes to record_turn; a miss
-remembers what it looked up (`cache_key`) so record_turn can store the answer under it. A cache that
-fails is logged and counted, and the turn goes on as a miss.
+After contextualize (the key is the standalone question) and before analyze (a hit skips all the work). A
+hit goes to record_turn with `cache_hit: True`; a miss keeps `cache_key` for record_turn to store under. A
+failing cache is logged and counted, and the turn goes on as a miss.
 """
 
 from __future__ import annotations
@@ -27,16 +23,14 @@ from state.context import Context, run_context
 from state.graph_state import State
 
 if TYPE_CHECKING:
-    # The cache's backends need numpy and sqlalchemy: imported on the first lookup, not with the graph.
+    # numpy and sqlalchemy: imported on the first lookup, not with the graph.
     from persistence.semantic_cache_backends import CacheScope
 
 logger = logging.getLogger(__name__)
 
 
 def cache_scope(state: State, context: Context) -> CacheScope:
-    """Everything besides the question that changes the answer, and so must match exactly: the models
-    are the ones that would answer now (settings and the run's override), so switching the model never
-    serves an answer another model wrote."""
+    """Everything besides the question that changes the answer (the models too), matched exactly."""
     from persistence.semantic_cache_backends import CacheScope
 
     resources = get_resources()

@@ -1,18 +1,9 @@
 """cite: turn the chosen answer into the final cited answer (markers resolved, sources renumbered, rendered).
 
-The chosen answer is the best graded one of the turn (`best_answer`), not necessarily the latest draft: when
-the Self-RAG loop gives up, its last attempt may be worse than an earlier one. The best answer's markers
-refer to the sources it was generated with, recorded as chunk ids in `best_answer.doc_ids`, so those are
-looked up again among the turn's documents (falling back to the latest `sources` if one is missing).
-
-Retrieval off (`retrieval` False, RAG_RETRIEVAL=false): the answer ends with a note that no documents were
-consulted (prompts.answer.NO_DOCUMENTS_NOTES), and has no sources nor citations.
-
-The answer shown is the band's (answering.decision): confident -> the bold short answer and its cited
-explanation; tentative -> "Not sure" and the closest sentence of the sources, cited; not found -> the
-not-found sentence with its reason. The record was judged by grade_answer in the agentic graph; graphs
-without a grader (baseline, direct) are judged here. An answer written without sources (no retrieval) is not
-judged: it is shown as written, with no confidence (an empty one, or the not-found sentence, is "not found").
+The chosen answer is the turn's best graded one (`best_answer`, with the sources it was written from), not
+necessarily the latest draft. It is shown as its band renders it (answering.decision); graphs without a grader
+are judged here, and an answer written without sources is shown as written, unjudged. With retrieval off the
+answer ends with a note that no documents were consulted.
 """
 
 from __future__ import annotations
@@ -40,12 +31,10 @@ logger = logging.getLogger(__name__)
 
 
 def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc], AnswerRecord | None]:
-    """The best answer so far with the sources it was written from and its judged record; else the latest
-    draft and sources, not yet judged (graphs without grade_answer; generate's sources are whole chunks)."""
+    """The best answer so far with its sources and judged record; else the latest draft and sources."""
     best: AnswerCandidate | None = state.get("best_answer")
     latest_sources = state.get("sources") or []
-    # Graphs without grade_answer (baseline, direct) leave start_turn's None here; threads checkpointed by
-    # older versions may still hold the legacy "__reset__" string.
+    # None in graphs without grade_answer; a checkpointed thread may still hold the "__reset__" string.
     if not isinstance(best, dict) or not best.get("text", "").strip():
         return state.get("draft") or "", latest_sources, None
     pool = {doc["chunk_id"]: doc for doc in [*(state.get("documents") or []), *latest_sources]}
@@ -100,8 +89,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "band": band,
         "answer_record": record,
         "retrieved": ranked_documents(documents),
-        # `retrieved` now holds the turn's passages: the working copy is emptied so a checkpoint stores
-        # each passage's text once, not twice (checkpoint bytes per turn).
+        # `retrieved` holds the passages now: emptied so a checkpoint stores each text once.
         "documents": reset([]),
         "messages": [AIMessage(cited.text)],
     }
@@ -110,9 +98,7 @@ def cite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 def shown_answer(
     record: AnswerRecord | None, text: str, sources: list[RetrievedDoc], language: str
 ) -> tuple[str, list[RetrievedDoc], str]:
-    """(text, sources, reason) of what the user is shown: the band's text (answering.decision), its sources
-    only when it cites them; an answer written without sources (not judged) as written, unless it is no
-    answer at all (then the not-found sentence and its reason)."""
+    """(text, sources, reason) the user is shown: the band's text, or an unjudged answer as written."""
     if record is None:
         if not text.strip():
             return (NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN), sources, REASON_NO_ANSWER
@@ -126,9 +112,7 @@ def shown_answer(
 def flagged_sentences(
     cited: CitedAnswer, documents: list[RetrievedDoc], exempt: tuple[str, ...]
 ) -> list[str]:
-    """The sentences of a confident answer to flag: unsupported by their source, or stating a fact (a name,
-    number or date) missing from their evidence (retrieval.grounding). A tentative or not-found answer
-    already says how far to trust it, so it flags none."""
+    """The sentences to flag: unsupported by their source, or stating a fact missing from their evidence."""
     flagged = list(cited.unsupported_sentences)
     wrong = ground_answer(cited.text, cited.sources, documents).wrong_facts
     flagged += [
@@ -140,8 +124,7 @@ def flagged_sentences(
 
 
 def ranked_documents(documents: list[RetrievedDoc]) -> list[RetrievedDoc]:
-    """Everything retrieved this turn, best first: by graded relevance, then retrieval score (ungraded
-    passages, as in the baseline, keep their retrieval order)."""
+    """Everything retrieved this turn, best first: by graded relevance, then retrieval score."""
     return sorted(
         documents, key=lambda doc: (doc.get("relevance", -1.0), doc.get("score", 0.0)), reverse=True
     )

@@ -1,9 +1,7 @@
 """compress_evidence: keep the sentences of the graded passages that can answer, within a token budget.
 
-Between grading and generation (both graphs), so the reader reads a few hundred tokens of the right sentences
-instead of whole chunks (retrieval.evidence says why and how). The passages it chooses from are those
-generate would have used (relevant ones first, else the best by score). With RAG_EVIDENCE_TOKEN_BUDGET=0 it
-does nothing and generate reads whole chunks, as before.
+Between grading and generation, from the passages generate would use (retrieval.evidence says why and how).
+With RAG_EVIDENCE_TOKEN_BUDGET=0 it does nothing and generate reads whole chunks.
 """
 
 from __future__ import annotations
@@ -25,8 +23,7 @@ logger = logging.getLogger(__name__)
 
 
 def sentence_embedder() -> EmbedTexts | None:
-    """The search's embedding model without its persistent cache (sentences are not worth storing), or
-    None when it cannot be loaded, or when runs use no store (the mock retriever: lexical scores alone)."""
+    """The search's embedding model without its persistent cache, or None (lexical scores alone)."""
     if not get_resources().uses_store():
         return None
     try:

@@ -1,13 +1,8 @@
 """contextualize: turn a follow-up ("when was it founded?") into a standalone question for retrieval.
 
-Why: retrieval sees one question, not the conversation, so pronouns and ellipsis must be resolved first.
-Only the last `history_turns` turns count (older ones rarely matter and cost tokens). A strong model
-rewrites the question; the embedded model cannot do it reliably, so it gets the heuristic (name what the
-follow-up points at from the previous answer and question, carry the previous question's salient terms, or
-re-ask it about a new entity). The previous answers matter because a follow-up often points at what only
-the answer named ("the mountain it stands on" after an answer naming Mount Tessel); the model sees them in
-the history too. A model reply that is empty or absurdly long falls back to the heuristic too. Without
-history there is nothing to resolve and no model is called.
+Retrieval sees one question, so pronouns and ellipsis are resolved first from the last `history_turns` turns
+(answers included: a follow-up often points at what only the answer named). A strong model rewrites the
+question; a weak one, or an unusable reply, gets the heuristic. Without history no model is called.
 """
 
 from __future__ import annotations
@@ -53,11 +48,7 @@ def _questions(messages: Sequence[BaseMessage]) -> int:
 
 
 def recent_turns(history: list[AnyMessage], turns: int) -> list[AnyMessage]:
-    """The last `turns` turns of `history` (a turn starts at a human message); none when turns <= 0.
-
-    trim_messages makes the cut, counting questions instead of tokens; `start_on="human"` drops the answers
-    whose question was cut off. A history without any question keeps its last `turns` messages (start_on
-    would drop them all)."""
+    """The last `turns` turns of `history` (a turn starts at a human message); none when turns <= 0."""
     if turns <= 0:
         return []
     if not _questions(history):
@@ -68,8 +59,7 @@ def recent_turns(history: list[AnyMessage], turns: int) -> list[AnyMessage]:
 
 
 def turn_answers(turns: list[AnyMessage]) -> list[str]:
-    """The assistant's answer of each human message in `turns`, in order ("" for a question left without
-    one), so the last entry answers the last question (what the follow-up heuristic reads)."""
+    """The assistant's answer of each human message in `turns`, in order ("" for a question without one)."""
     answers: list[str] = []
     for message in turns:
         if isinstance(message, HumanMessage):

@@ -1,11 +1,5 @@
 """The graph's side of automatic conversation summaries (retrieval.auto_summary): after a turn is recorded,
-queue the thread's turns for the background summary worker when the thread may be due.
-
-Why here and not in record_turn's module: record_turn writes the tables and the cache; this decides whether a
-conversation's memory should be written, with its own settings (RAG_SUMMARY_EVERY_TURNS) and rules (only runs
-with a thread and a conversation id). The node calls `schedule_summary` after the answer is complete and
-never lets it fail the answer.
-"""
+queue the thread's turns for the background summary worker when the thread may be due."""
 
 from __future__ import annotations
 
@@ -19,17 +13,14 @@ from persistence.threads import visible_thread_id
 from state.graph_state import State
 
 if TYPE_CHECKING:
-    # The summaries are written to the store (sqlalchemy, numpy): imported when a turn may be summarized,
-    # not with the graph (tests/test_import_cost.py).
+    # sqlalchemy and numpy: imported when a turn may be summarized, not with the graph.
     from retrieval.conversation_summary import Summarizer
 
 logger = logging.getLogger(__name__)
 
 
 def summary_model(resources: Resources) -> BaseChatModel | None:
-    """The model that writes conversation summaries: the generation model when it is strong, else None (the
-    extractive summary: a weak model's summary invents facts). A model that cannot be tested counts as
-    weak."""
+    """The generation model when it is strong, else None (the extractive summary: a weak model invents)."""
     try:
         return resources.model("generate") if resources.strength("generate") == "strong" else None
     except Exception as error:  # noqa: BLE001 - the extractive summary needs no model
@@ -46,10 +37,7 @@ def summarizer_of(resources: Resources) -> Summarizer | None:
 
 
 def schedule_summary(state: State, tenant: str, stored_thread_id: str) -> bool:
-    """Queue this thread's turns for the summary worker when it may be due (returns whether it queued): the
-    run has a thread (`stored_thread_id`, the checkpointer's id) and a conversation id,
-    RAG_SUMMARY_EVERY_TURNS is on and the thread has at least that many turns. The worker checks what its
-    stored memory covers."""
+    """Queue this thread's turns for the summary worker when it may be due; whether it queued."""
     resources = get_resources()
     every = resources.settings.summary_every_turns
     conversation_id = state.get("conversation_id") or ""

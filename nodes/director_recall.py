@@ -1,17 +1,7 @@
 """The director's events for an answer (retrieval.director): when this conversation has gone
 RAG_DIRECTOR_STALL_TURNS turns without progress, the events of this conversation and of the tenant's other
-conversations nearest the question, for their own section of the answer prompt (retrieval.prompt_budget).
-
-Why a step of generate: every graph that answers writes its answer there, so the section reaches all of
-them without new edges; the result is kept in state (`director_events`, reset by
-start_turn) so the Self-RAG rounds of a turn search once. The events are context, not evidence: they are not
-numbered or cited, and a RAG turn with no relevant passage still ends at the honest "not found" (generate
-does not run then); in chat mode (`answer_source="chat"`) and with passages they reach the model.
-
-Where: the long-term store (persistence.summary_store), the run's `runtime.store` when it has one.
-Scope: the turn's tenant only, a conversation id is needed (no "this conversation" without one), and the
-turn's metadata filters apply. Never at the answer's expense: a store that fails is logged and the answer is
-written without the section.
+conversations nearest the question, for their own (uncited) section of the answer prompt. Searched once per
+turn (kept in `director_events`); a failing store is logged and the answer is written without them.
 """
 
 from __future__ import annotations
@@ -34,8 +24,7 @@ logger = logging.getLogger(__name__)
 #: `metadata.director` of a recalled event: from this conversation, or from another one of the tenant.
 THIS_CONVERSATION = "conversation"
 OTHER_CONVERSATION = "other"
-#: Events the director retrieves of this conversation and of the tenant's other conversations: mostly the
-#: stalled conversation's own, a few from elsewhere (the conversational-memory design's minority share).
+#: Events the director retrieves of this conversation and of the tenant's others (a minority share).
 DIRECTOR_CONVERSATION_K = 15
 DIRECTOR_OTHER_K = 5
 
@@ -51,9 +40,7 @@ def director_doc(hit: SearchHit, query: str, scope: str) -> RetrievedDoc:
 def director_events(
     state: State, context: Context, question: str, store: BaseStore | None = None
 ) -> list[RetrievedDoc]:
-    """This turn's director events: those recalled earlier in the turn, else searched now when the
-    conversation is stalled ([] when it is not, or has no conversation id). `store`: the run's
-    `runtime.store` when the graph was given one, else the process's long-term store is read."""
+    """This turn's director events: those recalled earlier, else searched now when stalled."""
     earlier = state.get("director_events")
     if earlier is not None:
         return earlier
@@ -63,8 +50,7 @@ def director_events(
     needed = settings.director_stall_turns
     if needed <= 0 or not conversation_id or not question.strip():
         return []
-    # The director reads the long-term store (sqlalchemy, numpy): imported when a conversation asks for
-    # it, not with the graph.
+    # sqlalchemy and numpy: imported when a conversation asks for the director, not with the graph.
     from retrieval.director import director_search, stalled_turns
 
     if stalled_turns(state.get("messages") or [], question) < needed:

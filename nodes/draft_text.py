@@ -1,9 +1,5 @@
 """The draft's text: a model reply cleaned of what is not an answer, source sentences cut and cited, and the
-check that a short answer can be read in the passages.
-
-Why apart from the node (nodes.generate): these are pure functions over text and passages, shared by the
-model's draft (nodes.model_draft), the extractive one (nodes.extractive) and the benchmarks that score them.
-"""
+check that a short answer can be read in the passages (pure functions over text and passages)."""
 
 from __future__ import annotations
 
@@ -44,8 +40,7 @@ def cited(sentence: str, number: int) -> str:
 
 
 def explained_short_answer(short: str, question: str, sources: list[RetrievedDoc], max_tokens: int) -> str:
-    """A bare short answer ("Jupiter", the model gave no explanation) followed by the sentence of the sources
-    that states it, cited with that source's number; the short answer alone when no sentence states it."""
+    """A bare short answer followed by the source sentence that states it, cited; alone when none does."""
     found = supporting_sentence(short, question, [doc["text"] for doc in sources])
     if found is None:
         return short
@@ -54,9 +49,7 @@ def explained_short_answer(short: str, question: str, sources: list[RetrievedDoc
 
 
 def is_grounded_short_answer(short: str, question: str, documents: list[RetrievedDoc]) -> bool:
-    """Whether a short answer can be read in the passages: yes/no to a yes/no question, one of the named
-    options of a choice question, or else a span whose terms all occur in one passage and are not merely the
-    question's own (a model that repeats the question has not answered it)."""
+    """Whether a short answer can be read in the passages (yes/no, a named option, or a span)."""
     if not short.strip():
         return False
     kind = answer_type(question)
@@ -84,10 +77,7 @@ def is_none_answer(short: str) -> bool:
 def clean_model_answer(
     text: str, system: str, question: str, language: str, sources: list[RetrievedDoc]
 ) -> str:
-    """The model's reply without what is not an answer: echoed source headers, a leading "The answer is:",
-    sentences that repeat the prompt (instructions, revision note, labels, the question), sentences that
-    are instructions themselves, and sentences carrying a token that only a planted instruction of the
-    passages holds (an obeyed injection). "" when nothing is left."""
+    """The model's reply without echoes, preambles, instructions and planted tokens (or "")."""
     text = strip_preamble(strip_source_headers(text))
     scaffolding = [
         system,

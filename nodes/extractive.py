@@ -1,8 +1,5 @@
 """The draft without the model: the extractive answerer's typed span and the sentence it was read from,
 cited, else the source sentences that best overlap the question (retrieval.answer_span, .answer_text).
-
-Why a module of its own: it is generate's answerer under `answerer="extractive"`, its fallback when the model
-fails or echoes, and its replacement for a short answer the passages do not hold; the benchmarks call it too.
 """
 
 from __future__ import annotations
@@ -24,12 +21,7 @@ SOURCE_MODEL_EXPLANATION = "model_explanation"
 
 
 def explanation_short(question: str, explanation: str, used: list[RetrievedDoc]) -> str:
-    """The short answer the model's explanation gives without an answer line, or "" when it gives none the
-    passages hold: the extractive answerer run over the explanation alone, kept when the span is grounded in
-    the passages (nodes.draft_text.is_grounded_short_answer). Why: the small default model mostly writes only
-    an explanation ("Andrew Jaspan was the co-founder of The Conversation, ..."), and the extractive answerer
-    over the passages then often voted for another sentence's span and replaced a right explanation with a
-    wrong one (development HotpotQA questions, docs/answer-quality.md)."""
+    """The grounded short answer the model's explanation gives, or ""."""
     if not explanation.strip():
         return ""
     own = extract_answer(question, [strip_references(explanation)])  # a span, not its citation marker
@@ -41,10 +33,7 @@ def explanation_short(question: str, explanation: str, used: list[RetrievedDoc])
 def extractive_answer(
     question: str, documents: list[RetrievedDoc], language: str, max_tokens: int
 ) -> tuple[str, list[RetrievedDoc]]:
-    """The draft without the model: the typed short answer of the extractive answerer (retrieval.answer_span)
-    and the sentence it was read from, cited; when no span fits, the sentences of the first document that
-    has usable ones (not instruction-like) that best overlap the question, cited [1]. Without documents the
-    apology; when every passage is only planted instructions, the not-found sentence (nothing else to say)."""
+    """The draft without the model: the typed span and its sentence, else the best sentences, cited."""
     if not documents:
         return (MODEL_FAILED_ZH if language == "zh" else MODEL_FAILED_EN), []
     span = extract_answer(question, [doc["text"] for doc in documents])
@@ -62,8 +51,7 @@ def extractive_answer(
 def span_draft(
     span: SpanAnswer, documents: list[RetrievedDoc], max_tokens: int
 ) -> tuple[str, list[RetrievedDoc]]:
-    """The extractive answerer's draft and its source: the short answer, then the sentence it was read from,
-    cited [1] (`span` was read from `documents`)."""
+    """The extractive draft and its source: the short answer, then its sentence cited [1]."""
     source = documents[span.passage]
     sentence = truncated_sentence(span.sentence, max_tokens)
     if not answer_body(sentence):
@@ -79,11 +67,7 @@ def extractive_short(
     info: dict[str, Any],
     max_tokens: int,
 ) -> tuple[str, list[RetrievedDoc]]:
-    """The draft when the model's short answer is missing or not in the passages: the extractive answerer's
-    span in front of the model's text when that text names it (the model answered, without the format); else,
-    when the model wrote no short answer, the span of the expected type that its own explanation gives, if
-    the passages hold it (`explanation_short`); else the extractive draft instead (the model's explanation
-    argues for an ungrounded answer). Unchanged when no span of the expected type is in the passages."""
+    """The draft when the model's short answer is missing or not in the passages."""
     span = extract_answer(question, [doc["text"] for doc in used])
     if span is not None and not span.text.strip():
         span = None

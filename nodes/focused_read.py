@@ -1,23 +1,9 @@
 """The focused read: the short answer read again from the one passage that holds the draft's answer.
 
-Why: the small default reader, given several hundred tokens of compressed evidence from several passages and
-asked for an explained answer, mostly writes no answer line, and the bold short answer picked from its
-explanation or from the passages is often not what the question asks ("Turing" for "what are time and space
-examples of?"). The same model asked the question again over only the passage that holds the draft's answer
-("reply in a few words", ~150-400 prompt tokens) reads far better: on the first 40 development questions of
-SQuAD 2.0 the short answer held a gold answer for 0.45 of the answerable ones, against 0.18 without it
-(docs/answer-quality.md "The focused read"). It is the regime in which the reader reads best: one paragraph,
-a few hundred tokens, a few words back (with only the gold paragraph in a ~256-token prompt the 0.5B reader
-answered 0.55 of 40 answerable SQuAD 2.0 questions, against 0.42 inside the engine's ~1,800-token prompts).
-
-What changes: only the short answer on the answer's first line; the draft's explanation, citations and the
-checks after it stay as they were. Fallback (documented, never raises except for a down endpoint): "none",
-a failed call, a reply the passage does not hold, an instruction or a planted token keep the draft as it is.
-
-When it runs: only when it can change the answer's band. The draft is judged as it stands first, and when
-no outcome of the read (no answer, the same answer, another one) would move it out of that band under the
-answering model's calibrator (answering.read_gate), the call is skipped and prompt_info
-`focused_read_skipped` holds the band it could not change (`unchangeable_band`).
+A small reader reads one short passage far better than several hundred tokens of evidence (measured in
+docs/answer-quality.md "The focused read"). Only the short answer on the first line changes; "none", a failed
+call, a reply the passage does not hold, an instruction or a planted token keep the draft. The call is
+skipped when no outcome could move the draft out of its band (answering.read_gate).
 """
 
 from __future__ import annotations
@@ -52,15 +38,13 @@ from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
 
-#: Completion cap of the focused read: a short answer is a few words (the gold-paragraph reading allowed 24).
+#: Completion cap of the focused read: a short answer is a few words.
 FOCUSED_READ_MAX_TOKENS = 24
-#: Tokens of the passage given to the focused read, at most (the sentences around the draft's answer when
-#: the passage is longer): a short prompt is the point of the read.
+#: Tokens of the passage given to the focused read, at most: a short prompt is the point of the read.
 FOCUSED_READ_TOKENS = 400
 #: `short_answer_source` of a short answer the focused read gave.
 SOURCE_FOCUSED_READ = "focused_read"
-#: prompt_info key of the focused read's own short answer ("" when it gave none the passage holds): the
-#: judgement compares it with the other readers' (answering.signals).
+#: prompt_info key of the focused read's own short answer ("" when it gave none the passage holds).
 FOCUSED_READ_ANSWER_KEY = "focused_read_answer"
 #: prompt_info key of a skipped read: the band of the draft, which no outcome of the read could change.
 FOCUSED_READ_SKIPPED_KEY = "focused_read_skipped"
@@ -69,16 +53,13 @@ FOCUSED_READ_SKIPPED_KEY = "focused_read_skipped"
 def unchangeable_band(
     state: State, context: Context, draft: str, sources: list[RetrievedDoc], info: dict[str, Any]
 ) -> Band | None:
-    """The draft's band when no outcome of the read can change it (the read is then skipped), else None:
-    the draft judged as it stands (`info`: its prompt_info, the read's candidate empty) by the answering
-    model's calibrator, and the read's outcomes scored by the same one (answering.read_gate)."""
+    """The draft's band when no outcome of the read can change it (the read is then skipped), else None."""
     judged = judge_draft(state, context, draft, sources, prompt_info=info)
     return None if read_can_change_band(judged, answer_calibrator(context)) else judged["band"]
 
 
 def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> RetrievedDoc | None:
-    """The passage to read again: the first source whose text holds the draft's short answer, else the
-    first source the draft cites, else the first source (None without sources)."""
+    """The first source holding the draft's short answer, else the first cited, else the first one."""
     if not sources:
         return None
     wanted = normalized(short)
@@ -92,8 +73,7 @@ def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> Retr
 
 
 def passage_window(text: str, short: str, max_tokens: int) -> str:
-    """The passage without its instruction-like sentences, whole when it fits `max_tokens`, else the
-    sentence that holds `short` (the first sentence when none does) grown by its neighbours while they fit."""
+    """The passage without instruction-like sentences, cut around the sentence holding `short`."""
     sentences = [sentence for sentence in split_sentences(text) if not is_instruction_like(sentence)]
     joiner = "" if contains_cjk(text) else " "
     whole = joiner.join(sentences)
@@ -113,10 +93,7 @@ def passage_window(text: str, short: str, max_tokens: int) -> str:
 
 
 def focused_short(reply: str, question: str, passage: RetrievedDoc) -> str:
-    """The short answer of a focused-read reply, or "" when it gives none the passage holds: its first line
-    when that is a short answer, else the typed span its sentence states (retrieval.answer_span); never
-    "none", an echo of the question, an instruction, or a token only a planted instruction of the passage
-    holds. A short reply that repeats the question's terms gives its typed span too, when it has one."""
+    """The reply's short answer, or "" when the passage does not hold it or it is unusable."""
     lines = [line for line in reply.strip().splitlines() if line.strip()]
     candidate = clean_short_answer(lines[0]) if lines else ""
     if lines and (not candidate or content_terms(candidate) & content_terms(question)):
@@ -136,13 +113,7 @@ def focused_short(reply: str, question: str, passage: RetrievedDoc) -> str:
 def focused_read(
     model: BaseChatModel, question: str, draft: str, sources: list[RetrievedDoc], max_passage_tokens: int
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """(draft, accounting update, info) after the focused read: the draft with the short answer the model
-    gives over the one passage that holds the draft's answer (`focused_passage`, cut by `passage_window`),
-    the draft's explanation kept under it; the draft unchanged when the read gives no usable short answer.
-    `info` says what was read and answered (`focused_read_passage`, `focused_read_reply`). The call is kept
-    out of the token stream: the client was shown the draft, and the final answer says what replaced it.
-    A comparison ("which is older, A or B?") is not read again: one passage holds only one side of it (on
-    development HotpotQA comparisons the read named the side its passage held)."""
+    """(draft, accounting, info) with the focused read's short answer, when it gives a usable one."""
     short, explanation = answer_parts(draft)
     passage = focused_passage(short, draft, sources)
     if passage is None or question_signals(question).comparison:  # a comparison needs both passages

@@ -1,38 +1,10 @@
-"""generate: write a draft answer from the graded passages, within the model's token budget.
+"""generate: write a draft answer from the graded passages (or compressed evidence), within the token budget.
 
-The prompt is budgeted by retrieval.prompt_budget (fixed part kept, context capped, history newest-first,
-generation reserve), worded by the context's mode (simple / advanced / precise) in the question's language.
-The model is called through a guarded stream (nodes.instrumentation.guarded_text_call), so
-`stream_mode="messages"` streams its tokens, a looping reply is cut, and the endpoint's token
-log-probabilities over the short answer are kept for the judgement (prompt_info `short_logprobs`).
-The reader gets the compressed evidence (compress_evidence: `evidence`) when there is some, else whole chunks.
-The memories recalled for the turn (nodes.recall_memories, in state) get their own section after the system
-prompt, numbered after the sources; the draft's sources then end with them (`memory:<id>`). A turn whose
-only evidence is memories (no passage, after retrieval) is answered with the sources' prompt, so the model
-answers from them and cites them. When the conversation has stalled, the director's events
-(nodes.director_recall) get their own section after them.
-
-Short answer first: the prompt asks for "Answer: <short answer>" then "Explanation: <sentence> [n]" (few-shot,
-stop sequences), and the draft is the short answer on its own line, then the explanation
-(retrieval.answer_text.compose_answer). A model that gives only the short answer ("Jupiter") gets the
-sentence of the sources that states it as its cited explanation (draft_text.explained_short_answer). With
-`answerer="auto"` a short answer that is missing or not found in the passages is replaced by the extractive
-answerer's (retrieval.answer_span); `model` keeps the model's; `extractive` calls no model. Then the focused
-read (nodes.focused_read, `focused_read`): the model reads the one passage that holds the draft's answer again
-in a short prompt, and its reply becomes the short answer when that passage holds it. It runs only when it
-can change the answer's band: the draft is judged first, and a draft that every outcome of the read leaves
-in its band under the calibrator keeps its one call (answering.read_gate; prompt_info `focused_read_skipped`).
-
-Fallback (documented, never raises): when the model fails or returns garbage (empty, punctuation only, or a
-phrase looping) or nothing but an echo of its prompt ("The answer to this question is:", a line of its
-instructions or revision note, the question) or of an instruction planted in a passage, the draft is
-extractive: the typed span and its sentence, or else the sentences of the top source that best overlap the
-question, cited [1], never an instruction-like sentence (retrieval.injection). Without sources the fallback
-is a short apology (MODEL_FAILED_*).
-
-This module keeps the node and its prompt; the turn's question, history and passages are nodes.turn, the
-answer call and its reply's parsing nodes.model_draft, the extractive answerer nodes.extractive, and the
-text checks they share (echo cleaning, citing, is the short answer in the passages) nodes.draft_text.
+The prompt (retrieval.prompt_budget) asks for "Answer: <short answer>" then "Explanation: <sentence> [n]";
+recalled memories and the director's events get their own sections, numbered after the sources. With
+`answerer="auto"` a short answer not found in the passages is replaced by the extractive one, and the focused
+read runs only when it can change the answer's band (answering.read_gate). A failed, garbage or echoing reply
+falls back to the extractive draft (never raises; without sources, a short apology).
 """
 
 from __future__ import annotations
@@ -99,32 +71,23 @@ def _system_prompt(state: State, context: Context, language: str, with_documents
     extra = OPERATOR_INSTRUCTIONS.format(instructions=context.system_prompt) if context.system_prompt else ""
     if not with_documents:
         return NO_RETRIEVAL_SYSTEMS[language] + extra
-    system = ANSWER_SYSTEM_PROMPTS[(answer_mode(context.mode, state.get("analysis")), language)]
+    system = ANSWER_SYSTEM_PROMPTS[(answer_mode(context.mode), language)]
     revising = state.get("generation_rounds", 0) > 0 and state.get("next_action") in _REVISING_ACTIONS
     return (system + revision_note(state, language) if revising else system) + extra
 
 
 def revision_note(state: State, language: str) -> str:
-    """The note of a revised answer: the previous one was rejected, what the grader found wrong with it
-    (`answer_grade["problems"]`, grade_answer.answer_problems), and the grader's suggestions for the new one
-    (`answer_grade["suggestions"]`: the notes assistant's reflector hands them to the next round), one line
-    each."""
+    """The note of a revised answer: the grader's problems and suggestions (`answer_grade`), one line each."""
     grade = state.get("answer_grade") or {}
     note = REVISION_NOTES[language]
-    problems = grade.get("problems") or []
-    if problems:
-        listed = "\n".join(f"- {problem}" for problem in problems)
-        note += REVISION_PROBLEMS[language].format(problems=listed)
-    suggestions = grade.get("suggestions") or []
-    if suggestions:
-        listed = "\n".join(f"- {suggestion}" for suggestion in suggestions)
-        note += REVISION_SUGGESTIONS[language].format(suggestions=listed)
+    for key, templates in (("problems", REVISION_PROBLEMS), ("suggestions", REVISION_SUGGESTIONS)):
+        if items := grade.get(key):
+            note += templates[language].format(**{key: "\n".join(f"- {item}" for item in items)})
     return note
 
 
 def whole_chunks(sources: list[RetrievedDoc], documents: list[RetrievedDoc]) -> list[RetrievedDoc]:
-    """The sources as whole chunks: a source the reader saw compressed (retrieval.evidence) becomes its
-    chunk again, keeping the offsets of the sentences it was given, so citations point into the chunk."""
+    """The sources as whole chunks, keeping a compressed source's sentence offsets so citations point in."""
     full = {doc["chunk_id"]: doc for doc in documents}
     expanded: list[RetrievedDoc] = []
     for doc in sources:
@@ -147,16 +110,14 @@ EVIDENCE_INFO_KEYS = (
 
 
 def evidence_info(state: State) -> dict[str, Any]:
-    """What compress_evidence recorded in `prompt_info` this turn (generate's own accounting joins it)."""
+    """What compress_evidence recorded in `prompt_info` this turn."""
     info = state.get("prompt_info") or {}
     return {key: info[key] for key in EVIDENCE_INFO_KEYS if key in info} if state.get("evidence") else {}
 
 
 def answer_token_cap(state: State, context: Context) -> int:
-    """Completion cap of the answer call: a short-answer reply (simple template) needs an answer line and
-    one sentence, so it gets `answer_max_tokens` (a loop cannot run long); explaining templates get the
-    whole generation reserve."""
-    if answer_mode(context.mode, state.get("analysis")) == "simple":
+    """Completion cap of the answer call: `answer_max_tokens` for the simple template, else the reserve."""
+    if answer_mode(context.mode) == "simple":
         return min(context.answer_max_tokens, context.generation_reserve)
     return context.generation_reserve
 
@@ -168,8 +129,7 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     question = current_question(state)
     language = language_of(question)
     documents = state.get("evidence") or answer_documents(state, context)
-    memories = state.get("recalled_memories") or []  # recalled by nodes.recall_memories
-    # A stalled conversation's events, from the run's store when the graph was given one.
+    memories = state.get("recalled_memories") or []
     director = director_events(state, context, question, getattr(runtime, "store", None))
     # Memories answer like sources when retrieval ran and they are all the evidence there is.
     sourced = bool(documents) or (bool(memories) and state.get("retrieval_rounds", 0) > 0)
@@ -177,10 +137,13 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     request = _prompt_request(state, context, system, question, language, documents, memories, director)
     prompt = build_answer_prompt(request)
     used = prompt.used_documents or documents
-    info = {**evidence_info(state), **prompt.prompt_info}
-    info["generation_fallback"] = None
+    info = {
+        **evidence_info(state),
+        **prompt.prompt_info,
+        "generation_fallback": None,
+        "short_answer_source": None,
+    }
     answerer = context.answerer if used else "model"
-    info["short_answer_source"] = None
     if answerer == "extractive":
         info["short_answer_source"] = "extractive"
         text, sources = extractive_answer(question, used, language, context.generation_reserve)
@@ -191,11 +154,9 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         {"documents": len(prompt.used_documents), "round": state.get("generation_rounds", 0) + 1},
     )
     raw, error, usage, token_logprobs = _model_reply(state, context, model, prompt.messages, sourced, info)
-    # The reader saw compressed sentences; the draft's sources are their whole chunks (same order, so its
-    # markers still match), so grading, the echo checks and citations see everything the chunk says.
+    # Whole chunks in the same order, so the markers still match and grading sees the whole chunk.
     sources = whole_chunks(prompt.used_documents, state.get("documents") or [])
-    sources += memory_sources(raw, len(prompt.used_documents), prompt.used_memories)  # numbered after them
-    # The system prompt without the memories: a reply that repeats a memory is no echo of the instructions.
+    sources += memory_sources(raw, len(prompt.used_documents), prompt.used_memories)
     text, short = model_draft(raw, system, question, language, sources)
     _note_reply(info, short, token_logprobs)
     text, sources = _vetted_draft(
@@ -227,8 +188,7 @@ def _prompt_request(
     memories: list[RetrievedDoc],
     director: list[RetrievedDoc],
 ) -> AnswerPromptRequest:
-    """What the answer prompt is budgeted from: the system prompt, the question, its passages, memories and
-    the director's events, the conversation's recent turns, and the run's window and shares."""
+    """What the answer prompt is budgeted from."""
     return AnswerPromptRequest(
         system=system,
         question=question,
@@ -258,9 +218,7 @@ def _model_reply(
     sourced: bool,
     info: dict[str, Any],
 ) -> tuple[str, str | None, dict[str, Any], TokenLogprobs | None]:
-    """(raw reply, error or None, accounting, token log-probabilities) of the reader's call: a JSON-schema
-    call when the run asks for one over sources, else a guarded text call (stopped at the answer's stop
-    sequences over sources, `info["stopped_on_loop"]` set when the loop guard cut it)."""
+    """(raw reply, error or None, accounting, token log-probabilities) of the reader's call."""
     token_logprobs: TokenLogprobs | None = None
     if sourced and uses_json_schema(context):
         raw, error, usage = json_schema_draft(model, messages, context.generation_reserve)
@@ -276,16 +234,12 @@ def _model_reply(
 
 @dataclass(frozen=True)
 class _Draft:
-    """The reader's draft as `_vetted_draft` judges it."""
+    """The reader's reply, its short answer ("" when none), its error and the run's answerer."""
 
     raw: str
-    """The model's reply as it came."""
     short: str
-    """The short answer the reply states ("" when none)."""
     error: str | None
-    """Why the call failed, None when the model answered."""
     answerer: str
-    """Who may write the short answer: the run's answerer (auto / model)."""
 
 
 def _vetted_draft(
@@ -300,12 +254,9 @@ def _vetted_draft(
     context: Context,
     info: dict[str, Any],
 ) -> tuple[str, list[RetrievedDoc]]:
-    """(draft, sources) once the reply is judged: a declined, failed or unusable reply is replaced by the
-    extractive answerer's (`info` says why), an ungrounded short answer by the extractive one (answerer
-    auto), and a bare short answer gets its explanation."""
+    """(draft, sources) once the reply is judged (an unusable reply becomes extractive; `info` says why)."""
     raw, short, error, answerer = draft.raw, draft.short, draft.error, draft.answerer
-    # The reader's "not found" is a signal of the judgement, not a decision: the draft becomes the extractive
-    # answerer's, so the other readers still propose a short answer and the calibrator weighs them all.
+    # The reader's "not found" is a signal, not a decision: the other readers still propose a short answer.
     info[READER_DECLINED_KEY] = error is None and bool(sources) and is_not_found_answer(text)
     if info[READER_DECLINED_KEY]:
         info["short_answer_source"] = "extractive"
@@ -335,10 +286,8 @@ def _vetted_draft(
 def _candidates(
     question: str, text: str, short: str, used: list[RetrievedDoc], info: dict[str, Any]
 ) -> dict[str, str]:
-    """The short answers the judgement weighs: the draft's own (none when the reader declined or failed),
-    the focused read's (filled in when it runs) and the extractive span over the used passages."""
+    """The short answers the judgement weighs: the draft's own, the focused read's and the extractive span."""
     extractive_span = extract_answer(question, [doc["text"] for doc in used])
-    # The model's own short answer: its "Answer:" line, else the span its explanation states.
     own = info["short_answer_source"] in ("model", SOURCE_MODEL_EXPLANATION)
     own_short = answer_parts(text)[0] if own else ""
     return {
@@ -351,8 +300,7 @@ def _candidates(
 def _draft_update(
     text: str, sources: list[RetrievedDoc], info: dict[str, Any], director: list[RetrievedDoc]
 ) -> dict[str, Any]:
-    """The node's state update: the draft, its sources, the prompt's accounting, one generation round and the
-    director's events the prompt was given."""
+    """The node's state update."""
     return {
         "draft": text,
         "sources": sources,
@@ -363,9 +311,7 @@ def _draft_update(
 
 
 def _note_reply(info: dict[str, Any], short: str, token_logprobs: TokenLogprobs | None) -> None:
-    """Record in `info` the short answer's token log-probabilities, the whole reply's (kept for the QA
-    records, whoever ends up writing the short answer: other confidence signals can be replayed from them)
-    and, when the reply stated a short answer, that the model wrote it."""
+    """Record in `info` the reply's token log-probabilities and who wrote the short answer."""
     info[SHORT_LOGPROBS_KEY] = [round(value, 4) for value in answer_logprobs(token_logprobs, short)]
     info["reply_logprobs"] = [[token, round(value, 4)] for token, value in token_logprobs or []] or None
     if short:
@@ -382,8 +328,7 @@ def _read_again(
     passages: list[RetrievedDoc],
     info: dict[str, Any],
 ) -> tuple[str, dict[str, Any]]:
-    """(draft, the read's accounting) after the focused read over `passages`, run only when the read can
-    change the band the draft has now (else `info` records the band it keeps)."""
+    """(draft, accounting) after the focused read, run only when it can change the draft's band."""
     read_usage: dict[str, Any] = {}
     kept_band = unchangeable_band(state, context, text, sources, info)
     if kept_band is not None:

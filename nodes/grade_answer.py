@@ -1,22 +1,10 @@
 """grade_answer: score the draft on four dimensions and decide what the Self-RAG loop does next.
 
-Two graders produce the same AnswerGrade:
-- score (pure, no model): groundedness as term overlap with the cited sources, question coverage,
-  completeness and clarity from the text itself. Used for weak models (a 135M model grades at chance) and as
-  the LLM grader's default when its reply is unusable.
-- llm: a structured AnswerGrade call to the grade model.
-`context.grader`: llm | score | auto (score when the grade model is weak). The LLM grader's reply is also read
-in the notes assistant's reflector form (nodes.reflection: 1-10 scores, an overall score, suggestions),
-leniently.
-
-Each grade is reported on the seed's 1-10 scale too (`reflection_score`, `needs_improvement`), and the
-grader's suggestions (`answer_grade["suggestions"]`) are what the next round uses: generate adds them to its
-revision note beside the problems, reformulate to its query (nodes.reformulate).
-
-The decision (`next_action`) is made here, from state counters and context bounds, so the router only
-reads it: accept (the judgement is confident, answering.judge) | give_up (answer attempts spent, or more than
-`revision_patience` attempts in a row no better than the best) | retrieve (not grounded, retrieval budget
-left) | regenerate. Answers written without sources (no-retrieval path) are accepted.
+Graders (`context.grader`: llm | score | auto = score for a weak grade model): the pure score (term overlap
+with the cited sources, coverage, completeness, clarity; also the LLM grader's default) or a structured call
+read leniently in the reflector form (nodes.reflection). The decision (`next_action`) is made here from state
+counters and context bounds: accept (confident) | give_up (attempts spent, or more than `revision_patience`
+in a row no better than the best) | retrieve (not grounded, budget left) | regenerate.
 """
 
 from __future__ import annotations
@@ -66,12 +54,9 @@ from state.schemas import AnswerCandidate, AnswerGrade, RetrievedDoc
 NextAction = Literal["accept", "give_up", "retrieve", "regenerate"]
 GraderName = Literal["llm", "score", "skipped", "off"]
 
-#: An answer without claim sentences counts as grounded when this share of its terms occurs in the sources
-#: it cites.
+#: Share of an answer's terms in its cited sources that makes it grounded (without claim sentences).
 GROUNDED_THRESHOLD = 0.6
-#: An answer with claim sentences is grounded when no sentence has a name, number, date or quoted term
-#: missing from its evidence and at least this share of its claim sentences are supported
-#: (retrieval.grounding); its accuracy is that share.
+#: Share of claim sentences supported (and no wrong fact) that makes an answer grounded.
 GROUNDED_SENTENCE_SHARE = 0.75
 #: Share of the question's terms an answer must cover to be fully relevant (answers paraphrase).
 FULL_QUESTION_COVERAGE = 0.6
@@ -84,13 +69,10 @@ LONG_ANSWER_TERMS = 600
 LONG_ANSWER_COMPLETENESS = 0.7
 #: relevance and completeness needed for `answers_question`.
 ANSWERS_QUESTION_MIN = 0.5
-#: Dimensions of an honest "not found" answer: when the sources are relevant it is incomplete (regenerate),
-#: else it is the right answer.
+#: Dimensions of an honest "not found" answer, with and without a relevant source.
 NOT_FOUND_WITH_RELEVANT = {"relevance": 0.3, "accuracy": 0.5, "completeness": 0.0}
 NOT_FOUND_WITHOUT_RELEVANT = {"relevance": 1.0, "accuracy": 1.0, "completeness": 0.8}
-#: Clarity penalties: distinct-trigram share below REPETITION_OK_SHARE costs REPETITION_PENALTY per unit of
-#: shortfall; garbage tokens cost GARBAGE_PENALTY per unit of share; a cut-off last sentence costs
-#: UNFINISHED_PENALTY.
+#: Clarity penalties: per unit of distinct-trigram shortfall, per unit of garbage share, for a cut-off end.
 REPETITION_OK_SHARE = 0.8
 REPETITION_PENALTY = 2.0
 GARBAGE_PENALTY = 5.0
@@ -104,8 +86,7 @@ META_TERMS = frozenset(
 )
 #: Upper bound of the LLM grader's reply.
 GRADE_MAX_TOKENS = 256
-#: What the loop does next, in words for a client (the last of the `answer_graded` event's `suggestions`,
-#: after the grader's own).
+#: What the loop does next, in words for a client (the `answer_graded` event's last suggestion).
 SUGGESTIONS: dict[str, str] = {
     "retrieve": "search again with a reformulated query: the answer is not grounded in these sources",
     "regenerate": "rewrite the answer from the same sources, fixing the problems named",
@@ -132,10 +113,7 @@ def clarity_score(answer: str) -> float:
 
 
 def _has_relevant(sources: list[RetrievedDoc], threshold: float | None) -> bool:
-    """Whether some source is relevant, which makes a "not found" answer wrong: relevance at least the run's
-    `relevance_threshold` (RAG_RELEVANCE_THRESHOLD; None = the setting's value), the one bar grade_retrieval
-    and generate use too, so a passage the run kept as relevant never lets "not found" pass. An ungraded
-    source (relevance < 0) is given the benefit of the doubt."""
+    """Whether some source is relevant (or ungraded), which makes a "not found" answer wrong."""
     bar = get_settings().relevance_threshold if threshold is None else threshold
     grades = [doc.get("relevance", -1.0) for doc in sources]
     return any(grade >= bar or grade < 0 for grade in grades)
@@ -150,8 +128,7 @@ def _cited_sources(answer: str, sources: list[RetrievedDoc]) -> list[RetrievedDo
 def sentence_grounding(
     answer: str, sources: list[RetrievedDoc], answer_terms: set[str], source_terms: set[str]
 ) -> tuple[bool, float]:
-    """(grounded, accuracy) from the per-sentence check; without a claim sentence, accuracy is the share of
-    the answer's terms (`answer_terms`) found in its cited sources (`source_terms`)."""
+    """(grounded, accuracy) from the per-sentence check, else from the share of terms in the sources."""
     report = ground_answer(answer, sources)
     if not report.claims:
         share = support(answer_terms, source_terms)
@@ -163,10 +140,7 @@ def sentence_grounding(
 def score_answer(
     question: str, answer: str, sources: list[RetrievedDoc], *, relevance_threshold: float | None = None
 ) -> AnswerGrade:
-    """The score-based grade of `answer` (no model); see the module docstring. Accuracy and groundedness
-    are per sentence (retrieval.grounding): a sentence whose name, number, date or quoted term is not in the
-    passage it cites is unsupported, however many of its words the passage shares. `relevance_threshold`:
-    the run's (None = RAG_RELEVANCE_THRESHOLD), which decides whether a "not found" answer is right."""
+    """The score-based grade of `answer` (no model); accuracy is per sentence (retrieval.grounding)."""
     clarity = clarity_score(answer)
     if is_garbage(strip_references(answer)):
         return AnswerGrade(
@@ -218,9 +192,7 @@ def answer_problems(
     *,
     relevance_threshold: float | None = None,
 ) -> list[str]:
-    """What was wrong with an answer, in words the next attempt's prompt can use (generate adds them to its
-    revision note): sentences naming what their source does not say, an answer off the question, a
-    repeating or cut-off one, an honest "not found" although the sources are relevant."""
+    """What was wrong with an answer, in words the next attempt's prompt can use."""
     language = language_of(question)
     if is_not_found_answer(answer):
         return [PROBLEM_WRONGLY_NOT_FOUND[language]] if _has_relevant(sources, relevance_threshold) else []
@@ -243,8 +215,7 @@ def mean_score(grade: AnswerGrade) -> float:
 
 
 def stalled_after(score: float, state: State) -> int:
-    """Answer attempts in a row that did not beat the best earlier one, counting this `score`'s: 0 when it
-    is the first attempt or scores strictly higher than every earlier one (a tie is no progress)."""
+    """Answer attempts in a row, this one included, that did not strictly beat the best earlier one."""
     best: AnswerCandidate | None = state.get("best_answer")
     if not isinstance(best, dict) or score > best.get("score", 0.0):
         return 0
@@ -252,9 +223,7 @@ def stalled_after(score: float, state: State) -> int:
 
 
 def decide(confident: bool, grounded: bool, state: State, context: Context, stalled: int) -> NextAction:
-    """accept | give_up | retrieve | regenerate, from the judgement's band and the loop counters. A loop
-    whose revisions stopped improving the answer gives up after `revision_patience` of them: another attempt
-    costs a model call and, for a weak model, mostly rewords the same answer."""
+    """accept | give_up | retrieve | regenerate, from the judgement's band and the loop counters."""
     if confident:
         return "accept"
     if state.get("generation_rounds", 0) >= context.max_iterations:
@@ -269,9 +238,7 @@ def decide(confident: bool, grounded: bool, state: State, context: Context, stal
 def _llm_grade(
     question: str, answer: str, sources: list[RetrievedDoc], default: AnswerGrade, context: Context
 ) -> tuple[AnswerGrade, bool, dict[str, Any]]:
-    """The grade model's AnswerGrade (`default` when its reply is unusable): (grade, ok, accounting). The
-    reply is read again in the reflector's form (nodes.reflection): rescaled dimensions, an overall score
-    when it gave no dimension, its suggestions; a reply with an overall score only counts as usable."""
+    """(grade, usable, accounting) of the grade model's reply, read in the reflector's form too."""
     resources = get_resources()
     blocks = SOURCE_SEPARATOR.join(format_source(number, doc) for number, doc in enumerate(sources, 1))
     prompt = ANSWER_GRADER_PROMPT.format(
@@ -293,8 +260,7 @@ def _llm_grade(
 def graded_draft(
     question: str, draft: str, sources: list[RetrievedDoc], context: Context
 ) -> tuple[AnswerGrade, GraderName, dict[str, Any]]:
-    """(grade, grader, accounting) of a draft: the pure score, or the grade model's when the run uses it
-    (a model grader that calls a wrong name or number grounded is overruled by the sentence check)."""
+    """(grade, grader, accounting) of a draft: the pure score, or the grade model's."""
     grade = score_answer(question, draft, sources, relevance_threshold=context.relevance_threshold)
     if not sources:
         return grade, "skipped", {}
@@ -320,8 +286,7 @@ def graded_event(
     problems: list[str],
     suggestions: list[str],
 ) -> dict[str, Any]:
-    """The `answer_graded` event: the grade, what the loop does next and why, on the seed's 1-10 scale too
-    (`needs_improvement`: the answer is not confident)."""
+    """The `answer_graded` event: the grade and what the loop does next, on the 1-10 scale too."""
     return {
         "round": round_,
         "score": score,
@@ -350,8 +315,7 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     draft = state.get("draft") or ""
     sources = state.get("sources") or []
     grade, grader, usage = graded_draft(question, draft, sources, context)
-    # The judgement's calibrated probability is the loop's score: a revision is kept only when it is more
-    # likely right, and the loop stops once the answer is confident (answering.judge).
+    # The judgement's calibrated probability is the loop's score.
     record = judge_draft(state, context, draft, sources) if sources else None
     score = record["probability"] if record is not None else mean_score(grade)
     stalled = stalled_after(score, state)

@@ -1,9 +1,7 @@
 """grade_retrieval: how relevant is each retrieved passage, and is the evidence good enough to answer?
 
-Two graders. The score grader needs no model: it blends the dense similarity of the passage with the share of
-the question's content terms the passage contains (and the passage's rank), so it is deterministic and never
-at chance level. The LLM grader asks the grading model which numbered passages help; `auto` uses it only
-for strong models, because a 135M model grades at chance (it calls every passage relevant, or none).
+The score grader (no model) blends dense similarity with the question's term coverage, so it is never at
+chance; the LLM grader asks which numbered passages help, and `auto` uses it only for strong grade models.
 """
 
 from __future__ import annotations
@@ -60,8 +58,7 @@ def score_relevance(question: str, doc: RetrievedDoc) -> float:
     """Score-grader relevance of one passage in [0, 1]."""
     terms = set(analyze(question))
     coverage = term_coverage(terms, doc["title"] + "\n" + doc["text"])
-    has_dense = doc["metadata"].get("dense_score") is not None
-    if not has_dense:
+    if doc["metadata"].get("dense_score") is None:
         return coverage
     return TERM_WEIGHT * coverage + DENSE_WEIGHT * dense_component(doc)
 
@@ -77,12 +74,8 @@ def uncovered_terms(question: str, relevant: list[RetrievedDoc]) -> list[str]:
 def llm_relevance_grades(
     question: str, docs: list[RetrievedDoc], context: Context
 ) -> tuple[set[int] | None, dict[str, Any]]:
-    """The grading model's verdict on numbered passages in one call: the 1-based numbers it judged relevant
-    (None when its reply was unusable twice), with the call's accounting update.
-
-    Public because `python -m benchmarks graders` measures exactly this call against gold labels; a copy there
-    would drift from what the node does.
-    """
+    """The 1-based numbers of the passages the grade model judged relevant (None when its reply was unusable
+    twice), with the call's accounting; `python -m benchmarks graders` measures this exact call."""
     resources = get_resources()
     listing = "\n\n".join(
         f"[{index}] {neutralize(truncate_to_tokens(doc['text'], LLM_PASSAGE_TOKENS))}"
@@ -140,8 +133,7 @@ def grade_retrieval(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     everything = [by_id.get(doc["chunk_id"], doc) for doc in documents]
     relevant = [doc for doc in everything if doc["relevance"] >= context.relevance_threshold]
     best = sorted((doc["relevance"] for doc in everything), reverse=True)[: max(1, context.top_k // 2)]
-    # The recalled memories (nodes.recall_memories) are evidence too: each passed the recall's similarity
-    # bar, so a memory counts as a relevant passage and "nothing retrieved" means no passage and no memory.
+    # Recalled memories passed the recall's similarity bar, so each counts as a relevant passage.
     memories = state.get("recalled_memories") or []
     update = {
         "documents": graded,

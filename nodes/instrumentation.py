@@ -1,9 +1,5 @@
-"""Per-node timing and LLM accounting, merged into state through the counters' reducers.
-
-Why a decorator: every node reports its wall time the same way (`timings_ms[node]`), and model calls
-report `timings_ms["model"]`, `llm_calls` and `usage`, so the latency benchmark can subtract model and
-retrieval time from wall time to get the graph's own overhead.
-"""
+"""Per-node timing and LLM accounting, merged into state through the counters' reducers: every node reports
+`timings_ms[node]` and model calls `timings_ms["model"]`, `llm_calls` and `usage` the same way."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ NodeFunction = Callable[..., dict[str, Any]]
 
 
 class TimedNode(Protocol):
-    """A node wrapped by `timed`: called like the node; `__wrapped__` is the node itself, untimed (a node
-    that runs another one inside its own timing calls that)."""
+    """A node wrapped by `timed`: called like the node; `__wrapped__` is the node itself, untimed."""
 
     __wrapped__: NodeFunction
 
@@ -106,8 +101,7 @@ def with_temperature(model: BaseChatModel, temperature: float) -> BaseChatModel:
 def text_call(
     model: BaseChatModel, messages: list[BaseMessage], *, max_tokens: int
 ) -> tuple[str, str | None, dict[str, Any]]:
-    """A plain text model call: (text, error or None, accounting update). A failed call is an error the
-    node falls back from; only a down endpoint raises (ModelUnavailableError, see models.errors)."""
+    """A plain text model call: (text, error or None, accounting); only a down endpoint raises."""
     started = time.perf_counter()
     try:
         bound = with_max_tokens(model, max_tokens)
@@ -136,20 +130,12 @@ class GuardedReply:
     text: str
     error: str | None
     accounting: dict[str, Any]
-    token_logprobs: TokenLogprobs | None
-    """Per-token log-probabilities of the reply; None when the endpoint returned none (or was not asked)."""
-    stopped_on_loop: bool
-    """True when the reply was cut because it started repeating itself."""
+    token_logprobs: TokenLogprobs | None  # None when the endpoint returned none (or was not asked)
+    stopped_on_loop: bool  # the reply was cut because it started repeating itself
 
 
 def estimated_usage(messages: list[BaseMessage], pieces: int) -> dict[str, int]:
-    """Usage of a streamed reply the endpoint did not account for: the prompt counted with the engine's
-    tokenizer, one completion token per streamed piece.
-
-    Why: an endpoint sends a stream's usage in its last chunk, so a reply cut by the loop guard (or an
-    endpoint that never reports usage) would count as a call that read and wrote nothing, and the prompt
-    tokens per question of `rag eval qa` would be too low exactly for the models that loop most.
-    llama.cpp and OpenAI stream one token a chunk; the prompt count is tiktoken's, not the model's own."""
+    """Usage of a streamed reply the endpoint did not account for (tiktoken prompt, a token a piece)."""
     return {
         "prompt_tokens": sum(count_tokens(str(message.content)) for message in messages),
         "completion_tokens": pieces,
@@ -162,8 +148,7 @@ def token_logprobs_of(message: Any) -> TokenLogprobs | None:
 
 
 def token_logprobs_in(logprobs: Any) -> TokenLogprobs | None:
-    """The (token, logprob) pairs of an OpenAI-compatible `logprobs` object ({"content": [{"token",
-    "logprob"}, ...]}, as a chat message's metadata or a raw response's choice carries it), or None."""
+    """The (token, logprob) pairs of an OpenAI-compatible `logprobs` object ({"content": [...]}), or None."""
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list) or not content:
         return None
@@ -177,11 +162,7 @@ def token_logprobs_in(logprobs: Any) -> TokenLogprobs | None:
 def guarded_text_call(
     model: BaseChatModel, messages: list[BaseMessage], *, max_tokens: int, logprobs: bool = False
 ) -> GuardedReply:
-    """A streamed text call that stops as soon as the reply loops (a weak model repeating a phrase would
-    otherwise write up to `max_tokens` of it, and a streaming client would see all of it), asking the
-    endpoint for token log-probabilities when `logprobs` and the model takes the option. Streaming keeps
-    LangGraph's "messages" stream mode working (tokens reach it through the same callbacks as `invoke`).
-    Never raises, except for a down endpoint (like `text_call`)."""
+    """A streamed text call that stops as soon as the reply loops; raises only for a down endpoint."""
     started = time.perf_counter()
     bound = with_max_tokens(model, max_tokens)
     if logprobs and "logprobs" in type(bound).model_fields:

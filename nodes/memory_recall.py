@@ -1,22 +1,8 @@
 """Memories recalled into an answer: the tenant's notes (persistence.memories) nearest the turn's question.
 
-The node nodes.recall_memories calls `recalled_memories` once per turn, before the evidence is judged, and
-keeps the result in state (`recalled_memories`, reset by start_turn); grade_retrieval counts them as
-evidence and generate gives them their own prompt section. This module holds the search and the memory's
-shape as a source, shared by the node, generate, cite and record_turn.
-
-Scope: the turn's tenant, and its conversation's memories plus the tenant-wide ones (conversation ''); another
-conversation's memories are never recalled. At most RAG_MEMORY_RECALL_K, each at least
-MEMORY_RECALL_MIN_SCORE similar to the standalone question (0 = recall off).
-
-Cost when a tenant keeps none: one indexed EXISTS query, no embedding call. None are recalled when a run
-does not read the knowledge base (Resources.uses_store: retrieval off), whose embedding model they need.
-Never at the answer's expense: an app database or embedding model that fails is logged and the answer is
-written without memories.
-
-A recalled memory travels as a RetrievedDoc whose chunk id and source are `memory:<id>`, so the prompt numbers
-it like a source, citations resolve its marker like a source's, and `is_memory_doc` tells it apart (a
-citation's `kind` is "memory").
+Scope: the turn's tenant, its conversation's memories plus the tenant-wide ones; at most RAG_MEMORY_RECALL_K.
+A tenant without memories costs one indexed EXISTS query; a failing store is logged, never the answer's cost.
+A memory travels as a RetrievedDoc whose chunk id and source are `memory:<id>`, numbered and cited like one.
 """
 
 from __future__ import annotations
@@ -80,7 +66,7 @@ def recalled_memories(state: State, context: Context, question: str) -> list[Ret
     settings = resources.settings
     if settings.memory_recall_k <= 0 or not question.strip() or not resources.uses_store(context):
         return []
-    # The memory store needs sqlalchemy and numpy: imported on the first recall, not with the graph.
+    # sqlalchemy and numpy: imported on the first recall, not with the graph.
     from persistence.memories import has_memories, recall_memories
 
     tenant = state.get("tenant") or context.tenant
@@ -106,9 +92,7 @@ def recalled_memories(state: State, context: Context, question: str) -> list[Ret
 
 
 def memory_sources(reply: str, documents_used: int, memories: list[RetrievedDoc]) -> list[RetrievedDoc]:
-    """The memories a draft's sources end with: with passages, all the prompt gave (their numbers follow the
-    passages', so every marker keeps its source); without passages (the no-retrieval and chat paths), only
-    when the reply cites one of them, so an uncited chat reply stays an answer without sources."""
+    """The memories a draft's sources end with (without passages, only when the reply cites one)."""
     if not memories or documents_used:
         return list(memories)
     return list(memories) if any(1 <= number <= len(memories) for number in extract_markers(reply)) else []

@@ -1,8 +1,5 @@
 """The model's draft: how the answer call is made (stop sequences, or a JSON schema where that helps) and how
 its reply becomes a draft ("Answer: X / Explanation: Y" -> short answer line, then the cleaned explanation).
-
-Why a module of its own: generate's prompt and fallbacks are one concern, the reply's form another; the
-prompt benchmarks (benchmarks.prompt_ablation) call the same parsing the product uses.
 """
 
 from __future__ import annotations
@@ -28,18 +25,14 @@ from retrieval.source_blocks import strip_source_headers
 from state.context import Context
 from state.schemas import AnswerReply, RetrievedDoc
 
-#: The tag that keeps a model call out of LangGraph's "messages" stream (langgraph.constants.TAG_NOSTREAM):
-#: a JSON-schema answer streams as JSON, so its tokens are not shown; the composed answer is.
+#: The tag that keeps a model call out of LangGraph's "messages" stream (langgraph.constants.TAG_NOSTREAM).
 NO_STREAM_TAG = "nostream"
 #: What a JSON-schema answer call that gave no usable object returns (never used as an answer).
 EMPTY_REPLY = AnswerReply(answer="", explanation="")
 
 
 def uses_json_schema(context: Context) -> bool:
-    """Whether the answer is asked as a JSON object: `json_schema`, or `auto` for a weak model whose endpoint
-    enforces a schema. Why offered: on development questions the embedded model gave its short answer in the
-    asked form 84% of the time with the grammar against 38% in free text (`python -m benchmarks prompts`,
-    results/prompts.json). Why not the default: end to end it answered no better (README)."""
+    """Whether the answer is asked as a JSON object (`json_schema`, or `auto` for a weak model)."""
     if context.answer_decoding != "auto":
         return context.answer_decoding == "json_schema"
     resources = get_resources()
@@ -56,20 +49,14 @@ def unstreamed(model: BaseChatModel) -> BaseChatModel:
 def json_schema_draft(
     model: BaseChatModel, messages: list[BaseMessage], max_tokens: int
 ) -> tuple[str, str | None, dict[str, Any]]:
-    """(reply as "Answer: X\nExplanation: Y", error or None, accounting) of a JSON-schema answer call, so
-    the text path's parsing and checks apply unchanged. Kept out of the token stream (NO_STREAM_TAG)."""
+    """(reply as "Answer: X\nExplanation: Y", error or None, accounting) of an unstreamed JSON-schema call."""
     result, usage = structured_call(
         unstreamed(model), AnswerReply, messages, EMPTY_REPLY, json_schema=True, max_tokens=max_tokens
     )
     if not result.ok:
         return "", result.error or "no usable JSON answer", usage
     reply = result.value
-    text = "\n".join(
-        line
-        for line in (f"Answer: {reply.answer.strip()}", f"Explanation: {reply.explanation.strip()}")
-        if line
-    )
-    return text, None, usage
+    return f"Answer: {reply.answer.strip()}\nExplanation: {reply.explanation.strip()}", None, usage
 
 
 def with_stop(model: BaseChatModel, stops: tuple[str, ...]) -> BaseChatModel:
@@ -82,9 +69,7 @@ def with_stop(model: BaseChatModel, stops: tuple[str, ...]) -> BaseChatModel:
 def model_draft(
     raw: str, system: str, question: str, language: str, sources: list[RetrievedDoc]
 ) -> tuple[str, str]:
-    """(draft, short answer) of a model reply: "Answer: X / Explanation: Y" becomes the short answer on its
-    own line, then the explanation cleaned of echoes and planted instructions (clean_model_answer). An
-    honest "not found" is kept whole, without a short answer."""
+    """(draft, short answer) of a model reply; an honest "not found" is kept whole."""
     headless = strip_source_headers(raw)
     if is_not_found_answer(strip_preamble(headless)):
         return clean_model_answer(raw, system, question, language, sources), ""

@@ -1,18 +1,8 @@
-"""record_turn: the last node of every answer. Writes the turn into the SQL tables (session, the user and
-assistant conversation rows, an audit row) and stores a good answer in the semantic cache.
+"""record_turn: the last node of every answer. Writes the turn into the SQL tables (session, conversation
+rows, an audit row), stores a good answer in the semantic cache and queues a due conversation summary.
 
-Why a graph node: every interface — Python `graph.invoke`, the CLI, the REST API, the LangGraph server and
-Studio — runs the graph, so every answer is recorded without code in any of them. The thread id comes from
-the run's config (`langgraph.config.get_config()`), the tenant from state (start_turn set it from the run's
-context), the interface from the config's metadata (`{"metadata": {"interface": "api"}}`; the LangGraph
-server's own metadata marks its runs). Last, a thread with a conversation id that may be due its automatic
-summary has its turns queued for the background summary worker (nodes.conversation_memory): the answer does
-not wait for it.
-
-Never at the answer's expense: a failure to record or to cache is logged and the answer goes out unchanged
-(the node returns no answer fields; only `answer_id`, the recorded answer's id, when the rows were
-written). It is one short transaction, plus one cache insert whose question vector cache_lookup already
-computed.
+A graph node so every interface that runs the graph records its answers. A failure to record or to cache is
+logged and the answer goes out unchanged (the node only returns `answer_id` when the rows were written).
 """
 
 from __future__ import annotations
@@ -36,8 +26,7 @@ from state.context import Context, run_config, run_context
 from state.graph_state import State
 
 if TYPE_CHECKING:
-    # The app tables and the semantic cache need sqlalchemy and numpy: imported when a turn is recorded,
-    # not with the graph (tests/test_import_cost.py).
+    # sqlalchemy and numpy: imported when a turn is recorded, not with the graph.
     from persistence.audit import TurnRecord
 
 logger = logging.getLogger(__name__)
@@ -65,8 +54,7 @@ def thread_of(config: RunnableConfig) -> str:
 
 
 def interface_of(config: RunnableConfig) -> str:
-    """Who ran the graph: the config's `metadata.interface` (cli, api...), 'langgraph-server' for the
-    server's runs, else 'python'."""
+    """Who ran the graph: `metadata.interface` (cli, api...), 'langgraph-server' or 'python'."""
     metadata = config.get("metadata") or {}
     if metadata.get("interface"):
         return str(metadata["interface"])[:32]
@@ -76,8 +64,7 @@ def interface_of(config: RunnableConfig) -> str:
 
 
 def turn_latency_ms(state: State) -> float:
-    """Milliseconds since the turn started (cache_lookup's mark), else the sum of the nodes' own times
-    (graphs without the cache run their nodes one after another)."""
+    """Milliseconds since the turn started (cache_lookup's mark), else the sum of the nodes' own times."""
     started = state.get("turn_started_at")
     if started:
         return max(0.0, (time.time() - float(started)) * 1000)
@@ -86,8 +73,7 @@ def turn_latency_ms(state: State) -> float:
 
 
 def cacheable(state: State) -> bool:
-    """Only good answers are cached: looked up and missed this turn, not a not-found or error answer, with
-    sources (none of them a memory), and graded grounded and answering the question."""
+    """Whether to cache the answer: a miss this turn, grounded, answering, with sources (no memory)."""
     if state.get("cache_hit") or not state.get("cache_key"):
         return False
     if state.get("not_found") or state.get("error") or not str(state.get("answer") or "").strip():
@@ -120,7 +106,7 @@ def turn_record(
         question=state.get("question") or "",
         answer=state.get("answer") or "",
         source_ids=[doc["chunk_id"] for doc in state.get("sources") or [] if doc.get("chunk_id")],
-        mode=answer_mode(context.mode, analysis) if analysis else context.mode,
+        mode=answer_mode(context.mode) if analysis else context.mode,
         strategy=state.get("strategy") or "",
         latency_ms=round(turn_latency_ms(state), 2),
         cache_hit=bool(state.get("cache_hit")),
@@ -150,8 +136,7 @@ def record_turn_node(graph: str) -> NodeFunction:
 
     @timed("record_turn")
     def record_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Record the turn and cache a good answer; never fails the run. Returns the recorded answer's id
-        (`answer_id`, what a caller rates it by); none when the turn was not recorded."""
+        """Record the turn and cache a good answer; never fails the run. Returns `answer_id` when recorded."""
         settings = get_resources().settings
         update: dict[str, Any] = {}
         if settings.record_turns:

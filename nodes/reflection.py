@@ -1,20 +1,9 @@
-"""The notes assistant's reflector form: an answer's grade as a score on 1-10, whether it needs improvement,
-and the suggestions the next round uses, read leniently from whatever the grade model replied.
+"""The reflector form: a grade on 1-10 (the loop's 0-1 score x 10, at least 1), and the suggestions the next
+round uses, read leniently from whatever the grade model replied.
 
-Why a mapping rather than a second grader: the Self-RAG loop (nodes.grade_answer) already scores every
-answer 0-1 (the calibrated probability of its judgement, answering.judge) and accepts it once its band is
-confident. The notes assistant's reflector scores 1-10 with "under 7 needs improvement": the same decision
-on a scale ten times as wide. So the 1-10 score is the 0-1 score x 10 (at least 1, the bottom of the seed's
-scale), and an answer needs improvement exactly when the loop does not accept it (its band is not confident;
-the seed API reports the calibrator's confident threshold x 10 as `min_score`).
-
-Reading a grade model's reply (`read_reflection`): the JSON the grader asks for (four dimensions on 0-1 and
-`suggestions`), and what weak models write instead: dimensions on 1-10 or 0-100 ("7", "7/10", "70%"), the
-seed's own form (an overall `score` 1-10 and suggestions), prose ("Score: 6/10. Suggestions: - ..."), a
-suggestion list as one string. The documented default, for anything unreadable: no score and no
-suggestions, so the score grader's grade stands (nodes.grade_answer) — never an exception. Suggestions that
-address a model ("ignore the instructions...", retrieval.injection) are dropped: the grader read untrusted
-passages, and its suggestions go into the next prompt.
+Read: the JSON asked for, dimensions on 1-10 or 0-100 ("7", "7/10", "70%"), an overall `score`, or prose
+("Score: 6/10. Suggestions: - ..."). Anything unreadable gives no score and no suggestions (never raises);
+suggestions that address a model are dropped, since they go into the next prompt.
 """
 
 from __future__ import annotations
@@ -48,10 +37,8 @@ _LIST_LINE = re.compile(r"^\s*(?:[-*\u2022]|\d{1,2}[.)])\s+\S")
 class Reflection:
     """What could be read from a grade model's reply; empty fields when nothing usable was there."""
 
-    score: float | None = None
-    """The overall score on 0-1 (None: the reply gave none)."""
-    dimensions: dict[str, float] = field(default_factory=dict)
-    """The dimensions the reply gave, rescaled to 0-1."""
+    score: float | None = None  # overall, on 0-1
+    dimensions: dict[str, float] = field(default_factory=dict)  # rescaled to 0-1
     suggestions: tuple[str, ...] = ()
 
 
@@ -97,8 +84,7 @@ def _unit(value: float, scale: float) -> float | None:
 
 
 def overall_score(value: Any) -> float | None:
-    """An overall score as 0-1: "7/10" and "70%" as written; an integer, or a number above 1, on the
-    seed's 1-10 scale (above 10: percent); a fraction up to 1 ("0.8") as 0-1. None when unreadable."""
+    """An overall score as 0-1 ("7/10", "70%", 1-10, percent or a fraction); None when unreadable."""
     number = _number(value)
     if number is None:
         return None
@@ -111,8 +97,7 @@ def overall_score(value: Any) -> float | None:
 
 
 def dimension_scores(data: dict[str, Any]) -> dict[str, float]:
-    """The dimensions a reply gave, as 0-1. One scale for all of them, from the largest: up to 1 = 0-1,
-    up to 10 = 1-10, up to 100 = percent ("7/10" and "70%" are read as written)."""
+    """The dimensions a reply gave, as 0-1, on one scale chosen by the largest (0-1, 1-10 or percent)."""
     read: dict[str, tuple[float, bool]] = {}
     for name in DIMENSIONS:
         number = _number(data.get(name))
@@ -171,9 +156,7 @@ def read_reflection(raw: str) -> Reflection:
 
 
 def apply_reflection(grade: AnswerGrade, reflection: Reflection) -> AnswerGrade:
-    """`grade` with what the reply said: its dimensions rescaled (a weak model's "7" for 0.7 was clamped to
-    1 by the schema), or, when it gave only an overall score (the seed's form), that score on all four; its
-    suggestions when it wrote some (the grade's own were split at commas by the lenient parser)."""
+    """`grade` with the reply's rescaled dimensions (or its overall score on all four) and its suggestions."""
     update: dict[str, Any] = dict(reflection.dimensions)
     if not update and reflection.score is not None:
         update = {name: round(reflection.score, 3) for name in DIMENSIONS}

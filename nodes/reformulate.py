@@ -1,20 +1,9 @@
 """reformulate: the next retrieval round's queries, after poor grades or for the next ITERATIVE hop.
 
-Why feedback instead of a fresh rewrite: the previous round says what is missing. For a bridge question the
-first hop found the described entity, so the next hop searches the rest of the question about the names
-found there (`bridge_terms`). Otherwise the question's terms that no relevant passage contained, or a
-sub-question not searched yet, point where to look. A strong model writes the query from that feedback; the
-heuristic query is its fallback and the weak-model path.
-
-Two guarantees the graph relies on: at least one query comes back, and never one already searched this turn
-at the same depth (a repeated query would spend a round to find the same passages); a candidate already
-tried is made to differ by adding terms.
-
-A retry (not an ITERATIVE hop) follows the run's retry strategy (nodes.retry_strategy, RAG_RETRY_STRATEGY):
-expand searches the previous round's queries again, deeper; rewrite writes new ones as above; both does the
-two. After an answer that needs improvement, the grader's suggestions (`answer_grade["suggestions"]`, seed
-003's reflector) reach the new query: the model's prompt lists them, and the heuristic path's first
-candidate is the question's keywords with each suggestion's.
+Feedback rather than a fresh rewrite: the previous round says what is missing (a bridge hop's names, the
+terms no relevant passage contained, sub-questions not searched yet, the grader's suggestions). A strong
+model writes the query from it; heuristics are its fallback. At least one query comes back, never one already
+searched this turn; a retry follows RAG_RETRY_STRATEGY (nodes.retry_strategy).
 """
 
 from __future__ import annotations
@@ -77,8 +66,7 @@ def _uncovered(subquestions: Sequence[str], tried: set[str]) -> list[str]:
 def hop_candidates(
     question: str, documents: Sequence[RetrievedDoc], tried: set[str], context: Context
 ) -> list[str]:
-    """Next ITERATIVE hop: the rest of the question (the outer sub-question, or the missing terms) plus the
-    bridge names of the best passages, then any sub-question not searched yet."""
+    """Next ITERATIVE hop: the rest of the question plus the bridge names, then unsearched sub-questions."""
     bridge = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, context.relevance_threshold)
     if not bridge:
         bridge = bridge_terms(question, documents, BRIDGE_TERMS_LIMIT, 0.0)
@@ -112,10 +100,7 @@ def feedback_candidates(
     context: Context,
     suggestions: Sequence[str] = (),
 ) -> list[str]:
-    """After poor grades, best first: the question with the grader's suggestions (suggestion_queries), the
-    question with its missing terms stressed, sub-questions not searched yet, a focused query of the
-    question's names and missing terms, the keyword form, the expansion, and the keyword form with names
-    from the best passages (pseudo-relevance feedback)."""
+    """Candidate queries after poor grades, best first."""
     uncovered = _uncovered(heuristic_subquestions(question, MAX_SUBQUESTIONS), tried)
     candidates: list[str] = suggestion_queries(question, suggestions)
     if missing:
@@ -131,8 +116,7 @@ def feedback_candidates(
 
 
 def make_new(candidates: Sequence[str], tried: set[str], extra_terms: Sequence[str]) -> list[str]:
-    """The candidates not searched yet (distinct); when none is new, the first one made different by adding
-    terms (feedback terms first, then REPHRASE_TERMS, then a counter). Never empty, never a tried text."""
+    """The distinct candidates not searched yet, else the first made new by adding terms; never empty."""
     fresh: list[str] = []
     seen = set(tried)
     for text in candidates:
@@ -210,8 +194,7 @@ def answer_suggestions(state: State) -> list[str]:
 def new_queries(
     state: State, question: str, documents: list[RetrievedDoc], iterative: bool, context: Context
 ) -> tuple[list[str], dict[str, Any]]:
-    """The texts of new queries (the model's from the feedback, else the best new heuristic candidates),
-    never one tried this turn, with the accounting of the model call."""
+    """New query texts (the model's, else the best heuristic ones) and the model call's accounting."""
     relevant = relevant_documents(documents, context.relevance_threshold)
     tried_texts = list(state.get("queries_run") or [])
     tried = {normalized(text) for text in tried_texts}
@@ -244,8 +227,7 @@ def retry_plan(state: State, context: Context, iterative: bool) -> RetryPlan:
 
 @timed("reformulate")
 def reformulate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Set the next round's `queries` and depth by the retry plan (the previous queries deeper, new ones, or
-    both), at least one query; count the round (and the hop)."""
+    """Set the next round's `queries` and depth by the retry plan; count the round (and the hop)."""
     context = run_context(runtime)
     question = state.get("standalone_question") or state.get("question") or ""
     documents = list(state.get("documents") or [])

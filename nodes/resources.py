@@ -22,8 +22,7 @@ from persistence.process import install_process_resources
 from state.context import Context
 
 if TYPE_CHECKING:
-    # The knowledge base and its searchers bring the stores' libraries (sqlalchemy, numpy): imported on the
-    # first search, not with the graph (tests/test_import_cost.py).
+    # sqlalchemy and numpy: imported on the first search, not with the graph (tests/test_import_cost.py).
     from retrieval.knowledge_base import KnowledgeBase
     from retrieval.search import PassageSearcher
 
@@ -39,14 +38,16 @@ class Resources:
     knowledge_base: KnowledgeBase | None = None
     generator: BaseChatModel | None = None
     grader: BaseChatModel | None = None
-    strengths: dict[str, Strength] = field(default_factory=dict)
-    """Per-role strength overrides (tests use 'strong' fakes to exercise the LLM paths)."""
+    strengths: dict[str, Strength] = field(default_factory=dict)  # per-role strength overrides
     json_schema: dict[str, bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _searcher: PassageSearcher | None = field(default=None, repr=False)
-    _self_tests: dict[int, SelfTest] = field(default_factory=dict, repr=False)
-    """Self-tests of the injected models (by id: they live as long as this object holds them)."""
+    _self_tests: dict[int, SelfTest] = field(default_factory=dict, repr=False)  # by injected model's id
     _test_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def _injected(self, role: Role) -> BaseChatModel | None:
+        """The injected model of a role (the grader falls back to the generator)."""
+        return (self.grader if role == "grade" else None) or self.generator
 
     def _settings_for(self, role: Role, context: Context | None) -> Settings:
         override = (context.grader_model if role == "grade" else context.model) if context else ""
@@ -65,16 +66,12 @@ class Resources:
             return self.knowledge_base
 
     def uses_store(self, context: Context | None = None) -> bool:
-        """Whether a run reads the knowledge base (search, memories' embeddings, the semantic cache's
-        documents version): not when retrieval is off (the context's `retrieval`, RAG_RETRIEVAL), nor
-        with the mock retriever (RAG_RETRIEVER=mock, or RAG_ENABLED=false), which runs the graph without any
-        store."""
+        """Whether a run reads the knowledge base: not with retrieval off, nor with the mock retriever."""
         enabled = context.retrieval if context is not None else self.settings.retrieval
         return enabled and self.settings.retriever == "store"
 
     def searcher(self) -> PassageSearcher:
-        """The searcher: over the knowledge base, or the mock retriever's passages (RAG_RETRIEVER=mock or
-        RAG_ENABLED=false, which sets it)."""
+        """The searcher: over the knowledge base, or the mock retriever's passages (RAG_RETRIEVER=mock)."""
         if self._searcher is None:
             from retrieval.mock_retriever import MockSearcher
             from retrieval.search import Searcher
@@ -87,20 +84,11 @@ class Resources:
 
     def model(self, role: Role, context: Context | None = None) -> BaseChatModel:
         """The chat model of a role (an injected one wins; else the factory's, per context override)."""
-        injected = self.grader if role == "grade" else self.generator
-        if injected is not None:
-            return injected
-        if role == "grade" and self.grader is None and self.generator is not None:
-            return self.generator
-        return chat_model(self._settings_for(role, context), role)
+        return self._injected(role) or chat_model(self._settings_for(role, context), role)
 
     def model_identity(self, role: Role, context: Context | None = None) -> str:
-        """Which model answers a role, as a stable text (the semantic cache's scope): an injected model's
-        class and name, else provider, model and endpoint from the settings and the run's override. Nothing
-        is started, so a cache lookup costs no model load."""
-        injected = self.grader if role == "grade" else self.generator
-        if injected is None and role == "grade":
-            injected = self.generator
+        """Which model answers a role, as a stable text (the semantic cache's scope); starts no model."""
+        injected = self._injected(role)
         if injected is not None:
             name = getattr(injected, "model_name", None) or getattr(injected, "model", None) or ""
             return f"injected:{type(injected).__name__}:{name}"
@@ -109,13 +97,10 @@ class Resources:
 
     def strength(self, role: Role, context: Context | None = None) -> Strength:
         """Whether the role's model gets the LLM paths: an override, else `RAG_LLM_STRENGTH` /
-        `RAG_GRADER_STRENGTH`, whose `auto` runs the JSON self-test once per model (models/capability.py),
-        on an injected model too. A weak model gets score-based graders and the heuristic analyser."""
+        `RAG_GRADER_STRENGTH`, whose `auto` runs the JSON self-test once per model (models/capability.py)."""
         if role in self.strengths:
             return self.strengths[role]
-        injected = self.grader if role == "grade" else self.generator
-        if injected is None and role == "grade":
-            injected = self.generator
+        injected = self._injected(role)
         if injected is None:
             return model_strength(self._settings_for(role, context), role)
         setting = strength_setting(self.settings, role)
@@ -162,6 +147,5 @@ def use_resources(resources: Resources) -> Iterator[Resources]:
         _default = previous
 
 
-# The stores' functions called without settings or a model (memories, the semantic cache, the app tables)
-# use these resources: persistence cannot import this layer, so it is installed there.
+# Persistence cannot import this layer: its functions called without settings use these resources.
 install_process_resources(get_resources)

@@ -1,16 +1,8 @@
 """retrieve: one hybrid search per query (fanned out with `Send`), scoped and turned into RetrievedDocs.
 
-Scoping, in order: the tenant (always, enforced by the searcher), the context's collection and directory
-(retrieval.directory_scope), the caller's metadata filters, then the conversation: with a conversation id,
-results come only from that conversation (strict by default: another conversation's memories are not this
-one's), unless the run opts into a minority share from other conversations
-(`context.cross_conversation_share` > 0, at least one result then). With a conversation id, the
-conversation's block summaries nearest the question are added from the long-term store; when the question
-asks how / for details, each is expanded into its block's detail events ("deep search").
-
-Rerank (the run's `rerank`, RAG_RERANK): each search fetches RERANK_CANDIDATES fused candidates (or k
-when larger), the generation model scores them in one call (retrieval/rerank.py) and the k best go on, scored
-by the model so that every later step (merging queries, grading, the answer's sources) keeps its order.
+Scoping: the tenant (always), the collection and directory, the caller's filters, then the conversation
+(strict unless `cross_conversation_share` > 0), plus the conversation's nearest block summaries from the
+long-term store. With RAG_RERANK the generation model reorders RERANK_CANDIDATES fused hits and k go on.
 """
 
 from __future__ import annotations
@@ -45,16 +37,16 @@ logger = logging.getLogger(__name__)
 
 #: Detail events fetched per recalled summary when the question wants details.
 DETAILS_PER_SUMMARY = 3
-#: Block summaries of the turn's conversation recalled from the long-term store with its passages (each
-#: expanded into its nearest detail events when the question asks for details): two keep the prompt small.
+#: Block summaries of the turn's conversation recalled with its passages: two keep the prompt small.
 SUMMARY_RECALL_K = 2
+#: Hit metadata a RetrievedDoc keeps.
+HIT_METADATA = ("collection", "section", "chapter", "doc_type", "level", "conversation_id", "chunk_index")
 #: Reorders one search's hits for its query and keeps the best k: (query, hits, k) -> hits.
 Reorder = Callable[[str, list[SearchHit], int], list[SearchHit]]
 
 
 def to_retrieved(hit: SearchHit, query: str) -> RetrievedDoc:
-    """A search hit as the graph carries it, its source and doc id in public form (never a server path:
-    everything downstream — answers, citations, stream events, checkpoints — shows them to callers)."""
+    """A search hit as the graph carries it, its source and doc id in public form (never a server path)."""
     page = hit.metadata.get("page", -1)
     tenant = str(hit.metadata.get("tenant", ""))
     data_dir = get_resources().settings.data_dir
@@ -68,18 +60,7 @@ def to_retrieved(hit: SearchHit, query: str) -> RetrievedDoc:
         score=float(hit.score),
         relevance=-1.0,
         query=query,
-        metadata={
-            key: hit.metadata.get(key)
-            for key in (
-                "collection",
-                "section",
-                "chapter",
-                "doc_type",
-                "level",
-                "conversation_id",
-                "chunk_index",
-            )
-        }
+        metadata={key: hit.metadata.get(key) for key in HIT_METADATA}
         | {"dense_score": hit.dense_score, "bm25_score": hit.bm25_score}
         | ({"fused_score": hit.metadata["fused_score"]} if "fused_score" in hit.metadata else {}),
     )
@@ -93,18 +74,14 @@ def _and(*filters: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def outside_conversation_k(top_k: int, share: float) -> int:
-    """Results taken from other conversations: none at share 0 (strict scoping); else the share of k
-    rounded up, so any share > 0 the caller opted into yields at least one, and never all of k."""
+    """Results taken from other conversations: none at share 0, else the share of k rounded up (< k)."""
     if share <= 0 or top_k <= 1:
         return 0
     return min(top_k - 1, math.ceil(top_k * share))
 
 
 def mode_retrieval(context: Context) -> tuple[int, tuple[float, float] | None]:
-    """(k per query, fusion weights) of a run's answer mode (the seed API's modes change retrieval):
-    precise = hybrid weighted PRECISE_WEIGHTS (dense 0.8 / BM25 0.2); advanced =
-    top_k / ADVANCED_QUERIES per query (rounded up; its several queries come from rewrite, merged by
-    chunk id best score first); simple and auto = top_k with the standard weights."""
+    """(k per query, fusion weights) of the run's answer mode."""
     if context.mode == "precise":
         return context.top_k, PRECISE_WEIGHTS
     if context.mode == "advanced":
@@ -124,11 +101,7 @@ def scoped_search(
     depth: int = 1,
     reorder: Reorder | None = None,
 ) -> list[SearchHit]:
-    """Search with conversation scoping: only the conversation's documents, or with a share > 0,
-    `outside_conversation_k` of k from other conversations and the rest inside. `depth` multiplies the
-    mode's k (an expanding retry, nodes.retry_strategy), up to CANDIDATE_K. With `reorder` (the
-    rerank) each search fetches at least RERANK_CANDIDATES and `reorder` keeps its best k, so the
-    inside and outside shares hold as without it."""
+    """Search with conversation scoping and `depth`; `reorder` keeps the best k of each search."""
     collections = [context.collection] if context.collection else None
     vector = searcher.embed_query(dense_text) if context.search_mode != "bm25" else None
     top_k, weights = mode_retrieval(context)
@@ -168,9 +141,7 @@ def expand_summaries(
     wants_details: bool,
     store: BaseStore | None = None,
 ) -> list[SearchHit]:
-    """Add the conversation's block summaries nearest the question from the long-term store
-    (persistence.summary_store; the run's `runtime.store` when it has one), each followed by its nearest
-    detail events when the question wants details ("deep search")."""
+    """Add the conversation's nearest block summaries (and their detail events when it wants details)."""
     resources = get_resources()
     if not conversation_id or not resources.uses_store():  # the mock retriever keeps no summaries
         return hits
@@ -189,8 +160,7 @@ def expand_summaries(
 
 
 def model_reorder(context: Context, outcomes: list[RerankResult]) -> Reorder:
-    """The rerank as a Reorder: the run's generation model scores the hits in one call, the `k` best are
-    kept (rescored by the model); each outcome is appended to `outcomes` (timings, calls)."""
+    """The rerank as a Reorder (the generation model scores the hits); outcomes go to `outcomes`."""
     resources = get_resources()
     model, passage_chars = resources.model("generate", context), RERANK_PASSAGE_CHARS
 
@@ -206,8 +176,7 @@ def model_reorder(context: Context, outcomes: list[RerankResult]) -> Reorder:
 
 @timed("retrieve")
 def retrieve(task: RetrieveTask, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Run one query; a store that is down yields no documents and an error note (the run goes on to an
-    honest "not found" answer instead of failing). Filters were validated when the turn started."""
+    """Run one query; a store that is down yields no documents and an error note (an honest "not found")."""
     context = run_context(runtime)
     query = task["query"]
     if not context.retrieval:  # RAG_RETRIEVAL=false (the baseline graph comes here): no store is opened

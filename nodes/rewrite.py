@@ -6,14 +6,11 @@
 - decompose (QUERY_DECOMPOSITION): the question + 2..MAX_SUBQUESTIONS sub-questions;
 - hop (ITERATIVE, first hop): the question + the inner bridge question, or one question per compared item;
 - expand: the question + expanded keyword queries;
-- advanced (mode=advanced with rewrite auto, whatever the strategy): the question + variants,
-  ADVANCED_QUERIES queries in all, each retrieving top_k / that many (the seed API's advanced mode).
+- advanced (mode=advanced with rewrite auto): ADVANCED_QUERIES queries in all, each retrieving a share of k.
 
-Why the question itself is always first: a rewrite can only add recall; it must never lose what the user
-asked. Strong generation models write the variants, passages and sub-questions; with the embedded model
-(weak) the heuristics do, because its rewrites are mostly noise. HyDE in particular needs a model that knows
-the domain: with a weak model HyDE searches the question plus a heuristic keyword expansion instead of a
-hallucinated passage, and costs no model call. Any model failure falls back the same way.
+The question itself is always first: a rewrite may only add recall. Strong models write the variants,
+passages and sub-questions; for a weak model (and on any model failure) heuristics do, and HyDE searches the
+question plus a keyword expansion instead of a hallucinated passage.
 """
 
 from __future__ import annotations
@@ -64,8 +61,7 @@ Accounting = dict[str, Any]
 
 
 def rewrite_method(strategy: str, context: Context) -> str:
-    """The rewrite method of a run: the fixed one of the context, else "advanced" for mode=advanced runs
-    (the seed API's advanced mode retrieves with several rewritten queries), else the strategy's."""
+    """The context's fixed rewrite method, else "advanced" for mode=advanced, else the strategy's."""
     if context.rewrite != "auto":
         return context.rewrite
     if context.mode == "advanced":
@@ -116,8 +112,7 @@ def expansion_queries(question: str, context: Context) -> tuple[list[SearchQuery
 
 
 def hyde_queries(question: str, context: Context) -> tuple[list[SearchQuery], Accounting]:
-    """The question with a hypothetical answer passage as its dense text (strong model); otherwise, or when
-    the passage is unusable, the question plus the heuristic keyword expansion (see the module doc)."""
+    """The question with a hypothetical answer passage as its dense text, else with the keyword expansion."""
     fallback = [search_query(question, "original"), search_query(heuristic_expansion(question), "expansion")]
     if not _strong(context):
         return fallback, {}
@@ -153,8 +148,7 @@ def decomposition_queries(question: str, context: Context) -> tuple[list[SearchQ
 
 
 def first_hop_queries(question: str, context: Context) -> list[SearchQuery]:
-    """ITERATIVE's first hop: one question per compared item, or the inner question that finds the bridge
-    entity (the next hop, in reformulate, searches the rest about the entity found)."""
+    """ITERATIVE's first hop: one question per compared item, or the inner question that finds the bridge."""
     subquestions = heuristic_subquestions(question, MAX_SUBQUESTIONS)
     if question_signals(question).comparison:
         return [search_query(text, "subquestion") for text in subquestions]

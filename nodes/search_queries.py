@@ -1,10 +1,5 @@
 """The search queries that rewrite and reformulate hand to retrieve: building, deduplicating, and checking
-what a model wrote before it is searched.
-
-Why a module of its own: both nodes must apply the same rules (a model reply is one line, not a paragraph,
-not a label, not absurdly long; the same text is never searched twice in a round or across rounds), and the
-rules are easier to test as pure functions than inside nodes.
-"""
+what a model wrote before it is searched (one set of rules for both nodes)."""
 
 from __future__ import annotations
 
@@ -65,11 +60,7 @@ def first_line(reply: str) -> str:
 
 
 def on_topic(text: str, topic: str) -> bool:
-    """Whether `text` shares an index term with `topic` (always true when the topic has no terms).
-
-    A model reply about something else ("lol no", an answer to another question) shares no term with the
-    question it was asked to rewrite; a query or passage with synonyms only is rare and merely falls back.
-    """
+    """Whether `text` shares an index term with `topic` (always true when the topic has no terms)."""
     wanted = set(analyze(topic))
     return not wanted or bool(wanted & set(analyze(text)))
 
@@ -83,8 +74,7 @@ def valid_query(reply: str, topic: str = "", *, max_chars: int = MAX_QUERY_CHARS
 
 
 def valid_standalone(reply: str, question: str, history: str, max_chars: int) -> str | None:
-    """A model-written standalone question, or None when it is empty, absurdly long for the original, or
-    shares no term with the question and its conversation."""
+    """A model-written standalone question, or None when empty, absurdly long, or off the conversation."""
     text = first_line(reply)
     limit = min(max_chars, max(STANDALONE_MIN_CHARS, STANDALONE_GROWTH * len(question)))
     if not text or len(text) > limit or not on_topic(text, f"{question}\n{history}"):

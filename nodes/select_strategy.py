@@ -1,13 +1,9 @@
 """select_strategy: how much retrieval work a question deserves (adaptive RAG), as a pure function.
 
 The rules, first match wins:
-1. a fixed rewrite method (`context.rewrite` other than auto) decides: multi -> HYBRID (multi-query),
-   hyde -> HYDE, decompose -> QUERY_DECOMPOSITION, expand -> DIRECT (rewrite then adds keyword expansion),
-   none -> DIRECT;
-2. no retrieval needed (greeting, arithmetic) -> DIRECT (the graph answers without searching anyway);
-3. MULTI_HOP -> ITERATIVE, whatever the preference or complexity: a bridge question cannot be answered by
-   one retrieval, however simple each hop is (the seed design lists this after rule 5; a model that calls a
-   question MULTI_HOP with complexity 3 would otherwise lose its second hop);
+1. a fixed rewrite method (`context.rewrite` other than auto) decides (OVERRIDE_STRATEGIES);
+2. no retrieval needed (greeting, arithmetic) -> DIRECT;
+3. MULTI_HOP -> ITERATIVE, whatever the preference or complexity (one retrieval cannot bridge);
 4. preference speed -> DIRECT;
 5. SIMPLE_FACT, or complexity <= SIMPLE_MAX_COMPLEXITY -> DIRECT;
 6. COMPARISON or AGGREGATION -> HYBRID (several queries cover several entities or items);

@@ -1,17 +1,9 @@
 """start_turn: check the caller may use the thread, validate the turn's question and filters, and reset the
 per-turn state.
 
-Tenants: the run's context is the one source of truth. The thread's first turn records its tenant as the
-owner (`owner_tenant`, never reset); a later turn by another tenant raises ThreadAccessError, and an input
-`tenant` that differs from the context's raises InvalidQuestionError. The runner and the SQLite savers check
-the same before the graph writes anything (persistence.threads); this node is the check every run passes,
-whatever runs the graph (another checkpointer, the LangGraph server).
-
-The checkpointer keeps a thread's whole state between turns; only the conversation (`messages`) should carry
-over, so counters, documents, timings and answers are reset here: every field the state schema declares
-per-turn (`PerTurn` in state.graph_state; reducer-managed ones with LangGraph's `Overwrite`, so no placeholder
-reaches a streamed update). A new per-turn field is declared there, not listed here.
-Bad input fails here, before any model or store is touched, with a message naming what is wrong.
+The run's context is the one source of truth for the tenant: the first turn records it as the thread's owner,
+another tenant's turn raises ThreadAccessError, a differing input `tenant` InvalidQuestionError. Every field
+the state declares per-turn (`PerTurn`, state.graph_state) is reset; bad input fails before any model call.
 """
 
 from __future__ import annotations
@@ -42,8 +34,7 @@ def turn_question(state: State) -> tuple[str, bool]:
 
 
 def check_input_tenant(input_tenant: str | None, context_tenant: str) -> None:
-    """Refuse a graph input `tenant` that differs from the run's context: the context is the one source of
-    truth for the tenant (an input must not silently widen a caller's reach to another tenant)."""
+    """Refuse a graph input `tenant` that differs from the run's context, the one source of truth."""
     if input_tenant and input_tenant != context_tenant:
         raise InvalidQuestionError(
             f"input tenant {input_tenant!r} differs from the run's context tenant {context_tenant!r}: the "
@@ -57,8 +48,7 @@ def thread_id_of(config: RunnableConfig | None) -> str:
 
 
 def start_turn(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Check the caller may use the thread, validate and reset; raise ThreadAccessError for another tenant's
-    thread and InvalidQuestionError on bad input."""
+    """Check the caller may use the thread, validate the input and reset the per-turn state."""
     context = run_context(runtime)
     owner = thread_owner(state, legacy=False)  # state holds this run's input already
     check_thread_access(thread_id_of(run_config()), owner, context.tenant)

@@ -1,9 +1,5 @@
 """What this turn asks: its standalone question and language, the conversation before it, the passages an
-answer is written from, and the answer template its analysis calls for.
-
-Why a module of its own: generate, grade_answer, cite, compress_evidence and record_turn all read the turn the
-same way; they imported these from nodes.generate, so every node depended on the generator.
-"""
+answer is written from, and the answer template; shared by the nodes that read the turn the same way."""
 
 from __future__ import annotations
 
@@ -34,8 +30,7 @@ def current_question(state: State) -> str:
 def select_documents(
     documents: list[RetrievedDoc], relevance_threshold: float, limit: int
 ) -> list[RetrievedDoc]:
-    """Relevant passages by relevance then score; when none is relevant, the `limit` best by score (a weak
-    relevance grader must not leave the generator with nothing)."""
+    """Relevant passages by relevance then score; when none is relevant, the `limit` best by score."""
     relevant = [doc for doc in documents if doc.get("relevance", -1.0) >= relevance_threshold]
     if relevant:
         return sorted(relevant, key=lambda doc: (doc["relevance"], doc.get("score", 0.0)), reverse=True)
@@ -43,46 +38,27 @@ def select_documents(
 
 
 def answer_documents(state: State, context: Context) -> list[RetrievedDoc]:
-    """The passages an answer is written from (select_documents). Chat mode answers from the conversation
-    when no passage is relevant, rather than from the best irrelevant ones (RAG mode keeps them: the model
-    may still find the answer, or say it is not there)."""
+    """The passages an answer is written from; without a relevant one, chat mode uses none."""
     unrelated_limit = 0 if context.answer_source == "chat" else context.top_k
     return select_documents(state.get("documents") or [], context.relevance_threshold, unrelated_limit)
 
 
 def conversation_history(messages: list[AnyMessage], max_turns: int) -> list[tuple[str, str]]:
-    """(role, text) of the previous human/AI messages, newest last, at most `max_turns` exchanges.
-
-    The last message is this turn's question when it is a human message, so it is left out.
-    """
+    """(role, text) of the previous human/AI messages (not this turn's question), at most `max_turns`."""
     previous = messages[:-1] if messages and messages[-1].type == "human" else messages
     turns: list[tuple[str, str]] = [(message.type, message.text.strip()) for message in previous]
     turns = [(role, text) for role, text in turns if role in ("human", "ai") and text]
     return turns[-2 * max_turns :] if max_turns > 0 else []
 
 
-#: Template per query type when the context's mode is "auto". Every type gets "advanced": on the first 40
-#: development questions of SQuAD 2.0, CMRC 2018 and HotpotQA, the agentic graph with the embedded
-#: default answered better with it than with the short-answer template for factoid types (the mapping
-#: before: SIMPLE_FACT, MULTI_HOP and COMPARISON -> "simple"); docs/answer-quality.md has the runs. A
-#: table, not a constant, so that a type can get its own template again when a measurement says so.
-AUTO_MODES: dict[str, str] = {
-    "SIMPLE_FACT": "advanced",
-    "MULTI_HOP": "advanced",
-    "COMPARISON": "advanced",
-    "AGGREGATION": "advanced",
-    "COMPLEX_REASONING": "advanced",
-    "OPEN_ENDED": "advanced",
-}
-#: Template of "auto" when there is no analysis (the naive baseline).
-AUTO_DEFAULT_MODE = "advanced"
+#: Template of the "auto" mode, whatever the query type: it answered best on every development set
+#: (docs/answer-quality.md has the runs).
+AUTO_MODE = "advanced"
 
 
-def answer_mode(mode: str, analysis: dict[str, Any] | None) -> str:
-    """The template to use: the context's mode, or for "auto" the one that suits the analysed query type."""
-    if mode != "auto":
-        return mode
-    return AUTO_MODES.get(str((analysis or {}).get("query_type", "")), AUTO_DEFAULT_MODE)
+def answer_mode(mode: str) -> str:
+    """The template to use: the context's mode, AUTO_MODE for "auto"."""
+    return AUTO_MODE if mode == "auto" else mode
 
 
 def answer_calibrator(context: Context) -> Calibrator:
@@ -97,10 +73,7 @@ def judge_draft(
     sources: list[RetrievedDoc],
     prompt_info: dict[str, Any] | None = None,
 ) -> AnswerRecord:
-    """The judged record of a draft (answering.judge): the answering model's calibrator, the loaded
-    embedding model for the question-evidence similarity (none without a store: that signal is missing).
-    `prompt_info`: the draft's own, for a draft not yet in state (generate's, before the focused read);
-    else the state's."""
+    """The judged record of a draft; `prompt_info`: the draft's own when it is not yet in state."""
     resources = get_resources()
     store = resources.uses_store(context)
     similarity = embedding_similarity(resources.kb().embeddings.inner) if store else None

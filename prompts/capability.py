@@ -1,10 +1,7 @@
 """The model self-test behind `RAG_LLM_STRENGTH=auto` (models/capability.py).
 
-Why this task: it is what a "strong" model is trusted with (the LLM relevance grader and the structured
-analysis that may skip retrieval), in miniature and with one known answer. Passage 3 shares the question's
-name and carries a number, so a model that judges relevance by word overlap, or answers "true" for
-everything, fails; the year must be copied from the one passage that answers. The names are invented, so
-no model knows the answer without reading.
+What a "strong" model is trusted with, in miniature: a distractor passage shares the question's name, so
+word-overlap judging fails, and the invented names mean no model knows the answer without reading.
 """
 
 from __future__ import annotations

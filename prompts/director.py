@@ -1,9 +1,7 @@
 """The director's section of the answer prompt (retrieval/director_section.py): events recalled because the
 conversation stalled (nodes/director_recall.py), appended to the system message after the memories.
 
-Why these words: the events are background to steer the answer (what happened earlier in this conversation
-and in the user's others), not passages to cite and not instructions; saying so keeps a model from citing
-them by number or obeying text a past turn contained.
+The events are background, not passages to cite nor instructions, and the section says so.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Prompts of query understanding: contextualize, analyze, multi-query, HyDE, decomposition, expansion,
 reformulation.
 
-Why so short and explicit: the same prompts must work for a 135M local model and for large hosted ones.
-Small models follow one instruction placed last, with the expected output shape spelled out; JSON-returning
-prompts name their keys here, and `models.structured` appends the exact field list for plain JSON.
+Short and explicit, one instruction placed last, so small models follow them too.
 """
 
 CONTEXTUALIZE_SYSTEM = (
@@ -77,9 +75,7 @@ Passages found so far are about: {found}
 {suggestions}
 Write one new search query, different from the ones tried, that is likely to find the missing information.
 Reply with the query only."""
-#: REFORMULATE_PROMPT's {suggestions} after an answer that needs improvement ("" otherwise): what the answer
-#: grader suggested (the notes assistant's reflector: the next round uses its suggestions), one "- suggestion"
-#: a line.
+#: REFORMULATE_PROMPT's {suggestions} after an answer that needs improvement ("" otherwise).
 REFORMULATE_SUGGESTIONS = """The answer written from these passages was reviewed; the reviewer suggested:
 {suggestions}
 """

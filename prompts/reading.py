@@ -1,9 +1,7 @@
 """Prompts of `python -m benchmarks models`: reading comprehension with the gold passages in the prompt.
 
-Why a separate prompt from the product's answer prompt: this benchmark compares the embedded models
-themselves, so retrieval and the graph are left out and every model gets the same plain request, in the
-question's language: read the numbered passages and reply with the short answer only (the form EM/F1 score).
-The long prompt asks for an explanation so that the timing of a RAG-sized answer includes real generation.
+Every model gets the same plain request without retrieval or the graph; the long prompt asks for an
+explanation so that the timing includes real generation.
 """
 
 from __future__ import annotations

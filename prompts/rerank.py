@@ -1,9 +1,7 @@
 """The rerank prompt (retrieval/rerank.py): one call scores every fused candidate of a search at once.
 
-Why one batched prompt rather than one call per passage: a search's candidates (RERANK_CANDIDATES) would
-otherwise cost that many model calls; one prompt costs one prefill over all of them and a reply of a few
-tokens per passage. The reply format is a line per passage, which small models follow more reliably than
-JSON; the parser accepts JSON and other near-misses too.
+One batched prompt, not a call per passage; a line per passage, which small models follow more reliably
+than JSON.
 """
 
 from __future__ import annotations

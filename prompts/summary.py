@@ -1,8 +1,7 @@
 """Prompt of the conversation summarizer (retrieval/conversation_summary.py), used with strong models only:
 the embedded 135M model gets the extractive summary instead, which is more faithful than its prose.
 
-Why these instructions: the summary is a retrieval unit, so it must name the topics and facts that a later
-question would search for, in the conversation's language, and never add anything that was not said.
+The summary is a retrieval unit: it names what a later question would search for, and adds nothing.
 """
 
 SUMMARY_SYSTEM = (

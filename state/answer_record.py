@@ -1,10 +1,5 @@
-"""The typed answer record of one judged draft, kept in state and in QA records (answering judges it).
-
-Why a record rather than the draft's text: a decline used to travel from node to node as a sentence inside
-the draft and was detected again by matching that sentence. The record says it in fields: which short answer
-each reader proposed, the signals read from them, the calibrated probability, the band, and (for a decline)
-the reason in plain words.
-"""
+"""The typed answer record of one judged draft, kept in state and in QA records (answering judges it): no
+decision travels as text."""
 
 from __future__ import annotations
 
@@ -22,42 +17,29 @@ BANDS: tuple[Band, ...] = ("confident", "tentative", "not_found")
 class Candidates(TypedDict):
     """The short answer each reader proposed ("" when it proposed none)."""
 
-    draft: str
-    """The answer call's own short answer (its "Answer:" line, or the span its explanation states)."""
+    draft: str  # the answer call's own ("Answer:" line, or the span its explanation states)
     focused_read: str
-    """The focused read's reply over the one passage that holds the draft's answer."""
-    extractive: str
-    """The extractive answerer's typed span over the passages the reader saw."""
+    extractive: str  # the extractive answerer's typed span over the passages the reader saw
 
 
 class ClosestSentence(TypedDict):
     """The best-supported sentence of the sources: what a tentative answer shows."""
 
     text: str
-    source: int
-    """1-based number of the cited source the sentence is in."""
-    start: int
-    """Character offsets of the sentence in that source's text."""
+    source: int  # 1-based number of the cited source the sentence is in
+    start: int  # character offsets of the sentence in that source's text
     end: int
 
 
 class AnswerRecord(TypedDict):
-    """One judged answer: the short answer and explanation, each reader's candidate, the signals, the
-    calibrated probability and the outcome."""
+    """One judged answer: its parts, each reader's candidate, the signals, probability and outcome."""
 
-    short_answer: str
-    """The short answer the engine had (shown in bold only when `band` is confident)."""
-    explanation: str
-    """The draft's cited explanation (markers refer to the draft's sources)."""
+    short_answer: str  # shown in bold only when `band` is confident
+    explanation: str  # markers refer to the draft's sources
     candidates: Candidates
-    signals: dict[str, float]
-    """Named signal values (answering.signals.SIGNAL_NAMES), the calibrator's input."""
-    probability: float
-    """Calibrated P(the short answer holds a right answer), 0-1."""
+    signals: dict[str, float]  # answering.signals.SIGNAL_NAMES, the calibrator's input
+    probability: float  # calibrated P(the short answer holds a right answer)
     band: Band
-    decline_reason: str
-    """Why the answer is "not found", in plain words ("" unless `band` is not_found)."""
+    decline_reason: str  # "" unless `band` is not_found
     closest: ClosestSentence | None
-    """The best-supported sentence of the sources (None when no source has one)."""
-    calibrator: str
-    """Name of the calibrator that gave the probability (its artifact's `name`)."""
+    calibrator: str  # the artifact's `name`

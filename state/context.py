@@ -1,11 +1,8 @@
 """The run's context (`context_schema`): per-run knobs every node reads from `runtime.context`.
 
-One source of defaults: a field's default is the setting of its name read through `get_settings()`
-(`top_k` <- RAG_TOP_K), or of the name in SETTING_NAMES (`tenant` <- `default_tenant`...); `model` and
-`temperature` default to "the setting" ('' / -1). A caller overrides any field per run
-(`graph.invoke(inputs, context={"mode": "precise"})`); an override is checked against the setting's own
-type and range, and a bad one raises ValueError naming `RAG_<FIELD>`. Without `context=` the nodes get the
-defaults (see `run_context`).
+A field's default is the setting of its name (`top_k` <- RAG_TOP_K, or SETTING_NAMES); `model` and
+`temperature` default to "the setting" ('' / -1). A per-run override (`context={"mode": "precise"}`) is
+checked against the setting's type and range: ValueError naming `RAG_<FIELD>`.
 """
 
 from __future__ import annotations
@@ -36,11 +33,7 @@ from config.settings.checks import checked_value
 
 #: Context fields named for one run (the tenant it is scoped to, who asks, whether it uses the cache)
 #: whose setting is the process-wide default, named as one.
-SETTING_NAMES = {
-    "tenant": "default_tenant",
-    "use_cache": "cache_enabled",
-    "user_id": "default_user",
-}
+SETTING_NAMES = {"tenant": "default_tenant", "use_cache": "cache_enabled", "user_id": "default_user"}
 #: Context-only fields: per-run overrides whose empty default means "the setting's value".
 RUN_OVERRIDES = {"model": "llm_model", "temperature": "llm_temperature"}
 
@@ -51,8 +44,7 @@ def setting_name(context_field: str) -> str | None:
 
 
 class _FromSettings:
-    """What a field not given holds until `__post_init__` puts the setting's value there: one settings read
-    per Context, not one per field (a read checks the environment: ~40 of them made a Context 8x slower)."""
+    """What a field not given holds until `__post_init__` fills it: one settings read per Context."""
 
 
 def _setting(name: str) -> Any:
@@ -134,8 +126,7 @@ def _refuse(name: str, value: Any, variable: str, why: str) -> NoReturn:
     raise ValueError(f"context field {name}={value!r} is out of range ({variable}): {why}")
 
 
-#: (settings, the Context of their defaults): what every node of a run without `context=` copies, so the
-#: defaults are built and checked once per settings read, not once per node call.
+#: (settings, the Context of their defaults): copied by every node of a run without `context=`.
 _defaults: tuple[Settings, Context] | None = None
 
 
@@ -153,9 +144,7 @@ def context_from(value: Any) -> Context:
 
 
 def run_context(runtime: Any) -> Context:
-    """The run's Context, whatever the caller passed: LangGraph hands nodes `runtime.context = None` when a
-    caller omits `context=` (plain `invoke`, `invoke(None, config)` replays, the server without a context),
-    and the defaults must apply then, not an AttributeError deep inside a node."""
+    """The run's Context, whatever the caller passed (the defaults when `runtime.context` is None)."""
     return context_from(getattr(runtime, "context", None))
 
 

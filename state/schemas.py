@@ -1,16 +1,13 @@
 """Structured-output schemas (what models are asked to return) and the plain records nodes exchange.
 
 Each schema has a documented default: the value a node falls back to when a model returns garbage twice.
-
-The records are `typing_extensions.TypedDict`, not `typing.TypedDict`: on Python < 3.12 pydantic cannot build
-a JSON schema from the latter, and the graph's input and output schemas (Studio's input form, the server's
-`/assistants/{id}/schemas`) embed these records.
+The records are `typing_extensions.TypedDict`: pydantic builds the graph's JSON schemas from them on < 3.12.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, NotRequired
+from typing import Any, Literal, NotRequired, get_args
 
 from pydantic import BaseModel, Field, field_validator
 from typing_extensions import TypedDict
@@ -20,14 +17,7 @@ from state.answer_record import AnswerRecord
 QueryType = Literal[
     "SIMPLE_FACT", "COMPLEX_REASONING", "MULTI_HOP", "COMPARISON", "AGGREGATION", "OPEN_ENDED"
 ]
-QUERY_TYPES: tuple[str, ...] = (
-    "SIMPLE_FACT",
-    "COMPLEX_REASONING",
-    "MULTI_HOP",
-    "COMPARISON",
-    "AGGREGATION",
-    "OPEN_ENDED",
-)
+QUERY_TYPES: tuple[str, ...] = get_args(QueryType)
 Strategy = Literal["DIRECT", "HYDE", "QUERY_DECOMPOSITION", "ITERATIVE", "HYBRID"]
 RewriteMethod = Literal["multi", "hyde", "decompose", "expand", "none"]
 
@@ -56,21 +46,14 @@ class SubQuestions(BaseModel):
     questions: list[str] = Field(default_factory=list, description="2-4 simpler questions.")
 
 
-class HypotheticalPassage(BaseModel):
-    """HyDE: a passage that would answer the question. Default: empty (the question is searched)."""
-
-    passage: str = Field("", description="A short encyclopedic passage answering the question.")
-
-
-#: Longest explanation the grammar allows: one sentence; without a bound a small model may copy passages
-#: until the token reserve runs out and the object never closes.
+#: Longest explanation the grammar allows: without a bound a small model may copy passages until the
+#: token reserve runs out.
 EXPLANATION_MAX_CHARS = 400
 
 
 class AnswerReply(BaseModel):
-    """The answer as a JSON object (answer_decoding=json_schema): the two lines of the answer prompt as two
-    required fields, so the grammar makes a small model give both. No default: the node's fallback is the
-    extractive draft."""
+    """The answer as a JSON object (answer_decoding=json_schema): the answer prompt's two lines as required
+    fields. No default: the node's fallback is the extractive draft."""
 
     answer: str = Field(description="the short answer only: a name, a number, a date, a few words, or yes/no")
     explanation: str = Field(
@@ -95,8 +78,7 @@ _NO_SUGGESTION = frozenset({"", "none", "n/a", "na", "null", "nothing", "no sugg
 
 
 def clean_suggestions(value: Any) -> list[str]:
-    """Suggestions from whatever a model wrote: a list, or one string (one per line); list markers stripped,
-    "none"-like and repeated items dropped, at most MAX_SUGGESTIONS of SUGGESTION_MAX_CHARS each."""
+    """Suggestions from whatever a model wrote (a list or lines), cleaned, deduplicated and capped."""
     if value is None:
         return []
     items = value.splitlines() if isinstance(value, str) else value if isinstance(value, list | tuple) else []
@@ -109,8 +91,7 @@ def clean_suggestions(value: Any) -> list[str]:
 
 
 class AnswerGrade(BaseModel):
-    """4-dimension answer score plus groundedness, and the grader's suggestions for the next attempt.
-    Default: all zero, no suggestion (forces the score grader's view)."""
+    """4-dimension answer score, groundedness and suggestions. Default: all zero, no suggestion."""
 
     grounded: bool = Field(False, description="Every claim is supported by the sources.")
     answers_question: bool = Field(False, description="The answer addresses the question.")
@@ -135,8 +116,7 @@ class SearchQuery(TypedDict):
 
     text: str
     dense_text: str
-    purpose: str
-    """original | variant | hyde | subquestion | expansion | reformulation | hop"""
+    purpose: str  # original | variant | hyde | subquestion | expansion | reformulation | hop
 
 
 class RetrievedDoc(TypedDict):
@@ -149,8 +129,7 @@ class RetrievedDoc(TypedDict):
     page: int
     doc_id: str
     score: float
-    relevance: float
-    """Grade in [0, 1] set by grade_retrieval (-1 before grading)."""
+    relevance: float  # set by grade_retrieval (-1 before grading)
     query: str
     metadata: dict[str, Any]
 
@@ -164,16 +143,10 @@ class Citation(TypedDict):
     title: str
     page: int
     doc_id: str
-    confidence: float
-    """Support of the citing sentences by this source, in [0, 1]."""
-    inferred: bool
-    """True when the model gave no marker and the citation was attached by support matching."""
-    spans: list[list[int]]
-    """[start, end] character offsets, in the chunk's text (`sources[marker - 1]["text"]`), of the
-    sentences that support the claims citing it: what a client highlights."""
-    kind: str
-    """What was cited: "document" (a passage of the documents) or "memory" (a recalled memory, whose source
-    is `memory:<id>`; nodes.memory_recall)."""
+    confidence: float  # support of the citing sentences by this source, in [0, 1]
+    inferred: bool  # no marker: attached by support matching
+    spans: list[list[int]]  # [start, end] offsets of the supporting sentences in the chunk's text
+    kind: str  # "document" or "memory" (source `memory:<id>`)
 
 
 class AnswerCandidate(TypedDict):
@@ -184,5 +157,4 @@ class AnswerCandidate(TypedDict):
     grounded: bool
     round: int
     doc_ids: list[str]
-    record: NotRequired[AnswerRecord]
-    """The draft's judged record (answering.judge); absent in threads checkpointed before it existed."""
+    record: NotRequired[AnswerRecord]  # absent in older checkpointed threads
