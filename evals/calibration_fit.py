@@ -1,15 +1,8 @@
 """The fit behind `rag eval calibrate`: a reader's calibrator from development QA records, and its artifact.
 
-What it fits (the artifact answering/calibrator.py applies at run time): the signals of each record
-(answering.signals.SIGNAL_NAMES) are standardised, a logistic regression (L2, its strength chosen by
-cross-validated log-loss) maps them to a raw score, and an isotonic regression of the out-of-fold raw scores
-against whether the record's candidate short answer was right maps that score to a probability. The bands'
-thresholds are chosen on out-of-fold calibrated probabilities by a stated cost rule (CostRule), so the
-thresholds are the cheapest for the user by that rule, not by a guess.
-
-Why out-of-fold everywhere: a probability scored on the records it was fit on looks better calibrated and
-better ranked than it is; each record's out-of-fold probability comes from a model (and an isotonic map)
-that never saw it, so the thresholds and the reported AUROC / ECE hold for new questions.
+Standardised signals -> logistic regression (L2 strength by cross-validated log-loss) -> isotonic map of the
+out-of-fold raw scores to P(candidate right); the bands' thresholds minimise a stated cost rule (CostRule).
+Everything is scored out-of-fold: a probability scored on the records it was fit on looks better than it is.
 """
 
 from __future__ import annotations
@@ -35,16 +28,14 @@ from evals.calibration_records import (
     label_array,
     set_of,
 )
-from evals.metrics import auroc, expected_calibration_error
+from evals.metrics import auroc, expected_calibration_error, rounded
 from state.answer_record import Band
 
-#: Folds of every cross-validation here (the choice of C, the out-of-fold scores); each class of the
-#: development records needs at least this many records.
+#: Folds of every cross-validation here; each class of the development records needs at least this many.
 FOLDS = 5
 #: Seed of the folds and of the solver, so a refit on the same records writes the same artifact.
 RANDOM_STATE = 0
-#: Inverse L2 strengths tried for the logistic regression; the lowest cross-validated log-loss wins
-#: (a tie goes to the smaller C, the stronger regularisation).
+#: Inverse L2 strengths tried; the lowest cross-validated log-loss wins (a tie goes to the smaller C).
 C_GRID: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
 #: Solver iterations (lbfgs's default 100 can stop short when a few signals nearly separate the classes).
 MAX_ITERATIONS = 1000
@@ -52,11 +43,10 @@ MAX_ITERATIONS = 1000
 MAX_ISOTONIC_POINTS = 60
 #: Step of the threshold grid the cost rule is minimised over.
 THRESHOLD_STEP = 0.01
-#: Digits of the artifact's numbers (significant ones for the regression, decimals for the isotonic map);
-#: the fitted Calibrator holds the rounded numbers, so the file and the fit give the same probabilities.
+#: Digits of the artifact's numbers; the fitted Calibrator holds them rounded, so file and fit agree.
 ARTIFACT_DIGITS = 6
-#: Digits of the figures in a report.
-REPORT_DIGITS = 4
+#: FitReport.to_json keys the artifact's `fit` metadata leaves out (the artifact has them at its top level).
+FIT_REPORT_ONLY = frozenset({"name", "features", "thresholds"})
 #: Two costs closer than this are a tie (the threshold rule then prefers the higher confident threshold).
 COST_TIE = 1e-9
 
@@ -65,13 +55,8 @@ COST_TIE = 1e-9
 class CostRule:
     """What each outcome costs the user, per question; the thresholds minimise the total.
 
-    A wrong confident answer is the worst (a bold wrong answer misleads); withholding a right answer costs
-    half as much. A tentative answer costs little either way (0.1: the user reads one sentence): it says "not
-    sure" and shows a sentence of the documents verbatim, with its citation, so a wrong one claims nothing
-    false, and a right one reaches the user. Under this rule a short answer is shown in bold only above
-    P(right) 0.95 and withheld only below 0.1. (The rule first tried, tentative 0.5 wrong / 0.25 right,
-    withheld every answer below 0.4: 57 of 60 SQuAD test answers, 9 of them right;
-    docs/answer-quality.md.)"""
+    A wrong confident answer misleads most; withholding a right answer costs half as much; a tentative answer
+    (a cited verbatim sentence marked "not sure") costs little either way (docs/answer-quality.md)."""
 
     confident_wrong: float = 2.0
     confident_right: float = 0.0
@@ -126,17 +111,12 @@ class OutOfFold:
 
 @dataclass(frozen=True)
 class FitReport:
-    """How a fit went: the records, the chosen C and thresholds, out-of-fold AUROC / ECE / cost."""
+    """How a fit went: the records and features, the out-of-fold figures, each set's out-of-fold AUROC."""
 
     name: str
     records: int
     positives: int
     features: tuple[str, ...]
-    c: float
-    thresholds: Thresholds
-    oof_auroc: float | None
-    oof_ece: float | None
-    oof_cost: float
     per_set_oof_auroc: dict[str, float | None]
     oof: OutOfFold
 
@@ -147,18 +127,13 @@ class FitReport:
             "records": self.records,
             "positives": self.positives,
             "features": list(self.features),
-            "C": self.c,
-            "thresholds": asdict(self.thresholds),
-            "oof_auroc": rounded(self.oof_auroc),
-            "oof_ece": rounded(self.oof_ece),
-            "oof_cost_per_question": rounded(self.oof_cost),
+            "C": self.oof.c,
+            "thresholds": asdict(self.oof.thresholds),
+            "oof_auroc": rounded(self.oof.auroc),
+            "oof_ece": rounded(self.oof.ece),
+            "oof_cost_per_question": rounded(self.oof.cost),
             "per_set_oof_auroc": {name: rounded(value) for name, value in self.per_set_oof_auroc.items()},
         }
-
-
-def rounded(value: float | None, digits: int = REPORT_DIGITS) -> float | None:
-    """`value` to `digits` decimals (a report's figures), None kept."""
-    return None if value is None else round(value, digits)
 
 
 def _folds(labels: FloatArray) -> list[tuple[NDArray[np.intp], NDArray[np.intp]]]:
@@ -206,8 +181,7 @@ def choose_c(x: FloatArray, y: FloatArray) -> float:
 
 
 def isotonic_points(raw: FloatArray, labels: FloatArray) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """Breakpoints (x increasing, y non-decreasing in 0-1) of the isotonic regression of labels on raw
-    scores, rounded, without repeated x, thinned to at most MAX_ISOTONIC_POINTS (first and last kept)."""
+    """Rounded monotone breakpoints of the isotonic fit of labels on raw scores (MAX_ISOTONIC_POINTS)."""
     from sklearn.isotonic import IsotonicRegression
 
     fitted = IsotonicRegression(out_of_bounds="clip", y_min=0.0, y_max=1.0, increasing=True).fit(raw, labels)
@@ -241,15 +215,10 @@ def choose_thresholds(
     grid = [round(index * THRESHOLD_STEP, 2) for index in range(steps + 1)]
     p = np.asarray(probabilities, dtype=np.float64)
     right = np.asarray(labels, dtype=np.float64) > 0.5
-    confident = np.where(right, cost.confident_right, cost.confident_wrong)
-    tentative = np.where(right, cost.tentative_right, cost.tentative_wrong)
-    not_found = np.where(right, cost.not_found_right, cost.not_found_wrong)
     above = np.array([p >= threshold for threshold in grid], dtype=np.float64)  # grid x records
-    confident_cost, tentative_cost, not_found_cost = (
-        above @ confident,
-        above @ tentative,
-        (1 - above) @ not_found,
-    )
+    confident_cost = above @ np.where(right, cost.confident_right, cost.confident_wrong)
+    tentative_cost = above @ np.where(right, cost.tentative_right, cost.tentative_wrong)
+    not_found_cost = (1 - above) @ np.where(right, cost.not_found_right, cost.not_found_wrong)
     best: tuple[float, int, int] | None = None
     for high in range(len(grid) - 1, 0, -1):
         for low in range(high):
@@ -290,15 +259,28 @@ def fit_calibrator(
     files: Sequence[str] = (),
     command: str = "",
 ) -> tuple[Calibrator, FitReport]:
-    """The calibrator of `records` (logistic regression on all of them, isotonic map and thresholds from
-    their out-of-fold scores) and the report of the fit. `files` and `command` go into the artifact's `fit`
-    metadata, so the committed file says how to reproduce it."""
+    """The calibrator of `records` and the report of the fit; `files` and `command` go into the artifact's
+    `fit` metadata, so the committed file says how to reproduce it."""
     cost = cost or CostRule()
     if not features:
         raise CalibrationInputError("no feature left to fit on")
     oof = cross_validate(records, features, cost)
     mean, scale, model = _fit_logistic(feature_matrix(records, features), oof.labels, oof.c)
-    report = _fit_report(records, name=name, features=features, oof=oof)
+    sets = [set_of(record) for record in records]
+    report = FitReport(
+        name=name,
+        records=len(records),
+        positives=int(oof.labels.sum()),
+        features=tuple(features),
+        per_set_oof_auroc={
+            name_of_set: auroc(
+                [float(p) for p, s in zip(oof.probability, sets, strict=True) if s == name_of_set],
+                [float(y) for y, s in zip(oof.labels, sets, strict=True) if s == name_of_set],
+            )
+            for name_of_set in sorted(set(sets))
+        },
+        oof=oof,
+    )
     isotonic_x, isotonic_y = isotonic_points(oof.raw, oof.labels)
     calibrator = Calibrator(
         name=name,
@@ -316,48 +298,16 @@ def fit_calibrator(
     return calibrator, report
 
 
-def _fit_report(
-    records: Sequence[Record], *, name: str, features: Sequence[str], oof: OutOfFold
-) -> FitReport:
-    """The report of a fit from its out-of-fold figures, with the out-of-fold AUROC of each set's records."""
-    sets = sorted({set_of(record) for record in records})
-    per_set = {
-        name_of_set: auroc(
-            [float(oof.probability[i]) for i, record in enumerate(records) if set_of(record) == name_of_set],
-            [float(oof.labels[i]) for i, record in enumerate(records) if set_of(record) == name_of_set],
-        )
-        for name_of_set in sets
-    }
-    return FitReport(
-        name=name,
-        records=len(records),
-        positives=int(oof.labels.sum()),
-        features=tuple(features),
-        c=oof.c,
-        thresholds=oof.thresholds,
-        oof_auroc=oof.auroc,
-        oof_ece=oof.ece,
-        oof_cost=oof.cost,
-        per_set_oof_auroc=per_set,
-        oof=oof,
-    )
-
-
 def _fit_metadata(report: FitReport, *, cost: CostRule, files: Sequence[str], command: str) -> dict[str, Any]:
     """The artifact's `fit` metadata: what it was fit on, how to reproduce it, and its out-of-fold figures."""
+    figures = {key: value for key, value in report.to_json().items() if key not in FIT_REPORT_ONLY}
     return {
-        "records": report.records,
-        "positives": report.positives,
+        **figures,
         "files": list(files),
         "command": command,
         "date": datetime.now(UTC).date().isoformat(),
-        "C": report.c,
         "folds": FOLDS,
         "excluded_groups": excluded_groups(report.features),
-        "oof_auroc": rounded(report.oof_auroc),
-        "oof_ece": rounded(report.oof_ece),
-        "oof_cost_per_question": rounded(report.oof_cost),
-        "per_set_oof_auroc": {key: rounded(value) for key, value in report.per_set_oof_auroc.items()},
         "cost_rule": asdict(cost),
     }
 

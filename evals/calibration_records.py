@@ -1,8 +1,6 @@
-"""The records `rag eval calibrate` learns from and reports on: `rag eval qa` results files loaded and
-checked (each record needs numeric signals and a 0/1 label), the set of each record, the signals a fit uses.
-
-Records do not carry their data set, so a loaded record is tagged with the set its file's name tells
-(KNOWN_SETS) and with its file, so a report can split by set and an error can name the file and question.
+"""The records `rag eval calibrate` learns from: `rag eval qa` results files loaded and checked (numeric
+signals, a 0/1 label), each record tagged with its file and the data set its file's name tells (records do
+not carry it), so a report splits by set and an error names file and question.
 """
 
 from __future__ import annotations
@@ -33,8 +31,7 @@ LABEL_FIELD = "candidate_right"
 
 
 class CalibrationInputError(ValueError):
-    """Records that cannot be fit or evaluated (a missing file, a record without signals, one class only);
-    the message names the file or record."""
+    """Records that cannot be fit or evaluated; the message names the file or record."""
 
 
 @dataclass(frozen=True)
@@ -63,10 +60,7 @@ def check_record(record: Record, features: Sequence[str], where: str) -> None:
     """CalibrationInputError unless the record has numeric signals for `features` and a 0/1 label."""
     signals = record.get("signals")
     if not isinstance(signals, Mapping):
-        raise CalibrationInputError(
-            f"{where}: no `signals` (records written by `rag eval qa` before the calibrated judgement "
-            "cannot be used: run it again)"
-        )
+        raise CalibrationInputError(f"{where}: no `signals` (an older `rag eval qa` record: run it again)")
     missing = [name for name in features if name not in signals]
     if missing:
         raise CalibrationInputError(f"{where}: signals lack {', '.join(missing)}")
@@ -91,9 +85,8 @@ def record_place(record: Record, line: int | None = None) -> str:
 
 
 def load_run(path: Path) -> RunFile:
-    """The records of one results file (JSON lines, gzipped or not), failed questions left out;
-    CalibrationInputError naming the file and line when it is missing, not JSON lines, or a record lacks
-    signals or its label."""
+    """The records of one results file, failed questions left out; CalibrationInputError naming file and
+    line for a missing file, a line that is not a JSON object, or a record without signals or label."""
     if not path.is_file():
         raise CalibrationInputError(f"results file not found: {path}")
     set_name = set_name_of(path)

@@ -1,12 +1,6 @@
 """`rag eval calibrate` end to end: fit (evals/calibration_fit.py) or read a reader's calibrator, then report
-it on development and test QA records, with an optional ablation of the signal groups and optional plots.
-
-What a report says per set (evaluate): AUROC, ECE, how many answers land in each band, the cost per
-question, and the shares a user feels: confident answers that are right, not-founds that withheld a right
-candidate, unanswerable questions answered confidently, right answers that reach the user at all.
-
-The ablation refits out-of-fold with each signal group dropped and with each alone; the plots are, per set,
-a risk-coverage curve and a reliability diagram.
+it on development and test QA records per set (AUROC, ECE, bands, cost, the shares a user feels), with an
+optional ablation of the signal groups and optional risk-coverage and reliability plots.
 """
 
 from __future__ import annotations
@@ -19,14 +13,7 @@ from typing import Any
 from answering.calibrator import Calibrator
 from answering.decision import band_of
 from answering.signals import SIGNAL_GROUPS
-from evals.calibration_fit import (
-    REPORT_DIGITS,
-    CostRule,
-    cross_validate,
-    fit_calibrator,
-    rounded,
-    write_artifact,
-)
+from evals.calibration_fit import CostRule, cross_validate, fit_calibrator, write_artifact
 from evals.calibration_records import (
     LABEL_FIELD,
     CalibrationInputError,
@@ -39,20 +26,20 @@ from evals.calibration_records import (
     record_place,
     set_of,
 )
-from evals.metrics import auroc, calibration_bin, expected_calibration_error, risk_coverage
+from evals.metrics import (
+    auroc,
+    band_counts,
+    calibration_totals,
+    expected_calibration_error,
+    risk_coverage,
+    rounded,
+    share,
+)
 from state.answer_record import BANDS, Band
 
 #: Plot files written per set by `--plot DIR`.
 RISK_COVERAGE_PLOT = "risk_coverage_{set}.png"
 RELIABILITY_PLOT = "reliability_{set}.png"
-
-
-# --------------------------------------------------------------------------------------------------------
-# Evaluation
-
-
-def _share(count: int, total: int) -> float | None:
-    return round(count / total, REPORT_DIGITS) if total else None
 
 
 def band_figures(
@@ -61,16 +48,7 @@ def band_figures(
     """The figures of one set of records given each one's probability and band."""
     right = [bool(record[LABEL_FIELD]) for record in records]
     answerable = [bool(record.get("answerable", True)) for record in records]
-    per_band = {
-        band: {
-            "n": sum(1 for value in bands if value == band),
-            "right": sum(1 for value, ok in zip(bands, right, strict=True) if value == band and ok),
-            "unanswerable": sum(
-                1 for value, has in zip(bands, answerable, strict=True) if value == band and not has
-            ),
-        }
-        for band in BANDS
-    }
+    per_band = band_counts(bands, right, [not has for has in answerable], BANDS)
     shown = [band in ("confident", "tentative") for band in bands]
     total_cost = sum(cost.cost(band, ok) for band, ok in zip(bands, right, strict=True))
     labels = [float(ok) for ok in right]
@@ -80,12 +58,10 @@ def band_figures(
         "ece": rounded(expected_calibration_error(list(probabilities), labels)),
         "bands": per_band,
         "cost_per_question": rounded(total_cost / len(records)) if records else None,
-        "confident_right_share": _share(per_band["confident"]["right"], per_band["confident"]["n"]),
-        "not_found_candidate_right_share": _share(per_band["not_found"]["right"], per_band["not_found"]["n"]),
-        "unanswerable_confident_share": _share(
-            per_band["confident"]["unanswerable"], answerable.count(False)
-        ),
-        "right_reaches_user_share": _share(
+        "confident_right_share": share(per_band["confident"]["right"], per_band["confident"]["n"]),
+        "not_found_candidate_right_share": share(per_band["not_found"]["right"], per_band["not_found"]["n"]),
+        "unanswerable_confident_share": share(per_band["confident"]["unanswerable"], answerable.count(False)),
+        "right_reaches_user_share": share(
             sum(1 for ok, has, seen in zip(right, answerable, shown, strict=True) if ok and has and seen),
             answerable.count(True),
         ),
@@ -94,15 +70,11 @@ def band_figures(
 
 def _stored(records: Sequence[Record]) -> tuple[list[float], list[Band]] | None:
     """The engine's own confidence and band of every record, or None when any record lacks them."""
-    probabilities: list[float] = []
-    bands: list[Band] = []
-    for record in records:
-        confidence, band = record.get("confidence"), record.get("band")
-        if not isinstance(confidence, int | float) or not is_finite_number(confidence) or band not in BANDS:
-            return None
-        probabilities.append(float(confidence))
-        bands.append(band)
-    return probabilities, bands
+    if not all(
+        is_finite_number(record.get("confidence")) and record.get("band") in BANDS for record in records
+    ):
+        return None
+    return [float(record["confidence"]) for record in records], [record["band"] for record in records]
 
 
 def _evaluate_group(calibrator: Calibrator, records: Sequence[Record], cost: CostRule) -> dict[str, Any]:
@@ -117,14 +89,12 @@ def _evaluate_group(calibrator: Calibrator, records: Sequence[Record], cost: Cos
 def evaluate(
     calibrator: Calibrator, records: Sequence[Record], cost: CostRule | None = None
 ) -> dict[str, Any]:
-    """The calibrator's figures on `records`, all together and per set: each record's probability and band
-    come from its `signals` (so a report does not depend on the band the engine stored); the engine's own
-    `confidence` / `band` figures sit beside them under "engine" when every record has them."""
+    """The calibrator's figures on `records`, all together and per set, from each record's `signals`; the
+    engine's stored `confidence` / `band` figures beside them under "engine" when every record has them."""
     cost = cost or CostRule()
-    for record in records:
-        check_record(record, calibrator.features, record_place(record))
     by_set: dict[str, list[Record]] = {}
     for record in records:
+        check_record(record, calibrator.features, record_place(record))
         by_set.setdefault(set_of(record), []).append(record)
     return {
         "all": _evaluate_group(calibrator, records, cost),
@@ -132,17 +102,12 @@ def evaluate(
     }
 
 
-# --------------------------------------------------------------------------------------------------------
-# Ablation
-
-
 def ablation(
     records: Sequence[Record],
     groups: Mapping[str, Sequence[str]] = SIGNAL_GROUPS,
     cost: CostRule | None = None,
 ) -> list[dict[str, Any]]:
-    """Out-of-fold AUROC and cost per question with every signal, with each group dropped, and with each
-    group alone: how much each group is worth beyond the others, and on its own."""
+    """Out-of-fold AUROC and cost per question with every signal, each group dropped, and each group alone."""
     cost = cost or CostRule()
     every = [name for group in groups.values() for name in group]
     variants: list[tuple[str, list[str]]] = [("all signals", every)]
@@ -153,14 +118,8 @@ def ablation(
     rows = []
     for label, features in variants:
         oof = cross_validate(records, features, cost)
-        rows.append(
-            {
-                "features": label,
-                "signals": len(features),
-                "oof_auroc": rounded(oof.auroc),
-                "oof_cost_per_question": rounded(oof.cost),
-            }
-        )
+        figures = {"oof_auroc": rounded(oof.auroc), "oof_cost_per_question": rounded(oof.cost)}
+        rows.append({"features": label, "signals": len(features), **figures})
     return rows
 
 
@@ -175,32 +134,13 @@ def render_ablation(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-# --------------------------------------------------------------------------------------------------------
-# Plots
-
-
-def finish_axes(axes: Any, xlabel: str, ylabel: str, title: str, top: float) -> None:
-    """Labels, the unit square (up to `top`), grid and legend of one calibration plot."""
-    axes.set_xlabel(xlabel)
-    axes.set_ylabel(ylabel)
-    axes.set_xlim(0, 1)
-    axes.set_ylim(0, top)
-    axes.set_title(title)
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, loc="best")
-
-
 def write_plots(calibrator: Calibrator, runs: Sequence[RunFile], folder: Path) -> list[Path]:
-    """Per set, a risk-coverage plot (accuracy of the answers shown against the share shown, one line per
-    run, by the calibrator's probability) and a reliability diagram; the paths written."""
-    from evals.qa_plot import new_figure, save_figure
+    """Per set, a risk-coverage plot and a reliability diagram (one line per run); the paths written."""
+    from evals.qa_plot import finish_axes, new_figure, save_figure
 
-    by_set: dict[str, list[RunFile]] = {}
-    for run in runs:
-        by_set.setdefault(run.set_name, []).append(run)
     written = []
-    for set_name, set_runs in sorted(by_set.items()):
-        curves = figure_curves(calibrator, set_runs)
+    for set_name in sorted({run.set_name for run in runs}):
+        curves = figure_curves(calibrator, [run for run in runs if run.set_name == set_name])
         figure = new_figure()
         axes = figure.add_subplot()
         for label, (probabilities, labels) in curves.items():
@@ -208,7 +148,7 @@ def write_plots(calibrator: Calibrator, runs: Sequence[RunFile], folder: Path) -
             axes.plot([p[0] for p in points], [p[1] for p in points], label=f"{label} (n={len(labels)})")
         title = f"Risk-coverage: {set_name} ({calibrator.name} calibrator)"
         finish_axes(
-            axes, "coverage (share of questions answered)", "accuracy of the answers shown", title, 1.02
+            axes, "coverage (share of questions answered)", "accuracy of the answers shown", title, 1, 1.02
         )
         written.append(save_figure(figure, folder / RISK_COVERAGE_PLOT.format(set=set_name)))
         figure = new_figure()
@@ -218,7 +158,7 @@ def write_plots(calibrator: Calibrator, runs: Sequence[RunFile], folder: Path) -
             xs, ys = reliability(probabilities, labels)
             axes.plot(xs, ys, marker="o", label=label)
         title = f"Reliability: {set_name} ({calibrator.name} calibrator)"
-        finish_axes(axes, "calibrated probability (bin mean)", "share right", title, 1.0)
+        finish_axes(axes, "calibrated probability (bin mean)", "share right", title, 1, 1)
         written.append(save_figure(figure, folder / RELIABILITY_PLOT.format(set=set_name)))
     return written
 
@@ -238,18 +178,8 @@ def figure_curves(
 
 def reliability(probabilities: Sequence[float], labels: Sequence[float]) -> tuple[list[float], list[float]]:
     """(mean probability, share right) of each non-empty calibration bin, in bin order."""
-    sums: dict[int, list[float]] = {}
-    for probability, label in zip(probabilities, labels, strict=True):
-        total = sums.setdefault(calibration_bin(probability), [0.0, 0.0, 0.0])
-        total[0] += 1
-        total[1] += probability
-        total[2] += label
-    ordered = [sums[index] for index in sorted(sums)]
+    ordered = calibration_totals(probabilities, labels)
     return [summed / count for count, summed, _ in ordered], [right / count for count, _, right in ordered]
-
-
-# --------------------------------------------------------------------------------------------------------
-# The command
 
 
 def run_calibration(
@@ -265,9 +195,8 @@ def run_calibration(
     with_ablation: bool,
     command: str,
 ) -> dict[str, Any]:
-    """What `rag eval calibrate` does: fit on `dev` and write the artifact to `out` (or, with
-    `report_only`, read the artifact at `out`), evaluate it on `dev` and `test` per file and pooled, and
-    optionally run the ablation on `dev` and write the plots. Returns the report."""
+    """Fit on `dev` and write the artifact to `out` (with `report_only`, read it), evaluate it on `dev` and
+    `test` per file and pooled, optionally run the ablation and write the plots; return the report."""
     from answering.calibrator import load_calibrator
 
     features = features_without(exclude)

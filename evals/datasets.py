@@ -1,8 +1,7 @@
 """Loaders for the evaluation datasets (BEIR, SQuAD / CMRC 2018, HotpotQA) into plain dataclasses.
 
-Every reader accepts plain or gzip files (detected by their magic bytes, not their name), because the shared
-data folder compresses files above about 1 MB and tests write small plain fixtures. Malformed input fails
-with the file and line in the message: an evaluation silently run on half a dataset is worse than none.
+Readers take plain or gzip files (by magic bytes: the shared data is compressed, test fixtures are not).
+Malformed input fails naming file and line: an evaluation silently run on half a dataset is worse than none.
 """
 
 from __future__ import annotations
@@ -60,16 +59,11 @@ class QAExample:
     """Question type where the dataset has one (HotpotQA: "bridge" or "comparison")."""
     language: str
     answerable: bool = True
-    """False for a SQuAD 2.0 question its paragraph does not answer (`is_impossible`, or no answers): the
-    right reply is "not found". HotpotQA and CMRC 2018 questions are all answerable."""
+    """False for a SQuAD 2.0 question its paragraph does not answer: the right reply is "not found"."""
 
     @property
     def supporting_available(self) -> set[str]:
-        """Gold passages actually present among `passages`.
-
-        Not always all of them: the shared HotpotQA sample keeps both gold paragraphs in the context of
-        only some questions, so support recall and answer accuracy should be read against this.
-        """
+        """Gold passages present among `passages` (the HotpotQA sample lacks some)."""
         return self.supporting & {passage.passage_id for passage in self.passages}
 
 
@@ -86,10 +80,6 @@ class BeirDataset:
     split: str = DEFAULT_BEIR_SPLIT
 
 
-# --------------------------------------------------------------------------------------------------------
-# File reading
-
-
 def open_text(path: Path) -> IO[str]:
     """Open `path` for reading UTF-8 text, gunzipping it when it starts with the gzip magic bytes."""
     with path.open("rb") as probe:
@@ -99,8 +89,13 @@ def open_text(path: Path) -> IO[str]:
     return path.open(encoding="utf-8")
 
 
+def read_questions(path: Path) -> list[str]:
+    """The "question" field of every line of a JSONL file (the samples' questions.jsonl)."""
+    return [str(_field(record, "question", path, line)) for line, record in _iter_jsonl(path)]
+
+
 def _require_file(path: Path) -> Path:
-    """`path` itself, or FileNotFoundError naming it (a clearer message than the one open() gives later)."""
+    """`path` itself, or FileNotFoundError naming it."""
     if not path.is_file():
         raise FileNotFoundError(f"missing file: {path}")
     return path
@@ -127,10 +122,6 @@ def _field(record: Any, key: str, path: Path, line_number: int) -> Any:
     if not isinstance(record, dict) or key not in record:
         raise ValueError(f"{path}:{line_number}: record has no {key!r} field")
     return record[key]
-
-
-# --------------------------------------------------------------------------------------------------------
-# BEIR
 
 
 def _find_beir_file(folder: Path, name: str) -> Path:
@@ -184,11 +175,8 @@ def read_beir_qrels(path: Path) -> dict[str, dict[str, int]]:
 
 
 def load_beir(folder: Path, split: str = DEFAULT_BEIR_SPLIT) -> BeirDataset:
-    """A BEIR dataset folder (GenericDataLoader layout: corpus.jsonl, queries.jsonl, qrels/<split>.tsv).
-
-    Queries are restricted to those judged in the split, as BEIR does; a judged query missing from
-    queries.jsonl is an error rather than a silently smaller evaluation.
-    """
+    """A BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), queries restricted to the
+    judged ones as BEIR does; a judged query missing from queries.jsonl is an error."""
     folder = Path(folder)
     if not folder.is_dir():
         raise FileNotFoundError(f"missing BEIR folder: {folder}")
@@ -202,10 +190,6 @@ def load_beir(folder: Path, split: str = DEFAULT_BEIR_SPLIT) -> BeirDataset:
     return BeirDataset(corpus_path=corpus_path, queries=queries, qrels=qrels, name=folder.name, split=split)
 
 
-# --------------------------------------------------------------------------------------------------------
-# SQuAD / CMRC 2018
-
-
 def _read_json_document(path: Path) -> Any:
     """A whole-file JSON document, or ValueError naming the file and position."""
     with open_text(_require_file(path)) as handle:
@@ -215,28 +199,10 @@ def _read_json_document(path: Path) -> Any:
             raise ValueError(f"{path}:{error.lineno}: invalid JSON ({error.msg})") from error
 
 
-def _unique_texts(texts: Iterable[str]) -> list[str]:
-    """Texts in first-occurrence order without repeats (SQuAD lists one answer per annotator)."""
-    return list(dict.fromkeys(texts))
-
-
-def _squad_answerable(qa: dict[str, Any], answers: list[str]) -> bool:
-    """A SQuAD question is unanswerable when marked so (v2 `is_impossible`) or when it lists no answer.
-
-    The answers an unanswerable SQuAD 2.0 question might tempt one to give (`plausible_answers`) are not
-    gold answers and are never read.
-    """
-    return not qa.get("is_impossible") and bool(answers)
-
-
 def load_squad(path: Path, language: str = LANGUAGE_ENGLISH) -> list[QAExample]:
-    """Questions of a SQuAD v1/v2-format file, each over its own paragraph.
-
-    Passage id is the paragraph's "id" when it has one (CMRC 2018 does), else "<article title>#<index>".
-    Two different paragraphs with one id would make the pooled corpus lose one, so that is an error.
-    Unanswerable questions (SQuAD 2.0) are kept with no gold answer and `answerable` False; their
-    paragraph stays in the corpus, since it is the near miss the engine must decline to answer from.
-    """
+    """Questions of a SQuAD v1/v2-format file, each over its own paragraph (id: the paragraph's "id", else
+    "<title>#<index>"; one id for two paragraphs is an error). Unanswerable questions (`is_impossible` or
+    no answer) are kept with no gold answer: their paragraph is the near miss the engine must decline."""
     path = Path(path)
     document = _read_json_document(path)
     if not isinstance(document, dict) or not isinstance(document.get("data"), list):
@@ -252,8 +218,8 @@ def load_squad(path: Path, language: str = LANGUAGE_ENGLISH) -> list[QAExample]:
             if known_text != passage.text:
                 raise ValueError(f"{path}: paragraph id {passage_id!r} is used for two different paragraphs")
             for qa in paragraph.get("qas", []):
-                answers = _unique_texts(str(answer["text"]) for answer in qa.get("answers") or [])
-                answerable = _squad_answerable(qa, answers)
+                answers = list(dict.fromkeys(str(answer["text"]) for answer in qa.get("answers") or []))
+                answerable = not qa.get("is_impossible") and bool(answers)
                 examples.append(
                     QAExample(
                         qid=str(qa["id"]),
@@ -281,10 +247,6 @@ def cmrc_as_retrieval(path: Path) -> tuple[list[Passage], dict[str, str], dict[s
     queries = {example.qid: example.question for example in examples}
     qrels = {example.qid: dict.fromkeys(example.supporting, 1) for example in examples}
     return passages, queries, qrels
-
-
-# --------------------------------------------------------------------------------------------------------
-# HotpotQA
 
 
 def _read_json_array_or_lines(path: Path) -> list[Any]:
@@ -331,10 +293,8 @@ def _hotpot_example(record: Any, path: Path, position: int) -> QAExample:
 
 
 def load_hotpotqa(path: Path) -> list[QAExample]:
-    """HotpotQA questions (original format, JSON array or JSONL): passages are the context paragraphs,
-    keyed by title; supporting = titles of the supporting facts. Questions without context are kept with
-    no passages, so that the question count matches the published one.
-    """
+    """HotpotQA questions (JSON array or JSONL): passages are the context paragraphs keyed by title,
+    supporting the supporting facts' titles; questions without context are kept (the published count)."""
     path = Path(path)
     return [
         _hotpot_example(record, path, position)
@@ -342,15 +302,8 @@ def load_hotpotqa(path: Path) -> list[QAExample]:
     ]
 
 
-# --------------------------------------------------------------------------------------------------------
-# Corpus building
-
-
 def pool_passages(examples: Iterable[QAExample]) -> list[Passage]:
-    """The QA evaluation corpus: every passage of every example, once per id, in first-seen order.
-
-    When two examples hold different texts under one id the first is kept and the clash is logged.
-    """
+    """Every passage of every example once per id, in first-seen order (a clash of texts is logged)."""
     pooled: dict[str, Passage] = {}
     for example in examples:
         for passage in example.passages:
@@ -361,10 +314,7 @@ def pool_passages(examples: Iterable[QAExample]) -> list[Passage]:
 
 
 def write_records_jsonl(passages: Iterable[Passage], path: Path) -> int:
-    """Write passages as {"_id", "title", "text"} JSON lines (the ingestion format); returns the count.
-
-    Non-ASCII text is written as is (UTF-8), so the Chinese corpus stays readable in the file.
-    """
+    """Write passages as {"_id", "title", "text"} UTF-8 JSON lines (ingestion's format); returns the count."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     count = 0

@@ -1,11 +1,6 @@
-"""The benchmarks' own indexes: a corpus file ingested by the product into a dedicated data directory.
-
-Why a dedicated directory per corpus and index configuration: an evaluation must never mix its passages
-into the user's knowledge base (nor read the user's documents as distractors), and re-embedding a corpus on
-every run would dominate the benchmark's time. The directory name is keyed by the corpus file's identity and
-every setting that changes chunks or vectors, so a rerun with the same inputs reuses the index and a changed
-input gets a fresh one. Ingestion itself is the product's (`ingest_paths`), so the numbers describe what
-users get.
+"""The benchmarks' own indexes: a corpus file ingested by the product (so numbers describe what users get)
+into a data directory of its own, apart from the user's documents and keyed by the corpus file and every
+setting that changes chunks or vectors, so a rerun reuses the index and a changed input gets a fresh one.
 """
 
 from __future__ import annotations
@@ -50,12 +45,8 @@ def file_fingerprint(path: Path) -> str:
 
 
 def index_settings(settings: Settings, name: str, corpus_file: Path) -> Settings:
-    """`settings` with the data directory of this corpus's index: `<data_dir>/eval/<name>-<key>`.
-
-    The key covers the corpus file and the settings that decide chunks and vectors; the chunker's settings
-    (RAG_CHUNKER, RAG_SEPARATOR, RAG_SEMANTIC_*) and a non-default window overlap add to it only when they
-    differ from the defaults, so the indexes built before they existed keep their folders.
-    """
+    """`settings` with the data directory of this corpus's index, `<data_dir>/eval/<name>-<key>`; chunker
+    settings and window overlap enter the key only off their defaults, so older indexes keep their folders."""
     overlap = settings.embedding_window_overlap
     key = hashlib.sha1(
         f"{file_fingerprint(corpus_file)}|{settings.chunk_size}|{settings.chunk_overlap}|"
@@ -67,11 +58,8 @@ def index_settings(settings: Settings, name: str, corpus_file: Path) -> Settings
 
 
 def write_corpus_once(passages: Iterable[Passage], path: Path) -> Path:
-    """Write the corpus file unless it exists; the write goes through a temporary file and a rename.
-
-    Writing once keeps the file's fingerprint (hence its index) stable across runs, and the rename means an
-    interrupted write never leaves a half corpus that a later run would take for the whole one.
-    """
+    """Write the corpus file unless it exists (its fingerprint, hence its index, stays stable), through a
+    temporary file and a rename so an interrupted write never leaves a half corpus."""
     if path.exists():
         return path
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
@@ -83,10 +71,7 @@ def write_corpus_once(passages: Iterable[Passage], path: Path) -> Path:
 def ingest_corpus(
     kb: KnowledgeBase, corpus_file: Path, *, collection: str, progress: ProgressFactory = no_progress
 ) -> IngestSummary:
-    """Ingest `corpus_file` into `collection` (a quick no-op when already indexed unchanged).
-
-    A record that fails to ingest is an error: a benchmark on part of its corpus would report wrong numbers.
-    """
+    """Ingest `corpus_file` into `collection` (a no-op when indexed unchanged); a failed record raises."""
     advance = progress("ingest (chunks embedded)", 0)
     summary = ingest_paths(
         kb,

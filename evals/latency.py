@@ -1,26 +1,23 @@
 """`rag eval latency`: where a question's time goes in the agentic graph, and what the graph itself costs.
 
-Each question runs on its own thread with the SQLite checkpointer (as `rag ask` does), streamed, so the time
-until the first answer token is measured too (what a person watching the stream waits for). Per question we
-take the wall time and the graph's own accounting: model time (`timings_ms["model"]`), retrieval time
-(`timings_ms["retrieval"]`, query embedding included) and per-node times. Overhead = wall - model - retrieval:
-everything the engine adds around the two unavoidable costs (LangGraph scheduling, checkpoint writes, grading,
-prompt building, citation handling).
+Each question runs streamed on its own thread with the SQLite checkpointer (as `rag ask` does), so the first
+answer token is timed too. Overhead = wall - model - retrieval (the graph's own `timings_ms`): everything the
+engine adds around the two unavoidable costs.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from config.settings import Settings
-from evals.environment import machine_description, model_description
+from evals.datasets import read_questions
+from evals.environment import load_average, machine_description, model_description
+from evals.eval_index import ProgressFactory, no_progress
 from evals.metrics import linear_percentile
 from evals.qa import ResourcesFactory
+from evals.qa_aggregate import COST_TIMING_KEYS
 from graphs.runner import Session, new_thread_id
 from nodes.resources import Resources, use_resources
 from retrieval.ingest import ingest_paths
@@ -30,10 +27,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_CORPUS = REPO_ROOT / "samples" / "corpus"
 SAMPLE_QUESTIONS = REPO_ROOT / "samples" / "questions.jsonl"
 LATENCY_COLLECTION = "latency"
-#: Keys of timings_ms that are not nodes.
-COST_KEYS = ("model", "retrieval")
-#: Targets on an idle 2-core machine with the default model: median end-to-end answer time,
-#: and median time until the first answer token is shown.
+#: Median answer and first-token times targeted on an idle 2-core machine with the default model.
 WALL_P50_TARGET_S = 15.0
 FIRST_TOKEN_P50_TARGET_S = 5.0
 
@@ -56,9 +50,7 @@ def timed_turn(
 
 def sample_questions(path: Path = SAMPLE_QUESTIONS) -> list[str]:
     """The questions about the sample corpus."""
-    return [
-        json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
+    return read_questions(path)
 
 
 def run_latency_eval(
@@ -67,13 +59,10 @@ def run_latency_eval(
     questions: int = 50,
     corpus: Path = SAMPLE_CORPUS,
     questions_file: Path = SAMPLE_QUESTIONS,
-    progress: Callable[[str, int], Callable[[int], None]] | None = None,
+    progress: ProgressFactory = no_progress,
     resources: ResourcesFactory = Resources,
 ) -> dict[str, Any]:
-    """Ingest `corpus` (a folder or file; the sample corpus by default) into a dedicated data dir, then time
-    `questions` graph runs cycling through `questions_file` (JSONL with a "question" field).
-
-    `resources` builds the models and stores for that data dir (tests pass fakes)."""
+    """Ingest `corpus` into its own data dir, then time `questions` runs cycling through `questions_file`."""
     # The answer cache off: the warm-up asks the first question again, and a cache hit times no graph at all.
     eval_settings = settings.model_copy(
         update={"data_dir": settings.data_dir / "eval" / "latency", "cache_enabled": False}
@@ -89,14 +78,14 @@ def _time_questions(
     settings: Settings,
     pool: list[str],
     questions: int,
-    progress: Callable[[str, int], Callable[[int], None]] | None,
+    progress: ProgressFactory,
 ) -> dict[str, Any]:
     if not pool:
         raise ValueError("the questions file holds no question")
     session = Session(eval_settings)
     context = Context(collection=LATENCY_COLLECTION)
     session.ask(pool[0], thread_id=new_thread_id(), context=context)  # warm-up: model and index loading
-    advance = progress("questions", questions) if progress else (lambda _n: None)
+    advance = progress("questions", questions)
     walls, models, retrievals, overheads, calls, first_tokens = [], [], [], [], [], []
     per_node: dict[str, list[float]] = {}
     for index in range(questions):
@@ -111,7 +100,7 @@ def _time_questions(
         overheads.append(max(0.0, wall - model_ms - retrieval_ms))
         calls.append(result.get("llm_calls", 0))
         for node, value in timings.items():
-            if node not in COST_KEYS:
+            if node not in COST_TIMING_KEYS:
                 per_node.setdefault(node, []).append(value)
         advance(1)
     wall_total = sum(walls)
@@ -131,7 +120,7 @@ def _time_questions(
         "first_token_ms_p95": round(linear_percentile(first_tokens, 95), 1) if first_tokens else None,
         "questions_with_streamed_answer": len(first_tokens),
         "targets": {"wall_p50_s": WALL_P50_TARGET_S, "first_token_p50_s": FIRST_TOKEN_P50_TARGET_S},
-        "load_1m_after": round(os.getloadavg()[0], 2),
+        "load_1m_after": load_average(),
         "llm_calls_per_question": round(sum(calls) / questions, 2),
         "per_node_ms": {node: round(sum(values) / questions, 2) for node, values in sorted(per_node.items())},
     }

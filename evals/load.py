@@ -1,24 +1,10 @@
 """`rag eval load`: the HTTP API under concurrent clients — throughput, latency percentiles, errors (by
 status), and cold versus cache-hit latency.
 
-Three phases, and why:
-1. cold: each distinct question once, one at a time, so every answer is computed with the machine to itself
-   — the cold latency is the engine's real cost per answer. The question goes with the semantic cache on (so
-   the answer is cached for phase 2); when it was already cached (an earlier benchmark within the cache's
-   TTL), it is asked again with `use_cache: false` and that computed answer is the cold one.
-   Then each question is asked once more, still one at a time, with the cache on: these are cache hits
-   measured like the cold answers (the machine to itself), so hit / cold compares like with like.
-2. load: N clients send M requests in total, cycling through the same questions, as fast as answers come
-   back. Repeated questions are what a semantic cache serves; the report splits this phase's latencies by the
-   response's `metadata.cache_hit`, so a missing or bypassed cache shows as zero hits, not as a fast engine.
-3. uncached load: N clients at once, each question computed (`use_cache: false`): the queueing case that
-   the cache hides — every client waits for the one embedded model, and must get its answer, not a 504.
-Each request goes to one route (`--route`): generate (JSON), stream (SSE: the answer counts when its `done`
-event says ok; the first answer token's time is kept too) or batch (one question per batch request, so the
-phases stay the same; the item's own status decides).
-Targets: 0 errors at 16 clients; a cache hit in at most 5% of a cold answer's time (p50 / p50, both
-one at a time; the ratio of the hits under load, which queue behind 15 other clients on the same cores, is
-reported beside it).
+Phases: (1) each question alone, computed, then alone again as a cache hit (like with like); (2) N clients
+cycling through the questions, latencies split by `metadata.cache_hit` so a missing cache shows as no hits;
+(3) N clients at once with the cache bypassed: the queueing it hides. Targets: 0 errors at 16 clients; a
+cache hit within 5% of a cold answer's time (p50 / p50, both alone).
 """
 
 from __future__ import annotations
@@ -27,12 +13,14 @@ import json
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 
+from evals.datasets import read_questions
 from evals.environment import machine_description
 from evals.metrics import linear_percentile
 
@@ -46,9 +34,8 @@ LOAD_ROUTES: tuple[LoadRoute, ...] = ("generate", "stream", "batch")
 
 def load_route(name: str) -> LoadRoute:
     """`name` as a load route, or ValueError naming the choices (`--route` read from the command line)."""
-    for route in LOAD_ROUTES:
-        if name == route:
-            return route
+    if name in LOAD_ROUTES:
+        return name
     raise ValueError(f"--route must be one of {', '.join(LOAD_ROUTES)}, not {name!r}")
 
 
@@ -58,20 +45,8 @@ CLIENT_TIMEOUT_S = 300
 HIT_TARGET_RATIO = 0.05
 
 
-def load_questions(path: Path, limit: int) -> list[str]:
-    """The first `limit` questions of a JSONL file with a "question" field."""
-    questions = [
-        json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
-    if not questions:
-        raise ValueError(f"no questions in {path}")
-    return questions[:limit]
-
-
 def percentile_or_none(values: list[float], q: float) -> float | None:
-    """evals.metrics.linear_percentile of the values (q in 0..100); None for no values (no request answered).
-
-    Reports written before this used the nearest rank (p50 of 100, 200, 300, 400 was 200, now 250)."""
+    """evals.metrics.linear_percentile of the values (q in 0..100); None when no request was answered."""
     return linear_percentile(values, q) if values else None
 
 
@@ -81,19 +56,16 @@ def _one(
     """Ask one question on `route`; the record's status is 200 only for a whole answer."""
     started = time.perf_counter()
     first_token_s: float | None = None
+    request = {"query": question, **payload}
     try:
         if route == "stream":
-            status, body, first_token_s = _streamed(client, {"query": question, **payload}, started)
+            status, body, first_token_s = _streamed(client, request, started)
         else:
-            reply = (
-                client.post(BATCH_ROUTE, json={"requests": [{"query": question, **payload}]})
-                if route == "batch"
-                else client.post(GENERATE_ROUTE, json={"query": question, **payload})
+            url, sent = (
+                (BATCH_ROUTE, {"requests": [request]}) if route == "batch" else (GENERATE_ROUTE, request)
             )
-            status = reply.status_code
-            body = (
-                reply.json() if reply.headers.get("content-type", "").startswith("application/json") else {}
-            )
+            reply = client.post(url, json=sent)
+            status, body = reply.status_code, _json_or_empty(reply)
             if route == "batch" and status == 200:
                 body = (body.get("results") or [{}])[0]
                 status = int(body.get("status", 0))
@@ -185,12 +157,9 @@ def _concurrently(
 
 def errors_by_status(records: list[dict[str, Any]]) -> dict[str, int]:
     """Failed requests per HTTP status ("0" = no response: connection error or client timeout)."""
-    counts: dict[str, int] = {}
-    for record in records:
-        if record["status"] != 200:
-            key = str(record["status"])
-            counts[key] = counts.get(key, 0) + 1
-    return dict(sorted(counts.items()))
+    return dict(
+        sorted(Counter(str(record["status"]) for record in records if record["status"] != 200).items())
+    )
 
 
 def _summary(records: list[dict[str, Any]], wall_s: float | None = None) -> dict[str, Any]:
@@ -243,8 +212,7 @@ def run_load(
     the report. `uncached_requests` defaults to `clients` (every client computes one answer at once); 0 skips
     phase 3."""
     uncached = clients if uncached_requests is None else uncached_requests
-    _check_load_options(route, clients=clients, requests=requests, questions=questions, uncached=uncached)
-    texts = load_questions(questions_file, questions)
+    texts = _questions_to_ask(questions_file, questions, clients, requests, uncached, route)
     payload = {key: value for key, value in (payload or {}).items() if key != "use_cache"}
     cached, bypass = {**payload, "use_cache": True}, {**payload, "use_cache": False}
     say = progress or (lambda _line: None)
@@ -252,7 +220,11 @@ def run_load(
     cold, recomputed, again = _one_at_a_time(base, headers, texts, cached, bypass, route, say)
     say(f"load phase: {requests} requests from {clients} clients")
     records, wall = _concurrently(base, clients, requests, texts, cached, headers, route)
-    fresh, fresh_wall = _uncached_load(base, clients, uncached, texts, bypass, headers, route, say)
+    fresh: list[dict[str, Any]] = []
+    fresh_wall = 0.0
+    if uncached:
+        say(f"uncached load phase: {uncached} requests from {clients} clients, cache bypassed")
+        fresh, fresh_wall = _concurrently(base, clients, uncached, texts, bypass, headers, route)
 
     hits = [record for record in records if record["status"] == 200 and record["cache_hit"]]
     misses = [record for record in records if record["status"] == 200 and not record["cache_hit"]]
@@ -262,7 +234,6 @@ def run_load(
     alone_summary = _summary(alone_hits)
     ratio = _ratio(alone_summary, cold_summary)
     everything = [*cold, *again, *records, *fresh]
-    errors = _error_messages(everything)
     return {
         "url": base,
         "route": route,
@@ -279,22 +250,34 @@ def run_load(
         "hit_to_cold_p50_ratio": ratio,
         "hit_under_load_to_cold_p50_ratio": _ratio(hit_summary, cold_summary),
         "errors_by_status": errors_by_status(everything),
-        "targets": {
-            "zero_errors": not any(record["status"] != 200 for record in everything),
-            "hit_within_5_percent_of_cold": None if ratio is None else ratio <= HIT_TARGET_RATIO,
-        },
-        "error_messages": errors,
+        "targets": _targets(everything, ratio),
+        "error_messages": dict(Counter(record["error"] for record in everything if record["error"])),
     }
 
 
-def _check_load_options(route: str, *, clients: int, requests: int, questions: int, uncached: int) -> None:
-    """ValueError naming the option when the route is unknown or a count is out of range."""
-    if route not in LOAD_ROUTES:
-        raise ValueError(f"--route must be one of {', '.join(LOAD_ROUTES)}, not {route!r}")
+def _targets(records: list[dict[str, Any]], hit_to_cold: float | None) -> dict[str, bool | None]:
+    """Whether the run met its targets: no failed request, a hit alone within HIT_TARGET_RATIO of a cold
+    answer (None when either was never answered)."""
+    return {
+        "zero_errors": not any(record["status"] != 200 for record in records),
+        "hit_within_5_percent_of_cold": None if hit_to_cold is None else hit_to_cold <= HIT_TARGET_RATIO,
+    }
+
+
+def _questions_to_ask(
+    questions_file: Path, questions: int, clients: int, requests: int, uncached: int, route: str
+) -> list[str]:
+    """The first `questions` questions of `questions_file`, once the route and the counts are checked
+    (ValueError naming what is wrong)."""
+    load_route(route)
     if clients < 1 or requests < 1 or questions < 1 or uncached < 0:
         raise ValueError(
             "--clients, --requests and --questions must be at least 1, --uncached-requests at least 0"
         )
+    texts = read_questions(questions_file)[:questions]
+    if not texts:
+        raise ValueError(f"no questions in {questions_file}")
+    return texts
 
 
 def _one_at_a_time(
@@ -323,29 +306,3 @@ def _one_at_a_time(
         say(f"cache-hit phase: {len(texts)} questions again, one at a time")
         again = [_one(client, question, cached, route) for question in texts]
     return cold, recomputed, again
-
-
-def _uncached_load(
-    base: str,
-    clients: int,
-    uncached: int,
-    texts: list[str],
-    bypass: dict[str, Any],
-    headers: dict[str, str] | None,
-    route: LoadRoute,
-    say: Callable[[str], None],
-) -> tuple[list[dict[str, Any]], float]:
-    """The uncached load phase, cache bypassed: (records, wall seconds); none when `uncached` is 0."""
-    if not uncached:
-        return [], 0.0
-    say(f"uncached load phase: {uncached} requests from {clients} clients, cache bypassed")
-    return _concurrently(base, clients, uncached, texts, bypass, headers, route)
-
-
-def _error_messages(records: list[dict[str, Any]]) -> dict[str, int]:
-    """How many requests failed with each error message."""
-    errors: dict[str, int] = {}
-    for record in records:
-        if record["error"]:
-            errors[record["error"]] = errors.get(record["error"], 0) + 1
-    return errors

@@ -1,19 +1,9 @@
 """Evaluation metrics: retrieval ranking, extractive QA, citations, ROUGE-L, and the confidence figures
 (AUROC, expected calibration error, risk-coverage). Pure Python, no model.
 
-Each function follows a published reference so that numbers are comparable with papers:
-
-- nDCG / recall / MRR follow pytrec_eval as BEIR calls it: gain is the qrels grade itself (not 2^rel - 1),
-  the discount is log2(rank + 1), the ideal ranking comes from the qrels, and only grades >= 1 count as
-  relevant. A run is a mapping doc -> score there, so a document can appear only once; the functions here
-  keep each document's first rank for the same reason.
-- EM / F1 follow the SQuAD v1.1 script (normalise, compare, max over gold answers), and for text that
-  contains CJK characters they use the CMRC 2018 mixed segmentation: every CJK character is a token of its
-  own while runs of other characters (Latin words, numbers) stay whole. Token overlap is counted as a
-  multiset intersection, as in SQuAD and MLQA; the CMRC 2018 script counts the longest common substring
-  instead, which gives the same number whenever the overlap is one contiguous span.
-- ROUGE-L is the F1 (beta = 1) of the longest common subsequence, over the same tokens as F1, so English
-  and Chinese answers are measured with the same units as the other QA metrics.
+Each follows a published reference so numbers compare with papers: nDCG / recall / MRR as pytrec_eval computes
+them for BEIR (gain = grade, each document at its first rank); EM / F1 as the SQuAD v1.1 script, with CMRC
+2018's mixed segmentation for CJK text (each CJK character a token); ROUGE-L as the LCS F1 over those tokens.
 """
 
 from __future__ import annotations
@@ -22,26 +12,25 @@ import math
 import re
 import string
 import unicodedata
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
-from core.text import CJK_CHAR, CJK_RANGES
+from core.text import CJK_RANGES
 
+#: Decimals of the figures in a report.
+DIGITS = 4
 #: Qrels grade from which a document counts as relevant (pytrec_eval's default relevance_level).
 RELEVANCE_THRESHOLD = 1
 
 #: A space next to a CJK character carries no meaning ("北京 大学" is "北京大学").
 _SPACE_NEXT_TO_CJK = re.compile(f"(?<=[{CJK_RANGES}]) +| +(?=[{CJK_RANGES}])")
+#: One CJK character, or a run of other characters up to a space or a CJK character.
+_ANSWER_TOKEN = re.compile(f"[{CJK_RANGES}]|[^\\s{CJK_RANGES}]+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ASCII_PUNCTUATION = frozenset(string.punctuation)
-#: Unicode general categories removed by normalisation: every punctuation (P*) and symbol (S*) category.
-#: That covers SQuAD's string.punctuation (which includes symbols such as $ + < = > ^ ` | ~) and the
-#: full-width Chinese marks of the CMRC 2018 script (，。：？！“”；’《》……·、「」（）－～『』).
+#: Unicode categories removed by normalisation (punctuation, symbols): SQuAD's and CMRC 2018's marks alike.
 _REMOVED_CATEGORY_PREFIXES = ("P", "S")
-
-
-# --------------------------------------------------------------------------------------------------------
-# Retrieval
 
 
 def _check_k(k: int) -> None:
@@ -50,18 +39,10 @@ def _check_k(k: int) -> None:
         raise ValueError(f"k must be >= 1, got {k}")
 
 
-def _unique_in_order(ids: Iterable[str]) -> list[str]:
-    """`ids` without repeats, each at its first position."""
-    return list(dict.fromkeys(ids))
-
-
-def dedupe_to_documents(ranked_chunk_doc_ids: Iterable[str]) -> list[str]:
-    """Document ranking from a chunk ranking: each document at the rank of its best (first) chunk.
-
-    The qrels judge documents while the index returns chunks; scoring every chunk of a relevant document
-    would reward a retriever for returning the same document several times.
-    """
-    return _unique_in_order(ranked_chunk_doc_ids)
+def dedupe_to_documents(ranked_ids: Iterable[str]) -> list[str]:
+    """Each id once at its first rank: a document ranks as its best chunk (the qrels judge documents, and
+    scoring every chunk would reward returning one document several times)."""
+    return list(dict.fromkeys(ranked_ids))
 
 
 def _relevant(relevance: Mapping[str, int]) -> set[str]:
@@ -70,13 +51,10 @@ def _relevant(relevance: Mapping[str, int]) -> set[str]:
 
 
 def ndcg_at_k(ranked_doc_ids: Sequence[str], relevance: Mapping[str, int], k: int) -> float:
-    """nDCG@k as pytrec_eval's ndcg_cut computes it: DCG = sum(rel_i / log2(i + 1)) over ranks i = 1..k.
-
-    The ideal DCG sorts the qrels grades; 0.0 when the query has no relevant document (as pytrec_eval).
-    Negative grades (some TREC qrels use them) count as 0 gain.
-    """
+    """nDCG@k as pytrec_eval's ndcg_cut: sum(rel_i / log2(i + 1)) over the ideal's; 0.0 without a relevant
+    document; negative grades count as 0 gain."""
     _check_k(k)
-    ranked = _unique_in_order(ranked_doc_ids)[:k]
+    ranked = dedupe_to_documents(ranked_doc_ids)[:k]
     dcg = sum(
         max(relevance.get(doc_id, 0), 0) / math.log2(rank + 1) for rank, doc_id in enumerate(ranked, start=1)
     )
@@ -91,7 +69,7 @@ def recall_at_k(ranked_doc_ids: Sequence[str], relevance: Mapping[str, int], k: 
     relevant = _relevant(relevance)
     if not relevant:
         return 0.0
-    found = relevant.intersection(_unique_in_order(ranked_doc_ids)[:k])
+    found = relevant.intersection(dedupe_to_documents(ranked_doc_ids)[:k])
     return len(found) / len(relevant)
 
 
@@ -99,33 +77,24 @@ def mrr_at_k(ranked_doc_ids: Sequence[str], relevance: Mapping[str, int], k: int
     """Reciprocal rank of the first relevant document within the top k, else 0.0."""
     _check_k(k)
     relevant = _relevant(relevance)
-    for rank, doc_id in enumerate(_unique_in_order(ranked_doc_ids)[:k], start=1):
+    for rank, doc_id in enumerate(dedupe_to_documents(ranked_doc_ids)[:k], start=1):
         if doc_id in relevant:
             return 1.0 / rank
     return 0.0
 
 
 def support_recall_at_k(retrieved_ids: Sequence[str], supporting_ids: set[str], k: int) -> float | None:
-    """Share of the gold supporting passages (e.g. HotpotQA's two paragraphs) found in the top k retrieved.
-
-    None when the example has no supporting passage: the metric is undefined there, and averaging a 0 or
-    a 1 in would bias the mean either way.
-    """
+    """Share of the gold supporting passages found in the top k retrieved; None without any (undefined)."""
     _check_k(k)
     if not supporting_ids:
         return None
-    found = supporting_ids.intersection(_unique_in_order(retrieved_ids)[:k])
+    found = supporting_ids.intersection(dedupe_to_documents(retrieved_ids)[:k])
     return len(found) / len(supporting_ids)
 
 
 def linear_percentile(values: Iterable[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation between ranks, as numpy's default method.
-
-    The one percentile of every report (retrieval, QA, latency, load, the campaigns), so a p95 means the same
-    in each: position (n - 1) * q / 100 in the sorted values, interpolated between its two neighbours
-    (p50 of 100, 200, 300, 400 is 250; nearest rank would say 200). Used for latency reports (p50/p95),
-    where numpy would be the only reason to import numpy.
-    """
+    """The q-th percentile (0..100), linearly interpolated between ranks as numpy's default: the one
+    percentile of every report, so a p95 means the same in each."""
     if not 0 <= q <= 100:
         raise ValueError(f"q must be within [0, 100], got {q}")
     ordered = sorted(values)
@@ -138,14 +107,20 @@ def linear_percentile(values: Iterable[float], q: float) -> float:
     return ordered[lower] + (ordered[upper] - ordered[lower]) * fraction
 
 
+def rounded(value: float | None) -> float | None:
+    """A figure at DIGITS decimals (None stays None)."""
+    return None if value is None else round(value, DIGITS)
+
+
+def share(count: int, total: int) -> float | None:
+    """count / total at DIGITS decimals; None for an empty total."""
+    return round(count / total, DIGITS) if total else None
+
+
 def mean_of_defined(values: Iterable[float | None]) -> float | None:
     """Mean over the values that are not None (metrics return None where undefined); None if none is."""
     defined = [value for value in values if value is not None]
     return sum(defined) / len(defined) if defined else None
-
-
-# --------------------------------------------------------------------------------------------------------
-# Extractive QA
 
 
 def _is_removed_char(char: str) -> bool:
@@ -154,11 +129,8 @@ def _is_removed_char(char: str) -> bool:
 
 
 def normalize_answer(text: str) -> str:
-    """SQuAD normalisation extended to Chinese: lowercase, drop punctuation (any script), drop English
-    articles, collapse whitespace, and drop spaces next to CJK characters (they separate nothing there).
-
-    Punctuation is deleted, not replaced by a space ("don't" -> "dont"), exactly as in the SQuAD script.
-    """
+    """SQuAD normalisation extended to Chinese: lowercase, delete punctuation (any script), drop English
+    articles, collapse whitespace, and drop spaces next to CJK characters (they separate nothing there)."""
     lowered = text.lower()
     without_punctuation = "".join(char for char in lowered if not _is_removed_char(char))
     without_articles = _ARTICLES.sub(" ", without_punctuation)
@@ -167,31 +139,13 @@ def normalize_answer(text: str) -> str:
 
 
 def answer_tokens(text: str) -> list[str]:
-    """Tokens of the normalised text: each CJK character alone, other runs split on whitespace.
-
-    For text without CJK characters this is the SQuAD whitespace tokenisation; for Chinese it is the
-    CMRC 2018 mixed segmentation ("ω-force是" -> ["ωforce", "是"] after normalisation).
-    """
-    tokens: list[str] = []
-    current: list[str] = []
-    for char in normalize_answer(text):
-        if char.isspace() or CJK_CHAR.match(char):
-            if current:
-                tokens.append("".join(current))
-                current = []
-            if not char.isspace():
-                tokens.append(char)
-        else:
-            current.append(char)
-    if current:
-        tokens.append("".join(current))
-    return tokens
+    """Tokens of the normalised text: each CJK character alone, other runs split on whitespace (CMRC 2018's
+    mixed segmentation; SQuAD's tokens for text without CJK)."""
+    return _ANSWER_TOKEN.findall(normalize_answer(text))
 
 
 def _gold_list(gold_answers: str | Sequence[str]) -> list[str]:
-    """Gold answers as SQuAD v2's script takes them: those that normalise to nothing are dropped, and a
-    question left with none is unanswerable, whose only correct prediction is the empty answer.
-    """
+    """Gold answers as SQuAD v2's script takes them: empty ones dropped, none left means "" (unanswerable)."""
     golds = [gold_answers] if isinstance(gold_answers, str) else list(gold_answers)
     kept = [gold for gold in golds if normalize_answer(gold)]
     return kept or [""]
@@ -204,36 +158,27 @@ def exact_match(prediction: str, gold_answers: str | Sequence[str]) -> float:
 
 
 def contains_gold_answer(prediction: str, gold_answers: Sequence[str]) -> float:
-    """1.0 when a gold answer's normalised tokens occur, in order and contiguous, in the prediction's.
-
-    What the QA reports publish as `contains_gold` (and the campaigns' model and prompt comparisons too):
-    the Adaptive-RAG paper's "accuracy" (Jeong et al., 2024), which credits a right answer inside a longer
-    reply that EM rejects, measured on token boundaries rather than as a substring.
-
-    Token boundaries matter: "1931" is not found in "19310"; for Chinese the tokens are characters (CMRC's
-    segmentation). An unanswerable question (no gold answer) is accurate only with an empty prediction.
-    """
+    """1.0 when a gold answer's tokens occur contiguously in the prediction's (Adaptive-RAG's "accuracy",
+    on token boundaries: "1931" is not in "19310"); without gold answers, only an empty prediction."""
     predicted = answer_tokens(prediction)
     golds = [tokens for tokens in (answer_tokens(gold) for gold in gold_answers) if tokens]
     if not golds:
         return float(not predicted)
-    for gold in golds:
-        width = len(gold)
-        if any(predicted[start : start + width] == gold for start in range(len(predicted) - width + 1)):
-            return 1.0
-    return 0.0
+    starts = range(len(predicted))
+    return float(any(predicted[start : start + len(gold)] == gold for gold in golds for start in starts))
+
+
+def _f_measure(matched: int, predicted: int, gold: int) -> float:
+    """F1 of `matched` tokens out of `predicted` and `gold`; with an empty side, 1.0 only if both are."""
+    if not predicted or not gold:
+        return float(predicted == gold)
+    return 2 * matched / (predicted + gold)
 
 
 def _overlap_f1(prediction_tokens: list[str], gold_tokens: list[str]) -> float:
-    """SQuAD's token F1; when either side is empty, 1.0 only if both are (unanswerable questions)."""
-    if not prediction_tokens or not gold_tokens:
-        return float(prediction_tokens == gold_tokens)
+    """SQuAD's token F1 (multiset overlap)."""
     common = sum((Counter(prediction_tokens) & Counter(gold_tokens)).values())
-    if common == 0:
-        return 0.0
-    precision = common / len(prediction_tokens)
-    recall = common / len(gold_tokens)
-    return 2 * precision * recall / (precision + recall)
+    return _f_measure(common, len(prediction_tokens), len(gold_tokens))
 
 
 def f1_score(prediction: str, gold_answers: str | Sequence[str]) -> float:
@@ -255,74 +200,41 @@ def _lcs_length(first: Sequence[str], second: Sequence[str]) -> int:
     return previous[-1]
 
 
-def _rouge_l_single(prediction_tokens: list[str], reference_tokens: list[str]) -> float:
-    """ROUGE-L F1 against one reference; both empty counts as a match, one empty as 0."""
-    if not prediction_tokens or not reference_tokens:
-        return float(prediction_tokens == reference_tokens)
-    lcs = _lcs_length(prediction_tokens, reference_tokens)
-    if lcs == 0:
-        return 0.0
-    precision = lcs / len(prediction_tokens)
-    recall = lcs / len(reference_tokens)
-    return 2 * precision * recall / (precision + recall)
-
-
 def rouge_l(prediction: str, reference: str | Sequence[str]) -> float:
-    """ROUGE-L F1 (LCS-based), max over references when several are given (e.g. CMRC's gold answers).
-
-    Unlike token F1 it rewards keeping the gold tokens in order, which matters for long generated answers.
-    """
+    """ROUGE-L F1 (LCS-based), max over the references: unlike token F1 it rewards gold tokens in order."""
     references = [reference] if isinstance(reference, str) else list(reference)
     if not references:
         raise ValueError("rouge_l needs at least one reference")
-    prediction_tokens = answer_tokens(prediction)
-    return max(_rouge_l_single(prediction_tokens, answer_tokens(ref)) for ref in references)
-
-
-# --------------------------------------------------------------------------------------------------------
-# Citations
+    predicted = answer_tokens(prediction)
+    return max(
+        _f_measure(_lcs_length(predicted, gold), len(predicted), len(gold))
+        for gold in map(answer_tokens, references)
+    )
 
 
 def citation_precision(cited_ids: Sequence[str], supporting_ids: set[str]) -> float | None:
-    """Share of the distinct cited passages that are gold supporting passages; None when nothing is cited.
-
-    An answer without citations has no precision to measure (it is counted by a citation-rate metric
-    instead); returning 0 or 1 would bias the mean. Citing the same passage twice counts once.
-    """
-    distinct = _unique_in_order(cited_ids)
+    """Share of the distinct cited passages that are gold; None when nothing is cited (undefined)."""
+    distinct = dedupe_to_documents(cited_ids)
     if not distinct:
         return None
     return sum(cited in supporting_ids for cited in distinct) / len(distinct)
 
 
-# --------------------------------------------------------------------------------------------------------
-# Confidence: ranking, calibration and selective answering
-
-#: Equal-width probability bins of the expected calibration error (Guo et al., 2017, use 15; 10 is the
-#: reliability diagram's usual grid and keeps each bin populated on a few hundred records).
+#: Equal-width probability bins of the calibration error (10 keeps bins populated on a few hundred records).
 CALIBRATION_BINS = 10
 
 
 def auroc(scores: Sequence[float], labels: Sequence[float]) -> float | None:
     """Area under the ROC curve: P(a random positive (label 1) scores above a random negative (label 0)),
-    ties counted half (the Mann-Whitney U from average ranks); None when either class is absent."""
+    ties counted half (the Mann-Whitney U); None when either class is absent."""
     if len(scores) != len(labels):
         raise ValueError(f"auroc: {len(scores)} scores but {len(labels)} labels")
-    positives = sum(1 for label in labels if label)
-    negatives = len(labels) - positives
+    positives = [score for score, label in zip(scores, labels, strict=True) if label]
+    negatives = sorted(score for score, label in zip(scores, labels, strict=True) if not label)
     if not positives or not negatives:
         return None
-    order = sorted(range(len(scores)), key=lambda index: scores[index])
-    positive_rank_sum = 0.0
-    start = 0
-    while start < len(order):
-        end = start
-        while end < len(order) and scores[order[end]] == scores[order[start]]:
-            end += 1
-        average_rank = (start + 1 + end) / 2  # ranks start + 1 .. end share their mean
-        positive_rank_sum += average_rank * sum(1 for index in order[start:end] if labels[index])
-        start = end
-    return (positive_rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
+    below_or_tied = sum(bisect_left(negatives, s) + bisect_right(negatives, s) for s in positives) / 2
+    return below_or_tied / (len(positives) * len(negatives))
 
 
 def calibration_bin(probability: float, bins: int = CALIBRATION_BINS) -> int:
@@ -333,19 +245,41 @@ def calibration_bin(probability: float, bins: int = CALIBRATION_BINS) -> int:
 def expected_calibration_error(
     probabilities: Sequence[float], labels: Sequence[float], bins: int = CALIBRATION_BINS
 ) -> float | None:
-    """Expected calibration error: the mean over equal-width bins of |mean probability - share right|,
-    each bin weighted by its share of the records; None without records."""
+    """Mean over equal-width bins of |mean probability - share right|, weighted by size; None if empty."""
     if len(probabilities) != len(labels):
         raise ValueError(f"calibration error: {len(probabilities)} probabilities but {len(labels)} labels")
     if not probabilities:
         return None
-    totals = [[0, 0.0, 0.0] for _ in range(bins)]  # count, sum of probabilities, sum of labels
+    totals = calibration_totals(probabilities, labels, bins)
+    return sum(abs(summed - right) for _count, summed, right in totals) / len(probabilities)
+
+
+def calibration_totals(
+    probabilities: Sequence[float], labels: Sequence[float], bins: int = CALIBRATION_BINS
+) -> list[tuple[int, float, float]]:
+    """(count, sum of probabilities, sum of labels) of each non-empty equal-width bin, in bin order."""
+    totals = [[0, 0.0, 0.0] for _ in range(bins)]
     for probability, label in zip(probabilities, labels, strict=True):
         total = totals[calibration_bin(probability, bins)]
         total[0] += 1
         total[1] += probability
         total[2] += float(label)
-    return sum(abs(summed - right) for count, summed, right in totals if count) / len(probabilities)
+    return [(int(count), summed, right) for count, summed, right in totals if count]
+
+
+def band_counts(
+    bands: Sequence[str], right: Sequence[bool], unanswerable: Sequence[bool], names: Iterable[str]
+) -> dict[str, dict[str, int]]:
+    """Per band name: its answers, those whose candidate was right, and those of unanswerable questions."""
+    rows = list(zip(bands, right, unanswerable, strict=True))
+    return {
+        name: {
+            "n": sum(band == name for band, _, _ in rows),
+            "right": sum(band == name and ok for band, ok, _ in rows),
+            "unanswerable": sum(band == name and no for band, _, no in rows),
+        }
+        for name in names
+    }
 
 
 def risk_coverage(probabilities: Sequence[float], labels: Sequence[float]) -> list[tuple[float, float]]:
@@ -356,11 +290,9 @@ def risk_coverage(probabilities: Sequence[float], labels: Sequence[float]) -> li
         raise ValueError(f"risk_coverage: {len(probabilities)} probabilities but {len(labels)} labels")
     order = sorted(range(len(probabilities)), key=lambda index: -probabilities[index])
     points: list[tuple[float, float]] = []
-    shown = right = 0
-    for position, index in enumerate(order):
-        shown += 1
+    right = 0
+    for shown, index in enumerate(order, start=1):
         right += 1 if labels[index] else 0
-        last = position + 1 == len(order) or probabilities[order[position + 1]] != probabilities[index]
-        if last:
+        if shown == len(order) or probabilities[order[shown]] != probabilities[index]:  # last of a tie
             points.append((shown / len(order), right / shown))
     return points

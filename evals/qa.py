@@ -1,18 +1,8 @@
 """`rag eval qa`: answer quality and cost of a pipeline (naive, agentic, no-retrieval) on HotpotQA/CMRC/SQuAD.
 
-How the benchmark is set up, and why:
-- the corpus is the paragraphs of the evaluated questions pooled into one index, so every question competes
-  with the other questions' paragraphs (distractors included) and retrieval is real, not an oracle;
-- the corpus goes through the product's own ingestion into a dedicated data directory (evals/eval_index.py),
-  reused while the questions and index settings are unchanged;
-- each question runs through the same `Session` the CLI uses, with the models of the settings, so the same
-  command measures the embedded model or any OpenAI-compatible endpoint;
-- every answered question is appended to a JSONL file at once (flushed and synced), so an interrupted run
-  continues where it stopped; a question that raises is recorded with its error and the run goes on (a
-  rerun retries it). A record names the model it was answered with, and records of another model are run
-  again rather than mixed into this model's numbers. It also names the commit that answered it and the
-  machine's load when it started, since a resumed run may span commits and quiet and busy hours.
-Scoring and aggregation live in evals/qa_scoring.py.
+The questions' paragraphs are pooled into one index, so retrieval competes with distractors rather than
+reading an oracle. Each question runs through the CLI's `Session` and its record is appended at once, so an
+interrupted run resumes; records name their model (another model's are run again), commit and load.
 """
 
 from __future__ import annotations
@@ -23,7 +13,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -63,11 +53,9 @@ from state.context import Context
 
 logger = logging.getLogger(__name__)
 
-#: gold: the naive pipeline searching only the question's own gold paragraphs (its SQuAD paragraph, its
-#: HotpotQA supporting ones): the reader's ceiling with the same prompt, evidence step and model.
+#: gold: the naive pipeline searching only the question's gold paragraphs: the reader's ceiling.
 Pipeline = Literal["naive", "agentic", "no-retrieval", "gold"]
 PIPELINES: tuple[str, ...] = get_args(Pipeline)
-#: The graph behind each pipeline name of the command line.
 PIPELINE_GRAPHS: dict[str, GraphName] = {
     "naive": "baseline",
     "agentic": "rag",
@@ -79,11 +67,8 @@ RETRIEVING_PIPELINES = frozenset({"naive", "agentic", "gold"})
 
 
 def gold_filter(example: QAExample) -> dict[str, Any]:
-    """The search filter of the gold pipeline: only the question's gold paragraphs (its supporting ones
-    when the file names them, else its own context: a SQuAD question's paragraph, answerable or not).
-
-    ValueError, recorded as the question's error, when the file gives the question no paragraph: an empty
-    filter would be refused by the search with a message about filters instead of about the data."""
+    """The gold pipeline's search filter: the question's supporting paragraphs, else its own context.
+    ValueError naming the question when it has none (an empty filter's error would speak of filters)."""
     gold = sorted(example.supporting_available or {passage.passage_id for passage in example.passages})
     if not gold:
         raise ValueError(f"question {example.qid}: the file gives it no gold paragraph to read")
@@ -97,10 +82,6 @@ CORPUS_KEY_CHARS = 12
 LANGUAGE_PROBE_QUESTIONS = 20
 
 ResourcesFactory = Callable[[Settings], Resources]
-
-
-# --------------------------------------------------------------------------------------------------------
-# Dataset
 
 
 def dataset_name(path: Path) -> str:
@@ -120,11 +101,7 @@ def _squad_language(document: dict[str, Any]) -> str:
 
 
 def load_qa_examples(path: Path) -> list[QAExample]:
-    """Questions of a HotpotQA file (JSON array or JSONL) or a SQuAD-format file (CMRC 2018, SQuAD).
-
-    The format is read from the content, not the name: a whole-file JSON object with a "data" list is
-    SQuAD-format (Chinese when its questions are), anything else must be HotpotQA records.
-    """
+    """Questions of a SQuAD-format file (a JSON object with a "data" list), else of a HotpotQA file."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"dataset not found: {path}")
@@ -141,21 +118,18 @@ def load_qa_examples(path: Path) -> list[QAExample]:
 
 
 def select_examples(examples: list[QAExample], limit: int | None, skip: int = 0) -> list[QAExample]:
-    """The first `limit` questions after the first `skip` (all when None): deterministic, so reruns and
-    resumes agree. `skip` sets a development split apart: the questions after the reported ones."""
+    """The first `limit` questions after the first `skip` (all when None): deterministic, so resumes agree."""
     if limit is not None and limit < 1:
         raise ValueError(f"--limit must be at least 1, got {limit}")
     if skip < 0:
         raise ValueError(f"--skip must be at least 0, got {skip}")
-    remaining = examples[skip:]
-    return remaining[:limit] if limit else list(remaining)
+    return examples[skip:][:limit]
 
 
 def pool_examples(
     every_example: list[QAExample], examples: list[QAExample], pool: int | Literal["all"] | None
 ) -> list[QAExample]:
-    """The questions whose paragraphs make the corpus: the answered `examples`, or the first `pool` of the
-    file and the answered ones (which may lie beyond them with --skip), or all of them."""
+    """The questions whose paragraphs make the corpus: the answered ones, plus the first `pool` (or all)."""
     if pool is None:
         return examples
     if pool == "all":
@@ -165,10 +139,6 @@ def pool_examples(
     head = every_example[:pool]
     pooled = {example.qid for example in head}
     return head + [example for example in examples if example.qid not in pooled]
-
-
-# --------------------------------------------------------------------------------------------------------
-# Corpus and index
 
 
 def corpus_key(examples: Iterable[QAExample], passages: Iterable[Passage]) -> str:
@@ -189,29 +159,18 @@ def prepare_corpus(examples: list[QAExample], settings: Settings, name: str) -> 
     return write_corpus_once(passages, path), passages
 
 
-# --------------------------------------------------------------------------------------------------------
-# Per-question records (resumable)
-
-
 def default_results_path(
     dataset_path: Path, pipeline: str, limit: int | None, split: str = ALL_SPLITS
 ) -> Path:
-    """results/runs/<dataset>-<pipeline>[-<split>]-<limit or all>.jsonl (no split part for every question,
-    the name runs had before splits)."""
+    """results/runs/<dataset>-<pipeline>[-<split>]-<limit or all>.jsonl (no split part for "all")."""
     split_part = "" if split == ALL_SPLITS else f"-{split}"
-    return (
-        DEFAULT_RESULTS_DIR
-        / RUNS_DIR_NAME
-        / f"{dataset_name(dataset_path)}-{pipeline}{split_part}-{limit or 'all'}.jsonl"
-    )
+    name = f"{dataset_name(dataset_path)}-{pipeline}{split_part}-{limit or 'all'}.jsonl"
+    return DEFAULT_RESULTS_DIR / RUNS_DIR_NAME / name
 
 
 def read_records(path: Path) -> dict[str, dict[str, Any]]:
-    """qid -> its latest record in a results file; none when the file does not exist.
-
-    A line that is not valid JSON (the last line of a run killed mid-write) is skipped with a warning, so
-    its question simply runs again.
-    """
+    """qid -> its latest record in a results file; an unreadable line (a run killed mid-write) is skipped
+    with a warning, so its question runs again."""
     records: dict[str, dict[str, Any]] = {}
     if not path.exists():
         return records
@@ -222,9 +181,7 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                logger.warning(
-                    "%s:%d: unreadable record skipped (its question runs again)", path, line_number
-                )
+                logger.warning("%s:%d: unreadable record skipped (it runs again)", path, line_number)
                 continue
             if isinstance(record, dict) and "qid" in record:
                 records[str(record["qid"])] = record
@@ -232,10 +189,8 @@ def read_records(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def append_record(path: Path, record: dict[str, Any]) -> None:
-    """Append one record as a JSON line, flushed and synced so a crash loses at most the current question.
-
-    A file whose last line was cut off gets a newline first, so the new record starts on a line of its own.
-    """
+    """Append one record as a JSON line, flushed and synced (a crash loses at most the current question),
+    after a newline when the file's last line was cut off."""
     path.parent.mkdir(parents=True, exist_ok=True)
     needs_newline = False
     if path.exists() and path.stat().st_size:
@@ -248,17 +203,6 @@ def append_record(path: Path, record: dict[str, Any]) -> None:
         handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
-
-
-# --------------------------------------------------------------------------------------------------------
-# The run
-
-
-def _warm_up(resources: Resources, context: Context, retrieves: bool) -> None:
-    """Load the models before the clock starts: model loading is not a question's latency."""
-    resources.model("generate", context)
-    if retrieves:
-        resources.searcher().embed_query("warm-up")
 
 
 def run_qa_eval(
@@ -274,46 +218,44 @@ def run_qa_eval(
     progress: ProgressFactory = no_progress,
     resources: ResourcesFactory = Resources,
 ) -> dict[str, Any]:
-    """Run the first `limit` questions through `pipeline`, appending records to `results_path`; return the
-    report (aggregate over the selected questions, resumed ones included).
-
-    `split` keeps one half of the file's questions (evals.splits.split_of: "dev" to choose settings on,
-    "test" to report) before `skip` and `limit` apply; "all" keeps every question.
-
-    `pool` sets the corpus apart from the questions answered: the paragraphs of the first `pool` questions
-    ("all": every question of the file; None: the answered ones). A fixed pool lets a long run grow with
-    `limit` and resume, always over the same index, and makes retrieval compete with more distractors.
-
-    `resources` builds the models and stores for the benchmark's data directory (tests pass fakes).
-    """
+    """Run the selected questions through `pipeline`, appending records to `results_path`; return the report
+    over them (resumed ones included). `split` keeps one half (evals.splits) before `skip` and `limit`;
+    `pool` fixes the corpus (see pool_examples) so a long run can grow and resume over one index."""
     if pipeline not in PIPELINE_GRAPHS:
         raise ValueError(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    plan = _plan_qa_run(Path(dataset_path), settings, limit=limit, skip=skip, split=split, pool=pool)
-    results_path = results_path or default_results_path(plan.dataset_path, pipeline, limit, split)
-    installed = resources(plan.eval_settings)
+    name = dataset_name(dataset_path)
+    every_example = load_qa_examples(dataset_path)
+    examples = select_examples(examples_in_split(every_example, split), limit, skip)
+    if not examples:
+        raise ValueError(f"{dataset_path}: no questions")
+    pooled = pool_examples(every_example, examples, pool)
+    corpus_file, passages = prepare_corpus(pooled, settings, name)
+    eval_settings = index_settings(settings, f"qa-{name}", corpus_file)
+    results_path = results_path or default_results_path(dataset_path, pipeline, limit, split)
     context = Context(collection=QA_COLLECTION)
     stamp = {"model": model_description(settings), "code_commit": code_commit()}
     records, resumed, chunks = _run_questions(
-        plan,
-        installed,
+        resources(eval_settings),
+        examples,
+        corpus_file,
+        in_corpus={passage.passage_id for passage in passages},
         pipeline=pipeline,
         context=context,
         results_path=results_path,
         stamp=stamp,
         progress=progress,
     )
-    ordered = [records[example.qid] for example in plan.examples]
     return {
         "pipeline": pipeline,
         "graph": PIPELINE_GRAPHS[pipeline],
-        "dataset": plan.name,
+        "dataset": name,
         "limit": limit,
         "skip": skip,
         "split": split,
-        "pool_questions": len(plan.pooled),
-        **aggregate(ordered),
+        "pool_questions": len(pooled),
+        **aggregate([records[example.qid] for example in examples]),
         "resumed": resumed,
-        "corpus_passages": len(plan.passages),
+        "corpus_passages": len(passages),
         "chunks": chunks,
         "machine": machine_description(),
         "model": stamp["model"],
@@ -323,69 +265,28 @@ def run_qa_eval(
     }
 
 
-@dataclass(frozen=True)
-class _QaPlan:
-    """What a QA run answers and over which corpus: the selected questions, the pooled ones whose
-    paragraphs make the corpus, and the corpus file the run's index is built from."""
-
-    dataset_path: Path
-    name: str
-    examples: list[QAExample]
-    pooled: list[QAExample]
-    corpus_file: Path
-    passages: list[Passage]
-    eval_settings: Settings
-
-
-def _plan_qa_run(
-    dataset_path: Path,
-    settings: Settings,
-    *,
-    limit: int | None,
-    skip: int,
-    split: str,
-    pool: int | Literal["all"] | None,
-) -> _QaPlan:
-    """Select the questions (split, then skip and limit), pool the corpus's questions and write the corpus."""
-    name = dataset_name(dataset_path)
-    every_example = load_qa_examples(dataset_path)
-    examples = select_examples(examples_in_split(every_example, split), limit, skip)
-    if not examples:
-        raise ValueError(f"{dataset_path}: no questions")
-    pooled = pool_examples(every_example, examples, pool)
-    corpus_file, passages = prepare_corpus(pooled, settings, name)
-    return _QaPlan(
-        dataset_path=dataset_path,
-        name=name,
-        examples=examples,
-        pooled=pooled,
-        corpus_file=corpus_file,
-        passages=passages,
-        eval_settings=index_settings(settings, f"qa-{name}", corpus_file),
-    )
-
-
 def _run_questions(
-    plan: _QaPlan,
     installed: Resources,
+    examples: list[QAExample],
+    corpus_file: Path,
     *,
+    in_corpus: set[str],
     pipeline: str,
     context: Context,
     results_path: Path,
     stamp: dict[str, str],
     progress: ProgressFactory,
 ) -> tuple[dict[str, dict[str, Any]], int, int]:
-    """Index the corpus (retrieving pipelines), then answer every question not already in `results_path` by
-    this model, appending each record as it finishes; return (records by question id, resumed, chunks)."""
+    """Index the corpus, answer every question `results_path` lacks for this model, appending each record;
+    return (records by question id, resumed, chunks)."""
     retrieves = pipeline in RETRIEVING_PIPELINES
-    in_corpus = {passage.passage_id for passage in plan.passages}
     with use_resources(installed):
         kb = installed.kb()
         try:
             if retrieves:
-                ingest_corpus(kb, plan.corpus_file, collection=QA_COLLECTION, progress=progress)
+                ingest_corpus(kb, corpus_file, collection=QA_COLLECTION, progress=progress)
             chunks = kb.catalog.count_chunks()
-            selected = {example.qid for example in plan.examples}
+            selected = {example.qid for example in examples}
             model = stamp["model"]
             records = {
                 qid: record
@@ -393,10 +294,12 @@ def _run_questions(
                 if qid in selected and not record.get("error") and record.get("model", model) == model
             }
             resumed = len(records)
-            todo = [example for example in plan.examples if example.qid not in records]
-            if todo:
-                _warm_up(installed, context, retrieves)
-            session = Session(plan.eval_settings, graph_name=PIPELINE_GRAPHS[pipeline], persistent=False)
+            todo = [example for example in examples if example.qid not in records]
+            if todo:  # load the models first: model loading is not a question's latency
+                installed.model("generate", context)
+                if retrieves:
+                    installed.searcher().embed_query("warm-up")
+            session = Session(installed.settings, graph_name=PIPELINE_GRAPHS[pipeline], persistent=False)
             advance = progress("questions", len(todo))
             for example in todo:
                 record = _answer_question(
@@ -419,8 +322,7 @@ def _answer_question(
     in_corpus: set[str],
     stamp: dict[str, str],
 ) -> dict[str, Any]:
-    """One question's record: its scores, or the error it ended in (one failing question must not end the
-    run), stamped with the model, the code's commit and the machine's load when it started."""
+    """One question's record (or the error it ended in), stamped with model, commit and load at start."""
     load_at_start = load_average()
     started = time.perf_counter()
     try:

@@ -1,9 +1,6 @@
-"""The aggregate of a QA run's records: score means, answerability, not-found reasons, bands and the
-confidence's AUROC and calibration error, cost, latency, load.
-
-Why apart from the records (evals/qa_scoring.py): a record is what one question measured; the aggregate is
-recomputed from records at any time (a resumed run, an older run with fewer scores), so it only reads them,
-filling in through qa_scoring what older records lack.
+"""The aggregate of a QA run's records: score means, answerability, not-found reasons, bands, the
+confidence's AUROC and calibration error, cost, latency, load. Recomputed from the records at any time (a
+resumed run, an older run with fewer scores), so it only reads them.
 """
 
 from __future__ import annotations
@@ -14,21 +11,28 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from evals.metrics import auroc, expected_calibration_error, linear_percentile, mean_of_defined
-from evals.qa_scoring import (
+from evals.metrics import (
     DIGITS,
+    auroc,
+    band_counts,
+    expected_calibration_error,
+    linear_percentile,
+    mean_of_defined,
+    rounded,
+    share,
+)
+from evals.qa_scoring import (
     NOT_FOUND_REASONS,
     SCORE_KEYS,
     SUPPORT_RECALL_KEY,
     UNRECORDED_REASON,
     is_answerable,
     rescored,
-    rounded,
 )
 
 #: Group name of records without a strategy (the no-retrieval graph sets none) or without a type.
 NO_GROUP = "NONE"
-#: Keys of `timings_ms` that are costs summed over nodes, not nodes (see evals/latency.py).
+#: Keys of `timings_ms` that are costs summed over nodes, not nodes.
 COST_TIMING_KEYS = frozenset({"model", "retrieval"})
 
 
@@ -36,25 +40,9 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def group_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """n, the answer scores, LLM calls and support recall of a group of records (a strategy, a type)."""
-    return {
-        "n": len(records),
-        **score_means(records),
-        "llm_calls": round(_mean([record["llm_calls"] for record in records]), 2),
-        SUPPORT_RECALL_KEY: rounded(mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in records)),
-    }
-
-
-def _rate(count: int, total: int) -> float | None:
-    return round(count / total, DIGITS) if total else None
-
-
 def answerability_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """How the run treated answerable and unanswerable questions: gold containment and not-found rate on the
-    answerable ones, the share of unanswerable ones declined, and of all declines how many threw away a
-    right answer (the short answer the engine had held a gold answer: `candidate_right`; records written
-    before it was kept count as holding none). Rates over an empty group are None."""
+    """How the run treated answerable and unanswerable questions, and how many declines threw away a right
+    candidate (`candidate_right`). Rates over an empty group are None."""
     complete = [rescored(record) for record in records]
     answerable = [record for record in complete if is_answerable(record)]
     unanswerable = [record for record in complete if not is_answerable(record)]
@@ -63,18 +51,18 @@ def answerability_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any
     return {
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
-        "answerable_contains_gold": _rate(
+        "answerable_contains_gold": share(
             sum(float(record["contains_gold"]) == 1.0 for record in answerable), len(answerable)
         ),
-        "answerable_not_found_rate": _rate(
+        "answerable_not_found_rate": share(
             sum(bool(record.get("not_found")) for record in answerable), len(answerable)
         ),
-        "unanswerable_declined_rate": _rate(
+        "unanswerable_declined_rate": share(
             sum(bool(record.get("not_found")) for record in unanswerable), len(unanswerable)
         ),
         "declines": len(declines),
         "declines_with_gold": declines_with_gold,
-        "declines_with_gold_share": _rate(declines_with_gold, len(declines)),
+        "declines_with_gold_share": share(declines_with_gold, len(declines)),
     }
 
 
@@ -92,8 +80,7 @@ def reason_group(reason: str) -> str:
 
 
 def not_found_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Why answers were "not found": the count per reason group (what the declines threw away is in
-    answerability_summary's `declines_with_gold`)."""
+    """Why answers were "not found": the count per reason group."""
     groups = [
         reason_group(str(record.get("not_found_reason") or ""))
         for record in records
@@ -107,26 +94,18 @@ UNRECORDED_BAND = "unrecorded"
 
 
 def band_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per band (confident, tentative, not_found): how many answers, how many of them had a right short
-    answer (`candidate_right`: it holds a gold answer of an answerable question), and how many questions
-    were unanswerable; and how well the calibrated confidence ranks right short answers above wrong ones
-    (AUROC, None when all are right or all wrong) and matches their share (expected calibration error over
-    equal-width bins), over the records that have a confidence."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for record in records:
-        groups.setdefault(str(record.get("band") or UNRECORDED_BAND), []).append(record)
+    """Per band: answers, right candidates, unanswerable questions; the confidence's AUROC and ECE."""
+    bands = [str(record.get("band") or UNRECORDED_BAND) for record in records]
     judged = [record for record in records if record.get("confidence") is not None]
     confidences = [float(record["confidence"]) for record in judged]
     right = [float(record.get("candidate_right") or 0.0) for record in judged]
     return {
-        "by_band": {
-            band: {
-                "n": len(members),
-                "right": sum(1 for record in members if float(record.get("candidate_right") or 0.0) == 1.0),
-                "unanswerable": sum(1 for record in members if record.get("answerable") is False),
-            }
-            for band, members in sorted(groups.items())
-        },
+        "by_band": band_counts(
+            bands,
+            [float(record.get("candidate_right") or 0.0) == 1.0 for record in records],
+            [record.get("answerable") is False for record in records],
+            sorted(set(bands)),
+        ),
         "confidence_records": len(judged),
         "confidence_auroc": rounded(auroc(confidences, right)),
         "confidence_ece": rounded(expected_calibration_error(confidences, right)),
@@ -137,14 +116,9 @@ def band_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 UNRECORDED_COMMIT = "unrecorded (answered before records named their commit)"
 
 
-def commit_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """How many of the reported questions each commit answered: a resumed run may span several."""
-    return dict(Counter(str(record.get("code_commit") or UNRECORDED_COMMIT) for record in records))
-
-
 def load_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The 1-minute load average when the questions started (median and max) against the core count, so a
-    reader can tell a quiet run's latencies from a run that shared the cores."""
+    """The 1-minute load average when the questions started against the core count: latencies of a run
+    that shared the cores are not a quiet run's."""
     loads = [float(record["load_1m"]) for record in records if record.get("load_1m") is not None]
     return {
         "cores": os.cpu_count(),
@@ -155,18 +129,26 @@ def load_summary(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _breakdown(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    """Per value of `key` (a strategy, a type): n, the answer scores, LLM calls and support recall."""
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         groups.setdefault(str(record.get(key) or NO_GROUP), []).append(record)
-    return {name: group_summary(members) for name, members in sorted(groups.items())}
+    return {
+        name: {
+            "n": len(members),
+            **score_means(members),
+            "llm_calls": round(_mean([record["llm_calls"] for record in members]), 2),
+            SUPPORT_RECALL_KEY: rounded(
+                mean_of_defined(record.get(SUPPORT_RECALL_KEY) for record in members)
+            ),
+        }
+        for name, members in sorted(groups.items())
+    }
 
 
 def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The run's numbers over its records: means, rates, latency percentiles and the breakdowns.
-
-    A question that failed counts in `n` with EM = F1 = 0 (a benchmark must not improve by crashing); its
-    cost and latency are left out of the cost means, which describe answered questions.
-    """
+    """The run's numbers over its records. A failed question counts in `n` with zero scores (a benchmark
+    must not improve by crashing) but not in the cost means, which describe answered questions."""
     answered = [record for record in records if not record.get("error")]
     latencies = [float(record["latency_s"]) for record in answered]
     tokens = [record["prompt_tokens"] + record["completion_tokens"] for record in answered]
@@ -204,5 +186,7 @@ def aggregate(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "by_strategy": _breakdown(records, "strategy"),
         "by_type": _breakdown(records, "kind") if has_kinds else {},
         "machine_load": load_summary(records),
-        "code_commits": commit_counts(records),
+        "code_commits": dict(
+            Counter(str(record.get("code_commit") or UNRECORDED_COMMIT) for record in records)
+        ),
     }

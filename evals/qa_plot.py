@@ -1,9 +1,6 @@
-"""`rag eval qa --plot DIR`: answer F1 against LLM calls per question, one point per QA report in DIR.
-
-Why matplotlib's object API (`Figure`) rather than pyplot: pyplot keeps global state and picks a GUI
-backend when a display exists; a `Figure` saved to a file always renders with Agg, needs no display and
-leaves nothing behind, which is what a CLI command and a test both want. The benchmark campaigns' other
-plots (benchmarks/plots.py) draw with the same helpers.
+"""`rag eval qa --plot DIR`: answer F1 against LLM calls per question, one point per QA report in DIR; and
+the figure helpers of every plot. matplotlib's `Figure` rather than pyplot: it keeps no global state and
+renders with Agg, no display needed.
 """
 
 from __future__ import annotations
@@ -44,6 +41,19 @@ def save_figure(figure: Any, path: Path) -> Path:
     return path
 
 
+def finish_axes(
+    axes: Any, xlabel: str, ylabel: str, title: str, right: float | None = None, top: float | None = None
+) -> None:
+    """Labels, axes from 0 (up to `right` and `top` when given), grid and legend of one plot."""
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(ylabel)
+    axes.set_xlim(0, right)
+    axes.set_ylim(0, top)
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8, loc="best")
+
+
 def plot_qa_f1_vs_llm_calls(reports: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
     """One point per pipeline and dataset: F1 (y) against LLM calls per question (x). None without runs."""
     points = [report for report in reports if report.get("f1") is not None]
@@ -58,30 +68,13 @@ def plot_qa_f1_vs_llm_calls(reports: Sequence[Mapping[str, Any]], path: Path) ->
         pipeline, dataset = str(report.get("pipeline")), str(report.get("dataset"))
         label = f"{pipeline} · {dataset}"
         x, y = float(report.get("llm_calls_per_question") or 0.0), float(report["f1"])
-        axes.scatter(
-            [x],
-            [y],
-            marker=markers[dataset],
-            color=PIPELINE_COLOURS.get(pipeline, OTHER_COLOUR),
-            s=60,
-            label=None if label in seen_labels else label,
-        )
+        colour, legend = PIPELINE_COLOURS.get(pipeline, OTHER_COLOUR), None if label in seen_labels else label
+        axes.scatter([x], [y], marker=markers[dataset], color=colour, s=60, label=legend)
         seen_labels.add(label)
-        axes.annotate(
-            f"{pipeline} (n={report.get('n')})",
-            (x, y),
-            textcoords="offset points",
-            xytext=LABEL_OFFSET_POINTS,
-            fontsize=8,
-        )
-    axes.set_xlabel("LLM calls per question")
-    axes.set_ylabel("F1")
+        note = f"{pipeline} (n={report.get('n')})"
+        axes.annotate(note, (x, y), textcoords="offset points", xytext=LABEL_OFFSET_POINTS, fontsize=8)
     axes.margins(POINT_MARGIN)
-    axes.set_ylim(bottom=0)
-    axes.set_xlim(left=0)
-    axes.set_title("Answer F1 against LLM calls")
-    axes.grid(alpha=0.3)
-    axes.legend(fontsize=8, loc="best")
+    finish_axes(axes, "LLM calls per question", "F1", "Answer F1 against LLM calls")
     return save_figure(figure, path)
 
 
@@ -109,10 +102,6 @@ def _qa_key(report: Mapping[str, Any]) -> tuple[str, str, str]:
 
 
 def write_qa_plot(folder: Path, extra: Iterable[Mapping[str, Any]] = ()) -> Path | None:
-    """`folder/qa_f1_vs_llm_calls.png` from the QA reports there plus `extra` (which win on a tie of
-    dataset, pipeline and n); None when there is no QA report at all."""
-    reports: dict[tuple[str, str, str], Mapping[str, Any]] = {
-        _qa_key(report): report for report in qa_reports(folder)
-    }
-    reports.update({_qa_key(report): report for report in extra})
+    """`folder/QA_PLOT` from the QA reports there plus `extra` (which win a tie); None without any."""
+    reports = {_qa_key(report): report for report in [*qa_reports(folder), *extra]}  # `extra` last: it wins
     return plot_qa_f1_vs_llm_calls(list(reports.values()), Path(folder) / QA_PLOT)

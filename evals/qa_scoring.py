@@ -1,27 +1,10 @@
 """Scoring of the QA benchmark: one record per question from a graph run (evals/qa_aggregate.py sums them up).
 
-Why records first and numbers second: a record holds everything measured for one question (prediction,
-retrieved and cited passages, cost), so an interrupted run resumes from its records and any aggregate can be
-recomputed, or broken down another way, without running a model again. Four answer scores, each on the
-full answer and on its short answer (`short_answer`, the phrase or yes/no the answer starts with; the full
-answer when a record has none): EM, F1, `contains_gold` (older records call it "accuracy"), whether a
-gold answer is contained in the
-prediction (normalised, on token boundaries), as in the Adaptive-RAG paper (Jeong et al., 2024), which
-credits a correct answer inside a longer reply that EM rejects, and ROUGE-L (evals.metrics.rouge_l: the
-F-measure of the longest common token subsequence, with characters as tokens for Chinese, as F1), which
-unlike F1 rewards keeping the gold words in their order; records written before ROUGE-L was measured get it
-computed from their prediction when a report is made. Metrics that are undefined for a
-question (support recall without a gold passage in the corpus, citation precision of an uncited answer) are
-None in the record and left out of their mean rather than counted as 0 or 1. EM and F1 are computed on the
-answer without its citation markers ("Paris [1]." scores as "Paris."): the markers are the engine's
-provenance, not part of the answer, and their digits would otherwise count as wrong tokens.
-
-Unanswerable questions (SQuAD 2.0): every answer score is 1 when the engine answered "not found" and 0
-otherwise, since its not-found reply is a sentence, never the empty prediction SQuAD's own scoring expects.
-Each record also keeps the calibrated judgement: `confidence`, `band`, the short answer the engine had
-whatever the band showed (`candidate_short_answer`), whether it holds a gold answer (`candidate_right`, what
-the confidence predicts, and what a decline threw away) and the calibrator's `signals`, so a calibrator can
-be refit and its bands replayed from the records without running a model again.
+A record holds everything measured for one question, so a run resumes from its records and any aggregate (or
+a calibrator refit) is recomputed without running a model again. Answer scores (EM, F1, `contains_gold`,
+ROUGE-L, each also on the short answer) are computed without citation markers: they are provenance, not
+answer. Metrics undefined for a question are None and left out of their mean. An unanswerable question
+(SQuAD 2.0) scores 1 everywhere when the engine declined, else 0.
 """
 
 from __future__ import annotations
@@ -38,11 +21,13 @@ from answering.decision import (
 from core.text import strip_references
 from evals.datasets import QAExample
 from evals.metrics import (
+    DIGITS,
     citation_precision,
     contains_gold_answer,
     exact_match,
     f1_score,
     rouge_l,
+    rounded,
     support_recall_at_k,
 )
 from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, REASON_STORE_DOWN
@@ -50,9 +35,7 @@ from nodes.not_found import REASON_NOTHING_RELEVANT, REASON_NOTHING_RETRIEVED, R
 #: Retrieved passages over which supporting-passage recall is measured (the graph's default top_k).
 SUPPORT_RECALL_K = 5
 SUPPORT_RECALL_KEY = f"support_recall@{SUPPORT_RECALL_K}"
-DIGITS = 4
-#: Every way an answer becomes "not found", by how its `not_found_reason` starts: the judgement's
-#: (answering.decision) and the graph's when nothing relevant was retrieved (nodes.not_found).
+#: Every way an answer becomes "not found", by how its `not_found_reason` starts.
 NOT_FOUND_REASONS: tuple[str, ...] = (
     REASON_READER_DECLINED,
     REASON_MISSING_ANCHORS,
@@ -62,31 +45,34 @@ NOT_FOUND_REASONS: tuple[str, ...] = (
     REASON_NOTHING_RELEVANT,
     REASON_STORE_DOWN,
 )
+#: The prompt_info keys a record keeps to tell where its short answer came from.
+SHORT_ANSWER_TRACE = (
+    "short_answer_source",
+    "model_short_answer",
+    "focused_read_passage",
+    "focused_read_reply",
+    "draft_short_answer",
+)
 #: The reason group of not-found records written before records named their reason.
 UNRECORDED_REASON = "unrecorded"
 
 
 def answer_scores(prediction: str, short: str, gold_answers: Sequence[str]) -> dict[str, float]:
     """EM, F1, gold containment and ROUGE-L of the answer (markers stripped) and of its short answer (the
-    answer when none). ROUGE-L is the best over the gold answers; with none (an old record of an unanswerable
-    question) it compares with the empty answer, as EM and F1 do."""
+    answer when none); with no gold answer, against the empty answer."""
     full = strip_references(prediction)
     short = strip_references(short) if short.strip() else full
     references = list(gold_answers) or [""]
-    return {
-        "em": exact_match(full, gold_answers),
-        "f1": round(f1_score(full, gold_answers), DIGITS),
-        "contains_gold": contains_gold_answer(full, gold_answers),
-        "rouge_l": round(rouge_l(full, references), DIGITS),
-        "short_em": exact_match(short, gold_answers),
-        "short_f1": round(f1_score(short, gold_answers), DIGITS),
-        "short_contains_gold": contains_gold_answer(short, gold_answers),
-        "short_rouge_l": round(rouge_l(short, references), DIGITS),
-    }
+    scores: dict[str, float] = {}
+    for prefix, text in (("", full), ("short_", short)):
+        scores[f"{prefix}em"] = exact_match(text, gold_answers)
+        scores[f"{prefix}f1"] = round(f1_score(text, gold_answers), DIGITS)
+        scores[f"{prefix}contains_gold"] = contains_gold_answer(text, gold_answers)
+        scores[f"{prefix}rouge_l"] = round(rouge_l(text, references), DIGITS)
+    return scores
 
 
-#: Names older records and reports use (they call the gold containment "accuracy"):
-#: current name -> old name. Readers go through `current_names`, so committed files stay readable.
+#: Current name -> the name older records and reports use; readers go through `current_names`.
 LEGACY_NAMES = {
     "contains_gold": "accuracy",
     "short_contains_gold": "short_accuracy",
@@ -96,25 +82,16 @@ LEGACY_NAMES = {
 
 
 def current_names(mapping: Mapping[str, Any]) -> dict[str, Any]:
-    """A record or report with each value written under a legacy name also under its current name (a value
-    under the current name wins)."""
+    """`mapping` with legacy-named values also under their current names (a current name wins)."""
     renamed = {
         new: mapping[old] for new, old in LEGACY_NAMES.items() if old in mapping and new not in mapping
     }
     return {**mapping, **renamed}
 
 
-#: The per-record answer scores (answer_scores) and how each aggregate names their mean.
-SCORE_KEYS: tuple[str, ...] = (
-    "em",
-    "f1",
-    "contains_gold",
-    "rouge_l",
-    "short_em",
-    "short_f1",
-    "short_contains_gold",
-    "short_rouge_l",
-)
+#: The per-record answer scores (answer_scores: on the answer, then its short answer) and their means' names.
+_ANSWER_SCORES = ("em", "f1", "contains_gold", "rouge_l")
+SCORE_KEYS: tuple[str, ...] = (*_ANSWER_SCORES, *(f"short_{name}" for name in _ANSWER_SCORES))
 
 
 def ranked_doc_ids(items: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -122,14 +99,8 @@ def ranked_doc_ids(items: Iterable[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(str(item["doc_id"]) for item in items if item.get("doc_id")))
 
 
-def rounded(value: float | None) -> float | None:
-    """A metric at DIGITS decimals (None stays None)."""
-    return None if value is None else round(value, DIGITS)
-
-
 def gold_passages(example: QAExample, in_corpus: set[str] | None) -> set[str]:
-    """The example's supporting passages that can be retrieved at all: in its own context (the dataset's
-    view) or, when the pooled corpus is known, anywhere in it."""
+    """The example's supporting passages that can be retrieved: in its context, or in the pooled corpus."""
     return example.supporting_available if in_corpus is None else example.supporting & in_corpus
 
 
@@ -139,18 +110,15 @@ def declined_scores(not_found: bool) -> dict[str, float]:
 
 
 def candidate_right(candidate_short: str, gold_answers: Sequence[str], answerable: bool) -> float:
-    """Whether the short answer the engine had (shown or not) holds a gold answer: 1.0 or 0.0 by the gold
-    containment of `short_contains_gold`; 0.0 for an unanswerable question and for no short answer. What
-    the calibrated confidence predicts, so its AUROC and calibration error are measured against it."""
+    """1.0 when the short answer the engine had (shown or not) holds a gold answer: what the calibrated
+    confidence predicts; 0.0 for an unanswerable question or no short answer."""
     if not answerable or not candidate_short.strip():
         return 0.0
     return contains_gold_answer(strip_references(candidate_short), gold_answers)
 
 
 def judgement_fields(result: Mapping[str, Any], example: QAExample) -> dict[str, Any]:
-    """The record's view of the answer's judgement (the output state's `confidence`, `band` and
-    `answer_record`): the calibrated confidence, the band, the short answer the engine had whatever the
-    band showed, whether it was right, and the signals the calibrator read."""
+    """The record's view of the calibrated judgement (replayed and refit from the records)."""
     answer_record = result.get("answer_record") or {}
     confidence = result.get("confidence")
     candidate_short = str(answer_record.get("short_answer") or "")
@@ -167,11 +135,8 @@ def judgement_fields(result: Mapping[str, Any], example: QAExample) -> dict[str,
 def question_record(
     example: QAExample, result: Mapping[str, Any], *, latency_s: float, in_corpus: set[str] | None = None
 ) -> dict[str, Any]:
-    """The record of one answered question: prediction, scores, retrieval, citations, cost.
-
-    `in_corpus` (ids of the pooled corpus) narrows the gold passages to those retrievable at all, so support
-    recall is not charged for passages the dataset itself left out (HotpotQA questions without context).
-    """
+    """The record of one answered question; `in_corpus` (the pooled corpus's ids) keeps support recall from
+    being charged for gold passages the dataset itself left out."""
     prediction = str(result.get("answer") or "")
     short = str(result.get("short_answer") or "")
     info = result.get("prompt_info") or {}
@@ -189,7 +154,7 @@ def question_record(
         "prediction": prediction,
         "short_answer": short,
         **scores,
-        **_short_answer_trace(info),
+        **{key: info.get(key) for key in SHORT_ANSWER_TRACE},
         "retrieved": retrieved,
         "supporting": sorted(supporting),
         SUPPORT_RECALL_KEY: rounded(support_recall_at_k(retrieved, supporting, SUPPORT_RECALL_K))
@@ -199,18 +164,14 @@ def question_record(
         "citation_precision": rounded(citation_precision(cited, supporting)) if supporting else None,
         "not_found": not_found,
         "not_found_reason": str(result.get("not_found_reason") or ""),
-        # The reply's token log-probabilities: confidence signals are replayed from them without running the
-        # model again.
-        "reply_logprobs": info.get("reply_logprobs"),
-        # The calibrated judgement (answering/): confidence, band, the short answer it judged and whether
-        # that was right, and the signals it read (so a calibrator can be refit from the records).
+        "reply_logprobs": info.get("reply_logprobs"),  # confidence signals are replayed from them
         **judgement_fields(result, example),
         **_cost_fields(result, latency_s),
     }
 
 
 def _example_fields(example: QAExample) -> dict[str, Any]:
-    """A record's question part: the example's id, kind, language, question and gold answers."""
+    """A record's question part."""
     return {
         "qid": example.qid,
         "kind": example.kind,
@@ -221,22 +182,8 @@ def _example_fields(example: QAExample) -> dict[str, Any]:
     }
 
 
-def _short_answer_trace(info: Mapping[str, Any]) -> dict[str, Any]:
-    """Where the short answer came from (prompt_info's trace of the answer path)."""
-    return {
-        # Who wrote the short answer (model / extractive) and, when the extractive answer replaced it, the
-        # model's own: the model alone can be scored from the same run.
-        "short_answer_source": info.get("short_answer_source"),
-        "model_short_answer": info.get("model_short_answer"),
-        # The focused read (nodes/focused_read.py): what it read, its reply, the short answer it replaced.
-        "focused_read_passage": info.get("focused_read_passage"),
-        "focused_read_reply": info.get("focused_read_reply"),
-        "draft_short_answer": info.get("draft_short_answer"),
-    }
-
-
 def _cost_fields(result: Mapping[str, Any], latency_s: float) -> dict[str, Any]:
-    """A record's cost part: model calls, tokens, latency, the strategy, loop rounds and per-node timings."""
+    """A record's cost part: model calls, tokens, latency, strategy, loop rounds, per-node timings."""
     usage = result.get("usage") or {}
     return {
         "llm_calls": int(result.get("llm_calls") or 0),
@@ -268,27 +215,15 @@ def error_record(
         "cited": [],
         "citation_precision": None,
         "not_found": False,
-        "confidence": None,
-        "band": None,
-        "candidate_short_answer": "",
-        "candidate_right": 0.0,
-        "signals": {},
-        "llm_calls": 0,
-        "prompt_tokens": 0,
-        "completion_tokens": 0,
-        "latency_s": round(latency_s, 3),
-        "strategy": None,
-        "retrieval_rounds": 0,
-        "generation_rounds": 0,
-        "timings_ms": {},
+        **judgement_fields({}, example),
+        **_cost_fields({}, latency_s),
         "error": f"{type(error).__name__}: {error}",
     }
 
 
 def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
-    """A record with the answer scores it lacks computed from its prediction (records written before
-    gold containment, short answers or ROUGE-L were measured; their short answer is the whole answer). An
-    unanswerable question's missing scores are its declined scores, as when it was answered."""
+    """A record with the answer scores it lacks (older records) computed from its prediction, or declined
+    scores for an unanswerable question."""
     record = current_names(record)
     if all(key in record for key in SCORE_KEYS):
         return record
@@ -303,7 +238,6 @@ def rescored(record: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_answerable(record: Mapping[str, Any]) -> bool:
-    """Whether a record's question is answerable; records written before they said so are answerable when
-    they have gold answers (or name none at all)."""
+    """Whether a record's question is answerable (older records: when they have or name no gold answers)."""
     answers = record.get("answers")
     return bool(record.get("answerable", bool(answers) or "answers" not in record))

@@ -1,13 +1,8 @@
 """`rag eval retrieval`: retrieval quality and speed per search mode on a BEIR folder or CMRC 2018.
 
-The corpus goes through the product's own ingestion (loaders, chunking, embeddings, both indexes), so the
-numbers describe what users get. The index lives under `<data_dir>/eval/<dataset>-<signature>/` and is reused
-while the dataset and the index settings are unchanged; the first-ingest numbers are stored beside it so a
-rerun still reports them. A document split into several chunks scores as its best chunk.
-
-With a rerank model (`rag eval retrieval --rerank`), one more row, "hybrid+rerank": the hybrid list's first
-RERANK_CANDIDATES chunks reordered by the model (retrieval/rerank.py, the call /api/v1/search makes),
-the rest of the list after them; its latency is the search plus the rerank call.
+The index (evals/eval_index.py) is reused while dataset and settings are unchanged; the first-ingest numbers
+are stored beside it so a rerun still reports them. With a rerank model one more row, RERANK_MODE: the hybrid
+list's first RERANK_CANDIDATES reordered as /api/v1/search does, timed as search plus rerank.
 """
 
 from __future__ import annotations
@@ -34,23 +29,19 @@ from evals.eval_index import (
     write_corpus_once,
 )
 from evals.metrics import dedupe_to_documents, linear_percentile, mrr_at_k, ndcg_at_k, recall_at_k
-from evals.splits import ALL_SPLITS, SPLITS, split_of
-from retrieval.ingest import IngestSummary
+from evals.splits import ALL_SPLITS, check_split, split_of
 from retrieval.knowledge_base import KnowledgeBase
 from retrieval.rerank import RERANK_CANDIDATES, RERANK_PASSAGE_CHARS, rerank
 from retrieval.search import Searcher
 
 EVAL_COLLECTION = "eval"
-#: Chunks fetched per query for the quality metrics: enough distinct documents for Recall@100 after
-#: best-chunk deduplication.
+#: Chunks fetched per query for the quality metrics: enough documents for Recall@100 after deduplication.
 EVAL_SEARCH_K = 150
-#: k of the timed search: the 10 results a user's `rag search` returned when the figures were first taken
-#: (fixed here, so the figures stay comparable whatever RAG_TOP_K says).
+#: k of the timed search, fixed so the figures stay comparable whatever RAG_TOP_K says.
 LATENCY_K = 10
 #: Recall@k cutoffs reported: BEIR's own (10, 100), and CMRC's shorter lists (one answer passage per query).
 BEIR_RECALL_CUTOFFS: tuple[int, ...] = (10, 100)
 CMRC_RECALL_CUTOFFS: tuple[int, ...] = (1, 5, 10)
-#: The report's name of the reranked hybrid list.
 RERANK_MODE = "hybrid+rerank"
 INGEST_STATS_FILE = "first_ingest.json"
 
@@ -75,26 +66,18 @@ def load_retrieval_dataset(path: Path, work_dir: Path) -> RetrievalDataset:
     if not path.exists():
         raise FileNotFoundError(f"dataset not found: {path}")
     passages, queries, qrels = cmrc_as_retrieval(path)
-    corpus = write_corpus_once(
-        passages, work_dir / f"{path.name.split('.')[0]}-{file_fingerprint(path)}-corpus.jsonl"
-    )
-    return RetrievalDataset(path.name.split(".")[0], corpus, queries, qrels, "cmrc")
-
-
-def _index_settings(settings: Settings, dataset: RetrievalDataset) -> Settings:
-    return index_settings(settings, dataset.name, dataset.corpus_file)
+    name = path.name.split(".")[0]
+    corpus = write_corpus_once(passages, work_dir / f"{name}-{file_fingerprint(path)}-corpus.jsonl")
+    return RetrievalDataset(name, corpus, queries, qrels, "cmrc")
 
 
 def _ingest(kb: KnowledgeBase, dataset: RetrievalDataset, progress: ProgressFactory) -> dict[str, float]:
     """Ingest (or confirm) the corpus; return first-ingest and re-ingest numbers."""
     stats_path = kb.settings.data_dir / INGEST_STATS_FILE
     kb.embeddings.embed_documents(["warm-up"])  # model loading is not ingest time
-    first: IngestSummary = ingest_corpus(
-        kb, dataset.corpus_file, collection=EVAL_COLLECTION, progress=progress
-    )
+    first = ingest_corpus(kb, dataset.corpus_file, collection=EVAL_COLLECTION, progress=progress)
     if first.chunks:
         stats = {"seconds": first.seconds, "chunks": first.chunks, "chunks_per_s": first.chunks_per_second}
-        # On the server set-up nothing else is written to the data folder: it may not exist yet.
         stats_path.parent.mkdir(parents=True, exist_ok=True)
         stats_path.write_text(json.dumps(stats))
     elif stats_path.exists():
@@ -122,36 +105,23 @@ def run_retrieval_eval(
     rerank_model: BaseChatModel | None = None,
     split: str = ALL_SPLITS,
 ) -> dict[str, Any]:
-    """Ingest the dataset (reused when unchanged), run every query in every mode, return the report dict;
-    with `rerank_model`, also the hybrid list reranked by it (RERANK_MODE). `split` keeps one half of the
-    judged queries (evals.splits.split_of: dev to choose a setting, test to report it) before `limit`."""
-    if split not in (*SPLITS, ALL_SPLITS):
-        raise ValueError(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
+    """Ingest the dataset (reused when unchanged), run every judged query of `split` (up to `limit`) in every
+    mode, and with `rerank_model` rerank the hybrid list too; return the report."""
+    check_split(split)
     dataset = load_retrieval_dataset(dataset_path, eval_root(settings))
-    kb = KnowledgeBase.open(_index_settings(settings, dataset))
+    kb = KnowledgeBase.open(index_settings(settings, dataset.name, dataset.corpus_file))
     try:
         ingest = _ingest(kb, dataset, progress)
         searcher = Searcher(kb)
         query_ids = _query_ids(dataset, split, limit)
-        recall_cutoffs = BEIR_RECALL_CUTOFFS if dataset.kind == "beir" else CMRC_RECALL_CUTOFFS
-        report_names = [*modes, RERANK_MODE] if rerank_model is not None else list(modes)
-        per_mode: dict[str, dict[str, list[float]]] = {name: {} for name in report_names}
-        reranked_queries = 0
-        embed_ms: list[float] = []
-        advance = progress("queries", len(query_ids))
-        for qid in query_ids:
-            reranked_queries += _score_query(
-                searcher,
-                settings,
-                dataset.queries[qid],
-                dataset.qrels[qid],
-                modes=modes,
-                embed_ms=embed_ms,
-                per_mode=per_mode,
-                recall_cutoffs=recall_cutoffs,
-                rerank_model=rerank_model,
-            )
-            advance(1)
+        per_mode, reranked_queries, embed_ms = _score_queries(
+            searcher, settings, dataset, query_ids, modes=modes, rerank_model=rerank_model, progress=progress
+        )
+        rerank_figures = {
+            "queries_reranked": reranked_queries,
+            "candidates": RERANK_CANDIDATES,
+            "passage_chars": RERANK_PASSAGE_CHARS,
+        }
         return {
             "dataset": dataset.name,
             "kind": dataset.kind,
@@ -161,11 +131,10 @@ def run_retrieval_eval(
             "embedding": settings.embedding_provider,
             "chunk_size": settings.chunk_size,
             "chunk_overlap": settings.chunk_overlap,
-            # RAG_CHUNKER (and its own index: evals.eval_index keys the index folder by the chunker settings).
             "chunker": settings.chunker,
             "latency_k": LATENCY_K,
             "modes": _mode_summaries(per_mode),
-            **(_rerank_figures(settings, reranked_queries) if rerank_model is not None else {}),
+            **({"rerank": rerank_figures} if rerank_model is not None else {}),
             "embed_query_ms": round(linear_percentile(embed_ms, 50), 2) if embed_ms else 0.0,
             **ingest,
         }
@@ -175,12 +144,42 @@ def run_retrieval_eval(
 
 def _query_ids(dataset: RetrievalDataset, split: str, limit: int | None) -> list[str]:
     """The judged queries evaluated: those of the split (all for ALL_SPLITS), the first `limit` of them."""
-    query_ids = [qid for qid in dataset.queries if qid in dataset.qrels]
-    if split != ALL_SPLITS:
-        query_ids = [qid for qid in query_ids if split_of(qid) == split]
-    if limit:
-        query_ids = query_ids[:limit]
-    return query_ids
+    judged = [qid for qid in dataset.queries if qid in dataset.qrels]
+    return [qid for qid in judged if split in (ALL_SPLITS, split_of(qid))][: limit or None]
+
+
+def _score_queries(
+    searcher: Searcher,
+    settings: Settings,
+    dataset: RetrievalDataset,
+    query_ids: list[str],
+    *,
+    modes: Sequence[SearchMode],
+    rerank_model: BaseChatModel | None,
+    progress: ProgressFactory,
+) -> tuple[dict[str, dict[str, list[float]]], int, list[float]]:
+    """Score every query in every mode (and the reranked hybrid list with `rerank_model`): (scores and
+    latencies per report row, queries reranked, query-embedding milliseconds)."""
+    recall_cutoffs = BEIR_RECALL_CUTOFFS if dataset.kind == "beir" else CMRC_RECALL_CUTOFFS
+    report_names = [*modes, RERANK_MODE] if rerank_model is not None else list(modes)
+    per_mode: dict[str, dict[str, list[float]]] = {name: {} for name in report_names}
+    reranked_queries = 0
+    embed_ms: list[float] = []
+    advance = progress("queries", len(query_ids))
+    for qid in query_ids:
+        reranked_queries += _score_query(
+            searcher,
+            settings,
+            dataset.queries[qid],
+            dataset.qrels[qid],
+            modes=modes,
+            embed_ms=embed_ms,
+            per_mode=per_mode,
+            recall_cutoffs=recall_cutoffs,
+            rerank_model=rerank_model,
+        )
+        advance(1)
+    return per_mode, reranked_queries, embed_ms
 
 
 def _score_query(
@@ -195,9 +194,8 @@ def _score_query(
     recall_cutoffs: Sequence[int],
     rerank_model: BaseChatModel | None,
 ) -> int:
-    """Embed one query (timed into `embed_ms`), search it in every mode (and rerank the hybrid list with
-    `rerank_model`), adding its scores and latency to `per_mode`; return how many lists the model reranked
-    (0 or 1)."""
+    """Embed one query (timed into `embed_ms`), search it in every mode (reranking the hybrid list with
+    `rerank_model`), adding scores and latency to `per_mode`; return how many lists were reranked (0 or 1)."""
     started = time.perf_counter()
     vector = searcher.embed_query(text) if any(mode != "bm25" for mode in modes) else None
     embed_ms.append((time.perf_counter() - started) * 1000)
@@ -233,17 +231,6 @@ def _mode_summaries(per_mode: dict[str, dict[str, list[float]]]) -> dict[str, di
         summary["p95_ms"] = round(linear_percentile(latencies, 95), 2) if latencies else 0.0
         report_modes[report_name] = summary
     return report_modes
-
-
-def _rerank_figures(settings: Settings, reranked_queries: int) -> dict[str, Any]:
-    """The report's rerank part: how many lists the model reranked, with which candidates and passages."""
-    return {
-        "rerank": {
-            "queries_reranked": reranked_queries,
-            "candidates": RERANK_CANDIDATES,
-            "passage_chars": RERANK_PASSAGE_CHARS,
-        }
-    }
 
 
 def _score(

@@ -1,26 +1,9 @@
 """`rag eval router`: how often analyze + select_strategy tell single-hop from multi-hop questions.
 
-The labelled set comes from datasets whose questions are single- or multi-hop by construction: every HotpotQA
-question needs two paragraphs (multi-hop: bridge or comparison), while SciFact claims, CMRC 2018 questions and
-SQuAD questions are answered from one passage (single-hop). SQuAD is there because its questions are often
-long and name two entities, the English single-hop shape a rule-based router most easily mistakes for
-multi-hop. Extra files can be added: HotpotQA-format files are multi-hop, BEIR queries files (or folders)
-and SQuAD-format files single-hop.
-
-Held-out measurement: every labelled question falls, by a hash of its source and id, into a development half
-(the rules in query/ may be tuned on it; its misclassified questions are listed) or a test half (never read
-while writing rules: the report gives its figures, never its questions). The headline `accuracy` is the
-test half's; `dev` holds the same figures for the development half, shown separately as tuning data.
-
-Which prediction is scored: the analysis's query type, MULTI_HOP and COMPARISON meaning multi-hop and every
-other type single-hop. The type is what the classifier decides; the strategy adds the run's configuration
-(a COMPARISON of low complexity goes DIRECT, preference `speed` turns everything DIRECT), so it is reported
-beside, as a distribution and as `strategy_accuracy` (ITERATIVE / HYBRID / QUERY_DECOMPOSITION = multi).
-
-Both analyzers are measured side by side: the heuristic on every question (microseconds each), the model's
-analysis (the analyze node's LLM path, structured output) on a stratified subset of the test half because it
-costs a model call per question. `accuracy` is the analyzer the engine uses by default under these settings
-(`auto`: the heuristic for the weak embedded model, the model for a strong endpoint).
+The headline `accuracy` is the default analyzer's on the test half, whose questions are never listed (rules
+are not written against them); `dev` lists misclassified ones for tuning. The scored prediction is the query
+type; the strategy also depends on configuration, so it is reported beside. The model's analysis costs a call
+per question, so it runs on a stratified subset.
 """
 
 from __future__ import annotations
@@ -36,6 +19,7 @@ from typing import Any, Literal
 from config.settings import Settings
 from evals.environment import machine_description, model_description
 from evals.eval_index import ProgressFactory, no_progress
+from evals.metrics import share
 from evals.router_questions import (
     LABELS,
     TEST_SHARE,
@@ -68,13 +52,8 @@ SLICE_MIN_WORDS = 14
 #: ... and at least this many capitalised names after the first word (counted here, not by the router).
 SLICE_MIN_NAMES = 2
 _SLICE_WORD = re.compile(r"[A-Za-z0-9][\w'’.\-]*")
-DIGITS = 4
 
 LLMAnalyzer = Callable[[str, QueryAnalysis], QueryAnalysis]
-
-
-# --------------------------------------------------------------------------------------------------------
-# Scoring
 
 
 def label_of(analysis: QueryAnalysis) -> Label:
@@ -97,9 +76,7 @@ def confusion_matrix(truth: Sequence[Label], predicted: Sequence[Label]) -> dict
 
 def accuracy(truth: Sequence[Label], predicted: Sequence[Label]) -> float | None:
     """Share of matching labels; None for an empty set."""
-    if not truth:
-        return None
-    return round(sum(t == p for t, p in zip(truth, predicted, strict=True)) / len(truth), DIGITS)
+    return share(sum(t == p for t, p in zip(truth, predicted, strict=True)), len(truth))
 
 
 @dataclass
@@ -122,9 +99,8 @@ def predict(question: LabelledQuestion, analysis: QueryAnalysis, context: Contex
 
 
 def long_with_two_names(text: str) -> bool:
-    """Whether a question is long and names two entities (runs of capitalised words after its first word).
-
-    Counted independently of query/ so that the slice does not move when the router's name finder does."""
+    """Whether a question is long and names two entities (runs of capitalised words after its first word),
+    counted apart from query/ so the slice does not move with the router's name finder."""
     words = _SLICE_WORD.findall(text)
     runs = 0
     previous_capitalised = False
@@ -135,48 +111,39 @@ def long_with_two_names(text: str) -> bool:
     return len(words) >= SLICE_MIN_WORDS and runs >= SLICE_MIN_NAMES
 
 
-def summarize(predictions: Sequence[Prediction], list_misclassified: bool = True) -> dict[str, Any]:
-    """Accuracy, confusion, per-source accuracy, strategy and type distributions of one analyzer.
+def _scored(predictions: Sequence[Prediction]) -> dict[str, Any]:
+    """n and accuracy of a group of predictions."""
+    truth = [p.question.label for p in predictions]
+    return {"n": len(predictions), "accuracy": accuracy(truth, [p.predicted for p in predictions])}
 
-    `list_misclassified=False` for the test half: its questions must not be read while writing rules."""
+
+def summarize(predictions: Sequence[Prediction], list_misclassified: bool = True) -> dict[str, Any]:
+    """Accuracy, confusion, per-source accuracy, strategy and type distributions of one analyzer."""
     truth = [p.question.label for p in predictions]
     guessed = [p.predicted for p in predictions]
-    per_source: dict[str, dict[str, Any]] = {}
-    strategies: dict[str, Counter[str]] = {}
+    by_source: dict[str, list[Prediction]] = {}
     types: dict[str, Counter[str]] = {label: Counter() for label in LABELS}
     for prediction in predictions:
-        source = prediction.question.source
-        entry = per_source.setdefault(source, {"n": 0, "label": prediction.question.label, "correct": 0})
-        entry["n"] += 1
-        entry["correct"] += prediction.predicted == prediction.question.label
-        strategies.setdefault(source, Counter())[prediction.strategy] += 1
+        by_source.setdefault(prediction.question.source, []).append(prediction)
         types[prediction.question.label][prediction.analysis.query_type] += 1
     wrong = [p for p in predictions if p.predicted != p.question.label][:MISCLASSIFIED_SHOWN]
-    sliced: dict[str, list[Prediction]] = {}
-    for prediction in predictions:
-        if long_with_two_names(prediction.question.text):
-            sliced.setdefault(prediction.question.source, []).append(prediction)
+    sliced = {
+        source: [p for p in members if long_with_two_names(p.question.text)]
+        for source, members in by_source.items()
+    }
     return {
-        "n": len(predictions),
-        "accuracy": accuracy(truth, guessed),
+        **_scored(predictions),
         "strategy_accuracy": accuracy(truth, [strategy_label(p.strategy) for p in predictions]),
         "confusion": confusion_matrix(truth, guessed),
         "per_source": {
-            source: {
-                "n": entry["n"],
-                "label": entry["label"],
-                "accuracy": round(entry["correct"] / entry["n"], DIGITS),
-            }
-            for source, entry in per_source.items()
+            source: {"n": len(members), "label": members[0].question.label, **_scored(members)}
+            for source, members in by_source.items()
         },
-        "long_two_names": {
-            source: {
-                "n": len(members),
-                "accuracy": accuracy([p.question.label for p in members], [p.predicted for p in members]),
-            }
-            for source, members in sliced.items()
+        "long_two_names": {source: _scored(members) for source, members in sliced.items() if members},
+        "strategies": {
+            source: dict(Counter(p.strategy for p in members).most_common())
+            for source, members in by_source.items()
         },
-        "strategies": {source: dict(counts.most_common()) for source, counts in strategies.items()},
         "query_types": {label: dict(counts.most_common()) for label, counts in types.items()},
         "misclassified": [
             {
@@ -191,10 +158,6 @@ def summarize(predictions: Sequence[Prediction], list_misclassified: bool = True
     }
 
 
-# --------------------------------------------------------------------------------------------------------
-# The run
-
-
 def _llm_predictions(
     subset: Sequence[LabelledQuestion],
     by_id: dict[tuple[str, str], Prediction],
@@ -202,8 +165,7 @@ def _llm_predictions(
     context: Context,
     progress: ProgressFactory,
 ) -> tuple[list[Prediction], list[float]]:
-    """The model's prediction of each question of `subset` (given the heuristic analysis as its default), and
-    the seconds each took."""
+    """The model's prediction of each question of `subset` (the heuristic's as default), and its seconds."""
     llm: list[Prediction] = []
     seconds: list[float] = []
     advance = progress("LLM analysis", len(subset))
@@ -226,18 +188,13 @@ def evaluate_router(
     progress: ProgressFactory = no_progress,
     list_misclassified: bool = True,
 ) -> dict[str, Any]:
-    """Score the heuristic on every question and `llm_analyze` on a stratified subset of `llm_limit`.
-
-    `llm_analyze(question, heuristic analysis)` returns the model's analysis, or its default (the heuristic
-    one, `source == "heuristic"`) when the reply is unusable; such fallbacks are counted.
-    """
+    """Score the heuristic on every question and `llm_analyze` on a stratified subset of `llm_limit`
+    (its fallbacks to the heuristic analysis, on an unusable reply, are counted)."""
     if not questions:
         raise ValueError("no labelled questions")
     advance = progress("heuristic analysis", len(questions))
-    heuristic: list[Prediction] = []
-    for question in questions:
-        heuristic.append(predict(question, heuristic_analysis(question.text), context))
-        advance(1)
+    heuristic = [predict(question, heuristic_analysis(question.text), context) for question in questions]
+    advance(len(questions))
     heuristic_summary = summarize(heuristic, list_misclassified)
     by_id = {(p.question.source, p.question.qid): p for p in heuristic}
     subset = stratified_subset(questions, llm_limit) if llm_analyze is not None else []
@@ -260,9 +217,7 @@ def evaluate_router(
         "llm_accuracy": llm_summary["accuracy"] if llm_summary else None,
         "llm_n": len(llm),
         "heuristic_accuracy_on_llm_subset": summarize(subset_heuristic)["accuracy"] if subset else None,
-        "llm_fallback_rate": round(sum(p.analysis.source != "llm" for p in llm) / len(llm), DIGITS)
-        if llm
-        else None,
+        "llm_fallback_rate": share(sum(p.analysis.source != "llm" for p in llm), len(llm)),
         "llm_seconds_per_question": round(sum(seconds) / len(seconds), 3) if seconds else None,
         "mapping": MAPPING_DESCRIPTION,
         "confusion": {
@@ -283,8 +238,7 @@ def evaluate_halves(
     default_analyzer: Literal["heuristic", "llm"] = "heuristic",
     progress: ProgressFactory = no_progress,
 ) -> dict[str, Any]:
-    """The test half's report (figures only, the model on a subset of it) with the dev half's under "dev"
-    (heuristic only, misclassified questions listed: the material for tuning rules)."""
+    """The test half's report with the dev half's (heuristic only, misclassified listed) under "dev"."""
     test, dev = split_questions(questions, "test"), split_questions(questions, "dev")
     if not test or not dev:
         raise ValueError(f"need questions in both halves (dev {len(dev)}, test {len(test)})")
@@ -320,8 +274,7 @@ def run_router_eval(
     llm_limit: int = DEFAULT_LLM_LIMIT,
     progress: ProgressFactory = no_progress,
 ) -> dict[str, Any]:
-    """The labelled set from `data_dir` (the shared-data layout) and `squad_file` plus `extra` files, scored
-    with the settings' models. Every path is the caller's: nothing is read from outside what it names."""
+    """The labelled set from `data_dir`, `squad_file` and `extra`, scored with the settings' models."""
     if llm_limit < 0:
         raise ValueError(f"--llm-limit must be >= 0, got {llm_limit}")
     extra = list(extra)

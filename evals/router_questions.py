@@ -1,10 +1,8 @@
 """The labelled questions of `rag eval router`: single- or multi-hop by construction of their dataset.
 
-Every HotpotQA question needs two paragraphs (multi-hop: bridge or comparison), while SciFact claims, CMRC
-2018 questions and SQuAD questions are answered from one passage (single-hop). The readers take the files a
-user names (a folder in the shared-data layout with --data-dir, a SQuAD-format file with --squad, any
-HotpotQA, BEIR or SQuAD file with --dataset); each question falls, by a hash of its source and id, into the
-development or the test half (evals/router.py scores them).
+Every HotpotQA question needs two paragraphs (multi-hop), while SciFact claims, CMRC 2018 and SQuAD questions
+are answered from one passage (single-hop; SQuAD's long two-entity questions are the shape a rule-based router
+most easily mistakes). Each question falls into the dev or test half by a hash of its source and id.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ from typing import Literal
 from evals.datasets import (
     CMRC_FILE,
     load_beir,
-    load_cmrc,
     load_hotpotqa,
     load_squad,
     open_text,
@@ -77,27 +74,22 @@ def squad_questions(path: Path, source: str, limit: int | None = None) -> list[L
 
 
 def default_labelled_set(data_dir: Path, squad_file: Path | None = None) -> list[LabelledQuestion]:
-    """HotpotQA (multi-hop) + SciFact test claims + the first CMRC_QUESTIONS CMRC questions + the SQuAD sample
-    (single-hop); `squad_file=None` leaves SQuAD out."""
+    """HotpotQA (multi-hop) + SciFact claims, the first CMRC_QUESTIONS of CMRC and `squad_file` (single)."""
     data_dir = Path(data_dir)
     hotpot_files = sorted((data_dir / HOTPOTQA_DIR).glob(HOTPOTQA_PATTERN))
     if not hotpot_files:
         raise FileNotFoundError(f"no HotpotQA file in {data_dir / HOTPOTQA_DIR} (set --data-dir)")
     questions = [question for path in hotpot_files for question in hotpotqa_questions(path)]
     questions += beir_questions(data_dir / SCIFACT_DIR, "scifact")
-    cmrc = load_cmrc(data_dir / CMRC_FILE)[:CMRC_QUESTIONS]
-    questions += [LabelledQuestion(e.qid, e.question, "single", "cmrc2018") for e in cmrc]
+    questions += squad_questions(data_dir / CMRC_FILE, "cmrc2018", CMRC_QUESTIONS)
     if squad_file is not None:
         questions += squad_questions(Path(squad_file), "squad")
     return questions
 
 
 def extra_questions(path: Path) -> list[LabelledQuestion]:
-    """Labelled questions of a file given with --dataset, its format read from the content.
-
-    A folder is a BEIR dataset; a whole-file JSON object with "data" is SQuAD-format; JSON lines with a
-    "question" field (or a JSON array) are HotpotQA; JSON lines with "_id" and "text" are BEIR queries.
-    """
+    """Labelled questions of a --dataset path, its format read from the content: a folder is BEIR, a JSON
+    object with "data" SQuAD, an array or lines with "question" HotpotQA, lines with "_id" and "text" BEIR."""
     path = Path(path)
     source = path.name.split(".")[0]
     if path.is_dir():
@@ -128,10 +120,8 @@ def extra_questions(path: Path) -> list[LabelledQuestion]:
 
 
 def stratified_subset(questions: Sequence[LabelledQuestion], limit: int) -> list[LabelledQuestion]:
-    """At most `limit` questions, an equal share from each source (the first ones of each, in order).
-
-    The remainder of the division goes to the first sources; a source smaller than its share gives all it has.
-    """
+    """At most `limit` questions, an equal share from each source (its first ones; the remainder to the first
+    sources, and a source smaller than its share gives all it has)."""
     if limit <= 0:
         return []
     by_source: dict[str, list[LabelledQuestion]] = {}

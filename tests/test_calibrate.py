@@ -141,7 +141,7 @@ def test_thresholds_keep_the_floor_below_the_confident_threshold() -> None:
 def test_fit_finds_the_informative_signal_and_is_monotone_in_it() -> None:
     records = _records(300, informative=True)
     calibrator, report = fit_calibrator(records, name="synthetic", models=["tiny-reader"])
-    assert report.oof_auroc is not None and report.oof_auroc > 0.8
+    assert report.oof.auroc is not None and report.oof.auroc > 0.8
     base = {name: 0.0 for name in SIGNAL_NAMES} | {CONSTANT: 1.0}
     probabilities = [calibrator.probability(base | {INFORMATIVE: value}) for value in np.linspace(-3, 3, 25)]
     assert all(later >= earlier for earlier, later in zip(probabilities, probabilities[1:], strict=False))
@@ -156,14 +156,14 @@ def test_fit_finds_the_informative_signal_and_is_monotone_in_it() -> None:
     assert 0 <= calibrator.thresholds.floor < calibrator.thresholds.confident <= 1
     fit = calibrator.fit
     assert fit["records"] == 300 and fit["positives"] == sum(r["candidate_right"] for r in records)
-    assert fit["oof_auroc"] == pytest.approx(report.oof_auroc, abs=1e-4)
+    assert fit["oof_auroc"] == pytest.approx(report.oof.auroc, abs=1e-4)
     assert fit["cost_rule"]["confident_wrong"] == 2.0 and set(fit["per_set_oof_auroc"]) == {"en"}
     assert calibrator.models == ("tiny-reader",)
 
 
 def test_fit_on_noise_ranks_at_chance() -> None:
     _calibrator, report = fit_calibrator(_records(300, informative=False), name="noise", models=[])
-    assert report.oof_auroc is not None and abs(report.oof_auroc - 0.5) < 0.1
+    assert report.oof.auroc is not None and abs(report.oof.auroc - 0.5) < 0.1
 
 
 def test_artifact_round_trips_with_the_same_probabilities(tmp_path: Path) -> None:
