@@ -1,7 +1,5 @@
-"""The JSON of `rag ask --json`: the parts of a turn's output state a script reads.
-
-Why a module of its own: a `rag ask` that hands its question to a running server prints this too, and must
-not import the graph runner (LangGraph, the checkpointer) only to shape a dict.
+"""The JSON of `rag ask --json`, apart from the graph runner: a command that hands its question to a server
+prints it too.
 """
 
 from __future__ import annotations
@@ -12,9 +10,7 @@ from service.answer_judgement import judgement
 
 
 def output_json(result: dict[str, Any]) -> dict[str, Any]:
-    """The JSON of `rag ask --json`: answer, its judgement (`confidence`, `band`, `not_found_reason`: service.
-    answer_judgement), citations, sources, strategy, iterations, timings, usage, and the answer's id
-    (`rag feedback ANSWER_ID`)."""
+    """The parts of a turn's output state a script reads."""
     judged = judgement(result)
     return {
         "thread_id": result.get("thread_id"),

@@ -1,11 +1,6 @@
-"""The answer's judgement as every interface shows it: its band, calibrated confidence and not-found reason.
-
-Why one module: `rag ask`, `rag chat`, `--json`, the REST routes and the seed contract all show the same
-three facts of an answer (how sure the engine is, in a band and a number, and why it found nothing), read
-from the output state's `band`, `confidence` and `not_found_reason`. Reading them here once keeps the
-interfaces agreeing, also on a state whose `band` was never set (a result from before the judgement
-existed, a graph that does not judge): the `not_found` flag decides "not_found", and an answer that is not
-"not found" is "confident" unless the state says "tentative"; its confidence is then None.
+"""The answer's judgement as every interface shows it: its band, calibrated confidence and not-found reason,
+read once here so `rag ask`, `--json`, the REST routes and the seed contract agree (also on a state whose
+`band` was never set).
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ def judgement(result: Mapping[str, Any]) -> Judgement:
 
 
 def judgement_line(result: Mapping[str, Any]) -> str:
-    """The judgement in words, as `rag ask` prints it under the answer: "confident, 0.86",
-    "not sure, 0.41" or "not found: <reason>"."""
+    """The judgement in words: "confident, 0.86", "not sure, 0.41" or "not found: <reason>"."""
     judged = judgement(result)
     words = BAND_WORDS[judged["band"]]
     if judged["band"] == "not_found":

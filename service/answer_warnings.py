@@ -1,12 +1,6 @@
-"""What a reader must know about a confident answer before trusting it, as warnings every interface can show.
-
-Why so few: a warning must change what the user believes. A tentative or not-found answer already says
-how little to trust it (its band, service.answer_judgement), so it gets none; a confident answer is
-shown as right, so it warns only about a sentence stating a fact the sources do not contain: a name, a
-number or date, or a quoted term of a sentence `cite` flagged as unsupported that no passage holds
-(retrieval.grounding's anchors). Unsupported wording alone, and citations matched by shared words rather
-than given by the model, change nothing a reader would do (the per-source "(inferred)" flag stays). The
-warnings are computed from the output state only, so any interface can reuse them.
+"""What a reader must know about a confident answer before trusting it: a sentence stating a name, number,
+date or quoted term no source contains. A tentative or not-found answer already says how little to trust it
+(its band), so it gets no warning.
 """
 
 from __future__ import annotations
@@ -34,8 +28,7 @@ class AnswerWarning(TypedDict, total=False):
 
 
 def answer_warnings(result: Mapping[str, Any]) -> list[AnswerWarning]:
-    """The warnings of an output state: none unless its band is confident; then one for the unsupported
-    sentences that state a name, number, date or quoted term no passage contains."""
+    """The warnings of an output state (only a confident answer gets any)."""
     if judgement(result)["band"] != "confident":
         return []
     unsupported = [str(s) for s in result.get("unsupported_sentences") or [] if str(s).strip()]
@@ -57,9 +50,7 @@ def answer_warnings(result: Mapping[str, Any]) -> list[AnswerWarning]:
 
 
 def unsupported_facts(sentences: Sequence[str], passages: Sequence[str]) -> tuple[list[str], list[str]]:
-    """The sentences with a name, number, date or quoted term missing from every passage, and those facts
-    (each once, in order). Chinese terms are not checked: a run of Chinese characters is wording as often
-    as a name."""
+    """The sentences with a name, number, date or quoted term no passage holds, and those facts."""
     from dataclasses import replace
 
     from retrieval.grounding import Evidence, anchors_of
@@ -76,8 +67,7 @@ def unsupported_facts(sentences: Sequence[str], passages: Sequence[str]) -> tupl
 
 
 def _passage_texts(result: Mapping[str, Any]) -> list[str]:
-    """The texts of every passage the answer could rest on (cited sources and retrieved ones), each with
-    its title, as the grounding check reads them."""
+    """The titled texts of every passage the answer could rest on (cited and retrieved)."""
     from retrieval.grounding import titled_text
     from state.schemas import RetrievedDoc
 

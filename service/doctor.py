@@ -1,22 +1,9 @@
 """`rag doctor [--repair] [--json]`: check the stores of a data folder and repair what can be rebuilt.
 
-Why a doctor: the engine keeps four stores that can each be damaged or lost on their own (a deleted Chroma
-folder, a half-copied SQLite file), and before this a loss was silent or a stack trace. The checks are:
-- catalog: SQLite's PRAGMA integrity_check of catalog.sqlite (documents, chunks, embedding cache);
-- keyword index: the FTS5 rows against the chunk rows, plus FTS5's own integrity check;
-- vector collection: each tenant's Chroma collection counted, read and queried; one that fails is damaged
-  (its files hold what Chroma cannot apply) and is reported on its own, named with its tenant;
-- vectors: Chroma's ids against the catalog's, per tenant and collection (the readable collections);
-- checkpoints: PRAGMA integrity_check of checkpoints.sqlite (conversations).
-What `--repair` rebuilds comes from the catalog, the reference: the keyword index (from the chunk rows), a
-damaged collection (deleted, then written again from the chunk rows, each vector from the embedding cache or,
-without one there, embedded again) and missing vectors (the same way). A damaged catalog is not
-repaired in place; the report says how to rebuild it from the documents. A damaged checkpoint file is moved
-aside (kept, never deleted) so that new conversations work again.
-The report also lists the model self-test verdicts stored in the data folder (models/self_test_store.py:
-the strength `RAG_LLM_STRENGTH=auto` measured per model); `--clear-self-tests` forgets them, so the next
-question tests its model again.
-Exit code 0 when every store is healthy (or was repaired), 1 when damage remains.
+Checks: the catalog's and checkpoints' SQLite integrity, the keyword index against the chunk rows, each
+tenant's Chroma collection (readable?) and its vectors against the catalog. `--repair` rebuilds from the
+catalog, the reference, what can be rebuilt, and moves a damaged checkpoint file aside. The report also lists
+the stored model self-test verdicts and the answering model's calibrator. Exit 0 when healthy, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -91,8 +78,7 @@ class DoctorReport:
 
 
 def check_catalog(kb: KnowledgeBase) -> Finding:
-    """SQLite integrity of the catalog file (a missing file is a data folder nothing was ingested into); a
-    Postgres catalog is the server's to guard: its counts say it answers."""
+    """SQLite integrity of the catalog file (a Postgres catalog: its counts say it answers)."""
     from persistence.errors import CatalogDamagedError, damaged_catalog_message
 
     path = catalog_location(kb.settings)
@@ -122,8 +108,7 @@ def check_keyword_index(kb: KnowledgeBase, repair: bool) -> Finding:
 
 
 def check_collection(kb: KnowledgeBase, state: CollectionState, repair: bool) -> Finding:
-    """A collection Chroma cannot read, named with its tenant; `repair` rebuilds it from the catalog and
-    says how many chunks it wrote (and how many vectors came from the embedding cache)."""
+    """A collection Chroma cannot read, named with its tenant; `repair` rebuilds it from the catalog."""
     from persistence.thread_lock import ThreadBusyError
     from persistence.vector_store import chroma_collection_name
     from retrieval.embedding_errors import EmbeddingError
@@ -152,9 +137,7 @@ def check_collection(kb: KnowledgeBase, state: CollectionState, repair: bool) ->
 
 
 def check_vectors(kb: KnowledgeBase, repair: bool) -> list[Finding]:
-    """Every collection probed, a damaged one reported (and with `repair` rebuilt) by `check_collection`;
-    then the readable collections' ids against the catalog's, where `repair` re-embeds missing chunks
-    (cache) and drops strays. A collection still damaged is left out of the comparison, untouched."""
+    """Every collection probed, then the readable ones' ids against the catalog's."""
     from retrieval.store_health import collection_states, repair_vectors, reset_checks, vector_gaps
 
     where = kb.settings.chroma_host or str(kb.settings.chroma_dir)
@@ -197,8 +180,7 @@ def check_vectors(kb: KnowledgeBase, repair: bool) -> list[Finding]:
 
 
 def check_postgres_checkpoints(location: PostgresLocation) -> Finding:
-    """Conversations on PostgreSQL (RAG_DATABASE_URL): the server answers and the saver's tables are there
-    (integrity is the server's own business); an unreachable server is a store that cannot be opened."""
+    """Conversations on PostgreSQL (RAG_DATABASE_URL): the server answers and the saver's tables are there."""
     try:
         threads = len(location.saver().thread_rows())
     except StoreUnavailableError as error:
@@ -207,8 +189,7 @@ def check_postgres_checkpoints(location: PostgresLocation) -> Finding:
 
 
 def check_checkpoints(settings: Settings, repair: bool) -> Finding:
-    """SQLite integrity of the checkpoint file; `repair` moves a damaged file aside (kept) for a fresh one.
-    On PostgreSQL, whether the server answers (check_postgres_checkpoints)."""
+    """SQLite integrity of the checkpoint file; `repair` moves a damaged file aside (kept) for a fresh one."""
     from persistence.checkpointer import checkpoint_location
 
     location = checkpoint_location(settings)
@@ -243,8 +224,7 @@ def check_checkpoints(settings: Settings, repair: bool) -> Finding:
 
 
 def catalog_location(settings: Settings) -> str:
-    """Where the catalog is, as the report shows it (a Postgres URL without its password), found without
-    opening it: a damaged file must be named, not opened."""
+    """Where the catalog is (a Postgres URL without its password), found without opening it."""
     from persistence.database import postgres_url
     from persistence.postgres_checkpoints import shown_url
 
@@ -276,8 +256,7 @@ DEFAULT_CALIBRATOR_WARNING = (
 
 
 def calibrator_status(settings: Settings) -> dict[str, object]:
-    """The answering model's calibrator (answering.calibrator): its name, whether it is the model's own, and
-    the warning when it is not."""
+    """The answering model's calibrator: its name, whether it is the model's own, the warning when not."""
     from answering.calibrator import calibrator_for
     from models.factory import resolve_spec
 
@@ -299,8 +278,7 @@ def run_doctor(
     kb: KnowledgeBase | None = None,
     clear_self_tests: bool = False,
 ) -> DoctorReport:
-    """Check (and with `repair`, rebuild) every store of `settings`' data folder; list the stored model
-    self-test verdicts (after forgetting them with `clear_self_tests`)."""
+    """Check (and with `repair`, rebuild) every store of the data folder; list the self-test verdicts."""
     from models.self_test_store import SelfTestStore
     from persistence.database import postgres_url
     from retrieval.knowledge_base import KnowledgeBase
@@ -349,13 +327,11 @@ def doctor(
         ),
     ] = False,
 ) -> None:
-    """Check the catalog, keyword index, each collection's vectors and checkpoints; --repair rebuilds the
-    keyword index, a damaged collection (named with its tenant) and missing vectors from the catalog and
-    moves a damaged checkpoint file aside (kept). A damaged catalog is only reported, with how to rebuild it
-    (ingest your documents again).
+    """Check the catalog, keyword index, each collection's vectors and checkpoints; --repair rebuilds what the
+    catalog can rebuild and moves a damaged checkpoint file aside (kept).
 
-    Exit codes: 0 = every store healthy (or repaired); 1 = a store is still damaged or cannot be opened
-    (the report names it and the way to repair it); 2 = invalid settings or options."""
+    Exit codes: 0 = every store healthy (or repaired); 1 = a store is still damaged or cannot be opened;
+    2 = invalid settings or options."""
     from service.cli.common import EXIT_UNAVAILABLE, console, settings_or_exit, user_errors
 
     settings = settings_or_exit()

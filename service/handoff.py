@@ -1,16 +1,8 @@
 """Hand a CLI question to a running `rag serve` of the same data directory instead of starting cold.
 
-Why: a `rag ask` process starts cold (the embedding model, the chat model, their self-test: seconds before
-the graph does any work of its own), while a `rag serve` next to it holds all of that warm. When a server
-answers at the configured address (RAG_API_HOST / RAG_API_PORT) AND reports the same data-directory
-fingerprint on GET /health, `rag ask` and `rag search` send the question there and print its answer as they
-would their own; `--local` (or no such server) keeps the in-process path.
-
-The fingerprint is a hash of the data directory's resolved path and the catalog's identity (the SQLite
-file's device and inode, or the RAG_DATABASE_URL without its password), so /health never shows a path,
-and a server of another folder, or of a folder whose catalog was replaced, is never mistaken for this one.
-The server's rules hold for a handed-off question: its keys (the client presents RAG_API_KEY), its tenants
-and its thread ownership; its refusal is the command's error.
+A server at RAG_API_HOST / RAG_API_PORT is used only when its GET /health reports this data directory's
+fingerprint: a hash of its resolved path and the catalog's identity, so /health shows no path and a server of
+another folder (or a replaced catalog) is never mistaken for this one.
 """
 
 from __future__ import annotations
@@ -72,8 +64,7 @@ def server_base(settings: Settings) -> str:
 
 
 def same_data_server(settings: Settings) -> str | None:
-    """The base URL of a running `rag serve` of this data directory, else None (nothing answers, another
-    program answers, or a server of another data directory)."""
+    """The base URL of a running `rag serve` of this data directory, else None."""
     base = server_base(settings)
     try:
         with urllib.request.urlopen(f"{base}/health", timeout=HANDOFF_PROBE_TIMEOUT_S) as reply:
@@ -86,10 +77,7 @@ def same_data_server(settings: Settings) -> str | None:
 
 
 def post_json(base: str, path: str, body: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """POST `body` to the server and return its JSON answer, presenting RAG_API_KEY when set.
-
-    Raises ServerRefused with the server's status and message for an error answer, ServerLost when the
-    connection fails or the answer is not JSON."""
+    """POST `body` to the server and return its JSON answer (ServerRefused, ServerLost)."""
     headers = {"Content-Type": "application/json"}
     if settings.api_key:
         headers["X-API-Key"] = settings.api_key

@@ -75,7 +75,12 @@ class Api:
 
     def gates(self) -> dict[str, dict[str, int]]:
         """The engine's model gates now (size, busy, waiting per model)."""
-        return self.app.state.api.engine.gates.snapshot()  # type: ignore[no-any-return]
+        gates = self.app.state.api.engine.gates._gates.items()
+        return {
+            name: {"size": gate.size, "busy": gate.busy, "waiting": gate.waiting}
+            for name, gate in gates
+            if gate is not None
+        }
 
     def post(self, path: str, payload: Any, **kwargs: Any) -> httpx.Response:
         return self.client.post(path, json=payload, **kwargs)

@@ -27,6 +27,25 @@ from tests.conftest import write_corpus
 from tests.fakes import TaskChatModel
 from tests.helpers.api_server import serve_app
 
+
+def held_by(gate: ModelGate) -> dict[str, int]:
+    """The gate's places held now, per tenant holding any."""
+    with gate._condition:
+        return dict(gate._held)
+
+
+def running(runs: TenantRuns) -> dict[str, int]:
+    """The worker slots held now, per tenant holding any."""
+    with runs._lock:
+        return dict(runs._running)
+
+
+def waiting(runs: TenantRuns) -> dict[str, int]:
+    """The requests waiting for a slot now, per tenant with any."""
+    with runs._lock:
+        return {tenant: len(queue) for tenant, queue in runs._waiting.items() if queue}
+
+
 #: Seconds a test waits for a thread to reach the gate (or take a place) before it fails.
 WAIT_LIMIT_S = 10.0
 
@@ -71,21 +90,21 @@ def test_a_flooding_tenant_holds_no_more_than_its_places() -> None:
     callers = start_waiters(gate, [("alpha", float(i)) for i in range(5)], served)
     until(lambda: served == ["alpha"], "alpha's first call")
     time.sleep(0.3)  # several polls of the gate: three places stay free, still alpha gets no second one
-    assert gate.busy == 1 and gate.waiting == 4 and gate.held_by() == {"alpha": 1}
+    assert gate.busy == 1 and gate.waiting == 4 and held_by(gate) == {"alpha": 1}
     # Another tenant takes a free place at once, beside alpha's.
     bravo = Caller(gate, "bravo", 99.0, served).start()
     until(lambda: "bravo" in served, "bravo's call")
-    assert gate.held_by() == {"alpha": 1, "bravo": 1}
+    assert held_by(gate) == {"alpha": 1, "bravo": 1}
     gate.release("alpha")
     until(lambda: served.count("alpha") == 2, "alpha's next call")
-    assert gate.held_by() == {"alpha": 1, "bravo": 1}
+    assert held_by(gate) == {"alpha": 1, "bravo": 1}
     for count in (3, 4, 5):  # each of alpha's calls ends before its next one takes the place
         gate.release("alpha")
         until(lambda count=count: served.count("alpha") == count, f"alpha's call {count}")
-        assert gate.held_by()["alpha"] == 1
+        assert held_by(gate)["alpha"] == 1
     gate.release("alpha")
     gate.release("bravo")
-    assert gate.busy == 0 and gate.held_by() == {}
+    assert gate.busy == 0 and held_by(gate) == {}
     for caller in [*callers, bravo]:
         caller.thread.join(WAIT_LIMIT_S)
     assert served.count("alpha") == 5
@@ -142,7 +161,7 @@ def test_within_one_tenant_the_oldest_run_goes_first_and_no_bound_means_all_plac
     unbounded = ModelGate(size=3, tenant_places=0)
     for _ in range(3):
         unbounded.acquire(0.0, lambda: False, "alpha")
-    assert unbounded.held_by() == {"alpha": 3}
+    assert held_by(unbounded) == {"alpha": 3}
 
 
 # --- run slots per tenant ---------------------------------------------------------------------------------
@@ -154,11 +173,11 @@ def test_a_tenant_over_its_runs_waits_and_another_tenant_does_not() -> None:
         assert await runs.acquire("alpha", 1.0) and await runs.acquire("alpha", 1.0)
         third = asyncio.ensure_future(runs.acquire("alpha", 5.0))
         await asyncio.sleep(0.05)
-        assert not third.done() and runs.waiting() == {"alpha": 1}
+        assert not third.done() and waiting(runs) == {"alpha": 1}
         assert await runs.acquire("bravo", 0.01)  # another tenant: a slot at once
         runs.release("alpha")  # the slot passes to alpha's waiter
         assert await asyncio.wait_for(third, 1.0) is True
-        assert runs.running() == {"alpha": 2, "bravo": 1} and runs.waiting() == {}
+        assert running(runs) == {"alpha": 2, "bravo": 1} and waiting(runs) == {}
 
     asyncio.run(scenario())
 
@@ -169,7 +188,7 @@ def test_a_wait_past_its_limit_holds_no_slot() -> None:
         assert await runs.acquire("alpha", 1.0)
         assert await runs.acquire("alpha", 0.05) is False
         runs.release("alpha")
-        assert runs.running() == {} and runs.waiting() == {}
+        assert running(runs) == {} and waiting(runs) == {}
         assert await runs.acquire("alpha", 0.05)  # free again: the timed-out waiter took nothing
 
     asyncio.run(scenario())
@@ -187,7 +206,7 @@ def test_a_cancelled_waiter_passes_its_slot_on() -> None:
             await leaving
         runs.release("alpha")
         assert await asyncio.wait_for(staying, 1.0) is True
-        assert runs.running() == {"alpha": 1} and runs.waiting() == {}
+        assert running(runs) == {"alpha": 1} and waiting(runs) == {}
 
     asyncio.run(scenario())
 
@@ -245,7 +264,7 @@ def test_a_tenant_waiting_for_its_runs_holds_no_worker(
         try:
             assert entered.wait(WAIT_LIMIT_S), "alpha's run never reached the model"
             tenant_runs = app.state.api.engine.tenant_runs
-            until(lambda: tenant_runs.waiting() == {"default": 1}, "alpha's second request to wait")
+            until(lambda: waiting(tenant_runs) == {"default": 1}, "alpha's second request to wait")
             bravo = client.post(
                 "/api/v1/rag/generate",
                 json={"query": "Which tea is brewed at 90 degrees?"},
@@ -253,8 +272,8 @@ def test_a_tenant_waiting_for_its_runs_holds_no_worker(
                 timeout=WAIT_LIMIT_S * 2,
             )
             assert bravo.status_code == 200, bravo.text
-            assert not release.is_set() and tenant_runs.running() == {"default": 1}
+            assert not release.is_set() and running(tenant_runs) == {"default": 1}
         finally:
             release.set()
         assert [future.result(timeout=WAIT_LIMIT_S * 3).status_code for future in alpha] == [200, 200]
-    assert app.state.api.engine.tenant_runs.running() == {}
+    assert running(app.state.api.engine.tenant_runs) == {}

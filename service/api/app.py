@@ -1,11 +1,6 @@
 """The FastAPI app: `create_app(settings)` for `rag serve` and tests, and the module-level `app` that
-langgraph.json's `"http": {"app": "./service/api/app.py:app"}` mounts into the LangGraph server, so one
-`langgraph dev` serves the LangGraph API and these routes together.
-
-Importing this module builds nothing heavy: settings are read, the runner, stores and models open on first
-use (the LangGraph server imports it at start, as it imports the graphs). Under `rag serve` the app's
-lifespan loads them in a thread once the server listens: GET /health answers at once, and every other
-request waits for that warm-up (`AfterWarmUp`) before its own limits start.
+langgraph.json mounts into the LangGraph server. Importing it opens nothing heavy; under `rag serve` the
+lifespan warms the runner, stores and models up in a thread while GET /health already answers.
 """
 
 from __future__ import annotations
@@ -68,8 +63,7 @@ def _route_name(request: Request) -> str:
 
 
 def guarded_routes() -> GuardedRoutes:
-    """The API's routes for the request guard: the rag, document and memory routes resolve a tenant, so they
-    need a key (when keys are configured); the upload route takes the upload cap."""
+    """The API's routes for the request guard: those that need a key, and the upload route."""
     keyed = [route for router in KEYED_ROUTERS for route in router.routes]
     upload = routes_documents.upload_documents
     uploads = [route for route in keyed if getattr(route, "endpoint", None) is upload]
@@ -77,10 +71,7 @@ def guarded_routes() -> GuardedRoutes:
 
 
 class AfterWarmUp:
-    """Holds a request until the warm-up has loaded what its run needs, so the first answer pays no model
-    load inside its run limit (as when the warm-up ran before the server answered), while liveness, metrics
-    and the API pages answer at once. Innermost middleware: the request guard refuses a bad key or body
-    before any wait. Plain ASGI, so streams pass through untouched."""
+    """Holds a request until the warm-up has loaded what its run needs (not liveness, metrics, API pages)."""
 
     def __init__(self, app: ASGIApp, warming: list[asyncio.Task[float]], free: tuple[str, ...]) -> None:
         self.app = app
@@ -108,8 +99,7 @@ def _is_free(path: str, free: tuple[str, ...]) -> bool:
 def create_app(
     settings: Settings | None = None, session_factory: Callable[[Settings], Session] | None = None
 ) -> FastAPI:
-    """The API over `settings` (the process settings by default); `session_factory` replaces the runner
-    (tests that script a run's stream item by item)."""
+    """The API over `settings`; `session_factory` replaces the runner (tests)."""
     settings = settings or get_settings()
     state = ApiState(
         settings=settings,
@@ -120,8 +110,7 @@ def create_app(
 
     warming: list[asyncio.Task[float]] = []
 
-    # /docs and /redoc with Swagger UI's and ReDoc's files from an installed package (fastapi-offline),
-    # not a CDN: the pages work on a machine without internet access.
+    # the API pages' files from an installed package (fastapi-offline), not a CDN: they work offline
     app = FastAPIOffline(
         title=TITLE,
         description="Cited answers over your documents: generate, stream, batch, documents, health, metrics.",
@@ -140,15 +129,11 @@ def create_app(
 def _lifespan(
     state: ApiState, warming: list[asyncio.Task[float]]
 ) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
-    """The app's lifespan: warm the engine up in a thread (its task goes into `warming`) and run the idle
-    summary sweeper while the server runs; on shutdown, close the engine once its warm-up has ended."""
+    """The app's lifespan: the warm-up in a thread and the idle summary sweeper; then close the engine."""
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        # The runner, stores and models load in a thread while the server already answers GET /health;
-        # every other request waits for them before its own limits start (AfterWarmUp).
         warming[:] = [asyncio.create_task(asyncio.to_thread(state.engine.warm_up))]
-        # Idle conversations summarize themselves while the server runs (retrieval.auto_summary).
         sweeper = (
             asyncio.create_task(routes_conversations.idle_sweeper(state))
             if state.settings.summary_idle_s > 0
@@ -164,24 +149,14 @@ def _lifespan(
 
 
 def _include_routers(app: FastAPI) -> None:
-    """Mount every route group: the engine's own, the seed API's contract, documents, operations, memory,
-    conversations and usage."""
-    app.include_router(routes_rag.router)
-    app.include_router(routes_seed.router)  # the seed API's contract (docs/api-seed.md)
-    app.include_router(routes_seed.search_router)
-    app.include_router(routes_documents.router)
-    app.include_router(routes_ops.router)
-    app.include_router(routes_memory.router)
-    app.include_router(routes_conversations.router)
-    app.include_router(routes_usage.router)  # feedback on answers, the tenant's answer stats
+    """Mount every route group: those that resolve a tenant, then the operations routes."""
+    for router in (*KEYED_ROUTERS, routes_ops.router):
+        app.include_router(router)
 
 
 def _add_middleware(app: FastAPI, state: ApiState, warming: list[asyncio.Task[float]]) -> None:
-    """The middleware stack, innermost first: the warm-up wait, the request guard (keys, body caps), CORS
-    (when origins are set) and the request meter."""
+    """The middleware stack, innermost first: warm-up wait, request guard, CORS, request meter."""
     settings = state.settings
-    # Middleware added later wraps the earlier: the meter sees every answer, CORS headers reach the
-    # guard's refusals, and the guard runs before FastAPI reads a body.
     app.add_middleware(AfterWarmUp, warming=warming, free=warm_up_free_paths(app))
     app.add_middleware(
         RequestGuard,
@@ -207,8 +182,7 @@ def _meter(
     """The middleware that counts every response into the API's metrics."""
 
     async def meter(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        """Count every response, the 500 of an unhandled error too: that error passes through here on its
-        way to the outermost handler, which answers 500 (service.api.errors)."""
+        """Count every response, the 500 of an unhandled error too (it passes here on its way out)."""
         started = time.perf_counter()
 
         def record(status: int) -> None:

@@ -1,12 +1,6 @@
-"""API keys mapped to tenants (`RAG_API_KEYS='key1:tenantA,key2:tenantB'`).
-
-Why the key decides the tenant: the run's context is the one source of truth for the tenant, and over HTTP
-the caller's key is the only thing the server can trust. Without configured keys the API is open and the
-request's `tenant_id` (or the default tenant) applies, which suits a single-user machine.
-- no key or an unknown key -> 401;
-- a key used for another tenant's `tenant_id` -> 403;
-- no `tenant_id` -> the key's tenant.
-Keys are compared in constant time; they never appear in logs or error messages.
+"""API keys mapped to tenants (`RAG_API_KEYS='key1:tenantA,key2:tenantB'`): over HTTP the caller's key is the
+only thing the server can trust, so it decides the tenant (no or unknown key: 401; another tenant's
+`tenant_id`: 403). Without keys the API is open. Keys are compared in constant time and never logged.
 """
 
 from __future__ import annotations
@@ -34,8 +28,7 @@ def parse_api_keys(raw: str) -> dict[str, str]:
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
-    """The key in a request's headers (Starlette's, case-insensitive): `X-API-Key`, or `Authorization:
-    Bearer <key>`. Headers only, so the key is checked before the body is read (service.api.request_guard)."""
+    """The key in a request's headers: `X-API-Key`, or `Authorization: Bearer <key>`."""
     key = headers.get(API_KEY_HEADER)
     if key:
         return key.strip()
@@ -56,9 +49,7 @@ def key_tenant(keys: dict[str, str], key: str | None) -> str | None:
 
 
 def resolve_tenant(authorized: str | None, requested: str | None, default: str) -> str:
-    """The tenant a request acts for: the key's, checked against the requested one (403 when they differ).
-    A requested name is checked here, for every route: a query or form field never went through a body
-    schema, and the upload route makes a folder of it (422 naming tenant_id)."""
+    """The tenant a request acts for: the key's, checked against the requested one (403 when they differ)."""
     if requested:
         try:
             validate_collection_name(requested, "tenant")

@@ -1,25 +1,8 @@
-"""Telling a stream's client when the answer it was shown is withdrawn: the `draft_replaced` SSE event.
+"""The `draft_replaced` SSE event: the answer tokens a stream's client was shown are withdrawn.
 
-Why: the stream forwards the model's tokens as they are written, but the answer the run ends with can be
-another text: a later generation round writes a new draft (the answer grader sent the run back), cite turns
-the draft into the honest "not found" answer, or the engine keeps another round's draft or the extractive
-fallback. Without a signal a client shows the withdrawn draft, or the next round's tokens glued onto it.
-
-The watcher sees the stream's tokens and events in order and answers, before an event goes out, whether a
-`draft_replaced` must precede it:
-- `generation_start` of a round after tokens were shown: reason "regenerated"; `answer` is null, since
-  the replacement is not written yet (its tokens follow; a later `draft_replaced` comes if the final
-  answer then differs from them);
-- `generation_complete` whose answer does not contain what the client was shown: reason "not_found" when
-  the run's judgement is "not found" (the event's `band`, or its `not_found` flag), else "revised";
-  `answer` is the final answer.
-`round` is the generation round whose draft is withdrawn.
-
-"Contains what was shown" compares words, not characters: the engine reformats every draft (the "Answer:" /
-"Explanation:" labels dropped, the short answer on its own line, citation markers renumbered or added), so
-a literal prefix test would flag every answer. The shown text, read as the engine reads a draft (labels and
-echoed source headers removed), must appear in the final answer once both are lowercased and stripped of
-citation markers, spaces and punctuation (retrieval.answer_text.normalized).
+A later round may regenerate, `cite` may turn the draft into "not found", or the engine may keep another
+draft; without the event a client shows the withdrawn text. "Still says what was shown" compares normalised
+words (retrieval.answer_text.normalized): the engine reformats every draft (labels, citation markers).
 """
 
 from __future__ import annotations
@@ -43,16 +26,14 @@ ReplaceReason = Literal["regenerated", "not_found", "revised"]
 
 
 def comparable(text: str) -> str:
-    """A draft or answer as the words it says: labels, source headers, preamble and markers removed,
-    lowercased, without spaces or punctuation."""
+    """A draft or answer as the words it says (labels, headers, markers, spaces and punctuation removed)."""
     short, explanation = split_short_answer(strip_source_headers(text), allow_bare=True)
     body = compose_answer(short, explanation) if short or explanation else text
     return normalized(strip_references(strip_preamble(body)))
 
 
 def keeps_draft(shown: str, answer: str) -> bool:
-    """Whether the final `answer` still says everything the client was shown (see the module docstring);
-    a shown text with no word at all (model garbage) is kept only when nothing was shown."""
+    """Whether the final `answer` still says everything the client was shown."""
     words = comparable(shown)
     if not words:
         return not shown.strip()

@@ -1,24 +1,10 @@
-"""Running the agentic graph for HTTP requests: through the project's runner (graphs.runner.Session), in a
-bounded pool of worker threads, with the API's time limits and the graph's events streamed live.
+"""Running the graph for HTTP requests: the project's runner in a bounded pool of worker threads (it drives
+the graph synchronously), its items streamed to the request's event loop, which enforces the limits.
 
-Why threads: the runner drives the graph synchronously with the SQLite checkpointer (sync and async savers
-are separate classes), and the embedded model and the stores block. Each run streams in a worker thread and
-hands its items to the request's event loop, which enforces the limits. Limits bound work, not waiting:
-- waiting for the tenant's turn (`api_tenant_runs` of one tenant's runs at once, waiting without a thread:
-  service.api.tenant_runs), then for a worker slot (`api_workers` runs at once), or for the model
-  (service.api.gate, fair between tenants): at most `api_queue_timeout_s` in all for the first two and for
-  each model wait, then 503 with Retry-After (the server is busy, not broken);
-- the run's own work: the run limit, counted from when its graph starts (after the thread's turn lock,
-  whose wait is bounded by RAG_THREAD_LOCK_TIMEOUT_S -> 409), minus its waits for the model;
-- one model call: the model limit, from when the call gets the model; one retrieval:
-  `api_retrieval_timeout_s` (both watched through LangChain callbacks on the run's model calls and
-  `retrieve` tasks).
-The model and run limits are `api_model_timeout_s` / `api_run_timeout_s`, or on auto derived from the
-embedded model's speed measured at warm-up and the run's own context (service.api.limits).
-Past a limit the request gets its status at once, and the worker stops the graph at its next step (a Python
-thread cannot be interrupted inside a model call, so that call finishes in the background and is discarded;
-the run's later model calls fail at once instead of waiting for the model). A run that ends without its
-result (stopped, timed out, failed, its client gone) is rolled back from its thread (service.api.turns).
+Limits bound work, not waiting: the waits for the tenant's turn (service.api.tenant_runs), a worker and the
+model (service.api.gate) end at `api_queue_timeout_s` (503); the run's own work, one model call and one
+retrieval at their limits (service.api.limits, 504). A run that ends without its result is rolled back from
+its thread (service.api.turns).
 """
 
 from __future__ import annotations
@@ -102,13 +88,7 @@ class Engine:
             return self._session
 
     def warm_up(self) -> float:
-        """Open the runner, the knowledge base, the embedding model and the chat models now; return seconds.
-
-        Why: otherwise the first request loads them inside its own run limit, and on a busy machine that
-        alone passed 60 s (a 504 for the first cold answer of a load test). Then the limits on auto are set
-        from the generation model (service.api.limits.measured_policy: one timed call for the embedded model).
-        Failures are logged, not raised: a store or model that is down shows in the health route and in the
-        requests that need it."""
+        """Open the runner, stores and models and set the auto limits now; return seconds."""
         started = time.monotonic()
         try:
             self.session()
@@ -133,8 +113,7 @@ class Engine:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def run(self, spec: RunSpec) -> AsyncGenerator[tuple[str, Any], None]:
-        """Yield ("event", {"event", "data"}), ("token", text) and finally ("result", output state); raise the
-        run's error, QueueTimeout after waiting too long, or RunTimeout past a limit of the run's work."""
+        """Yield ("event", ...), ("token", text), then ("result", state); raise the run's error."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         cancelled = threading.Event()
@@ -193,8 +172,7 @@ class Engine:
                 release()
 
     async def _tenant_turn(self, tenant: str) -> None:
-        """Wait until `tenant` runs fewer than `api_tenant_runs` at once (holding no worker meanwhile), at
-        most `api_queue_timeout_s` (then QueueTimeout)."""
+        """Wait until `tenant` runs fewer than `api_tenant_runs`, at most `api_queue_timeout_s`."""
         settings = self.settings
         if not await self.tenant_runs.acquire(tenant, settings.api_queue_timeout_s):
             raise QueueTimeout(
@@ -205,8 +183,7 @@ class Engine:
             )
 
     async def in_worker(self, tenant: str, work: Callable[[], T]) -> T:
-        """`work()` in the run pool, counted against `tenant`'s runs (a search: its rerank calls the model
-        and can hold a worker for as long as a run); QueueTimeout after waiting `api_queue_timeout_s`."""
+        """`work()` in the run pool, counted against `tenant`'s runs (a search's rerank holds a worker)."""
         loop = asyncio.get_running_loop()
         await self._tenant_turn(tenant)
         release = SlotRelease(self.tenant_runs, tenant)
@@ -231,8 +208,7 @@ class Engine:
     async def _admitted(
         self, queue: asyncio.Queue[tuple[str, Any]], future: asyncio.Future[None], waited_s: float
     ) -> None:
-        """Wait for the run's worker slot, at most what is left of `api_queue_timeout_s` after `waited_s`
-        (the wait for the tenant's turn; then QueueTimeout, run dropped)."""
+        """Wait for the run's worker slot, at most what `waited_s` left of `api_queue_timeout_s`."""
         limit = self.settings.api_queue_timeout_s
         try:
             kind, _payload = await asyncio.wait_for(queue.get(), timeout=max(0.0, limit - waited_s))

@@ -1,19 +1,7 @@
-"""One mapping from the engine's documented errors to HTTP statuses, used by every route, by the SSE `error`
-event and by each item of a batch, so the same failure always reads the same way.
-
-| error | status |
-|---|---|
-| bad input: InvalidQuestionError, FilterError, a Context/ValueError | 422 |
-| a missing or unknown API key | 401 |
-| another tenant's key or thread (ThreadAccessError, PermissionError) | 403 |
-| the thread is busy with another turn (ThreadBusyError) | 409 |
-| a model or the embedding model is down | 503 |
-| a store is down or damaged (StoreUnavailableError): STORE_DOWN_MESSAGE, the store's text logged once | 503 |
-| waited too long for a run slot or for the model (QueueTimeout; with Retry-After) | 503 |
-| a request body over RAG_API_MAX_JSON_BYTES / RAG_API_MAX_UPLOAD_BYTES (service.api.request_guard) | 413 |
-| a run's work, a model call or a retrieval past its time limit (RunTimeout) | 504 |
-| the client left before its answer (ClientDisconnected; its turn is rolled back, counted) | 499 (logged) |
-| anything else | 500 (logged with its stack; the client gets one line) |
+"""One mapping from the engine's errors to HTTP statuses (table: docs/api.md), used by every route, the SSE
+`error` event and each batch item, so the same failure always reads the same way: bad input 422, keys 401 /
+403, a busy thread 409, a model or store down or a full queue 503 (with Retry-After), a time limit 504, a
+client gone 499 (logged and counted only), anything else 500 (logged with its stack, one line to the client).
 """
 
 from __future__ import annotations
@@ -48,8 +36,7 @@ class RunTimeout(TimeoutError):
 
 
 class QueueTimeout(TimeoutError):
-    """A request waited longer than `api_queue_timeout_s` for a run slot or for the model: the server is
-    busy, not broken, so 503 with Retry-After rather than 504."""
+    """Waited past `api_queue_timeout_s` for a run slot or the model: busy, not broken (503, Retry-After)."""
 
     def __init__(self, message: str, retry_after_s: int) -> None:
         super().__init__(message)
@@ -57,8 +44,7 @@ class QueueTimeout(TimeoutError):
 
 
 class ClientDisconnected(ConnectionError):
-    """The client closed the connection while its request waited or ran: the run is abandoned so that it no
-    longer holds a worker or the model for the requests still waiting."""
+    """The client left while its request waited or ran: the run is abandoned."""
 
 
 class ApiError(Exception):
@@ -134,9 +120,7 @@ def _first_time_logged(error: BaseException) -> bool:
 
 
 def validation_info(error: RequestValidationError | ValidationError, *, located: bool = True) -> ErrorInfo:
-    """A pydantic 422 as one line naming the field (`top_k: Input should be less than or equal to 50`).
-    `located`: the first part of each error's location says where (body, query...), not which field (a
-    request's errors; a model validated on its own, a batch item, has no such part)."""
+    """A pydantic 422 as one line naming the field (`located`: a request's, not a batch item's)."""
     first = error.errors()[0] if error.errors() else {}
     location = [str(part) for part in first.get("loc", ())]
     if located and location and location[0] in ("body", "query", "path", "form", "header"):
@@ -169,8 +153,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
-    # The documented errors by class (a handler for plain Exception would run in Starlette's outermost
-    # middleware, which re-raises after answering); anything else is a 500 there.
+    # by class: a handler for plain Exception runs in Starlette's outermost middleware, which re-raises
     for documented in DOCUMENTED_ERRORS:
         app.add_exception_handler(documented, on_error)
     app.add_exception_handler(Exception, on_error)

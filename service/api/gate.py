@@ -1,25 +1,11 @@
-"""Waiting for the model, in our code: a per-model concurrency gate and the per-run monitor that separates a
-run's own work from its waiting.
+"""Waiting for the model in our code: a per-model concurrency gate, fair between tenants, and the per-run
+monitor (a LangChain callback) that separates a run's own work from its waiting.
 
-Why: the embedded model (llama.cpp on the API's own CPU cores) computes one answer at a time at full speed;
-sixteen runs calling it at once all get slower, queue inside llama.cpp where nobody can see it, and the time
-limits then counted that queueing as if the model were stuck (without the gate, 19 of 32 requests were 504 at
-16 clients). With the gate, a call waits here for its turn, the waiting is measured, and:
-- the model limit (`api_model_timeout_s`, service.api.limits) starts when the call gets the model, not when
-  it asks;
-- the run limit (`api_run_timeout_s`) leaves out the time the run spent waiting for the model;
-- waiting itself is bounded by `api_queue_timeout_s` (then 503 with Retry-After, not 504).
-Between tenants the gate is fair: one tenant holds at most TENANT_MODEL_PLACES places at once, and a
-freed place goes to the waiting tenant holding the fewest places, then to the one served least recently, so
-a tenant flooding the API delays another tenant's call by at most the calls already running. Within a
-tenant, waiters are served oldest run first, so under load runs finish in arrival order instead of all
-together at the end (processor sharing), and a run that needs no model (a cache hit) never waits.
-
-The monitor is a LangChain callback handler of the run: `on_chat_model_start` runs inline in the thread that
-is about to call the model (the engine drives the graph synchronously), so blocking there holds exactly that
-call. Permits still held when the run ends (a stream closed mid-call) are released by `release_all`. The
-run's work starts when its graph starts (`on_chain_start` of the root run): the wait for the thread's turn
-lock before it is bounded by RAG_THREAD_LOCK_TIMEOUT_S (409), not by the run limit.
+Why: the embedded model computes one answer at a time; concurrent calls queued invisibly inside llama.cpp and
+the time limits counted that queueing (19 of 32 requests were 504 at 16 clients). Here the model limit starts
+when a call gets the model, the run limit leaves the waits out, and a wait is bounded by
+`api_queue_timeout_s` (503). A freed place goes to the waiting tenant holding the fewest places, then the
+least recently served; within a tenant, the oldest run first.
 """
 
 from __future__ import annotations
@@ -58,10 +44,7 @@ class Ticket:
 
 
 class ModelGate:
-    """At most `size` calls into one model at once, and at most `tenant_places` of them (0 = no bound) from
-    one tenant. A freed place goes to the waiting tenant holding the fewest places, then to the tenant served
-    least recently; among one tenant's waiters, lowest priority value first (the run's admission time), ties
-    in arrival order."""
+    """At most `size` calls into one model at once, at most `tenant_places` (0 = no bound) per tenant."""
 
     def __init__(self, size: int, tenant_places: int = 0) -> None:
         self.size = size
@@ -86,11 +69,6 @@ class ModelGate:
         with self._condition:
             return len(self._waiting)
 
-    def held_by(self) -> dict[str, int]:
-        """Places held now, per tenant holding any."""
-        with self._condition:
-            return dict(self._held)
-
     def _next(self) -> Ticket | None:
         """The waiter the next free place goes to (None when every waiter's tenant holds its bound)."""
         eligible = [
@@ -105,14 +83,12 @@ class ModelGate:
         )
 
     def acquire(self, priority: float, give_up: Callable[[], bool], tenant: str = "") -> None:
-        """Wait for the model for `tenant`; raise RunAbandoned (holding nothing) as soon as `give_up()` is
-        true."""
+        """Wait for the model for `tenant`; RunAbandoned (holding nothing) as soon as `give_up()` is true."""
         with self._condition:
             ticket = Ticket(tenant, priority, next(self._order))
             self._waiting.append(ticket)
             try:
-                # give_up() is asked before taking the model too: a waiter woken by a release right after
-                # its request gave up (a 503 sent, the model freed within WAIT_POLL_S) must not call it.
+                # asked before taking the model too: a request that just gave up must not call it
                 while not give_up():
                     if self._busy < self.size and self._next() is ticket:
                         self._busy += 1
@@ -137,20 +113,15 @@ class ModelGate:
             self._condition.notify_all()
 
 
-#: Calls the embedded model takes at once on auto. Two, not one: with a single place a tenant's next call
-#: always arrives just after handing the model to a flooding tenant and waits a whole call (about 2x its
-#: time alone, benchmarks/fairness.py); llama.cpp batches two slots' decoding at little extra cost, and the
-#: auto time limits (a full window's call times the safety factor) leave room for a shared call.
+#: Calls the embedded model takes at once on auto. Two: with one place a tenant's next call always waits a
+#: whole call of a flooding tenant (benchmarks/fairness.py); llama.cpp batches two slots at little cost.
 EMBEDDED_MODEL_PLACES = 2
-#: Places at a gated model one tenant may hold at once: a freed place goes to the waiting tenant holding
-#: the fewest, then the least recently served. A hard bound: a lone tenant also uses only this many.
+#: Places at a gated model one tenant may hold at once (a lone tenant too).
 TENANT_MODEL_PLACES = 1
 
 
 class ModelGates:
-    """One gate per model name, sized by `api_model_concurrency` (0 = EMBEDDED_MODEL_PLACES for the embedded
-    model, no gate for an endpoint, which serves calls in parallel on its own hardware); each tenant holds at
-    most `tenant_places` of a gate's places (TENANT_MODEL_PLACES in the API, 0 = no bound)."""
+    """One gate per model name, sized by `api_model_concurrency` (0 = auto: none for an endpoint)."""
 
     def __init__(self, concurrency: int, tenant_places: int = 0) -> None:
         self.concurrency = concurrency
@@ -172,15 +143,6 @@ class ModelGates:
                 self._gates[model] = ModelGate(size, self.tenant_places) if size else None
             return self._gates[model]
 
-    def snapshot(self) -> dict[str, dict[str, int]]:
-        """Per gated model: its size, the calls holding it and the calls waiting (health, tests)."""
-        with self._lock:
-            gates = {name: gate for name, gate in self._gates.items() if gate is not None}
-        return {
-            name: {"size": gate.size, "busy": gate.busy, "waiting": gate.waiting}
-            for name, gate in gates.items()
-        }
-
 
 def model_name(serialized: Any, kwargs: dict[str, Any]) -> str:
     """The model a call goes to, from LangChain's callback arguments."""
@@ -193,10 +155,7 @@ def model_name(serialized: Any, kwargs: dict[str, Any]) -> str:
 
 
 class RunMonitor(BaseCallbackHandler):
-    """One run's model calls and retrievals: gates each model call, and keeps when each open call got the
-    model, when each retrieval started, and how long the run has waited for the model.
-
-    Callbacks run in the graph's threads; `overdue` and `waited_s` are read by the request's event loop."""
+    """One run's model calls and retrievals: gates each model call and times calls, retrievals and waits."""
 
     run_inline = True
     raise_error = True  # RunAbandoned must reach the model call (it then fails instead of waiting)
@@ -224,8 +183,6 @@ class RunMonitor(BaseCallbackHandler):
         if self.graph_started is None:
             return 0.0
         return time.monotonic() - self.graph_started - self.waited_s()
-
-    # --- model calls --------------------------------------------------------------------------------------
 
     def _start_model(self, run_id: uuid.UUID, serialized: Any, kwargs: dict[str, Any]) -> None:
         if self.abandoned():
@@ -285,8 +242,6 @@ class RunMonitor(BaseCallbackHandler):
         for gate in held:
             gate.release(self.tenant)
 
-    # --- retrievals ---------------------------------------------------------------------------------------
-
     def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
         if kwargs.get("parent_run_id") is None and self.graph_started is None:
             self.graph_started = time.monotonic()
@@ -303,8 +258,6 @@ class RunMonitor(BaseCallbackHandler):
         with self._lock:
             self.retrievals.pop(run_id, None)
 
-    # --- read by the request ------------------------------------------------------------------------------
-
     def waited_s(self) -> float:
         """Seconds the run has spent waiting for the model so far (including a wait in progress)."""
         with self._lock:
@@ -318,8 +271,7 @@ class RunMonitor(BaseCallbackHandler):
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     def overdue(self, model_s: float, retrieval_s: float, model_source: str = "") -> str | None:
-        """Why the run must stop now (a model call or a retrieval past its limit), or None; `model_source`
-        (service.api.limits) tells the reader where the model limit came from."""
+        """Why the run must stop now (a model call or a retrieval past its limit), or None."""
         now = time.monotonic()
         with self._lock:
             oldest_model = min(self.models.values(), default=now)

@@ -1,24 +1,10 @@
-"""The API's time limits in force: a value set in the settings, or derived from the model.
+"""The API's time limits in force: a value set in the settings, or derived from the model (docs/api.md).
 
-Why derived: the embedded model runs on the API's own CPU cores, and on 2 cores Qwen2.5-Coder-0.5B read
-50-150 prompt tokens/s and wrote 15-26 tokens/s (its start-up probe, the machine shared with other work):
-a full prompt window alone takes one to two minutes, so the fixed 30 s limit meant for an endpoint answered
-504 to most questions. A limit must stop a stuck model, not a slow one.
-
-`RAG_API_MODEL_TIMEOUT_S` and `RAG_API_RUN_TIMEOUT_S` are 0 = auto by default; auto means
-- a configured endpoint (openai, init_chat_model): the fixed ENDPOINT_MODEL_TIMEOUT_S and
-  ENDPOINT_RUN_TIMEOUT_S;
-- the embedded model, its speed measured once at start-up (models.local_llm.LocalLLMServer.measure_speed):
-  model limit = safety factor x (max prompt tokens / prompt tokens per s + completion cap / tokens written
-  per s), where max prompt tokens = the prompt window (the smaller of model_context_tokens and the model's
-  own n_ctx) less the completion cap (generation_reserve, which the prompt budget keeps free);
-  run limit = model limit x the model calls a run may make (model_calls_per_run, from max_iterations)
-  + max_iterations x the retrieval limit (one fan-out of retrievals per round, each bounded by it);
-  both worked out per run from the run's context (a request's `max_tokens` lengthens its own limits);
-- the embedded model, not measured (its server is not the generation model, as with an injected test model,
-  or the probe failed): the endpoint's fixed values, with the reason shown.
-A value set (> 0) is used as is; a run limit left on auto follows a model limit that is set. Every limit is
-at most API_TIMEOUT_MAX_S. The health route and /metrics show the limits in force and how they came about.
+Why derived: the embedded model on 2 CPU cores reads 50-150 prompt tokens/s, so a full prompt window takes a
+minute or two and a fixed 30 s limit answered 504 to most questions; a limit must stop a stuck model, not a
+slow one. On auto an endpoint gets fixed limits; the embedded model's are the safety factor x its worst call
+at the speed measured at start-up, and the run's are that times the model calls a run may make plus a
+retrieval limit per round.
 """
 
 from __future__ import annotations
@@ -107,8 +93,7 @@ class RunShape:
 
 @dataclass(frozen=True)
 class LimitPolicy:
-    """How the API sets its limits: the settings, whether the generation model is the embedded one, and its
-    measured speed (None when not measured, then `unmeasured_reason` says why)."""
+    """How the API sets its limits: the settings, whether the model is embedded, its measured speed."""
 
     settings: Settings
     embedded: bool
@@ -193,16 +178,7 @@ def unmeasured_policy(settings: Settings, reason: str) -> LimitPolicy:
 
 
 def measured_policy(settings: Settings, generation_model: Any) -> LimitPolicy:
-    """The policy for `generation_model` (the chat model the runs use), measuring the embedded model once.
-
-    Why a probe at start-up rather than the first real calls' usage: the first requests need their limits
-    before they run (limits derived from guesses answered 504 to healthy runs); one call of known size gives
-    both rates at once, where a real call's time mixes prompt and answer; and at start-up no other run
-    shares the cores, while real calls' speed varies with the load (the safety factor covers that). It
-    costs one ~2 s call per process, made before the first request is accepted.
-
-    Measured only when it matters (the embedded model and RAG_API_MODEL_TIMEOUT_S on auto) and only when
-    `generation_model` talks to this process's embedded server: an injected model (tests) is not measured."""
+    """The policy for `generation_model`, probing the embedded model's speed once at start-up."""
     if settings.llm_provider != "local" or settings.api_model_timeout_s:
         return unmeasured_policy(settings, "")
     server = running_local_server()

@@ -23,6 +23,16 @@ NOT_ANSWERS = frozenset({"search"})
 #: Latency buckets in seconds: from a cache hit (milliseconds) to a cold answer of a small local model.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+#: /metrics samples `rag stats` sums into one figure, and those it sums per label value (figure, label).
+SUMMED = {"rag_requests_total": "requests", "rag_refused_total": "refused"}
+SUMMED_BY_LABEL = {
+    "rag_errors_total": ("errors", "kind"),
+    "rag_answers_total": ("answers", "outcome"),
+    "rag_strategy_total": ("strategies", "strategy"),
+    "rag_cache_lookups_total": ("cache", "result"),
+    "rag_tokens_total": ("tokens", "kind"),
+    "rag_feedback_total": ("feedback", "rating"),
+}
 
 
 class ApiMetrics:
@@ -77,9 +87,7 @@ class ApiMetrics:
         self.request_latency.labels(route).observe(seconds)
 
     def record_error(self, route: str, kind: str, status: int | None = None) -> None:
-        """A failed request or batch item, by kind. Input refused as invalid (kind ValidationError, or status
-        422) is counted as refused: no run was attempted, so it is no failed answer; neither is a failed
-        search."""
+        """A failed request or batch item, by kind; invalid input counts as refused, not a failed answer."""
         self.errors.labels(route, kind).inc()
         if kind == REFUSED_KIND or status == REFUSED_STATUS:
             self.refused.labels(route).inc()
@@ -118,40 +126,19 @@ class ApiMetrics:
 
 
 def summarize(exposition: str) -> dict[str, Any]:
-    """The figures `rag stats` prints, from a /metrics text: totals by label (answers, errors, strategies,
-    cache, tokens, feedback ratings), mean stage latencies."""
-    figures: dict[str, Any] = {
-        "requests": 0.0,
-        "errors": {},
-        "answers": {},
-        "refused": 0.0,
-        "strategies": {},
-        "cache": {},
-        "tokens": {},
-        "feedback": {},
-        "stage_mean_ms": {},
-    }
+    """The figures `rag stats` prints, from a /metrics text."""
+    figures: dict[str, Any] = {"requests": 0.0, "refused": 0.0, "stage_mean_ms": {}}
+    figures.update({group: {} for group, _label in SUMMED_BY_LABEL.values()})
     stage_sum: dict[str, float] = {}
     stage_count: dict[str, float] = {}
     for family in text_string_to_metric_families(exposition):
         for sample in family.samples:
             name, labels, value = sample.name, sample.labels, float(sample.value)
-            if name == "rag_requests_total":
-                figures["requests"] += value
-            elif name == "rag_errors_total":
-                figures["errors"][labels["kind"]] = figures["errors"].get(labels["kind"], 0.0) + value
-            elif name == "rag_refused_total":
-                figures["refused"] += value
-            elif name == "rag_answers_total":
-                figures["answers"][labels["outcome"]] = value
-            elif name == "rag_strategy_total":
-                figures["strategies"][labels["strategy"]] = value
-            elif name == "rag_cache_lookups_total":
-                figures["cache"][labels["result"]] = value
-            elif name == "rag_tokens_total":
-                figures["tokens"][labels["kind"]] = value
-            elif name == "rag_feedback_total":
-                figures["feedback"][labels["rating"]] = value
+            if name in SUMMED:
+                figures[SUMMED[name]] += value
+            elif name in SUMMED_BY_LABEL:
+                group, label = SUMMED_BY_LABEL[name]
+                figures[group][labels[label]] = figures[group].get(labels[label], 0.0) + value
             elif name == "rag_stage_latency_seconds_sum":
                 stage_sum[labels["stage"]] = value
             elif name == "rag_stage_latency_seconds_count":

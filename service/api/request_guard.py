@@ -1,19 +1,8 @@
 """What a request must show before its body is read: an API key (where the route needs one) and a body within
-its cap. Pure ASGI, in front of FastAPI.
-
-Why here and not in the routes: FastAPI reads and parses a body (JSON into memory, multipart into spooled
-files) before a route's code runs, so a check in the route comes after the body was received whole: 300 MB of
-JSON added ~0.9 GB of server memory, and a 60 MB upload without a key was received whole before its 401. Here,
-before the app sees the request:
-- a route that needs a key (one that resolves a tenant) answers 401 from the headers alone; a tenant the key
-  may not act for stays the route's 403 (the tenant may be named in the body);
-- a body whose Content-Length is over its cap is refused with 413 at once, unread; a body without one
-  (chunked) is counted as it arrives and refused as soon as it passes the cap, so no more than the cap is
-  ever held (in memory for JSON; for an upload, Starlette spools each file to disk past 1 MB);
-- the cap is RAG_API_MAX_UPLOAD_BYTES for the upload routes and RAG_API_MAX_JSON_BYTES for the others.
-Refusals before the body was read carry `Connection: close`, so the server does not go on reading it.
-Requests to paths that are not this API's (the LangGraph server mounts this app next to its own routes,
-and this middleware then sees theirs) pass untouched.
+its cap (RAG_API_MAX_UPLOAD_BYTES for uploads, RAG_API_MAX_JSON_BYTES otherwise). Pure ASGI, in front of
+FastAPI, because FastAPI reads a whole body before a route's code runs (300 MB of JSON added ~0.9 GB of
+memory). A body is refused from its Content-Length or as soon as its chunks pass the cap; other apps' paths
+pass untouched.
 """
 
 from __future__ import annotations
@@ -50,8 +39,7 @@ class BodyCap:
 
 
 class BodyTooLarge(StarletteHTTPException):
-    """Raised from `receive` once a body passes its cap. An HTTPException, because FastAPI turns any other
-    error of its body parsing into a 400; the guard answers the request itself anyway."""
+    """Raised from `receive` past the cap (an HTTPException: FastAPI makes other errors a 400)."""
 
     def __init__(self, cap: BodyCap) -> None:
         super().__init__(413, cap.refusal().message)
@@ -59,8 +47,7 @@ class BodyTooLarge(StarletteHTTPException):
 
 @dataclass(frozen=True)
 class GuardedRoutes:
-    """The API's routes as the guard sees them: all of them (requests to other paths pass), those needing a
-    key, and those taking uploads (matched with their method)."""
+    """The API's routes as the guard sees them: all, those needing a key, those taking uploads."""
 
     routes: Sequence[BaseRoute]
     keyed: Sequence[BaseRoute]
@@ -143,8 +130,7 @@ class RequestGuard:
 
 
 class _CappedRequest:
-    """One request whose body is counted as it arrives; past the cap, its answer is the 413 (whatever the app
-    made of the exception its `receive` raised)."""
+    """One request whose body is counted as it arrives; past the cap, its answer is the 413."""
 
     def __init__(self, app: ASGIApp, cap: BodyCap) -> None:
         self.app, self.cap = app, cap

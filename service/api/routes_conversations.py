@@ -1,12 +1,6 @@
 """Conversation memory over HTTP: POST /api/v1/conversations/{thread_id}/summarize writes a thread into its
-tenant's store now (retrieval.conversation_index: a detail event per turn, block summaries above them), and
-the server's idle sweep (retrieval.auto_summary) runs every SUMMARY_SWEEP_S while RAG_SUMMARY_IDLE_S > 0.
-
-`{thread_id}` is the thread the conversation ran on (the `thread_id` of /rag/generate). Same tenant rule as
-every route (service.api.auth): with API keys the key decides the tenant, and a thread of another tenant is
-as unknown as one nobody has (404, never 403: the route must not tell an attacker which ids exist). The route
-is a plain `def` (FastAPI's thread pool): it reads a checkpoint and embeds. A strong generation model writes
-the summaries, else they are extractive (nodes.conversation_memory.summary_model).
+tenant's store now (retrieval.conversation_index), and the idle sweeper (retrieval.auto_summary) runs while
+RAG_SUMMARY_IDLE_S > 0. Another tenant's thread is a 404, as one nobody has.
 """
 
 from __future__ import annotations
@@ -39,8 +33,7 @@ def summarize(
     thread_id: Annotated[str, Path(pattern=ID_PATTERN, description="The conversation's thread id.")],
     body: SummarizeRequest | None = None,
 ) -> dict[str, Any]:
-    """Write the thread into the caller's store now; returns what was written (`status` indexed, or skipped
-    when the memory was already up to date) with the turn, summary and detail counts."""
+    """Write the thread into the caller's store now; returns what was written."""
     state = api_state(request)
     body = body or SummarizeRequest()
     tenant = state.tenant(request, body.tenant_id)
@@ -72,9 +65,7 @@ def sweep_once(state: ApiState, idle_since: datetime | None, now: datetime) -> S
 
 
 async def idle_sweeper(state: ApiState) -> None:
-    """Run the idle sweep every SUMMARY_SWEEP_S until cancelled (the app's lifespan starts it when
-    RAG_SUMMARY_IDLE_S > 0). Each sweep runs in a worker thread and looks only at the threads that went idle
-    since the previous one; a failed sweep is logged and the next one starts from the same point."""
+    """Run the idle sweep every SUMMARY_SWEEP_S until cancelled (a failed sweep is logged)."""
     settings = state.settings
     idle_since: datetime | None = None
     while True:

@@ -1,12 +1,8 @@
-"""Document routes: upload (the CLI's ingestion and errors), list, delete, and index raw text or an event.
+"""Document routes: upload, list, delete, and index raw text or an event.
 
-Uploaded files are kept under `<data_dir>/uploads/<tenant>/<collection>/` because the catalog keys a
-document by its path: uploading the same name again replaces that document atomically (unchanged bytes are
-skipped), exactly like `rag ingest` on a file. A failed upload restores the previous file, so nothing already
-stored is lost. Uploads into one tenant's collection are placed and indexed one at a time (the ingest lock),
-each from its own staged copy, so each reply reports the SHA-256 and status of the bytes it sent. List and
-delete are plain `def`s (FastAPI runs them in its thread pool); the upload and text routes run their
-ingestion in that pool themselves (`_until_client_leaves`), to stop it when the client disconnects.
+Uploads are kept under `<data_dir>/uploads/<tenant>/<collection>/` because the catalog keys a document by its
+path: uploading a name again replaces that document atomically, like `rag ingest`; a failed upload restores
+the previous file. A client that leaves stops the ingestion (a 499).
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from core.metadata import MetadataBoundError, validate_document_metadata
 from nodes.resources import get_resources
+from persistence.semantic_cache import invalidate_tenant
 from persistence.vector_store import DEFAULT_COLLECTION, validate_collection_name
 from retrieval.deletion import delete_content
 from retrieval.indexing import index_event, index_raw_text
@@ -47,8 +44,7 @@ router = APIRouter(prefix="/api/v1/documents", tags=["documents"])
 COPY_BLOCK = 1 << 20
 #: Random bytes in a staged upload's name (`.<name>.<hex>.part`, within DERIVED_NAME_RESERVE_BYTES).
 STAGED_TOKEN_BYTES = 8
-#: Longest file name most filesystems store (bytes of UTF-8), and the room this route keeps under it for the
-#: names it derives from an upload's (the backup of the previous version, temporary copies).
+#: Longest file name most filesystems store (bytes of UTF-8), and the room kept for names derived from it.
 FILESYSTEM_NAME_MAX_BYTES = 255
 DERIVED_NAME_RESERVE_BYTES = 55
 #: Longest upload file name accepted, in bytes of UTF-8: a longer one is 422 before anything is written.
@@ -62,17 +58,6 @@ def _collection(name: str | None, default: str) -> str:
         return validate_collection_name(name or default)
     except ValueError as error:
         raise ApiError(422, "ValidationError", f"collection: {error}", "collection") from None
-
-
-def _documents_changed(tenant: str) -> None:
-    """Tell the semantic cache that a tenant's documents changed (its answers may be stale)."""
-    try:
-        from persistence import semantic_cache  # the cache is optional (persistence/semantic_cache.py)
-    except ImportError:
-        return
-    invalidate = getattr(semantic_cache, "invalidate_tenant", None)
-    if callable(invalidate):
-        invalidate(tenant)
 
 
 def _safe_name(filename: str | None) -> str:
@@ -108,8 +93,7 @@ class StagedFile:
 
 
 def _stage(upload: UploadFile, target: Path, max_bytes: int) -> StagedFile:
-    """Copy `upload` beside `target` (a unique hidden name: concurrent uploads of one name never share a
-    file), hashing it as it is written."""
+    """Copy `upload` beside `target` under a unique hidden name, hashing it as it is written."""
     staged = target.with_name(f".{target.name}.{secrets.token_hex(STAGED_TOKEN_BYTES)}.part")
     digest = hashlib.sha256()
     written = 0
@@ -136,16 +120,12 @@ async def upload_documents(
     collection: Annotated[str | None, Form()] = None,
     tenant_id: Annotated[str | None, Form()] = None,
 ) -> dict[str, Any]:
-    """Index uploaded files into one collection of the caller's tenant; 422 when every file failed.
-
-    Ingestion runs in a worker thread (it blocks) and stops when the client disconnects (ingest_paths'
-    should_stop): the files not finished keep their previous version, and the request ends as a 499."""
+    """Index uploaded files into one collection of the caller's tenant; 422 when every file failed."""
     return await _until_client_leaves(request, _upload, request, files, collection, tenant_id)
 
 
 async def _until_client_leaves(request: Request, work: Callable[..., Result], *args: Any) -> Result:
-    """Run `work(*args, should_stop)` in the thread pool; `should_stop()` turns True once the client has
-    disconnected, so blocking ingestion stops instead of burning CPU for nobody."""
+    """Run `work(*args, should_stop)` in the thread pool; `should_stop()` is True once the client is gone."""
     gone = threading.Event()
     watcher = asyncio.ensure_future(_set_when_gone(request, gone))
     try:
@@ -157,7 +137,7 @@ async def _until_client_leaves(request: Request, work: Callable[..., Result], *a
 
 
 async def _set_when_gone(request: Request, gone: threading.Event) -> None:
-    """Set `gone` when the client disconnects (the request's body has been read: only that can arrive)."""
+    """Set `gone` when the client disconnects."""
     await wait_for_disconnect(request)
     gone.set()
 
@@ -183,9 +163,7 @@ def _upload(
     try:
         for upload, target in zip(files, targets, strict=True):
             staged.append(_stage(upload, target, state.settings.max_file_bytes))
-        # One upload into a tenant's collection at a time (the lock ingest_paths takes too, re-entrant):
-        # placing the files, indexing them and reading the catalog back happen together, so another upload
-        # of the same name cannot swap the bytes in between, and each reply speaks of its own bytes.
+        # One upload into a tenant's collection at a time, so each reply speaks of its own bytes.
         with ingest_lock(kb.settings, tenant, name):
             return _place_and_ingest(request, staged, tenant, name, should_stop)
     finally:
@@ -196,8 +174,7 @@ def _upload(
 def _place_and_ingest(
     request: Request, staged: list[StagedFile], tenant: str, name: str, should_stop: Callable[[], bool]
 ) -> dict[str, Any]:
-    """Put the staged files in place (keeping each previous version until its file is indexed), ingest them
-    and report per file what was indexed: its SHA-256, its status, its chunks and the catalog's hash."""
+    """Put the staged files in place, ingest them and report per file what was indexed."""
     state = api_state(request)
     kb = get_resources().kb()
     saved: list[tuple[Path, Path | None]] = []
@@ -223,7 +200,7 @@ def _place_and_ingest(
     _discard_backups(saved)
     report = summary.as_dict()
     if summary.count("indexed"):
-        _documents_changed(tenant)
+        invalidate_tenant(tenant)  # its cached answers may be stale
     if summary.stopped:
         detail = f"{len(finished)} of {len(saved)} files done when ingestion stopped"
         state.client_left("upload_documents", request, f"upload: {detail}")
@@ -285,8 +262,7 @@ def list_documents(
     collection: Annotated[str | None, Query()] = None,
     tenant_id: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:
-    """The caller's indexed documents, optionally of one collection, with their chunk counts; sources in
-    public form (an upload's path inside the tenant's upload folder, else the file name)."""
+    """The caller's indexed documents with their chunk counts (sources in public form)."""
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     kb = get_resources().kb()
@@ -322,9 +298,7 @@ def delete_documents(
     conversation_id: Annotated[str | None, Query(description="Every chunk of a conversation.")] = None,
     tenant_id: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:
-    """Delete a document, a collection or a conversation's chunks of the caller's tenant; 404 when nothing
-    matched, 409 when a public source names several documents (a file name shown for files of several
-    folders: give the collection too)."""
+    """Delete a document, a collection or a conversation's chunks of the caller's tenant (404: none)."""
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     if not any((source, doc_id, collection, conversation_id)):
@@ -342,13 +316,12 @@ def delete_documents(
     )
     if not summary.chunks and not summary.documents:
         raise ApiError(404, "NotFound", "nothing matched: no document, collection or conversation deleted")
-    _documents_changed(tenant)
+    invalidate_tenant(tenant)  # its cached answers may be stale
     return public_json({"tenant_id": tenant, **summary.as_dict()}, tenant=tenant, data_dir=data_dir)
 
 
 def _stored_source(given: str, stored: list[str], tenant: str, data_dir: Path, field: str) -> str:
-    """The stored source a caller's public `given` names (as given when it names none: a record's id);
-    409 naming `field` when it names several documents."""
+    """The stored source a public `given` names (else `given`); 409 when it names several documents."""
     found = stored_sources(given, stored, tenant=tenant, data_dir=data_dir)
     if len(found) > 1:
         reason = f"{field}: {given!r} names {len(found)} documents; give the collection too"
@@ -358,10 +331,7 @@ def _stored_source(given: str, stored: list[str], tenant: str, data_dir: Path, f
 
 @router.post("/text")
 async def index_text(body: TextDocument, request: Request) -> dict[str, Any]:
-    """Index raw text with explicit metadata: one unchunked chunk for an event, else chunked like a file.
-
-    A client that disconnects stops the indexing before its next embedding batch: the source keeps its
-    previous version, and the request ends as a 499."""
+    """Index raw text: one unchunked chunk for an event, else chunked like a file."""
     return await _until_client_leaves(request, _index_text, request, body)
 
 
@@ -402,6 +372,6 @@ def _index_text(request: Request, body: TextDocument, should_stop: Callable[[], 
     except StopRequested:
         state.client_left("index_text", request, "text: indexing stopped, nothing stored")
         raise ClientDisconnected("the client closed the connection while its text was indexed") from None
-    _documents_changed(tenant)
+    invalidate_tenant(tenant)  # its cached answers may be stale
     reply = {"tenant_id": tenant, "collection": name, "source": source, "chunks": chunks}
     return public_json(reply, tenant=tenant, data_dir=state.settings.data_dir)

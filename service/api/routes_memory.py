@@ -1,13 +1,6 @@
-"""Memory routes (the baseline design's add_memory / search_memories over HTTP): add, search by meaning, list,
-delete.
-
-Same tenant rule as every route (service.api.auth): with API keys configured the key decides the tenant and a
-`tenant_id` of another tenant is 403; the functions of persistence.memories then scope every statement to
-that tenant, so ids of another tenant's memories match nothing: `GET` / `DELETE /api/v1/memories/{id}` of
-another tenant's id is the same 404 as of an id nobody has. Ids are opaque (persistence.memories.
-parse_memory_id says what one looks like; a malformed one is 422 naming `id`). The routes are plain `def`s:
-FastAPI runs them in its thread pool (embedding and SQL block). Bad input is 422 naming the field; an app
-database that cannot be opened is 503.
+"""Memory routes (the baseline design's add_memory / search_memories over HTTP): add, search, list, delete.
+persistence.memories scopes every statement to the caller's tenant, so another tenant's id is the same 404 as
+an id nobody has.
 """
 
 from __future__ import annotations
@@ -60,8 +53,7 @@ def _call(action: Callable[[], T]) -> T:
 
 
 def _check_ids(memory_ids: list[str] | None) -> list[str] | None:
-    """The ids as stored, or 422 naming `id` for one no memory can have (persistence.memories.
-    parse_memory_id decides, for every caller alike)."""
+    """The ids as stored, or 422 naming `id` for one no memory can have."""
     return None if memory_ids is None else _call(lambda: [parse_memory_id(value) for value in memory_ids])
 
 
@@ -132,8 +124,7 @@ def delete(
     all_memories: Annotated[bool, Query(alias="all", description="Every memory of the tenant.")] = False,
     tenant_id: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:
-    """Delete the caller's memories by id, by conversation, or all (`all=true`); 422 when none is chosen.
-    Returns how many were deleted (ids of other tenants' memories count as not found)."""
+    """Delete the caller's memories by id, by conversation, or all (`all=true`); returns how many."""
     memory_ids = _check_ids(memory_id)
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)

@@ -1,22 +1,8 @@
-"""Operations routes: GET /health (liveness), GET /api/v1/rag/health (readiness; with a key, the caller's
-tenant's dependencies each checked, with its latency), GET /metrics (Prometheus).
+"""Operations routes: GET /health (liveness), GET /api/v1/rag/health (readiness), GET /metrics (Prometheus).
 
-GET /api/v1/rag/health has two views:
-- without a key: only `{"status": "up"}` (200) or `{"status": "down"}` (503). The vector store answers its
-  heartbeat and the catalog one trivial read; no model is called and nothing is counted or described, so
-  an anonymous caller can neither spend model calls nor learn what the stores hold.
-- with a valid key (X-API-Key or Bearer; an unknown one is a 401): the detailed view of THAT key's tenant.
-  The vector store (its collections, each counted, read and queried), the catalog (its chunks), the keyword
-  index, the embedding model and the chat model are each probed with a tiny real operation; the model check
-  asks for one token unless `RAG_API_HEALTH_MODEL_PROBE=false` (a paid endpoint may not want a call per
-  probe). Figures are the tenant's own, never totals of every tenant. A check that fails makes the report
-  "down" (503); a collection of the tenant that Chroma cannot read (or that holds fewer vectors than the
-  catalog has chunks) makes it "degraded" (200: the server serves, the tenant's dense search of that
-  collection fails or misses chunks), naming the collection and its repair, `rag doctor --repair`. The
-  view also shows the time limits in force and how they were derived (service.api.limits); /metrics has
-  them as `rag_api_time_limit_seconds`.
-With RAG_API_KEYS unset (an open API) no key maps to a tenant, so only the first view is served: the
-detailed one is for a caller the server can tell apart, and `rag doctor` gives the operator everything.
+Without a key the readiness route says only up or down (no model call, nothing counted); with a valid key it
+probes that tenant's dependencies with a tiny real operation each and reports them with their latency, the
+time limits in force, and "degraded" for a collection that needs `rag doctor --repair` (docs/api.md).
 """
 
 from __future__ import annotations
@@ -72,8 +58,7 @@ def _check(probe: Callable[[], Any]) -> dict[str, Any]:
     except DegradedError as degraded:
         detail, status = degraded.detail, "degraded"
     except Exception as error:  # noqa: BLE001 - a failed probe is the health report's content
-        # A tenant reads the report: the kind of failure, never the dependency's own text (paths, SQL,
-        # internal errors), which goes to the server's log.
+        # the tenant reads the kind of failure, never the dependency's own text (it goes to the log)
         logger.warning("health probe failed: %s: %s", type(error).__name__, error)
         detail, status = f"{type(error).__name__}: {PROBE_FAILED_MESSAGE}", "down"
     check: dict[str, Any] = {"status": status, "latency_ms": round((time.perf_counter() - started) * 1000, 2)}
@@ -93,8 +78,7 @@ def _stores_answer(resources: Resources) -> None:
 
 
 def _tenant_vectors(kb: KnowledgeBase, tenant: str) -> dict[str, Any]:
-    """Vectors per collection of `tenant`; DegradedError naming each collection Chroma cannot read, or that
-    holds fewer vectors than the catalog has chunks (lost: dense search misses them), and the repair."""
+    """Vectors per collection of `tenant`; DegradedError naming unreadable or incomplete ones."""
     from retrieval.store_health import collection_states, damaged_collection_message
 
     states = collection_states(kb, tenant)
@@ -167,9 +151,7 @@ def _probes(state: ApiState, tenant: str) -> dict[str, Callable[[], Any]]:
 
 @router.get("/health")
 def liveness(request: Request) -> dict[str, str]:
-    """The process answers (no dependency is touched), with the fingerprint of its data directory: a hash,
-    never the path, by which `rag ask` / `rag search` recognize a server of their own folder
-    (service/handoff.py)."""
+    """The process answers, with its data directory's fingerprint (service/handoff.py)."""
     from service.handoff import data_dir_fingerprint
 
     return {"status": "ok", "data_dir": data_dir_fingerprint(api_state(request).settings)}
@@ -177,9 +159,7 @@ def liveness(request: Request) -> dict[str, str]:
 
 @router.get("/api/v1/rag/health")
 async def health(request: Request) -> JSONResponse:
-    """Without a key: up (200) or down (503) only. With a valid key: that tenant's dependencies each checked
-    with its latency; 200 when ok or degraded (a collection of the tenant needs `rag doctor --repair`), 503
-    when one is down. An unknown key is a 401 (see the module docstring)."""
+    """Without a key: up (200) or down (503). With a valid key: that tenant's dependencies each checked."""
     state = api_state(request)
     key = presented_key(request.headers)
     tenant = key_tenant(state.keys, key) if key is not None else None
@@ -225,8 +205,7 @@ async def _tenant_health(state: ApiState, tenant: str) -> JSONResponse:
 
 @router.get("/metrics")
 def metrics(request: Request) -> Response:
-    """Prometheus text format: requests, errors, latencies per route and per stage, tokens, strategies,
-    cache hits and misses, answers by outcome, and the time limits in force."""
+    """Prometheus text format (requests, errors, latencies, tokens, answers, time limits)."""
     state = api_state(request)
     state.metrics.record_limits(state.engine.policy.limits())
     return Response(state.metrics.exposition(), media_type=CONTENT_TYPE)

@@ -1,21 +1,16 @@
-"""The seed contract's routes ("API 详解"), served beside the engine's own on the same engine, gates and
-limits: POST /api/v1/rag/query, /query-stream and /generate/stream (the seed's SSE formats,
-service.api.seed_streams), seed bodies of /api/v1/rag/batch (through routes_rag's batch), and POST
-/api/v1/search (retrieval only, optional LLM rerank). /generate itself is routes_rag's (its response holds
-the seed's RAGResponse fields). docs/api-seed.md is the contract. How a QueryRequest maps onto an engine run,
-and back onto a QueryResponse, is service.api.seed_runs.
+"""The seed contract's routes (docs/api-seed.md), on the engine's gates and limits: POST /api/v1/rag/query,
+/query-stream and /generate/stream, seed bodies of /api/v1/rag/batch, and POST /api/v1/search (retrieval
+only, optional LLM rerank). The mapping onto an engine run is service.api.seed_runs.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Request
-from pydantic import ValidationError
 from sse_starlette.sse import EventSourceResponse
 
 from config.settings import SearchMode
@@ -25,12 +20,11 @@ from retrieval.public_source import public_metadata, public_source
 from retrieval.rerank import RERANK_CANDIDATES, RERANK_PASSAGE_CHARS, RerankResult, rerank
 from retrieval.search_depth import PRECISE_WEIGHTS
 from service.answer_judgement import judgement
-from service.api.auth import resolve_tenant
-from service.api.errors import ClientDisconnected, ErrorInfo, classify, validation_info
+from service.api.errors import classify
 from service.api.gate import RunMonitor
-from service.api.run_request import metered_answer, run_spec, unless_disconnected
+from service.api.run_request import metered_answer, run_batch, run_spec
 from service.api.runtime import ApiState, api_state
-from service.api.schemas import BATCH_CONCURRENCY, AnswerJudgement, check_query_chars
+from service.api.schemas import AnswerJudgement, check_query_chars
 from service.api.seed_runs import answer_query, cited_answer, rag_metadata, seed_response, seed_spec
 from service.api.seed_schemas import QueryRequest, RAGRequest, SearchRequest
 from service.api.seed_streams import GenerateStream, QueryStream, stream_run
@@ -39,7 +33,7 @@ router = APIRouter(prefix="/api/v1/rag", tags=["rag (seed API contract)"])
 search_router = APIRouter(prefix="/api/v1", tags=["search"])
 logger = logging.getLogger(__name__)
 
-#: The search route's modes -> (searcher mode, fusion weights or None for the settings' own, or "precise").
+#: The search route's modes -> the searcher's ("precise" also sets PRECISE_WEIGHTS).
 SEARCH_MODES: dict[str, SearchMode] = {
     "hybrid": "hybrid",
     "dense": "dense",
@@ -48,9 +42,6 @@ SEARCH_MODES: dict[str, SearchMode] = {
     "advanced": "hybrid",
     "precise": "hybrid",
 }
-
-
-# --- routes ---------------------------------------------------------------------------------------------
 
 
 @router.post("/query", response_model=None)
@@ -65,9 +56,7 @@ async def query(body: QueryRequest, request: Request) -> dict[str, Any] | EventS
 
 @router.post("/query-stream")
 async def query_stream(body: QueryRequest, request: Request) -> EventSourceResponse:
-    """The answer as the seed's stream (service.api.seed_streams): query_rewritten, documents_retrieved,
-    generation_start, token..., generation_complete (the QueryResponse), then [DONE]; error on failure.
-    Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
+    """The answer as the seed's stream, ending in generation_complete (the QueryResponse) and [DONE]."""
     state = api_state(request)
     spec = seed_spec(body, state.tenant(request, body.tenant_id), state)
     plan = QueryStream(body.query)
@@ -80,10 +69,7 @@ async def query_stream(body: QueryRequest, request: Request) -> EventSourceRespo
 
 @router.post("/generate/stream")
 async def generate_stream(body: RAGRequest, request: Request) -> EventSourceResponse:
-    """The answer as the seed's stream (service.api.seed_streams): context, chunk..., citations, done (with
-    the answer's confidence, band and not_found_reason); error on failure. The engine's own events of the
-    run are POST /api/v1/rag/generate/events.
-    Bad input, keys and tenants are checked before the stream opens (plain 4xx responses)."""
+    """The answer as the seed's stream: context, chunk..., citations, done."""
     state = api_state(request)
     spec = run_spec(body, state.tenant(request, body.tenant_id), state)
     plan = GenerateStream(body.query)
@@ -102,56 +88,13 @@ async def generate_stream(body: RAGRequest, request: Request) -> EventSourceResp
     return stream_run(request, state, spec, plan, "generate_stream", finish)
 
 
-def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
-    return {"index": index, "ok": False, **info.body()}
-
-
 async def seed_batch(queries: list[dict[str, Any] | str], request: Request) -> dict[str, Any]:
-    """The seed API's batch body ({"queries": [...]}, each a QueryRequest or a bare query): answered like the
-    engine's batch (at most BATCH_CONCURRENCY at once, each item validated and run on its own), each
-    result a QueryResponse with its index, ok and status. Called by routes_rag.batch."""
-    state = api_state(request)
-    authorized = state.authorized_tenant(request)
-    gate = asyncio.Semaphore(BATCH_CONCURRENCY)  # at most MAX_BATCH queries: the schema's bound
-    started = time.perf_counter()
+    """The seed API's batch body, each item a QueryRequest or a bare query (called by routes_rag.batch)."""
 
-    async def one(index: int, raw: dict[str, Any] | str) -> dict[str, Any]:
-        async with gate:
-            try:
-                item = QueryRequest.model_validate({"query": raw} if isinstance(raw, str) else raw)
-            except ValidationError as error:
-                state.metrics.record_error("batch", "ValidationError")
-                return _item_error(index, validation_info(error, located=False))
-            try:
-                tenant = resolve_tenant(authorized, item.tenant_id, state.settings.default_tenant)
-                return {
-                    "index": index,
-                    "ok": True,
-                    "status": 200,
-                    **(await answer_query(item, tenant, state)),
-                }
-            except Exception as error:  # noqa: BLE001 - one item's failure is reported, never raised
-                info = classify(error)
-                state.metrics.record_error("batch", info.kind)
-                return _item_error(index, info)
+    def parse(raw: dict[str, Any] | str) -> QueryRequest:
+        return QueryRequest.model_validate({"query": raw} if isinstance(raw, str) else raw)
 
-    try:
-        results = await unless_disconnected(
-            request, asyncio.gather(*(one(index, raw) for index, raw in enumerate(queries)))
-        )
-    except ClientDisconnected:
-        state.client_left("batch", request, f"{len(queries)} questions")
-        raise
-    succeeded = sum(1 for item in results if item["ok"])
-    return {
-        "results": results,
-        "succeeded": succeeded,
-        "failed": len(results) - succeeded,
-        "total_ms": round((time.perf_counter() - started) * 1000, 2),
-    }
-
-
-# --- search ---------------------------------------------------------------------------------------------
+    return await run_batch(request, queries, parse, answer_query)
 
 
 def _hit_json(hit: SearchHit, rank: int, fused_rank: int, tenant: str, data_dir: Path) -> dict[str, Any]:
@@ -173,8 +116,7 @@ def _hit_json(hit: SearchHit, rank: int, fused_rank: int, tenant: str, data_dir:
 def _gated_rerank(
     state: ApiState, resources: Resources, query: str, fused: list[SearchHit], tenant: str
 ) -> RerankResult:
-    """Rerank the fused hits with the generation model, its call admitted at the engine's model gate like a
-    run's calls (waiting at most `api_queue_timeout_s`)."""
+    """Rerank the fused hits with the generation model, its call admitted at the engine's model gate."""
     deadline = time.monotonic() + state.settings.api_queue_timeout_s
     monitor = RunMonitor(state.engine.gates, lambda: time.monotonic() > deadline, tenant)
     monitor.admit()
@@ -191,8 +133,7 @@ def _gated_rerank(
 
 
 def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, Any]:
-    """The search (in a worker thread): the searcher's hybrid fusion, then the optional rerank, whose one
-    model call waits at the engine's model gate like a run's calls (at most `api_queue_timeout_s`)."""
+    """The search (in a worker thread): the searcher's fusion, then the optional rerank."""
     settings = state.settings
     check_query_chars(body.query, settings.max_query_chars)
     resources = get_resources()
@@ -245,8 +186,7 @@ def run_search(body: SearchRequest, tenant: str, state: ApiState) -> dict[str, A
 
 @search_router.post("/search")
 async def search(body: SearchRequest, request: Request) -> dict[str, Any]:
-    """Retrieval only (the seed API's retrieval client): query, mode, filters, top_k, rerank -> ranked
-    passages of the caller's tenant, in the engine's worker pool."""
+    """Retrieval only: ranked passages of the caller's tenant, in the engine's worker pool."""
     state = api_state(request)
     tenant = state.tenant(request, body.tenant_id)
     try:

@@ -1,14 +1,5 @@
-"""How answers are received: POST /api/v1/feedback (thumbs up / down and a comment on a recorded answer) and
-GET /api/v1/stats (the caller's tenant's answer figures, as `rag stats --tenant` prints them).
-
-Same tenant rule as every route (service.api.auth): with API keys the key decides the tenant, and a
-`tenant_id` of another tenant is 403. Below that, persistence.feedback looks an answer up by (tenant, id)
-only, so another tenant's answer id is a 404 with the same message as an id that never existed: a tenant
-can neither rate another's answers nor learn that they exist. The stats read only the caller's tenant's rows.
-The routes are plain `def`s (FastAPI runs them in its thread pool: SQL blocks). Bad input is 422 naming the
-field (a comment over FEEDBACK_MAX_COMMENT_CHARS too; a body over RAG_API_MAX_JSON_BYTES is 413 before
-it is read); an app database that cannot be opened is 503. Each stored rating is counted in /metrics
-(`rag_feedback_total{rating}`), which `rag stats` reads.
+"""POST /api/v1/feedback (thumbs up / down and a comment on a recorded answer) and GET /api/v1/stats (the
+caller's tenant's answer figures). Another tenant's answer id is the same 404 as one that never existed.
 """
 
 from __future__ import annotations
@@ -31,8 +22,7 @@ T = TypeVar("T")
 
 
 def _call(action: Callable[[], T]) -> T:
-    """Run a table function; its errors become the API's: 404 for an answer the tenant does not have, 422
-    naming the field, 503 for the database."""
+    """Run a table function; its errors become the API's (404, 422 naming the field, 503)."""
     try:
         return action()
     except AnswerNotFoundError as error:
@@ -45,8 +35,7 @@ def _call(action: Callable[[], T]) -> T:
 
 @router.post("/feedback")
 def feedback(body: FeedbackRequest, request: Request) -> dict[str, Any]:
-    """Rate the caller's answer `answer_id` up or down, with an optional comment; a later rating replaces
-    it (`replaced` names the earlier one). Returns the stored feedback."""
+    """Rate the caller's answer up or down, with an optional comment (a later rating replaces it)."""
     state = api_state(request)
     tenant = state.tenant(request, body.tenant_id)
     user = state.settings.default_user if body.user_id is None else body.user_id
@@ -66,8 +55,7 @@ def feedback(body: FeedbackRequest, request: Request) -> dict[str, Any]:
 
 @router.get("/stats")
 def stats(request: Request, tenant_id: Annotated[str | None, Query()] = None) -> dict[str, Any]:
-    """The caller's tenant's recorded answers: totals, per strategy (answers, mean latency and confidence,
-    tokens, feedback), per model, feedback, tokens and their cost when priced (persistence.answer_stats)."""
+    """The caller's tenant's recorded answers: totals, per strategy, per model, feedback, tokens, cost."""
     state = api_state(request)
     tenant = state.tenant(request, tenant_id)
     settings = state.settings

@@ -1,40 +1,37 @@
-"""From an HTTP request to an engine run, and waiting for its answer only while the client stays.
+"""From an HTTP request to an engine run, waiting for its answer only while the client stays, and batches.
 
-Why a module of its own: the engine's routes (service.api.routes_rag) and the seed API's
-(service.api.routes_seed) map their bodies onto the same Context and wait for answers the same way, and
-routes_rag's batch also answers seed bodies; with these helpers in routes_rag, the two route modules imported
-each other.
+Shared by the engine's routes (service.api.routes_rag) and the seed API's (service.api.routes_seed), which
+would otherwise import each other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import fields
 from typing import Any, TypeVar
 
 from fastapi import Request
+from pydantic import BaseModel, ValidationError
 
 from graphs.runner import new_thread_id
+from service.api.auth import resolve_tenant
 from service.api.engine import RunSpec
-from service.api.errors import ClientDisconnected, classify
-from service.api.runtime import ApiState, wait_for_disconnect
-from service.api.schemas import GenerateRequest, check_query_chars
+from service.api.errors import ClientDisconnected, ErrorInfo, classify, validation_info
+from service.api.runtime import ApiState, api_state, wait_for_disconnect
+from service.api.schemas import BATCH_CONCURRENCY, GenerateRequest, check_query_chars
 from state.context import Context
 
 #: The API's rewrite method names -> the context's (`decomposition` is the seed's name for `decompose`).
 REWRITE_METHODS = {"decomposition": "decompose"}
 T = TypeVar("T")
+Item = TypeVar("Item", bound=BaseModel)
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await `work`; cancel it when the client disconnects (then raise ClientDisconnected).
-
-    Why: a client that gave up (its own timeout, a closed tab) must not keep its run waiting for or holding
-    the single model while other requests queue behind it; cancelling abandons the run (service.api.engine).
-    Listening on `receive` rather than polling `Request.is_disconnected`, which never sees the disconnect
-    behind a BaseHTTPMiddleware (the app's request meter)."""
+    """Await `work`; cancel it when the client disconnects (then raise ClientDisconnected)."""
     task = asyncio.ensure_future(work)
     gone = asyncio.ensure_future(wait_for_disconnect(request))
     try:
@@ -96,8 +93,7 @@ def run_spec(body: GenerateRequest, tenant: str, state: ApiState) -> RunSpec:
 
 
 async def metered_answer(request: Request, state: ApiState, route: str, work: Awaitable[T], detail: str) -> T:
-    """`work` unless the client leaves (unless_disconnected); a failure is counted under `route`, and a
-    client that left is logged and counted as a 499 (`detail` names what it left)."""
+    """`work` unless the client leaves; a failure is counted under `route` (a client gone: a logged 499)."""
     try:
         return await unless_disconnected(request, work)
     except Exception as error:
@@ -106,3 +102,52 @@ async def metered_answer(request: Request, state: ApiState, route: str, work: Aw
         if isinstance(error, ClientDisconnected):
             state.client_left(route, request, detail)
         raise
+
+
+def _item_error(index: int, info: ErrorInfo) -> dict[str, Any]:
+    return {"index": index, "ok": False, **info.body()}
+
+
+async def run_batch(
+    request: Request,
+    raw_items: list[Any],
+    parse: Callable[[Any], Item],
+    answer: Callable[[Item, str, ApiState], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """Answer a batch, BATCH_CONCURRENCY items at once, each validated (`parse`) and run on its own."""
+    state = api_state(request)
+    authorized = state.authorized_tenant(request)
+    gate = asyncio.Semaphore(BATCH_CONCURRENCY)
+    started = time.perf_counter()
+
+    async def one(index: int, raw: Any) -> dict[str, Any]:
+        async with gate:
+            try:
+                item = parse(raw)
+            except ValidationError as error:
+                state.metrics.record_error("batch", "ValidationError")
+                return _item_error(index, validation_info(error, located=False))
+            try:
+                tenant = resolve_tenant(
+                    authorized, getattr(item, "tenant_id", None), state.settings.default_tenant
+                )
+                return {"index": index, "ok": True, "status": 200, **(await answer(item, tenant, state))}
+            except Exception as error:  # noqa: BLE001 - one item's failure is reported, never raised
+                info = classify(error)
+                state.metrics.record_error("batch", info.kind)
+                return _item_error(index, info)
+
+    try:
+        results = await unless_disconnected(
+            request, asyncio.gather(*(one(index, raw) for index, raw in enumerate(raw_items)))
+        )
+    except ClientDisconnected:
+        state.client_left("batch", request, f"{len(raw_items)} questions")
+        raise
+    succeeded = sum(1 for item in results if item["ok"])
+    return {
+        "results": results,
+        "succeeded": succeeded,
+        "failed": len(results) - succeeded,
+        "total_ms": round((time.perf_counter() - started) * 1000, 2),
+    }

@@ -34,8 +34,7 @@ class ApiState:
         return resolve_tenant(self.authorized_tenant(request), requested, self.settings.default_tenant)
 
     def client_left(self, route: str, request: Request, detail: str) -> None:
-        """Log and count a client that closed its connection before its answer (nginx's 499): its run or
-        its ingestion was stopped, and what it left half done undone (service.api.turns, the upload route)."""
+        """Log and count a client that closed its connection before its answer (nginx's 499)."""
         self.metrics.record_disconnect(route)
         logger.warning(
             "499 %s %s: the client closed the connection before its answer (%s)",
@@ -46,9 +45,7 @@ class ApiState:
 
 
 async def wait_for_disconnect(request: Request) -> None:
-    """Return when the client disconnects. Only for a request whose body has been read, so that nothing else
-    can arrive. Listens on `receive` rather than polling `Request.is_disconnected`, which never sees the
-    disconnect behind a BaseHTTPMiddleware (the app's request meter)."""
+    """Return when the client disconnects (`receive`: `is_disconnected` misses it behind middleware)."""
     while (await request.receive())["type"] != "http.disconnect":
         pass
 

@@ -1,8 +1,5 @@
-"""Request and response bodies of the HTTP API.
-
-Why static bounds here and settings checks in the routes: pydantic rejects malformed bodies with a 422 that
-names the field before any work starts; the limits an operator may tune (query length, top_k, batch size)
-are settings, checked again in the routes against the running configuration.
+"""Request and response bodies of the HTTP API: static bounds here (a 422 naming the field before any work);
+the limits an operator tunes are settings, checked in the routes.
 """
 
 from __future__ import annotations
@@ -30,25 +27,18 @@ AnswerMode = Literal["auto", "simple", "advanced", "precise"]
 RewriteMethod = Literal["auto", "multi", "hyde", "decomposition", "decompose", "expand", "none"]
 #: Ids of threads and conversations: what a URL, a log line and a SQLite key can all carry.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"
-#: Static bounds of a request: top_k (more passages than any answer prompt holds), completion tokens,
-#: system prompt, and questions of one batch (the RAG engine design's batch of at most 50). The query's
-#: length has no static bound: its one limit is RAG_MAX_QUERY_CHARS, the searcher's, checked by
-#: `check_query_chars`.
+#: Static bounds of a request: top_k, completion tokens, system prompt and questions of one batch (the
+#: query's one limit is RAG_MAX_QUERY_CHARS, checked by `check_query_chars`).
 MAX_TOP_K = 50
 MAX_COMPLETION_TOKENS = 4096
 MAX_SYSTEM_PROMPT_CHARS = 4000
 MAX_BATCH = 50
-#: Questions of one batch request answered at once (the others wait for a place): a batch shares the
-#: worker pool with single requests, so it takes only part of it.
+#: Questions of one batch answered at once: a batch shares the worker pool with single requests.
 BATCH_CONCURRENCY = 4
 
 
 def check_query_chars(query: str, max_chars: int) -> None:
-    """Refuse (422 naming `query`) a query longer than the engine's one limit, RAG_MAX_QUERY_CHARS.
-
-    Why here and not a schema bound: every route that takes a question (the engine's and the seed's) checks
-    the setting the searcher and start_turn read, so no route accepts a question the graph then refuses
-    (the API once had a 5,000-character limit of its own over search's 4,000)."""
+    """Refuse (422 naming `query`) a query longer than RAG_MAX_QUERY_CHARS, the graph's own limit."""
     if len(query) > max_chars:
         raise ApiError(
             422, "ValidationError", f"query: at most {max_chars} characters (RAG_MAX_QUERY_CHARS)", "query"
@@ -61,11 +51,28 @@ def _tenant(value: str | None) -> str | None:
 
 #: A tenant named in a request body: checked like every tenant name (letters, digits, `._-`).
 TenantId = Annotated[str | None, AfterValidator(_tenant)]
+#: A run's directory scope (normalised by QueryChecks).
+DirectoryScope = Annotated[
+    str | None,
+    Field(
+        max_length=4096,
+        description="Search only documents whose source path is this absolute directory or lies under it "
+        "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
+    ),
+]
+#: A run's rerank switch.
+RerankSwitch = Annotated[
+    bool | None,
+    Field(
+        description="Rerank every search of this run with the generation model before grading and the "
+        "answer: RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
+        "(default: RAG_RERANK, off)."
+    ),
+]
 
 
 class QueryChecks(BaseModel):
-    """The checks of every request that carries a question and a metadata filter (the engine's routes and
-    the seed API's): a blank question and an invalid filter are 422 before any run starts."""
+    """The checks of every request that carries a question, a filter or a directory (422 before any run)."""
 
     @field_validator("query", check_fields=False)
     @classmethod
@@ -122,19 +129,9 @@ class GenerateRequest(QueryChecks):
     system_prompt: str | None = Field(None, max_length=MAX_SYSTEM_PROMPT_CHARS)
     include_citations: bool = True
     filters: dict[str, Any] | None = None
-    directory: str | None = Field(
-        None,
-        max_length=4096,
-        description="Search only documents whose source path is this absolute directory or lies under it "
-        "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
-    )
+    directory: DirectoryScope = None
     use_cache: bool = True
-    rerank: bool | None = Field(
-        None,
-        description="Rerank every search of this run with the generation model before grading and the "
-        "answer: RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
-        "(default: RAG_RERANK, off).",
-    )
+    rerank: RerankSwitch = None
     conversation_metadata: dict[str, str | int | None] | None = Field(
         None,
         description="The conversation's ids (character_id, background_id, related_plot_id): kept on its "
@@ -149,8 +146,7 @@ class GenerateRequest(QueryChecks):
 
 
 class AnswerJudgement(BaseModel):
-    """How sure the engine is of an answer, carried by every answer response (/generate, its streams'
-    final events, each batch item; service.answer_judgement reads it from the run's output state)."""
+    """How sure the engine is of an answer, carried by every answer response."""
 
     confidence: float | None = Field(
         description="Calibrated probability, 0-1, that the answer's short answer is right (the answering "
@@ -167,9 +163,7 @@ class AnswerJudgement(BaseModel):
 
 
 class BatchRequest(BaseModel):
-    """Up to 50 questions answered concurrently; each item is validated on its own (a bad one fails alone).
-    `requests` holds GenerateRequests; `queries` is the seed API's body (QueryRequests or bare query texts,
-    answered as QueryResponses by service.api.routes_seed): exactly one of the two."""
+    """Up to 50 questions: `requests` (GenerateRequests) or `queries` (the seed API's), not both."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -205,8 +199,7 @@ class TextDocument(BaseModel):
 
 
 class MemoryRequest(BaseModel):
-    """A memory to keep for a tenant (and optionally a conversation): the baseline design's add_memory(text,
-    metadata). The text is `text` (or `content`, the table's name for it)."""
+    """A memory to keep for a tenant (and optionally a conversation); `content` is an alias of `text`."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -218,8 +211,7 @@ class MemoryRequest(BaseModel):
 
 
 class FeedbackRequest(BaseModel):
-    """POST /api/v1/feedback: thumbs up or down on a recorded answer (the `answer_id` its response carried),
-    with an optional comment (at most FEEDBACK_MAX_COMMENT_CHARS, checked by the route)."""
+    """POST /api/v1/feedback: thumbs up or down on a recorded answer, with an optional comment."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -242,8 +234,7 @@ ConversationId = str | int | None
 
 
 class SummarizeRequest(BaseModel):
-    """POST /api/v1/conversations/{thread_id}/summarize: which tenant, and what the memory should carry
-    (each field defaults to what the thread's turns were given)."""
+    """POST /api/v1/conversations/{thread_id}/summarize: the tenant and the ids the memory carries."""
 
     model_config = ConfigDict(extra="forbid")
 

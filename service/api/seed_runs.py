@@ -1,26 +1,9 @@
-"""The seed API's QueryRequest as an engine run, and the run's result as a QueryResponse.
+"""The seed API's QueryRequest as an engine run, and the run's result as a QueryResponse (docs/api-seed.md).
 
-Why apart from the routes (service.api.routes_seed): the mapping is pure over the request, the settings and
-the run's result, and it is the contract docs/api-seed.md describes; the routes only wait, stream and count.
-
-A QueryRequest becomes the GenerateRequest of the engine's /generate (run_request.run_spec: the same limits,
-the same Context mapping, the same statuses), with these differences:
-- `conversation_id` is the seed's conversation: the engine thread of the caller's tenant (its history
-  rewrites follow-ups and reaches the prompt), and the run's conversation id, so the conversation is what
-  an engine conversation is, with the same settings: its memories are recalled (nodes.recall_memories), it
-  summarizes itself (RAG_SUMMARY_EVERY_TURNS, retrieval.auto_summary) and the director reads its events
-  when it stalls (RAG_DIRECTOR_STALL_TURNS, nodes.director_recall). It does NOT scope retrieval to documents
-  tagged with the conversation (`conversation_scopes_retrieval` False), which is what the engine's own
-  `conversation_id` does (a seed client's follow-up would find nothing on an ordinary corpus); the engine's
-  routes keep that meaning (tests/test_conversation_scope.py);
-- `mode` changes retrieval (nodes.retrieve.mode_retrieval, nodes.rewrite "advanced") as well as the prompt;
-- per-request model, Self-RAG and HyDE switches set the run's context; citations and hallucination
-  reporting shape the response; `metadata.features` says which ran, with each Self-RAG grade;
-- the notes assistant's reflection switches (query rewriting, reflection rounds, retry strategy) set the run's
-  context too; `metadata.features.reflection` reports each round's 1-10 score and suggestions and each retry.
-
-The run's result as the seed's RAGResponse fields (rag_citations, rag_metadata) is here too: /generate's
-response and /generate/stream carry them.
+A QueryRequest is the run of /generate (run_request.run_spec) plus the seed's switches: `conversation_id` is
+the thread and the run's conversation (memories, summaries, director) without scoping retrieval to it; the
+mode, model, Self-RAG, HyDE and reflection switches set the run's context, and `metadata.features` says which
+ran. The RAGResponse fields of /generate and /generate/stream are built here too.
 """
 
 from __future__ import annotations
@@ -55,8 +38,7 @@ from service.api.seed_schemas import (
 )
 from state.context import Context
 
-#: The graph's nodes whose time is a RAGResponse's `rewrite_time`: a follow-up made standalone, the
-#: first search's rewrite and a retry's reformulation.
+#: The graph's nodes whose time is a RAGResponse's `rewrite_time`.
 REWRITE_STAGES = ("contextualize", "rewrite", "reformulate")
 
 
@@ -97,32 +79,24 @@ def seed_spec(body: QueryRequest, tenant: str, state: ApiState) -> RunSpec:
     )
     spec = run_spec(generate, tenant, state)
     if body.conversation_id:
-        # The thread's conversation: memories, summaries and the director, but the whole corpus searched.
         spec.inputs["conversation_id"] = body.conversation_id
         spec.inputs["conversation_scopes_retrieval"] = False
-    overrides: dict[str, Any] = {}
-    if body.model:
-        overrides["model"] = body.model
-    if body.enable_self_rag is not None:
-        overrides["self_rag"] = body.enable_self_rag
-    if body.max_reflection_rounds is not None:
-        overrides["max_iterations"] = body.max_reflection_rounds
-    if body.retry_strategy is not None:
-        overrides["retry_strategy"] = body.retry_strategy
-    rewrite = first_search_rewrite(body, spec.context.rewrite)
-    if rewrite != spec.context.rewrite:
-        overrides["rewrite"] = rewrite
-    if body.enable_hyde is False:
-        overrides["hyde"] = False
-    if overrides:
-        spec.context = replace(spec.context, **overrides)
+    switches: dict[str, Any] = {
+        "model": body.model or None,
+        "self_rag": body.enable_self_rag,
+        "max_iterations": body.max_reflection_rounds,
+        "retry_strategy": body.retry_strategy,
+        "rewrite": first_search_rewrite(body, spec.context.rewrite),
+        "hyde": False if body.enable_hyde is False else None,
+    }
+    spec.context = replace(
+        spec.context, **{key: value for key, value in switches.items() if value is not None}
+    )
     return spec
 
 
 def first_search_rewrite(body: QueryRequest, configured: str) -> str:
-    """The run's rewrite method from the request's switches: enable_hyde true = hyde; query rewriting off =
-    none (HyDE off too), on = auto where the configuration said none; HyDE off = not hyde (auto, or none
-    with rewriting off)."""
+    """The run's rewrite method from the request's query rewriting and HyDE switches."""
     rewrite = configured
     if body.enable_query_rewriting is False:
         rewrite = "none"
@@ -136,10 +110,7 @@ def first_search_rewrite(body: QueryRequest, configured: str) -> str:
 
 
 def confident_score(context: Context) -> float:
-    """The notes assistant's `min_score` of the run, on its 1-10 scale: the confident threshold of the
-    answering model's calibrator x 10. A round's score is its calibrated probability x 10 and it needs
-    improvement while its band is not confident, so this is the score an answer needs (no setting: each
-    calibrator brings its own, `rag eval calibrate`)."""
+    """The notes assistant's `min_score` (1-10): the answering calibrator's confident threshold x 10."""
     identity = get_resources().model_identity("generate", context)
     return ten_point(model_calibrator(identity).thresholds.confident)
 
@@ -147,8 +118,7 @@ def confident_score(context: Context) -> float:
 def reflection_report(
     context: Context, result: dict[str, Any], events: list[dict[str, Any]]
 ) -> dict[str, dict[str, Any]]:
-    """The notes assistant's view of the run: whether the first search was rewritten, and each reflection
-    round (its 1-10 score, whether it needed improvement, the suggestions the next round used) and retry."""
+    """The notes assistant's view of the run: the first search's rewrite, each reflection round and retry."""
     first: dict[str, Any] = next(
         (e["data"] for e in events if e.get("event") == "query_rewritten" and e["data"].get("round") == 1),
         {},
@@ -191,19 +161,14 @@ def reflection_report(
 
 def retrieval_plan(mode: str, top_k: int) -> dict[str, Any]:
     """What the mode does to retrieval (nodes.retrieve.mode_retrieval, nodes.rewrite), for the response."""
-    if mode == "precise":
-        weights = dict(zip(("dense", "bm25"), PRECISE_WEIGHTS, strict=True))
-        return {"mode": mode, "queries": "by strategy", "k_per_query": top_k, "weights": weights}
-    weights = {"dense": DENSE_WEIGHT, "bm25": BM25_WEIGHT}
-    if mode == "advanced":
-        per_query = max(1, math.ceil(top_k / ADVANCED_QUERIES))
-        return {
-            "mode": mode,
-            "queries": ADVANCED_QUERIES,
-            "k_per_query": per_query,
-            "weights": weights,
-        }
-    return {"mode": mode, "queries": "by strategy", "k_per_query": top_k, "weights": weights}
+    dense, bm25 = PRECISE_WEIGHTS if mode == "precise" else (DENSE_WEIGHT, BM25_WEIGHT)
+    advanced = mode == "advanced"
+    return {
+        "mode": mode,
+        "queries": ADVANCED_QUERIES if advanced else "by strategy",
+        "k_per_query": max(1, math.ceil(top_k / ADVANCED_QUERIES)) if advanced else top_k,
+        "weights": {"dense": dense, "bm25": bm25},
+    }
 
 
 def first_rewrite(queries: list[Any], query: str) -> str:
@@ -212,8 +177,7 @@ def first_rewrite(queries: list[Any], query: str) -> str:
 
 
 def rewritten_query(result: dict[str, Any], events: list[dict[str, Any]], query: str) -> str:
-    """The question as the engine searched it: the standalone rewrite of a follow-up, else the first
-    rewritten search query that differs from the question, else the question as asked."""
+    """The question as searched: a follow-up's standalone rewrite, else the first differing search query."""
     standalone = str(result.get("standalone_question") or "").strip()
     if standalone and standalone != query.strip():
         return standalone
@@ -231,8 +195,7 @@ def uncited(answer: str) -> str:
 
 
 def cited_answer(result: dict[str, Any], include_citations: bool) -> tuple[str, list[dict[str, Any]]]:
-    """A RAGResponse's answer and citations (rag_citations), or the answer without markers and no
-    citations when the request asked for none."""
+    """A RAGResponse's answer and citations, or the answer without markers when citations are off."""
     answer = str(result.get("answer") or "")
     return (answer, rag_citations(result)) if include_citations else (uncited(answer), [])
 
@@ -247,8 +210,7 @@ def _seconds(timings_ms: dict[str, Any], stages: tuple[str, ...]) -> float:
 
 
 def stage_seconds(result: dict[str, Any], total_ms: float) -> dict[str, float]:
-    """A RAGResponse's seconds: total_time, rewrite_time (the REWRITE_STAGES nodes), retrieve_time and
-    generate_time (the run's `timings_ms` of those nodes)."""
+    """A RAGResponse's total and per-stage seconds (from the run's `timings_ms`)."""
     timings = result.get("timings_ms") or {}
     return {
         "total_time": round(total_ms / 1000, 3),
@@ -259,27 +221,29 @@ def stage_seconds(result: dict[str, Any], total_ms: float) -> dict[str, float]:
 
 
 def rag_metadata(result: dict[str, Any], total_ms: float, model: str) -> dict[str, Any]:
-    """A RAGResponse's metadata: seconds in all and per stage (rewrite = the REWRITE_STAGES nodes, retrieve,
-    generate), passages found, the model and its token usage."""
-    usage = result.get("usage") or {}
-    prompt_tokens = int(usage.get("prompt_tokens", 0) or 0)
-    completion_tokens = int(usage.get("completion_tokens", 0) or 0)
+    """A RAGResponse's metadata: seconds, passages found, the model and its token usage."""
     return RAGMetadata(
         **stage_seconds(result, total_ms),
         chunks_found=len(result.get("retrieved") or []),
         model=model,
-        usage={
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        usage=token_usage(result),
     ).model_dump()
 
 
+def token_usage(result: dict[str, Any]) -> dict[str, int]:
+    """The run's prompt, completion and total tokens."""
+    usage = result.get("usage") or {}
+    prompt, completion = (int(usage.get(key, 0) or 0) for key in ("prompt_tokens", "completion_tokens"))
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def rounded_timings(result: dict[str, Any]) -> dict[str, float]:
+    """The run's per-stage milliseconds, rounded to 0.01 ms."""
+    return {stage: round(float(ms), 2) for stage, ms in (result.get("timings_ms") or {}).items()}
+
+
 def rag_citations(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The answer's citations with a RAGResponse citation's fields (source_id = the marker, the cited
-    passage's content, score, document id, file name, page, url) beside the engine's own (marker, title,
-    confidence, spans...): source [n] is `result["sources"][n - 1]`."""
+    """The answer's citations with a RAGResponse citation's fields beside the engine's own."""
     sources = list(result.get("sources") or [])
     cited: list[dict[str, Any]] = []
     for citation in result.get("citations") or []:
@@ -303,8 +267,7 @@ def rag_citations(result: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def director_report(body: QueryRequest, result: dict[str, Any], settings: Settings) -> dict[str, Any]:
-    """Whether the director could step in (a conversation, RAG_DIRECTOR_STALL_TURNS on) and how many of its
-    events the answer prompt got (prompt_info's `director_events_used`)."""
+    """Whether the director could step in and how many of its events the answer prompt got."""
     used = int((result.get("prompt_info") or {}).get("director_events_used", 0) or 0)
     enabled = bool(body.conversation_id) and settings.director_stall_turns > 0
     return {"enabled": enabled, "ran": used > 0, "events": used}
@@ -352,11 +315,9 @@ def seed_response(
             "not_found_reason": judged["not_found_reason"],
             "cache_hit": bool(result.get("cache_hit", False)),
             "retrieval": retrieval_plan(body.mode, body.top_k),
-            "rewritten_queries": _rewritten_queries(events),
+            "rewritten_queries": rewritten_queries(events),
             "features": features,
-            "timings_ms": {
-                stage: round(float(ms), 2) for stage, ms in (result.get("timings_ms") or {}).items()
-            },
+            "timings_ms": rounded_timings(result),
             "usage": {
                 "prompt_tokens": int(usage.get("prompt_tokens", 0) or 0),
                 "completion_tokens": int(usage.get("completion_tokens", 0) or 0),
@@ -383,8 +344,7 @@ def _seed_sources(result: dict[str, Any]) -> list[SourceInfo]:
 
 
 def _seed_citations(result: dict[str, Any], confidence: float) -> list[CitationInfo]:
-    """The answer's citations, each with the answer's confidence (0.0 when no answer, and so no citation,
-    was written)."""
+    """The answer's citations, each with the answer's confidence."""
     return [
         CitationInfo(
             citation_num=int(item.get("marker", 0)),
@@ -404,8 +364,7 @@ def _seed_features(
     *,
     cited: bool,
 ) -> dict[str, Any]:
-    """Per feature the request could turn on: whether it was enabled and whether it ran (the Self-RAG
-    grades, HyDE, the hallucination check's unsupported sentences, reflection, the director)."""
+    """Per feature the request could turn on: whether it was enabled and whether it ran."""
     grades = [event["data"] for event in events if event.get("event") == "answer_graded"]
     strategy = result.get("strategy") or None
     context = spec.context
@@ -426,7 +385,7 @@ def _seed_features(
     return features
 
 
-def _rewritten_queries(events: list[dict[str, Any]]) -> list[str]:
+def rewritten_queries(events: list[dict[str, Any]]) -> list[str]:
     """The queries the run rewrote the question into, first occurrence first."""
     return list(
         dict.fromkeys(

@@ -1,15 +1,8 @@
-"""The seed API's contract ("API 详解"): its request and response bodies, served beside the engine's own.
+"""The seed API's request and response bodies (docs/api-seed.md), served beside the engine's own.
 
-Why a contract of its own rather than aliases on GenerateRequest: the seed's clients send `conversation_id`
-meaning "this conversation" (the engine's thread), bound `query` to 2000 characters and `top_k` to 20, and
-read a differently shaped answer (QueryResponse: sources with `content` and `citation_id`, citations with
-`citation_num` / `source_id`, `generation_time` in seconds). The routes (service.api.routes_seed) map a
-QueryRequest onto the same engine run as /generate, so both contracts share the gates, limits and statuses.
-
-The notes assistant's reflection switches are accepted here too, under their camelCase names as aliases
-(`enableReflection`, `maxReflectionRounds`, `enableQueryRewriting`, `enableHyDE`, `retryStrategy`): a
-notes-assistant client asks its questions on this route, and each name maps onto the engine's one knob of the
-same meaning (config/settings/), not a second copy of it.
+A contract of its own: seed clients bound `query` and `top_k` differently and read a differently shaped
+answer. The notes assistant's camelCase reflection switches (`enableReflection`, ...) are aliases of the
+engine's one knob of the same meaning.
 """
 
 from __future__ import annotations
@@ -21,10 +14,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from config.settings import RetryStrategy
 from service.api.schemas import (
     ID_PATTERN,
-    MAX_BATCH,
     MAX_SYSTEM_PROMPT_CHARS,
+    DirectoryScope,
     GenerateRequest,
     QueryChecks,
+    RerankSwitch,
     TenantId,
 )
 from state.answer_record import Band
@@ -108,18 +102,8 @@ class QueryRequest(QueryChecks):
     filters: dict[str, Any] | None = Field(
         None, description="Metadata filter (the engine's filter language)."
     )
-    rerank: bool | None = Field(
-        None,
-        description="Rerank every search of this run with the generation model before grading and the "
-        "answer: RERANK_CANDIDATES fused candidates scored in one call, the top_k best kept in its order "
-        "(default: RAG_RERANK, off).",
-    )
-    directory: str | None = Field(
-        None,
-        max_length=4096,
-        description="Search only documents whose source path is this absolute directory or lies under it "
-        "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
-    )
+    rerank: RerankSwitch = None
+    directory: DirectoryScope = None
 
 
 class SourceInfo(BaseModel):
@@ -187,25 +171,11 @@ class SearchRequest(QueryChecks):
         None, description="Rerank the fused candidates with the generation model (default RAG_SEARCH_RERANK)."
     )
     collection: str | None = Field(None, max_length=64)
-    directory: str | None = Field(
-        None,
-        max_length=4096,
-        description="Search only documents whose source path is this absolute directory or lies under it "
-        "(whole path components, no '..'; the paths GET /api/v1/documents lists).",
-    )
-
-
-class SeedBatchRequest(BaseModel):
-    """The seed API's batch body: up to 50 questions, each a QueryRequest or its bare query text."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    queries: list[dict[str, Any] | str] = Field(min_length=1, max_length=MAX_BATCH)
+    directory: DirectoryScope = None
 
 
 class RAGRequest(GenerateRequest):
-    """POST /api/v1/rag/generate and /generate/stream: the engine's GenerateRequest (which has the seed's
-    RAGRequest fields: query, tenant_id, rewrite_method, top_k, include_citations) plus `stream`."""
+    """POST /api/v1/rag/generate and /generate/stream: the engine's GenerateRequest plus `stream`."""
 
     stream: bool = Field(False, description="Answer as Server-Sent Events (as /generate/stream does).")
 

@@ -1,23 +1,8 @@
-"""The two Server-Sent Event streams of the seed contract, translated from the engine's run as it happens.
+"""The seed contract's two SSE streams (docs/api-seed.md), translated from the engine's run as it happens.
 
-Both streams carry only `data:` lines, each a JSON object whose `type` names the event (a client switches on
-it; there is no SSE `event:` field):
-- /api/v1/rag/query-stream: `query_rewritten` {content: the searched question}, `documents_retrieved`
-  {count}, `generation_start`, `token` {content}..., `generation_complete` {sources, citations, and the
-  rest of the QueryResponse}, then the line `data: [DONE]`; on failure `error` {error, message, status}
-  and then `[DONE]`;
-- /api/v1/rag/generate/stream: `context` {chunks_count}, `chunk` {content}..., `citations` {citations},
-  `done` {answer, thread_id, answer_id, confidence, band, not_found_reason, metadata}; on failure `error`
-  {error, message, status}, the last.
-
-Why a translation and not the engine's own events (served at /api/v1/rag/generate/events): the engine
-reports every round of a Self-RAG run (several rewrites, retrievals and drafts); a seed client expects each
-opening event once, in its order, before the answer's tokens. So each opening event is sent once, at the
-engine's first event of its kind, and any not yet sent goes out (with what the run knows by then) before
-the first token or the final event: the order holds on every path (a cache hit, an answer without
-retrieval). A run that streams no token (a cached answer) sends its answer as one token. When a later
-round withdraws the tokens already sent, a `draft_replaced` {round, reason, answer} event says so
-(service.api.draft), an addition a seed client ignores; the final event carries the final answer.
+Why a translation: the engine reports every round of a Self-RAG run, while a seed client expects each opening
+event once, in order, before the answer's tokens. So each opening event goes out once, at the engine's first
+event of its kind or before the first token or final event; a withdrawn draft is a `draft_replaced` event.
 """
 
 from __future__ import annotations
@@ -27,7 +12,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import Request
 from sse_starlette.sse import EventSourceResponse
@@ -46,6 +31,16 @@ SSE_PING_S = 15
 Message = dict[str, str]
 #: The final messages of a finished run: (result, engine events, seconds since the request) -> messages.
 Finish = Callable[[dict[str, Any], list[dict[str, Any]], float], list[Message]]
+
+
+class StreamPlan(Protocol):
+    """A stream's format: the messages for each engine event, token and failure of the run."""
+
+    def event(self, name: str, data: dict[str, Any]) -> list[Message]: ...
+
+    def token(self, text: str) -> list[Message]: ...
+
+    def failed(self, error: dict[str, Any]) -> list[Message]: ...
 
 
 def seed_message(kind: str, **fields: Any) -> Message:
@@ -90,8 +85,7 @@ class SeedStream:
         return []
 
     def event(self, name: str, data: dict[str, Any]) -> list[Message]:
-        """The seed messages before and for engine event `name` (a `draft_replaced` when the tokens sent
-        are withdrawn)."""
+        """The seed messages before and for engine event `name`."""
         replaced = self.draft.before(name, data)
         messages = [seed_message(DRAFT_REPLACED, **replaced)] if replaced is not None else []
         return messages + self.note(name, data)
@@ -111,8 +105,7 @@ class SeedStream:
 
 
 class QueryStream(SeedStream):
-    """/query-stream: query_rewritten, documents_retrieved, generation_start, token..., then
-    generation_complete."""
+    """/query-stream: query_rewritten, documents_retrieved, generation_start, token..., the end."""
 
     opening = ("query_rewritten", "documents_retrieved", "generation_start")
 
@@ -167,8 +160,7 @@ class GenerateStream(SeedStream):
         return []
 
     def finish(self, answer: str, citations: list[dict[str, Any]], done: dict[str, Any]) -> list[Message]:
-        """The closing events: citations, then done (with the answer, its judgement and the response's
-        metadata)."""
+        """The closing events: citations, then done."""
         self.known.setdefault("context", {"chunks_count": int(done["metadata"]["chunks_found"])})
         return [
             *self.answer_once(answer),
@@ -185,13 +177,11 @@ def stream_run(
     request: Request,
     state: ApiState,
     spec: RunSpec,
-    plan: QueryStream | GenerateStream,
+    plan: StreamPlan,
     route: str,
     finish: Finish,
 ) -> EventSourceResponse:
-    """Run `spec` and stream it in `plan`'s format; `finish` builds the closing messages from the result.
-    A client that leaves stops the run (rolled back, counted as a 499 of `route`); a failure is the
-    stream's error event (its status inside), never a broken stream."""
+    """Run `spec` and stream it in `plan`'s format; a client that leaves stops the run (a 499)."""
     gone = asyncio.Event()  # set by the response when the client disconnects (not on a server shutdown)
 
     async def on_disconnect(_message: Any) -> None:

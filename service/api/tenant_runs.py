@@ -1,14 +1,6 @@
 """A per-tenant bound on the API's worker pool: at most `api_tenant_runs` runs (and searches) of one tenant
-hold a worker at once; the tenant's further requests wait here, on the event loop, holding no thread.
-
-Why: the pool (`api_workers` threads) is shared by every tenant and served first come, first served, so a
-tenant sending twenty questions at once, or a few reranked searches of half a minute each, took every worker
-and another tenant's single question waited behind all of them. With the bound, a flooding tenant queues
-behind itself only, and the others find a worker free. The wait counts against `api_queue_timeout_s`, like
-the wait for a worker (then 503 with Retry-After).
-
-Thread-safe and not tied to one event loop (the app's engine outlives a test client's loop): a waiter is a
-future of its own loop, resolved with `call_soon_threadsafe` by whichever thread frees the slot.
+hold a worker at once; the tenant's further requests wait on the event loop, holding no thread, so a
+flooding tenant queues behind itself only. Thread-safe and not tied to one event loop.
 """
 
 from __future__ import annotations
@@ -43,8 +35,7 @@ class TenantRuns:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def acquire(self, tenant: str, timeout_s: float) -> bool:
-        """Take one of `tenant`'s slots, waiting at most `timeout_s`; False when none came free in time.
-        A caller that got True must `release(tenant)` exactly once."""
+        """Take one of `tenant`'s slots within `timeout_s` (False if none); True must be released once."""
         if not self.per_tenant:
             return True
         loop = asyncio.get_running_loop()
@@ -73,16 +64,6 @@ class TenantRuns:
             return
         with self._lock:
             self._release_locked(tenant)
-
-    def running(self) -> dict[str, int]:
-        """Slots held now, per tenant holding any (health, tests)."""
-        with self._lock:
-            return dict(self._running)
-
-    def waiting(self) -> dict[str, int]:
-        """Requests waiting now, per tenant with any."""
-        with self._lock:
-            return {tenant: len(queue) for tenant, queue in self._waiting.items() if queue}
 
     def _release_locked(self, tenant: str) -> None:
         queue = self._waiting.get(tenant)

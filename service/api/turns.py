@@ -1,17 +1,9 @@
 """A turn the API abandons leaves no trace in its thread: what the run wrote is rolled back.
 
-Why: a run stopped between its question (start_turn) and its answer (cite, not_found), because its client
-left, a time limit passed or the model failed, saved a state whose history holds the question and no answer,
-which the next turn's follow-up resolution and the conversation summaries then read as part of the
-conversation. Completing the run instead would keep the model busy for a
-client that is gone while others queue for it, which the API's limits exist to prevent (service.api.engine).
-
-How: the worker holds the thread's lock for the whole turn (the runner's own lock is re-entrant, so its
-turn inside nests), keeps the thread's latest checkpoint from before the run, and when the run ends without
-its result, saves that state again as the newest checkpoint (the graphs save once when a run ends or fails,
-RAG_CHECKPOINT_DURABILITY=exit, so the question is written when the stopped run closes) or, for a thread
-the run created, deletes the thread. The lock makes this safe: no other turn can have written to the thread
-in between. A turn whose run finished is kept, read or not.
+Why: a run stopped between its question and its answer (client gone, limit passed, model failed) saved a
+history holding the question and no answer, which later follow-ups and summaries read. The worker holds the
+thread's lock for the whole turn and, when the run ends without its result, saves the thread's state from
+before the run again as its newest checkpoint (or deletes a thread the run created).
 """
 
 from __future__ import annotations
@@ -47,11 +39,7 @@ def _root(thread_id: str) -> RunnableConfig:
 
 
 def roll_back(checkpointer: Any, thread_id: str, before: CheckpointTuple | None) -> bool:
-    """Make the state of `before` the latest of the stored thread `thread_id` again (delete the thread when
-    there was none); False when the run wrote nothing. The caller holds the thread's lock.
-
-    `before` is saved again as a new checkpoint (a fork of it, newest by id) rather than referred to: the
-    saver may have pruned it once the abandoned run saved (RAG_CHECKPOINT_KEEP)."""
+    """Make `before` the thread's latest state again (a new checkpoint); False when the run wrote nothing."""
     latest = checkpointer.get_tuple(_root(thread_id))
     if latest is None or _checkpoint_id(latest) == _checkpoint_id(before):
         return False
@@ -69,9 +57,7 @@ def roll_back(checkpointer: Any, thread_id: str, before: CheckpointTuple | None)
 def guarded_turn(
     session: Any, thread_id: str, context: Context, inputs: dict[str, Any]
 ) -> Iterator[TurnRecord]:
-    """Hold the thread for one run (the runner's checks and lock: ThreadBusyError, ThreadAccessError) and
-    roll back what the run wrote unless the caller marks the record finished. A session without a
-    checkpointer or without turns (a test's scripted session) stores nothing: nothing to guard."""
+    """Hold the thread for one run and roll back what it wrote unless the record is marked finished."""
     record = TurnRecord()
     turn = getattr(session, "turn", None)
     if turn is None or getattr(session, "checkpointer", None) is None:

@@ -1,13 +1,6 @@
-"""The `rag` command line: ingest, search, ask, chat, threads and evaluations.
-
-Every command turns bad input into one clear line on stderr and exit code 2 (1 for a store or model that is
-down), never a stack trace; `--help` on every command documents its options.
-
-Layout: one module per command group (documents, conversation, threads, evals, serve, memory, model,
-summarize; service/doctor.py), the helpers they share in service/cli/common.py, and the registration below,
-in one place, in the order `rag --help` lists the commands. A new command is a function in its own module
-plus one line here (see the registration block). Commands import their heavy dependencies inside the
-function so `rag` starts fast.
+"""The `rag` command line: one module per command group, the shared helpers in service/cli/common.py, and
+the registration below, in the order `rag --help` lists the commands. Bad input is one line on stderr and
+exit 2 (1 for a store or model that is down), never a stack trace; commands import heavy modules inside.
 """
 
 from __future__ import annotations
@@ -25,20 +18,7 @@ from service.cli import (
     serve,
     stats,
 )
-from service.cli.common import (
-    EXIT_BAD_INPUT,
-    EXIT_FILES_FAILED,
-    EXIT_UNAVAILABLE,
-    configure_logging,
-    console,
-    error_console,
-    fail,
-    progress_bars,
-    settings_or_exit,
-    user_errors,
-    warning,
-    write_json_report,
-)
+from service.cli.common import EXIT_BAD_INPUT, EXIT_UNAVAILABLE, configure_logging
 from service.cli.evaluations import eval_app
 from service.cli.memory import memory_app
 from service.cli.model import model_app
@@ -46,21 +26,7 @@ from service.cli.summarize import summarize
 from service.cli.threads import threads_app
 from service.doctor import doctor
 
-__all__ = [
-    "EXIT_BAD_INPUT",
-    "EXIT_FILES_FAILED",
-    "EXIT_UNAVAILABLE",
-    "app",
-    "console",
-    "error_console",
-    "eval_app",
-    "fail",
-    "progress_bars",
-    "settings_or_exit",
-    "user_errors",
-    "warning",
-    "write_json_report",
-]
+__all__ = ["EXIT_BAD_INPUT", "EXIT_UNAVAILABLE", "app"]
 
 app = typer.Typer(
     help="Agentic RAG engine: ingest your documents, search them, ask questions with cited answers.",
@@ -77,11 +43,7 @@ def main(
     configure_logging(verbose)
 
 
-# --------------------------------------------------------------------------------------------------------
-# Registration: `rag --help` lists the commands in this order, then the groups (eval, memory, model, threads).
-# A new top-level command: app.command("name")(module.function). A new evaluation of a user's corpus:
-# eval_app.command("name")(module.function); a benchmark campaign goes to benchmarks/commands/ instead.
-# A new group: app.add_typer(module.group_app, name="name").
+# Registration: a benchmark campaign goes to benchmarks/commands/ instead.
 
 app.command("summarize")(summarize)
 app.command("doctor")(doctor)

@@ -1,6 +1,4 @@
-"""What `rag eval calibrate` prints: the fit's out-of-fold figures, one table per split (a row per results
-file, the pooled records last, the engine's stored bands beside when the records have them), the ablation.
-"""
+"""What `rag eval calibrate` prints: the fit's out-of-fold figures, one table per split, the ablation."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""What every `rag` command shares: the consoles, the exit codes, one-line errors, settings and progress bars.
-
-Why a module of its own: each command group (service/cli/*.py) and the commands registered from elsewhere
-(service/doctor.py, evals) import these without importing the app, so no module imports the package that
-registers it.
+"""What every `rag` command shares: consoles, exit codes, one-line errors, settings and progress bars
+(imported by each command module without importing the app that registers it).
 """
 
 from __future__ import annotations
@@ -40,11 +37,7 @@ EXIT_FILES_FAILED = 1
 
 
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
-    """Print one error line and exit.
-
-    The message is escaped because it often quotes user input (a filter, a path), which rich would
-    otherwise read as markup ("[/x]" raises MarkupError); soft wrap keeps it one line at any width.
-    """
+    """Print one error line and exit (escaped: it often quotes user input, which rich reads as markup)."""
     error_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
@@ -56,9 +49,7 @@ def warning(message: str) -> None:
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn the engine's documented errors into clear one-line messages. The error classes are imported
-    only when something was raised: their modules load SQLAlchemy and LangGraph, which a command that
-    hands its question to a running server never needs."""
+    """Turn the engine's documented errors into one-line messages (their classes imported only then)."""
     try:
         yield
     except Exception as error:
@@ -79,10 +70,7 @@ def user_errors() -> Iterator[None]:
 
 
 def text_or_exit(value: str, what: str) -> str:
-    """`value`, or one line and exit 2 when it is not valid UTF-8 text (`what` names it: "question").
-
-    The same check as `rag search`'s query (core.text.invalid_utf8): argv's undecodable bytes arrive as
-    lone surrogates, which fail much later (in SQLite, the tokenizer, a lock file name) with a stack trace."""
+    """`value`, or one line and exit 2 when it is not valid UTF-8 text."""
     from core.text import invalid_utf8
 
     problem = invalid_utf8(value)
@@ -92,22 +80,14 @@ def text_or_exit(value: str, what: str) -> str:
 
 
 def checked_store(kb: KnowledgeBase) -> KnowledgeBase:
-    """The knowledge base after the store checks every command that reads it runs first, as `rag search`
-    does: the catalog is opened and its chunk counts read, so a damaged file (garbage, a damaged or
-    truncated header) raises CatalogDamagedError (one line, exit 1 under `user_errors`) before a model is
-    loaded or a graph runs; a vector store that lost chunks is reported on stderr, once (`kb.warn`).
-
-    Why before the graph: its nodes turn a store error into an honest "not found" answer for the API, so
-    `rag ask` exited 0 on a damaged catalog, with the semantic cache's stack trace on the way."""
+    """The knowledge base after the store checks (a damaged catalog raises before any model or graph)."""
     kb.warn = warning
     kb.catalog.chunk_counts()
     return kb
 
 
 class StoreErrorReportedByCommand(logging.Filter):
-    """Leaves out a log record that carries a store error (the retrieve node's "retrieval failed: ...") and
-    keeps its text: the graph's output holds only our public message, the operator at the command line gets
-    the store's own one."""
+    """Leaves out a log record that carries a store error and keeps its text for the command's own line."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -126,8 +106,7 @@ class StoreErrorReportedByCommand(logging.Filter):
 
 @contextmanager
 def store_errors_reported_here() -> Iterator[StoreErrorReportedByCommand]:
-    """Run a graph whose store errors the command reports itself (`store_error_or_exit`): the nodes' log
-    line of the same error is left out of stderr, so the user reads one line, not the same one twice."""
+    """Run a graph whose store errors the command reports itself: the nodes' log line of it is left out."""
     quiet = StoreErrorReportedByCommand()
     handlers = list(logging.getLogger().handlers)
     for handler in handlers:
@@ -140,9 +119,7 @@ def store_errors_reported_here() -> Iterator[StoreErrorReportedByCommand]:
 
 
 def store_error_or_exit(result: dict[str, object], reported: StoreErrorReportedByCommand) -> None:
-    """Exit 1 when a graph run could not search (`error` of its output state): the run answered "cannot
-    answer from it", which is not an answer for a command line. The line is the store's own error, kept
-    from the log, or else the output's public message."""
+    """Exit 1 with the store's own error (else the output's message) when a graph run could not search."""
     error = str(result.get("error") or "")
     if error:
         fail(reported.detail or error, EXIT_UNAVAILABLE)
@@ -164,8 +141,7 @@ SECRET_VARIABLE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|URL", re.IGNORECASE)
 
 
 def command_line() -> str:
-    """The command that produced a report, with the RAG_* settings it ran under (credentials left out), so a
-    result file says how to reproduce it."""
+    """The command that produced a report, with the RAG_* settings it ran under (credentials left out)."""
     settings = sorted(
         f"{name}={shlex.quote(value)}"
         for name, value in os.environ.items()
@@ -183,8 +159,7 @@ def write_json_report(path: Path | None, report: dict[str, object]) -> None:
 
 
 def print_json(value: object, *, indent: int | None = 2) -> None:
-    """What `--json` prints: JSON on stdout, non-ASCII kept, outside rich (no markup, no wrapping), so a
-    script can parse it; `indent=None` for one line per result."""
+    """What `--json` prints: JSON on stdout outside rich (no markup, no wrapping), non-ASCII kept."""
     sys.stdout.write(json.dumps(value, ensure_ascii=False, indent=indent, default=str) + "\n")
 
 

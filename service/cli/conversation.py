@@ -35,8 +35,7 @@ BAND_STYLES = {"confident": "green", "tentative": "yellow", "not_found": "dim"}
 
 
 def _print_answer(result: dict[str, object], prefix: str = "") -> None:
-    """The stored answer (once), its judgement in words ("confident, 0.86", "not sure, 0.41", "not found:
-    <reason>"), a warning line for each reason not to trust it, sources and strategy."""
+    """The stored answer, its judgement in words, its warnings, sources and strategy."""
     from retrieval.answer_text import answer_parts
     from service.answer_judgement import judgement, judgement_line
     from service.answer_warnings import answer_warnings
@@ -129,46 +128,27 @@ def conversation_input(conversation_id: str | None) -> dict[str, str]:
     return {"conversation_id": conversation_id.strip()}
 
 
-#: The options of `rag ask`, declared once as types so the command's signature stays short.
-AskQuestionArgument = Annotated[str, typer.Argument(help="The question.")]
-AskThreadOption = Annotated[
-    str | None, typer.Option("--thread", help="Conversation id (new one if omitted).")
-]
-AskGraphOption = Annotated[str, typer.Option(help="rag (agentic) | baseline (naive RAG).")]
-AskModeOption = Annotated[
-    str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
-]
-AskTenantOption = Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")]
-AskCollectionOption = Annotated[str | None, typer.Option(help="Collection to search.")]
-AskFilterJsonOption = Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")]
-AskMaxIterationsOption = Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")]
-AskAsJsonOption = Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")]
-AskConversationIdOption = Annotated[str | None, CONVERSATION_OPTION]
-AskUserOption = Annotated[str | None, USER_OPTION]
-AskDirectoryOption = Annotated[str | None, DIR_OPTION]
-AskLocalOption = Annotated[bool, LOCAL_OPTION]
-
-
 def ask(
-    question: AskQuestionArgument,
-    thread: AskThreadOption = None,
-    graph: AskGraphOption = "rag",
-    mode: AskModeOption = None,
-    tenant: AskTenantOption = None,
-    collection: AskCollectionOption = None,
-    filter_json: AskFilterJsonOption = None,
-    max_iterations: AskMaxIterationsOption = None,
-    as_json: AskAsJsonOption = False,
-    conversation_id: AskConversationIdOption = None,
-    user: AskUserOption = None,
-    directory: AskDirectoryOption = None,
-    local: AskLocalOption = False,
+    question: Annotated[str, typer.Argument(help="The question.")],
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="Conversation id (new one if omitted).")
+    ] = None,
+    graph: Annotated[str, typer.Option(help="rag (agentic) | baseline (naive RAG).")] = "rag",
+    mode: Annotated[
+        str | None, typer.Option(help="Answer template: auto | simple | advanced | precise.")
+    ] = None,
+    tenant: Annotated[str | None, typer.Option(help="Tenant whose documents are searched.")] = None,
+    collection: Annotated[str | None, typer.Option(help="Collection to search.")] = None,
+    filter_json: Annotated[str | None, typer.Option("--filter", help="Metadata filter (JSON).")] = None,
+    max_iterations: Annotated[int | None, typer.Option(help="Bound of the Self-RAG loops.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the output state as JSON.")] = False,
+    conversation_id: Annotated[str | None, CONVERSATION_OPTION] = None,
+    user: Annotated[str | None, USER_OPTION] = None,
+    directory: Annotated[str | None, DIR_OPTION] = None,
+    local: Annotated[bool, LOCAL_OPTION] = False,
 ) -> None:
-    """Answer a question from the indexed documents, with citations; follow-ups with --thread.
-    Under the answer: how sure the engine is ("confident, 0.86", "not sure, 0.41") or why it found nothing
-    ("not found: <reason>"); a confident answer stating a name, number or date no source holds is warned of.
-    When a `rag serve` of the same data directory answers at RAG_API_HOST:RAG_API_PORT, the question is
-    answered there (warm models, the server's keys, tenants and threads); --local answers in this process."""
+    """Answer a question from the indexed documents, with citations and how sure the engine is; follow-ups
+    with --thread. A running `rag serve` of the same data directory answers it (--local: this process)."""
     from core.questions import check_question
     from retrieval.filters import parse_filter
     from service.cli.server_handoff import ask_on_server, handoff_server
@@ -179,8 +159,7 @@ def ask(
     context = with_directory(context, directory)
     inputs = conversation_input(conversation_id)
     with user_errors(), store_errors_reported_here() as reported:
-        # The turn's own input checks first (the graph repeats them), then the store's: bad input is
-        # refused before a damaged catalog or a missing model is looked at.
+        # bad input is refused before a damaged catalog or a missing model is looked at
         check_question(question.strip(), context.max_query_chars)
         filters = parse_filter(filter_json) and json.loads(filter_json or "{}")
         # the generate route has no graph choice, collection or loop bound: those are answered here
@@ -209,8 +188,7 @@ def ask(
 
 
 def _check_ask_options(graph: str, thread: str | None) -> GraphName:
-    """The graph to run, or exit with a message on an unknown graph or an unusable thread id, before any
-    store is opened."""
+    """The graph to run, or exit on an unknown graph or an unusable thread id (before any store opens)."""
     graph_name = ASK_GRAPHS.get(graph)
     if graph_name is None:
         fail(f"unknown graph {graph!r}; choose rag or baseline")
@@ -256,13 +234,7 @@ def _ask_here(
 def _chat_turn(
     session: Any, question: str, *, thread_id: str, context: Context, inputs: dict[str, str]
 ) -> dict[str, Any]:
-    """Run one chat turn, showing the answer being written as a preview; return the output state.
-
-    Why a preview that disappears: the streamed tokens are a draft, which `cite` renumbers and cleans, a
-    regeneration replaces, or the extractive fallback replaces entirely. Printing the stream and then the
-    stored answer showed two different answers per turn. The preview is erased when the turn ends (and
-    never written when stdout is not a terminal), so the one answer printed is the stored one.
-    """
+    """Run one chat turn, previewing the draft being written (erased at the end); return the output state."""
     from rich.live import Live
     from rich.text import Text
 
@@ -292,9 +264,8 @@ def chat(
     user: Annotated[str | None, USER_OPTION] = None,
     directory: Annotated[str | None, DIR_OPTION] = None,
 ) -> None:
-    """Interactive conversation: one answer per turn (the stored one; a preview shows it being written on a
-    terminal), with its warnings, citations and strategy. A turn with no evidence in the documents is
-    answered from the conversation (chat mode). A model or store that is down ends the chat with exit 1."""
+    """Interactive conversation: one answer per turn with its warnings, citations and strategy (a turn with
+    no evidence in the documents is answered from the conversation)."""
     from dataclasses import replace
 
     from core.questions import InvalidQuestionError, check_question

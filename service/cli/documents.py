@@ -57,8 +57,7 @@ def ingest(
             bar_files["file"] = bars("files", len(files))
             bar_files["chunks"] = bars("chunks embedded", 0)
 
-        # Another ingest of this collection running: one "waiting for" line here, then its files are skipped
-        # as unchanged (ingest_paths takes the same lock again, re-entrantly).
+        # another ingest of this collection running: one "waiting for" line, then its files are unchanged
         with ingest_lock(settings, tenant, collection, on_wait=warning):
             summary = ingest_paths(
                 kb,
@@ -73,8 +72,7 @@ def ingest(
 
 
 def _report_ingest(summary: IngestSummary, as_json: bool) -> None:
-    """Print what an ingest did (warnings for restored vectors and lossy files, the counts, each failure), and
-    exit with EXIT_FILES_FAILED when any file failed to load."""
+    """Print what an ingest did; exit EXIT_FILES_FAILED when any file failed to load."""
     report = summary.as_dict()
     if summary.vectors_restored:
         warning(f"restored {summary.vectors_restored} vectors the vector store had lost (from the catalog)")
@@ -107,17 +105,10 @@ def _report_ingest(summary: IngestSummary, as_json: bool) -> None:
         raise typer.Exit(EXIT_FILES_FAILED)
 
 
-#: The arguments and options of `rag search`, declared once as types so the command's signature stays short.
-SearchQueryArgument = Annotated[str, typer.Argument(help="What to look for.")]
-SearchKOption = Annotated[int | None, typer.Option("--k", help="Number of results.")]
-SearchModeOption = Annotated[str | None, typer.Option(help="dense | bm25 | hybrid.")]
+#: The longer options of `rag search`, declared once as types so the command's signature stays short.
 SearchFilterOption = Annotated[
     str | None, typer.Option("--filter", help='Metadata filter, e.g. \'{"doc_type": "pdf"}\'.')
 ]
-SearchTenantOption = Annotated[str | None, typer.Option(help="Tenant to search (one per search).")]
-SearchCollectionOption = Annotated[list[str] | None, typer.Option(help="Restrict to these collections.")]
-SearchMmrOption = Annotated[bool | None, typer.Option(help="Diversify results with MMR.")]
-SearchJsonOption = Annotated[bool, typer.Option("--json", help="Print results as JSON.")]
 SearchDirOption = Annotated[
     str | None,
     typer.Option(
@@ -131,14 +122,14 @@ SearchLocalOption = Annotated[
 
 
 def search(
-    query: SearchQueryArgument,
-    k: SearchKOption = None,
-    mode: SearchModeOption = None,
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    k: Annotated[int | None, typer.Option("--k", help="Number of results.")] = None,
+    mode: Annotated[str | None, typer.Option(help="dense | bm25 | hybrid.")] = None,
     filter_json: SearchFilterOption = None,
-    tenant: SearchTenantOption = None,
-    collection: SearchCollectionOption = None,
-    mmr: SearchMmrOption = None,
-    as_json: SearchJsonOption = False,
+    tenant: Annotated[str | None, typer.Option(help="Tenant to search (one per search).")] = None,
+    collection: Annotated[list[str] | None, typer.Option(help="Restrict to these collections.")] = None,
+    mmr: Annotated[bool | None, typer.Option(help="Diversify results with MMR.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
     directory: SearchDirOption = None,
     local: SearchLocalOption = False,
 ) -> None:
@@ -153,8 +144,7 @@ def search(
     with user_errors():
         checked_mode = search_mode(mode) if mode is not None else None  # QueryError names the choices
         parse_filter(filter_json, max_conditions=settings.filter_max_conditions)  # before opening a store
-        # a running `rag serve` of this data directory searches with its warm model (not for --mmr or
-        # several collections, which its search route does not take); --local searches here
+        # a running `rag serve` of this data directory searches (its route takes no --mmr, one collection)
         server = handoff_server(settings, local) if mmr is None and len(collection or []) <= 1 else None
         if server is not None:
             result = search_on_server(
@@ -201,8 +191,7 @@ def _search_here(
     mmr: bool | None,
     directory: str | None,
 ) -> SearchResult:
-    """Search in this process: the mock retriever's passages with RAG_RETRIEVER=mock, else the knowledge base
-    (a lost vector store gives one warning line, once)."""
+    """Search in this process (the mock retriever with RAG_RETRIEVER=mock, else the knowledge base)."""
     from retrieval.directory_scope import cli_directory
     from retrieval.knowledge_base import KnowledgeBase
     from retrieval.mock_retriever import MockSearcher

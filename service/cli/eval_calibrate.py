@@ -1,5 +1,4 @@
-"""`rag eval calibrate`: fit a reader's answer calibrator on `rag eval qa` results and report it on others
-(registered on `rag eval` by service/cli/__init__.py)."""
+"""`rag eval calibrate`: fit a reader's answer calibrator on `rag eval qa` results and report it on others."""
 
 from __future__ import annotations
 
@@ -13,73 +12,64 @@ from service.cli.common import JsonReportOption, fail, user_errors, write_json_r
 #: What an artifact name may be (it becomes a file name in answering/calibrators/).
 CALIBRATOR_NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 
-
-#: The options of `rag eval calibrate`, declared once as types so the command's signature stays short.
-CalibrateModelOption = Annotated[
+CalibratorNameOption = Annotated[
     str,
     typer.Option(
         help="Calibrator name: the artifact answering/calibrators/NAME.json (an embedded reader such as "
         "qwen2.5-coder-0.5b, or 'default' for endpoints without their own calibrator)."
     ),
 ]
-CalibrateDevOption = Annotated[
+DevResultsOption = Annotated[
     list[Path] | None,
     typer.Option(
         help="Development results file of `rag eval qa` (JSONL with signals; repeatable): the fit's records."
     ),
 ]
-CalibrateTestOption = Annotated[
-    list[Path] | None,
-    typer.Option(help="Test results file (repeatable): reported, never fit on."),
-]
-CalibrateOutOption = Annotated[
-    Path | None,
-    typer.Option(help="Artifact to write (or, with --report-only, read). Default: the committed one."),
-]
-CalibrateModelsOption = Annotated[
+ServedModelsOption = Annotated[
     list[str] | None,
     typer.Option(
         help="Model identity substring the calibrator serves (repeatable). Default: NAME; none for 'default'."
     ),
 ]
-CalibrateExcludeFeaturesOption = Annotated[
+ExcludeFeaturesOption = Annotated[
     list[str] | None,
     typer.Option(
         help="Signal group to leave out (repeatable; answering.signals.SIGNAL_GROUPS). The default "
         "artifact is fit with --exclude-features log_probability (other endpoints may give none)."
     ),
 ]
-CalibratePlotOption = Annotated[
-    Path | None,
-    typer.Option(
-        help="Write per set risk_coverage_<set>.png (one line per results file) and "
-        "reliability_<set>.png into DIR."
-    ),
-]
-CalibrateAblationOption = Annotated[
-    bool,
-    typer.Option(
-        "--ablation",
-        help="Also refit without each signal group and with each alone (out-of-fold AUROC and cost).",
-    ),
-]
-CalibrateReportOnlyOption = Annotated[
-    bool,
-    typer.Option("--report-only", help="Evaluate the committed calibrator of --model; fit nothing."),
-]
 
 
 def eval_calibrate(
-    model: CalibrateModelOption,
-    dev: CalibrateDevOption = None,
-    test: CalibrateTestOption = None,
-    out: CalibrateOutOption = None,
-    models: CalibrateModelsOption = None,
-    exclude_features: CalibrateExcludeFeaturesOption = None,
+    model: CalibratorNameOption,
+    dev: DevResultsOption = None,
+    test: Annotated[
+        list[Path] | None, typer.Option(help="Test results file (repeatable): reported, never fit on.")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Artifact to write (or, with --report-only, read). Default: the committed one."),
+    ] = None,
+    models: ServedModelsOption = None,
+    exclude_features: ExcludeFeaturesOption = None,
     json_out: JsonReportOption = None,
-    plot: CalibratePlotOption = None,
-    ablation: CalibrateAblationOption = False,
-    report_only: CalibrateReportOnlyOption = False,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write per set risk_coverage_<set>.png (one line per results file) and "
+            "reliability_<set>.png into DIR."
+        ),
+    ] = None,
+    ablation: Annotated[
+        bool,
+        typer.Option(
+            "--ablation",
+            help="Also refit without each signal group and with each alone (out-of-fold AUROC and cost).",
+        ),
+    ] = False,
+    report_only: Annotated[
+        bool, typer.Option("--report-only", help="Evaluate the committed calibrator of --model; fit nothing.")
+    ] = False,
 ) -> None:
     """Fit a reader's calibrator (logistic regression over the answer signals, isotonic map, band thresholds
     by a stated cost rule) on --dev results and report AUROC, ECE, bands and cost on --test."""
@@ -110,8 +100,7 @@ def eval_calibrate(
 def _check_calibrate_options(
     model: str, *, dev: list[Path] | None, test: list[Path] | None, excluded: list[str], report_only: bool
 ) -> None:
-    """Exit with a message on options that cannot go together (a bad name, nothing to fit on or evaluate);
-    warn when the default calibrator is fit on log-probabilities other endpoints may not give."""
+    """Exit on options that cannot go together; warn on a default calibrator fit on log-probabilities."""
     import re
 
     from answering.calibrator import DEFAULT_CALIBRATOR

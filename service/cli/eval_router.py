@@ -1,6 +1,4 @@
-"""`rag eval router`: single- vs multi-hop accuracy of the router (analyze + select_strategy) on a user's
-labelled questions, heuristic and model side by side (registered on `rag eval` by service/cli/__init__.py;
-the report's printing is service/cli/router_report.py)."""
+"""`rag eval router`: single- vs multi-hop accuracy of the router on a user's labelled questions."""
 
 from __future__ import annotations
 

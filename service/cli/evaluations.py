@@ -1,13 +1,5 @@
-"""`rag eval ...`: the group of evaluations a user runs on their own files, and its commands that measure
-the answer path on them (retrieval, latency, QA).
-
-Each reads the labelled set it is given, in the formats labelled sets come in (BEIR folders, SQuAD / CMRC
-JSON, HotpotQA JSON/JSONL). The group's other commands live in modules of their own and are added to
-`eval_app` in service/cli/__init__.py, after these: `rag eval router` (service/cli/eval_router.py), `rag eval
-chaos` (service/cli/eval_chaos.py), `rag eval load` (service/cli/serve.py) and `rag eval calibrate`, the fit
-of the answer calibrator on QA results (service/cli/eval_calibrate.py). The project's own campaigns (model
-and prompt ablations, scale, graders, results/README.md) are `python -m benchmarks ...` in the checkout
-(benchmarks/README.md).
+"""`rag eval ...`: the evaluations a user runs on their own labelled files (retrieval, latency, QA here; the
+group's other commands are added in service/cli/__init__.py). Project campaigns are `python -m benchmarks`.
 """
 
 from __future__ import annotations
@@ -31,43 +23,33 @@ from service.cli.common import (
 
 eval_app = typer.Typer(
     help="Evaluate on your own labelled files: retrieval quality and speed, graph latency, QA, routing, "
-    "load, chaos; fit the answer calibrator on QA results.",
+    "load; fit the answer calibrator on QA results.",
     no_args_is_help=True,
 )
 
 
-#: The options of `rag eval retrieval`, declared once as types so the command's signature stays short.
-RetrievalDatasetOption = Annotated[
-    Path, typer.Option(help="BEIR folder, or a CMRC 2018 / SQuAD-format file.")
-]
-RetrievalModeOption = Annotated[
-    list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
-]
-RetrievalLimitOption = Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")]
-RetrievalSplitOption = Annotated[
-    str,
-    typer.Option(
-        help="dev | test | all: keep one half of the judged queries (by a hash of the query id; "
-        "evals.splits.split_of) before --limit. Choose settings on dev, report on test."
-    ),
-]
-RerankOption = Annotated[
-    bool,
-    typer.Option(
-        "--rerank",
-        help="Also rerank the hybrid list with the configured generation model (one call per query: slow "
-        "on a CPU; use --limit).",
-    ),
-]
-
-
 @eval_app.command("retrieval")
 def eval_retrieval(
-    dataset: RetrievalDatasetOption,
-    mode: RetrievalModeOption = None,
-    limit: RetrievalLimitOption = None,
-    split: RetrievalSplitOption = "all",
-    rerank: RerankOption = False,
+    dataset: Annotated[Path, typer.Option(help="BEIR folder, or a CMRC 2018 / SQuAD-format file.")],
+    mode: Annotated[
+        list[str] | None, typer.Option(help="Modes to run (repeatable); default all three.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N queries.")] = None,
+    split: Annotated[
+        str,
+        typer.Option(
+            help="dev | test | all: keep one half of the judged queries (by a hash of the query id; "
+            "evals.splits.split_of) before --limit. Choose settings on dev, report on test."
+        ),
+    ] = "all",
+    rerank: Annotated[
+        bool,
+        typer.Option(
+            "--rerank",
+            help="Also rerank the hybrid list with the configured generation model (one call per query: slow "
+            "on a CPU; use --limit).",
+        ),
+    ] = False,
     json_out: JsonReportOption = None,
 ) -> None:
     """Retrieval quality (nDCG@10, Recall@10/100, MRR@10) and speed per mode; ingest throughput."""
@@ -82,10 +64,7 @@ def eval_retrieval(
         fail(str(error))
     if rerank and "hybrid" not in modes:
         fail("--rerank reranks the hybrid list: add --mode hybrid")
-    from evals.splits import ALL_SPLITS, SPLITS
-
-    if split not in (*SPLITS, ALL_SPLITS):
-        fail(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
+    _check_split(split)
     rerank_model = None
     if rerank:
         from nodes.resources import get_resources
@@ -173,6 +152,14 @@ def eval_latency(
     )
 
 
+def _check_split(split: str) -> None:
+    """Exit with the choices on an unknown --split."""
+    from evals.splits import ALL_SPLITS, SPLITS
+
+    if split not in (*SPLITS, ALL_SPLITS):
+        fail(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
+
+
 def parse_pool(pool: str | None) -> int | Literal["all"] | None:
     """--pool's value: None, "all", or a positive number of questions (anything else exits with a message)."""
     if pool is None:
@@ -184,21 +171,6 @@ def parse_pool(pool: str | None) -> int | Literal["all"] | None:
     return int(pool)
 
 
-#: The options of `rag eval qa`, declared once as types so the command's signature stays short.
-QaDatasetOption = Annotated[
-    Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
-]
-QaPipelineOption = Annotated[
-    str,
-    typer.Option(help="naive | agentic | no-retrieval | gold (naive over the gold paragraphs only)."),
-]
-QaLimitOption = Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")]
-QaSkipOption = Annotated[
-    int,
-    typer.Option(
-        min=0, help="Start after the first N questions (a development split beside the reported ones)."
-    ),
-]
 QaSplitOption = Annotated[
     str,
     typer.Option(
@@ -206,16 +178,12 @@ QaSplitOption = Annotated[
         "evals.splits.split_of) before --skip and --limit. Choose settings on dev, report on test.",
     ),
 ]
-QaPoolOption = Annotated[
+PoolOption = Annotated[
     str | None,
     typer.Option(
         help="Corpus: the paragraphs of the first N questions, or 'all' of the file's (default: of the "
         "evaluated questions). A fixed pool lets a run grow with --limit and resume over one index.",
     ),
-]
-QaPlotOption = Annotated[
-    Path | None,
-    typer.Option(help="Write qa_f1_vs_llm_calls.png into DIR from its QA JSON reports plus this run."),
 ]
 QaResultsOption = Annotated[
     Path | None,
@@ -228,28 +196,37 @@ QaResultsOption = Annotated[
 
 @eval_app.command("qa")
 def eval_qa(
-    dataset: QaDatasetOption,
-    pipeline: QaPipelineOption,
-    limit: QaLimitOption = None,
-    skip: QaSkipOption = 0,
+    dataset: Annotated[
+        Path, typer.Option(help="HotpotQA file (JSON array or JSONL) or CMRC 2018 / SQuAD-format file.")
+    ],
+    pipeline: Annotated[
+        str,
+        typer.Option(help="naive | agentic | no-retrieval | gold (naive over the gold paragraphs only)."),
+    ],
+    limit: Annotated[int | None, typer.Option(help="Evaluate only the first N questions.")] = None,
+    skip: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Start after the first N questions (a development split beside the reported ones)."
+        ),
+    ] = 0,
     split: QaSplitOption = "all",
-    pool: QaPoolOption = None,
+    pool: PoolOption = None,
     json_out: JsonReportOption = None,
-    plot: QaPlotOption = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="Write qa_f1_vs_llm_calls.png into DIR from its QA JSON reports plus this run."),
+    ] = None,
     results: QaResultsOption = None,
 ) -> None:
-    """EM / F1 / gold contained in the answer / ROUGE-L, support recall, citation precision, not-found rate,
-    answers per band (and how many had a right short answer) with the confidence's AUROC and calibration
-    error, LLM calls, tokens and latency of a pipeline over the pooled paragraphs of the evaluated
-    questions."""
+    """EM / F1 / ROUGE-L, support recall, citation precision, not-found rate, answers per band with the
+    confidence's AUROC and ECE, LLM calls, tokens and latency of a pipeline over the pooled paragraphs."""
     from evals.qa import PIPELINES, run_qa_eval
     from evals.qa_plot import write_qa_plot
-    from evals.splits import ALL_SPLITS, SPLITS
 
     if pipeline not in PIPELINES:
         fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    if split not in (*SPLITS, ALL_SPLITS):
-        fail(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
+    _check_split(split)
     if limit is not None and limit < 1:
         fail("--limit must be at least 1")
     pool_size = parse_pool(pool)
@@ -316,8 +293,7 @@ def _print_qa_table(report: dict[str, Any], split: str) -> None:
 
 
 def _print_qa_breakdowns(report: dict[str, Any]) -> None:
-    """The lines under the headline row: scores per strategy and question type, answerable against
-    unanswerable questions, and the answers per confidence band with the confidence's AUROC and ECE."""
+    """The lines under the headline row: per strategy and type, answerability, bands."""
     for title, key in (("strategy", "by_strategy"), ("type", "by_type")):
         for group, values in report[key].items():
             console.print(

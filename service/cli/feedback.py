@@ -1,9 +1,5 @@
-"""`rag feedback ANSWER_ID --up|--down [--comment TEXT]`: rate a recorded answer (persistence.feedback).
-
-The answer id is the one `rag ask` prints on its last line (and in `--json`), the API returns as
-`answer_id` (the seed API: `metadata.answer_id`). The tenant is `--tenant` or RAG_DEFAULT_TENANT: an answer of
-another tenant is "no answer" (exit 2), exactly as an id that does not exist. Rating an answer again
-replaces its rating and comment.
+"""`rag feedback ANSWER_ID --up|--down [--comment TEXT]`: rate a recorded answer (persistence.feedback); an
+answer of another tenant is "no answer" (exit 2), as an id that does not exist.
 """
 
 from __future__ import annotations

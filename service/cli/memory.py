@@ -1,9 +1,5 @@
-"""`rag memory add | search | list | delete | stats`: the memories table (persistence/memories.py) and the row
-counts of the app tables, from the command line.
-
-Registered in service/cli/__init__.py with one line (`app.add_typer(memory_app, name="memory")`); imports
-stay inside the commands so `rag` starts fast. Bad input exits 2 with one line, an app database or embedding
-model that cannot be used exits 1 (service.cli.common.user_errors does both).
+"""`rag memory add | search | list | delete | stats`: the memories table (persistence/memories.py) and the
+app tables' row counts.
 """
 
 from __future__ import annotations
@@ -32,8 +28,7 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 @contextmanager
 def _errors() -> Iterator[Settings]:
-    """The settings of this command (the tables they name), with the CLI's one-line errors: a malformed
-    RAG_DATABASE_URL is bad input (exit 2), a database that cannot be opened a store that is down (exit 1)."""
+    """The settings, with the CLI's one-line errors around the command's work."""
     from service.cli.common import settings_or_exit, user_errors
 
     settings = settings_or_exit()
@@ -42,8 +37,7 @@ def _errors() -> Iterator[Settings]:
 
 
 def _model() -> dict[str, Any]:
-    """The knowledge base's embedding model and its key (the ones retrieval uses), for add and search: the
-    stores take them from the caller (persistence does not reach up to the process's resources)."""
+    """The knowledge base's embedding model and its key, for add and search."""
     from nodes.resources import get_resources
 
     embeddings = get_resources().kb().embeddings

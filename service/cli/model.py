@@ -1,10 +1,6 @@
 """`rag model serve`: an embedded catalog model as llama.cpp's OpenAI-compatible server, in the foreground.
-
-Why: the embedded model loads inside every process that uses it (models/local_llm.py), so each `rag ask`
-pays the load (about 40 s for Qwen2.5-Coder-1.5B on 2 cores) and each process holds its own copy. Served
-once, the model is shared by `rag ask`, `rag serve`, notebooks and evaluations, and the engine reaches it
-the way it reaches any stronger model (`RAG_LLM_PROVIDER=openai`, README "Using a stronger model"). The
-start-up is the embedded model's own (LocalLLMServer, xllamacpp), on a fixed port.
+Served once, the model is shared by every process (each would otherwise load its own copy, ~40 s each) and
+reached as any endpoint (`RAG_LLM_PROVIDER=openai`).
 """
 
 from __future__ import annotations
@@ -50,6 +46,35 @@ STOP_POLL_S = 1.0
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+ServedModelOption = Annotated[
+    str | None,
+    typer.Option(help="Catalog model (models/local_catalog.py); default: the strongest installed."),
+]
+HostOption = Annotated[
+    str,
+    typer.Option(
+        help="Address to listen on. Loopback only unless --allow-remote: the server runs the model for "
+        "anyone who reaches the port, with no authentication unless --api-key is given."
+    ),
+]
+AllowRemoteOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-remote",
+        help="Allow a non-loopback --host: other machines can then use the model (and this machine's "
+        "CPU); give --api-key too.",
+    ),
+]
+ApiKeyOption = Annotated[
+    str,
+    typer.Option(
+        envvar=API_KEY_ENV,
+        help=f"Require this key from clients (Authorization: Bearer KEY); ${API_KEY_ENV} keeps it out of "
+        "the process list.",
+    ),
+]
+
+
 def is_loopback(host: str) -> bool:
     """Whether `host` is reachable from this machine only (127.0.0.0/8, ::1, localhost)."""
     if host.lower() in LOOPBACK_NAMES:
@@ -61,8 +86,7 @@ def is_loopback(host: str) -> bool:
 
 
 def install_command(name: str) -> str:
-    """The command that installs a catalog model with this interpreter (a relative path when under the
-    current folder, e.g. `.venv/bin/python -m models.local_catalog install NAME`)."""
+    """The command that installs a catalog model with this interpreter."""
     python = Path(sys.executable)
     try:
         python = python.relative_to(Path.cwd())
@@ -72,8 +96,7 @@ def install_command(name: str) -> str:
 
 
 def choose_model(name: str | None) -> LocalModelName:
-    """The catalog model to serve: `name` when it is known and installed, else the strongest installed one;
-    exits 2 with the names to choose from, or the command that installs the model."""
+    """The catalog model to serve: `name` when known and installed, else the strongest installed one."""
     from models.local_catalog import CATALOG, STRONGEST_FIRST, catalog_name, is_installed
 
     if name is None:
@@ -90,8 +113,7 @@ def choose_model(name: str | None) -> LocalModelName:
 
 
 def port_in_use(host: str, port: int) -> bool:
-    """Whether something already listens on host:port (binding with SO_REUSEADDR, as llama.cpp does, so a
-    port left in TIME_WAIT by a stopped server counts as free)."""
+    """Whether something already listens on host:port (TIME_WAIT counts as free, as for llama.cpp)."""
     if port == 0:
         return False
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -113,9 +135,7 @@ def client_base_url(listening_url: str) -> str:
 
 
 def engine_settings(base_url: str, model: str, api_key: str) -> list[str]:
-    """The environment lines that point the engine at the served model (config/settings/ names).
-
-    Without a key the OpenAI client sends a placeholder (models/factory.py), which the server ignores."""
+    """The environment lines that point the engine at the served model."""
     lines = {
         "RAG_LLM_PROVIDER": "openai",
         "RAG_LLM_BASE_URL": base_url,
@@ -127,10 +147,7 @@ def engine_settings(base_url: str, model: str, api_key: str) -> list[str]:
 
 
 def wait_until_stopped() -> None:
-    """Block until Ctrl-C or SIGTERM, then restore the previous signal handlers.
-
-    The server runs in xllamacpp's own threads; this (main) thread only waits, so a signal ends the wait at
-    once and the caller stops the server instead of the interpreter dying mid-request."""
+    """Block until Ctrl-C or SIGTERM (the server runs in xllamacpp's threads), then restore the handlers."""
     stop = threading.Event()
     previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
     for number in STOP_SIGNALS:
@@ -143,52 +160,19 @@ def wait_until_stopped() -> None:
             signal.signal(number, handler)
 
 
-#: The options of `rag model serve`, declared once as types so the command's signature stays short.
-ServeModelOption = Annotated[
-    str | None,
-    typer.Option(help="Catalog model (models/local_catalog.py); default: the strongest installed."),
-]
-ServeHostOption = Annotated[
-    str,
-    typer.Option(
-        help="Address to listen on. Loopback only unless --allow-remote: the server runs the model for "
-        "anyone who reaches the port, with no authentication unless --api-key is given."
-    ),
-]
-ServePortOption = Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")]
-ServeThreadsOption = Annotated[
-    int | None, typer.Option(help="CPU threads of the model (default RAG_LOCAL_THREADS).")
-]
-ServeCtxOption = Annotated[
-    int | None, typer.Option(help="Context window in tokens (default RAG_LOCAL_N_CTX).")
-]
-ServeAllowRemoteOption = Annotated[
-    bool,
-    typer.Option(
-        "--allow-remote",
-        help="Allow a non-loopback --host: other machines can then use the model (and this machine's "
-        "CPU); give --api-key too.",
-    ),
-]
-ServeApiKeyOption = Annotated[
-    str,
-    typer.Option(
-        envvar=API_KEY_ENV,
-        help=f"Require this key from clients (Authorization: Bearer KEY); ${API_KEY_ENV} keeps it out of "
-        "the process list.",
-    ),
-]
-
-
 @model_app.command("serve")
 def model_serve(
-    model: ServeModelOption = None,
-    host: ServeHostOption = DEFAULT_HOST,
-    port: ServePortOption = DEFAULT_PORT,
-    threads: ServeThreadsOption = None,
-    ctx: ServeCtxOption = None,
-    allow_remote: ServeAllowRemoteOption = False,
-    api_key: ServeApiKeyOption = "",
+    model: ServedModelOption = None,
+    host: HostOption = DEFAULT_HOST,
+    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = DEFAULT_PORT,
+    threads: Annotated[
+        int | None, typer.Option(help="CPU threads of the model (default RAG_LOCAL_THREADS).")
+    ] = None,
+    ctx: Annotated[
+        int | None, typer.Option(help="Context window in tokens (default RAG_LOCAL_N_CTX).")
+    ] = None,
+    allow_remote: AllowRemoteOption = False,
+    api_key: ApiKeyOption = "",
 ) -> None:
     """Serve an embedded model as llama.cpp's OpenAI-compatible server until Ctrl-C or SIGTERM, and print
     the settings that point the engine (or any OpenAI client) at it."""

@@ -1,9 +1,4 @@
-"""How `rag eval router` prints its report: the test half first, the dev half beside it as tuning data.
-
-Why a module of its own: the router report has two halves with different roles (the test half is the result,
-the dev half is what rules may be tuned on), and the console must not blur them; the benchmark commands'
-module stays a list of commands.
-"""
+"""How `rag eval router` prints its report: the test half, then the dev half marked as tuning data."""
 
 from __future__ import annotations
 

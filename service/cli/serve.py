@@ -72,37 +72,25 @@ def delete(
         console.print(f"deleted {summary.documents} documents, {summary.chunks} chunks")
 
 
-#: The options of `rag eval load`, declared once as types so the command's signature stays short.
-LoadUrlOption = Annotated[str, typer.Option(help="Base URL of a running API (rag serve).")]
-LoadClientsOption = Annotated[int, typer.Option(help="Concurrent clients.")]
-LoadRequestsOption = Annotated[int, typer.Option(help="Requests of the load phase, in total.")]
-LoadQuestionsOption = Annotated[int, typer.Option(help="Distinct questions (the first of --questions-file).")]
-LoadQuestionsFileOption = Annotated[
-    Path | None,
-    typer.Option(help='JSONL of {"question": ...} to send (default: samples/questions.jsonl).'),
-]
-LoadUncachedRequestsOption = Annotated[
-    int | None,
-    typer.Option(help="Requests of the uncached phase (cache bypassed; default = --clients; 0 = skip)."),
-]
-LoadMaxTokensOption = Annotated[int | None, typer.Option(help="max_tokens of every request.")]
-LoadApiKeyOption = Annotated[str | None, typer.Option(help="X-API-Key header, when the API has keys.")]
-LoadRouteOption = Annotated[
-    str,
-    typer.Option(help="generate (JSON) | stream (SSE, read to its done event) | batch (one item each)."),
-]
-
-
 def eval_load(
-    url: LoadUrlOption,
-    clients: LoadClientsOption = 16,
-    requests: LoadRequestsOption = 160,
-    questions: LoadQuestionsOption = 4,
-    questions_file: LoadQuestionsFileOption = None,
-    uncached_requests: LoadUncachedRequestsOption = None,
-    max_tokens: LoadMaxTokensOption = None,
-    api_key: LoadApiKeyOption = None,
-    route: LoadRouteOption = "generate",
+    url: Annotated[str, typer.Option(help="Base URL of a running API (rag serve).")],
+    clients: Annotated[int, typer.Option(help="Concurrent clients.")] = 16,
+    requests: Annotated[int, typer.Option(help="Requests of the load phase, in total.")] = 160,
+    questions: Annotated[int, typer.Option(help="Distinct questions (the first of --questions-file).")] = 4,
+    questions_file: Annotated[
+        Path | None,
+        typer.Option(help='JSONL of {"question": ...} to send (default: samples/questions.jsonl).'),
+    ] = None,
+    uncached_requests: Annotated[
+        int | None,
+        typer.Option(help="Requests of the uncached phase (cache bypassed; default = --clients; 0 = skip)."),
+    ] = None,
+    max_tokens: Annotated[int | None, typer.Option(help="max_tokens of every request.")] = None,
+    api_key: Annotated[str | None, typer.Option(help="X-API-Key header, when the API has keys.")] = None,
+    route: Annotated[
+        str,
+        typer.Option(help="generate (JSON) | stream (SSE, read to its done event) | batch (one item each)."),
+    ] = "generate",
     json_out: JsonReportOption = None,
 ) -> None:
     """Throughput, p50/p95, errors, and cold vs cache-hit latency of the HTTP API under N clients."""
@@ -135,8 +123,7 @@ def eval_load(
 
 
 def _print_load_report(report: dict[str, Any], *, route: str, clients: int) -> None:
-    """The load test's phases as a table (requests, errors, p50 / p95, throughput), then the cache-hit to cold
-    latency ratios, the errors by status and the targets."""
+    """The load test's phases as a table, then the cache-hit ratios, errors and targets."""
     table = Table(
         title=f"load on {route}: {clients} clients, {report['load']['requests']} requests "
         f"({report['machine']})"

@@ -1,10 +1,6 @@
-"""`rag ask` and `rag search` through a running `rag serve` of the same data directory (service/handoff.py).
-
-The options become the API's request fields, and the API's answer becomes the shape the commands print, so
-the output is the same whichever process did the work. What the API cannot express (`rag ask --graph
-baseline`, `--collection`, `--max-iterations`; `rag search --mmr`, several collections) is answered
-in-process. The server's refusal (a missing key, another tenant's thread, a bad filter) is the command's
-error: exit 2 for a refusal of the request, 1 for a server that is down, overloaded or out of time.
+"""`rag ask` and `rag search` through a running `rag serve` of the same data directory (service/handoff.py):
+the options become the API's request fields and its answer the shape the commands print. The server's
+refusal is the command's error: exit 2 for a refused request, 1 for a server down, busy or out of time.
 """
 
 from __future__ import annotations
@@ -82,9 +78,7 @@ def ask_on_server(
 
 
 def answer_result(question: str, response: dict[str, Any]) -> dict[str, Any]:
-    """The generate route's answer in the output state's shape (what `_print_answer` and `output_json`
-    read): answer, its judgement (confidence, band, not-found reason), citations, sources, rounds, strategy,
-    thread, answer id, timings and usage."""
+    """The generate route's answer in the output state's shape that `rag ask` prints."""
     metadata = response.get("metadata") or {}
     usage = metadata.get("usage") or {}
     return {
@@ -126,8 +120,7 @@ def search_on_server(
     collection: str | None,
     directory: str | None,
 ) -> Any:
-    """The server's hits for `query` as the searcher's SearchResult (POST /api/v1/search, no rerank: the
-    CLI's search never reranks)."""
+    """The server's hits for `query` as the searcher's SearchResult (POST /api/v1/search, no rerank)."""
     from core.types import SearchHit
     from retrieval.search import SearchResult
 

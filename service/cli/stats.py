@@ -1,13 +1,8 @@
 """`rag stats`: the engine's figures, from a running API's /metrics or, with no server, from the tables.
 
-Why two sources: the API's metrics count what one server process saw since it started (requests, errors,
-stage latencies); the tables (persistence.answer_stats) hold every recorded answer of every interface and
-outlive the processes, so they answer with no server running. The choice:
-- `--local`, or `--tenant` (the metrics have no tenant label): the tables, no server contacted;
-- otherwise the API at `--url` (default RAG_API_HOST:RAG_API_PORT); when the default address does not
-  answer, the tables, with a note on stderr. A `--url` the user named that does not answer is an error
-  (exit 1): they asked for that server's figures, and other figures would pass for them.
-Token cost is reported when RAG_PRICE_PROMPT_PER_1K or RAG_PRICE_COMPLETION_PER_1K is set.
+The metrics count what one server process saw; the tables (persistence.answer_stats) hold every recorded
+answer and answer with no server. `--local` or `--tenant` read the tables; otherwise the API, falling back
+to the tables when the default address does not answer (a `--url` that does not answer is an error).
 """
 
 from __future__ import annotations
@@ -71,8 +66,7 @@ def configuration(settings: Settings) -> dict[str, Any]:
 
 
 def server_figures(base: str, settings: Settings) -> dict[str, Any]:
-    """The figures of the API at `base` (its /metrics summarized), with the token cost when priced;
-    ServerUnavailable when nothing answers there."""
+    """The figures of the API at `base` (ServerUnavailable when nothing answers)."""
     from persistence.answer_stats import Prices
     from service.api.metrics import summarize
 
@@ -185,10 +179,8 @@ def stats(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
 ) -> None:
-    """The engine's figures: a running API's /metrics (requests, errors, answers, strategies, cache, tokens,
-    stage latencies), or with --local / --tenant / no server answering, the recorded answers in the tables
-    (per strategy: answers, mean latency and confidence, tokens, feedback; models; thumbs up / down; token
-    cost when priced) with the configuration; plus the indexed documents and chunks."""
+    """The engine's figures: a running API's /metrics, or (--local, --tenant, no server answering) the
+    recorded answers in the tables with the configuration; plus the indexed documents and chunks."""
     from persistence.vector_store import validate_collection_name
     from retrieval.knowledge_base import KnowledgeBase
 

@@ -1,14 +1,6 @@
-"""`rag summarize --thread ID [--conversation-id C]`: write a stored conversation into the tenant's store as
-conversation memory (turns as detail events, block summaries above them; retrieval/conversation_index.py).
-`rag summarize --idle`: the idle sweep once (retrieval/auto_summary.py): every conversation without a turn
-for RAG_SUMMARY_IDLE_S seconds whose memory misses some of its turns.
-
-Why a command beside the automatic summaries: conversations with a conversation id summarize themselves
-every RAG_SUMMARY_EVERY_TURNS turns and when idle (in a running API server); this command writes any thread
-by hand (with the character / background / plot ids it should carry), and `--idle` lets a scheduled job
-(cron) sweep where no API server runs. A strong generation model writes the summaries; the embedded one gets
-the extractive summary. Registered in service/cli/__init__.py with one line; imports stay inside the function
-so `rag` starts fast.
+"""`rag summarize --thread ID`: write a stored conversation into the tenant's store as conversation memory
+(retrieval/conversation_index.py); `rag summarize --idle`: the idle sweep once (retrieval/auto_summary.py),
+for a scheduled job where no API server runs.
 """
 
 from __future__ import annotations
@@ -17,24 +9,17 @@ from typing import Annotated
 
 import typer
 
-#: The options of `rag summarize`, declared once as types so the command's signature stays short.
-SummarizeThreadOption = Annotated[
-    str | None, typer.Option("--thread", help="The conversation (thread id) to summarize.")
-]
-SummarizeIdleOption = Annotated[
-    bool,
-    typer.Option("--idle", help="Summarize every conversation idle for RAG_SUMMARY_IDLE_S seconds."),
-]
-SummarizeCharacterIdOption = Annotated[
+#: The ids the written memory carries, declared once as types so the command's signature stays short.
+CharacterIdOption = Annotated[
     str | None, typer.Option("--character-id", help="Character id the memory's chunks carry.")
 ]
-SummarizeBackgroundIdOption = Annotated[
+BackgroundIdOption = Annotated[
     str | None, typer.Option("--background-id", help="Background id the memory's chunks carry.")
 ]
-SummarizeRelatedPlotIdOption = Annotated[
+RelatedPlotIdOption = Annotated[
     str | None, typer.Option("--related-plot-id", help="Plot id the memory's chunks carry.")
 ]
-SummarizeConversationIdOption = Annotated[
+ConversationIdOption = Annotated[
     str | None,
     typer.Option(
         "--conversation-id",
@@ -42,25 +27,26 @@ SummarizeConversationIdOption = Annotated[
         "thread id).",
     ),
 ]
-SummarizeTenantOption = Annotated[
-    str | None, typer.Option(help="Tenant that owns the thread (default: RAG_DEFAULT_TENANT).")
-]
-SummarizeCollectionOption = Annotated[
-    str | None, typer.Option(help="Collection for the memory (default: conversations).")
-]
-SummarizeAsJsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JSON.")]
 
 
 def summarize(
-    thread: SummarizeThreadOption = None,
-    idle: SummarizeIdleOption = False,
-    character_id: SummarizeCharacterIdOption = None,
-    background_id: SummarizeBackgroundIdOption = None,
-    related_plot_id: SummarizeRelatedPlotIdOption = None,
-    conversation_id: SummarizeConversationIdOption = None,
-    tenant: SummarizeTenantOption = None,
-    collection: SummarizeCollectionOption = None,
-    as_json: SummarizeAsJsonOption = False,
+    thread: Annotated[
+        str | None, typer.Option("--thread", help="The conversation (thread id) to summarize.")
+    ] = None,
+    idle: Annotated[
+        bool, typer.Option("--idle", help="Summarize every conversation idle for RAG_SUMMARY_IDLE_S seconds.")
+    ] = False,
+    character_id: CharacterIdOption = None,
+    background_id: BackgroundIdOption = None,
+    related_plot_id: RelatedPlotIdOption = None,
+    conversation_id: ConversationIdOption = None,
+    tenant: Annotated[
+        str | None, typer.Option(help="Tenant that owns the thread (default: RAG_DEFAULT_TENANT).")
+    ] = None,
+    collection: Annotated[
+        str | None, typer.Option(help="Collection for the memory (default: conversations).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Write a conversation into the store: each turn as a detail event, with summaries linked above them."""
     from nodes.conversation_memory import summary_model
