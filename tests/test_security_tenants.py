@@ -30,8 +30,8 @@ from langchain_core.messages import BaseMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from typer.testing import CliRunner
 
-from config.settings import Settings
 from benchmarks.chaos import ALPHA, ALPHA_DOCS, BRAVO, BRAVO_CANARIES, BRAVO_DOCS, leaked
+from config.settings import Settings
 from graphs.rag import build_graph
 from graphs.runner import Session
 from nodes.resources import Resources, use_resources

@@ -20,8 +20,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph_sdk import get_sync_client
 
-from config.settings import SettingsError, get_settings, load_settings
 from benchmarks.chaos import BYTES_PER_TURN_AT_100_TARGET, BYTES_PER_TURN_TARGET
+from config.settings import SettingsError, get_settings, load_settings
 from graphs.rag import build_graph
 from nodes.resources import Resources, use_resources
 from persistence import checkpointer as checkpointer_module
