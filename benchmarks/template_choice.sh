@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The development run behind nodes/turn.py AUTO_MODES: the agentic graph with RAG_MODE=auto (then: the
+# The development run behind nodes/turn.py AUTO_MODE: the agentic graph with RAG_MODE=auto (then: the
 # short-answer template for factoid query types) against RAG_MODE=advanced, the first LIMIT development
 # questions of SQuAD 2.0 (mixed), HotpotQA and CMRC 2018, each dataset's paragraphs pooled, embedded
 # Qwen2.5-Coder-0.5B, answer cache off. Records: results/runs/dev-agentic-template-<mode>-<dataset>.jsonl;
 # table: python -m benchmarks.answer_table results/runs/dev-agentic-template-*.jsonl
-# Since AUTO_MODES maps every type to "advanced", rerunning the auto arm now measures the advanced template.
+# Since AUTO_MODE is "advanced" for every type, rerunning the auto arm now measures the advanced template.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LIMIT="${LIMIT:-40}"
