@@ -145,7 +145,8 @@ class Catalog(CatalogHealth):
 
     def verify_chunks(self, record: DocumentRecord) -> None:
         """Raise CatalogDamagedError unless all `n_chunks` chunk rows of a document read in full: ingestion
-        skips an unchanged file by its `documents` row alone, so damaged chunk pages went unnoticed."""
+        skips an unchanged file by its `documents` row alone, so damaged chunk pages went unnoticed. Rows
+        missing without a deletion are damage too: re-indexing over them hits their leftover keyword rows."""
         query = (
             select(func.count())
             .select_from(chunks_table)
@@ -237,7 +238,8 @@ class Catalog(CatalogHealth):
 
     def _lock_source(self, connection: Connection, tenant: str, collection: str, source: str) -> None:
         """One writer per source until the transaction ends, taken before it reads (two ingests of one file
-        both found no row): an advisory lock on Postgres, BEGIN IMMEDIATE on SQLite."""
+        both found no row): an advisory lock on Postgres (READ COMMITTED lets both read), BEGIN IMMEDIATE on
+        SQLite (the driver would begin only at the first write, after the read)."""
         if self.dialect == "postgresql":
             connection.exec_driver_sql(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
@@ -326,8 +328,9 @@ class Catalog(CatalogHealth):
             return sorted(connection.execute(query).scalars())
 
     def sources_under(self, tenant: str, prefix: str, exact: str) -> list[str]:
-        """The distinct indexed sources of `tenant` equal to `exact` or starting with `prefix` (literally),
-        sorted."""
+        """The distinct indexed sources of `tenant` equal to `exact` or starting with `prefix` (literally: `%`
+        and `_` are no wildcards), sorted; given a directory and its slash-ended prefix, `/a/b` misses
+        `/a/bc.md`."""
         table = documents_table.c
         query = (
             select(table.source)
@@ -376,17 +379,15 @@ class Catalog(CatalogHealth):
         """Top `limit` keyword matches of `tenant` in `collections`; `filter_sql` comes from
         `retrieval.filters.to_sql(node, column="c.metadata", dialect=catalog.dialect)`."""
         with self.engine.connect() as connection:
-            return list(
-                self.keyword_index.search(
-                    connection,
-                    query,
-                    tenant=tenant,
-                    collections=collections,
-                    filter_sql=filter_sql,
-                    filter_params=filter_params,
-                    limit=limit,
-                    title_weight=title_weight,
-                )
+            return self.keyword_index.search(
+                connection,
+                query,
+                tenant=tenant,
+                collections=collections,
+                filter_sql=filter_sql,
+                filter_params=filter_params,
+                limit=limit,
+                title_weight=title_weight,
             )
 
     def analyze_keyword_index(self) -> None:

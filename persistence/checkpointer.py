@@ -4,7 +4,9 @@ SQLite by default (`<data_dir>/checkpoints.sqlite`); PostgreSQL when RAG_DATABAS
 processes and machines share conversations (persistence.postgres_checkpoints). Storage bounds (checked by
 benchmarks/chaos/storage.py): graphs run with `durability=RAG_CHECKPOINT_DURABILITY` ("exit": one checkpoint
 per turn instead of 14-24, 11 KB instead of 133 KB per turn; a crashed turn restarts from its beginning), and
-the savers keep the newest RAG_CHECKPOINT_KEEP checkpoints per thread (SERVER_CHECKPOINT_KEEP for the server).
+the savers keep the newest RAG_CHECKPOINT_KEEP checkpoints per thread (SERVER_CHECKPOINT_KEEP for the server):
+no channel of these graphs is a DeltaChannel, so the newest checkpoint alone holds the whole state. Sync and
+async savers are separate classes: a sync `invoke` on the async saver raises.
 """
 
 from __future__ import annotations
@@ -211,13 +213,9 @@ def with_durability(
     graph: GraphT, checkpointer: BaseCheckpointSaver[Any] | None, settings: Settings | None = None
 ) -> GraphT:
     """`graph` running with `durability=RAG_CHECKPOINT_DURABILITY` by default when it has a checkpointer
-    (LangGraph's config key: a caller's explicit `durability=` still wins)."""
+    (LangGraph's config key: a caller's explicit `durability=` still wins); unchanged without one, where
+    LangGraph warns about a durability."""
     if checkpointer is None:
         return graph
     durability = (settings or get_settings()).checkpoint_durability
     return graph.with_config({"configurable": {CONFIG_KEY_DURABILITY: durability}})
-
-
-def durability_of(graph: Any) -> str | None:
-    """The default durability a compiled graph runs with (None = LangGraph's own, "async")."""
-    return ((getattr(graph, "config", None) or {}).get("configurable") or {}).get(CONFIG_KEY_DURABILITY)

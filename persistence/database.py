@@ -61,7 +61,8 @@ MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 MIGRATION_LOCK_SUFFIX = ".migrate-lock"
 #: Key of the Postgres advisory lock held while the app tables' migrations run.
 MIGRATION_ADVISORY_LOCK_KEY = 0x7261675F6D696772  # "rag_migr"
-#: Resolved SQLite URLs kept per (data folder, working directory): database_url runs for every table access.
+#: Resolved SQLite URLs kept per (data folder, working directory): database_url runs for every table access,
+#: and Path.resolve() makes a system call per path part.
 RESOLVED_URL_CACHE_SIZE = 64
 #: Seconds to wait for a database server by default (RAG_DATABASE_CONNECT_TIMEOUT_S in the settings).
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -298,7 +299,8 @@ class Database:
 @contextmanager
 def _migration_lock(file: Path | None) -> Iterator[None]:
     """One migrating process at a time per SQLite file (two processes opening a fresh file both read "no
-    version"): a file lock beside the database."""
+    version"): a file lock beside the database (`filelock`: an flock the kernel drops when a process dies),
+    taken here rather than in `upgrade` because it must exist before the file."""
     if file is None:
         yield
         return

@@ -2,8 +2,11 @@
 tenant, least recently used evicted first.
 
 The tenant is in the key because a shared cache made an upload of another tenant's text faster, telling the
-uploader what others had indexed. Recency (`last_used`) is written on store and on read (reads happen only
-while ingesting). A table without the `tenant` column is dropped and recreated: it is only a cache.
+uploader what others had indexed; the bound counts per tenant too, so one tenant's activity never evicts
+another's entries. Recency (`last_used`) is written on store and on read (reads happen only while ingesting).
+A table without the `tenant` column is dropped and recreated: it is only a cache, and its rows kept under any
+tenant would hand that tenant the others' vectors. Not LangChain's CacheBackedEmbeddings: its ByteStore has
+no recency for the bound, keys by its own text hash, and stores vectors as JSON (~5.5x the float32 bytes).
 """
 
 from __future__ import annotations
@@ -154,14 +157,6 @@ class EmbeddingCache:
             connection.execute(statement, rows)
             if self.max_entries:
                 self._evict(connection, tenant)
-
-    def count(self, tenant: str | None = None) -> int:
-        """Entries of every model: of one tenant, or of all."""
-        query = select(func.count()).select_from(self.table)
-        if tenant is not None:
-            query = query.where(self.table.c.tenant == tenant)
-        with self.engine.connect() as connection:
-            return int(connection.execute(query).scalar() or 0)
 
     def _evict(self, connection: Connection, tenant: str) -> int:
         """Delete `tenant`'s least recently used entries beyond `max_entries`; how many were deleted."""

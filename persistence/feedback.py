@@ -1,6 +1,7 @@
 """Users' feedback on an answer: thumbs up or down and an optional comment on its audit row, by its random
-`answer_id`. A rating is looked up by (tenant, answer id), so another tenant's id reads as unknown; rating
-again replaces the rating and says which one it replaced.
+128-bit `answer_id` (not a row number, so ids cannot be enumerated). A rating is looked up by (tenant,
+answer id), so another tenant's id reads as unknown; rating again replaces the rating and says which one it
+replaced.
 """
 
 from __future__ import annotations

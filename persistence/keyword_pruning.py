@@ -6,7 +6,8 @@ BM25_MAX_DF_FRACTION of the chunks are dropped (at 50k chunks p50 140 -> 49 ms, 
 0.684), and the kept terms share a posting budget (BM25_MAX_QUERY_POSTINGS) that caps one query's work at any
 corpus size; the best BM25_RESCORE_POOL candidates are then rescored with every term (persistence/bm25.py;
 `python -m benchmarks keyword-pruning`, results/keyword_pruning.json). The index that prunes supplies the
-document frequencies.
+document frequencies (FTS5's over the whole index, all tenants: a term common in the index is expensive
+whatever the tenant).
 """
 
 from __future__ import annotations

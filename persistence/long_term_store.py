@@ -3,8 +3,10 @@
 A SqliteStore in `<data_dir>/store.sqlite`, or a PostgresStore on RAG_DATABASE_URL's PostgreSQL, shared by
 every worker (and by `langgraph dev` through persistence/server_store.py). The store's index embeds each
 item's `text` with the engine's embedding model (`ActiveEmbeddings`) and ranks with sqlite-vec or pgvector;
-where neither loads, `LongTermStore.semantic` is False and callers rank in numpy (persistence.store_search).
-Namespaces are (kind, tenant, conversation or "_"), labels escaped by `namespace_label`.
+where neither loads (`enable_load_extension` is compiled out of some Pythons, e.g. macOS's system one),
+`LongTermStore.semantic` is False and callers rank in numpy (persistence.store_search): a tenant's items are
+few, so an exact scan costs less than a second index to keep in sync. Namespaces are (kind, tenant,
+conversation or "_"), labels escaped by `namespace_label` (LangGraph refuses '.' in a label).
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from config.settings import Settings, get_settings
 from persistence.advisory import advisory_lock
 from persistence.errors import StoreUnavailableError
 from persistence.process import process_knowledge_base
-from persistence.urls import DATABASE_POOL_SIZE, libpq_url, postgres_url
+from persistence.urls import (
+    DATABASE_POOL_SIZE,
+    connection_kwargs,
+    libpq_url,
+    pool_options,
+    postgres_url,
+    unavailable_message,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +192,7 @@ def pgvector_available(url: str, connect_timeout_s: float) -> bool:
     """Whether the PostgreSQL server at `url` offers the pgvector extension."""
     import psycopg
 
-    with psycopg.connect(libpq_url(url), connect_timeout=max(1, round(connect_timeout_s))) as connection:
+    with psycopg.connect(libpq_url(url), **connection_kwargs(connect_timeout_s)) as connection:
         found = connection.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone()
     return found is not None
 
@@ -195,7 +204,6 @@ def open_postgres_store(url: str, settings: Settings, *, semantic: bool | None =
     `database_stats` counts the memories here), which the savers' module imports."""
     import psycopg
     from langgraph.store.postgres import PostgresStore
-    from psycopg.rows import dict_row
     from psycopg_pool import ConnectionPool, PoolTimeout
 
     timeout = settings.database_connect_timeout_s
@@ -205,27 +213,18 @@ def open_postgres_store(url: str, settings: Settings, *, semantic: bool | None =
         index = _index(model_dimension(active_model())) if semantic else None
         pool: ConnectionPool[Any] = ConnectionPool(
             libpq_url(url),
-            min_size=1,
             max_size=DATABASE_POOL_SIZE,
-            timeout=timeout,
             check=ConnectionPool.check_connection,
             open=True,
-            kwargs={
-                "autocommit": True,
-                "prepare_threshold": None,
-                "row_factory": dict_row,
-                "connect_timeout": max(1, round(timeout)),
-            },
+            **pool_options(timeout),
         )
         pool.wait(timeout)
         store = PostgresStore(pool, index=index)
         with pool.connection() as connection, advisory_lock(connection, STORE_SETUP_ADVISORY_LOCK_KEY):
             store.setup()
     except (psycopg.OperationalError, PoolTimeout) as error:
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise LongTermStoreUnavailableError(
-            f"cannot use the long-term store on PostgreSQL ({reason}); is the server running? "
-            "(RAG_DATABASE_URL)"
+            unavailable_message(url, error, what="long-term store")
         ) from error
     return LongTermStore(store, semantic, libpq_url(url))
 

@@ -4,8 +4,9 @@ optionally, per conversation, found again by meaning and recalled into answers (
 They live in the long-term store, one item per memory in ("memories", tenant, conversation or "_"), so
 Studio and a LangGraph server see the same memories as the REST routes and the CLI. Embeddings rather than
 keywords: a memory is searched later with other words. Every function reads one tenant's namespace, so
-another tenant's id answers exactly like an id that does not exist; ids are 16 random hex digits (older
-memories keep their number), checked by `parse_memory_id`.
+another tenant's id answers exactly like an id that does not exist; ids are 16 random hex digits, so they
+say nothing of others' memories and are never reused (older memories keep their number), checked by
+`parse_memory_id`.
 """
 
 from __future__ import annotations

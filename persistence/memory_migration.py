@@ -1,6 +1,8 @@
 """The old `memories` table of the app database, copied once into the long-term store by the first process
 that opens it (the store is not the app database, so no Alembic migration can). Resumable and never
-duplicating; a marker item records the finished copy. Vectors are not copied (the first search embeds).
+duplicating: an id already in the store is skipped, so a cut-short copy just runs again and two processes
+copying at once write the same items; a marker item records the finished copy. Vectors are not copied
+(the first search embeds).
 """
 
 from __future__ import annotations

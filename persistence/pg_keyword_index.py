@@ -8,7 +8,6 @@ server's locale) and change in the caller's transaction.
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -18,7 +17,7 @@ from sqlalchemy.engine import Connection
 from core.keyword import analyze
 from core.types import Chunk
 from persistence import bm25
-from persistence.keyword_index import KeywordHit, is_filtered, query_terms, scope_token
+from persistence.keyword_index import KeywordHit, is_filtered, query_terms, ranked_hits, scope_token
 from persistence.keyword_pruning import PruningPolicy, prune_terms
 
 PgKeywordBackend = Literal["bm25", "ts_rank", "ts_rank_cd"]
@@ -38,12 +37,6 @@ TSV_TABLE = "keyword_tsv"
 def _chunk_terms(chunk: Chunk) -> tuple[str, list[str], list[str]]:
     scope = scope_token(str(chunk.metadata["tenant"]), str(chunk.metadata["collection"]))
     return scope, analyze(str(chunk.metadata.get("title", ""))), analyze(chunk.text)
-
-
-def _hits(rows: Sequence[Any]) -> list[KeywordHit]:
-    return [
-        KeywordHit(chunk_id, text, json.loads(meta), float(score)) for chunk_id, text, meta, score in rows
-    ]
 
 
 class PgBm25Index:
@@ -222,7 +215,7 @@ class PgBm25Index:
             "FROM top JOIN chunks AS c ON c.id = top.chunk_row "
             "WHERE c.tenant = %s ORDER BY top.score DESC, top.chunk_row"
         )
-        return _hits(connection.exec_driver_sql(sql, (*params, limit, tenant)).fetchall())
+        return [KeywordHit.of(*row) for row in connection.exec_driver_sql(sql, (*params, limit, tenant))]
 
     def _rescored(
         self,
@@ -252,18 +245,11 @@ class PgBm25Index:
         """The chunks of `best` (row, score), in that order, that belong to `tenant`."""
         if not best:
             return []
-        found = {
-            int(row): (chunk_id, text, meta)
-            for row, chunk_id, text, meta in connection.exec_driver_sql(
-                "SELECT id, chunk_id, text, metadata FROM chunks WHERE id = ANY(%s) AND tenant = %s",
-                ([row for row, _ in best], tenant),
-            )
-        }
-        return [
-            KeywordHit(found[row][0], found[row][1], json.loads(found[row][2]), score)
-            for row, score in best
-            if row in found
-        ]
+        rows = connection.exec_driver_sql(
+            "SELECT id, chunk_id, text, metadata FROM chunks WHERE id = ANY(%s) AND tenant = %s",
+            ([row for row, _ in best], tenant),
+        )
+        return ranked_hits(rows, best)
 
 
 def tsvector_literal(title: Sequence[str], body: Sequence[str]) -> str:
@@ -359,7 +345,7 @@ class PgTsvectorIndex:
             "ORDER BY score DESC, k.chunk_row LIMIT %s"
         )
         params = (weights, tsquery_literal(terms), scopes, tenant, *filter_params, limit)
-        return _hits(connection.exec_driver_sql(sql, params).fetchall())
+        return [KeywordHit.of(*row) for row in connection.exec_driver_sql(sql, params)]
 
 
 def _statistics(

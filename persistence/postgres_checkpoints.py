@@ -1,8 +1,9 @@
 """Conversations on PostgreSQL: LangGraph's Postgres savers (so the server, the CLI and the API read one
 another's threads) with the SQLite savers' owner check and keep-last-N bound, one line
 (CheckpointStoreUnavailableError) for a server that cannot be reached, and one process-wide connection
-pool per URL used without the saver's one-connection lock. Tables are set up once per process under an
-advisory lock.
+pool per URL used without the saver's one-connection lock (so the API's worker threads do not queue behind
+each other), checking a connection before lending it (a restarted server costs no turn). Tables are set up
+once per process under an advisory lock.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import asyncio
 import atexit
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,10 +21,8 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
-from sqlalchemy.engine import make_url
 
 from persistence.advisory import advisory_lock
-from persistence.database import libpq_url
 from persistence.errors import StoreUnavailableError
 from persistence.saver_mixins import (
     KEEP_LATEST,
@@ -32,6 +31,7 @@ from persistence.saver_mixins import (
     OwnerCheckedSaver,
     prune_strategy,
 )
+from persistence.urls import connection_kwargs, libpq_url, pool_options, shown_url, unavailable_message
 
 #: Advisory lock key held while the checkpoint tables are created or migrated ("rag_ckpt").
 SETUP_ADVISORY_LOCK_KEY = 0x7261675F636B7074
@@ -64,6 +64,8 @@ AND NOT EXISTS (
     AND c.checkpoint -> 'channel_versions' ->> freed.channel = freed.version
 )
 """
+#: Cursors of the savers' own pooled connections: binary transfer and dict rows, as the native savers use.
+CURSOR_OPTIONS: dict[str, Any] = {"binary": True, "row_factory": dict_row}
 #: Threads, most recently active first, with their checkpoint counts (ids are time-ordered).
 THREADS_SQL = (
     "SELECT thread_id, COUNT(*) AS checkpoints, MAX(checkpoint_id) AS latest FROM checkpoints "
@@ -76,23 +78,6 @@ class CheckpointStoreUnavailableError(StoreUnavailableError):
     HTTP 503); nothing was changed."""
 
 
-def shown_url(url: str) -> str:
-    """The URL with its password hidden, for messages."""
-    try:
-        return make_url(libpq_url(url)).render_as_string(hide_password=True)
-    except Exception:  # noqa: BLE001 - a URL we cannot parse is shown by its scheme only
-        return url.split("://", 1)[0] + "://..."
-
-
-def unavailable_message(url: str, error: BaseException, *, what: str = "conversation database") -> str:
-    """One line: which server, what failed (libpq's first line), what to check."""
-    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-    return (
-        f"cannot use the {what} {shown_url(url)} ({reason}); is the PostgreSQL server running? "
-        "(RAG_DATABASE_URL)"
-    )
-
-
 @contextmanager
 def reachable(url: str) -> Iterator[None]:
     """Turn a connection failure (refused, timed out, pool exhausted, server gone mid-query) into
@@ -101,23 +86,6 @@ def reachable(url: str) -> Iterator[None]:
         yield
     except psycopg.OperationalError as error:  # PoolTimeout is one
         raise CheckpointStoreUnavailableError(unavailable_message(url, error)) from error
-
-
-def connection_kwargs(connect_timeout_s: float) -> dict[str, Any]:
-    """What LangGraph's savers need of a connection (autocommit, dict rows, no server-side prepared
-    statements: a pooled connection may be reset), plus libpq's connect timeout."""
-    return {
-        "autocommit": True,
-        "prepare_threshold": None,
-        "row_factory": dict_row,
-        "connect_timeout": max(1, round(connect_timeout_s)),
-    }
-
-
-def pool_options(connect_timeout_s: float) -> dict[str, Any]:
-    """Options the savers' pools share, sync and async: connections as connection_kwargs, and a wait of at
-    most `connect_timeout_s` for one."""
-    return {"min_size": 1, "kwargs": connection_kwargs(connect_timeout_s), "timeout": connect_timeout_s}
 
 
 _SET_UP: set[str] = set()
@@ -215,13 +183,9 @@ class PruningPostgresSaver(KeepNewestSaver, OwnerCheckedSaver, PostgresSaver):
                 with super()._cursor(pipeline=pipeline) as cur:
                     yield cur
                 return
-            with self.conn.connection() as conn:
-                if pipeline:
-                    with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                        yield cur
-                else:
-                    with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                        yield cur
+            with self.conn.connection() as conn, conn.pipeline() if pipeline else nullcontext():
+                with conn.cursor(**CURSOR_OPTIONS) as cur:
+                    yield cur
 
     def keep_newest(self, thread_id: str, keep: int) -> int:
         """Drop the thread's checkpoints beyond the newest `keep` (and what only they used), in one
@@ -264,13 +228,9 @@ class PruningAsyncPostgresSaver(AsyncKeepNewestSaver, OwnerCheckedSaver, AsyncPo
                 async with super()._cursor(pipeline=pipeline) as cur:
                     yield cur
                 return
-            async with self.conn.connection() as conn:
-                if pipeline:
-                    async with conn.pipeline(), conn.cursor(binary=True, row_factory=dict_row) as cur:
-                        yield cur
-                else:
-                    async with conn.cursor(binary=True, row_factory=dict_row) as cur:
-                        yield cur
+            async with self.conn.connection() as conn, conn.pipeline() if pipeline else nullcontext():
+                async with conn.cursor(**CURSOR_OPTIONS) as cur:
+                    yield cur
 
     async def akeep_newest(self, thread_id: str, keep: int) -> int:
         """Async `PruningPostgresSaver.keep_newest`."""

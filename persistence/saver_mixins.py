@@ -24,7 +24,8 @@ def _run_tenant(config: RunnableConfig) -> str | None:
     """The tenant of the run a checkpointer call belongs to; None outside a run (get_state, housekeeping).
 
     Private LangGraph API on purpose: the run's Runtime reaches the saver only under CONFIG_KEY_RUNTIME
-    (`get_runtime()` reads the caller's context, not this run's); tests/test_compat.py pins the key."""
+    (`get_runtime()` reads the caller's context, not this run's); tests/test_compat.py pins the key. Imported,
+    not spelled out, so a LangGraph without it fails at import instead of silently skipping the check."""
     runtime = (config.get("configurable") or {}).get(CONFIG_KEY_RUNTIME)
     if runtime is None:
         return None
@@ -34,7 +35,8 @@ def _run_tenant(config: RunnableConfig) -> str | None:
 
 
 class OwnerCheckedSaver(BaseCheckpointSaver[str]):
-    """Mixin (listed before the saver class): a graph run of one tenant cannot load another tenant's thread.
+    """Mixin (listed before the saver class, so `super()` is that saver): a graph run of one tenant cannot
+    load another tenant's thread.
 
     ThreadAccessError before the run writes its input or returns stored state, which refuses
     `invoke(None, config)` replays and server runs; the owner is always the latest root checkpoint's, also

@@ -8,7 +8,7 @@ import hashlib
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 import numpy as np
 from sqlalchemy import delete, func, select
@@ -60,34 +60,6 @@ class CachedEntry:
     payload: dict[str, Any]
     question: str
     created_at: float
-
-
-class CacheBackend(Protocol):
-    """Where entries live (SQL table or Redis)."""
-
-    def candidates(
-        self, scope: CacheScope, version: str, model_key: str, now: float
-    ) -> list[tuple[np.ndarray, CachedEntry]]:
-        """The live entries of this scope, documents version and model (newest first, at most
-        `max_entries`), each with its stored unit vector; SemanticCache picks the most similar."""
-        ...
-
-    def store(
-        self,
-        scope: CacheScope,
-        version: str,
-        question: str,
-        vector: np.ndarray,
-        model_key: str,
-        payload: dict[str, Any],
-        now: float,
-    ) -> None:
-        """Add an entry (expiring after the TTL; the tenant's oldest dropped past the maximum)."""
-        ...
-
-    def invalidate_tenant(self, tenant: str) -> None:
-        """Make every entry of `tenant` unreachable."""
-        ...
 
 
 class SqlCacheBackend:
@@ -239,3 +211,7 @@ class RedisCacheBackend:
     def invalidate_tenant(self, tenant: str) -> None:
         """Bump the tenant's generation."""
         self.client.incr(f"{REDIS_PREFIX}:gen:{tenant}")
+
+
+#: Where entries live: a SQL table, or Redis under RAG_REDIS_URL.
+CacheBackend = SqlCacheBackend | RedisCacheBackend

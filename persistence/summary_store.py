@@ -3,7 +3,8 @@
 ("summaries", tenant, conversation) holds a thread's block summaries (`level=summary`) and per-turn details
 (`level=detail`), their links flat in the value for the store's filters; ("summaries", tenant, "_") one record
 per summarized thread (its conversation, turns and digest); ("director", tenant, conversation) the events
-the director recalls. Items carry `doc_type=event`, thread records do not.
+the director recalls. Items carry `doc_type=event`, thread records do not, so a doc-type filter never returns
+a record. A read names its tenant's namespace prefix, so no filter can reach another tenant's items.
 """
 
 from __future__ import annotations

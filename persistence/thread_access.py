@@ -1,6 +1,8 @@
 """Who may use a thread: its owning tenant (that of its first turn, in the `owner_tenant` channel), the ids
 it is stored under, and the access check. The owner is read from the latest checkpoint rather than a table
-of its own, since every interface writes threads through the graph. Pure functions, no saver.
+of its own, since every interface writes threads through the graph. start_turn's check alone is not enough:
+LangGraph stores a run's input before the first node runs, and `invoke(None, config)` runs no node at all, so
+the runner and the savers check the owner too. Pure functions, no saver.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ CheckpointLookup = Callable[[str], "CheckpointTuple | None"]
 
 def thread_owner(values: Mapping[str, Any] | None, *, legacy: bool = True) -> str | None:
     """The owning tenant in a thread's stored state values: `owner_tenant`, or with `legacy` (stored values
-    only) the `tenant` of a thread with messages written before ownership was stored."""
+    only: inside a run `tenant` may already hold the run's input) the `tenant` of a thread with messages
+    written before ownership was stored."""
     if not values:
         return None
     owner = values.get("owner_tenant")
@@ -64,7 +67,8 @@ def visible_thread_id(stored: str, tenant: str) -> str:
 
 def resolve_thread_id(tenant: str, thread_id: str, lookup: CheckpointLookup) -> str:
     """The stored id that `thread_id` means for `tenant`: its scoped thread when it exists, else an unscoped
-    legacy thread this tenant owns, else the scoped id (a new thread)."""
+    legacy thread this tenant owns, else the scoped id (a new thread): another tenant's legacy thread looks
+    exactly like an unknown id."""
     scoped = scoped_thread_id(tenant, thread_id)
     if lookup(scoped) is not None:
         return scoped

@@ -3,7 +3,10 @@ same checkpoint and lose messages.
 
 A `fcntl.flock` on `<data_dir>/locks/<sha1(thread_id)>.lock`, removed on release while still held (a waiter
 re-checks the inode after locking), so the folder holds only turns in flight; the kernel drops it when a
-process dies. With PostgreSQL (RAG_DATABASE_URL) a session advisory lock instead. A caller waits up to
+process dies. An flock belongs to an open file description, and each acquisition opens the file anew, so it
+excludes other threads of this process too. Not the `filelock` package: its FileLock keeps the file after
+release by design, one per thread id ever used. With PostgreSQL (RAG_DATABASE_URL: several hosts, where a
+file lock excludes nobody) a session advisory lock instead. A caller waits up to
 RAG_THREAD_LOCK_TIMEOUT_S, then gets ThreadBusyError (exit 1, HTTP 409). Re-entrant per OS thread.
 """
 
@@ -119,7 +122,7 @@ class _AdvisoryLocker:
         self.connection: psycopg.Connection[Any] | None = None
 
     def _unavailable(self, error: psycopg.Error) -> StoreUnavailableError:
-        from persistence.postgres_checkpoints import unavailable_message
+        from persistence.urls import unavailable_message
 
         return StoreUnavailableError(unavailable_message(self.url, error, what="thread lock database"))
 

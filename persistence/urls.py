@@ -5,6 +5,9 @@ store reads RAG_DATABASE_URL the same way without an import cycle).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
+
+from sqlalchemy.engine import make_url
 
 from config.settings import Settings
 
@@ -52,3 +55,39 @@ def libpq_url(url: str) -> str:
 def is_postgres_url(location: Path | str) -> bool:
     """Whether a catalog location (a SQLite file's path, or a URL) is a PostgreSQL URL."""
     return isinstance(location, str) and is_postgres(location)
+
+
+def shown_url(url: str) -> str:
+    """The URL with its password hidden, for messages."""
+    try:
+        return make_url(libpq_url(url)).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - a URL we cannot parse is shown by its scheme only
+        return url.split("://", 1)[0] + "://..."
+
+
+def unavailable_message(url: str, error: BaseException, *, what: str = "conversation database") -> str:
+    """One line: which server, what failed (libpq's first line), what to check."""
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return (
+        f"cannot use the {what} {shown_url(url)} ({reason}); is the PostgreSQL server running? "
+        "(RAG_DATABASE_URL)"
+    )
+
+
+def connection_kwargs(connect_timeout_s: float) -> dict[str, Any]:
+    """What LangGraph's savers and store need of a connection (autocommit, dict rows, no server-side
+    prepared statements: a pooled connection may be reset), plus libpq's connect timeout."""
+    from psycopg.rows import dict_row
+
+    return {
+        "autocommit": True,
+        "prepare_threshold": None,
+        "row_factory": dict_row,
+        "connect_timeout": max(1, round(connect_timeout_s)),
+    }
+
+
+def pool_options(connect_timeout_s: float) -> dict[str, Any]:
+    """Options every PostgreSQL pool shares, sync and async: connections as connection_kwargs, and a wait of
+    at most `connect_timeout_s` for one."""
+    return {"min_size": 1, "kwargs": connection_kwargs(connect_timeout_s), "timeout": connect_timeout_s}

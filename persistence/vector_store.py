@@ -1,6 +1,7 @@
 """Dense vectors in Chroma: embedded and persistent by default, a Chroma server when RAG_CHROMA_HOST is set.
-One Chroma collection per (tenant, category), so a search needs no tenant filter; search still keeps only
-hits the catalog confirms for the tenant.
+One Chroma collection per (tenant, category), so a search needs no tenant `where` clause (Chroma would filter
+every record before its nearest-neighbour search, and another tenant's neighbours could starve the results);
+search still keeps only hits the catalog confirms for the tenant.
 """
 
 from __future__ import annotations

@@ -224,9 +224,10 @@ def check_checkpoints(settings: Settings, repair: bool) -> Finding:
 
 
 def catalog_location(settings: Settings) -> str:
-    """Where the catalog is (a Postgres URL without its password), found without opening it."""
+    """Where the catalog is (a Postgres URL without its password), found without opening it: a damaged file
+    must be named, not opened."""
     from persistence.database import postgres_url
-    from persistence.postgres_checkpoints import shown_url
+    from persistence.urls import shown_url
 
     url = postgres_url(settings)
     return shown_url(url) if url else str(settings.catalog_path)

@@ -15,6 +15,7 @@ from persistence import catalog as catalog_module
 from persistence.catalog import Catalog, open_catalog
 from retrieval.embeddings import CachedEmbeddings
 from tests.fakes import HashEmbeddings
+from tests.helpers.storage import cache_entries
 
 #: The tenant whose entries these tests store and read.
 TENANT = "acme"
@@ -56,7 +57,7 @@ def test_the_least_recently_used_entries_are_evicted_first(make_catalog: Callabl
         catalog.put_vectors(TENANT, "m", {key: [float(ord(key))]})
     assert catalog.get_vectors(TENANT, "m", ["a"]) == {"a": [97.0]}  # a read makes "a" the most recent
     catalog.put_vectors(TENANT, "m", {"d": [100.0]})  # over the bound by one: "b" is the least recently used
-    assert catalog.embedding_cache.count() == 3
+    assert cache_entries(catalog.embedding_cache) == 3
     assert set(catalog.get_vectors(TENANT, "m", ["b"])) == set()
     catalog.put_vectors(TENANT, "m", {"e": [101.0]})  # then "c"
     assert set(catalog.get_vectors(TENANT, "m", ["c"])) == set()
@@ -99,7 +100,7 @@ def test_a_cache_table_without_tenants_is_replaced_on_open(tmp_path: Path) -> No
     try:
         catalog.embedding_cache.clock = Clock()
         assert catalog.get_vectors(TENANT, "m", ["old"]) == {}
-        assert catalog.embedding_cache.count() == 0
+        assert cache_entries(catalog.embedding_cache) == 0
         catalog.put_vectors(TENANT, "m", {"new": [1.0]})
     finally:
         catalog.close()

@@ -27,7 +27,6 @@ from nodes.resources import Resources, use_resources
 from persistence import checkpointer as checkpointer_module
 from persistence.checkpointer import (
     async_sqlite_checkpointer,
-    durability_of,
     prune_parameters,
     server_checkpointer,
     sqlite_checkpointer,
@@ -38,6 +37,7 @@ from retrieval.knowledge_base import KnowledgeBase
 from state.graph_state import LEGACY_RESET
 from tests.conftest import write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel, fake_resources
+from tests.helpers.storage import durability_of
 from tests.test_langgraph_sdk import server as sdk_server  # noqa: F401 (the `langgraph dev` fixture)
 
 CORPUS = {

@@ -40,6 +40,7 @@ from tests.fakes import HashEmbeddings
 from tests.helpers import model_caches
 from tests.helpers.api_server import serve
 from tests.helpers.rag_world import QUESTION, World, world
+from tests.helpers.storage import cache_entries
 
 TEXTS = ["Herons nest in the reeds by the lake.", "The comet returns every seventy-six years."]
 KEYS = "key-alpha:alpha,key-bravo:bravo"
@@ -78,16 +79,17 @@ def test_a_tenant_never_gets_another_tenants_cached_vectors(kb: KnowledgeBase) -
     kb.embeddings.for_tenant("alpha").embed_documents(TEXTS)
     kb.embeddings.for_tenant("bravo").embed_documents(TEXTS[:1])
     assert model.embedded_texts == []  # each tenant's repeat is a hit on its own entries
-    assert kb.catalog.embedding_cache.count("alpha") == 2 and kb.catalog.embedding_cache.count("bravo") == 2
+    cache = kb.catalog.embedding_cache
+    assert cache_entries(cache, "alpha") == 2 and cache_entries(cache, "bravo") == 2
 
 
 def test_an_unscoped_embedding_reads_and_writes_no_cache(kb: KnowledgeBase) -> None:
     model = fake_model(kb)
     kb.embeddings.for_tenant("alpha").embed_documents(TEXTS)
-    entries = kb.catalog.embedding_cache.count()
+    entries = cache_entries(kb.catalog.embedding_cache)
     model.reset_counts()
     kb.embeddings.embed_documents(TEXTS)
-    assert model.embedded_texts == TEXTS and kb.catalog.embedding_cache.count() == entries
+    assert model.embedded_texts == TEXTS and cache_entries(kb.catalog.embedding_cache) == entries
 
 
 def test_uploading_a_copy_of_another_tenants_document_embeds_every_chunk(
