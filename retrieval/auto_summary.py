@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -189,21 +189,13 @@ def sweep_idle(
     model: BaseChatModel | None = None,
     idle_since: datetime | None = None,
     now: datetime | None = None,
-    database: Database | None = None,
-    threads: Sequence[IdleThread] | None = None,
 ) -> SweepReport:
     """Summarize every thread idle `idle_s` seconds or more whose memory covers fewer turns than the
     sessions table counts; a thread that fails is logged and reported, and the sweep goes on."""
     moment = now or utcnow()
     idle_before = moment - timedelta(seconds=idle_s)
     report = SweepReport(idle_before=idle_before.isoformat())
-    database = database or get_database(kb.settings)
-    found = (
-        threads
-        if threads is not None
-        else idle_threads(database, idle_before=idle_before, idle_since=idle_since)
-    )
-    for thread in found:
+    for thread in idle_threads(get_database(kb.settings), idle_before=idle_before, idle_since=idle_since):
         report.checked += 1
         try:
             if summarized_turns(kb, thread.thread_id, tenant=thread.tenant) >= thread.turns:

@@ -32,7 +32,6 @@ from retrieval.loaders import (
     LoaderError,
     LoadGuard,
     StopRequested,
-    ZipLimits,
     discover_files,
     ensure_regular,
     ensure_supported,
@@ -209,7 +208,7 @@ def _ingest_file(
             kb.catalog.verify_chunks(known)  # a damaged catalog must not read as "skipped" (exit 0)
             return FileResult(source, "skipped", known.n_chunks)
         guard = LoadGuard.from_settings(settings, should_stop)  # the time budget starts here
-        documents = load_bytes(path, data, settings.max_file_bytes, ZipLimits(), guard)
+        documents = load_bytes(path, data, settings.max_file_bytes, guard)
         del data
         count = index_documents(
             kb,

@@ -16,17 +16,18 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from config.settings import SearchMode, Settings
+from typing_extensions import Unpack
+
+from config.settings import Settings
 from core.types import CHUNK_METADATA_DEFAULTS, SearchHit, is_custom_metadata_key
 from persistence.errors import StoreUnavailableError
 from persistence.vector_store import DEFAULT_COLLECTION
-from retrieval.directory_scope import is_under, normalize_directory
-from retrieval.filters import FilterNode, matches
-from retrieval.search import SearchResult, checked_search, filter_node
+from retrieval.directory_scope import is_under
+from retrieval.filters import matches
+from retrieval.search import SearchOptions, SearchResult, checked_search
 
 #: Passage fields that go into the chunk metadata as they are (the rest of the schema keeps its defaults).
 PASSAGE_FIELDS = (
@@ -172,28 +173,11 @@ class MockSearcher:
         """No vectors: the mock ranks by character n-grams (the graph embeds the query before it searches)."""
         return []
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        mode: SearchMode | None = None,
-        filters: str | dict[str, Any] | FilterNode | None = None,
-        tenant: str | None = None,
-        collections: Sequence[str] | None = None,
-        mmr: bool | None = None,
-        query_vector: Sequence[float] | None = None,
-        weights: tuple[float, float] | None = None,
-        directory: str | None = None,
-    ) -> SearchResult:
+    def search(self, query: str, **options: Unpack[SearchOptions]) -> SearchResult:
         """Top `k` passages of `tenant` in scope for `query`, by n-gram similarity (every passage in scope is
         a candidate); the same input errors as the store's searcher."""
-        settings = self.settings
-        query, k, _ = checked_search(settings, query, k, mode)
-        node = filter_node(filters, settings)
-        tenant = tenant or settings.default_tenant
-        directory = normalize_directory(directory or "")
-        wanted = set(collections or ())
+        query, k, _, node, tenant, directory = checked_search(self.settings, query, options)
+        wanted = set(options.get("collections") or ())
         query_grams = char_ngrams(query)
         scored: list[SearchHit] = []
         for passage, grams in self.passages():

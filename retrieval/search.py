@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from sqlalchemy.exc import DBAPIError
+from typing_extensions import TypedDict, Unpack
 
 from config.settings import SearchMode, Settings
 from core.text import contains_cjk, invalid_utf8
@@ -92,22 +93,37 @@ def validate_query(query: str, max_chars: int) -> str:
     return query.strip()
 
 
+class SearchOptions(TypedDict, total=False):
+    """A search's options (PassageSearcher.search); one left out or None takes its default."""
+
+    k: int | None
+    mode: SearchMode | None
+    filters: str | dict[str, Any] | FilterNode | None
+    tenant: str | None
+    collections: Sequence[str] | None
+    mmr: bool | None
+    query_vector: Sequence[float] | None
+    weights: tuple[float, float] | None
+    """(dense, BM25) weights replacing DENSE_WEIGHT / BM25_WEIGHT in the hybrid fusion."""
+    directory: str | None
+
+
 def checked_search(
-    settings: Settings, query: str, k: int | None, mode: SearchMode | None
-) -> tuple[str, int, SearchMode]:
-    """The query (validated), `k` and the mode, defaults filled in; QueryError names what is wrong."""
+    settings: Settings, query: str, options: SearchOptions
+) -> tuple[str, int, SearchMode, FilterNode | None, str, str]:
+    """(query, k, mode, filter tree, tenant, directory) of a search, validated with the defaults filled in;
+    QueryError / FilterError / DirectoryError name what is wrong."""
     query = validate_query(query, settings.max_query_chars)
+    k = options.get("k")
     k = settings.top_k if k is None else k
     if not 1 <= k <= MAX_K:
         raise QueryError(f"k must be between 1 and {MAX_K}, got {k}")
-    return query, k, search_mode(mode or settings.search_mode)
-
-
-def filter_node(filters: str | dict[str, Any] | FilterNode | None, settings: Settings) -> FilterNode | None:
-    """A search's filter as a validated tree (FilterError on bad input)."""
-    if isinstance(filters, Condition | Logical):
-        return filters
-    return parse_filter(filters, max_conditions=settings.filter_max_conditions)
+    mode = search_mode(options.get("mode") or settings.search_mode)
+    node = options.get("filters")
+    if not isinstance(node, Condition | Logical):
+        node = parse_filter(node, max_conditions=settings.filter_max_conditions)
+    tenant = options.get("tenant") or settings.default_tenant
+    return query, k, mode, node, tenant, normalize_directory(options.get("directory") or "")
 
 
 class PassageSearcher(Protocol):
@@ -119,20 +135,7 @@ class PassageSearcher(Protocol):
         """The query's vector (the graph embeds once and passes it to each search)."""
         ...
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        mode: SearchMode | None = None,
-        filters: str | dict[str, Any] | FilterNode | None = None,
-        tenant: str | None = None,
-        collections: Sequence[str] | None = None,
-        mmr: bool | None = None,
-        query_vector: Sequence[float] | None = None,
-        weights: tuple[float, float] | None = None,
-        directory: str | None = None,
-    ) -> SearchResult:
+    def search(self, query: str, **options: Unpack[SearchOptions]) -> SearchResult:
         """Top `k` passages of `tenant` for `query` (under `directory` when given); QueryError /
         FilterError / DirectoryError on bad input."""
         ...
@@ -149,28 +152,13 @@ class Searcher:
         """The query's vector (separate so benchmarks can time it apart from the search)."""
         return self.kb.embeddings.embed_query(query)
 
-    def search(
-        self,
-        query: str,
-        *,
-        k: int | None = None,
-        mode: SearchMode | None = None,
-        filters: str | dict[str, Any] | FilterNode | None = None,
-        tenant: str | None = None,
-        collections: Sequence[str] | None = None,
-        mmr: bool | None = None,
-        query_vector: Sequence[float] | None = None,
-        weights: tuple[float, float] | None = None,
-        directory: str | None = None,
-    ) -> SearchResult:
+    def search(self, query: str, **options: Unpack[SearchOptions]) -> SearchResult:
         """Top `k` chunks of `tenant` for `query`; raises QueryError / FilterError / DirectoryError on bad
-        input. `weights` (dense, BM25) replace DENSE_WEIGHT / BM25_WEIGHT in the hybrid fusion."""
+        input."""
         settings = self.settings
-        query, k, mode = checked_search(settings, query, k, mode)
-        node = filter_node(filters, settings)
-        tenant = tenant or settings.default_tenant
-        directory = normalize_directory(directory or "")
-        scope = self._collections(tenant, collections)
+        query, k, mode, node, tenant, directory = checked_search(settings, query, options)
+        scope = self._collections(tenant, options.get("collections"))
+        mmr = options.get("mmr")
         use_mmr = settings.mmr_enabled if mmr is None else mmr
         timings: dict[str, float] = {}
         if not scope:
@@ -182,10 +170,10 @@ class Searcher:
         candidates = max(CANDIDATE_K, k)
 
         dense, keyword, query_vector = self._retrieve(
-            query, mode, tenant, scope, node, candidates, query_vector, timings
+            query, mode, tenant, scope, node, candidates, options.get("query_vector"), timings
         )
         started = time.perf_counter()
-        ranked = self._fuse(query, mode, dense, keyword, weights)
+        ranked = self._fuse(query, mode, dense, keyword, options.get("weights"))
         ranked = [  # the tenant and the directory checked again on what the stores returned
             hit
             for hit in ranked

@@ -50,7 +50,8 @@ def answer_warnings(result: Mapping[str, Any]) -> list[AnswerWarning]:
 
 
 def unsupported_facts(sentences: Sequence[str], passages: Sequence[str]) -> tuple[list[str], list[str]]:
-    """The sentences with a name, number, date or quoted term no passage holds, and those facts."""
+    """The sentences with a name, number, date or quoted term no passage holds, and those facts (Chinese
+    terms unchecked: a run of Chinese characters is wording as often as a name)."""
     from dataclasses import replace
 
     from retrieval.grounding import Evidence, anchors_of

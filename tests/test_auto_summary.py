@@ -283,9 +283,9 @@ def test_the_idle_sweep_catches_up_idle_conversations_of_every_tenant(
     ask(graph, "No conversation id here", "plain")
     assert kb.catalog.count_chunks() == 0
     database = get_database(kb.settings)
-    assert sweep_idle(kb, idle_s=3600, database=database).checked == 0  # nobody idle for an hour yet
+    assert sweep_idle(kb, idle_s=3600).checked == 0  # nobody idle for an hour yet
     later = utcnow() + timedelta(hours=2)
-    report = sweep_idle(kb, idle_s=3600, now=later, database=database)
+    report = sweep_idle(kb, idle_s=3600, now=later)
     assert report.checked == 2 and not report.failed
     assert {(r["tenant"], r["thread_id"]) for r in report.summarized} == {("acme", "t1"), ("other", "t9")}
     acme = chunks_of(kb, "acme", "t1")
@@ -293,19 +293,22 @@ def test_the_idle_sweep_catches_up_idle_conversations_of_every_tenant(
         c.metadata["character_id"] == "hero" and c.metadata["conversation_id"] == "c1" for c in acme
     )
     assert {c.metadata["conversation_id"] for c in chunks_of(kb, "other", "t9")} == {"c9"}
-    again = sweep_idle(kb, idle_s=3600, now=later, database=database)
+    again = sweep_idle(kb, idle_s=3600, now=later)
     assert again.checked == 2 and again.summarized == []  # covered already: no checkpoint read
     # a periodic sweep only looks at the threads that went idle since its last look
     since = idle_threads(database, idle_before=later, idle_since=later - timedelta(minutes=1))
     assert since == []
 
 
-def test_a_broken_thread_does_not_stop_the_sweep(store: tuple[KnowledgeBase, Any]) -> None:
+def test_a_broken_thread_does_not_stop_the_sweep(
+    store: tuple[KnowledgeBase, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     kb, graph = store
     ask(graph, "Where did the hero go?", "t1", conversation_id="c1")
     ghost = IdleThread("acme", "ghost", "c0", 3, utcnow())
     real = idle_threads(get_database(kb.settings), idle_before=utcnow(), idle_since=None)
-    report = sweep_idle(kb, idle_s=0, threads=[ghost, *real])
+    monkeypatch.setattr("retrieval.auto_summary.idle_threads", lambda *_args, **_kwargs: [ghost, *real])
+    report = sweep_idle(kb, idle_s=0)
     assert report.failed == [{"tenant": "acme", "thread_id": "ghost", "error": "ThreadNotFoundError"}]
     assert [r["thread_id"] for r in report.summarized] == ["t1"]
 

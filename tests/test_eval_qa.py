@@ -605,6 +605,27 @@ def test_the_cli_names_a_bad_pool(hotpot_file: Path, pool: str) -> None:
     assert result.exit_code == 2 and "--pool" in result.output and "Traceback" not in result.output
 
 
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--split", "train", "unknown split 'train'; choose one of dev, test, all"),
+        ("--pipeline", "magic", "unknown pipeline 'magic'"),
+        ("--limit", "0", "--limit must be at least 1, got 0"),
+    ],
+)
+def test_the_cli_names_a_bad_split_pipeline_or_limit(
+    hotpot_file: Path, option: str, value: str, message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from service.cli import app
+
+    options = {"--dataset": str(hotpot_file), "--pipeline": "naive", option: value}
+    result = CliRunner().invoke(app, ["eval", "qa", *[part for pair in options.items() for part in pair]])
+    assert result.exit_code == 2 and message in " ".join(result.output.split())
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
 def test_run_resumes_without_rerunning_recorded_questions(
     hotpot_file: Path, settings: Settings, tmp_path: Path
 ) -> None:

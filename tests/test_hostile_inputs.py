@@ -8,7 +8,6 @@ to its end) run in a child process with a memory limit, so a regression fails in
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import math
@@ -31,11 +30,10 @@ from typer.testing import CliRunner
 
 from config.settings import Settings
 from persistence.catalog import Catalog, CatalogDamagedError
-from retrieval import ingest as ingest_module
 from retrieval.filters import FilterError, parse_filter
 from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
-from retrieval.loaders import LoaderError, LoadGuard, StopRequested, ZipLimits, load_file
+from retrieval.loaders import LoaderError, LoadGuard, StopRequested, discovery, load_file
 from retrieval.search import QueryError, Searcher
 from service.cli import app
 from tests.conftest import REPO_ROOT, write_corpus
@@ -238,15 +236,17 @@ def test_docx_bomb_is_refused_before_parsing(tmp_path: Path, docx_parser_calls: 
 
 
 def test_docx_compression_ratio_and_entry_count_are_capped(
-    tmp_path: Path, docx_parser_calls: list[object]
+    tmp_path: Path, docx_parser_calls: list[object], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    roomy = ZipLimits(max_unzipped_bytes=10**9, max_entries=10_000, max_ratio=200)
+    monkeypatch.setattr(discovery, "MAX_UNZIPPED_BYTES", 10**9)
+    monkeypatch.setattr(discovery, "MAX_ZIP_RATIO", 200)
     dense = write_docx_bomb(tmp_path / "dense.docx", inflated_bytes=4 * 1024**2)
     with pytest.raises(LoaderError, match=r"word/document.xml inflates \d+x > 200x \(MAX_ZIP_RATIO\)"):
-        load_file(dense, 50_000_000, roomy)
+        load_file(dense, 50_000_000)
+    monkeypatch.setattr(discovery, "MAX_ZIP_ENTRIES", 20)
     crowded = write_docx_bomb(tmp_path / "crowded.docx", inflated_bytes=10, entries=30)
     with pytest.raises(LoaderError, match=r"31 entries > 20 \(MAX_ZIP_ENTRIES\)"):
-        load_file(crowded, 50_000_000, ZipLimits(max_unzipped_bytes=10**9, max_entries=20, max_ratio=200))
+        load_file(crowded, 50_000_000)
     assert docx_parser_calls == []
 
 
@@ -256,8 +256,7 @@ def test_ingest_applies_the_unzipped_size_bound(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    lowered = functools.partial(ZipLimits, max_unzipped_bytes=1_000_000)
-    monkeypatch.setattr(ingest_module, "ZipLimits", lowered)
+    monkeypatch.setattr(discovery, "MAX_UNZIPPED_BYTES", 1_000_000)
     settings = make_settings()
     bomb = write_docx_bomb(tmp_path / "bomb.docx", 3_000_000)
     (result,) = ingest_paths(make_kb(settings), [bomb]).results
@@ -318,7 +317,9 @@ def test_docx_that_lies_about_its_size_is_inflated_within_bounds(tmp_path: Path)
     assert peak < 32 * 1024**2, f"peak {peak / 1024**2:.0f} MiB"
 
 
-def test_an_ordinary_docx_still_loads_within_the_limits(tmp_path: Path) -> None:
+def test_an_ordinary_docx_still_loads_within_the_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import docx
 
     document = docx.Document()
@@ -326,7 +327,9 @@ def test_an_ordinary_docx_still_loads_within_the_limits(tmp_path: Path) -> None:
     document.add_paragraph("The heron waits by the reeds. " * 200)
     path = tmp_path / "notes.docx"
     document.save(str(path))
-    (loaded,) = load_file(path, 50_000_000, ZipLimits(max_unzipped_bytes=5_000_000, max_entries=100))
+    monkeypatch.setattr(discovery, "MAX_UNZIPPED_BYTES", 5_000_000)
+    monkeypatch.setattr(discovery, "MAX_ZIP_ENTRIES", 100)
+    (loaded,) = load_file(path, 50_000_000)
     assert "heron" in loaded.text
 
 

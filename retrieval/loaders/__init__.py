@@ -11,7 +11,6 @@ from pathlib import Path
 
 from core.types import LoadedDocument
 from retrieval.loaders.discovery import (
-    ZipLimits,
     discover_files,
     ensure_regular,
     gunzip,
@@ -27,7 +26,6 @@ __all__ = [
     "LoadGuard",
     "LoaderError",
     "StopRequested",
-    "ZipLimits",
     "discover_files",
     "ensure_regular",
     "ensure_supported",
@@ -38,22 +36,16 @@ __all__ = [
 ]
 
 
-def load_file(
-    path: Path, max_bytes: int, zip_limits: ZipLimits | None = None, guard: LoadGuard | None = None
-) -> list[LoadedDocument]:
+def load_file(path: Path, max_bytes: int, guard: LoadGuard | None = None) -> list[LoadedDocument]:
     """Read `path` into documents (one per file, or one per record for JSON/JSONL); LoaderError with the
     reason for any file that cannot be loaded, StopRequested only when `guard.should_stop()` asked to stop."""
     ensure_supported(path)
     guard = guard or LoadGuard()
-    return load_bytes(path, read_regular_file(path, max_bytes), max_bytes, zip_limits, guard)
+    return load_bytes(path, read_regular_file(path, max_bytes), max_bytes, guard)
 
 
 def load_bytes(
-    path: Path,
-    data: bytes,
-    max_bytes: int,
-    zip_limits: ZipLimits | None = None,
-    guard: LoadGuard | None = None,
+    path: Path, data: bytes, max_bytes: int, guard: LoadGuard | None = None
 ) -> list[LoadedDocument]:
     """Documents from the bytes of `path` already read, parsed under `guard` (default limits), whose budget is
     checked once more at the end (a step that cannot be interrupted may outrun it)."""
@@ -64,7 +56,7 @@ def load_bytes(
     if not data.strip():
         raise LoaderError("empty document: no text")
     if suffix_of(path) in ZIP_SUFFIXES:
-        data = inflate_zip(data, zip_limits or ZipLimits(), suffix_of(path).lstrip(".").upper())
+        data = inflate_zip(data, suffix_of(path).lstrip(".").upper())
     guard.check()
     documents = loader(path, data, guard)
     guard.check()

@@ -12,7 +12,6 @@ import stat
 import zipfile
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 
 from retrieval.loaders.guard import LoaderError
@@ -38,15 +37,6 @@ MAX_UNZIPPED_BYTES = 50_000_000
 MAX_ZIP_ENTRIES = 10_000
 #: Zip entries over 1 MiB that inflate more than this many times are refused (XML compresses ~10x).
 MAX_ZIP_RATIO = 200.0
-
-
-@dataclass(frozen=True)
-class ZipLimits:
-    """Bounds on a zip-based file (.docx), enforced before any parser (which would inflate it) sees it."""
-
-    max_unzipped_bytes: int = MAX_UNZIPPED_BYTES
-    max_entries: int = MAX_ZIP_ENTRIES
-    max_ratio: float = MAX_ZIP_RATIO
 
 
 def safe_resolve(path: Path) -> Path:
@@ -126,11 +116,11 @@ def read_regular_file(path: Path, max_bytes: int) -> bytes:
         os.close(descriptor)
 
 
-def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
+def inflate_zip(data: bytes, kind: str) -> bytes:
     """The zip `data` rewritten with every entry stored uncompressed, inflated here 1 MiB at a time under
-    `limits`: the directory's sizes are the attacker's to write, and zipfile's whole-entry `read()` inflates
-    everything before it truncates, so the bytes really produced are counted."""
-    _check_zip_directory(data, limits, kind)
+    MAX_UNZIPPED_BYTES: the directory's sizes are the attacker's to write, and zipfile's whole-entry `read()`
+    inflates everything before it truncates, so the bytes really produced are counted."""
+    _check_zip_directory(data, kind)
     inflated = 0
     copy = io.BytesIO()
     try:
@@ -147,9 +137,9 @@ def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
                 ):
                     while block := source.read(READ_BLOCK_BYTES):
                         inflated += len(block)
-                        if inflated > limits.max_unzipped_bytes:
+                        if inflated > MAX_UNZIPPED_BYTES:
                             raise LoaderError(
-                                f"zip bomb refused: inflates to more than {limits.max_unzipped_bytes} bytes "
+                                f"zip bomb refused: inflates to more than {MAX_UNZIPPED_BYTES} bytes "
                                 "(MAX_UNZIPPED_BYTES)"
                             )
                         target.write(block)
@@ -160,27 +150,25 @@ def inflate_zip(data: bytes, limits: ZipLimits, kind: str) -> bytes:
     return copy.getvalue()
 
 
-def _check_zip_directory(data: bytes, limits: ZipLimits, kind: str) -> None:
+def _check_zip_directory(data: bytes, kind: str) -> None:
     """Refuse a zip whose directory promises too many entries, too many bytes or a bomb's ratio (cheap)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             entries = archive.infolist()
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
         raise LoaderError(f"corrupt {kind}: {exc}") from exc
-    if len(entries) > limits.max_entries:
-        raise LoaderError(
-            f"zip bomb refused: {len(entries)} entries > {limits.max_entries} (MAX_ZIP_ENTRIES)"
-        )
+    if len(entries) > MAX_ZIP_ENTRIES:
+        raise LoaderError(f"zip bomb refused: {len(entries)} entries > {MAX_ZIP_ENTRIES} (MAX_ZIP_ENTRIES)")
     total = sum(entry.file_size for entry in entries)
-    if total > limits.max_unzipped_bytes:
+    if total > MAX_UNZIPPED_BYTES:
         raise LoaderError(
-            f"zip bomb refused: inflates to {total} bytes > {limits.max_unzipped_bytes} (MAX_UNZIPPED_BYTES)"
+            f"zip bomb refused: inflates to {total} bytes > {MAX_UNZIPPED_BYTES} (MAX_UNZIPPED_BYTES)"
         )
     for entry in entries:
         ratio = entry.file_size / max(entry.compress_size, 1)
-        if entry.file_size > ZIP_RATIO_MIN_BYTES and ratio > limits.max_ratio:
+        if entry.file_size > ZIP_RATIO_MIN_BYTES and ratio > MAX_ZIP_RATIO:
             raise LoaderError(
-                f"zip bomb refused: {entry.filename} inflates {ratio:.0f}x > {limits.max_ratio:g}x "
+                f"zip bomb refused: {entry.filename} inflates {ratio:.0f}x > {MAX_ZIP_RATIO:g}x "
                 "(MAX_ZIP_RATIO)"
             )
 

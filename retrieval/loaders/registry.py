@@ -32,7 +32,7 @@ LOADERS: dict[str, tuple[str, str]] = {
 
 #: Suffixes of gzip-compressed record files; the inner suffix picks the record format.
 GZIP_SUFFIXES = frozenset({".json.gz", ".jsonl.gz"})
-#: Zip-based formats: their directory is checked against ZipLimits before any parser inflates them.
+#: Zip-based formats: their directory is checked against discovery's zip bounds before any parser runs.
 ZIP_SUFFIXES = frozenset({".docx"})
 
 #: Every suffix `load_file` understands (lower case; compound suffixes for gzip record files).

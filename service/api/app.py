@@ -71,7 +71,9 @@ def guarded_routes() -> GuardedRoutes:
 
 
 class AfterWarmUp:
-    """Holds a request until the warm-up has loaded what its run needs (not liveness, metrics, API pages)."""
+    """Holds a request until the warm-up has loaded what its run needs (not liveness, metrics, API pages), so
+    the first answer pays no model load inside its run limit. Innermost, so the guard refuses a bad key or
+    body before any wait; plain ASGI, so streams pass through untouched."""
 
     def __init__(self, app: ASGIApp, warming: list[asyncio.Task[float]], free: tuple[str, ...]) -> None:
         self.app = app
@@ -155,7 +157,9 @@ def _include_routers(app: FastAPI) -> None:
 
 
 def _add_middleware(app: FastAPI, state: ApiState, warming: list[asyncio.Task[float]]) -> None:
-    """The middleware stack, innermost first: warm-up wait, request guard, CORS, request meter."""
+    """The middleware stack, innermost first: warm-up wait, request guard, CORS, request meter. Each added
+    one wraps the earlier: the meter sees every answer, CORS headers reach the guard's refusals, and the
+    guard runs before FastAPI reads a body."""
     settings = state.settings
     app.add_middleware(AfterWarmUp, warming=warming, free=warm_up_free_paths(app))
     app.add_middleware(

@@ -28,7 +28,8 @@ def parse_api_keys(raw: str) -> dict[str, str]:
 
 
 def presented_key(headers: Mapping[str, str]) -> str | None:
-    """The key in a request's headers: `X-API-Key`, or `Authorization: Bearer <key>`."""
+    """The key in a request's headers: `X-API-Key`, or `Authorization: Bearer <key>` (headers only, so the
+    request guard checks it before the body is read)."""
     key = headers.get(API_KEY_HEADER)
     if key:
         return key.strip()
@@ -49,7 +50,9 @@ def key_tenant(keys: dict[str, str], key: str | None) -> str | None:
 
 
 def resolve_tenant(authorized: str | None, requested: str | None, default: str) -> str:
-    """The tenant a request acts for: the key's, checked against the requested one (403 when they differ)."""
+    """The tenant a request acts for: the key's, checked against the requested one (403 when they differ).
+    The requested name is checked here for every route: a query or form field passed no body schema, and the
+    upload route makes a folder of it."""
     if requested:
         try:
             validate_collection_name(requested, "tenant")

@@ -3,8 +3,9 @@ the graph synchronously), its items streamed to the request's event loop, which 
 
 Limits bound work, not waiting: the waits for the tenant's turn (service.api.tenant_runs), a worker and the
 model (service.api.gate) end at `api_queue_timeout_s` (503); the run's own work, one model call and one
-retrieval at their limits (service.api.limits, 504). A run that ends without its result is rolled back from
-its thread (service.api.turns).
+retrieval at their limits (service.api.limits, 504). A Python thread cannot be interrupted inside a model
+call, so past a limit that call finishes in the background, discarded, and the run's later calls fail at once.
+A run that ends without its result is rolled back from its thread (service.api.turns).
 """
 
 from __future__ import annotations
@@ -88,7 +89,9 @@ class Engine:
             return self._session
 
     def warm_up(self) -> float:
-        """Open the runner, stores and models and set the auto limits now; return seconds."""
+        """Open the runner, stores and models and set the auto limits now; return seconds. Otherwise the first
+        request loads them inside its own run limit (a 504 under load); failures are logged, not raised, and
+        show in the health route."""
         started = time.monotonic()
         try:
             self.session()

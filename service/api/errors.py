@@ -44,7 +44,8 @@ class QueueTimeout(TimeoutError):
 
 
 class ClientDisconnected(ConnectionError):
-    """The client left while its request waited or ran: the run is abandoned."""
+    """The client left while its request waited or ran: the run is abandoned, so it no longer holds a worker
+    or the model for the requests still waiting."""
 
 
 class ApiError(Exception):

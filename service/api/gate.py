@@ -155,7 +155,9 @@ def model_name(serialized: Any, kwargs: dict[str, Any]) -> str:
 
 
 class RunMonitor(BaseCallbackHandler):
-    """One run's model calls and retrievals: gates each model call and times calls, retrievals and waits."""
+    """One run's model calls and retrievals: gates each model call and times calls, retrievals and waits.
+    Its callbacks run inline in the thread about to call the model (the graph runs synchronously), so blocking
+    in `on_chat_model_start` holds exactly that call."""
 
     run_inline = True
     raise_error = True  # RunAbandoned must reach the model call (it then fails instead of waiting)

@@ -178,7 +178,9 @@ def unmeasured_policy(settings: Settings, reason: str) -> LimitPolicy:
 
 
 def measured_policy(settings: Settings, generation_model: Any) -> LimitPolicy:
-    """The policy for `generation_model`, probing the embedded model's speed once at start-up."""
+    """The policy for `generation_model`, probing the embedded model's speed once at start-up: the first
+    requests need their limits before they run, and one call of known size gives both rates on idle cores,
+    where a real call's time mixes prompt and answer under varying load."""
     if settings.llm_provider != "local" or settings.api_model_timeout_s:
         return unmeasured_policy(settings, "")
     server = running_local_server()

@@ -163,7 +163,8 @@ def _upload(
     try:
         for upload, target in zip(files, targets, strict=True):
             staged.append(_stage(upload, target, state.settings.max_file_bytes))
-        # One upload into a tenant's collection at a time, so each reply speaks of its own bytes.
+        # One upload into a tenant's collection at a time, so another upload of the same name cannot swap the
+        # bytes between placing and indexing, and each reply speaks of its own bytes.
         with ingest_lock(kb.settings, tenant, name):
             return _place_and_ingest(request, staged, tenant, name, should_stop)
     finally:

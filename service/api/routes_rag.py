@@ -6,7 +6,6 @@ with the seed contract's RAGResponse fields (service.api.seed_runs).
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -21,7 +20,7 @@ from service.api.run_request import metered_answer, run_batch, run_spec
 from service.api.runtime import ApiState, api_state
 from service.api.schemas import AnswerJudgement, BatchRequest, GenerateRequest
 from service.api.seed_runs import (
-    rag_citations,
+    cited_answer,
     rewritten_queries,
     rounded_timings,
     stage_seconds,
@@ -32,9 +31,6 @@ from service.api.seed_streams import stream_run
 
 router = APIRouter(prefix="/api/v1/rag", tags=["rag"])
 
-#: Citation markers removed from the answer when the caller does not want citations.
-_MARKERS = re.compile(r"\s*\[\d+(?:\s*[,;]\s*\d+)*\]")
-
 
 def response_body(
     body: GenerateRequest,
@@ -44,10 +40,7 @@ def response_body(
     total_ms: float,
 ) -> dict[str, Any]:
     """The generate response: answer, judgement, citations, sources, strategy, queries, metadata, id."""
-    answer = str(result.get("answer") or "")
-    citations = rag_citations(result)
-    if not body.include_citations:
-        answer, citations = _MARKERS.sub("", answer).strip(), []
+    answer, citations = cited_answer(result, body.include_citations)
     return {
         "short_answer": str(result.get("short_answer") or ""),
         "answer": answer,

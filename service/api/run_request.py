@@ -31,7 +31,8 @@ Item = TypeVar("Item", bound=BaseModel)
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T]) -> T:
-    """Await `work`; cancel it when the client disconnects (then raise ClientDisconnected)."""
+    """Await `work`; cancel it when the client disconnects (then raise ClientDisconnected), so a client that
+    gave up keeps no run waiting for or holding the model (listening as wait_for_disconnect does)."""
     task = asyncio.ensure_future(work)
     gone = asyncio.ensure_future(wait_for_disconnect(request))
     try:

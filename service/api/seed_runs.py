@@ -80,6 +80,7 @@ def seed_spec(body: QueryRequest, tenant: str, state: ApiState) -> RunSpec:
     spec = run_spec(generate, tenant, state)
     if body.conversation_id:
         spec.inputs["conversation_id"] = body.conversation_id
+        # the whole corpus searched: scoped to the conversation, a seed follow-up would find nothing
         spec.inputs["conversation_scopes_retrieval"] = False
     switches: dict[str, Any] = {
         "model": body.model or None,
@@ -191,7 +192,7 @@ def rewritten_query(result: dict[str, Any], events: list[dict[str, Any]], query:
 
 def uncited(answer: str) -> str:
     """The answer without its citation markers (a request that asked for no citations)."""
-    return " ".join(strip_references(answer).split(" ")).strip()
+    return strip_references(answer).strip()
 
 
 def cited_answer(result: dict[str, Any], include_citations: bool) -> tuple[str, list[dict[str, Any]]]:

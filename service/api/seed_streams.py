@@ -25,7 +25,7 @@ from service.api.seed_runs import first_rewrite
 
 #: The last line of /query-stream, after its final event (also after an error).
 QUERY_STREAM_END = "[DONE]"
-#: Seconds between SSE keep-alive comments (as the engine's stream).
+#: Seconds between SSE keep-alive comments (as the engine's stream): proxies close idle streams.
 SSE_PING_S = 15
 
 Message = dict[str, str]
@@ -192,6 +192,7 @@ def stream_run(
         seen: list[dict[str, Any]] = []
         result: dict[str, Any] = {}
         try:
+            # aclosing: a client that leaves closes the run (abandoned, rolled back) now, not when collected
             async with contextlib.aclosing(state.engine.run(spec)) as run:
                 async for kind, payload in run:
                     if kind == "event":

@@ -1,6 +1,7 @@
 """A per-tenant bound on the API's worker pool: at most `api_tenant_runs` runs (and searches) of one tenant
 hold a worker at once; the tenant's further requests wait on the event loop, holding no thread, so a
-flooding tenant queues behind itself only. Thread-safe and not tied to one event loop.
+flooding tenant queues behind itself only. Thread-safe and not tied to one event loop (the app's engine
+outlives a test client's loop): each waiter is a future of its own loop, settled by `call_soon_threadsafe`.
 """
 
 from __future__ import annotations

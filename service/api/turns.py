@@ -1,9 +1,10 @@
 """A turn the API abandons leaves no trace in its thread: what the run wrote is rolled back.
 
 Why: a run stopped between its question and its answer (client gone, limit passed, model failed) saved a
-history holding the question and no answer, which later follow-ups and summaries read. The worker holds the
-thread's lock for the whole turn and, when the run ends without its result, saves the thread's state from
-before the run again as its newest checkpoint (or deletes a thread the run created).
+history holding the question and no answer, which later follow-ups and summaries read; finishing the run
+instead would keep the model busy for a client that is gone. The worker holds the thread's lock for the whole
+turn (so no other turn wrote in between) and, when the run ends without its result, saves the thread's state
+from before the run again as its newest checkpoint (or deletes a thread the run created).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def _root(thread_id: str) -> RunnableConfig:
 
 
 def roll_back(checkpointer: Any, thread_id: str, before: CheckpointTuple | None) -> bool:
-    """Make `before` the thread's latest state again (a new checkpoint); False when the run wrote nothing."""
+    """Make `before` the thread's latest state again (a new checkpoint); False when the run wrote nothing.
+    Saved anew rather than pointed to: the saver may have pruned `before` once the abandoned run saved."""
     latest = checkpointer.get_tuple(_root(thread_id))
     if latest is None or _checkpoint_id(latest) == _checkpoint_id(before):
         return False

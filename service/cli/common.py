@@ -80,7 +80,8 @@ def text_or_exit(value: str, what: str) -> str:
 
 
 def checked_store(kb: KnowledgeBase) -> KnowledgeBase:
-    """The knowledge base after the store checks (a damaged catalog raises before any model or graph)."""
+    """The knowledge base after the store checks (a damaged catalog raises before any model or graph): the
+    graph's nodes turn a store error into a "not found" answer, which would exit 0."""
     kb.warn = warning
     kb.catalog.chunk_counts()
     return kb

@@ -234,7 +234,9 @@ def _ask_here(
 def _chat_turn(
     session: Any, question: str, *, thread_id: str, context: Context, inputs: dict[str, str]
 ) -> dict[str, Any]:
-    """Run one chat turn, previewing the draft being written (erased at the end); return the output state."""
+    """Run one chat turn, previewing the draft being written (erased at the end); return the output state.
+    Erased because the streamed draft is not the answer: `cite` renumbers it, a new round or the extractive
+    fallback replaces it, so the one answer printed is the stored one."""
     from rich.live import Live
     from rich.text import Text
 

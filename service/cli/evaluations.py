@@ -64,7 +64,6 @@ def eval_retrieval(
         fail(str(error))
     if rerank and "hybrid" not in modes:
         fail("--rerank reranks the hybrid list: add --mode hybrid")
-    _check_split(split)
     rerank_model = None
     if rerank:
         from nodes.resources import get_resources
@@ -152,14 +151,6 @@ def eval_latency(
     )
 
 
-def _check_split(split: str) -> None:
-    """Exit with the choices on an unknown --split."""
-    from evals.splits import ALL_SPLITS, SPLITS
-
-    if split not in (*SPLITS, ALL_SPLITS):
-        fail(f"unknown split {split!r}; choose one of {', '.join((*SPLITS, ALL_SPLITS))}")
-
-
 def parse_pool(pool: str | None) -> int | Literal["all"] | None:
     """--pool's value: None, "all", or a positive number of questions (anything else exits with a message)."""
     if pool is None:
@@ -221,14 +212,9 @@ def eval_qa(
 ) -> None:
     """EM / F1 / ROUGE-L, support recall, citation precision, not-found rate, answers per band with the
     confidence's AUROC and ECE, LLM calls, tokens and latency of a pipeline over the pooled paragraphs."""
-    from evals.qa import PIPELINES, run_qa_eval
+    from evals.qa import run_qa_eval
     from evals.qa_plot import write_qa_plot
 
-    if pipeline not in PIPELINES:
-        fail(f"unknown pipeline {pipeline!r}; choose one of {', '.join(PIPELINES)}")
-    _check_split(split)
-    if limit is not None and limit < 1:
-        fail("--limit must be at least 1")
     pool_size = parse_pool(pool)
     settings = settings_or_exit()
     with user_errors(), progress_bars() as bars:

@@ -27,13 +27,14 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as JS
 
 
 @contextmanager
-def _errors() -> Iterator[Settings]:
-    """The settings, with the CLI's one-line errors around the command's work."""
+def _errors(tenant: str | None = None) -> Iterator[tuple[Settings, str]]:
+    """The settings and the tenant (default RAG_DEFAULT_TENANT), with the CLI's one-line errors around the
+    command's work."""
     from service.cli.common import settings_or_exit, user_errors
 
     settings = settings_or_exit()
     with user_errors():
-        yield settings
+        yield settings, settings.default_tenant if tenant is None else tenant
 
 
 def _model() -> dict[str, Any]:
@@ -42,10 +43,6 @@ def _model() -> dict[str, Any]:
 
     embeddings = get_resources().kb().embeddings
     return {"embeddings": embeddings, "model_key": embeddings.model_key}
-
-
-def _tenant(tenant: str | None, settings: Settings) -> str:
-    return tenant if tenant is not None else settings.default_tenant
 
 
 def _metadata(raw: str | None) -> dict[str, object] | None:
@@ -93,10 +90,10 @@ def add(
     from persistence.memories import add_memory
     from service.cli.common import console, print_json
 
-    with _errors() as settings:
+    with _errors(tenant) as (settings, owner):
         memory = add_memory(
             text,
-            tenant=_tenant(tenant, settings),
+            tenant=owner,
             conversation_id=conversation_id,
             kind=kind,
             metadata=_metadata(metadata),
@@ -122,10 +119,10 @@ def search(
     """The tenant's memories most similar to QUERY, best first, with their cosine similarity."""
     from persistence.memories import search_memories
 
-    with _errors() as settings:
+    with _errors(tenant) as (settings, owner):
         found = search_memories(
             query,
-            tenant=_tenant(tenant, settings),
+            tenant=owner,
             conversation_id=conversation_id,
             k=k,
             settings=settings,
@@ -146,10 +143,8 @@ def list_command(
     """The tenant's memories, newest first."""
     from persistence.memories import list_memories
 
-    with _errors() as settings:
-        found = list_memories(
-            tenant=_tenant(tenant, settings), conversation_id=conversation_id, limit=limit, settings=settings
-        )
+    with _errors(tenant) as (settings, owner):
+        found = list_memories(tenant=owner, conversation_id=conversation_id, limit=limit, settings=settings)
     _show(found, as_json, "no memories")
 
 
@@ -170,9 +165,9 @@ def delete(
     from persistence.memories import delete_memories
     from service.cli.common import console, print_json
 
-    with _errors() as settings:
+    with _errors(tenant) as (settings, owner):
         deleted = delete_memories(
-            tenant=_tenant(tenant, settings),
+            tenant=owner,
             memory_ids=ids or None,
             conversation_id=conversation_id,
             everything=everything,
@@ -190,7 +185,7 @@ def stats(as_json: JsonOption = False) -> None:
     from persistence.database import database_stats
     from service.cli.common import console, print_json
 
-    with _errors() as settings:
+    with _errors() as (settings, _):
         counts = database_stats(settings)
     if as_json:
         print_json(counts, indent=None)

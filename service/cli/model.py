@@ -147,7 +147,8 @@ def engine_settings(base_url: str, model: str, api_key: str) -> list[str]:
 
 
 def wait_until_stopped() -> None:
-    """Block until Ctrl-C or SIGTERM (the server runs in xllamacpp's threads), then restore the handlers."""
+    """Block until Ctrl-C or SIGTERM (the server runs in xllamacpp's threads), then restore the handlers; the
+    main thread only waits, so a signal ends the wait and the caller stops the server mid-request cleanly."""
     stop = threading.Event()
     previous = {number: signal.getsignal(number) for number in STOP_SIGNALS}
     for number in STOP_SIGNALS:

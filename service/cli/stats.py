@@ -2,7 +2,8 @@
 
 The metrics count what one server process saw; the tables (persistence.answer_stats) hold every recorded
 answer and answer with no server. `--local` or `--tenant` read the tables; otherwise the API, falling back
-to the tables when the default address does not answer (a `--url` that does not answer is an error).
+to the tables when the default address does not answer (a `--url` that does not answer is an error: other
+figures would pass for that server's).
 """
 
 from __future__ import annotations

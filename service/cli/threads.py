@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 
 from service.cli.common import console, context_or_exit, fail, settings_or_exit, user_errors
+
+if TYPE_CHECKING:
+    from config.settings import Settings
 
 #: Characters of a thread's first question shown by `rag threads list`.
 FIRST_QUESTION_CHARS = 60
@@ -21,11 +24,12 @@ THREADS_TENANT_OPTION = typer.Option(
 )
 
 
-def _threads_tenant(tenant: str | None) -> str:
-    """The tenant of a `rag threads` command: --tenant, else the one `rag ask` runs as without it."""
+def _settings_and_tenant(tenant: str | None) -> tuple[Settings, str]:
+    """The settings and the tenant of a `rag threads` command: --tenant, else the one `rag ask` runs as."""
+    settings = settings_or_exit()
     if tenant is not None and not tenant.strip():
         fail("--tenant is empty")
-    return context_or_exit(None, tenant, None, None).tenant
+    return settings, context_or_exit(None, tenant, None, None).tenant
 
 
 @threads_app.command("list")
@@ -35,8 +39,7 @@ def threads_list(tenant: Annotated[str | None, THREADS_TENANT_OPTION] = None) ->
     from persistence.checkpointer import checkpoint_location
     from persistence.threads import list_threads, visible_thread_id
 
-    settings = settings_or_exit()
-    owner = _threads_tenant(tenant)
+    settings, owner = _settings_and_tenant(tenant)
     with user_errors():
         threads = list_threads(checkpoint_location(settings), owner)
     for summary in threads:
@@ -60,8 +63,7 @@ def threads_show(
     """The messages of one of the tenant's conversations."""
     from graphs.runner import Session
 
-    settings = settings_or_exit()
-    owner = _threads_tenant(tenant)
+    settings, owner = _settings_and_tenant(tenant)
     with user_errors():
         values = Session(settings).history(thread_id, tenant=owner)
     if not values:
@@ -80,8 +82,7 @@ def threads_delete(
     from persistence.thread_lock import remove_lock_file, thread_lock
     from persistence.threads import delete_thread, require_checkpoints, stored_thread_id
 
-    settings = settings_or_exit()
-    owner = _threads_tenant(tenant)
+    settings, owner = _settings_and_tenant(tenant)
     with user_errors():
         location = checkpoint_location(settings)
         require_checkpoints(location)
@@ -108,8 +109,7 @@ def threads_prune(
     from persistence.thread_lock import thread_lock
     from persistence.threads import prune_threads
 
-    settings = settings_or_exit()
-    owner = _threads_tenant(tenant)
+    settings, owner = _settings_and_tenant(tenant)
     with user_errors():  # a bad --keep (ValueError) is bad input there, like every other command's
         guard = partial(thread_lock, settings)  # a turn running on a thread finishes first
         removed = prune_threads(checkpoint_location(settings), keep, owner, guard=guard)
