@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from config.settings import get_settings
 from nodes.grade_answer import score_answer
 from retrieval.grounding import ground_answer
 from state.schemas import RetrievedDoc
@@ -64,7 +65,8 @@ def passages_of(case: dict[str, Any]) -> list[RetrievedDoc]:
 def judge(case: dict[str, Any]) -> dict[str, Any]:
     """The grader's verdict on one case, with the anchors it found missing."""
     docs = passages_of(case)
-    grade = score_answer(case["question"], case["answer"], docs)
+    threshold = get_settings().relevance_threshold
+    grade = score_answer(case["question"], case["answer"], docs, relevance_threshold=threshold)
     report = ground_answer(case["answer"], docs)
     return {
         "id": case["id"],

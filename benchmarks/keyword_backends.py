@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.data import iter_beir_corpus
 from config.settings import Settings
 from core.types import Chunk
-from evals.datasets import Passage, iter_beir_corpus, load_beir
+from evals.datasets import Passage, load_beir
 from evals.environment import machine_description
 from evals.metrics import dedupe_to_documents, linear_percentile, mrr_at_k, ndcg_at_k, recall_at_k
 from persistence.catalog import Catalog

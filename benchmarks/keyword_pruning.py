@@ -23,9 +23,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.data import iter_beir_corpus
 from benchmarks.keyword_backends import DEV_SPLIT, corpus_chunks, load_catalog, quality
 from config.settings import Settings
-from evals.datasets import iter_beir_corpus, load_beir
+from evals.datasets import load_beir
 from evals.environment import machine_description
 from persistence.catalog import Catalog
 from persistence.keyword_index import BM25_TITLE_WEIGHT

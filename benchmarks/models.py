@@ -32,22 +32,9 @@ from langchain_core.messages import convert_to_messages
 from pydantic import BaseModel, Field
 
 from benchmarks.bench_server import BenchServer
-from benchmarks.data import SHARED_DATA_DIR
+from benchmarks.data import HOTPOTQA_FILE, SHARED_DATA_DIR
 from benchmarks.models_report import LONG_PROMPT_BUDGET_S, build_report
-from config.settings import LocalModelName, Settings
-from evals.datasets import (
-    CMRC_FILE,
-    HOTPOTQA_FILE,
-    LANGUAGE_CHINESE,
-    Passage,
-    QAExample,
-    load_cmrc,
-    load_hotpotqa,
-)
-from evals.metrics import contains_gold_answer, exact_match, f1_score
-from models.capability import SelfTest, run_self_test
-from models.local_catalog import CATALOG, LocalModel
-from prompts.reading import (
+from benchmarks.reading_prompts import (
     EXAMPLE_ANSWER_EN,
     EXAMPLE_ANSWER_ZH,
     EXAMPLE_QUESTION_EN,
@@ -59,6 +46,18 @@ from prompts.reading import (
     READING_SYSTEM_EN,
     READING_SYSTEM_ZH,
 )
+from config.settings import LocalModelName, Settings
+from evals.datasets import (
+    CMRC_FILE,
+    LANGUAGE_CHINESE,
+    Passage,
+    QAExample,
+    load_cmrc,
+    load_hotpotqa,
+)
+from evals.metrics import contains_gold_answer, exact_match, f1_score
+from models.capability import SelfTest, run_self_test
+from models.local_catalog import CATALOG, LocalModel
 
 logger = logging.getLogger(__name__)
 

@@ -37,12 +37,11 @@ from typing import Any, Literal, get_args
 from langchain_core.messages import BaseMessage
 
 from benchmarks.bench_server import BenchServer
-from benchmarks.data import SHARED_DATA_DIR
+from benchmarks.data import HOTPOTQA_FILE, SHARED_DATA_DIR
 from benchmarks.models import score_answer
 from config.settings import LocalModelName, Settings
 from evals.datasets import (
     CMRC_FILE,
-    HOTPOTQA_FILE,
     LANGUAGE_CHINESE,
     QAExample,
     load_cmrc,

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.data import iter_beir_corpus
 from core.text import split_sentences
-from evals.datasets import iter_beir_corpus, read_beir_queries
+from evals.datasets import read_beir_queries
 
 #: Consecutive sentences taken from the primary passage (inclusive range).
 PRIMARY_SENTENCES = (2, 4)

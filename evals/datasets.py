@@ -29,8 +29,7 @@ BEIR_QRELS_DIR = "qrels"
 DEFAULT_BEIR_SPLIT = "test"
 LANGUAGE_ENGLISH = "en"
 LANGUAGE_CHINESE = "zh"
-#: Files of the shared-data layout that `rag eval router --data-dir DIR` reads, relative to DIR.
-HOTPOTQA_FILE = Path("hotpotqa") / "hotpot_dev_distractor_sample500_amor.jsonl.gz"
+#: The CMRC file of the shared-data layout that `rag eval router --data-dir DIR` reads, relative to DIR.
 CMRC_FILE = Path("cmrc2018") / "cmrc2018_dev.json.gz"
 
 
@@ -131,16 +130,6 @@ def _find_beir_file(folder: Path, name: str) -> Path:
         if candidate.is_file():
             return candidate
     raise FileNotFoundError(f"missing BEIR file: none of {', '.join(str(path) for path in candidates)}")
-
-
-def iter_beir_corpus(path: Path) -> Iterator[Passage]:
-    """Documents of a BEIR corpus.jsonl(.gz), streamed (a BEIR corpus can hold millions of lines)."""
-    for line_number, record in _iter_jsonl(_require_file(path)):
-        yield Passage(
-            passage_id=str(_field(record, "_id", path, line_number)),
-            title=str(record.get("title") or ""),
-            text=str(_field(record, "text", path, line_number)),
-        )
 
 
 def read_beir_queries(path: Path) -> dict[str, str]:

@@ -2,7 +2,8 @@
 
 `RAG_LLM_STRENGTH=auto` asks the model one tiny structured question with a known answer
 (prompts/capability.py): the right JSON is strong; garbage, a wrong verdict or an incomplete object is weak.
-Cached per process and model, and stored through the `load` / `save` callbacks (models/self_test_store.py).
+Cached per process and model, and stored through the `load` / `save` callbacks (models/self_test_store.py);
+concurrent first users run the test once, and a down endpoint raises ModelUnavailableError and caches nothing.
 """
 
 from __future__ import annotations
@@ -88,12 +89,11 @@ _registry_lock = threading.Lock()
 def measured_strength(
     key: Hashable,
     model: Callable[[], BaseChatModel],
-    *,
-    supports_json_schema: bool,
-    load: Callable[[], SelfTest | None] | None = None,
-    save: Callable[[SelfTest], None] | None = None,
+    load: Callable[[], SelfTest | None],
+    save: Callable[[SelfTest], None],
 ) -> SelfTest:
-    """The self-test of the model `key`, cached for the process (`load` first, then `save`)."""
+    """The self-test of the model `key`, cached for the process (`load` first, then `save`);
+    `model` is called only when the test has to run, so a known verdict starts no model."""
     with _registry_lock:
         cached = _results.get(key)
         if cached is not None:
@@ -103,14 +103,13 @@ def measured_strength(
         cached = _results.get(key)
         if cached is not None:
             return cached
-        cached = load() if load is not None else None
+        cached = load()
         if cached is None:
-            cached = run_self_test(model(), supports_json_schema=supports_json_schema)
+            cached = run_self_test(model(), supports_json_schema=True)
             logger.info(
                 "model self-test: %s (%s) in %.2fs -> %s", key, cached.reason, cached.seconds, cached.strength
             )
-            if save is not None:
-                save(cached)
+            save(cached)
         with _registry_lock:
             _results[key] = cached
         return cached

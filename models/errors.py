@@ -39,7 +39,7 @@ def is_model_unavailable(error: BaseException) -> bool:
     return isinstance(status, int) and status in SERVER_STATUSES | CONFIG_STATUSES
 
 
-def endpoint_of(model: Any, error: BaseException | None = None) -> str:
+def endpoint_of(model: Any, error: BaseException) -> str:
     """The URL a model talks to (its base URL, else the failed request's URL), or its class name."""
     for attribute in ("openai_api_base", "base_url"):
         value = getattr(model, attribute, None)

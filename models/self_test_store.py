@@ -3,6 +3,8 @@
 A verdict is keyed by the model's identity (embedded: catalog name, sha256, weights file path, size and
 mtime; endpoint: provider, base URL, model) and SELF_TEST_VERSION. The JSON file is replaced atomically; a
 file that cannot be read or written is logged and the test runs again.
+Two processes writing at once can lose one verdict, which only costs one more self-test: a verdict is an
+optimisation, never a reason to fail an answer.
 """
 
 from __future__ import annotations

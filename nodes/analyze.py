@@ -45,7 +45,7 @@ def llm_analysis(
         QueryAnalysis,
         messages,
         default,
-        json_schema=resources.supports_json_schema("grade", context),
+        json_schema=resources.supports_json_schema("grade"),
         max_tokens=ANALYZE_MAX_TOKENS,
     )
     if not result.ok:

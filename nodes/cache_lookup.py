@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 
 
 def cache_scope(state: State, context: Context) -> CacheScope:
-    """Everything besides the question that changes the answer (the models too), matched exactly."""
+    """Everything besides the question that changes the answer (the models too, so switching the model never
+    serves an answer another model wrote), matched exactly."""
     from persistence.semantic_cache_backends import CacheScope
 
     resources = get_resources()

@@ -48,7 +48,8 @@ def _questions(messages: Sequence[BaseMessage]) -> int:
 
 
 def recent_turns(history: list[AnyMessage], turns: int) -> list[AnyMessage]:
-    """The last `turns` turns of `history` (a turn starts at a human message); none when turns <= 0."""
+    """The last `turns` turns of `history` (a turn starts at a human message); none when turns <= 0.
+    A history without any question keeps its last `turns` messages: `start_on="human"` would drop them all."""
     if turns <= 0:
         return []
     if not _questions(history):

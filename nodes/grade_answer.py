@@ -15,7 +15,6 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from answering.decision import reached_best_band
-from config.settings import get_settings
 from core.text import strip_references
 from nodes.events import emit
 from nodes.instrumentation import merge_updates, structured_call, timed
@@ -92,6 +91,8 @@ SUGGESTIONS: dict[str, str] = {
     "regenerate": "rewrite the answer from the same sources, fixing the problems named",
     "give_up": "keep the best answer so far: the attempts are spent or revisions stopped improving it",
 }
+#: The `answer_graded` event's fields copied from the turn's `answer_grade` (plus round, action, suggestions).
+EVENT_FIELDS = "score grounded answers_question grader problems reflection_score needs_improvement".split()
 
 
 def _clamp(value: float) -> float:
@@ -112,11 +113,11 @@ def clarity_score(answer: str) -> float:
     return _clamp(1.0 - penalty)
 
 
-def _has_relevant(sources: list[RetrievedDoc], threshold: float | None) -> bool:
-    """Whether some source is relevant (or ungraded), which makes a "not found" answer wrong."""
-    bar = get_settings().relevance_threshold if threshold is None else threshold
+def _has_relevant(sources: list[RetrievedDoc], threshold: float) -> bool:
+    """Whether some source is relevant (or ungraded), which makes a "not found" answer wrong: the same bar
+    as grade_retrieval and generate, so a passage the run kept as relevant never lets "not found" pass."""
     grades = [doc.get("relevance", -1.0) for doc in sources]
-    return any(grade >= bar or grade < 0 for grade in grades)
+    return any(grade >= threshold or grade < 0 for grade in grades)
 
 
 def _cited_sources(answer: str, sources: list[RetrievedDoc]) -> list[RetrievedDoc]:
@@ -138,7 +139,7 @@ def sentence_grounding(
 
 
 def score_answer(
-    question: str, answer: str, sources: list[RetrievedDoc], *, relevance_threshold: float | None = None
+    question: str, answer: str, sources: list[RetrievedDoc], *, relevance_threshold: float
 ) -> AnswerGrade:
     """The score-based grade of `answer` (no model); accuracy is per sentence (retrieval.grounding)."""
     clarity = clarity_score(answer)
@@ -190,7 +191,7 @@ def answer_problems(
     sources: list[RetrievedDoc],
     grade: AnswerGrade,
     *,
-    relevance_threshold: float | None = None,
+    relevance_threshold: float,
 ) -> list[str]:
     """What was wrong with an answer, in words the next attempt's prompt can use."""
     language = language_of(question)
@@ -223,7 +224,8 @@ def stalled_after(score: float, state: State) -> int:
 
 
 def decide(confident: bool, grounded: bool, state: State, context: Context, stalled: int) -> NextAction:
-    """accept | give_up | retrieve | regenerate, from the judgement's band and the loop counters."""
+    """accept | give_up | retrieve | regenerate, from the judgement's band and the loop counters; stalled
+    revisions give up: another attempt costs a model call and a weak model mostly rewords the same answer."""
     if confident:
         return "accept"
     if state.get("generation_rounds", 0) >= context.max_iterations:
@@ -249,7 +251,7 @@ def _llm_grade(
         AnswerGrade,
         [SystemMessage(ANSWER_GRADER_SYSTEM), HumanMessage(prompt)],
         default,
-        json_schema=resources.supports_json_schema("grade", context),
+        json_schema=resources.supports_json_schema("grade"),
         max_tokens=GRADE_MAX_TOKENS,
     )
     reflection = read_reflection(result.raw)
@@ -275,30 +277,6 @@ def graded_draft(
             update={"grounded": False, "accuracy": min(grade.accuracy, checked.accuracy)}
         )
     return grade, "llm" if ok else "score", usage
-
-
-def graded_event(
-    round_: int,
-    score: float,
-    grade: AnswerGrade,
-    grader: GraderName,
-    action: NextAction,
-    problems: list[str],
-    suggestions: list[str],
-) -> dict[str, Any]:
-    """The `answer_graded` event: the grade and what the loop does next, on the 1-10 scale too."""
-    return {
-        "round": round_,
-        "score": score,
-        "grounded": grade.grounded,
-        "answers_question": grade.answers_question,
-        "grader": grader,
-        "action": action,
-        "problems": problems,
-        "suggestions": [*suggestions, *([SUGGESTIONS[action]] if action in SUGGESTIONS else [])],
-        "reflection_score": ten_point(score),
-        "needs_improvement": action != "accept",
-    }
 
 
 def _grader_for(context: Context) -> Literal["llm", "score"]:
@@ -339,26 +317,20 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     # What the next round uses (generate's revision note, reformulate's query): the grader's own suggestions.
     suggestions = list(grade.suggestions) if graded and action != "accept" else []
-    improve = graded and not confident
-    if graded:
-        emit(
-            "answer_graded",
-            graded_event(candidate["round"], score, grade, grader, action, problems, suggestions),
-        )
-    update = {
-        "answer_grade": {
-            **grade.model_dump(),
-            "mean": mean_score(grade),
-            "score": score,
-            "grader": grader,
-            "problems": problems,
-            "suggestions": suggestions,
-            "reflection_score": ten_point(score),
-            "needs_improvement": improve,
-        },
-        "answer_score": score,
-        "best_answer": candidate,
-        "stalled_revisions": stalled,
-        "next_action": action,
+    answer_grade = {
+        **grade.model_dump(),
+        "mean": mean_score(grade),
+        "score": score,
+        "grader": grader,
+        "problems": problems,
+        "suggestions": suggestions,
+        "reflection_score": ten_point(score),
+        "needs_improvement": graded and not confident,
     }
-    return merge_updates(update, usage)
+    if graded:
+        event = {key: answer_grade[key] for key in EVENT_FIELDS}
+        next_step = [SUGGESTIONS[action]] if action in SUGGESTIONS else []
+        event.update(round=candidate["round"], action=action, suggestions=[*suggestions, *next_step])
+        emit("answer_graded", event)
+    update = {"answer_grade": answer_grade, "answer_score": score, "best_answer": candidate}
+    return merge_updates({**update, "stalled_revisions": stalled, "next_action": action}, usage)

@@ -90,7 +90,7 @@ def llm_relevance_grades(
         RelevanceGrades,
         messages,
         RelevanceGrades(),
-        json_schema=resources.supports_json_schema("grade", context),
+        json_schema=resources.supports_json_schema("grade"),
         max_tokens=LLM_GRADE_MAX_TOKENS,
     )
     if not result.ok:

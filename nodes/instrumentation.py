@@ -135,7 +135,9 @@ class GuardedReply:
 
 
 def estimated_usage(messages: list[BaseMessage], pieces: int) -> dict[str, int]:
-    """Usage of a streamed reply the endpoint did not account for (tiktoken prompt, a token a piece)."""
+    """Usage of a streamed reply the endpoint did not account for (tiktoken prompt, a token a piece):
+    an endpoint sends a stream's usage in its last chunk, so a reply the loop guard cut would
+    count as nothing."""
     return {
         "prompt_tokens": sum(count_tokens(str(message.content)) for message in messages),
         "completion_tokens": pieces,

@@ -89,7 +89,7 @@ def _tokens(usage: dict[str, float], kind: str) -> int:
 
 
 def turn_record(
-    state: State, context: Context, config: RunnableConfig, graph: str, default_model: str = ""
+    state: State, context: Context, config: RunnableConfig, graph: str, default_model: str
 ) -> TurnRecord:
     """The tables' view of this turn (`default_model`: the settings' model, when the context names none)."""
     from persistence.audit import TurnRecord

@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 
 from config.settings import Settings, get_settings
 from models.capability import SelfTest, run_self_test
-from models.factory import chat_model, model_strength, resolve_spec, strength_setting, supports_json_schema
+from models.factory import chat_model, model_strength, resolve_spec, strength_setting
 from persistence.process import install_process_resources
 from state.context import Context
 
@@ -39,7 +39,6 @@ class Resources:
     generator: BaseChatModel | None = None
     grader: BaseChatModel | None = None
     strengths: dict[str, Strength] = field(default_factory=dict)  # per-role strength overrides
-    json_schema: dict[str, bool] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _searcher: PassageSearcher | None = field(default=None, repr=False)
     _self_tests: dict[int, SelfTest] = field(default_factory=dict, repr=False)  # by injected model's id
@@ -109,17 +108,14 @@ class Resources:
         with self._test_lock:
             test = self._self_tests.get(id(injected))
             if test is None:
-                test = run_self_test(injected, supports_json_schema=self.supports_json_schema(role, context))
+                test = run_self_test(injected, supports_json_schema=self.supports_json_schema(role))
                 self._self_tests[id(injected)] = test
             return test.strength
 
-    def supports_json_schema(self, role: Role, context: Context | None = None) -> bool:
-        """Whether grammar-enforced json_schema output can be asked of this role's model."""
-        if role in self.json_schema:
-            return self.json_schema[role]
-        if (self.grader if role == "grade" else self.generator) is not None:
-            return False
-        return supports_json_schema(self._settings_for(role, context), role)
+    def supports_json_schema(self, role: Role) -> bool:
+        """Whether grammar-enforced json_schema output can be asked of this role's model: a factory model
+        takes it, an injected one (a fake) is asked for plain JSON."""
+        return (self.grader if role == "grade" else self.generator) is None
 
 
 _default: Resources | None = None

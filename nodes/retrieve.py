@@ -46,7 +46,8 @@ Reorder = Callable[[str, list[SearchHit], int], list[SearchHit]]
 
 
 def to_retrieved(hit: SearchHit, query: str) -> RetrievedDoc:
-    """A search hit as the graph carries it, its source and doc id in public form (never a server path)."""
+    """A search hit as the graph carries it, its source and doc id in public form (never a server path:
+    answers, citations, stream events and checkpoints show them to callers)."""
     page = hit.metadata.get("page", -1)
     tenant = str(hit.metadata.get("tenant", ""))
     data_dir = get_resources().settings.data_dir

@@ -84,7 +84,7 @@ def _model_queries(
         RewrittenQueries,
         messages,
         RewrittenQueries(queries=fallback),
-        json_schema=resources.supports_json_schema("generate", context),
+        json_schema=resources.supports_json_schema("generate"),
         max_tokens=QUERIES_MAX_TOKENS,
     )
     written = valid_queries(result.value.queries, question, exclude=[question]) if result.ok else []
@@ -139,7 +139,7 @@ def decomposition_queries(question: str, context: Context) -> tuple[list[SearchQ
             SubQuestions,
             [SystemMessage(DECOMPOSE_SYSTEM), HumanMessage(prompt)],
             SubQuestions(questions=fallback),
-            json_schema=resources.supports_json_schema("generate", context),
+            json_schema=resources.supports_json_schema("generate"),
             max_tokens=QUERIES_MAX_TOKENS,
         )
         written = valid_queries(result.value.questions, question, exclude=[question]) if result.ok else []

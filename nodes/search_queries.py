@@ -65,10 +65,10 @@ def on_topic(text: str, topic: str) -> bool:
     return not wanted or bool(wanted & set(analyze(text)))
 
 
-def valid_query(reply: str, topic: str = "", *, max_chars: int = MAX_QUERY_CHARS) -> str | None:
+def valid_query(reply: str, topic: str) -> str | None:
     """A model-written search query, or None when the reply is empty, too long, or off `topic`."""
     text = first_line(reply)
-    if not text or len(text) > max_chars or not on_topic(text, topic):
+    if not text or len(text) > MAX_QUERY_CHARS or not on_topic(text, topic):
         return None
     return text
 
@@ -82,7 +82,7 @@ def valid_standalone(reply: str, question: str, history: str, max_chars: int) ->
     return text
 
 
-def valid_passage(reply: str, topic: str = "") -> str | None:
+def valid_passage(reply: str, topic: str) -> str | None:
     """A HyDE passage (labels removed, cut to MAX_PASSAGE_CHARS), or None when too short or off `topic`."""
     text = LABEL.sub("", reply.strip()).strip().strip(QUOTES).strip()
     if len(text) < MIN_PASSAGE_CHARS or not on_topic(text, topic):
@@ -90,7 +90,7 @@ def valid_passage(reply: str, topic: str = "") -> str | None:
     return text[:MAX_PASSAGE_CHARS]
 
 
-def valid_queries(replies: Sequence[str], topic: str = "", *, exclude: Iterable[str] = ()) -> list[str]:
+def valid_queries(replies: Sequence[str], topic: str, *, exclude: Iterable[str]) -> list[str]:
     """The usable, distinct, on-topic queries of a list a model returned (none equal to `exclude`)."""
     seen = {normalized(text) for text in exclude}
     kept: list[str] = []

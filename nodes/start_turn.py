@@ -2,8 +2,10 @@
 per-turn state.
 
 The run's context is the one source of truth for the tenant: the first turn records it as the thread's owner,
-another tenant's turn raises ThreadAccessError, a differing input `tenant` InvalidQuestionError. Every field
-the state declares per-turn (`PerTurn`, state.graph_state) is reset; bad input fails before any model call.
+another tenant's turn raises ThreadAccessError, a differing input `tenant` InvalidQuestionError. The
+runner checks the same first; this node is the check every run passes, whatever runs the graph (another
+checkpointer, the LangGraph server). Every field the state declares per-turn (`PerTurn`, state.graph_state) is
+reset; bad input fails before any model call.
 """
 
 from __future__ import annotations

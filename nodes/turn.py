@@ -30,7 +30,8 @@ def current_question(state: State) -> str:
 def select_documents(
     documents: list[RetrievedDoc], relevance_threshold: float, limit: int
 ) -> list[RetrievedDoc]:
-    """Relevant passages by relevance then score; when none is relevant, the `limit` best by score."""
+    """Relevant passages by relevance then score; when none is relevant, the `limit` best by score
+    (a weak relevance grader must not leave the generator with nothing)."""
     relevant = [doc for doc in documents if doc.get("relevance", -1.0) >= relevance_threshold]
     if relevant:
         return sorted(relevant, key=lambda doc: (doc["relevance"], doc.get("score", 0.0)), reverse=True)

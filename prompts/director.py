@@ -1,7 +1,8 @@
 """The director's section of the answer prompt (retrieval/director_section.py): events recalled because the
 conversation stalled (nodes/director_recall.py), appended to the system message after the memories.
 
-The events are background, not passages to cite nor instructions, and the section says so.
+The events are background, not passages to cite nor instructions, and the section says so: a
+model then neither cites them by number nor obeys text a past turn contained.
 """
 
 from __future__ import annotations

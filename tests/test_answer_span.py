@@ -286,7 +286,7 @@ def test_auto_decoding_asks_json_of_weak_models_whose_endpoint_takes_a_schema(in
     auto = Context(answer_decoding="auto")
     resources = install(scripted(), strength="weak")
     assert not uses_json_schema(auto)  # an injected fake takes no schema
-    resources.json_schema["generate"] = True
+    resources.generator = None  # the factory's model takes a schema
     assert uses_json_schema(auto)
     assert not uses_json_schema(Context())  # the default is text (measured end to end: no better)
     resources.strengths["generate"] = "strong"

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from benchmarks.data import iter_beir_corpus
 from evals.datasets import (
     LANGUAGE_CHINESE,
     LANGUAGE_ENGLISH,
     Passage,
     QAExample,
     cmrc_as_retrieval,
-    iter_beir_corpus,
     load_beir,
     load_cmrc,
     load_hotpotqa,

@@ -172,6 +172,7 @@ KILN = passage(
     "The Harwick kiln at Dunmore was first fired in 1847. It could bake 3,200 bricks in one firing. "
     "The kiln was designed by the engineer Tamsin Oakridge.",
 )
+KILN_QUESTION = "When was the Harwick kiln first fired?"
 
 
 @pytest.mark.parametrize(
@@ -184,7 +185,7 @@ KILN = passage(
     ],
 )
 def test_a_swapped_fact_is_not_grounded_although_its_words_match(answer: str, missing: str) -> None:
-    grade = score_answer("When was the Harwick kiln first fired?", answer, [KILN])
+    grade = score_answer(KILN_QUESTION, answer, [KILN], relevance_threshold=0.35)
     assert not grade.grounded and grade.accuracy == 0.0
     (check,) = ground_answer(answer, [KILN]).claims
     assert missing in check.missing
@@ -192,11 +193,11 @@ def test_a_swapped_fact_is_not_grounded_although_its_words_match(answer: str, mi
 
 def test_a_correct_answer_stays_grounded_and_one_wrong_sentence_lowers_accuracy() -> None:
     right = "The Harwick kiln was first fired in 1847 [1]. Tamsin Oakridge designed it [1]."
-    grade = score_answer("When was the Harwick kiln first fired?", right, [KILN])
+    grade = score_answer(KILN_QUESTION, right, [KILN], relevance_threshold=0.35)
     assert grade.grounded and grade.accuracy == 1.0
 
     mixed = right + " It could bake 4,000 bricks in one firing [1]."
-    grade = score_answer("When was the Harwick kiln first fired?", mixed, [KILN])
+    grade = score_answer(KILN_QUESTION, mixed, [KILN], relevance_threshold=0.35)
     assert not grade.grounded and grade.accuracy == pytest.approx(2 / 3, abs=0.01)
 
 

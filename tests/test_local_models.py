@@ -170,9 +170,7 @@ def test_every_embedded_model_is_gated_to_one_call() -> None:
 def test_auto_strength_of_the_embedded_model_is_measured_per_model(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
 
-    def fake_measured(
-        key: Any, model: Any, *, supports_json_schema: bool, **_stored: Any
-    ) -> capability.SelfTest:
+    def fake_measured(key: Any, *_model_load_save: Any) -> capability.SelfTest:
         seen.append(key)
         return capability.SelfTest("strong" if key[1] == "qwen2.5-coder-0.5b" else "weak", "", 0.0, 1, "")
 

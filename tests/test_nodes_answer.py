@@ -11,10 +11,11 @@ from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, Huma
 from langchain_core.outputs import ChatResult
 from langgraph.graph import END, START, StateGraph
 
+import nodes.grade_answer as grade_answer_module
 from models.errors import ModelUnavailableError
 from nodes.cite import cite
 from nodes.generate import generate
-from nodes.grade_answer import grade_answer, score_answer
+from nodes.grade_answer import grade_answer
 from prompts.answer import (
     ANSWER_SYSTEM_PROMPTS,
     NO_RETRIEVAL_SYSTEM_EN,
@@ -24,7 +25,7 @@ from prompts.answer import (
 )
 from state.context import Context
 from state.graph_state import State
-from state.schemas import RetrievedDoc
+from state.schemas import AnswerGrade, RetrievedDoc
 from tests.conftest import runtime
 from tests.fakes import BrokenChatModel, ScriptedChatModel, scripted
 from tests.helpers.calibrators import constant
@@ -258,6 +259,14 @@ def test_generate_uses_generation_reserve_as_max_tokens(install: Any) -> None:
 
 
 # --- grade_answer -----------------------------------------------------------------------------------------
+
+
+def score_answer(
+    question: str, answer: str, sources: list[RetrievedDoc], relevance_threshold: float | None = None
+) -> AnswerGrade:
+    """The score grader at the run's relevance threshold (RAG_RELEVANCE_THRESHOLD) unless one is given."""
+    threshold = Context().relevance_threshold if relevance_threshold is None else relevance_threshold
+    return grade_answer_module.score_answer(question, answer, sources, relevance_threshold=threshold)
 
 
 def test_score_grader_separates_grounded_from_ungrounded_answers() -> None:

@@ -304,7 +304,7 @@ def test_model_queries_are_cleaned_and_checked() -> None:
         "Nora Vance government office"
     )
     assert valid_query("lol no", "government office") is None
-    assert valid_query("x" * 400) is None
+    assert valid_query("x" * 400, "x") is None
     assert valid_standalone("When was SpaceX founded?", "When was it founded?", "Who founded SpaceX?", 4000)
     assert valid_standalone("word " * 200, "When was it founded?", "", 4000) is None
     queries = [

@@ -54,7 +54,7 @@ class ApiSettings(BaseModel):
     )
     api_retrieval_timeout_s: float = Field(10.0, gt=0, description="One retrieval, at most (then 504).")
     api_max_json_bytes: int = Field(
-        10_000_000,
+        10_000_000,  # room for /documents/text's 1,000,000 characters escaped in JSON, and a full batch
         ge=1024,
         description="Body of a JSON request, at most (then 413, refused as it arrives).",
     )

@@ -101,7 +101,8 @@ def _describe(error: ValidationError) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build settings from the environment and overrides; SettingsError naming the bad variable."""
+    """Build settings from the environment and overrides; SettingsError naming the bad variable. A fresh read
+    each call: the environment's own settings come cached from `get_settings()`."""
     try:
         return Settings(**overrides)  # each value validated by pydantic against its field
     except ValidationError as error:

@@ -94,7 +94,7 @@ class IngestSettings(BaseModel):
     embedding_window_overlap: int = Field(
         32,
         ge=0,
-        le=128,
+        le=128,  # half of MiniLM's 256-token window
         description="Model tokens shared by consecutive windows when a chunk longer than the model's window "
         "is embedded by windows whose vectors are averaged (minilm, sentence-transformers).",
     )
@@ -142,7 +142,8 @@ class IngestSettings(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _resolve_local_provider(cls, data: Any) -> Any:
-        """RAG_EMBEDDING_PROVIDER=local becomes its provider before any check reads it."""
+        """RAG_EMBEDDING_PROVIDER=local becomes its provider before any check reads it (the chunk size limit
+        depends on the model's window)."""
         if isinstance(data, dict) and str(data.get("embedding_provider", "")).strip().lower() == "local":
             model = data.get("embedding_model")
             data = {**data, "embedding_provider": local_embedding_provider(str(model) if model else None)}

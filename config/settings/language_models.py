@@ -12,7 +12,8 @@ LLMProvider = Literal["local", "openai", "init_chat_model"]
 ModelStrength = Literal["auto", "weak", "strong"]
 #: Embedded models of models/local_catalog.py (the catalog says where each one's weights come from).
 LocalModelName = Literal["qwen2.5-coder-0.5b", "smollm2-135m", "gemma3-270m", "qwen2.5-coder-1.5b"]
-#: The default by measurement (results/models.json): the most accurate embedded model within 30 s on 2 cores.
+#: The default by measurement (results/models.json): the most accurate embedded model within 30 s on 2 cores
+#: (README "The embedded model").
 DEFAULT_LOCAL_MODEL: LocalModelName = "qwen2.5-coder-0.5b"
 
 
@@ -55,7 +56,8 @@ class ModelSettings(BaseModel):
 
     @model_validator(mode="after")
     def _name_the_embedded_model(self) -> Self:
-        """With the embedded provider, `llm_model` is the embedded model's name."""
+        """With the embedded provider, `llm_model` is the embedded model's name: responses and health checks
+        show it, so it must not name a model that is not running."""
         if self.llm_provider == "local":
             object.__setattr__(self, "llm_model", self.local_model)
         return self

@@ -1,8 +1,9 @@
 """The one way to read the environment's settings: `get_settings()`.
 
 Reads are cached, keyed on the `RAG_*` variables, the working directory and its `.env` size and mtime, so a
-changed environment is read afresh. Inside a running event loop (`langgraph dev` refuses blocking calls) the
-latest read of the same variables is reused.
+changed environment is read afresh (`cache_clear()` after an edit in one clock tick that keeps `.env`'s size).
+Inside a running event loop (`langgraph dev` refuses blocking calls) the latest read of the same variables is
+reused; state/context.py reads the settings when imported, so a server has one before its loop asks.
 """
 
 from __future__ import annotations
