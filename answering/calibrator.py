@@ -148,7 +148,8 @@ _installed_lock = threading.Lock()
 
 @contextmanager
 def use_calibrator(calibrator: Calibrator | None) -> Iterator[Calibrator | None]:
-    """Judge every answer of the process with `calibrator` for a block (None: the committed artifacts)."""
+    """Judge every answer of the process with `calibrator` for a block (None: the committed artifacts);
+    process-wide like nodes.resources.use_resources, so the graph's worker threads see it too."""
     global _installed
     with _installed_lock:
         previous, _installed = _installed, calibrator

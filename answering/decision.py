@@ -100,7 +100,8 @@ def decide(record: AnswerRecord, question: str, thresholds: Thresholds, *, has_t
 
 
 def rendered_answer(record: AnswerRecord, language: str, draft: str = "") -> str:
-    """The answer's text for its band; confident: `draft` as written (markers refer to its sources)."""
+    """The answer's text for its band; confident: `draft` as written (markers refer to its sources),
+    since composing the parts again would drop the markers and full stop of a one-sentence answer."""
     if record["band"] == "not_found":
         return NOT_FOUND_ZH if language == "zh" else NOT_FOUND_EN
     if record["band"] == "confident":

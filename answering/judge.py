@@ -1,5 +1,6 @@
 """judge_answer: the one place a draft is judged (signals -> calibrated probability -> band), by grade_answer
-for every draft of the agentic graph and by cite for graphs without a grader."""
+for every draft of the agentic graph (the probability is the Self-RAG loop's score, so a revision never
+replaces a draft of higher probability) and by cite for graphs without a grader."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
 """The focused read's gate: whether reading the answer's passage again can change the answer's band.
 
+The calibrator was fit on records where the read always ran, so the gate asks the calibrator itself.
 The draft is judged as it stands, each outcome the read can have (no answer, an agreeing answer, a
 replacing one) is written as a change of its signals and scored by the calibrator; when every outcome lands
 in the draft's band the read is skipped. The signals the read's words decide take both of their ends, which
-suffices because the calibrator is monotone in each signal. A draft whose band decide's text checks already
-moved is always read.
+suffices because the calibrator is monotone in each signal; signals that need the read's words
+(`answer_words`, its sentence's similarity) are held at the draft's. A draft whose band decide's text checks
+already moved is always read.
 """
 
 from __future__ import annotations

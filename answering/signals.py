@@ -1,7 +1,8 @@
 """The signals of one draft: cheap numbers, already at hand, that the calibrator weighs into a probability.
 
 Each check is a signal, not a verdict: the calibrator decides how much each is worth (docs/answer-quality.md,
-"Signals and ablation"). Every signal is a float present on every record (0 when it does not apply).
+"Signals and ablation"). Every signal is a float present on every record (0 when it does not apply),
+so the artifact's features line up with every answer.
 """
 
 from __future__ import annotations

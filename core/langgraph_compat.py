@@ -34,7 +34,8 @@ StreamingCallbackHandler = _StreamingCallbackHandler
 
 
 def openai_sdk_httpx() -> ModuleType:
-    """The httpx module the installed openai SDK is built on (only `_compat` resolves it)."""
+    """The httpx module the installed openai SDK is built on (httpx2 from openai 3, httpx before): objects
+    handed to the SDK's client must come from that one, and only `_compat` resolves it."""
     from langchain_openai import _compat
 
     sdk_httpx: ModuleType = _compat.httpx
@@ -42,5 +43,6 @@ def openai_sdk_httpx() -> ModuleType:
 
 
 def chroma_collection(store: Chroma) -> Collection:
-    """The chromadb collection under a langchain-chroma store (precomputed vectors, no fetch)."""
+    """The chromadb collection under a langchain-chroma store: the public wrapper cannot write precomputed
+    vectors (`add_texts` embeds again) nor query without fetching documents."""
     return store._collection  # noqa: SLF001 - the one place the private attribute is read

@@ -6,7 +6,9 @@ START -> start_turn -> contextualize -> cache_lookup -> recall_memories -> analy
 generate -> grade_answer -> cite | reformulate | generate (regenerate)
 cite -> record_turn -> END;  not_found -> record_turn -> END;  cache_lookup (hit) -> record_turn -> END
 analyze says no retrieval is needed -> generate directly.
-Every loop is bounded by counters in state checked against the context; `recursion_limit` is a backstop.
+Recalled memories count as evidence in grade_retrieval, so "nothing retrieved -> not_found" means no passage
+and no memory. Every loop is bounded by counters in state checked against the context; `recursion_limit` is
+a backstop.
 """
 
 from __future__ import annotations

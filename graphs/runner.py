@@ -2,7 +2,8 @@
 the context and the output shape, so every entry point behaves the same.
 
 Every turn on a persistent thread runs under the thread's lock, after the tenant checks: both run before the
-graph, because LangGraph stores a run's input in the thread before its first node runs.
+graph, because LangGraph stores a run's input in the thread before its first node runs: a refused caller
+must write nothing into another tenant's thread.
 """
 
 from __future__ import annotations
@@ -73,8 +74,9 @@ def _input(question: str, inputs: dict[str, Any]) -> InputState:
 
 class TokenHandler(BaseCallbackHandler, StreamingCallbackHandler[Any]):
     """Puts ("token", text) for each chunk a model streams inside STREAMED_NODES of the root graph: what
-    LangGraph's "messages" stream mode does, without NO_STREAM_TAG calls and subgraphs. A streaming handler,
-    so a model called with `invoke` inside the run streams too."""
+    LangGraph's "messages" stream mode does, without NO_STREAM_TAG calls and subgraphs. A streaming handler
+    (langchain_core's private base, via core.langgraph_compat, as LangGraph's own), so a model called with
+    `invoke` inside the run streams too."""
 
     def __init__(self, put: Callable[[tuple[str, Any]], None]) -> None:
         self._put = put

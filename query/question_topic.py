@@ -2,8 +2,10 @@
 ("background tasks" ... "in FastAPI"), read from a handful of question frames.
 
 Why: a follow-up's "it" or "that parameter" usually stands for what the previous question was about, which
-in technical documentation is rarely a capitalised name. A question outside the frames, or whose phrase asks
-for an entity (a superlative, "the capital of X", a comparison), has no topic.
+in technical documentation is rarely a capitalised name: there the capitalised word is often only the
+scoping library ("FastAPI"), and searching for it returns everything about the library. A question outside
+the frames, or whose phrase asks for an entity (a superlative, "the capital of X", a comparison), has no
+topic.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 picked from the previous turn's answer and question.
 
 Why the answer: after "Who founded the Harwick Observatory?" - "Lena Harwick, on Mount Tessel", "the mountain
-it stands on" means Mount Tessel, which only the answer names. Each kind of pointing phrase prefers its kind
+it stands on" means Mount Tessel, which only the answer names; the previous question's terms would send
+retrieval back to the passage it already found. Each kind of pointing phrase prefers its kind
 of candidate (a name whose words fit the head noun, a person for "she", the previous topic for "it" after a
 describing answer); numbers are never names, except for "that year".
 """

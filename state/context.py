@@ -44,7 +44,8 @@ def setting_name(context_field: str) -> str | None:
 
 
 class _FromSettings:
-    """What a field not given holds until `__post_init__` fills it: one settings read per Context."""
+    """What a field not given holds until `__post_init__` fills it: one settings read per Context,
+    not one per field (each read checks the environment, which made a Context several times slower)."""
 
 
 def _setting(name: str) -> Any:
@@ -144,7 +145,8 @@ def context_from(value: Any) -> Context:
 
 
 def run_context(runtime: Any) -> Context:
-    """The run's Context, whatever the caller passed (the defaults when `runtime.context` is None)."""
+    """The run's Context, whatever the caller passed: LangGraph hands nodes `runtime.context = None` when
+    a caller omits `context=` (plain `invoke`, replays, the server), and the defaults must apply then."""
     return context_from(getattr(runtime, "context", None))
 
 

@@ -36,7 +36,9 @@ def reset(value: Any) -> Overwrite:
 
 @dataclass(frozen=True)
 class PerTurn:
-    """Annotated metadata of a per-turn field: `start_turn` sets it to (a copy of) `empty` every turn."""
+    """Annotated metadata of a per-turn field: `start_turn` sets it to (a copy of) `empty` every turn:
+    metadata on the field, not a list in start_turn, so a new field decides "reset or carry over" where it
+    is added (a hand-kept list drifted)."""
 
     empty: Any
 
@@ -123,7 +125,8 @@ class InputState(TypedDict, total=False):
     conversation_scopes_retrieval: bool
     """Whether `conversation_id` also scopes retrieval (absent: True; False for the seed API's /query)."""
     tenant: str
-    """Optional: must equal the run's context tenant, the one source of truth (else InvalidQuestionError)."""
+    """Optional: must equal the run's context tenant, the one source of truth (else InvalidQuestionError),
+    so no input reaches another tenant's documents or threads."""
     filters: dict[str, Any]
     """Metadata filter in the Chroma-like language of retrieval.filters."""
     conversation_metadata: Annotated[dict[str, Any], merge_metadata]
@@ -196,7 +199,8 @@ class State(InputState, OutputState, total=False):
     next_action: Annotated[AnswerAction, PerTurn("accept")]
     """What grade_answer decided (the router only reads it)."""
     owner_tenant: str
-    """Tenant of the thread's first turn, which owns the thread: set once by start_turn, never reset."""
+    """Tenant of the thread's first turn, which owns the thread: set once by start_turn, never reset;
+    not an input, so callers cannot set it."""
     cache_key: dict[str, Any]
     """What cache_lookup looked up on a miss: record_turn stores the answer under it."""
     turn_started_at: float

@@ -1,7 +1,8 @@
 """Structured-output schemas (what models are asked to return) and the plain records nodes exchange.
 
 Each schema has a documented default: the value a node falls back to when a model returns garbage twice.
-The records are `typing_extensions.TypedDict`: pydantic builds the graph's JSON schemas from them on < 3.12.
+The records are `typing_extensions.TypedDict`: on Python < 3.12 pydantic cannot build a JSON schema from a
+`typing.TypedDict`, and the graph's input and output schemas (Studio's form, the server's) embed them.
 """
 
 from __future__ import annotations
@@ -47,13 +48,14 @@ class SubQuestions(BaseModel):
 
 
 #: Longest explanation the grammar allows: without a bound a small model may copy passages until the
-#: token reserve runs out.
+#: token reserve runs out and the JSON object never closes.
 EXPLANATION_MAX_CHARS = 400
 
 
 class AnswerReply(BaseModel):
     """The answer as a JSON object (answer_decoding=json_schema): the answer prompt's two lines as required
-    fields. No default: the node's fallback is the extractive draft."""
+    fields, so the grammar makes a small model give both. No default: the node's fallback is the extractive
+    draft."""
 
     answer: str = Field(description="the short answer only: a name, a number, a date, a few words, or yes/no")
     explanation: str = Field(
