@@ -49,7 +49,8 @@ class ModelSettings(BaseModel):
     local_model: LocalModelName = Field(
         DEFAULT_LOCAL_MODEL,
         description="Embedded model (RAG_LLM_PROVIDER=local): qwen2.5-coder-0.5b | smollm2-135m | "
-        "gemma3-270m | qwen2.5-coder-1.5b (models/local_catalog.py; measured by `rag eval models`).",
+        "gemma3-270m | qwen2.5-coder-1.5b (models/local_catalog.py; measured by "
+        "`python -m benchmarks models`).",
     )
     local_n_ctx: int = Field(8192, ge=512, description="Context window of the embedded model.")
     local_threads: int = Field(2, ge=1, le=256, description="CPU threads of the embedded model.")

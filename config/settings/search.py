@@ -69,7 +69,7 @@ class SearchSettings(BaseModel):
         20_000,
         ge=0,
         description="Keyword index size (chunks) from which queries drop their most common terms "
-        "(persistence/keyword_pruning.py; `rag eval keyword-pruning`).",
+        "(persistence/keyword_pruning.py; `python -m benchmarks keyword-pruning`).",
     )
     mmr_enabled: bool = Field(False, description="Re-rank fused results with maximal marginal relevance.")
     mmr_lambda: float = Field(0.7, ge=0.0, le=1.0, description="MMR trade-off: 1 = relevance only.")

@@ -82,7 +82,7 @@ class TablesSettings(BaseModel):
     pg_keyword_backend: Literal["bm25", "ts_rank", "ts_rank_cd"] = Field(
         "bm25",
         description="Keyword index on PostgreSQL: bm25 = a postings table ranked like the embedded FTS5 "
-        "index | ts_rank / ts_rank_cd = Postgres full text (`rag eval keyword-backends`).",
+        "index | ts_rank / ts_rank_cd = Postgres full text (`python -m benchmarks keyword-backends`).",
     )
     record_turns: bool = Field(
         True, description="Write every answer to the SQL tables (sessions, conversations, audit_logs)."
