@@ -7,8 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.engine import make_url
-
 from config.settings import Settings
 
 #: Connections per process to PostgreSQL in each pool (the conversation saver's, the long-term store's);
@@ -58,7 +56,10 @@ def is_postgres_url(location: Path | str) -> bool:
 
 
 def shown_url(url: str) -> str:
-    """The URL with its password hidden, for messages."""
+    """The URL with its password hidden, for messages (sqlalchemy imported here: importing the graph must not
+    load it, tests/test_import_cost.py)."""
+    from sqlalchemy.engine import make_url
+
     try:
         return make_url(libpq_url(url)).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - a URL we cannot parse is shown by its scheme only
