@@ -108,11 +108,20 @@ class SearchOptions(TypedDict, total=False):
     directory: str | None
 
 
+#: The keywords a search takes: any other is a caller's typo, refused rather than silently dropped.
+SEARCH_OPTION_NAMES = frozenset(SearchOptions.__annotations__)
+
+
 def checked_search(
     settings: Settings, query: str, options: SearchOptions
 ) -> tuple[str, int, SearchMode, FilterNode | None, str, str]:
     """(query, k, mode, filter tree, tenant, directory) of a search, validated with the defaults filled in;
-    QueryError / FilterError / DirectoryError name what is wrong."""
+    QueryError / FilterError / DirectoryError name what is wrong; TypeError names an unknown option."""
+    unknown = sorted(set(options) - SEARCH_OPTION_NAMES)
+    if unknown:
+        raise TypeError(
+            f"search() got unknown options {', '.join(unknown)}; it takes {sorted(SEARCH_OPTION_NAMES)}"
+        )
     query = validate_query(query, settings.max_query_chars)
     k = options.get("k")
     k = settings.top_k if k is None else k

@@ -45,6 +45,7 @@ from state.schemas import RetrievedDoc
 from tests.conftest import isolated_settings, runtime, write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel
 from tests.helpers.calibrators import following
+from tests.helpers.passages import passage
 
 CORPUS = {
     "tarrow.md": "# Tarrow viaduct\n\nThe Tarrow viaduct carries the valley railway over the river Ness. "
@@ -57,21 +58,6 @@ ANSWER = "The Tarrow viaduct is 612 metres long [1]."
 #: A viaduct the corpus never names; the fake model still writes a confident answer from the passages.
 UNANSWERABLE = "How long is the Marlow viaduct?"
 MADE_UP = "The Marlow viaduct is 612 metres long [1]."
-
-
-def passage(index: int, text: str, title: str = "") -> RetrievedDoc:
-    return RetrievedDoc(
-        chunk_id=f"c{index}",
-        text=text,
-        source=f"/docs/p{index}.md",
-        title=title,
-        page=0,
-        doc_id=f"p{index}",
-        score=1.0,
-        relevance=0.9,
-        query="",
-        metadata={},
-    )
 
 
 TARROW = passage(1, CORPUS["tarrow.md"].split("\n\n", 1)[1], "Tarrow viaduct")

@@ -129,6 +129,12 @@ def test_filters_tenant_and_collections_scope_the_mock_as_they_scope_the_store(
         searcher.search("  ")
 
 
+def test_an_unknown_search_option_is_refused_not_dropped(tmp_path: Path) -> None:
+    searcher = MockSearcher(mock_settings(tmp_path))
+    with pytest.raises(TypeError, match="unknown options filter, top_k"):
+        searcher.search(QUESTION, top_k=1, filter={"session_id": "B"})  # type: ignore[call-arg]
+
+
 def test_a_passages_file_that_cannot_be_used_is_one_clear_store_error(tmp_path: Path) -> None:
     missing = MockSearcher(mock_settings(tmp_path, mock_passages=tmp_path / "nope.json"))
     with pytest.raises(MockPassagesError, match=r"nope\.json \(RAG_MOCK_PASSAGES\): cannot read it"):
