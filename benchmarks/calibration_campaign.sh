@@ -12,10 +12,10 @@
 # PYTHON and RUNS let a frozen copy of the code run it while the checkout changes (records to $RUNS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA="${DATA:-../shared/data}"
-SQUAD="data/squad/squad2_dev_mixed400.json.gz"
-CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
-HOTPOTQA="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
+source benchmarks/lib.sh  # DATASETS, serve_model_endpoint
+SQUAD="${DATASETS[squad]}"
+CMRC="${DATASETS[cmrc2018]}"
+HOTPOTQA="${DATASETS[hotpotqa]}"
 PREFIX="${PREFIX:-calib}"
 PIPELINE="${PIPELINE:-naive}"
 ROUNDS="${ROUNDS:-1 2 3}"
@@ -36,16 +36,7 @@ run() {  # run SET DATASET POOL SPLIT LIMIT
 # ENDPOINT_MODEL: the reader is that embedded model served by `rag model serve` (llama.cpp's OpenAI-compatible
 # server on loopback), as a user's endpoint: judged by the default calibrator unless one names it.
 if [[ -n "${ENDPOINT_MODEL:-}" ]]; then
-  PORT="${PORT:-8094}"
-  "${PYTHON:-.venv/bin/python}" -m service.cli model serve --model "$ENDPOINT_MODEL" --port "$PORT" \
-    > "$RAG_DATA_DIR/model-serve.log" 2>&1 &
-  server=$!
-  trap 'kill "$server" 2>/dev/null || true' EXIT
-  for _ in $(seq 1 120); do
-    curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break
-    sleep 1
-  done
-  export RAG_LLM_PROVIDER=openai RAG_LLM_BASE_URL="http://127.0.0.1:$PORT/v1" RAG_LLM_MODEL="$ENDPOINT_MODEL"
+  serve_model_endpoint "$ENDPOINT_MODEL" "${PORT:-8094}" "$RAG_DATA_DIR/model-serve.log"
 fi
 
 for round in $ROUNDS; do

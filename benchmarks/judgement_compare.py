@@ -13,13 +13,13 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from answering.calibrator import CALIBRATOR_DIR, load_calibrator
+from answering.calibrator import CALIBRATOR_DIR, Calibrator, load_calibrator
 from answering.decision import band_of
+from evals.calibration_records import KNOWN_SETS
 from evals.datasets import open_text
 from evals.environment import machine_description
 
 RUNS = Path("results/runs")
-SETS = ("squad", "cmrc2018", "hotpotqa")
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -28,9 +28,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         return [record for record in map(json.loads, filter(str.strip, text)) if not record.get("error")]
 
 
-def summary(records: list[dict[str, Any]], calibrator_name: str) -> dict[str, Any]:
+def summary(records: list[dict[str, Any]], calibrator: Calibrator) -> dict[str, Any]:
     """One run's figures over its records."""
-    calibrator = load_calibrator(CALIBRATOR_DIR / f"{calibrator_name}.json")
     bands: dict[str, dict[str, int]] = {
         name: {"n": 0, "right": 0} for name in ("confident", "tentative", "not_found")
     }
@@ -58,14 +57,15 @@ def main() -> None:
     parser.add_argument("--json", type=Path, required=True, help="Report to write.")
     parser.add_argument("--calibrator", default="qwen2.5-coder-0.5b", help="Committed calibrator's name.")
     args = parser.parse_args()
+    calibrator = load_calibrator(CALIBRATOR_DIR / f"{args.calibrator}.json")
     report: dict[str, Any] = {"machine": machine_description(), "calibrator": args.calibrator, "sets": {}}
-    for name in SETS:
+    for name in KNOWN_SETS:
         agentic = read_records(RUNS / f"judge-{name}-test-agentic.jsonl.gz")
         ids = {record["qid"] for record in agentic}
         naive = [r for r in read_records(RUNS / f"judge-{name}-test-naive.jsonl.gz") if r["qid"] in ids]
         report["sets"][name] = {
-            "naive": summary(naive, args.calibrator),
-            "agentic": summary(agentic, args.calibrator),
+            "naive": summary(naive, calibrator),
+            "agentic": summary(agentic, calibrator),
         }
     report["command"] = f"python -m benchmarks.judgement_compare --json {args.json}"
     args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

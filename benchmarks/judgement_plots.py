@@ -44,8 +44,8 @@ def plot(name: str, calibrator: Calibrator, after: list[Path], before: list[Path
     """One figure: a curve per after-run (the committed calibrator applied to each record's signals, so
     records gathered before the fit are judged as the engine judges now), a point per before-run."""
     figure, axes = plt.subplots(figsize=(5.5, 4))
-    for path in after:
-        records = read_records(path)
+    runs = [(path, read_records(path)) for path in after]
+    for path, records in runs:
         scores = [calibrator.probability(record["signals"]) for record in records]
         labels = [float(record.get("candidate_right") or 0.0) for record in records]
         points = risk_coverage(scores, labels)
@@ -54,7 +54,7 @@ def plot(name: str, calibrator: Calibrator, after: list[Path], before: list[Path
             [y for _, y in points],
             label=f"{label_of(path)}, calibrated (n={len(records)})",
         )
-    questions = {record["qid"] for path in after for record in read_records(path)}
+    questions = {record["qid"] for _path, records in runs for record in records}
     for path in before:  # the same questions as the after-runs
         records = [record for record in read_records(path) if record["qid"] in questions]
         x, y = before_point(records)

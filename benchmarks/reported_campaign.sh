@@ -37,13 +37,13 @@
 #   PREFIX=reported3 SMALL_LIMIT=60 SMALL_DATA_DIR=/tmp/exp/data STAGES=4 bash benchmarks/reported_campaign.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DATA="${DATA:-../shared/data}"
-HOTPOTQA="$DATA/hotpotqa/hotpot_dev_distractor_sample500_amor.jsonl.gz"
+source benchmarks/lib.sh  # DATASETS, serve_model_endpoint
+HOTPOTQA="${DATASETS[hotpotqa]}"
 LIMIT="${LIMIT:-300}"
 STRONG_LIMIT="${STRONG_LIMIT:-8}"
 STAGES="${STAGES:-1 2 3}"
-SQUAD="data/squad/squad2_dev_mixed400.json.gz"
-CMRC="$DATA/cmrc2018/cmrc2018_dev.json.gz"
+SQUAD="${DATASETS[squad]}"
+CMRC="${DATASETS[cmrc2018]}"
 SMALL_LIMIT="${SMALL_LIMIT:-30}"
 PORT="${PORT:-8093}"
 PREFIX="${PREFIX:-reported}"
@@ -85,14 +85,7 @@ if [[ " $STAGES " == *" 2 "* ]]; then
 fi
 
 if [[ " $STAGES " == *" 3 "* ]]; then
-  .venv/bin/rag model serve --model qwen2.5-coder-1.5b --port "$PORT" > "$RAG_DATA_DIR/model-serve.log" 2>&1 &
-  server=$!
-  trap 'kill "$server" 2>/dev/null || true' EXIT
-  for _ in $(seq 1 120); do
-    curl -sf "http://127.0.0.1:$PORT/v1/models" > /dev/null && break
-    sleep 1
-  done
-  export RAG_LLM_PROVIDER=openai RAG_LLM_BASE_URL="http://127.0.0.1:$PORT/v1" RAG_LLM_MODEL=qwen2.5-coder-1.5b
+  serve_model_endpoint qwen2.5-coder-1.5b "$PORT" "$RAG_DATA_DIR/model-serve.log"
   RAG_LLM_STRENGTH=weak run "$STRONG_PREFIX-off-1.5b-hotpotqa-test-agentic" agentic test "$STRONG_LIMIT"
   RAG_LLM_STRENGTH=strong run "$STRONG_PREFIX-on-1.5b-hotpotqa-test-agentic" agentic test "$STRONG_LIMIT"
   RAG_LLM_STRENGTH=weak run "$STRONG_PREFIX-off-1.5b-hotpotqa-test-naive" naive test "$STRONG_LIMIT"

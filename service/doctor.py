@@ -259,10 +259,9 @@ DEFAULT_CALIBRATOR_WARNING = (
 def calibrator_status(settings: Settings) -> dict[str, object]:
     """The answering model's calibrator: its name, whether it is the model's own, the warning when not."""
     from answering.calibrator import calibrator_for
-    from models.factory import resolve_spec
+    from nodes.resources import Resources
 
-    spec = resolve_spec(settings, "generate")
-    identity = f"{spec.provider}:{spec.model}@{spec.base_url or ''}"
+    identity = Resources(settings).model_identity("generate")  # the key the engine picks it by
     calibrator, own = calibrator_for(identity)
     return {
         "model": identity,
