@@ -1,9 +1,10 @@
 """cite: turn the chosen answer into the final cited answer (markers resolved, sources renumbered, rendered).
 
 The chosen answer is the turn's best graded one (`best_answer`, with the sources it was written from), not
-necessarily the latest draft. It is shown as its band renders it (answering.decision); graphs without a grader
-are judged here, and an answer written without sources is shown as written, unjudged. With retrieval off the
-answer ends with a note that no documents were consulted.
+necessarily the latest draft. It is shown as its band renders it (answering.decision); in graphs without a
+grader the draft is judged here, unless generate's read gate already judged it; an answer written without
+sources is shown as written, unjudged. With retrieval off the answer ends with a note that no documents were
+consulted.
 """
 
 from __future__ import annotations
@@ -31,12 +32,15 @@ logger = logging.getLogger(__name__)
 
 
 def chosen_answer(state: State) -> tuple[str, list[RetrievedDoc], AnswerRecord | None]:
-    """The best answer so far with its sources and judged record; else the latest draft and sources."""
+    """The best answer so far with its sources and judged record; else the latest draft and sources, with
+    the record generate judged it by (`answer_record`, None when it judged none; a draft without sources
+    stays unjudged)."""
     best: AnswerCandidate | None = state.get("best_answer")
     latest_sources = state.get("sources") or []
     # None in graphs without grade_answer; a checkpointed thread may still hold the "__reset__" string.
     if not isinstance(best, dict) or not best.get("text", "").strip():
-        return state.get("draft") or "", latest_sources, None
+        record = state.get("answer_record") if latest_sources else None
+        return state.get("draft") or "", latest_sources, record
     pool = {doc["chunk_id"]: doc for doc in [*(state.get("documents") or []), *latest_sources]}
     ids = best.get("doc_ids") or []
     record = best.get("record")

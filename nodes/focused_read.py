@@ -33,7 +33,7 @@ from retrieval.answer_text import (
 from retrieval.citations import extract_markers
 from retrieval.injection import carries_planted_token, is_instruction_like, planted_tokens
 from retrieval.tokens import count_tokens
-from state.answer_record import Band
+from state.answer_record import AnswerRecord
 from state.context import Context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
@@ -50,12 +50,13 @@ FOCUSED_READ_ANSWER_KEY = "focused_read_answer"
 FOCUSED_READ_SKIPPED_KEY = "focused_read_skipped"
 
 
-def unchangeable_band(
+def settled_judgement(
     state: State, context: Context, draft: str, sources: list[RetrievedDoc], info: dict[str, Any]
-) -> Band | None:
-    """The draft's band when no outcome of the read can change it (the read is then skipped), else None."""
+) -> AnswerRecord | None:
+    """The draft's judged record when no outcome of the read can change its band (the read is then skipped
+    and the record stays the draft's judgement), else None."""
     judged = judge_draft(state, context, draft, sources, prompt_info=info)
-    return None if read_can_change_band(judged, answer_calibrator(context)) else judged["band"]
+    return None if read_can_change_band(judged, answer_calibrator(context)) else judged
 
 
 def focused_passage(short: str, draft: str, sources: list[RetrievedDoc]) -> RetrievedDoc | None:

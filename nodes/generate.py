@@ -28,7 +28,7 @@ from nodes.focused_read import (
     FOCUSED_READ_SKIPPED_KEY,
     FOCUSED_READ_TOKENS,
     focused_read,
-    unchangeable_band,
+    settled_judgement,
 )
 from nodes.instrumentation import TokenLogprobs, guarded_text_call, merge_updates, timed, with_temperature
 from nodes.memory_recall import memory_sources
@@ -57,6 +57,7 @@ from retrieval.prompt_budget import (
     build_answer_prompt,
 )
 from retrieval.source_blocks import strip_source_headers
+from state.answer_record import AnswerRecord
 from state.context import Context, run_context
 from state.graph_state import State
 from state.schemas import RetrievedDoc
@@ -172,10 +173,11 @@ def generate(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     info[CANDIDATES_KEY] = _candidates(question, text, short, used, info)
     read_usage: dict[str, Any] = {}
+    record: AnswerRecord | None = None
     if context.focused_read and info["generation_fallback"] is None and not is_not_found_answer(text):
         passages = sources[: len(prompt.used_documents)]  # the retrieved chunks, not the memories after
-        text, read_usage = _read_again(state, context, model, question, text, sources, passages, info)
-    return merge_updates(_draft_update(text, sources, info, director), usage, read_usage)
+        text, read_usage, record = _read_again(state, context, model, question, text, sources, passages, info)
+    return merge_updates(_draft_update(text, sources, info, director, record), usage, read_usage)
 
 
 def _prompt_request(
@@ -298,13 +300,19 @@ def _candidates(
 
 
 def _draft_update(
-    text: str, sources: list[RetrievedDoc], info: dict[str, Any], director: list[RetrievedDoc]
+    text: str,
+    sources: list[RetrievedDoc],
+    info: dict[str, Any],
+    director: list[RetrievedDoc],
+    record: AnswerRecord | None = None,
 ) -> dict[str, Any]:
-    """The node's state update."""
+    """The node's state update; `record`: the draft's judgement when the read gate already made it, so
+    grade_answer and cite reuse it instead of judging the same draft again."""
     return {
         "draft": text,
         "sources": sources,
         "prompt_info": info,
+        "answer_record": record,
         "generation_rounds": 1,
         "director_events": director,
     }
@@ -327,14 +335,14 @@ def _read_again(
     sources: list[RetrievedDoc],
     passages: list[RetrievedDoc],
     info: dict[str, Any],
-) -> tuple[str, dict[str, Any]]:
-    """(draft, accounting) after the focused read, run only when it can change the draft's band."""
-    read_usage: dict[str, Any] = {}
-    kept_band = unchangeable_band(state, context, text, sources, info)
-    if kept_band is not None:
-        info[FOCUSED_READ_SKIPPED_KEY] = kept_band
-    else:
-        text, read_usage, read_info = focused_read(model, question, text, passages, FOCUSED_READ_TOKENS)
-        info.update(read_info)
-        info[CANDIDATES_KEY]["focused_read"] = read_info.get(FOCUSED_READ_ANSWER_KEY, "")
-    return text, read_usage
+) -> tuple[str, dict[str, Any], AnswerRecord | None]:
+    """(draft, accounting, record) after the focused read, run only when it can change the draft's band;
+    `record` is the draft's judgement when the read was skipped (None when it ran: the draft may differ)."""
+    settled = settled_judgement(state, context, text, sources, info)
+    if settled is not None:
+        info[FOCUSED_READ_SKIPPED_KEY] = settled["band"]
+        return text, {}, settled
+    text, read_usage, read_info = focused_read(model, question, text, passages, FOCUSED_READ_TOKENS)
+    info.update(read_info)
+    info[CANDIDATES_KEY]["focused_read"] = read_info.get(FOCUSED_READ_ANSWER_KEY, "")
+    return text, read_usage, None

@@ -294,7 +294,8 @@ def grade_answer(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     sources = state.get("sources") or []
     grade, grader, usage = graded_draft(question, draft, sources, context)
     # The judgement's calibrated probability is the loop's score.
-    record = judge_draft(state, context, draft, sources) if sources else None
+    # generate's read gate may have judged this very draft already (`answer_record`).
+    record = (state.get("answer_record") or judge_draft(state, context, draft, sources)) if sources else None
     score = record["probability"] if record is not None else mean_score(grade)
     stalled = stalled_after(score, state)
     graded = grader in ("llm", "score")

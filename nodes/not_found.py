@@ -48,6 +48,7 @@ def not_found(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         "not_found_reason": reason,
         "band": "not_found",
         "confidence": None,
+        "answer_record": None,  # a draft generate judged in an earlier round is not this answer's
         "citations": [],
         "sources": [],
         "renderings": {"markdown": answer, "html": f"<p>{answer}</p>", "plain": answer},

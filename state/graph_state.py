@@ -157,6 +157,8 @@ class OutputState(TypedDict, total=False):
     """Calibrated probability that the short answer is right; None when no answer was judged."""
     band: Annotated[Band, PerTurn("not_found")]
     answer_record: Annotated[AnswerRecord | None, PerTurn(None)]
+    """The shown answer's judged record (None when unjudged); before cite, the record generate judged its
+    draft by when its read gate did (None otherwise), which grade_answer and cite then reuse."""
     answer_grade: Annotated[dict[str, Any], PerTurn({})]
     retrieval_rounds: Annotated[int, PerTurn(0), add_count]
     generation_rounds: Annotated[int, PerTurn(0), add_count]

@@ -46,10 +46,10 @@ from retrieval.ingest import ingest_paths
 from retrieval.knowledge_base import KnowledgeBase
 from state.answer_record import AnswerRecord, Band, Candidates, ClosestSentence
 from state.context import Context
-from state.schemas import RetrievedDoc
 from tests.conftest import isolated_settings, write_corpus
 from tests.fakes import FAKE_MODEL_KEY, HashEmbeddings, TaskChatModel
 from tests.helpers.calibrators import TEST_THRESHOLDS, constant, following
+from tests.helpers.passages import passage
 
 TARROW_TEXT = (
     "The Tarrow viaduct carries the valley railway over the river Ness. It is 612 metres long and has 14 "
@@ -64,21 +64,6 @@ DRAFT = "612 metres\n\nThe Tarrow viaduct is 612 metres long [1]."
 TENTATIVE_TEXT = (
     "Not sure \u2014 the closest the documents come is: It is 612 metres long and has 14 arches. [1]"
 )
-
-
-def passage(index: int, text: str, title: str = "", relevance: float = 0.9) -> RetrievedDoc:
-    return RetrievedDoc(
-        chunk_id=f"c{index}",
-        text=text,
-        source=f"/docs/p{index}.md",
-        title=title,
-        page=0,
-        doc_id=f"p{index}",
-        score=1.0,
-        relevance=relevance,
-        query="",
-        metadata={},
-    )
 
 
 TARROW = passage(1, TARROW_TEXT, "Tarrow viaduct", relevance=0.9)

@@ -7,10 +7,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import pytest
+
 from answering.calibrator import Calibrator, Thresholds
 from answering.read_gate import AGREES, NO_ANSWER, REPLACES, outcome_bands, read_can_change_band
+from nodes import cite as cite_node
+from nodes import grade_answer as grade_node
+from nodes.cite import cite
 from nodes.focused_read import FOCUSED_READ_SKIPPED_KEY
 from nodes.generate import generate
+from nodes.grade_answer import grade_answer
 from state.answer_record import AnswerRecord, Band, Candidates
 from tests.conftest import runtime
 from tests.fakes import scripted
@@ -187,3 +193,32 @@ def test_generate_reads_again_when_agreement_can_lift_the_draft(install: Any, ca
     info = update["prompt_info"]
     assert FOCUSED_READ_SKIPPED_KEY not in info
     assert info["focused_read_passage"] == "chunk-1" and info["candidates"]["focused_read"] == "Mara Velt"
+
+
+def test_a_skipped_read_hands_its_judgement_on_instead_of_judging_the_draft_again(
+    install: Any, calibrator: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate judged the draft that stands: cite (no grader) and grade_answer show that judgement."""
+    calibrator(constant(0.5))  # tentative, whatever the read does
+    install(scripted(DRAFT_REPLY, "Tom Ferro"))
+    state = {"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}
+    update = generate(state, runtime(focused_read=True))
+    assert update["answer_record"]["band"] == "tentative"
+
+    def judged_again(*args: Any, **kwargs: Any) -> AnswerRecord:
+        raise AssertionError("the draft was judged a second time")
+
+    monkeypatch.setattr(cite_node, "judge_draft", judged_again)
+    monkeypatch.setattr(grade_node, "judge_draft", judged_again)
+    cited = cite({**state, **update}, runtime(focused_read=True))
+    assert cited["band"] == "tentative" and cited["confidence"] == 0.5
+    graded = grade_answer({**state, **update}, runtime(focused_read=True, grader="score"))
+    assert graded["best_answer"]["record"]["band"] == "tentative" and graded["answer_score"] == 0.5
+
+
+def test_a_draft_read_again_carries_no_judgement(install: Any, calibrator: Any) -> None:
+    """The read may have changed the draft the gate judged: nothing is handed on."""
+    calibrator(linear({"agree_draft_focused": 2.0}, 0.65))  # the read can lift the draft: it runs
+    install(scripted(DRAFT_REPLY, "Mara Velt"))
+    update = generate({"question": QUESTION, "documents": [doc(1, GLASSWORKS)]}, runtime(focused_read=True))
+    assert update["llm_calls"] == 2 and update["answer_record"] is None
